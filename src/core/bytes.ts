@@ -1,0 +1,35 @@
+/** Bytes <-> base64, the form opaque bytes take inside JSON bodies. Uses only `btoa`/`atob`. */
+const CHUNK = 0x8000;
+
+export function toBase64(bytes: Uint8Array): string {
+  let bin = '';
+  for (let i = 0; i < bytes.length; i += CHUNK) {
+    bin += String.fromCharCode.apply(null, bytes.subarray(i, i + CHUNK) as unknown as number[]);
+  }
+  return btoa(bin);
+}
+
+const B64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
+/** Decodes standard base64 (padding optional). Returns null for anything that is not base64. */
+export function fromBase64(s: string): Uint8Array | null {
+  const clean = s.length % 4 === 0 ? s : s + '='.repeat(4 - (s.length % 4));
+  if (!B64.test(clean) || s.length % 4 === 1) return null;
+  let bin: string;
+  try {
+    bin = atob(clean);
+  } catch {
+    return null;
+  }
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+/** Base64 length -> decoded byte length, without decoding. */
+export const decodedLength = (b64: string): number => Math.floor((b64.replace(/=+$/, '').length * 3) / 4);
+
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+export const utf8 = (s: string): Uint8Array => enc.encode(s);
+export const fromUtf8 = (b: Uint8Array): string => dec.decode(b);

@@ -1,0 +1,420 @@
+/**
+ * The contract, executable over any storage port. The queue Durable Object runs it over D1, the
+ * local plane over node:sqlite. It validates input, runs each verb's plan through group commit,
+ * parks waiters and wakes them after the transition that satisfies them.
+ */
+import { Committer, type CommitterOptions } from './committer.ts';
+import { badRequest, LakeshoreError, notFound, toError } from './errors.ts';
+import { isTerminalKind } from './frame.ts';
+import { DEFAULT_LIMITS, type Limits } from './limits.ts';
+import { then, type Plan } from './plan.ts';
+import type { Port, StmtResult } from './port.ts';
+import { outcomeOf } from './rows.ts';
+import { isTerminal, type State } from './states.ts';
+import { cancelPlan } from './sql/cancel.ts';
+import { claimStmt, levelsStmt, toClaimed, type ClaimInput } from './sql/claim.ts';
+import { expireStmt, nextLeaseStmt } from './sql/expire.ts';
+import type { Holder } from './sql/fence.ts';
+import { ackPlan, nackPlan } from './sql/finish.ts';
+import { heartbeatPlan } from './sql/heartbeat.ts';
+import { appendPlan, readPlan, trimPlan, type Appended } from './sql/journal.ts';
+import { configurePlan, countPlan, getPlan, queueOfPlan } from './sql/read.ts';
+import { submitPlan, type Submitted } from './sql/submit.ts';
+import type { Claimed, ClaimKind, HeartbeatAnswer, Invocation, InvocationError, JournalPage, Outcome } from './types.ts';
+import * as v from './validate.ts';
+import { keys, Waiters } from './waiters.ts';
+
+export interface EngineOptions {
+  limits?: Partial<Limits>;
+  now?: () => number;
+  random?: () => number;
+  committer?: CommitterOptions;
+  /** Told of every new lease deadline, so a plane can arm a timer (the Durable Object's alarm). */
+  onLease?: (ns: string, queue: string, deadline: number) => void;
+}
+
+export interface SubmitRequest {
+  id: unknown;
+  envelope: unknown;
+  key?: unknown;
+  priority?: unknown;
+  parent?: unknown;
+}
+
+export interface ClaimRequest {
+  workerId: unknown;
+  kind?: unknown;
+  temperature?: unknown;
+  leaseMs?: unknown;
+  /** How long to wait for work when the queue is empty; 0 answers at once. */
+  waitMs?: unknown;
+  signal?: AbortSignal;
+}
+
+export interface HolderRequest {
+  workerId: unknown;
+  attempt?: unknown;
+  /** The invocation's queue when the caller knows it; it narrows the guard. */
+  queue?: string | null;
+}
+
+export interface AppendRequest extends HolderRequest {
+  seq?: unknown;
+  kind: unknown;
+  body: unknown;
+  meta?: unknown;
+  final?: unknown;
+}
+
+export type Settled<T> = { ok: true; value: T } | { ok: false; error: LakeshoreError };
+
+const settle = async <T>(p: Promise<T>): Promise<Settled<T>> => {
+  try {
+    return { ok: true, value: await p };
+  } catch (e) {
+    const err = toError(e);
+    return { ok: false, error: err instanceof LakeshoreError ? err : new LakeshoreError('internal', 'internal error', { cause: err }) };
+  }
+};
+
+export class Engine {
+  readonly limits: Limits;
+  readonly waiters = new Waiters();
+  readonly committer: Committer;
+  /** Bumped on every wake, so a reader can tell a change landed while its read was in flight. */
+  private epoch = 0;
+  private readonly now: () => number;
+  private readonly random: () => number;
+  private readonly onLease: EngineOptions['onLease'];
+
+  constructor(port: Port, opts: EngineOptions = {}) {
+    this.limits = { ...DEFAULT_LIMITS, ...opts.limits };
+    this.now = opts.now ?? Date.now;
+    this.random = opts.random ?? Math.random;
+    this.onLease = opts.onLease;
+    this.committer = new Committer(port, opts.committer);
+  }
+
+  // ---------------------------------------------------------------- producers
+
+  async submit(ns: string, queue: string, req: SubmitRequest): Promise<Submitted> {
+    const plan = submitPlan(this.now(), ns, v.queue(queue, this.limits), this.submitInput(req));
+    const out = await this.committer.run(plan);
+    if (out.created) this.wake(keys.queue(ns, queue), 1);
+    return out;
+  }
+
+  /** Submits many; each item keeps its own id, key, idempotency and error. */
+  async submitMany(ns: string, queue: string, items: SubmitRequest[]): Promise<Settled<Submitted>[]> {
+    v.queue(queue, this.limits);
+    if (items.length > this.limits.maxBatch) throw badRequest(`a batch holds at most ${this.limits.maxBatch} items`);
+    return Promise.all(items.map((it) => settle(this.submit(ns, queue, it))));
+  }
+
+  async cancel(ns: string, id: unknown, queue: string | null = null): Promise<boolean> {
+    const out = await this.committer.run(cancelPlan(this.now(), ns, v.id(id, this.limits), queue));
+    if (out.cancelled) this.wakeFinished(ns, String(id));
+    return out.cancelled;
+  }
+
+  get(ns: string, id: unknown): Promise<Invocation | null> {
+    return this.committer.run(getPlan(ns, v.id(id, this.limits)));
+  }
+
+  queueOf(ns: string, id: unknown): Promise<string | null> {
+    return this.committer.run(queueOfPlan(ns, v.id(id, this.limits)));
+  }
+
+  count(ns: string, queue: unknown, state?: unknown): Promise<number> {
+    return this.committer.run(countPlan(ns, v.queue(queue, this.limits), v.state(state, 'queued')));
+  }
+
+  /** Waits until the invocation is terminal, up to `timeoutMs`; then answers its outcome. */
+  async result(ns: string, id: unknown, timeoutMs?: unknown, signal?: AbortSignal): Promise<Outcome> {
+    const invId = v.id(id, this.limits);
+    const wait = v.waitMs('timeout', timeoutMs, 30_000, this.limits.maxResultWaitMs);
+    const deadline = this.now() + wait;
+    for (;;) {
+      const seen = this.epoch;
+      const row = await this.get(ns, invId);
+      if (!row) throw notFound(`invocation ${JSON.stringify(invId)}`);
+      if (isTerminal(row.state)) return outcomeOf({ state: row.state, result: row.result, error: row.error ? JSON.stringify(row.error) : null });
+      if (this.epoch !== seen) continue;
+      const left = deadline - this.now();
+      if (left <= 0 || signal?.aborted || !(await this.waiters.wait(keys.inv(ns, invId), left, signal))) {
+        const last = await this.get(ns, invId);
+        if (last && isTerminal(last.state)) continue;
+        return { state: (last?.state ?? row.state) as 'queued' | 'running', timedOut: true };
+      }
+    }
+  }
+
+  async configure(ns: string, queue: unknown, cfg: { leaseMs?: unknown; maxAttempts?: unknown }): Promise<void> {
+    const leaseMs = cfg.leaseMs === undefined || cfg.leaseMs === null ? null : v.nonNegInt('lease_ms', cfg.leaseMs, 0, this.limits.maxLeaseMs);
+    const maxAttempts = cfg.maxAttempts === undefined || cfg.maxAttempts === null ? null : v.nonNegInt('max_attempts', cfg.maxAttempts, 0, 1000);
+    if (leaseMs !== null && leaseMs < 1) throw badRequest('lease_ms must be at least 1');
+    if (maxAttempts !== null && maxAttempts < 1) throw badRequest('max_attempts must be at least 1');
+    await this.committer.run(configurePlan(this.now(), ns, v.queue(queue, this.limits), leaseMs, maxAttempts));
+  }
+
+  // ---------------------------------------------------------------- workers
+
+  async claim(ns: string, queue: unknown, req: ClaimRequest): Promise<Claimed | null> {
+    const [c] = await this.claimMany(ns, queue, { ...req, max: 1 });
+    return c ?? null;
+  }
+
+  /** Claims up to `max` invocations; waits (up to waitMs) only while it has none. */
+  async claimMany(ns: string, queue: unknown, req: ClaimRequest & { max?: unknown }): Promise<Claimed[]> {
+    const q = v.queue(queue, this.limits);
+    const max = v.nonNegInt('max', req.max, 1, this.limits.maxBatch);
+    if (max < 1) throw badRequest('max must be at least 1');
+    const input: ClaimInput & { temperature: number } = {
+      workerId: v.workerId(req.workerId),
+      kind: v.claimKind(req.kind),
+      temperature: v.temperature(req.temperature),
+      leaseMs: req.leaseMs === undefined || req.leaseMs === null ? null : v.nonNegInt('lease_ms', req.leaseMs, 0, this.limits.maxLeaseMs),
+    };
+    if (input.leaseMs !== null && input.leaseMs < 1) throw badRequest('lease_ms must be at least 1');
+    const wait = v.waitMs('wait_ms', req.waitMs, 0, this.limits.maxClaimWaitMs);
+    const deadline = this.now() + wait;
+    for (;;) {
+      const seen = this.epoch;
+      const got = await this.committer.run(this.claimPlan(ns, q, input, max));
+      if (got.length) {
+        const last = Math.max(...got.map((c) => c.leaseUntil));
+        this.onLease?.(ns, q, last);
+        return got;
+      }
+      if (this.epoch !== seen) continue;
+      const left = deadline - this.now();
+      if (left <= 0 || req.signal?.aborted) return [];
+      if (!(await this.waiters.wait(keys.queue(ns, q), left, req.signal))) return [];
+    }
+  }
+
+  async ack(ns: string, id: unknown, req: HolderRequest & { result?: unknown }): Promise<{ absorbed: boolean }> {
+    const invId = v.id(id, this.limits);
+    const result = req.result === undefined || req.result === null ? null : v.bytes('result', req.result, this.limits.resultBytes);
+    const out = await this.committer.run(ackPlan(this.now(), ns, invId, req.queue ?? null, this.holder(req), result));
+    if (!out.absorbed) this.wakeFinished(ns, invId);
+    return { absorbed: out.absorbed };
+  }
+
+  async nack(ns: string, id: unknown, req: HolderRequest & { error: unknown; retry?: unknown }): Promise<{ state: 'queued' | 'failed'; absorbed: boolean }> {
+    const invId = v.id(id, this.limits);
+    const error = this.errorInput(req.error);
+    if (req.retry !== undefined && typeof req.retry !== 'boolean') throw badRequest('retry must be a boolean');
+    const retry = req.retry ?? true;
+    const out = await this.committer.run(nackPlan(this.now(), ns, invId, req.queue ?? null, this.holder(req), error, retry));
+    if (!out.absorbed) {
+      if (out.state === 'queued') this.wake(keys.queue(ns, out.queue), 1);
+      else this.wakeFinished(ns, invId);
+      this.wake(keys.journal(ns, invId));
+    }
+    return { state: out.state === 'queued' ? 'queued' : 'failed', absorbed: out.absorbed };
+  }
+
+  async heartbeat(ns: string, id: unknown, req: HolderRequest & { leaseMs?: unknown }): Promise<HeartbeatAnswer> {
+    const invId = v.id(id, this.limits);
+    const leaseMs = req.leaseMs === undefined || req.leaseMs === null ? null : v.nonNegInt('lease_ms', req.leaseMs, 0, this.limits.maxLeaseMs);
+    if (leaseMs !== null && leaseMs < 1) throw badRequest('lease_ms must be at least 1');
+    const out = await this.committer.run(heartbeatPlan(this.now(), ns, invId, req.queue ?? null, this.holder(req), leaseMs, this.limits.defaultLeaseMs));
+    if (out.leaseUntil !== null && req.queue) this.onLease?.(ns, req.queue, out.leaseUntil);
+    return out;
+  }
+
+  async append(ns: string, id: unknown, req: AppendRequest): Promise<Appended> {
+    const invId = v.id(id, this.limits);
+    if (!(typeof req.kind === 'number' && Number.isInteger(req.kind) && req.kind >= 0 && req.kind <= 4)) {
+      throw badRequest(`unknown frame kind ${JSON.stringify(req.kind)}: expected 0 (VALUE), 1 (CHUNK), 2 (BEGIN), 3 (END) or 4 (ERROR)`);
+    }
+    const seq = req.seq === undefined || req.seq === null ? null : v.nonNegInt('seq', req.seq, 0);
+    if (seq !== null && seq >= this.limits.framesPerInvocation) {
+      throw new LakeshoreError('payload_too_large', `seq ${seq} is past the journal limit of ${this.limits.framesPerInvocation} frames`);
+    }
+    const body = v.bytes('frame body', req.body, this.limits.frameBytes);
+    const meta = req.meta === undefined || req.meta === null ? null : req.meta;
+    if (meta !== null && (typeof meta !== 'object' || Array.isArray(meta))) throw badRequest('meta must be an object or null');
+    if (req.final !== undefined && req.final !== null && typeof req.final !== 'boolean') throw badRequest('final must be a boolean');
+    const final = typeof req.final === 'boolean' ? req.final : isTerminalKind(req.kind as 0);
+    const out = await this.committer.run(
+      appendPlan(this.now(), ns, invId, req.queue ?? null, this.holder(req), { seq, kind: req.kind, body, meta: meta as Record<string, unknown> | null, final }, this.limits.framesPerInvocation),
+    );
+    if (!out.absorbed) this.wake(keys.journal(ns, invId));
+    return out;
+  }
+
+  // ---------------------------------------------------------------- journal readers
+
+  read(ns: string, id: unknown, since?: unknown, limit?: unknown): Promise<JournalPage> {
+    return this.committer.run(readPlan(ns, v.id(id, this.limits), this.since(since), this.pageLimit(limit)));
+  }
+
+  /** Like read, but waits up to `timeoutMs` until there is a frame after `since` or the stream ended. */
+  async follow(ns: string, id: unknown, since?: unknown, timeoutMs?: unknown, signal?: AbortSignal, limit?: unknown): Promise<JournalPage> {
+    const invId = v.id(id, this.limits);
+    const cursor = this.since(since);
+    const lim = this.pageLimit(limit);
+    const wait = v.waitMs('timeout', timeoutMs, 30_000, this.limits.maxResultWaitMs);
+    const deadline = this.now() + wait;
+    for (;;) {
+      const seen = this.epoch;
+      const page = await this.committer.run(readPlan(ns, invId, cursor, lim));
+      if (page.frames.length || page.done) return page;
+      if (this.epoch !== seen) continue;
+      const left = deadline - this.now();
+      if (left <= 0 || signal?.aborted || !(await this.waiters.wait(keys.journal(ns, invId), left, signal))) return page;
+    }
+  }
+
+  async trim(ns: string, id: unknown, keepLast: unknown, queue: string | null = null): Promise<number> {
+    const out = await this.committer.run(trimPlan(ns, v.id(id, this.limits), queue, v.nonNegInt('keep_last', keepLast, 0)));
+    return out.trimmed;
+  }
+
+  // ---------------------------------------------------------------- leases
+
+  /** Returns expired running rows of a queue to queued (or failed); answers the next deadline. */
+  async expire(ns: string, queue: string): Promise<number | null> {
+    const now = this.now();
+    return this.committer.run<number | null>({
+      stmts: [expireStmt(now, ns, queue, this.limits.defaultMaxAttempts), nextLeaseStmt(ns, queue)],
+      done: ([ex, next]) => {
+        this.afterExpire(ns, queue, ex!);
+        const n = next!.rows[0]?.next;
+        return n === null || n === undefined ? null : Number(n);
+      },
+    });
+  }
+
+  // ---------------------------------------------------------------- internals
+
+  private claimPlan(ns: string, queue: string, c: ClaimInput & { temperature: number }, max: number): Plan<Claimed[]> {
+    const now = this.now();
+    const expire = expireStmt(now, ns, queue, this.limits.defaultMaxAttempts);
+    if (c.kind === 'boltzmann' && c.temperature > 0) return this.boltzmannPlan(now, ns, queue, c, max, expire);
+    const kind: ClaimKind = c.kind === 'boltzmann' ? 'fifo' : c.kind; // T = 0: the top level, oldest first
+    const one = claimStmt(now, ns, queue, { ...c, kind }, this.limits.defaultLeaseMs, null);
+    return {
+      stmts: [expire, ...Array.from({ length: max }, () => one)],
+      done: ([ex, ...claims]) => {
+        this.afterExpire(ns, queue, ex!);
+        return claims.flatMap((r) => r.rows.map(toClaimed));
+      },
+    };
+  }
+
+  /**
+   * Boltzmann: pick a priority level with probability ∝ n_level · exp(level / T), where n_level
+   * comes from queue_levels (O(levels) rows), then claim that level's oldest row. Every queued
+   * row thus has probability ∝ exp(priority / T); T → 0 is fifo, large T approaches uniform.
+   */
+  private boltzmannPlan(now: number, ns: string, queue: string, c: ClaimInput & { temperature: number }, max: number, expire = expireStmt(now, ns, queue, this.limits.defaultMaxAttempts), got: Claimed[] = [], tries = 0): Plan<Claimed[]> {
+    return {
+      stmts: [expire, levelsStmt(ns, queue)],
+      done: ([ex, lv]) => {
+        this.afterExpire(ns, queue, ex!);
+        const levels = lv!.rows.map((r) => ({ p: Number(r.priority), n: Number(r.queued) }));
+        if (!levels.length) return got;
+        const picks = this.sampleLevels(levels, c.temperature, max - got.length);
+        return then({
+          stmts: picks.map((p) => claimStmt(now, ns, queue, c, this.limits.defaultLeaseMs, p)),
+          done: (rs) => {
+            const more = [...got, ...rs.flatMap((r) => r.rows.map(toClaimed))];
+            // A level can empty under us (another claim in the same batch); sample again, a few times.
+            if (more.length < max && tries < 3 && more.length < levels.reduce((a, l) => a + l.n, 0)) {
+              return then(this.boltzmannPlan(this.now(), ns, queue, c, max, expireStmt(this.now(), ns, queue, this.limits.defaultMaxAttempts), more, tries + 1));
+            }
+            return more;
+          },
+        });
+      },
+    };
+  }
+
+  /** Draws `k` levels without replacement of rows: each draw ∝ n · exp((p - pmax) / T). */
+  private sampleLevels(levels: { p: number; n: number }[], t: number, k: number): number[] {
+    const pmax = Math.max(...levels.map((l) => l.p));
+    const left = levels.map((l) => ({ p: l.p, n: l.n, w: Math.exp((l.p - pmax) / t) }));
+    const out: number[] = [];
+    for (let i = 0; i < k; i++) {
+      const total = left.reduce((a, l) => a + l.n * l.w, 0);
+      if (total <= 0) break;
+      let r = this.random() * total;
+      let pick = left.find((l) => l.n > 0)!;
+      for (const l of left) {
+        if (l.n <= 0) continue;
+        r -= l.n * l.w;
+        pick = l;
+        if (r < 0) break;
+      }
+      pick.n--;
+      out.push(pick.p);
+    }
+    return out;
+  }
+
+  private afterExpire(ns: string, queue: string, ex: StmtResult): void {
+    let requeued = 0;
+    for (const r of ex.rows) {
+      if (r.state === 'queued') requeued++;
+      else this.wakeFinished(ns, String(r.id));
+      this.wake(keys.journal(ns, String(r.id)));
+    }
+    if (requeued) this.wake(keys.queue(ns, queue), requeued);
+  }
+
+  private wake(key: string, n?: number): void {
+    this.epoch++;
+    this.waiters.wake(key, n);
+  }
+
+  /** Wakes everything parked on the store (another process changed it). */
+  wakeAll(): void {
+    this.epoch++;
+    this.waiters.wakeAll();
+  }
+
+  private wakeFinished(ns: string, id: string): void {
+    this.wake(keys.inv(ns, id));
+    this.wake(keys.journal(ns, id));
+  }
+
+  private holder(req: HolderRequest): Holder {
+    return { workerId: v.workerId(req.workerId), attempt: v.attempt(req.attempt) };
+  }
+
+  private submitInput(req: SubmitRequest) {
+    return {
+      id: v.id(req.id, this.limits),
+      envelope: v.bytes('envelope', req.envelope, this.limits.envelopeBytes),
+      key: v.optionalText('key', req.key, this.limits.keyLength),
+      priority: v.finite('priority', req.priority, 0),
+      parent: v.optionalText('parent', req.parent, this.limits.idLength),
+    };
+  }
+
+  private errorInput(e: unknown): InvocationError {
+    if (typeof e === 'string') return { message: e };
+    if (e && typeof e === 'object' && !Array.isArray(e) && typeof (e as InvocationError).message === 'string') {
+      const s = JSON.stringify(e);
+      if (s.length > this.limits.resultBytes) throw new LakeshoreError('payload_too_large', `error is ${s.length} bytes; the limit is ${this.limits.resultBytes}`);
+      return e as InvocationError;
+    }
+    throw badRequest('error must be a string or an object with a string message');
+  }
+
+  private since(s: unknown): number {
+    if (s === undefined || s === null) return -1;
+    if (typeof s !== 'number' || !Number.isInteger(s) || s < -1) throw badRequest('since must be an integer >= -1');
+    return s;
+  }
+
+  private pageLimit(l: unknown): number {
+    return Math.max(1, v.nonNegInt('limit', l, 1000, 10_000));
+  }
+}
+
+export type { Submitted, Appended };
+export type { State };

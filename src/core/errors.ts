@@ -1,0 +1,48 @@
+/**
+ * One error class with an HTTP status and a stable machine code. The HTTP layer maps it to
+ * `{error: {code, message}}`; clients map the code back to the same class.
+ */
+export const ERROR_CODES = Object.freeze({
+  bad_request: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  not_found: 404,
+  conflict: 409,
+  payload_too_large: 413,
+  rate_limited: 429,
+  timeout: 504,
+  internal: 500,
+} as const);
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+export class LakeshoreError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  /** Whether retrying the same request later may succeed. */
+  readonly retryable: boolean;
+
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown; retryable?: boolean }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'LakeshoreError';
+    this.code = code;
+    this.status = ERROR_CODES[code];
+    this.retryable = options?.retryable ?? (code === 'rate_limited' || code === 'internal');
+  }
+
+  toJSON(): { code: ErrorCode; message: string } {
+    return { code: this.code, message: this.message };
+  }
+}
+
+export const badRequest = (message: string) => new LakeshoreError('bad_request', message);
+export const notFound = (what: string) => new LakeshoreError('not_found', `${what} not found`);
+/** A fencing miss: the caller no longer holds the invocation (re-dispatched, expired or finished). */
+export const fenced = (message: string) => new LakeshoreError('conflict', message);
+
+export const isErrorCode = (c: unknown): c is ErrorCode => typeof c === 'string' && c in ERROR_CODES;
+
+/** Normalises anything thrown into an Error, keeping the original as `cause`. */
+export function toError(e: unknown): Error {
+  if (e instanceof Error) return e;
+  return new Error(typeof e === 'string' ? e : 'non-error thrown', { cause: e });
+}

@@ -1,0 +1,38 @@
+/**
+ * Input limits, with safe defaults. A plane may override any of them (see `Limits`); exceeding
+ * one is a 400 or 413 with a message naming the limit.
+ */
+export interface Limits {
+  envelopeBytes: number;
+  resultBytes: number;
+  frameBytes: number;
+  framesPerInvocation: number;
+  idLength: number;
+  keyLength: number;
+  queueLength: number;
+  /** Longest a claim may wait for work. */
+  maxClaimWaitMs: number;
+  /** Longest a result or journal read may block. */
+  maxResultWaitMs: number;
+  /** Most items in one batch request. */
+  maxBatch: number;
+  defaultLeaseMs: number;
+  maxLeaseMs: number;
+  defaultMaxAttempts: number;
+}
+
+export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
+  envelopeBytes: 1 << 20,
+  resultBytes: 1 << 20,
+  frameBytes: 256 << 10,
+  framesPerInvocation: 100_000,
+  idLength: 200,
+  keyLength: 200,
+  queueLength: 128,
+  maxClaimWaitMs: 60_000,
+  maxResultWaitMs: 300_000,
+  maxBatch: 1000,
+  defaultLeaseMs: 30_000,
+  maxLeaseMs: 24 * 3600_000,
+  defaultMaxAttempts: 3,
+});

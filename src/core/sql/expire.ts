@@ -1,0 +1,26 @@
+import { stmt, type Stmt } from '../port.ts';
+
+/**
+ * expire: running rows of a queue whose lease passed go back to queued, or to failed once they
+ * used their attempts. One guarded UPDATE (state = 'running' AND lease_until <= now); it runs
+ * from the alarm and also in front of every claim, so expiry never depends on an alarm firing.
+ */
+export function expireStmt(now: number, ns: string, queue: string, defaultMaxAttempts: number): Stmt {
+  return stmt(
+    `UPDATE invocations
+        SET state = CASE WHEN attempt >= m.max THEN 'failed' ELSE 'queued' END,
+            error = CASE WHEN attempt >= m.max
+                    THEN json_object('message', 'lease expired on attempt ' || attempt || ' of ' || m.max || ': the worker stopped answering', 'type', 'LeaseExpired')
+                    ELSE error END,
+            finished_at = CASE WHEN attempt >= m.max THEN ?3 ELSE NULL END,
+            lease_until = NULL, updated_at = ?3
+       FROM (SELECT COALESCE((SELECT max_attempts FROM queues WHERE ns = ?1 AND queue = ?2), ?4) AS max) AS m
+      WHERE ns = ?1 AND queue = ?2 AND state = 'running' AND lease_until <= ?3
+      RETURNING id, state`,
+    ns, queue, now, defaultMaxAttempts,
+  );
+}
+
+/** The earliest lease deadline among the queue's running rows, for the alarm. */
+export const nextLeaseStmt = (ns: string, queue: string): Stmt =>
+  stmt(`SELECT min(lease_until) AS next FROM invocations WHERE ns = ?1 AND queue = ?2 AND state = 'running'`, ns, queue);

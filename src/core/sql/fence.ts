@@ -1,0 +1,52 @@
+/**
+ * Fencing: ack, nack, heartbeat and append act only while the caller holds the running attempt.
+ * The guard sits in each statement's WHERE; when it misses, `diagnose` reads the row once to say
+ * why (unknown id: 404; someone else's or finished attempt: 409) or to absorb a retried request
+ * whose first try already landed.
+ */
+import { fenced, notFound } from '../errors.ts';
+import type { Plan } from '../plan.ts';
+import { stmt } from '../port.ts';
+import type { State } from '../states.ts';
+
+export interface Holder {
+  workerId: string;
+  /** The attempt the worker claimed; null when the caller's contract carries only the worker id. */
+  attempt: number | null;
+}
+
+/** WHERE fragment: ?1 ns, ?2 id, ?3 queue-or-null, ?4 worker id, ?5 attempt-or-null. */
+export const HELD = `ns = ?1 AND id = ?2 AND (?3 IS NULL OR queue = ?3) AND state = 'running' AND worker_id = ?4 AND (?5 IS NULL OR attempt = ?5)`;
+
+export interface RowFacts {
+  rid: number;
+  queue: string;
+  state: State;
+  workerId: string | null;
+  attempt: number;
+}
+
+/** Reads the row's fencing facts; `decide` turns them into an answer or throws. */
+export function diagnose<T>(ns: string, id: string, queue: string | null, decide: (row: RowFacts) => T, extra?: { sql: string; args: (string | number | null)[] }): Plan<T> {
+  const stmts = [stmt(`SELECT rid, queue, state, worker_id, attempt FROM invocations WHERE ns = ?1 AND id = ?2 AND (?3 IS NULL OR queue = ?3)`, ns, id, queue)];
+  if (extra) stmts.push(stmt(extra.sql, ...extra.args));
+  return {
+    stmts,
+    done: ([r]) => {
+      const row = r!.rows[0];
+      if (!row) throw notFound(`invocation ${JSON.stringify(id)}`);
+      return decide({ rid: Number(row.rid), queue: String(row.queue), state: row.state as State, workerId: (row.worker_id as string | null) ?? null, attempt: Number(row.attempt) });
+    },
+  };
+}
+
+/** True when the row's last attempt is the caller's. */
+export const sameHolder = (row: RowFacts, h: Holder) => row.workerId === h.workerId && (h.attempt === null || row.attempt === h.attempt);
+
+export function staleError(verb: string, id: string, row: RowFacts, h: Holder): Error {
+  if (row.state !== 'running') return fenced(`${verb} refused: invocation ${JSON.stringify(id)} is ${row.state}, not running`);
+  if (!sameHolder(row, h)) {
+    return fenced(`${verb} refused: invocation ${JSON.stringify(id)} is held by attempt ${row.attempt}${row.workerId === h.workerId ? '' : ' of another worker'}; this worker's lease was lost`);
+  }
+  return fenced(`${verb} refused for invocation ${JSON.stringify(id)}`);
+}

@@ -1,0 +1,22 @@
+/** The invocation state machine. Every transition is one guarded UPDATE (see ./sql). */
+export const STATES = Object.freeze(['queued', 'running', 'succeeded', 'failed', 'cancelled'] as const);
+export type State = (typeof STATES)[number];
+
+export const TERMINAL: ReadonlySet<State> = new Set<State>(['succeeded', 'failed', 'cancelled']);
+export const isTerminal = (s: State): boolean => TERMINAL.has(s);
+export const isState = (s: string): s is State => (STATES as readonly string[]).includes(s);
+
+/**
+ * The transition table: verb -> the states it may start from -> the state it ends in.
+ * The guards in ./sql encode exactly these `from` sets; a row in any other state is a clean miss.
+ */
+export const TRANSITIONS = Object.freeze({
+  submit: { from: [] as State[], to: 'queued' },
+  claim: { from: ['queued'], to: 'running' },
+  ack: { from: ['running'], to: 'succeeded' },
+  nackRetry: { from: ['running'], to: 'queued' },
+  nackFail: { from: ['running'], to: 'failed' },
+  expireRetry: { from: ['running'], to: 'queued' },
+  expireFail: { from: ['running'], to: 'failed' },
+  cancel: { from: ['queued', 'running'], to: 'cancelled' },
+} satisfies Record<string, { from: State[]; to: State }>);

@@ -1,0 +1,107 @@
+/**
+ * The dispatch contract's vocabulary.
+ *
+ * - **namespace**: a tenant. Nothing of one namespace is visible from another.
+ * - **queue** (also **pool**): a named line of work inside a namespace. Workers claim from pools.
+ * - **invocation**: one submitted unit of work. One row holds its queue entry, metadata and state.
+ * - **envelope**: the invocation's payload, opaque bytes the plane never decodes.
+ * - **attempt**: how many times the invocation has been claimed; each claim starts a new attempt.
+ * - **lease**: a deadline by which the claiming worker must ack, nack or heartbeat.
+ * - **worker**: a process that claims invocations; it names itself with a worker id.
+ * - **frame**: one record of an invocation's journal: a yield, a chunk, an error, a marker.
+ * - **journal**: the ordered frames of an invocation, streamed live to readers.
+ * - **plane**: an implementation of the contract: the edge plane (Workers, Durable Objects, D1)
+ *   or the local plane (SQLite in the process).
+ */
+
+import type { State } from './states.ts';
+import type { FrameKind } from './frame.ts';
+
+export type ClaimKind = 'fifo' | 'filo' | 'boltzmann';
+export const CLAIM_KINDS: readonly ClaimKind[] = Object.freeze(['fifo', 'filo', 'boltzmann']);
+
+/** An invocation as the contract presents it (what `get` answers). */
+export interface Invocation {
+  /** Caller-supplied id, unique in its namespace. */
+  id: string;
+  namespace: string;
+  queue: string;
+  /** Idempotency key, unique per (namespace, queue), or null. */
+  key: string | null;
+  priority: number;
+  /** Id of the invocation that submitted this one, or null. */
+  parent: string | null;
+  envelope: Uint8Array;
+  state: State;
+  /** Number of claims so far; 0 while never claimed. */
+  attempt: number;
+  /** The worker holding the current attempt, while running. */
+  workerId: string | null;
+  /** Epoch ms by which the running attempt must be acked, nacked or heartbeaten. */
+  leaseUntil: number | null;
+  /** Terminal result bytes of a succeeded invocation. */
+  result: Uint8Array | null;
+  /** Why a failed or cancelled invocation ended. */
+  error: InvocationError | null;
+  createdAt: number;
+  updatedAt: number;
+  startedAt: number | null;
+  finishedAt: number | null;
+}
+
+/** The error a failed invocation carries. `type` names its origin (e.g. a worker exception class). */
+export interface InvocationError {
+  message: string;
+  type?: string;
+  stack?: string;
+  [extra: string]: unknown;
+}
+
+/** What a successful claim hands the worker. */
+export interface Claimed {
+  id: string;
+  queue: string;
+  envelope: Uint8Array;
+  attempt: number;
+  leaseUntil: number;
+  priority: number;
+}
+
+export interface Frame {
+  kind: FrameKind;
+  seq: number;
+  body: Uint8Array;
+  meta: Record<string, unknown> | null;
+}
+
+/** A frame as stored and read back: which attempt wrote it and whether it ends the stream. */
+export interface JournalFrame extends Frame {
+  attempt: number;
+  final: boolean;
+}
+
+export interface HeartbeatAnswer {
+  leaseUntil: number | null;
+  /** True when the invocation was cancelled: the worker should stop. */
+  cancelled: boolean;
+}
+
+/** What `result` answers once the invocation is terminal, or when the wait ran out. */
+export type Outcome =
+  | { state: 'succeeded'; result: Uint8Array | null }
+  | { state: 'failed' | 'cancelled'; error: InvocationError }
+  | { state: 'queued' | 'running'; timedOut: true };
+
+/** A page of journal frames, plus the row's state so readers know when the stream is over. */
+export interface JournalPage {
+  frames: JournalFrame[];
+  /** Seq of the last frame returned, or the cursor passed in when none. Resume with `since = next`. */
+  next: number;
+  /** Frames before this seq were trimmed away; -1 when nothing was trimmed. */
+  trimmedBefore: number;
+  /** True once no further frame can come: a final frame was read or the row is terminal. */
+  done: boolean;
+  state: State;
+  /** Filled when `done` because the invocation is terminal: its outcome from the row. */
+  outcome: Outcome | null;
+}

@@ -1,0 +1,84 @@
+/** Checks of verb inputs that every plane applies, so bad input gets the same error everywhere. */
+import { badRequest, LakeshoreError } from './errors.ts';
+import type { Limits } from './limits.ts';
+import { isState, type State } from './states.ts';
+import { CLAIM_KINDS, type ClaimKind } from './types.ts';
+
+// Printable text: no C0/C1 controls (NUL included), no lone surrogates.
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+const NAME = /^[A-Za-z0-9][A-Za-z0-9._:-]*$/;
+
+export function text(what: string, v: unknown, max: number): string {
+  if (typeof v !== 'string') throw badRequest(`${what} must be a string`);
+  if (!v.length) throw badRequest(`${what} must not be empty`);
+  if (v.length > max) throw badRequest(`${what} is longer than ${max} characters`);
+  if (CONTROL.test(v) || LONE_SURROGATE.test(v)) throw badRequest(`${what} must not contain control characters or invalid unicode`);
+  return v;
+}
+
+/** Queue and namespace names: letters, digits and `._:-`, starting with a letter or digit. */
+export function name(what: string, v: unknown, max: number): string {
+  const s = text(what, v, max);
+  if (!NAME.test(s)) throw badRequest(`${what} ${JSON.stringify(s)} may hold only letters, digits and . _ : - and must start with a letter or digit`);
+  return s;
+}
+
+export const namespace = (v: unknown) => name('namespace', v, 64);
+export const queue = (v: unknown, l: Limits) => name('queue', v, l.queueLength);
+export const id = (v: unknown, l: Limits) => text('id', v, l.idLength);
+export const workerId = (v: unknown) => text('worker_id', v, 200);
+
+export function optionalText(what: string, v: unknown, max: number): string | null {
+  return v === undefined || v === null ? null : text(what, v, max);
+}
+
+export function finite(what: string, v: unknown, dflt: number): number {
+  if (v === undefined || v === null) return dflt;
+  if (typeof v !== 'number' || !Number.isFinite(v)) throw badRequest(`${what} must be a finite number`);
+  return v;
+}
+
+export function nonNegInt(what: string, v: unknown, dflt: number, max = Number.MAX_SAFE_INTEGER): number {
+  if (v === undefined || v === null) return dflt;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) throw badRequest(`${what} must be a non-negative integer`);
+  if (v > max) throw badRequest(`${what} must be at most ${max}`);
+  return v;
+}
+
+/** A wait or timeout in ms: negative is an error, above the limit is clamped to it. */
+export function waitMs(what: string, v: unknown, dflt: number, max: number): number {
+  if (v === undefined || v === null) return Math.min(dflt, max);
+  if (typeof v !== 'number' || !Number.isFinite(v)) throw badRequest(`${what} must be a number of milliseconds`);
+  if (v < 0) throw badRequest(`${what} must not be negative`);
+  return Math.min(Math.floor(v), max);
+}
+
+export function bytes(what: string, v: unknown, max: number): Uint8Array {
+  if (!(v instanceof Uint8Array)) throw badRequest(`${what} must be bytes`);
+  if (v.length > max) throw new LakeshoreError('payload_too_large', `${what} is ${v.length} bytes; the limit is ${max}`);
+  return v;
+}
+
+export function state(v: unknown, dflt: State): State {
+  if (v === undefined || v === null) return dflt;
+  if (typeof v !== 'string' || !isState(v)) throw badRequest(`unknown state ${JSON.stringify(v)}: expected queued, running, succeeded, failed or cancelled`);
+  return v;
+}
+
+export function claimKind(v: unknown): ClaimKind {
+  if (v === undefined || v === null) return 'fifo';
+  if (typeof v !== 'string' || !(CLAIM_KINDS as readonly string[]).includes(v)) throw badRequest(`unknown claim kind ${JSON.stringify(v)}: expected fifo, filo or boltzmann`);
+  return v as ClaimKind;
+}
+
+export function temperature(v: unknown): number {
+  const t = finite('temperature', v, 1);
+  if (t < 0) throw badRequest('temperature must not be negative');
+  return t;
+}
+
+export function attempt(v: unknown): number | null {
+  if (v === undefined || v === null) return null;
+  return nonNegInt('attempt', v, 0);
+}
