@@ -109,7 +109,7 @@ export function readPlan(ns: string, id: string, since: number, limit: number): 
         trimmedBefore: Number(row.trimmed) >= 0 ? Number(row.trimmed) + 1 : -1,
         done,
         state,
-        outcome: done && terminal ? outcomeOf(row) : null,
+        outcome: done && terminal ? outcomeOf(row as { state: unknown }) : null,
       };
     },
   };

@@ -1,0 +1,96 @@
+// Starts the edge plane locally: local D1 with migrations applied, then `wrangler dev` on loopback.
+// Used by `npm start` and by the Node-side tests (fresh state, free port). Plain JS, no deps.
+import { execFile, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { ROOT } from './toolchain.mjs';
+
+const pexec = promisify(execFile);
+
+/** Wrangler with everything that would reach the internet switched off. */
+export function quietEnv(env) {
+  return {
+    ...env,
+    WRANGLER_SEND_METRICS: 'false',
+    WRANGLER_SEND_ERROR_REPORTS: 'false',
+    WRANGLER_HIDE_BANNER: 'true',
+    CLOUDFLARE_CF_FETCH_ENABLED: 'false',
+    CI: env.CI ?? 'true',
+  };
+}
+
+export const newToken = (prefix = 'lsk_dev_') => prefix + randomBytes(32).toString('base64url');
+
+/** The dev token from .dev.vars, written with a fresh random one when missing. */
+export function devToken() {
+  const file = join(ROOT, '.dev.vars');
+  const text = existsSync(file) ? readFileSync(file, 'utf8') : '';
+  const m = /^LAKESHORE_TOKEN=(.+)$/m.exec(text);
+  if (m) return m[1].trim();
+  const token = newToken();
+  writeFileSync(file, `${text}${text && !text.endsWith('\n') ? '\n' : ''}LAKESHORE_TOKEN=${token}\n`, { mode: 0o600 });
+  return token;
+}
+
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+const wrangler = join(ROOT, 'node_modules', 'wrangler', 'bin', 'wrangler.js');
+
+export async function applyMigrations({ node, env, persistTo }) {
+  await pexec(node, [wrangler, 'd1', 'migrations', 'apply', 'DB', '--local', '--persist-to', persistTo], { cwd: ROOT, env: quietEnv(env) });
+}
+
+/**
+ * Starts `wrangler dev`; resolves once /health answers. Returns {url, token, pid, stop()}.
+ * `vars` are passed with --var (tests use it for the token, so they never touch .dev.vars).
+ */
+export async function startPlane({ node, env, port, persistTo, vars = {}, log = 'warn', stdio = 'pipe' }) {
+  await applyMigrations({ node, env, persistTo });
+  port ??= await freePort();
+  const inspector = await freePort();
+  const args = [wrangler, 'dev', '--ip', '127.0.0.1', '--port', String(port), '--inspector-ip', '127.0.0.1', '--inspector-port', String(inspector), '--persist-to', persistTo, '--log-level', log, '--show-interactive-dev-session=false'];
+  for (const [k, v] of Object.entries(vars)) args.push('--var', `${k}:${v}`);
+  const child = spawn(node, args, { cwd: ROOT, env: quietEnv(env), stdio: ['ignore', stdio, stdio], detached: process.platform !== 'win32' });
+  let output = '';
+  if (stdio === 'pipe') {
+    child.stdout.on('data', (d) => { output = (output + d).slice(-20000); });
+    child.stderr.on('data', (d) => { output = (output + d).slice(-20000); });
+  }
+  const url = `http://127.0.0.1:${port}`;
+  const stop = () => stopTree(child);
+  const deadline = Date.now() + 90_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`wrangler dev exited with ${child.exitCode}:\n${output}`);
+    try {
+      const r = await fetch(`${url}/health`);
+      if (r.ok) break;
+    } catch { /* not up yet */ }
+    if (Date.now() > deadline) { await stop(); throw new Error(`wrangler dev did not answer /health within 90 s:\n${output}`); }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return { url, pid: child.pid, child, stop, output: () => output };
+}
+
+/** Stops a process we started and its process group (wrangler's workerd children), by PID. */
+export async function stopTree(child) {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  const kill = (sig) => { try { process.kill(-child.pid, sig); } catch { try { child.kill(sig); } catch { /* gone */ } } };
+  kill('SIGTERM');
+  const t = setTimeout(() => kill('SIGKILL'), 5000);
+  await exited;
+  clearTimeout(t);
+}

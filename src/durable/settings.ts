@@ -1,0 +1,24 @@
+/** Plane settings from the Worker's vars: defaults that a queue's own settings override. */
+import type { Limits } from '../core/limits.ts';
+
+function int(v: string | undefined, name: string): number | undefined {
+  if (v === undefined || v === '') return undefined;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a non-negative integer, got ${JSON.stringify(v)}`);
+  return n;
+}
+
+export interface Settings {
+  limits: Partial<Limits>;
+  simulatedDelayMs: number;
+}
+
+export function settingsFrom(env: Env): Settings {
+  const e = env as unknown as Record<string, string | undefined>;
+  const limits: Partial<Limits> = {};
+  const lease = int(e.DEFAULT_LEASE_MS, 'DEFAULT_LEASE_MS');
+  const attempts = int(e.DEFAULT_MAX_ATTEMPTS, 'DEFAULT_MAX_ATTEMPTS');
+  if (lease) limits.defaultLeaseMs = lease;
+  if (attempts) limits.defaultMaxAttempts = attempts;
+  return { limits, simulatedDelayMs: int(e.SIMULATED_D1_DELAY_MS, 'SIMULATED_D1_DELAY_MS') ?? 0 };
+}

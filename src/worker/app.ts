@@ -1,0 +1,29 @@
+/** The HTTP face of the edge plane. Every route but /health needs a bearer token. */
+import { Hono } from 'hono';
+import { LakeshoreError, toError } from '../core/errors.ts';
+import { requireToken } from './auth.ts';
+import type { App } from './plane.ts';
+import { invocations } from './routes/invocations.ts';
+import { journal } from './routes/journal.ts';
+import { queues } from './routes/queues.ts';
+
+export const app = new Hono<App>();
+
+app.get('/health', (c) => c.json({ ok: true, service: 'lakeshore' }));
+
+app.use('/v1/*', requireToken);
+app.route('/v1/ns/:ns/queues', queues);
+app.route('/v1/ns/:ns/invocations', invocations);
+app.route('/v1/ns/:ns/invocations', journal);
+
+app.notFound((c) => c.json({ error: { code: 'not_found', message: `no route for ${c.req.method} ${new URL(c.req.url).pathname}` } }, 404));
+
+app.onError((err, c) => {
+  if (err instanceof LakeshoreError) {
+    if (err.code === 'rate_limited') c.header('Retry-After', '1');
+    return c.json({ error: err.toJSON() }, err.status as 400);
+  }
+  // Anything unknown is logged here and answered without its detail.
+  console.error('unhandled error', c.req.method, new URL(c.req.url).pathname, toError(err));
+  return c.json({ error: { code: 'internal', message: 'internal error' } }, 500);
+});

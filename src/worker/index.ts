@@ -1,0 +1,4 @@
+import { app } from './app.ts';
+
+export { QueueObject } from '../durable/queue-object.ts';
+export default app satisfies ExportedHandler<Env>;

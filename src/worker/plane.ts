@@ -1,0 +1,33 @@
+/** How the Worker reaches the plane: the queue's Durable Object for transitions, D1 for reads. */
+import type { Context } from 'hono';
+import { Engine } from '../core/engine.ts';
+import { notFound } from '../core/errors.ts';
+import * as v from '../core/validate.ts';
+import { D1Port } from '../durable/d1-port.ts';
+import type { QueueObject } from '../durable/queue-object.ts';
+import { settingsFrom } from '../durable/settings.ts';
+
+export type App = { Bindings: Env };
+export type Ctx = Context<App>;
+
+export function queueObject(c: Ctx, ns: string, queue: string): DurableObjectStub<QueueObject> {
+  const binding = c.env.QUEUE as unknown as DurableObjectNamespace<QueueObject>;
+  return binding.get(binding.idFromName(`${ns}\u0000${queue}`));
+}
+
+/** An engine over D1 for reads that need no serialization (get, count, a journal page). */
+export const reader = (c: Ctx) => new Engine(new D1Port(c.env.DB), { limits: settingsFrom(c.env).limits });
+
+export const nsParam = (c: Ctx) => v.namespace(c.req.param('ns'));
+
+/**
+ * The queue an invocation lives in, so the request can go to that queue's object. Clients that
+ * know it (from submit or claim) pass `?queue=` and save the lookup; a wrong hint finds nothing.
+ */
+export async function locate(c: Ctx, ns: string, id: string): Promise<string> {
+  const hint = c.req.query('queue');
+  if (hint) return v.queue(hint, reader(c).limits);
+  const queue = await reader(c).queueOf(ns, id);
+  if (queue === null) throw notFound(`invocation ${JSON.stringify(id)}`);
+  return queue;
+}

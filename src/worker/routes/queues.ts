@@ -1,0 +1,55 @@
+/** Queue-scoped routes: submit, claim, count, settings. */
+import { Hono } from 'hono';
+import * as v from '../../core/validate.ts';
+import { unwrap } from '../../durable/result.ts';
+import { bytesField, MAX_BATCH_BODY_BYTES, readJson } from '../body.ts';
+import { claimedJson } from '../json.ts';
+import { nsParam, queueObject, reader, type App, type Ctx } from '../plane.ts';
+import { ClaimBody, QueueSettingsBody, SubmitBody, SubmitManyBody } from '../../core/wire.ts';
+
+const queueParam = (c: Ctx) => v.queue(c.req.param('queue'), reader(c).limits);
+
+const submitInput = (b: SubmitBody) => ({ id: b.id, envelope: bytesField('envelope', b.envelope), key: b.key, priority: b.priority, parent: b.parent });
+
+export const queues = new Hono<App>()
+  .post('/:queue/invocations', async (c) => {
+    const ns = nsParam(c);
+    const queue = queueParam(c);
+    const body = await readJson(c, SubmitBody);
+    const out = await unwrap(queueObject(c, ns, queue).submit(ns, queue, submitInput(body)));
+    return c.json(out, out.created ? 201 : 200);
+  })
+  .post('/:queue/invocations/batch', async (c) => {
+    const ns = nsParam(c);
+    const queue = queueParam(c);
+    const body = await readJson(c, SubmitManyBody, MAX_BATCH_BODY_BYTES);
+    const items = body.items.map(submitInput);
+    const out = await unwrap(queueObject(c, ns, queue).submitMany(ns, queue, items));
+    return c.json({ results: out.map((r) => (r.ok ? r.value : { error: { code: r.code, message: r.message } })) });
+  })
+  .post('/:queue/claim', async (c) => {
+    const ns = nsParam(c);
+    const queue = queueParam(c);
+    const b = await readJson(c, ClaimBody);
+    const got = await unwrap(
+      queueObject(c, ns, queue).claim(ns, queue, { workerId: b.worker_id, kind: b.kind, temperature: b.temperature, leaseMs: b.lease_ms, waitMs: b.wait_ms, max: b.max }),
+    );
+    return c.json({ claimed: got.map(claimedJson) });
+  })
+  .get('/:queue/count', async (c) => {
+    const ns = nsParam(c);
+    const queue = queueParam(c);
+    return c.json({ count: await reader(c).count(ns, queue, c.req.query('state')) });
+  })
+  .put('/:queue', async (c) => {
+    const ns = nsParam(c);
+    const queue = queueParam(c);
+    const b = await readJson(c, QueueSettingsBody);
+    await unwrap(queueObject(c, ns, queue).configure(ns, queue, { leaseMs: b.lease_ms, maxAttempts: b.max_attempts }));
+    return c.json({ ok: true });
+  })
+  .get('/:queue/stats', async (c) => {
+    const ns = nsParam(c);
+    const queue = queueParam(c);
+    return c.json(await queueObject(c, ns, queue).stats());
+  });
