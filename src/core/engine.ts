@@ -7,7 +7,7 @@ import { Committer, type CommitterOptions } from './committer.ts';
 import { badRequest, LakeshoreError, notFound, toError } from './errors.ts';
 import { isTerminalKind } from './frame.ts';
 import { DEFAULT_LIMITS, type Limits } from './limits.ts';
-import { then, type Plan } from './plan.ts';
+import { followUp, type Plan } from './plan.ts';
 import type { Port, StmtResult } from './port.ts';
 import { outcomeOf } from './rows.ts';
 import { isTerminal, type State } from './states.ts';
@@ -318,13 +318,13 @@ export class Engine {
         const levels = lv!.rows.map((r) => ({ p: Number(r.priority), n: Number(r.queued) }));
         if (!levels.length) return got;
         const picks = this.sampleLevels(levels, c.temperature, max - got.length);
-        return then({
+        return followUp({
           stmts: picks.map((p) => claimStmt(now, ns, queue, c, this.limits.defaultLeaseMs, p)),
           done: (rs) => {
             const more = [...got, ...rs.flatMap((r) => r.rows.map(toClaimed))];
             // A level can empty under us (another claim in the same batch); sample again, a few times.
             if (more.length < max && tries < 3 && more.length < levels.reduce((a, l) => a + l.n, 0)) {
-              return then(this.boltzmannPlan(this.now(), ns, queue, c, max, expireStmt(this.now(), ns, queue, this.limits.defaultMaxAttempts), more, tries + 1));
+              return followUp(this.boltzmannPlan(this.now(), ns, queue, c, max, expireStmt(this.now(), ns, queue, this.limits.defaultMaxAttempts), more, tries + 1));
             }
             return more;
           },

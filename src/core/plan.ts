@@ -17,7 +17,8 @@ export interface Plan<T> {
   done(results: StmtResult[]): T | Then<T>;
 }
 
-export const then = <T>(plan: Plan<T>): Then<T> => new Then(plan);
+/** Answers with a follow-up plan. (Not named `then`: that would make the module a thenable.) */
+export const followUp = <T>(plan: Plan<T>): Then<T> => new Then(plan);
 
 /** A plan that needs no statements: answers `value` at once (used for validation-only paths). */
 export const constant = <T>(value: T): Plan<T> => ({ stmts: [], done: () => value });

@@ -1,5 +1,5 @@
 import { notFound } from '../errors.ts';
-import { then, type Plan } from '../plan.ts';
+import { followUp, type Plan } from '../plan.ts';
 import { stmt } from '../port.ts';
 
 export interface Cancelled {
@@ -22,7 +22,7 @@ export function cancelPlan(now: number, ns: string, id: string, queue: string | 
     done: ([u]) => {
       const row = u!.rows[0];
       if (row) return { cancelled: true, queue: String(row.queue) };
-      return then({
+      return followUp({
         stmts: [stmt(`SELECT queue FROM invocations WHERE ns = ?1 AND id = ?2 AND (?3 IS NULL OR queue = ?3)`, ns, id, queue)],
         done: ([r]) => {
           const found = r!.rows[0];

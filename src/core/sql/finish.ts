@@ -1,5 +1,5 @@
 /** ack and nack: the worker ends its attempt. Both are one guarded UPDATE fenced by the holder. */
-import { then, type Plan } from '../plan.ts';
+import { followUp, type Plan } from '../plan.ts';
 import { stmt } from '../port.ts';
 import type { InvocationError } from '../types.ts';
 import { diagnose, HELD, sameHolder, staleError, type Holder } from './fence.ts';
@@ -24,7 +24,7 @@ export function ackPlan(now: number, ns: string, id: string, queue: string | nul
     done: ([u]) => {
       const row = u!.rows[0];
       if (row) return { queue: String(row.queue), state: 'succeeded', absorbed: false };
-      return then(
+      return followUp(
         diagnose(ns, id, queue, (r) => {
           if (r.state === 'succeeded' && sameHolder(r, h)) return { queue: r.queue, state: 'succeeded', absorbed: true };
           throw staleError('ack', id, r, h);
@@ -48,7 +48,7 @@ export function nackPlan(now: number, ns: string, id: string, queue: string | nu
     done: ([u]) => {
       const row = u!.rows[0];
       if (row) return { queue: String(row.queue), state: to, absorbed: false };
-      return then(
+      return followUp(
         diagnose(ns, id, queue, (r) => {
           if (r.state === to && sameHolder(r, h)) return { queue: r.queue, state: to, absorbed: true };
           throw staleError('nack', id, r, h);

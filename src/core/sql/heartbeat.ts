@@ -1,4 +1,4 @@
-import { then, type Plan } from '../plan.ts';
+import { followUp, type Plan } from '../plan.ts';
 import { stmt } from '../port.ts';
 import type { HeartbeatAnswer } from '../types.ts';
 import { leaseExpr } from './claim.ts';
@@ -20,7 +20,7 @@ export function heartbeatPlan(now: number, ns: string, id: string, queue: string
     done: ([u]) => {
       const row = u!.rows[0];
       if (row) return { leaseUntil: Number(row.lease_until), cancelled: false };
-      return then(
+      return followUp(
         diagnose(ns, id, queue, (r) => {
           if (r.state === 'cancelled' && sameHolder(r, h)) return { leaseUntil: null, cancelled: true };
           throw staleError('heartbeat', id, r, h);

@@ -4,7 +4,7 @@
  * read past a trim falls back to that row.
  */
 import { LakeshoreError, notFound } from '../errors.ts';
-import { then, type Plan } from '../plan.ts';
+import { followUp, type Plan } from '../plan.ts';
 import { stmt } from '../port.ts';
 import { outcomeOf, toJournalFrame } from '../rows.ts';
 import { isTerminal, type State } from '../states.ts';
@@ -46,7 +46,7 @@ export function appendPlan(now: number, ns: string, id: string, queue: string | 
     done: ([ins]) => {
       const row = ins!.rows[0];
       if (row) return { seq: Number(row.seq), queue: String(row.queue), final: a.final, absorbed: false };
-      return then(appendMissPlan(ns, id, queue, h, a, maxFrames));
+      return followUp(appendMissPlan(ns, id, queue, h, a, maxFrames));
     },
   };
 }

@@ -1,5 +1,5 @@
 import { LakeshoreError } from '../errors.ts';
-import { then, type Plan } from '../plan.ts';
+import { followUp, type Plan } from '../plan.ts';
 import { stmt } from '../port.ts';
 
 export interface SubmitInput {
@@ -30,7 +30,7 @@ export function submitPlan(now: number, ns: string, queue: string, s: SubmitInpu
         ns, queue, s.id, s.key, s.priority, s.parent, s.envelope, now,
       ),
     ],
-    done: ([ins]) => (ins!.rows.length ? { id: s.id, created: true } : then(existingPlan(ns, queue, s))),
+    done: ([ins]) => (ins!.rows.length ? { id: s.id, created: true } : followUp(existingPlan(ns, queue, s))),
   };
 }
 

@@ -1,0 +1,102 @@
+/**
+ * The errors a client raises, one class per contract error code, the same on every plane.
+ * Catch by class (`instanceof FencingConflictError`) or by `code`; never by message.
+ */
+import { LakeshoreError, type ErrorCode } from '../src/core/errors.ts';
+import type { InvocationError } from '../src/core/types.ts';
+
+export { LakeshoreError };
+
+export class BadRequestError extends LakeshoreError {
+  constructor(message: string) {
+    super('bad_request', message);
+    this.name = 'BadRequestError';
+  }
+}
+export class PayloadTooLargeError extends LakeshoreError {
+  constructor(message: string) {
+    super('payload_too_large', message);
+    this.name = 'PayloadTooLargeError';
+  }
+}
+export class UnauthorizedError extends LakeshoreError {
+  constructor(message: string) {
+    super('unauthorized', message);
+    this.name = 'UnauthorizedError';
+  }
+}
+export class ForbiddenError extends LakeshoreError {
+  constructor(message: string) {
+    super('forbidden', message);
+    this.name = 'ForbiddenError';
+  }
+}
+export class NotFoundError extends LakeshoreError {
+  constructor(message: string) {
+    super('not_found', message);
+    this.name = 'NotFoundError';
+  }
+}
+/** The caller no longer holds the invocation: its lease was lost and the job re-dispatched, or it ended. */
+export class FencingConflictError extends LakeshoreError {
+  constructor(message: string) {
+    super('conflict', message);
+    this.name = 'FencingConflictError';
+  }
+}
+export class RateLimitedError extends LakeshoreError {
+  readonly retryAfterMs: number | null;
+  constructor(message: string, retryAfterMs: number | null = null) {
+    super('rate_limited', message);
+    this.name = 'RateLimitedError';
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+/** A wait ran out: `result` before the invocation ended, or a journal read before its stream did. */
+export class TimeoutError extends LakeshoreError {
+  constructor(message: string) {
+    super('timeout', message);
+    this.name = 'TimeoutError';
+  }
+}
+/** `result` of an invocation that failed: carries the invocation's error. */
+export class InvocationFailedError extends Error {
+  readonly id: string;
+  readonly error: InvocationError;
+  constructor(id: string, error: InvocationError) {
+    super(`invocation ${id} failed: ${error.message}`);
+    this.name = 'InvocationFailedError';
+    this.id = id;
+    this.error = error;
+  }
+}
+/** `result` of an invocation that was cancelled. */
+export class InvocationCancelledError extends Error {
+  readonly id: string;
+  constructor(id: string) {
+    super(`invocation ${id} was cancelled`);
+    this.name = 'InvocationCancelledError';
+    this.id = id;
+  }
+}
+
+/** The client class for a contract error code. */
+export function errorFor(code: ErrorCode | string, message: string, extra?: { retryAfterMs?: number | null }): LakeshoreError {
+  switch (code) {
+    case 'bad_request': return new BadRequestError(message);
+    case 'payload_too_large': return new PayloadTooLargeError(message);
+    case 'unauthorized': return new UnauthorizedError(message);
+    case 'forbidden': return new ForbiddenError(message);
+    case 'not_found': return new NotFoundError(message);
+    case 'conflict': return new FencingConflictError(message);
+    case 'rate_limited': return new RateLimitedError(message, extra?.retryAfterMs ?? null);
+    case 'timeout': return new TimeoutError(message);
+    default: return new LakeshoreError('internal', message);
+  }
+}
+
+/** Re-raises a plane's LakeshoreError as its client class (the local plane runs the engine in-process). */
+export function asClientError(e: unknown): unknown {
+  if (e instanceof LakeshoreError && e.constructor === LakeshoreError) return errorFor(e.code, e.message);
+  return e;
+}

@@ -1,0 +1,303 @@
+/**
+ * HttpDispatch: the dispatch contract over HTTP, against the edge plane (`wrangler dev` locally,
+ * or a deployed Worker).
+ *
+ * @example
+ * const d = new HttpDispatch('http://127.0.0.1:8787', { token, namespace: 'default' });
+ * const id = await d.submit('gpu', new TextEncoder().encode('{"fn":"train"}'), { id: crypto.randomUUID() });
+ * const bytes = await d.result(id, { timeoutMs: 60_000 });
+ */
+import { fromBase64, toBase64 } from '../../src/core/bytes.ts';
+import { decodeFrame } from '../../src/core/frame.ts';
+import type { State } from '../../src/core/states.ts';
+import type { Claimed, Frame, HeartbeatAnswer, Invocation, InvocationError, JournalFrame } from '../../src/core/types.ts';
+import { errorFor, InvocationCancelledError, InvocationFailedError, LakeshoreError, TimeoutError } from '../errors.ts';
+import type { AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, ReadOptions, SubmitOptions } from '../types.ts';
+import { sseEvents } from './sse.ts';
+
+export interface HttpDispatchOptions {
+  token?: string;
+  namespace?: string;
+  /** Per-request timeout in ms, on top of any wait the request asks the plane for. Default 30 s. */
+  timeout?: number;
+  fetch?: typeof fetch;
+}
+
+/** The longest single long-poll; longer waits are made of several. */
+const SLICE_MS = 50_000;
+/** How many recent ids remember their queue, so routes by id skip the plane's lookup. */
+const HINTS = 10_000;
+
+type Json = Record<string, unknown>;
+
+const b64 = (s: unknown): Uint8Array => {
+  const b = typeof s === 'string' ? fromBase64(s) : null;
+  if (!b) throw new LakeshoreError('internal', 'the plane answered bytes that are not base64');
+  return b;
+};
+
+export class HttpDispatch implements DispatchPlane {
+  readonly baseUrl: string;
+  readonly namespace: string;
+  private readonly token: string | undefined;
+  private readonly timeout: number;
+  private readonly fetchImpl: typeof fetch;
+  /** id -> queue, from submits and claims (a routing hint, never trusted for correctness). */
+  private readonly queues = new Map<string, string>();
+  /** id -> the claim this client made, so appends can be fenced without the caller repeating it. */
+  private readonly claims = new Map<string, { workerId: string; attempt: number }>();
+  private readonly open = new Set<AbortController>();
+
+  constructor(baseUrl: string, opts: HttpDispatchOptions = {}) {
+    this.baseUrl = baseUrl.replace(/\/+$/, '');
+    this.namespace = opts.namespace ?? 'default';
+    this.token = opts.token;
+    this.timeout = opts.timeout ?? 30_000;
+    this.fetchImpl = opts.fetch ?? globalThis.fetch.bind(globalThis);
+  }
+
+  // ------------------------------------------------------------ producers
+
+  async submit(queue: string, envelope: Uint8Array, opts: SubmitOptions): Promise<string> {
+    const out = await this.call('POST', `/queues/${enc(queue)}/invocations`, {
+      id: opts.id, envelope: toBase64(envelope), key: opts.key ?? null, priority: opts.priority ?? 0, parent: opts.parent ?? null,
+    });
+    const id = String(out.id);
+    this.hint(id, queue);
+    return id;
+  }
+
+  async cancel(id: string): Promise<boolean> {
+    const out = await this.call('POST', `/invocations/${enc(id)}/cancel${this.q(id)}`);
+    return out.cancelled === true;
+  }
+
+  async get(id: string): Promise<Invocation | null> {
+    try {
+      const r = await this.call('GET', `/invocations/${enc(id)}`);
+      return {
+        id: String(r.id), namespace: String(r.namespace), queue: String(r.queue), key: (r.key as string | null) ?? null,
+        priority: Number(r.priority), parent: (r.parent as string | null) ?? null, envelope: b64(r.envelope), state: r.state as State,
+        attempt: Number(r.attempt), workerId: (r.worker_id as string | null) ?? null, leaseUntil: (r.lease_until as number | null) ?? null,
+        result: r.result === null ? null : b64(r.result), error: (r.error as InvocationError | null) ?? null,
+        createdAt: Number(r.created_at), updatedAt: Number(r.updated_at), startedAt: (r.started_at as number | null) ?? null,
+        finishedAt: (r.finished_at as number | null) ?? null,
+      };
+    } catch (e) {
+      if (e instanceof LakeshoreError && e.code === 'not_found') return null;
+      throw e;
+    }
+  }
+
+  async result(id: string, opts: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<Uint8Array | null> {
+    const deadline = Date.now() + (opts.timeoutMs ?? this.timeout);
+    for (;;) {
+      const left = Math.max(0, deadline - Date.now());
+      const slice = Math.min(left, SLICE_MS);
+      const r = await this.call('GET', `/invocations/${enc(id)}/result${this.q(id, { timeout_ms: String(slice) })}`, undefined, { waitMs: slice, signal: opts.signal });
+      if (r.state === 'succeeded') return r.result === null || r.result === undefined ? null : b64(r.result);
+      if (r.state === 'failed') throw new InvocationFailedError(id, (r.error as InvocationError) ?? { message: 'failed' });
+      if (r.state === 'cancelled') throw new InvocationCancelledError(id);
+      if (Date.now() >= deadline) throw new TimeoutError(`invocation ${id} is still ${String(r.state)} after ${opts.timeoutMs ?? this.timeout} ms`);
+    }
+  }
+
+  async count(queue: string, state: State = 'queued'): Promise<number> {
+    const out = await this.call('GET', `/queues/${enc(queue)}/count?state=${enc(state)}`);
+    return Number(out.count);
+  }
+
+  async configureQueue(queue: string, s: { leaseMs?: number | null; maxAttempts?: number | null }): Promise<void> {
+    await this.call('PUT', `/queues/${enc(queue)}`, { lease_ms: s.leaseMs ?? null, max_attempts: s.maxAttempts ?? null });
+  }
+
+  // ------------------------------------------------------------ workers
+
+  async claim(queue: string, workerId: string, opts: ClaimOptions = {}): Promise<Claimed | null> {
+    const [c] = await this.claimMany(queue, workerId, 1, opts);
+    return c ?? null;
+  }
+
+  async claimMany(queue: string, workerId: string, max: number, opts: ClaimOptions = {}): Promise<Claimed[]> {
+    const out = await this.call(
+      'POST', `/queues/${enc(queue)}/claim`,
+      { worker_id: workerId, kind: opts.kind ?? 'fifo', temperature: opts.temperature ?? 1, wait_ms: opts.waitMs ?? 0, lease_ms: opts.leaseMs ?? null, max },
+      { waitMs: opts.waitMs ?? 0 },
+    );
+    return (out.claimed as Json[]).map((c) => {
+      const claimed: Claimed = {
+        id: String(c.id), queue: String(c.queue), envelope: b64(c.envelope), attempt: Number(c.attempt),
+        leaseUntil: Number(c.lease_until), priority: Number(c.priority),
+      };
+      this.hint(claimed.id, claimed.queue);
+      this.claims.set(claimed.id, { workerId, attempt: claimed.attempt });
+      return claimed;
+    });
+  }
+
+  async ack(id: string, workerId: string, opts: HolderOptions & { result?: Uint8Array | null } = {}): Promise<void> {
+    await this.call('POST', `/invocations/${enc(id)}/ack${this.q(id)}`, {
+      worker_id: workerId, attempt: this.attemptOf(id, workerId, opts.attempt), result: opts.result ? toBase64(opts.result) : null,
+    });
+    this.claims.delete(id);
+  }
+
+  async nack(id: string, workerId: string, opts: HolderOptions & { error: string | { message: string; [k: string]: unknown }; retry?: boolean }): Promise<void> {
+    await this.call('POST', `/invocations/${enc(id)}/nack${this.q(id)}`, {
+      worker_id: workerId, attempt: this.attemptOf(id, workerId, opts.attempt), error: opts.error, retry: opts.retry ?? true,
+    });
+    this.claims.delete(id);
+  }
+
+  async heartbeat(id: string, workerId: string, opts: HolderOptions & { leaseMs?: number } = {}): Promise<HeartbeatAnswer> {
+    const out = await this.call('POST', `/invocations/${enc(id)}/heartbeat${this.q(id)}`, {
+      worker_id: workerId, attempt: this.attemptOf(id, workerId, opts.attempt), lease_ms: opts.leaseMs ?? null,
+    });
+    return { leaseUntil: (out.lease_until as number | null) ?? null, cancelled: out.cancelled === true };
+  }
+
+  // ------------------------------------------------------------ journal
+
+  async journalAppend(id: string, seq: number | null, frame: Frame | Uint8Array, opts: AppendOptions = {}): Promise<number> {
+    const f = frame instanceof Uint8Array ? decodeFrame(frame) : frame;
+    const held = this.claims.get(id);
+    const workerId = opts.workerId ?? held?.workerId;
+    if (!workerId) throw errorFor('bad_request', `journalAppend(${id}): no workerId given and this client did not claim ${id}`);
+    const out = await this.call('POST', `/invocations/${enc(id)}/journal${this.q(id)}`, {
+      worker_id: workerId, attempt: opts.attempt ?? (held?.workerId === workerId ? held.attempt : null),
+      seq, kind: f.kind, body: toBase64(f.body), meta: f.meta ?? null, final: opts.final ?? null,
+    });
+    return Number(out.seq);
+  }
+
+  /**
+   * The journal as it is written, over Server-Sent Events. After a dropped connection it
+   * reconnects from the last seq it yielded, so no frame is lost or repeated. Ends after a final
+   * frame or once the invocation is terminal.
+   */
+  async *journalRead(id: string, opts: ReadOptions = {}): AsyncGenerator<JournalFrame> {
+    let cursor = opts.since ?? -1;
+    const deadline = opts.timeoutMs === undefined ? Infinity : Date.now() + opts.timeoutMs;
+    let failures = 0;
+    for (;;) {
+      if (Date.now() >= deadline) throw new TimeoutError(`journal of ${id} did not end within ${opts.timeoutMs} ms`);
+      const ac = new AbortController();
+      this.open.add(ac);
+      const onAbort = () => ac.abort();
+      opts.signal?.addEventListener('abort', onAbort, { once: true });
+      const timer = deadline === Infinity ? undefined : setTimeout(() => ac.abort(), deadline - Date.now());
+      try {
+        const res = await this.fetchImpl(this.url(`/invocations/${enc(id)}/journal${this.q(id)}`), {
+          headers: { ...this.headers(), accept: 'text/event-stream', 'last-event-id': String(cursor) },
+          signal: ac.signal,
+        });
+        if (!res.ok || !res.body) throw await this.errorOf(res);
+        failures = 0;
+        for await (const ev of sseEvents(res.body, ac.signal)) {
+          if (ev.event === 'frame') {
+            const f = JSON.parse(ev.data) as Json;
+            const frame: JournalFrame = {
+              seq: Number(f.seq), kind: Number(f.kind) as JournalFrame['kind'], body: b64(f.body),
+              meta: (f.meta as Json | null) ?? null, attempt: Number(f.attempt), final: f.final === true,
+            };
+            if (frame.seq <= cursor) continue;
+            cursor = frame.seq;
+            yield frame;
+          } else if (ev.event === 'end') {
+            return;
+          } else if (ev.event === 'error') {
+            const e = (JSON.parse(ev.data) as { error: { code: string; message: string } }).error;
+            throw errorFor(e.code, e.message);
+          }
+        }
+        // The stream closed without an `end` event: the connection dropped. Resume from the cursor.
+      } catch (e) {
+        if (opts.signal?.aborted) return;
+        if (e instanceof LakeshoreError) throw e;
+        if (Date.now() >= deadline) throw new TimeoutError(`journal of ${id} did not end within ${opts.timeoutMs} ms`);
+        if (++failures > 20) throw e;
+        await new Promise((r) => setTimeout(r, Math.min(1000, 25 * 2 ** failures)));
+      } finally {
+        clearTimeout(timer);
+        opts.signal?.removeEventListener('abort', onAbort);
+        this.open.delete(ac);
+        ac.abort();
+      }
+    }
+  }
+
+  async journalTrim(id: string, keepLast: number): Promise<number> {
+    const out = await this.call('POST', `/invocations/${enc(id)}/journal/trim${this.q(id)}`, { keep_last: keepLast });
+    return Number(out.trimmed);
+  }
+
+  async close(): Promise<void> {
+    for (const ac of this.open) ac.abort();
+    this.open.clear();
+  }
+
+  // ------------------------------------------------------------ plumbing
+
+  private attemptOf(id: string, workerId: string, attempt: number | undefined): number | null {
+    if (attempt !== undefined) return attempt;
+    const held = this.claims.get(id);
+    return held && held.workerId === workerId ? held.attempt : null;
+  }
+
+  private hint(id: string, queue: string): void {
+    if (this.queues.size >= HINTS) this.queues.delete(this.queues.keys().next().value!);
+    this.queues.set(id, queue);
+  }
+
+  /** `?queue=` when this client knows the invocation's queue, plus any extra params. */
+  private q(id: string, extra: Record<string, string> = {}): string {
+    const p = new URLSearchParams(extra);
+    const queue = this.queues.get(id);
+    if (queue) p.set('queue', queue);
+    const s = p.toString();
+    return s ? `?${s}` : '';
+  }
+
+  private url(path: string): string {
+    return `${this.baseUrl}/v1/ns/${enc(this.namespace)}${path}`;
+  }
+
+  private headers(): Record<string, string> {
+    return this.token ? { authorization: `Bearer ${this.token}` } : {};
+  }
+
+  private async call(method: string, path: string, body?: unknown, opts: { waitMs?: number; signal?: AbortSignal } = {}): Promise<Json> {
+    const signals = [AbortSignal.timeout(this.timeout + (opts.waitMs ?? 0))];
+    if (opts.signal) signals.push(opts.signal);
+    let res: Response;
+    try {
+      res = await this.fetchImpl(this.url(path), {
+        method,
+        headers: { ...this.headers(), ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal: AbortSignal.any(signals),
+      });
+    } catch (e) {
+      if (e instanceof Error && e.name === 'TimeoutError') throw new TimeoutError(`${method} ${path} got no answer within ${this.timeout + (opts.waitMs ?? 0)} ms`);
+      throw e;
+    }
+    if (!res.ok) throw await this.errorOf(res);
+    return (await res.json()) as Json;
+  }
+
+  private async errorOf(res: Response): Promise<LakeshoreError> {
+    let code = 'internal';
+    let message = `HTTP ${res.status}`;
+    try {
+      const j = (await res.json()) as { error?: { code?: string; message?: string } };
+      if (j.error?.code) code = j.error.code;
+      if (j.error?.message) message = j.error.message;
+    } catch {
+      /* not a JSON error body */
+    }
+    const ra = res.headers.get('retry-after');
+    return errorFor(code, message, { retryAfterMs: ra ? Number(ra) * 1000 : null });
+  }
+}
+
+const enc = encodeURIComponent;

@@ -1,0 +1,5 @@
+/** The lakeshore Node client: planes, errors, the frame codec and the contract's types. */
+export { HttpDispatch, type HttpDispatchOptions } from './http/dispatch.ts';
+export * from './errors.ts';
+export * from './types.ts';
+export { FrameKind, encodeFrame, decodeFrame } from '../src/core/frame.ts';

@@ -1,0 +1,62 @@
+/** What both planes' clients offer: the dispatch contract in camelCase, bytes as Uint8Array. */
+import type { State } from '../src/core/states.ts';
+import type { Claimed, ClaimKind, Frame, HeartbeatAnswer, Invocation, JournalFrame } from '../src/core/types.ts';
+
+export type { Claimed, ClaimKind, Frame, HeartbeatAnswer, Invocation, JournalFrame, State };
+
+export interface SubmitOptions {
+  /** Caller-chosen id, unique in the namespace. Resubmitting the same id to the same queue is a no-op. */
+  id: string;
+  /** Idempotency key, unique per queue: a resubmit with it answers the existing invocation's id. */
+  key?: string | null;
+  priority?: number;
+  parent?: string | null;
+}
+
+export interface ClaimOptions {
+  kind?: ClaimKind;
+  temperature?: number;
+  /** Wait up to this long for work when the queue is empty. Default 0: answer at once. */
+  waitMs?: number;
+  leaseMs?: number;
+}
+
+export interface HolderOptions {
+  /** The attempt from the claim. Sent when known, so a stale attempt of the same worker is fenced too. */
+  attempt?: number;
+}
+
+export interface AppendOptions extends HolderOptions {
+  /** Ends the stream. Defaults to true for END and ERROR frames. */
+  final?: boolean;
+  /** The claiming worker; defaults to the worker that claimed `id` through this client. */
+  workerId?: string;
+}
+
+export interface ReadOptions {
+  /** Read frames after this seq; -1 (default) reads from the start. */
+  since?: number;
+  /** Give up (TimeoutError) if the stream has not ended by then. Default: no limit. */
+  timeoutMs?: number;
+  signal?: AbortSignal;
+}
+
+export interface DispatchPlane {
+  readonly namespace: string;
+  submit(queue: string, envelope: Uint8Array, opts: SubmitOptions): Promise<string>;
+  claim(queue: string, workerId: string, opts?: ClaimOptions): Promise<Claimed | null>;
+  claimMany(queue: string, workerId: string, max: number, opts?: ClaimOptions): Promise<Claimed[]>;
+  ack(id: string, workerId: string, opts?: HolderOptions & { result?: Uint8Array | null }): Promise<void>;
+  nack(id: string, workerId: string, opts: HolderOptions & { error: string | { message: string; [k: string]: unknown }; retry?: boolean }): Promise<void>;
+  heartbeat(id: string, workerId: string, opts?: HolderOptions & { leaseMs?: number }): Promise<HeartbeatAnswer>;
+  cancel(id: string): Promise<boolean>;
+  get(id: string): Promise<Invocation | null>;
+  /** Waits for the invocation to end: its result bytes, or InvocationFailedError / InvocationCancelledError / TimeoutError. */
+  result(id: string, opts?: { timeoutMs?: number; signal?: AbortSignal }): Promise<Uint8Array | null>;
+  count(queue: string, state?: State): Promise<number>;
+  journalAppend(id: string, seq: number | null, frame: Frame | Uint8Array, opts?: AppendOptions): Promise<number>;
+  journalRead(id: string, opts?: ReadOptions): AsyncIterable<JournalFrame>;
+  journalTrim(id: string, keepLast: number): Promise<number>;
+  configureQueue(queue: string, settings: { leaseMs?: number | null; maxAttempts?: number | null }): Promise<void>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,19 @@
+// Tests that run inside workerd (the real runtime) against local D1 and Durable Objects.
+import { cloudflareTest, readD1Migrations } from '@cloudflare/vitest-plugin';
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig(async () => {
+  const migrations = await readD1Migrations('migrations');
+  return {
+    plugins: [
+      cloudflareTest({
+        wrangler: { configPath: './wrangler.toml' },
+        miniflare: { bindings: { TEST_MIGRATIONS: migrations, LAKESHORE_TOKEN: 'test-token' } },
+      }),
+    ],
+    test: {
+      include: ['test/edge/**/*.test.ts'],
+      setupFiles: ['test/edge/setup/apply-migrations.ts'],
+    },
+  };
+});
