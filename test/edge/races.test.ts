@@ -1,0 +1,99 @@
+/** Races the contract must win: retried writes, lost leases, dropped stream readers. */
+import { describe, expect, it } from 'vitest';
+import { b64, call, plane, TOKEN, unb64 } from './setup/http.ts';
+import { exports } from 'cloudflare:workers';
+import { frameCount } from './setup/objects.ts';
+
+/** Reads SSE events from a response until `stop` says so; returns them and cancels the stream. */
+async function readEvents(res: Response, stop: (events: { id?: string; event: string; data: string }[]) => boolean) {
+  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+  const events: { id?: string; event: string; data: string }[] = [];
+  let buf = '';
+  while (!stop(events)) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buf += value;
+    let i: number;
+    while ((i = buf.indexOf('\n\n')) >= 0) {
+      const block = buf.slice(0, i);
+      buf = buf.slice(i + 2);
+      const ev: { id?: string; event: string; data: string } = { event: 'message', data: '' };
+      for (const line of block.split('\n')) {
+        if (line.startsWith('id: ')) ev.id = line.slice(4);
+        else if (line.startsWith('event: ')) ev.event = line.slice(7);
+        else if (line.startsWith('data: ')) ev.data += line.slice(6);
+      }
+      if (block.trim() && !block.startsWith(':') && !block.startsWith('retry')) events.push(ev);
+      if (stop(events)) break;
+    }
+  }
+  await reader.cancel();
+  return events;
+}
+
+const sse = (ns: string, id: string, lastEventId?: string) =>
+  (exports as any).default.fetch(`http://plane/v1/ns/${ns}/invocations/${id}/journal`, {
+    headers: { authorization: `Bearer ${TOKEN}`, accept: 'text/event-stream', ...(lastEventId ? { 'last-event-id': lastEventId } : {}) },
+  }) as Promise<Response>;
+
+describe('races', () => {
+  it('absorbs a retried append instead of duplicating the frame', async () => {
+    const p = plane();
+    await p.submit('q', 'a');
+    await p.claim('q', 'w');
+    const first = await p.append('a', 'w', { seq: 0, body: b64('once') });
+    const retry = await p.append('a', 'w', { seq: 0, body: b64('once') });
+    expect(first.body).toMatchObject({ seq: 0, absorbed: false });
+    expect(retry.status).toBe(200);
+    expect(retry.body).toMatchObject({ seq: 0, absorbed: true });
+    expect(await frameCount(p.ns, 'a')).toBe(1);
+  });
+
+  it('absorbs a retried ack and a retried keyed submit', async () => {
+    const p = plane();
+    await p.submit('q', 'a', { key: 'k' });
+    await p.claim('q', 'w');
+    expect((await p.ack('a', 'w', { result: b64('r') })).body.absorbed).toBe(false);
+    expect((await p.ack('a', 'w', { result: b64('r') })).body.absorbed).toBe(true);
+    expect((await p.submit('q', 'a', { key: 'k' })).body).toEqual({ id: 'a', created: false });
+  });
+
+  it('resumes an SSE reader cut mid-stream with Last-Event-ID, delivering every frame exactly once', async () => {
+    const p = plane();
+    await p.submit('q', 'a');
+    await p.claim('q', 'w');
+    for (let s = 0; s < 3; s++) await p.append('a', 'w', { seq: s, body: b64(`f${s}`) });
+    // The first reader takes two frames, then its connection drops.
+    const firstPart = await readEvents(await sse(p.ns, 'a'), (ev) => ev.length >= 2);
+    expect(firstPart.map((e) => e.id)).toEqual(['0', '1']);
+    // More frames land while nobody is reading; then the job ends.
+    for (let s = 3; s < 6; s++) await p.append('a', 'w', { seq: s, body: b64(`f${s}`) });
+    const resumed = await sse(p.ns, 'a', firstPart.at(-1)!.id);
+    const later = p.append('a', 'w', { seq: 6, body: b64('f6'), kind: 3 }).then(() => p.ack('a', 'w', { result: b64('ok') }));
+    const rest = await readEvents(resumed, (ev) => ev.some((e) => e.event === 'end'));
+    await later;
+    const seqs = [...firstPart, ...rest].filter((e) => e.event === 'frame').map((e) => Number(e.id));
+    expect(seqs).toEqual([0, 1, 2, 3, 4, 5, 6]);
+    const bodies = [...firstPart, ...rest].filter((e) => e.event === 'frame').map((e) => unb64(JSON.parse(e.data).body));
+    expect(bodies).toEqual(['f0', 'f1', 'f2', 'f3', 'f4', 'f5', 'f6']);
+  });
+
+  it('wakes a parked SSE reader with a frame appended after it connected', async () => {
+    const p = plane();
+    await p.submit('q', 'a');
+    await p.claim('q', 'w');
+    const res = await sse(p.ns, 'a');
+    const events = readEvents(res, (ev) => ev.length >= 1);
+    await p.append('a', 'w', { seq: 0, body: b64('live') });
+    const got = await events;
+    expect(got[0]).toMatchObject({ id: '0', event: 'frame' });
+  });
+
+  it('answers a journal stream of an unknown invocation with a plain 404', async () => {
+    const p = plane();
+    const res = await sse(p.ns, 'nope');
+    expect(res.status).toBe(404);
+    expect(((await res.json()) as any).error.code).toBe('not_found');
+    expect((await call('GET', `/v1/ns/${p.ns}/invocations/nope/journal`)).status).toBe(404);
+  });
+});

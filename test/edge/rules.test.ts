@@ -1,0 +1,151 @@
+/** The six design rules, each a named regression test against real workerd, D1 and Durable Objects. */
+import { env } from 'cloudflare:workers';
+import { describe, expect, it } from 'vitest';
+import { b64, plane, unb64 } from './setup/http.ts';
+import { expireLease, frameCount, queueStub, rows } from './setup/objects.ts';
+import { runDurableObjectAlarm } from 'cloudflare:test';
+
+describe('rule 1: one row per invocation', () => {
+  it('keeps queue entry, metadata, state and result in a single row through its whole life', async () => {
+    const p = plane();
+    await p.submit('q', 'a', { key: 'k1', priority: 2, parent: 'root' });
+    await p.submit('q', 'a', { key: 'k1' });
+    await p.claim('q', 'w');
+    await p.append('a', 'w', { seq: 0 });
+    await p.nack('a', 'w', { retry: true });
+    await p.claim('q', 'w');
+    await p.ack('a', 'w', { result: b64('done') });
+    const all = await rows(p.ns);
+    expect(all).toHaveLength(1);
+    const got = (await p.get('a')).body;
+    expect(got).toMatchObject({ id: 'a', queue: 'q', key: 'k1', priority: 2, parent: 'root', state: 'succeeded', attempt: 2, worker_id: 'w' });
+    expect(unb64(got.result)).toBe('done');
+    expect(unb64(got.envelope)).toBe('env-a');
+  });
+});
+
+describe('rule 2: every transition is one guarded atomic update', () => {
+  it('answers a transition from the wrong state with a clean miss that changes nothing', async () => {
+    const p = plane();
+    await p.submit('q', 'a');
+    const before = await rows(p.ns);
+    expect((await p.ack('a', 'w')).status).toBe(409); // queued, not running
+    expect((await p.heartbeat('a', 'w')).status).toBe(409);
+    expect(await rows(p.ns)).toEqual(before);
+    await p.claim('q', 'w');
+    await p.ack('a', 'w');
+    expect((await p.cancel('a')).body).toEqual({ cancelled: false }); // terminal rows never move
+    expect((await p.nack('a', 'w')).status).toBe(409);
+    expect((await p.get('a')).body.state).toBe('succeeded');
+  });
+
+  it('gives 50 concurrent claims on 10 jobs exactly 10 winners and no job twice', async () => {
+    const p = plane();
+    for (let i = 0; i < 10; i++) await p.submit('q', `j${i}`);
+    const answers = await Promise.all(Array.from({ length: 50 }, (_, i) => p.claim('q', `w${i}`)));
+    const won = answers.flatMap((a) => a.body.claimed.map((c: { id: string }) => c.id));
+    expect(won).toHaveLength(10);
+    expect(new Set(won).size).toBe(10);
+    expect((await p.count('q', 'running')).body.count).toBe(10);
+  });
+});
+
+describe('rule 3: fencing', () => {
+  it('refuses every write of a stale worker once its job was re-dispatched, and changes nothing', async () => {
+    const p = plane();
+    await p.submit('q', 'a');
+    const first = (await p.claim('q', 'A', { lease_ms: 60_000 })).body.claimed[0];
+    await expireLease(p.ns, 'a');
+    expect(await runDurableObjectAlarm(queueStub(p.ns, 'q'))).toBe(true);
+    const second = (await p.claim('q', 'B')).body.claimed[0];
+    expect(second).toMatchObject({ id: 'a', attempt: 2 });
+    const before = await rows(p.ns);
+    for (const r of [
+      await p.ack('a', 'A', { attempt: first.attempt, result: b64('stale') }),
+      await p.nack('a', 'A', { attempt: first.attempt }),
+      await p.heartbeat('a', 'A', { attempt: first.attempt }),
+      await p.append('a', 'A', { attempt: first.attempt, seq: 0 }),
+    ]) {
+      expect(r.status).toBe(409);
+      expect(r.body.error.code).toBe('conflict');
+    }
+    expect(await rows(p.ns)).toEqual(before);
+    expect(await frameCount(p.ns, 'a')).toBe(0);
+    expect((await p.ack('a', 'B', { attempt: 2 })).status).toBe(200);
+  });
+
+  it('fences the same worker id on an older attempt when the attempt is sent', async () => {
+    const p = plane();
+    await p.submit('q', 'a');
+    await p.claim('q', 'W');
+    await expireLease(p.ns, 'a');
+    await p.claim('q', 'W'); // the same worker id re-claims: attempt 2
+    expect((await p.ack('a', 'W', { attempt: 1 })).status).toBe(409);
+    expect((await p.ack('a', 'W', { attempt: 2 })).status).toBe(200);
+  });
+});
+
+describe('rule 4: idempotent submit', () => {
+  it('answers a resubmit with the same key with the existing invocation, and stores one row', async () => {
+    const p = plane();
+    const a = await p.submit('q', 'first', { key: 'order-17' });
+    const b = await p.submit('q', 'second', { key: 'order-17' });
+    expect(a.status).toBe(201);
+    expect(b.status).toBe(200);
+    expect(b.body).toEqual({ id: 'first', created: false });
+    expect(await rows(p.ns)).toHaveLength(1);
+  });
+
+  it('scopes keys per queue and ids per namespace', async () => {
+    const p = plane();
+    expect((await p.submit('q1', 'a', { key: 'k' })).status).toBe(201);
+    expect((await p.submit('q2', 'b', { key: 'k' })).status).toBe(201); // same key, other queue
+    expect((await p.submit('q1', 'a')).body).toEqual({ id: 'a', created: false }); // a retry
+    const clash = await p.submit('q2', 'a');
+    expect(clash.status).toBe(409);
+    expect(clash.body.error.message).toMatch(/another queue/);
+    const other = plane();
+    expect((await other.submit('q1', 'a', { key: 'k' })).status).toBe(201); // other namespace
+  });
+});
+
+describe('rule 5: counts come from the same rows', () => {
+  it('counts each state exactly as the rows hold it, and the level counts agree', async () => {
+    const p = plane();
+    for (let i = 0; i < 12; i++) await p.submit('q', `j${i}`, { priority: i % 3 });
+    for (let i = 0; i < 7; i++) await p.claim('q', 'w');
+    const running = (await rows(p.ns)).filter((r) => r.state === 'running').map((r) => String(r.id));
+    await p.ack(running[0]!, 'w');
+    await p.nack(running[1]!, 'w', { retry: false });
+    await p.nack(running[2]!, 'w', { retry: true });
+    await p.cancel(running[3]!);
+    const all = await rows(p.ns);
+    for (const state of ['queued', 'running', 'succeeded', 'failed', 'cancelled']) {
+      expect((await p.count('q', state)).body.count, state).toBe(all.filter((r) => r.state === state).length);
+    }
+    const levels = await env.DB.prepare(`SELECT priority, queued FROM queue_levels WHERE ns = ?1 AND queue = 'q' AND queued > 0 ORDER BY priority`).bind(p.ns).all();
+    const truth = await env.DB.prepare(`SELECT priority, count(*) AS queued FROM invocations WHERE ns = ?1 AND queue = 'q' AND state = 'queued' GROUP BY priority ORDER BY priority`).bind(p.ns).all();
+    expect(levels.results).toEqual(truth.results);
+  });
+});
+
+describe('rule 6: the journal is derived, and a trim degrades to the row', () => {
+  it('answers reads after a trim from the remaining frames and the row’s terminal result', async () => {
+    const p = plane();
+    await p.submit('q', 'a');
+    await p.claim('q', 'w');
+    for (let s = 0; s < 5; s++) await p.append('a', 'w', { seq: s, body: b64(`v${s}`) });
+    await p.ack('a', 'w', { result: b64('final') });
+    expect((await p.trim('a', 2)).body).toEqual({ trimmed: 3 });
+    expect(await frameCount(p.ns, 'a')).toBe(2);
+    const page = (await p.read('a', -1)).body;
+    expect(page.frames.map((f: { seq: number }) => f.seq)).toEqual([3, 4]);
+    expect(page).toMatchObject({ trimmed_before: 3, done: true, state: 'succeeded' });
+    expect(unb64(page.outcome.result)).toBe('final');
+    expect((await p.trim('a', 0)).body).toEqual({ trimmed: 2 });
+    const empty = (await p.read('a', 1)).body;
+    expect(empty.frames).toEqual([]);
+    expect(empty.outcome.state).toBe('succeeded');
+    expect(unb64((await p.result('a')).body.result)).toBe('final'); // the row is untouched
+  });
+});

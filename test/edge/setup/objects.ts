@@ -1,0 +1,23 @@
+/** White-box access to a queue's Durable Object and its D1 rows, for tests only. */
+import { env } from 'cloudflare:workers';
+import type { QueueObject } from '../../../src/durable/queue-object.ts';
+
+export function queueStub(ns: string, queue: string): DurableObjectStub<QueueObject> {
+  const binding = env.QUEUE as unknown as DurableObjectNamespace<QueueObject>;
+  return binding.get(binding.idFromName(`${ns}\u0000${queue}`));
+}
+
+/** Moves a running invocation's lease into the past, as if its worker had gone silent. */
+export async function expireLease(ns: string, id: string): Promise<void> {
+  await env.DB.prepare(`UPDATE invocations SET lease_until = 1 WHERE ns = ?1 AND id = ?2 AND state = 'running'`).bind(ns, id).run();
+}
+
+export async function rows(ns: string): Promise<Record<string, unknown>[]> {
+  const r = await env.DB.prepare(`SELECT id, queue, state, attempt, worker_id FROM invocations WHERE ns = ?1 ORDER BY rid`).bind(ns).all();
+  return r.results;
+}
+
+export async function frameCount(ns: string, id: string): Promise<number> {
+  const r = await env.DB.prepare(`SELECT count(*) AS n FROM frames WHERE inv = (SELECT rid FROM invocations WHERE ns = ?1 AND id = ?2)`).bind(ns, id).first<{ n: number }>();
+  return r?.n ?? 0;
+}
