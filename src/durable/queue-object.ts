@@ -53,57 +53,56 @@ export class QueueObject extends DurableObject<Env> {
   // ------------------------------------------------------------ producers
 
   submit(ns: string, queue: string, req: SubmitRequest) {
-    return capture(async () => (await this.own(ns, queue), this.engine.submit(ns, queue, req)));
+    return this.run(ns, queue, () => this.engine.submit(ns, queue, req));
   }
 
   submitMany(ns: string, queue: string, items: SubmitRequest[]) {
-    return capture(async () => {
-      await this.own(ns, queue);
+    return this.run(ns, queue, async () => {
       const out = await this.engine.submitMany(ns, queue, items);
       return out.map((r) => (r.ok ? { ok: true as const, value: r.value } : { ok: false as const, code: r.error.code, message: r.error.message }));
     });
   }
 
   cancel(ns: string, queue: string, id: string) {
-    return capture(async () => (await this.own(ns, queue), this.engine.cancel(ns, id, queue)));
+    return this.run(ns, queue, () => this.engine.cancel(ns, id, queue));
   }
 
   result(ns: string, queue: string, id: string, timeoutMs: unknown) {
-    return capture(async () => (await this.own(ns, queue), this.engine.result(ns, id, timeoutMs)));
+    return this.run(ns, queue, () => this.engine.result(ns, id, timeoutMs));
   }
 
   trim(ns: string, queue: string, id: string, keepLast: unknown) {
-    return capture(async () => (await this.own(ns, queue), this.engine.trim(ns, id, keepLast, queue)));
+    return this.run(ns, queue, () => this.engine.trim(ns, id, keepLast, queue));
   }
 
   configure(ns: string, queue: string, cfg: { leaseMs?: unknown; maxAttempts?: unknown }) {
-    return capture(async () => (await this.own(ns, queue), this.engine.configure(ns, queue, cfg)));
+    return this.run(ns, queue, () => this.engine.configure(ns, queue, cfg));
   }
 
   // ------------------------------------------------------------ workers
 
   claim(ns: string, queue: string, req: Omit<ClaimRequest, 'signal'> & { max?: unknown }) {
-    return capture(async () => (await this.own(ns, queue), this.engine.claimMany(ns, queue, req)));
+    return this.run(ns, queue, () => this.engine.claimMany(ns, queue, req));
   }
 
   ack(ns: string, queue: string, id: string, req: HolderRequest & { result?: unknown }) {
-    return capture(async () => (await this.own(ns, queue), this.engine.ack(ns, id, { ...req, queue })));
+    return this.run(ns, queue, () => this.engine.ack(ns, id, { ...req, queue }));
   }
 
   nack(ns: string, queue: string, id: string, req: HolderRequest & { error: unknown; retry?: unknown }) {
-    return capture(async () => (await this.own(ns, queue), this.engine.nack(ns, id, { ...req, queue })));
+    return this.run(ns, queue, () => this.engine.nack(ns, id, { ...req, queue }));
   }
 
   heartbeat(ns: string, queue: string, id: string, req: HolderRequest & { leaseMs?: unknown }) {
-    return capture(async () => (await this.own(ns, queue), this.engine.heartbeat(ns, id, { ...req, queue })));
+    return this.run(ns, queue, () => this.engine.heartbeat(ns, id, { ...req, queue }));
   }
 
   append(ns: string, queue: string, id: string, req: AppendRequest) {
-    return capture(async () => (await this.own(ns, queue), this.engine.append(ns, id, { ...req, queue })));
+    return this.run(ns, queue, () => this.engine.append(ns, id, { ...req, queue }));
   }
 
   follow(ns: string, queue: string, id: string, since: unknown, timeoutMs: unknown) {
-    return capture(async () => (await this.own(ns, queue), this.engine.follow(ns, id, since, timeoutMs)));
+    return this.run(ns, queue, () => this.engine.follow(ns, id, since, timeoutMs));
   }
 
   /** D1 rows read and written by this object so far (D1's own result metadata). */
@@ -140,6 +139,14 @@ export class QueueObject extends DurableObject<Env> {
     if (this.alarmAt !== null && this.alarmAt <= deadline) return;
     this.alarmAt = deadline;
     void this.ctx.storage.setAlarm(deadline);
+  }
+
+  /** Runs one verb for the queue: records the identity, then answers a tagged result. */
+  private run<T>(ns: string, queue: string, fn: () => Promise<T>) {
+    return capture(async () => {
+      await this.own(ns, queue);
+      return await fn();
+    });
   }
 
   /** Remembers which queue this object serves, so its alarm can sweep after a restart. */

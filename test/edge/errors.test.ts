@@ -1,0 +1,78 @@
+/** Bad input: the right 4xx, one error shape, a message saying what is wrong, and no state changed. */
+import { describe, expect, it } from 'vitest';
+import { b64, call, plane } from './setup/http.ts';
+import { rows } from './setup/objects.ts';
+
+function expectError(a: { status: number; body: any }, status: number, code: string, message?: RegExp) {
+  expect(a.status).toBe(status);
+  expect(Object.keys(a.body)).toEqual(['error']);
+  expect(Object.keys(a.body.error).sort()).toEqual(['code', 'message']);
+  expect(a.body.error.code).toBe(code);
+  expect(typeof a.body.error.message).toBe('string');
+  if (message) expect(a.body.error.message).toMatch(message);
+}
+
+describe('bad input', () => {
+  it('refuses each malformed request with a 400 or 413 that names the problem, changing nothing', async () => {
+    const p = plane();
+    await p.submit('q', 'seed');
+    await p.claim('q', 'w');
+    const base = `/v1/ns/${p.ns}`;
+    const before = await rows(p.ns);
+    const cases: [string, string, unknown, number, string, RegExp][] = [
+      ['POST', `${base}/queues/q/invocations`, '{not json', 400, 'bad_request', /not valid JSON/],
+      ['POST', `${base}/queues/q/invocations`, { id: '', envelope: b64('x') }, 400, 'bad_request', /id must not be empty/],
+      ['POST', `${base}/queues/q/invocations`, { id: 'x' }, 400, 'bad_request', /envelope/],
+      ['POST', `${base}/queues/q/invocations`, { id: 'x', envelope: '@@@' }, 400, 'bad_request', /base64/],
+      ['POST', `${base}/queues/q/invocations`, { id: 'x', envelope: b64('x'), priority: 'high' }, 400, 'bad_request', /priority/],
+      ['POST', `${base}/queues/q/invocations`, { id: 'x\u0000y', envelope: b64('x') }, 400, 'bad_request', /control characters/],
+      ['POST', `${base}/queues/q/invocations`, { id: 'x', envelope: b64('x'), state: 'succeeded' }, 400, 'bad_request', /state/],
+      ['POST', `${base}/queues/q/invocations`, { id: 'x', envelope: b64('x'.repeat((1 << 20) + 1)) }, 413, 'payload_too_large', /envelope/],
+      ['POST', `${base}/queues/bad%20name/invocations`, { id: 'x', envelope: b64('x') }, 400, 'bad_request', /queue/],
+      ['POST', `${base}/queues/q/claim`, { worker_id: 'w', kind: 'random' }, 400, 'bad_request', /unknown claim kind/],
+      ['POST', `${base}/queues/q/claim`, { worker_id: 'w', wait_ms: -5 }, 400, 'bad_request', /wait_ms must not be negative/],
+      ['POST', `${base}/queues/q/claim`, { worker_id: 'w', temperature: -1 }, 400, 'bad_request', /temperature/],
+      ['POST', `${base}/queues/q/claim`, { kind: 'fifo' }, 400, 'bad_request', /worker_id/],
+      ['GET', `${base}/queues/q/count?state=sleeping`, undefined, 400, 'bad_request', /unknown state/],
+      ['GET', `${base}/invocations/seed/result?timeout_ms=-1`, undefined, 400, 'bad_request', /timeout must not be negative/],
+      ['GET', `${base}/invocations/seed/result?timeout_ms=soon`, undefined, 400, 'bad_request', /timeout_ms must be a number/],
+      ['POST', `${base}/invocations/seed/ack`, { worker_id: 'w', result: b64('x'), attempt: -1 }, 400, 'bad_request', /attempt/],
+      ['POST', `${base}/invocations/seed/nack`, { worker_id: 'w' }, 400, 'bad_request', /error/],
+      ['POST', `${base}/invocations/seed/journal`, { worker_id: 'w', kind: 9, body: b64('x') }, 400, 'bad_request', /unknown frame kind/],
+      ['POST', `${base}/invocations/seed/journal`, { worker_id: 'w', kind: 0, body: b64('x'), seq: 1.5 }, 400, 'bad_request', /seq/],
+      ['POST', `${base}/invocations/seed/journal`, { worker_id: 'w', kind: 0, body: b64('x'.repeat((256 << 10) + 1)) }, 413, 'payload_too_large', /frame body/],
+      ['GET', `${base}/invocations/seed/journal?since=-7`, undefined, 400, 'bad_request', /since/],
+      ['POST', `${base}/invocations/seed/journal/trim`, { keep_last: -1 }, 400, 'bad_request', /keep_last/],
+      ['PUT', `${base}/queues/q`, { lease_ms: 0 }, 400, 'bad_request', /lease_ms/],
+      ['POST', `/v1/ns/bad%20ns/queues/q/invocations`, { id: 'x', envelope: b64('x') }, 400, 'bad_request', /namespace/],
+    ];
+    for (const [method, path, body, status, code, message] of cases) {
+      const a = await call(method, path, body);
+      try {
+        expectError(a, status, code, message);
+      } catch (e) {
+        throw new Error(`${method} ${path} ${JSON.stringify(body)?.slice(0, 80)} -> ${a.status} ${JSON.stringify(a.body)}: ${(e as Error).message}`);
+      }
+    }
+    expect(await rows(p.ns)).toEqual(before);
+    expect((await p.read('seed')).body.frames).toEqual([]);
+  });
+
+  it('answers unknown invocations and routes with 404 in the same shape', async () => {
+    const p = plane();
+    expectError(await p.get('nope'), 404, 'not_found', /invocation "nope" not found/);
+    expectError(await p.ack('nope', 'w'), 404, 'not_found');
+    expectError(await p.cancel('nope'), 404, 'not_found');
+    expectError(await p.result('nope'), 404, 'not_found');
+    expectError(await call('GET', `/v1/ns/${p.ns}/nothing-here`), 404, 'not_found', /no route/);
+  });
+
+  it('requires a valid bearer token on every route but /health', async () => {
+    const p = plane();
+    expect((await call('GET', '/health', undefined, { authorization: '' })).status).toBe(200);
+    expectError(await call('GET', `/v1/ns/${p.ns}/queues/q/count`, undefined, { authorization: '' }), 401, 'unauthorized', /missing bearer token/);
+    expectError(await call('GET', `/v1/ns/${p.ns}/queues/q/count`, undefined, { authorization: 'Bearer wrong' }), 401, 'unauthorized', /invalid token/);
+    expectError(await call('POST', `/v1/ns/${p.ns}/queues/q/invocations`, { id: 'x', envelope: b64('x') }, { authorization: 'Basic abc' }), 401, 'unauthorized');
+    expect((await p.count('q')).body.count).toBe(0);
+  });
+});

@@ -1,0 +1,155 @@
+/** Every verb over the HTTP routes, with the answers the contract documents. */
+import { describe, expect, it } from 'vitest';
+import { b64, call, plane, unb64 } from './setup/http.ts';
+
+const claimIds = async (p: ReturnType<typeof plane>, queue: string, n: number, extra: Record<string, unknown> = {}) => {
+  const out: string[] = [];
+  for (let i = 0; i < n; i++) out.push((await p.claim(queue, 'w', extra)).body.claimed[0]?.id);
+  return out;
+};
+
+describe('claim order', () => {
+  it('fifo: highest priority first, then oldest', async () => {
+    const p = plane();
+    for (const [id, pr] of [['a', 0], ['b', 1], ['c', 0], ['d', 1], ['e', 2]] as const) await p.submit('q', id, { priority: pr });
+    expect(await claimIds(p, 'q', 5, { kind: 'fifo' })).toEqual(['e', 'b', 'd', 'a', 'c']);
+  });
+
+  it('filo: highest priority first, then newest', async () => {
+    const p = plane();
+    for (const [id, pr] of [['a', 0], ['b', 1], ['c', 0], ['d', 1], ['e', 2]] as const) await p.submit('q', id, { priority: pr });
+    expect(await claimIds(p, 'q', 5, { kind: 'filo' })).toEqual(['e', 'd', 'b', 'c', 'a']);
+  });
+
+  it('boltzmann at T=0 degenerates to fifo', async () => {
+    const p = plane();
+    for (const [id, pr] of [['a', 0], ['b', 1], ['c', 0], ['d', 1]] as const) await p.submit('q', id, { priority: pr });
+    expect(await claimIds(p, 'q', 4, { kind: 'boltzmann', temperature: 0 })).toEqual(['b', 'd', 'a', 'c']);
+  });
+
+  it('claims up to max invocations in one request', async () => {
+    const p = plane();
+    for (let i = 0; i < 5; i++) await p.submit('q', `j${i}`);
+    const got = (await p.claim('q', 'w', { max: 3 })).body.claimed.map((c: { id: string }) => c.id);
+    expect(got).toEqual(['j0', 'j1', 'j2']);
+  });
+});
+
+describe('waits', () => {
+  it('parks a claim until a submit arrives, and the submit wakes it', async () => {
+    const p = plane();
+    const waiting = p.claim('q', 'w', { wait_ms: 10_000 });
+    await new Promise((r) => setTimeout(r, 50));
+    const t0 = Date.now();
+    await p.submit('q', 'late');
+    const got = await waiting;
+    expect(got.body.claimed[0].id).toBe('late');
+    expect(Date.now() - t0).toBeLessThan(5_000);
+  });
+
+  it('answers an empty claim when its wait runs out', async () => {
+    const p = plane();
+    expect((await p.claim('q', 'w', { wait_ms: 30 })).body).toEqual({ claimed: [] });
+  });
+
+  it('parks a result wait until the ack lands', async () => {
+    const p = plane();
+    await p.submit('q', 'a');
+    await p.claim('q', 'w');
+    const waiting = p.result('a', 10_000);
+    await new Promise((r) => setTimeout(r, 50));
+    await p.ack('a', 'w', { result: b64('42') });
+    const r = (await waiting).body;
+    expect(r.state).toBe('succeeded');
+    expect(unb64(r.result)).toBe('42');
+  });
+
+  it('says a result wait timed out, and answers failed and cancelled with their error', async () => {
+    const p = plane();
+    await p.submit('q', 'slow');
+    expect((await p.result('slow', 20)).body).toEqual({ id: 'slow', state: 'queued', timed_out: true });
+    await p.submit('q', 'bad');
+    await p.claim('q', 'w');
+    await p.claim('q', 'w');
+    await p.nack('bad', 'w', { error: { message: 'exploded', type: 'ValueError' }, retry: false });
+    expect((await p.result('bad')).body).toEqual({ id: 'bad', state: 'failed', error: { message: 'exploded', type: 'ValueError' } });
+    await p.cancel('slow');
+    expect((await p.result('slow')).body).toMatchObject({ state: 'cancelled', error: { message: 'cancelled' } });
+  });
+});
+
+describe('nack', () => {
+  it('puts the row back in queued with retry, and fails it without', async () => {
+    const p = plane();
+    await p.submit('q', 'a');
+    await p.claim('q', 'w');
+    expect((await p.nack('a', 'w', { retry: true })).body).toMatchObject({ state: 'queued' });
+    expect((await p.get('a')).body).toMatchObject({ state: 'queued', attempt: 1, error: { message: 'boom' } });
+    await p.claim('q', 'w');
+    expect((await p.nack('a', 'w', { retry: false })).body).toMatchObject({ state: 'failed' });
+    expect((await p.get('a')).body.state).toBe('failed');
+  });
+});
+
+describe('cancel', () => {
+  it('cancels a queued row, so it is never claimed, and reports false once ended', async () => {
+    const p = plane();
+    await p.submit('q', 'a');
+    expect((await p.cancel('a')).body).toEqual({ cancelled: true });
+    expect((await p.claim('q', 'w')).body.claimed).toEqual([]);
+    expect((await p.cancel('a')).body).toEqual({ cancelled: false });
+  });
+});
+
+describe('journal', () => {
+  it('assigns the next seq when none is given and pages from a since-cursor', async () => {
+    const p = plane();
+    await p.submit('q', 'a');
+    await p.claim('q', 'w');
+    for (let i = 0; i < 3; i++) expect((await p.append('a', 'w', { body: b64(`v${i}`) })).body.seq).toBe(i);
+    const page = (await p.read('a', 0)).body;
+    expect(page.frames.map((f: { seq: number }) => f.seq)).toEqual([1, 2]);
+    expect(page).toMatchObject({ next: 2, done: false, state: 'running', trimmed_before: -1 });
+  });
+
+  it('ends the stream at a final frame, and marks each frame with the attempt that wrote it', async () => {
+    const p = plane();
+    await p.submit('q', 'a');
+    await p.claim('q', 'w');
+    await p.append('a', 'w', { kind: 2, body: b64('') });
+    await p.append('a', 'w', { kind: 4, body: b64('err'), final: false }); // will retry: not final
+    await p.nack('a', 'w');
+    await p.claim('q', 'w');
+    await p.append('a', 'w', { kind: 2, body: b64('') });
+    await p.append('a', 'w', { kind: 0, body: b64('v') });
+    await p.append('a', 'w', { kind: 3, body: b64('') });
+    const page = (await p.read('a')).body;
+    expect(page.frames.map((f: any) => [f.seq, f.kind, f.attempt, f.final])).toEqual([
+      [0, 2, 1, false], [1, 4, 1, false], [2, 2, 2, false], [3, 0, 2, false], [4, 3, 2, true],
+    ]);
+    expect(page.done).toBe(true);
+  });
+
+  it('long-polls a JSON page with wait_ms', async () => {
+    const p = plane();
+    await p.submit('q', 'a');
+    await p.claim('q', 'w');
+    const waiting = call('GET', `/v1/ns/${p.ns}/invocations/a/journal?since=-1&wait_ms=5000`);
+    await new Promise((r) => setTimeout(r, 50));
+    await p.append('a', 'w', { body: b64('hi') });
+    expect((await waiting).body.frames[0].seq).toBe(0);
+  });
+});
+
+describe('namespaces', () => {
+  it('keeps everything of one namespace invisible from another', async () => {
+    const a = plane();
+    const b = plane();
+    await a.submit('q', 'secret');
+    expect((await b.get('secret')).status).toBe(404);
+    expect((await b.count('q')).body.count).toBe(0);
+    expect((await b.claim('q', 'w')).body.claimed).toEqual([]);
+    expect((await b.cancel('secret')).status).toBe(404);
+    expect((await a.get('secret')).body.state).toBe('queued');
+  });
+});
