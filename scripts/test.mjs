@@ -1,0 +1,25 @@
+// `npm test`: every suite, in order, on Node >= 22.12 (scripts/run.mjs bootstraps it).
+//   typecheck   strict TypeScript over the Worker and the Node side
+//   edge        inside workerd (@cloudflare/vitest-plugin): local D1 and Durable Objects
+//   node        the Node clients against a real `wrangler dev` on a free loopback port
+// `npm test -- edge` (or node, typecheck) runs one suite.
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { ROOT } from './toolchain.mjs';
+
+const vitest = join(ROOT, 'node_modules', 'vitest', 'vitest.mjs');
+const suites = {
+  typecheck: [join(ROOT, 'scripts', 'typecheck.mjs')],
+  edge: [vitest, 'run', '-c', 'vitest.edge.config.ts'],
+  node: [vitest, 'run', '-c', 'vitest.node.config.ts'],
+};
+const pick = process.argv.slice(2).filter((a) => a in suites);
+const results = [];
+for (const name of pick.length ? pick : Object.keys(suites)) {
+  process.stderr.write(`\n[lakeshore] ── ${name} ──\n`);
+  const t0 = Date.now();
+  const r = spawnSync(process.execPath, suites[name], { cwd: ROOT, stdio: 'inherit', env: process.env });
+  results.push({ name, ok: r.status === 0, s: ((Date.now() - t0) / 1000).toFixed(1) });
+}
+process.stderr.write(`\n[lakeshore] ${results.map((r) => `${r.name} ${r.ok ? 'ok' : 'FAILED'} (${r.s}s)`).join(', ')}\n`);
+process.exit(results.every((r) => r.ok) ? 0 : 1);

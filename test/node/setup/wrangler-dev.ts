@@ -1,0 +1,26 @@
+/** Starts `wrangler dev` once for the Node-side tests: fresh state in a temp dir, a random token. */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { TestProject } from 'vitest/node';
+// @ts-expect-error plain JS helper shared with `npm start`
+import { newToken, startPlane } from '../../../scripts/plane.mjs';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    planeUrl: string;
+    planeToken: string;
+  }
+}
+
+export default async function setup(project: TestProject) {
+  const dir = mkdtempSync(join(tmpdir(), 'lakeshore-test-'));
+  const token: string = newToken('lsk_test_');
+  const plane = await startPlane({ node: process.execPath, env: process.env, persistTo: dir, vars: { LAKESHORE_TOKEN: token } });
+  project.provide('planeUrl', plane.url);
+  project.provide('planeToken', token);
+  return async () => {
+    await plane.stop();
+    rmSync(dir, { recursive: true, force: true });
+  };
+}

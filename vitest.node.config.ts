@@ -1,0 +1,11 @@
+// Node-side tests: the clients against a real `wrangler dev`, started fresh on a free loopback port.
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    include: ['test/node/**/*.test.ts'],
+    globalSetup: ['test/node/setup/wrangler-dev.ts'],
+    testTimeout: 60_000,
+    hookTimeout: 120_000,
+  },
+});
