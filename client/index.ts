@@ -3,3 +3,5 @@ export { HttpDispatch, type HttpDispatchOptions } from './http/dispatch.ts';
 export * from './errors.ts';
 export * from './types.ts';
 export { FrameKind, encodeFrame, decodeFrame } from '../src/core/frame.ts';
+export { Dispatch, type DispatchOptions } from './local/dispatch.ts';
+export { defaultDispatch, planeFromEnv } from './local/default.ts';

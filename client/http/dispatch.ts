@@ -90,6 +90,7 @@ export class HttpDispatch implements DispatchPlane {
   }
 
   async result(id: string, opts: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<Uint8Array | null> {
+    if (opts.timeoutMs !== undefined && !(opts.timeoutMs >= 0)) throw errorFor('bad_request', 'timeout must not be negative');
     const deadline = Date.now() + (opts.timeoutMs ?? this.timeout);
     for (;;) {
       const left = Math.max(0, deadline - Date.now());
@@ -274,7 +275,7 @@ export class HttpDispatch implements DispatchPlane {
       res = await this.fetchImpl(this.url(path), {
         method,
         headers: { ...this.headers(), ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-        body: body === undefined ? undefined : JSON.stringify(body),
+        body: body === undefined ? undefined : JSON.stringify(body, finiteOnly),
         signal: AbortSignal.any(signals),
       });
     } catch (e) {
@@ -301,3 +302,9 @@ export class HttpDispatch implements DispatchPlane {
 }
 
 const enc = encodeURIComponent;
+
+/** JSON has no NaN or Infinity (they would arrive as null, i.e. "use the default"): refuse them here. */
+function finiteOnly(key: string, value: unknown): unknown {
+  if (typeof value === 'number' && !Number.isFinite(value)) throw errorFor('bad_request', `${key} must be a finite number`);
+  return value;
+}

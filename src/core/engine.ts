@@ -117,15 +117,15 @@ export class Engine {
     return out.cancelled;
   }
 
-  get(ns: string, id: unknown): Promise<Invocation | null> {
+  async get(ns: string, id: unknown): Promise<Invocation | null> {
     return this.committer.run(getPlan(ns, v.id(id, this.limits)));
   }
 
-  queueOf(ns: string, id: unknown): Promise<string | null> {
+  async queueOf(ns: string, id: unknown): Promise<string | null> {
     return this.committer.run(queueOfPlan(ns, v.id(id, this.limits)));
   }
 
-  count(ns: string, queue: unknown, state?: unknown): Promise<number> {
+  async count(ns: string, queue: unknown, state?: unknown): Promise<number> {
     return this.committer.run(countPlan(ns, v.queue(queue, this.limits), v.state(state, 'queued')));
   }
 
@@ -247,7 +247,7 @@ export class Engine {
 
   // ---------------------------------------------------------------- journal readers
 
-  read(ns: string, id: unknown, since?: unknown, limit?: unknown): Promise<JournalPage> {
+  async read(ns: string, id: unknown, since?: unknown, limit?: unknown): Promise<JournalPage> {
     return this.committer.run(readPlan(ns, v.id(id, this.limits), this.since(since), this.pageLimit(limit)));
   }
 

@@ -33,7 +33,7 @@ export function appendPlan(now: number, ns: string, id: string, queue: string | 
     stmts: [
       stmt(
         `INSERT INTO frames (inv, seq, kind, body, meta, attempt, final, created_at)
-         SELECT rid, s.seq, ?7, ?8, ?9, attempt, ?10, ?11
+         SELECT rid, s.seq, ?7, COALESCE(?8, X''), ?9, attempt, ?10, ?11
            FROM invocations,
                 (SELECT COALESCE(?6, (SELECT COALESCE(max(f.seq), -1) + 1 FROM frames f
                                        WHERE f.inv = (SELECT rid FROM invocations WHERE ns = ?1 AND id = ?2))) AS seq) AS s

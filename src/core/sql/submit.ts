@@ -25,7 +25,7 @@ export function submitPlan(now: number, ns: string, queue: string, s: SubmitInpu
     stmts: [
       stmt(
         `INSERT INTO invocations (ns, queue, id, key, priority, parent, envelope, state, attempt, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', 0, ?8, ?8)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, COALESCE(?7, X''), 'queued', 0, ?8, ?8)
          ON CONFLICT DO NOTHING RETURNING id`,
         ns, queue, s.id, s.key, s.priority, s.parent, s.envelope, now,
       ),

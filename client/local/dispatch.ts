@@ -1,0 +1,232 @@
+/**
+ * Dispatch: the local plane. The same contract as HttpDispatch, executed in this process on
+ * SQLite (node:sqlite) by the same engine and the same SQL the edge plane runs on D1.
+ *
+ * Several processes may share one file: transitions serialize on SQLite's write lock, and a
+ * cheap `PRAGMA data_version` check wakes this process's waiters when another process commits.
+ *
+ * @example
+ * const d = new Dispatch('./jobs.sqlite', { namespace: 'default' });
+ * await d.submit('cpu', new TextEncoder().encode('{}'), { id: 'job-1' });
+ */
+import { DatabaseSync } from 'node:sqlite';
+import { Engine } from '../../src/core/engine.ts';
+import { decodeFrame } from '../../src/core/frame.ts';
+import type { Limits } from '../../src/core/limits.ts';
+import type { State } from '../../src/core/states.ts';
+import type { Claimed, Frame, HeartbeatAnswer, Invocation, JournalFrame } from '../../src/core/types.ts';
+import * as v from '../../src/core/validate.ts';
+import { asClientError, BadRequestError, InvocationCancelledError, InvocationFailedError, TimeoutError } from '../errors.ts';
+import type { AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, ReadOptions, SubmitOptions } from '../types.ts';
+import { migrate } from './migrate.ts';
+import { SqlitePort } from './sqlite-port.ts';
+
+export interface DispatchOptions {
+  namespace?: string;
+  limits?: Partial<Limits>;
+  /** How often to check for other processes' commits while something waits. Default 5 ms. */
+  changeCheckMs?: number;
+  /** How long a transaction waits for another process's write lock. Default 10 s. */
+  busyTimeoutMs?: number;
+}
+
+/** Runs a verb, re-raising plane errors as their client classes. */
+async function verb<T>(p: Promise<T>): Promise<T> {
+  try {
+    return await p;
+  } catch (e) {
+    throw asClientError(e);
+  }
+}
+
+export class Dispatch implements DispatchPlane {
+  readonly path: string;
+  readonly namespace: string;
+  readonly db: DatabaseSync;
+  private readonly engine: Engine;
+  private readonly claims = new Map<string, { workerId: string; attempt: number }>();
+  private readonly changeCheckMs: number;
+  private watcher: ReturnType<typeof setInterval> | null = null;
+  private dataVersion = -1;
+  private readonly leaseTimers = new Map<string, { at: number; timer: ReturnType<typeof setTimeout> }>();
+  private closed = false;
+
+  constructor(path = ':memory:', opts: DispatchOptions = {}) {
+    this.path = path;
+    this.namespace = v.namespace(opts.namespace ?? 'default');
+    this.changeCheckMs = opts.changeCheckMs ?? 5;
+    this.db = new DatabaseSync(path);
+    this.db.exec(`PRAGMA busy_timeout = ${opts.busyTimeoutMs ?? 10_000}`);
+    if (path !== ':memory:') {
+      this.db.exec('PRAGMA journal_mode = WAL');
+      this.db.exec('PRAGMA synchronous = NORMAL');
+    }
+    migrate(this.db);
+    this.engine = new Engine(new SqlitePort(this.db), {
+      limits: opts.limits,
+      onLease: (ns, queue, deadline) => this.armExpiry(ns, queue, deadline),
+    });
+  }
+
+  // ------------------------------------------------------------ producers
+
+  submit(queue: string, envelope: Uint8Array, opts: SubmitOptions): Promise<string> {
+    return verb(this.engine.submit(this.namespace, queue, { id: opts.id, envelope, key: opts.key, priority: opts.priority, parent: opts.parent }).then((s) => s.id));
+  }
+
+  cancel(id: string): Promise<boolean> {
+    return verb(this.engine.cancel(this.namespace, id));
+  }
+
+  get(id: string): Promise<Invocation | null> {
+    return verb(this.engine.get(this.namespace, id));
+  }
+
+  async result(id: string, opts: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<Uint8Array | null> {
+    const timeoutMs = opts.timeoutMs ?? 30_000;
+    const out = await this.waiting(() => verb(this.engine.result(this.namespace, id, timeoutMs, opts.signal)));
+    if (out.state === 'succeeded') return out.result;
+    if (out.state === 'failed') throw new InvocationFailedError(id, out.error);
+    if (out.state === 'cancelled') throw new InvocationCancelledError(id);
+    throw new TimeoutError(`invocation ${id} is still ${out.state} after ${timeoutMs} ms`);
+  }
+
+  count(queue: string, state: State = 'queued'): Promise<number> {
+    return verb(this.engine.count(this.namespace, queue, state));
+  }
+
+  configureQueue(queue: string, s: { leaseMs?: number | null; maxAttempts?: number | null }): Promise<void> {
+    return verb(this.engine.configure(this.namespace, queue, { leaseMs: s.leaseMs, maxAttempts: s.maxAttempts }));
+  }
+
+  // ------------------------------------------------------------ workers
+
+  async claim(queue: string, workerId: string, opts: ClaimOptions = {}): Promise<Claimed | null> {
+    const [c] = await this.claimMany(queue, workerId, 1, opts);
+    return c ?? null;
+  }
+
+  async claimMany(queue: string, workerId: string, max: number, opts: ClaimOptions = {}): Promise<Claimed[]> {
+    const got = await this.waiting(() =>
+      verb(this.engine.claimMany(this.namespace, queue, { workerId, kind: opts.kind, temperature: opts.temperature, leaseMs: opts.leaseMs, waitMs: opts.waitMs ?? 0, max })),
+    );
+    for (const c of got) this.claims.set(c.id, { workerId, attempt: c.attempt });
+    return got;
+  }
+
+  async ack(id: string, workerId: string, opts: HolderOptions & { result?: Uint8Array | null } = {}): Promise<void> {
+    await verb(this.engine.ack(this.namespace, id, { workerId, attempt: this.attemptOf(id, workerId, opts.attempt), result: opts.result ?? null }));
+    this.claims.delete(id);
+  }
+
+  async nack(id: string, workerId: string, opts: HolderOptions & { error: string | { message: string; [k: string]: unknown }; retry?: boolean }): Promise<void> {
+    await verb(this.engine.nack(this.namespace, id, { workerId, attempt: this.attemptOf(id, workerId, opts.attempt), error: opts.error, retry: opts.retry ?? true }));
+    this.claims.delete(id);
+  }
+
+  heartbeat(id: string, workerId: string, opts: HolderOptions & { leaseMs?: number } = {}): Promise<HeartbeatAnswer> {
+    return verb(this.engine.heartbeat(this.namespace, id, { workerId, attempt: this.attemptOf(id, workerId, opts.attempt), leaseMs: opts.leaseMs }));
+  }
+
+  // ------------------------------------------------------------ journal
+
+  async journalAppend(id: string, seq: number | null, frame: Frame | Uint8Array, opts: AppendOptions = {}): Promise<number> {
+    const f = frame instanceof Uint8Array ? await verb(Promise.resolve().then(() => decodeFrame(frame))) : frame;
+    const held = this.claims.get(id);
+    const workerId = opts.workerId ?? held?.workerId;
+    if (!workerId) throw new BadRequestError(`journalAppend(${id}): no workerId given and this client did not claim ${id}`);
+    const out = await verb(
+      this.engine.append(this.namespace, id, {
+        workerId, attempt: opts.attempt ?? (held?.workerId === workerId ? held.attempt : null), seq, kind: f.kind, body: f.body, meta: f.meta, final: opts.final,
+      }),
+    );
+    return out.seq;
+  }
+
+  async *journalRead(id: string, opts: ReadOptions = {}): AsyncGenerator<JournalFrame> {
+    let cursor = opts.since ?? -1;
+    const deadline = opts.timeoutMs === undefined ? Infinity : Date.now() + opts.timeoutMs;
+    for (;;) {
+      const left = deadline - Date.now();
+      if (left <= 0) throw new TimeoutError(`journal of ${id} did not end within ${opts.timeoutMs} ms`);
+      const page = await this.waiting(() => verb(this.engine.follow(this.namespace, id, cursor, Math.min(left, 60_000), opts.signal)));
+      for (const f of page.frames) {
+        cursor = f.seq;
+        yield f;
+      }
+      if (page.done || opts.signal?.aborted) return;
+    }
+  }
+
+  journalTrim(id: string, keepLast: number): Promise<number> {
+    return verb(this.engine.trim(this.namespace, id, keepLast));
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.engine.wakeAll();
+    if (this.watcher) clearInterval(this.watcher);
+    for (const t of this.leaseTimers.values()) clearTimeout(t.timer);
+    this.db.close();
+  }
+
+  // ------------------------------------------------------------ plumbing
+
+  private attemptOf(id: string, workerId: string, attempt: number | undefined): number | null {
+    if (attempt !== undefined) return attempt;
+    const held = this.claims.get(id);
+    return held && held.workerId === workerId ? held.attempt : null;
+  }
+
+  /** Watches for other processes' commits while `fn` may be parked, waking the engine's waiters. */
+  private async waiting<T>(fn: () => Promise<T>): Promise<T> {
+    this.watch();
+    try {
+      return await fn();
+    } finally {
+      if (this.engine.waiters.size === 0 && this.watcher) {
+        clearInterval(this.watcher);
+        this.watcher = null;
+      }
+    }
+  }
+
+  private watch(): void {
+    if (this.watcher || this.path === ':memory:') return;
+    this.dataVersion = this.version();
+    this.watcher = setInterval(() => {
+      if (this.closed) return;
+      const now = this.version();
+      if (now !== this.dataVersion) {
+        this.dataVersion = now;
+        this.engine.wakeAll();
+      }
+    }, this.changeCheckMs);
+    this.watcher.unref?.();
+  }
+
+  private version(): number {
+    return Number((this.db.prepare('PRAGMA data_version').get() as { data_version: number }).data_version);
+  }
+
+  /** The local alarm: expire the queue's leases when the next one runs out. */
+  private armExpiry(ns: string, queue: string, deadline: number): void {
+    const key = `${ns}\u0000${queue}`;
+    const cur = this.leaseTimers.get(key);
+    if (cur && cur.at <= deadline) return;
+    if (cur) clearTimeout(cur.timer);
+    const timer = setTimeout(async () => {
+      this.leaseTimers.delete(key);
+      if (this.closed) return;
+      try {
+        const next = await this.engine.expire(ns, queue);
+        if (next !== null) this.armExpiry(ns, queue, next);
+      } catch {
+        /* the next claim expires leases itself */
+      }
+    }, Math.max(0, deadline - Date.now()) + 5);
+    timer.unref?.();
+    this.leaseTimers.set(key, { at: deadline, timer });
+  }
+}

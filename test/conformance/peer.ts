@@ -1,0 +1,34 @@
+/**
+ * The second process of the two-process plane: it opens the same SQLite file and runs the worker
+ * verbs it is sent over IPC, answering results or errors.
+ */
+import { Dispatch } from '../../client/local/dispatch.ts';
+import { LakeshoreError } from '../../client/errors.ts';
+
+const [path, namespace] = process.argv.slice(2);
+const d = new Dispatch(path!, { namespace });
+
+type Call = { n: number; method: string; args: unknown[] };
+const methods: Record<string, (...a: any[]) => Promise<unknown>> = {
+  claim: (...a) => d.claim(a[0], a[1], a[2]),
+  claimMany: (...a) => d.claimMany(a[0], a[1], a[2], a[3]),
+  ack: (...a) => d.ack(a[0], a[1], a[2]),
+  nack: (...a) => d.nack(a[0], a[1], a[2]),
+  heartbeat: (...a) => d.heartbeat(a[0], a[1], a[2]),
+  journalAppend: (...a) => d.journalAppend(a[0], a[1], a[2], a[3]),
+};
+
+process.on('message', async (m: Call | { close: true }) => {
+  if ('close' in m) {
+    await d.close();
+    process.exit(0);
+  }
+  try {
+    const value = await methods[m.method]!(...m.args);
+    process.send!({ n: m.n, ok: true, value });
+  } catch (e) {
+    const err = e as Error;
+    process.send!({ n: m.n, ok: false, name: err.name, code: e instanceof LakeshoreError ? e.code : 'internal', message: err.message });
+  }
+});
+process.send!({ ready: true });

@@ -1,0 +1,390 @@
+/**
+ * One conformance suite for every plane. Each test states a rule of the contract; it runs
+ * unchanged against every plane (see planes.ts), so the planes cannot drift apart.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  BadRequestError, FencingConflictError, FrameKind, InvocationCancelledError, InvocationFailedError, NotFoundError,
+  PayloadTooLargeError, TimeoutError, encodeFrame, type DispatchPlane, type JournalFrame,
+} from '../../client/index.ts';
+import type { PlaneFactory, PlaneHandle } from './planes.ts';
+
+const bytes = (s: string) => new TextEncoder().encode(s);
+const text = (b: Uint8Array | null) => (b === null ? null : new TextDecoder().decode(b));
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const frame = (kind: number, body: string, meta: Record<string, unknown> | null = null) => ({ kind: kind as 0, seq: 0, body: bytes(body), meta });
+
+async function drain(it: AsyncIterable<JournalFrame>): Promise<JournalFrame[]> {
+  const out: JournalFrame[] = [];
+  for await (const f of it) out.push(f);
+  return out;
+}
+
+export function conformance(planeName: string, makePlane: PlaneFactory) {
+  describe(`conformance: ${planeName}`, () => {
+    let h: PlaneHandle;
+    let d: DispatchPlane;
+    beforeEach(async () => {
+      h = await makePlane();
+      d = h.plane;
+    });
+    afterEach(async () => {
+      await h.dispose();
+    });
+
+    describe('verbs', () => {
+      it('submit then get answers the row as submitted', async () => {
+        await d.submit('q', bytes('env'), { id: 'a', key: 'k', priority: 2.5, parent: 'p' });
+        expect(await d.get('a')).toMatchObject({
+          id: 'a', namespace: d.namespace, queue: 'q', key: 'k', priority: 2.5, parent: 'p', state: 'queued', attempt: 0,
+          workerId: null, leaseUntil: null, result: null, error: null, startedAt: null, finishedAt: null,
+        });
+        expect(text((await d.get('a'))!.envelope)).toBe('env');
+        expect(await d.get('missing')).toBeNull();
+      });
+
+      it('claim hands over id, envelope, attempt, queue and lease; ack stores the result', async () => {
+        await d.submit('q', bytes('env'), { id: 'a' });
+        const c = await d.claim('q', 'w');
+        expect(c).toMatchObject({ id: 'a', queue: 'q', attempt: 1, priority: 0 });
+        expect(text(c!.envelope)).toBe('env');
+        expect(c!.leaseUntil).toBeGreaterThan(Date.now());
+        expect(await d.claim('q', 'w')).toBeNull();
+        await d.ack('a', 'w', { result: bytes('out') });
+        expect(text(await d.result('a'))).toBe('out');
+        expect(await d.get('a')).toMatchObject({ state: 'succeeded', attempt: 1, workerId: 'w', leaseUntil: null });
+      });
+
+      it('ack without a result answers null bytes', async () => {
+        await d.submit('q', bytes('x'), { id: 'a' });
+        await d.claim('q', 'w');
+        await d.ack('a', 'w');
+        expect(await d.result('a')).toBeNull();
+      });
+
+      it('nack retries to queued, or fails with the error', async () => {
+        await d.submit('q', bytes('x'), { id: 'a' });
+        await d.claim('q', 'w');
+        await d.nack('a', 'w', { error: 'flaky' });
+        expect(await d.get('a')).toMatchObject({ state: 'queued', attempt: 1, error: { message: 'flaky' } });
+        expect((await d.claim('q', 'w'))!.attempt).toBe(2);
+        await d.nack('a', 'w', { error: { message: 'bad', type: 'ValueError' }, retry: false });
+        await expect(d.result('a')).rejects.toBeInstanceOf(InvocationFailedError);
+        await expect(d.result('a')).rejects.toMatchObject({ error: { message: 'bad', type: 'ValueError' } });
+      });
+
+      it('cancel answers true once, and the result says cancelled', async () => {
+        await d.submit('q', bytes('x'), { id: 'a' });
+        expect(await d.cancel('a')).toBe(true);
+        expect(await d.cancel('a')).toBe(false);
+        expect(await d.claim('q', 'w')).toBeNull();
+        await expect(d.result('a')).rejects.toBeInstanceOf(InvocationCancelledError);
+        await expect(d.cancel('missing')).rejects.toBeInstanceOf(NotFoundError);
+      });
+
+      it('count counts each state', async () => {
+        for (let i = 0; i < 5; i++) await d.submit('q', bytes('x'), { id: `j${i}` });
+        await d.claim('q', 'w');
+        await d.claim('q', 'w');
+        await d.ack('j0', 'w');
+        await d.cancel('j4');
+        expect([await d.count('q'), await d.count('q', 'running'), await d.count('q', 'succeeded'), await d.count('q', 'cancelled'), await d.count('q', 'failed')])
+          .toEqual([2, 1, 1, 1, 0]);
+        expect(await d.count('other')).toBe(0);
+      });
+
+      it('result waits for the ack, and says when it timed out', async () => {
+        await d.submit('q', bytes('x'), { id: 'a' });
+        await expect(d.result('a', { timeoutMs: 30 })).rejects.toBeInstanceOf(TimeoutError);
+        const waiting = d.result('a', { timeoutMs: 10_000 });
+        const c = await d.claim('q', 'w');
+        await sleep(30);
+        await d.ack(c!.id, 'w', { result: bytes('late') });
+        expect(text(await waiting)).toBe('late');
+        await expect(d.result('missing', { timeoutMs: 10 })).rejects.toBeInstanceOf(NotFoundError);
+      });
+
+      it('claim waits for a submit, and answers null when its wait runs out', async () => {
+        expect(await d.claim('q', 'w', { waitMs: 30 })).toBeNull();
+        const waiting = d.claim('q', 'w', { waitMs: 10_000 });
+        await sleep(50);
+        const t0 = Date.now();
+        await d.submit('q', bytes('x'), { id: 'late' });
+        expect((await waiting)?.id).toBe('late');
+        expect(Date.now() - t0).toBeLessThan(2_000);
+      });
+
+      it('claimMany claims up to max in claim order', async () => {
+        for (let i = 0; i < 5; i++) await d.submit('q', bytes('x'), { id: `j${i}` });
+        expect((await d.claimMany('q', 'w', 3)).map((c) => c.id)).toEqual(['j0', 'j1', 'j2']);
+        expect((await d.claimMany('q', 'w', 3)).map((c) => c.id)).toEqual(['j3', 'j4']);
+      });
+    });
+
+    describe('errors', () => {
+      it('bad input raises BadRequestError or PayloadTooLargeError and changes nothing', async () => {
+        await d.submit('q', bytes('x'), { id: 'seed' });
+        await expect(d.submit('q', bytes('x'), { id: '' })).rejects.toBeInstanceOf(BadRequestError);
+        await expect(d.submit('q', bytes('x'), { id: 'a\u0000b' })).rejects.toBeInstanceOf(BadRequestError);
+        await expect(d.submit('bad queue', bytes('x'), { id: 'a' })).rejects.toBeInstanceOf(BadRequestError);
+        await expect(d.submit('q', bytes('x'), { id: 'a', priority: Number.NaN })).rejects.toBeInstanceOf(BadRequestError);
+        await expect(d.submit('q', new Uint8Array((1 << 20) + 1), { id: 'big' })).rejects.toBeInstanceOf(PayloadTooLargeError);
+        await expect(d.claim('q', 'w', { kind: 'random' as 'fifo' })).rejects.toBeInstanceOf(BadRequestError);
+        await expect(d.claim('q', 'w', { waitMs: -1 })).rejects.toBeInstanceOf(BadRequestError);
+        await expect(d.count('q', 'sleeping' as 'queued')).rejects.toBeInstanceOf(BadRequestError);
+        await expect(d.result('seed', { timeoutMs: -5 })).rejects.toBeInstanceOf(BadRequestError);
+        await expect(d.journalAppend('seed', null, frame(9, 'x'), { workerId: 'w' })).rejects.toBeInstanceOf(BadRequestError);
+        expect(await d.count('q')).toBe(1);
+        expect(await d.get('a')).toBeNull();
+      });
+
+      it('unknown ids raise NotFoundError from every verb that names one', async () => {
+        await expect(d.ack('ghost', 'w')).rejects.toBeInstanceOf(NotFoundError);
+        await expect(d.nack('ghost', 'w', { error: 'x' })).rejects.toBeInstanceOf(NotFoundError);
+        await expect(d.heartbeat('ghost', 'w')).rejects.toBeInstanceOf(NotFoundError);
+        await expect(d.journalAppend('ghost', 0, frame(0, 'x'), { workerId: 'w' })).rejects.toBeInstanceOf(NotFoundError);
+        await expect(d.journalTrim('ghost', 0)).rejects.toBeInstanceOf(NotFoundError);
+        await expect(drain(d.journalRead('ghost'))).rejects.toBeInstanceOf(NotFoundError);
+      });
+    });
+
+    describe('design rules', () => {
+      it('rule 1: one row per invocation, whatever happens to it', async () => {
+        await d.submit('q', bytes('x'), { id: 'a', key: 'k' });
+        await d.submit('q', bytes('x'), { id: 'a', key: 'k' });
+        await d.claim('q', 'w');
+        await d.nack('a', 'w', { error: 'again' });
+        await d.claim('q', 'w');
+        await d.ack('a', 'w');
+        const all = (await Promise.all(['queued', 'running', 'succeeded', 'failed', 'cancelled'].map((s) => d.count('q', s as 'queued')))).reduce((x, y) => x + y, 0);
+        expect(all).toBe(1);
+      });
+
+      it('rule 2: a transition from the wrong state is a clean miss that changes nothing', async () => {
+        await d.submit('q', bytes('x'), { id: 'a' });
+        await expect(d.ack('a', 'w')).rejects.toBeInstanceOf(FencingConflictError);
+        expect(await d.get('a')).toMatchObject({ state: 'queued', attempt: 0 });
+        await d.claim('q', 'w');
+        await d.ack('a', 'w', { result: bytes('r') });
+        expect(await d.cancel('a')).toBe(false);
+        await expect(d.nack('a', 'w', { error: 'late' })).rejects.toBeInstanceOf(FencingConflictError);
+        expect(await d.get('a')).toMatchObject({ state: 'succeeded', error: null });
+      });
+
+      it('rule 2: concurrent claims never hand out the same job twice', async () => {
+        for (let i = 0; i < 10; i++) await d.submit('q', bytes('x'), { id: `j${i}` });
+        const got = await Promise.all(Array.from({ length: 30 }, (_, i) => d.claim('q', `w${i}`)));
+        const ids = got.filter((c) => c !== null).map((c) => c!.id);
+        expect(ids).toHaveLength(10);
+        expect(new Set(ids).size).toBe(10);
+      });
+
+      it('rule 3: a stale worker is fenced once its lease expired and its job was claimed again', async () => {
+        await d.submit('q', bytes('x'), { id: 'a' });
+        const first = await d.claim('q', 'A', { leaseMs: 40 });
+        await sleep(80);
+        const second = await d.claim('q', 'B', { leaseMs: 60_000 });
+        expect(second).toMatchObject({ id: 'a', attempt: 2 });
+        await expect(d.ack('a', 'A', { attempt: first!.attempt, result: bytes('stale') })).rejects.toBeInstanceOf(FencingConflictError);
+        await expect(d.nack('a', 'A', { attempt: first!.attempt, error: 'stale' })).rejects.toBeInstanceOf(FencingConflictError);
+        await expect(d.heartbeat('a', 'A', { attempt: first!.attempt })).rejects.toBeInstanceOf(FencingConflictError);
+        await expect(d.journalAppend('a', 0, frame(0, 'stale'), { workerId: 'A', attempt: first!.attempt })).rejects.toBeInstanceOf(FencingConflictError);
+        expect(await d.get('a')).toMatchObject({ state: 'running', attempt: 2, workerId: 'B' });
+        await d.ack('a', 'B', { result: bytes('fresh') });
+        expect(text(await d.result('a'))).toBe('fresh');
+      });
+
+      it('rule 4: submit is idempotent on the key, per queue', async () => {
+        expect(await d.submit('q', bytes('x'), { id: 'a', key: 'k' })).toBe('a');
+        expect(await d.submit('q', bytes('y'), { id: 'b', key: 'k' })).toBe('a');
+        expect(await d.submit('q2', bytes('y'), { id: 'c', key: 'k' })).toBe('c');
+        expect(await d.submit('q', bytes('x'), { id: 'a' })).toBe('a');
+        await expect(d.submit('q2', bytes('x'), { id: 'a' })).rejects.toBeInstanceOf(FencingConflictError);
+        expect(await d.count('q')).toBe(1);
+      });
+
+      it('rule 5: counts come from the same rows the verbs move', async () => {
+        for (let i = 0; i < 6; i++) await d.submit('q', bytes('x'), { id: `j${i}`, priority: i % 2 });
+        const c = await d.claimMany('q', 'w', 4);
+        await d.ack(c[0]!.id, 'w');
+        await d.nack(c[1]!.id, 'w', { error: 'e', retry: false });
+        await d.nack(c[2]!.id, 'w', { error: 'e', retry: true });
+        const states = await Promise.all(['j0', 'j1', 'j2', 'j3', 'j4', 'j5'].map(async (id) => (await d.get(id))!.state));
+        for (const s of ['queued', 'running', 'succeeded', 'failed', 'cancelled'] as const) {
+          expect(await d.count('q', s), s).toBe(states.filter((x) => x === s).length);
+        }
+      });
+
+      it('rule 6: the journal is derived, and a trim degrades to the row', async () => {
+        await d.submit('q', bytes('x'), { id: 'a' });
+        await d.claim('q', 'w');
+        for (let i = 0; i < 4; i++) await d.journalAppend('a', i, frame(FrameKind.CHUNK, `c${i}`));
+        await d.ack('a', 'w', { result: bytes('whole') });
+        expect(await d.journalTrim('a', 1)).toBe(3);
+        expect((await drain(d.journalRead('a'))).map((f) => f.seq)).toEqual([3]);
+        expect(await d.journalTrim('a', 0)).toBe(1);
+        expect(await drain(d.journalRead('a'))).toEqual([]);
+        expect(text(await d.result('a'))).toBe('whole');
+      });
+    });
+
+    describe('leases and heartbeats', () => {
+      it('an expired lease is reclaimed by the next claim, as a new attempt', async () => {
+        await d.submit('q', bytes('x'), { id: 'a' });
+        await d.claim('q', 'dead', { leaseMs: 30 });
+        await sleep(60);
+        expect(await d.claim('q', 'live')).toMatchObject({ id: 'a', attempt: 2 });
+      });
+
+      it('fails the invocation with a reason once its attempts are used up', async () => {
+        await d.configureQueue('q', { maxAttempts: 1 });
+        await d.submit('q', bytes('x'), { id: 'a' });
+        await d.claim('q', 'dead', { leaseMs: 30 });
+        await sleep(60);
+        expect(await d.claim('q', 'live')).toBeNull();
+        await expect(d.result('a')).rejects.toMatchObject({ error: { type: 'LeaseExpired' } });
+      });
+
+      it('a heartbeat extends the lease and reports cancellation to the holder', async () => {
+        await d.submit('q', bytes('x'), { id: 'a' });
+        const c = await d.claim('q', 'w', { leaseMs: 1_000 });
+        const hb = await d.heartbeat('a', 'w', { leaseMs: 60_000 });
+        expect(hb.cancelled).toBe(false);
+        expect(hb.leaseUntil!).toBeGreaterThan(c!.leaseUntil);
+        await d.cancel('a');
+        expect(await d.heartbeat('a', 'w')).toEqual({ leaseUntil: null, cancelled: true });
+        await expect(d.ack('a', 'w')).rejects.toBeInstanceOf(FencingConflictError);
+      });
+
+      it('a queue setting sets the default lease', async () => {
+        await d.configureQueue('q', { leaseMs: 1_500 });
+        await d.submit('q', bytes('x'), { id: 'a' });
+        const t0 = Date.now();
+        const c = await d.claim('q', 'w');
+        expect(c!.leaseUntil - t0).toBeGreaterThan(1_000);
+        expect(c!.leaseUntil - t0).toBeLessThan(3_000);
+      });
+    });
+
+    describe('journal', () => {
+      it('an append with a known seq is idempotent; without one the next seq is assigned', async () => {
+        await d.submit('q', bytes('x'), { id: 'a' });
+        await d.claim('q', 'w');
+        expect(await d.journalAppend('a', null, frame(0, 'v0'))).toBe(0);
+        expect(await d.journalAppend('a', 1, frame(0, 'v1'))).toBe(1);
+        expect(await d.journalAppend('a', 1, frame(0, 'v1'))).toBe(1);
+        expect(await d.journalAppend('a', null, encodeFrame(frame(0, 'v2')))).toBe(2);
+        await d.ack('a', 'w');
+        expect((await drain(d.journalRead('a'))).map((f) => text(f.body))).toEqual(['v0', 'v1', 'v2']);
+      });
+
+      it('reads from a since-cursor', async () => {
+        await d.submit('q', bytes('x'), { id: 'a' });
+        await d.claim('q', 'w');
+        for (let i = 0; i < 5; i++) await d.journalAppend('a', i, frame(0, `v${i}`));
+        await d.journalAppend('a', 5, frame(FrameKind.END, ''));
+        expect((await drain(d.journalRead('a', { since: 2 }))).map((f) => f.seq)).toEqual([3, 4, 5]);
+      });
+
+      it('a blocking read receives frames as they are appended, and ends at the final frame', async () => {
+        await d.submit('q', bytes('x'), { id: 'a' });
+        await d.claim('q', 'w');
+        const seen: number[] = [];
+        const reading = (async () => {
+          for await (const f of d.journalRead('a', { timeoutMs: 10_000 })) seen.push(f.seq);
+        })();
+        await d.journalAppend('a', 0, frame(0, 'v0'));
+        await sleep(50);
+        expect(seen).toEqual([0]);
+        await d.journalAppend('a', 1, frame(FrameKind.END, ''));
+        await reading;
+        expect(seen).toEqual([0, 1]);
+      });
+
+      it('a read ends when the row ends, even without a final frame', async () => {
+        await d.submit('q', bytes('x'), { id: 'a' });
+        await d.claim('q', 'w');
+        await d.journalAppend('a', 0, frame(0, 'v0'));
+        const reading = drain(d.journalRead('a', { timeoutMs: 10_000 }));
+        await sleep(30);
+        await d.cancel('a');
+        expect((await reading).map((f) => f.seq)).toEqual([0]);
+      });
+
+      it('a retried attempt continues the journal: frames carry their attempt, a retried ERROR is not final', async () => {
+        await d.submit('q', bytes('x'), { id: 'a' });
+        await d.claim('q', 'w');
+        await d.journalAppend('a', null, frame(FrameKind.BEGIN, ''));
+        await d.journalAppend('a', null, frame(FrameKind.ERROR, 'boom'), { final: false });
+        await d.nack('a', 'w', { error: 'boom' });
+        await d.claim('q', 'w');
+        await d.journalAppend('a', null, frame(FrameKind.BEGIN, ''));
+        await d.journalAppend('a', null, frame(FrameKind.VALUE, 'ok'));
+        await d.journalAppend('a', null, frame(FrameKind.END, ''));
+        const all = await drain(d.journalRead('a', { timeoutMs: 5_000 }));
+        expect(all.map((f) => [f.seq, f.kind, f.attempt, f.final])).toEqual([
+          [0, FrameKind.BEGIN, 1, false], [1, FrameKind.ERROR, 1, false], [2, FrameKind.BEGIN, 2, false], [3, FrameKind.VALUE, 2, false], [4, FrameKind.END, 2, true],
+        ]);
+      });
+    });
+
+    describe('claim kinds', () => {
+      const load = async (pairs: [string, number][]) => {
+        for (const [id, p] of pairs) await d.submit('q', bytes('x'), { id, priority: p });
+      };
+      const order = async (kind: 'fifo' | 'filo' | 'boltzmann', n: number, temperature?: number) => {
+        const ids: string[] = [];
+        for (let i = 0; i < n; i++) ids.push((await d.claim('q', 'w', { kind, temperature }))!.id);
+        return ids;
+      };
+
+      it('fifo: highest priority first, ties oldest first', async () => {
+        await load([['a', 0], ['b', 1], ['c', 0], ['d', 1], ['e', -1], ['f', 3]]);
+        expect(await order('fifo', 6)).toEqual(['f', 'b', 'd', 'a', 'c', 'e']);
+      });
+
+      it('filo: highest priority first, ties newest first', async () => {
+        await load([['a', 0], ['b', 1], ['c', 0], ['d', 1], ['e', -1], ['f', 3]]);
+        expect(await order('filo', 6)).toEqual(['f', 'd', 'b', 'c', 'a', 'e']);
+      });
+
+      it('boltzmann: T → 0 degenerates to fifo', async () => {
+        await load([['a', 0], ['b', 1], ['c', 0], ['d', 1]]);
+        expect(await order('boltzmann', 4, 0)).toEqual(['b', 'd', 'a', 'c']);
+      });
+
+      // A statistical test: with one job at priority 0 and one at 1, each claim takes the
+      // priority-1 job with probability e/(1+e) ≈ 0.731 at T = 1, and ≈ 0.5 at T = 1000. Over
+      // 2,000 claims the standard error is ≈ 0.010; the tolerance is ±0.04 (4 standard errors).
+      // Eight queues run side by side (250 claims each), each claim's job put back by a nack.
+      const share = async (temperature: number, claims: number) => {
+        const lanes = 8;
+        const counts = await Promise.all(
+          Array.from({ length: lanes }, async (_, lane) => {
+            const q = `bz${lane}`;
+            await d.submit(q, bytes('x'), { id: `${q}-p0`, priority: 0 });
+            await d.submit(q, bytes('x'), { id: `${q}-p1`, priority: 1 });
+            let ones = 0;
+            for (let i = 0; i < claims / lanes; i++) {
+              const c = (await d.claim(q, `w${lane}`, { kind: 'boltzmann', temperature }))!;
+              if (c.id.endsWith('-p1')) ones++;
+              await d.nack(c.id, `w${lane}`, { error: 'put back', retry: true });
+            }
+            return ones;
+          }),
+        );
+        return counts.reduce((a, b) => a + b, 0) / claims;
+      };
+
+      it('boltzmann at T=1: the share of priority 1 is within ±0.04 of e/(1+e) over 2,000 claims', async () => {
+        const s = await share(1, 2000);
+        expect(Math.abs(s - Math.E / (1 + Math.E))).toBeLessThan(0.04);
+      }, 120_000);
+
+      it('boltzmann at large T approaches uniform: share within ±0.04 of 0.5 over 2,000 claims', async () => {
+        const s = await share(1000, 2000);
+        expect(Math.abs(s - 0.5)).toBeLessThan(0.04);
+      }, 120_000);
+    });
+  });
+}
