@@ -4,15 +4,29 @@
 //   node        the Node clients against a real `wrangler dev` on a free loopback port
 // `npm test -- edge` (or node, typecheck) runs one suite.
 import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { ROOT } from './toolchain.mjs';
 
 const vitest = join(ROOT, 'node_modules', 'vitest', 'vitest.mjs');
+const reports = join(ROOT, 'node_modules', '.cache', 'lakeshore-tests');
+mkdirSync(reports, { recursive: true });
+const vitestRun = (config, name) => [vitest, 'run', '-c', config, '--reporter=default', '--reporter=json', `--outputFile.json=${join(reports, `${name}.json`)}`];
 const suites = {
   typecheck: [join(ROOT, 'scripts', 'typecheck.mjs')],
-  edge: [vitest, 'run', '-c', 'vitest.edge.config.ts'],
-  node: [vitest, 'run', '-c', 'vitest.node.config.ts'],
+  edge: vitestRun('vitest.edge.config.ts', 'edge'),
+  node: vitestRun('vitest.node.config.ts', 'node'),
 };
+const counts = { passed: 0, failed: 0, skipped: 0 };
+function tally(name) {
+  const file = join(reports, `${name}.json`);
+  if (!existsSync(file)) return;
+  const r = JSON.parse(readFileSync(file, 'utf8'));
+  counts.passed += r.numPassedTests;
+  counts.failed += r.numFailedTests;
+  counts.skipped += r.numPendingTests + (r.numTodoTests ?? 0);
+  rmSync(file);
+}
 const pick = process.argv.slice(2).filter((a) => a in suites);
 const results = [];
 for (const name of pick.length ? pick : Object.keys(suites)) {
@@ -20,6 +34,8 @@ for (const name of pick.length ? pick : Object.keys(suites)) {
   const t0 = Date.now();
   const r = spawnSync(process.execPath, suites[name], { cwd: ROOT, stdio: 'inherit', env: process.env });
   results.push({ name, ok: r.status === 0, s: ((Date.now() - t0) / 1000).toFixed(1) });
+  tally(name);
 }
 process.stderr.write(`\n[lakeshore] ${results.map((r) => `${r.name} ${r.ok ? 'ok' : 'FAILED'} (${r.s}s)`).join(', ')}\n`);
+process.stdout.write(`${counts.passed} passed, ${counts.failed} failed, ${counts.skipped} skipped\n`);
 process.exit(results.every((r) => r.ok) ? 0 : 1);

@@ -1,4 +1,5 @@
 /** HttpDispatch against a real `wrangler dev`: the verbs, the error classes and the journal stream. */
+import { createServer, connect, type AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import {
@@ -119,43 +120,49 @@ describe('HttpDispatch journal', () => {
   });
 
   it('resumes from its cursor after the connection drops, losing and repeating nothing', async () => {
+    // A loopback TCP proxy in front of the plane that cuts each of the reader's first three
+    // connections right after it forwarded a frame event.
+    const upstream = new URL(inject('planeUrl'));
     let cuts = 0;
-    // A fetch whose first two event streams deliver exactly one frame event, then break.
-    const cutting: typeof fetch = async (input, init) => {
-      const res = await fetch(input, init);
-      const isStream = res.headers.get('content-type')?.startsWith('text/event-stream');
-      if (!isStream || cuts >= 2) return res;
-      cuts++;
-      const reader = res.body!.pipeThrough(new TextDecoderStream() as unknown as ReadableWritablePair<string, Uint8Array>).getReader();
-      let buf = '';
-      const body = new ReadableStream<Uint8Array>({
-        async pull(ctl) {
-          const at = buf.indexOf('event: frame');
-          const end = at >= 0 ? buf.indexOf('\n\n', at) : -1;
-          if (end >= 0) {
-            ctl.enqueue(new TextEncoder().encode(buf.slice(0, end + 2)));
-            await reader.cancel();
-            ctl.error(new Error('connection reset (test)'));
-            return;
-          }
-          const { value, done } = await reader.read();
-          if (done) return ctl.close();
-          buf += value;
-        },
+    const proxy = createServer((down) => {
+      const up = connect(Number(upstream.port), upstream.hostname);
+      down.pipe(up);
+      let seen = '';
+      up.on('data', (chunk: Buffer) => {
+        down.write(chunk);
+        seen += chunk.toString('latin1');
+        if (cuts < 3 && seen.includes('event: frame')) {
+          cuts++;
+          up.destroy();
+          down.destroy();
+        }
       });
-      return new Response(body, { status: res.status, headers: res.headers });
-    };
-    const producer = client({ fetch: cutting });
-    const worker = client({ namespace: producer.namespace });
-    await producer.submit('q', bytes('x'), { id: 'r' });
-    await worker.claim('q', 'w');
-    for (let i = 0; i < 5; i++) await worker.journalAppend('r', i, { kind: FrameKind.VALUE, seq: i, body: bytes(`v${i}`), meta: null });
-    await worker.journalAppend('r', 5, { kind: FrameKind.END, seq: 5, body: new Uint8Array(), meta: null });
-    const got: JournalFrame[] = [];
-    for await (const f of producer.journalRead('r', { timeoutMs: 30_000 })) got.push(f);
-    expect(cuts).toBe(2);
-    expect(got.map((f) => f.seq)).toEqual([0, 1, 2, 3, 4, 5]);
-    expect(got.map((f) => text(f.body))).toEqual(['v0', 'v1', 'v2', 'v3', 'v4', '']);
+      up.on('error', () => down.destroy());
+      down.on('error', () => up.destroy());
+    });
+    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+    const port = (proxy.address() as AddressInfo).port;
+    try {
+      const worker = client();
+      const reader = new HttpDispatch(`http://127.0.0.1:${port}`, { token: inject('planeToken'), namespace: worker.namespace });
+      await worker.submit('q', bytes('x'), { id: 'r' });
+      await worker.claim('q', 'w');
+      const got: JournalFrame[] = [];
+      const reading = (async () => {
+        for await (const f of reader.journalRead('r', { timeoutMs: 30_000 })) got.push(f);
+      })();
+      for (let i = 0; i < 6; i++) {
+        await worker.journalAppend('r', i, { kind: FrameKind.VALUE, seq: i, body: bytes(`v${i}`), meta: null });
+        await new Promise((r) => setTimeout(r, 60));
+      }
+      await worker.journalAppend('r', 6, { kind: FrameKind.END, seq: 6, body: new Uint8Array(), meta: null });
+      await reading;
+      expect(cuts).toBe(3);
+      expect(got.map((f) => f.seq)).toEqual([0, 1, 2, 3, 4, 5, 6]);
+      expect(got.map((f) => text(f.body))).toEqual(['v0', 'v1', 'v2', 'v3', 'v4', 'v5', '']);
+    } finally {
+      proxy.close();
+    }
   });
 
   it('trims, and reads after a trim fall back to the row', async () => {
