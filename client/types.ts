@@ -19,6 +19,8 @@ export interface ClaimOptions {
   /** Wait up to this long for work when the queue is empty. Default 0: answer at once. */
   waitMs?: number;
   leaseMs?: number;
+  /** Gives up a waiting claim early (e.g. a worker shutting down). */
+  signal?: AbortSignal;
 }
 
 export interface HolderOptions {
@@ -57,6 +59,8 @@ export interface DispatchPlane {
   journalAppend(id: string, seq: number | null, frame: Frame | Uint8Array, opts?: AppendOptions): Promise<number>;
   journalRead(id: string, opts?: ReadOptions): AsyncIterable<JournalFrame>;
   journalTrim(id: string, keepLast: number): Promise<number>;
+  /** The namespace's queues that ever held work or settings. */
+  listQueues(): Promise<string[]>;
   configureQueue(queue: string, settings: { leaseMs?: number | null; maxAttempts?: number | null }): Promise<void>;
   close(): Promise<void>;
 }

@@ -108,6 +108,11 @@ export class HttpDispatch implements DispatchPlane {
     return Number(out.count);
   }
 
+  async listQueues(): Promise<string[]> {
+    const out = await this.call('GET', '/queues');
+    return (out.queues as string[]).map(String);
+  }
+
   async configureQueue(queue: string, s: { leaseMs?: number | null; maxAttempts?: number | null }): Promise<void> {
     await this.call('PUT', `/queues/${enc(queue)}`, { lease_ms: s.leaseMs ?? null, max_attempts: s.maxAttempts ?? null });
   }
@@ -123,8 +128,11 @@ export class HttpDispatch implements DispatchPlane {
     const out = await this.call(
       'POST', `/queues/${enc(queue)}/claim`,
       { worker_id: workerId, kind: opts.kind ?? 'fifo', temperature: opts.temperature ?? 1, wait_ms: opts.waitMs ?? 0, lease_ms: opts.leaseMs ?? null, max },
-      { waitMs: opts.waitMs ?? 0 },
-    );
+      { waitMs: opts.waitMs ?? 0, signal: opts.signal },
+    ).catch((e: unknown) => {
+      if (opts.signal?.aborted) return { claimed: [] };
+      throw e;
+    });
     return (out.claimed as Json[]).map((c) => {
       const claimed: Claimed = {
         id: String(c.id), queue: String(c.queue), envelope: b64(c.envelope), attempt: Number(c.attempt),

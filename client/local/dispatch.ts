@@ -95,6 +95,10 @@ export class Dispatch implements DispatchPlane {
     return verb(this.engine.count(this.namespace, queue, state));
   }
 
+  listQueues(): Promise<string[]> {
+    return verb(this.engine.queues(this.namespace));
+  }
+
   configureQueue(queue: string, s: { leaseMs?: number | null; maxAttempts?: number | null }): Promise<void> {
     return verb(this.engine.configure(this.namespace, queue, { leaseMs: s.leaseMs, maxAttempts: s.maxAttempts }));
   }
@@ -108,7 +112,7 @@ export class Dispatch implements DispatchPlane {
 
   async claimMany(queue: string, workerId: string, max: number, opts: ClaimOptions = {}): Promise<Claimed[]> {
     const got = await this.waiting(() =>
-      verb(this.engine.claimMany(this.namespace, queue, { workerId, kind: opts.kind, temperature: opts.temperature, leaseMs: opts.leaseMs, waitMs: opts.waitMs ?? 0, max })),
+      verb(this.engine.claimMany(this.namespace, queue, { workerId, kind: opts.kind, temperature: opts.temperature, leaseMs: opts.leaseMs, waitMs: opts.waitMs ?? 0, max, signal: opts.signal })),
     );
     for (const c of got) this.claims.set(c.id, { workerId, attempt: c.attempt });
     return got;

@@ -18,7 +18,7 @@ import type { Holder } from './sql/fence.ts';
 import { ackPlan, nackPlan } from './sql/finish.ts';
 import { heartbeatPlan } from './sql/heartbeat.ts';
 import { appendPlan, readPlan, trimPlan, type Appended } from './sql/journal.ts';
-import { configurePlan, countPlan, getPlan, queueOfPlan } from './sql/read.ts';
+import { configurePlan, countPlan, getPlan, queueOfPlan, queuesPlan } from './sql/read.ts';
 import { submitPlan, type Submitted } from './sql/submit.ts';
 import type { Claimed, ClaimKind, HeartbeatAnswer, Invocation, InvocationError, JournalPage, Outcome } from './types.ts';
 import * as v from './validate.ts';
@@ -149,6 +149,11 @@ export class Engine {
     }
   }
 
+  /** The queues of a namespace that ever held work or settings. */
+  async queues(ns: string): Promise<string[]> {
+    return this.committer.run(queuesPlan(ns));
+  }
+
   async configure(ns: string, queue: unknown, cfg: { leaseMs?: unknown; maxAttempts?: unknown }): Promise<void> {
     const leaseMs = cfg.leaseMs === undefined || cfg.leaseMs === null ? null : v.nonNegInt('lease_ms', cfg.leaseMs, 0, this.limits.maxLeaseMs);
     const maxAttempts = cfg.maxAttempts === undefined || cfg.maxAttempts === null ? null : v.nonNegInt('max_attempts', cfg.maxAttempts, 0, 1000);
@@ -187,10 +192,27 @@ export class Engine {
         return got;
       }
       if (this.epoch !== seen) continue;
-      const left = deadline - this.now();
+      let left = deadline - this.now();
       if (left <= 0 || req.signal?.aborted) return [];
-      if (!(await this.waiters.wait(keys.queue(ns, q), left, req.signal))) return [];
+      // Park until a transition wakes us, or until the queue's next lease runs out: then this
+      // claim expires it itself, whether or not any alarm or other process is still there.
+      const next = await this.committer.run(this.nextLeasePlan(ns, q));
+      if (this.epoch !== seen) continue;
+      const untilLease = next === null ? Infinity : next - this.now() + 1;
+      const woken = await this.waiters.wait(keys.queue(ns, q), Math.max(1, Math.min(left, untilLease)), req.signal);
+      left = deadline - this.now();
+      if (!woken && (left <= 0 || req.signal?.aborted)) return [];
     }
+  }
+
+  private nextLeasePlan(ns: string, queue: string): Plan<number | null> {
+    return {
+      stmts: [nextLeaseStmt(ns, queue)],
+      done: ([r]) => {
+        const n = r!.rows[0]?.next;
+        return n === null || n === undefined ? null : Number(n);
+      },
+    };
   }
 
   async ack(ns: string, id: unknown, req: HolderRequest & { result?: unknown }): Promise<{ absorbed: boolean }> {

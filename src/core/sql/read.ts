@@ -32,3 +32,9 @@ export const configurePlan = (now: number, ns: string, queue: string, leaseMs: n
   ],
   done: () => undefined,
 });
+
+/** Queue names of a namespace: from the level counts (every submit makes one) and the settings. */
+export const queuesPlan = (ns: string): Plan<string[]> => ({
+  stmts: [stmt(`SELECT DISTINCT queue FROM queue_levels WHERE ns = ?1 UNION SELECT queue FROM queues WHERE ns = ?1 ORDER BY 1`, ns)],
+  done: ([r]) => r!.rows.map((x) => String(x.queue)),
+});

@@ -12,6 +12,7 @@ const queueParam = (c: Ctx) => v.queue(c.req.param('queue'), reader(c).limits);
 const submitInput = (b: SubmitBody) => ({ id: b.id, envelope: bytesField('envelope', b.envelope), key: b.key, priority: b.priority, parent: b.parent });
 
 export const queues = new Hono<App>()
+  .get('/', async (c) => c.json({ queues: await reader(c).queues(nsParam(c)) }))
   .post('/:queue/invocations', async (c) => {
     const ns = nsParam(c);
     const queue = queueParam(c);

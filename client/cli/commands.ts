@@ -1,0 +1,240 @@
+/** The CLI's commands, each a function of parsed flags. */
+import { spawn } from 'node:child_process';
+import { dirname, join, resolve } from 'node:path';
+import { pathToFileURL, fileURLToPath } from 'node:url';
+import { FrameKind, FRAME_KIND_NAMES } from '../../src/core/frame.ts';
+import { STATES } from '../../src/core/states.ts';
+import type { JournalFrame } from '../../src/core/types.ts';
+import { decodeEnvelope, encodeEnvelope, fromJsonBytes, newTraceparent } from '../envelope.ts';
+import { InvocationCancelledError, InvocationFailedError, TimeoutError } from '../errors.ts';
+import type { DispatchPlane } from '../types.ts';
+import { runWorker } from '../worker/run-worker.ts';
+import type { Registry } from '../worker/resolve.ts';
+import { elapsed, EXIT, type Out } from './output.ts';
+
+const parseJson = (what: string, s: string | undefined, dflt: unknown) => {
+  if (s === undefined) return dflt;
+  try {
+    return JSON.parse(s);
+  } catch {
+    throw new UsageError(`${what} is not valid JSON: ${s}`);
+  }
+};
+
+export class UsageError extends Error {}
+
+export async function submit(d: DispatchPlane, out: Out, queue: string, fn: string, argsJson: string | undefined, f: { id?: string; key?: string; priority?: string; kwargs?: string; module?: string; timeLimitMs?: string; maxRetries?: string }) {
+  const args = parseJson('ARGS', argsJson, []);
+  const list = Array.isArray(args) ? args : [args];
+  const kwargs = parseJson('--kwargs', f.kwargs, {});
+  const envelope = encodeEnvelope({
+    fn, args: list, kwargs, module: f.module ?? null, traceparent: newTraceparent(),
+    time_limit_ms: f.timeLimitMs ? Number(f.timeLimitMs) : null, max_retries: f.maxRetries ? Number(f.maxRetries) : null,
+  });
+  const id = await d.submit(queue, envelope, { id: f.id ?? crypto.randomUUID(), key: f.key, priority: f.priority === undefined ? undefined : Number(f.priority) });
+  out.print({ id, queue, fn }, id);
+  return EXIT.ok;
+}
+
+export async function get(d: DispatchPlane, out: Out, id: string) {
+  const inv = await d.get(id);
+  if (!inv) {
+    out.print({ id, error: 'not found' }, `${id}: not found`);
+    return EXIT.notFound;
+  }
+  let call: unknown = null;
+  try {
+    call = decodeEnvelope(inv.envelope);
+  } catch {
+    call = null;
+  }
+  const view = {
+    id: inv.id, queue: inv.queue, state: inv.state, attempt: inv.attempt, priority: inv.priority, key: inv.key, parent: inv.parent,
+    worker_id: inv.workerId, lease_until: inv.leaseUntil, call, result: safeJson(inv.result), error: inv.error,
+    created_at: inv.createdAt, started_at: inv.startedAt, finished_at: inv.finishedAt,
+  };
+  out.print(view, Object.entries(view).filter(([, v]) => v !== null).map(([k, v]) => `${k.padEnd(12)} ${typeof v === 'object' ? JSON.stringify(v) : String(v)}`).join('\n'));
+  return EXIT.ok;
+}
+
+const safeJson = (b: Uint8Array | null) => {
+  if (b === null) return null;
+  try {
+    return fromJsonBytes(b);
+  } catch {
+    return { bytes: b.length };
+  }
+};
+
+/** Waits for the result. On a TTY a status line shows the elapsed time and the state. */
+export async function result(d: DispatchPlane, out: Out, id: string, timeoutS: number) {
+  const t0 = Date.now();
+  const deadline = timeoutS > 0 ? t0 + timeoutS * 1000 : Infinity;
+  try {
+    for (;;) {
+      const slice = out.tty ? 1_000 : Math.min(deadline - Date.now(), 300_000);
+      try {
+        const bytes = await d.result(id, { timeoutMs: Math.max(0, Math.min(slice, deadline - Date.now())) });
+        out.print({ id, state: 'succeeded', result: safeJson(bytes) }, JSON.stringify(safeJson(bytes)));
+        return EXIT.ok;
+      } catch (e) {
+        if (!(e instanceof TimeoutError) || Date.now() >= deadline) throw e;
+        const inv = await d.get(id);
+        out.status(`waiting for ${id}: ${inv?.state ?? '?'} (attempt ${inv?.attempt ?? 0}), ${elapsed(t0)}`);
+      }
+    }
+  } catch (e) {
+    return reportEnd(out, id, e);
+  }
+}
+
+function reportEnd(out: Out, id: string, e: unknown): number {
+  if (e instanceof InvocationFailedError) {
+    out.print({ id, state: 'failed', error: e.error }, `failed: ${e.error.type ? `${e.error.type}: ` : ''}${e.error.message}`);
+    return EXIT.failed;
+  }
+  if (e instanceof InvocationCancelledError) {
+    out.print({ id, state: 'cancelled' }, 'cancelled');
+    return EXIT.cancelled;
+  }
+  if (e instanceof TimeoutError) {
+    out.print({ id, timed_out: true }, `timed out: ${e.message}`);
+    return EXIT.timeout;
+  }
+  throw e;
+}
+
+/** Prints frames as they are written; the client reconnects from its cursor by itself. */
+export async function tail(d: DispatchPlane, out: Out, id: string, since: number) {
+  const t0 = Date.now();
+  let attempt = 0;
+  const show = (f: JournalFrame) => {
+    if (out.json) return out.print({ seq: f.seq, kind: FRAME_KIND_NAMES[f.kind], attempt: f.attempt, body: renderBody(f), meta: f.meta, final: f.final });
+    if (f.attempt !== attempt) {
+      attempt = f.attempt;
+      if (f.kind !== FrameKind.BEGIN) out.print(`── attempt ${f.attempt} ──`);
+    }
+    if (f.kind === FrameKind.BEGIN) out.print(`── attempt ${f.attempt} ──`);
+    else if (f.kind === FrameKind.END) out.print('── end ──');
+    else if (f.kind === FrameKind.ERROR) {
+      const e = renderBody(f) as { message?: string; type?: string } | string;
+      out.print(`!! ${typeof e === 'object' && e ? `${e.type ?? 'Error'}: ${e.message}` : String(e)}`);
+    } else if (f.kind === FrameKind.CHUNK) out.print(new TextDecoder().decode(f.body));
+    else out.print(JSON.stringify(renderBody(f)));
+  };
+  const ticker = out.tty ? setInterval(() => out.status(`tailing ${id}: ${elapsed(t0)}`), 500) : undefined;
+  try {
+    for await (const f of d.journalRead(id, { since })) {
+      out.clearStatus();
+      show(f);
+    }
+  } finally {
+    clearInterval(ticker);
+    out.clearStatus();
+  }
+  // The stream can end at a final frame a moment before the worker's ack lands: give it a moment.
+  await d.result(id, { timeoutMs: 2_000 }).catch(() => null);
+  const inv = await d.get(id);
+  if (!out.json) out.print(`${id}: ${inv?.state ?? 'unknown'}`);
+  return inv?.state === 'succeeded' || inv?.state === 'running' || inv?.state === 'queued' ? EXIT.ok : inv?.state === 'cancelled' ? EXIT.cancelled : EXIT.failed;
+}
+
+const renderBody = (f: JournalFrame) => {
+  if (f.kind === FrameKind.CHUNK) return new TextDecoder().decode(f.body);
+  return safeJson(f.body);
+};
+
+export async function cancel(d: DispatchPlane, out: Out, id: string) {
+  const cancelled = await d.cancel(id);
+  out.print({ id, cancelled }, cancelled ? `${id}: cancelled` : `${id}: already ended, nothing to cancel`);
+  return EXIT.ok;
+}
+
+export async function stats(d: DispatchPlane, out: Out, queues: string[], watch: boolean, intervalS: number) {
+  const once = async () => {
+    const names = queues.length ? queues : await d.listQueues();
+    const rows = await Promise.all(names.map(async (q) => ({ queue: q, ...Object.fromEntries(await Promise.all(STATES.map(async (s) => [s, await d.count(q, s)] as const))) })));
+    return rows as ({ queue: string } & Record<string, number>)[];
+  };
+  const render = (rows: ({ queue: string } & Record<string, number>)[]) => {
+    const head = ['queue', ...STATES];
+    const lines = [head, ...rows.map((r) => [r.queue, ...STATES.map((s) => String(r[s]))])];
+    const w = head.map((_, i) => Math.max(...lines.map((l) => l[i]!.length)));
+    return lines.map((l) => l.map((c, i) => (i ? c.padStart(w[i]!) : c.padEnd(w[i]!))).join('  ')).join('\n');
+  };
+  if (!watch) {
+    const rows = await once();
+    if (out.json) for (const r of rows) out.print(r);
+    else out.print(rows.length ? render(rows) : 'no queues yet');
+    return EXIT.ok;
+  }
+  const stop = new AbortController();
+  process.once('SIGINT', () => stop.abort());
+  while (!stop.signal.aborted) {
+    const rows = await once();
+    if (out.json) out.print({ at: Date.now(), queues: rows });
+    else process.stdout.write(`${process.stdout.isTTY ? '\x1b[H\x1b[2J' : ''}${new Date().toISOString()}\n${render(rows)}\n`);
+    await new Promise((r) => setTimeout(r, intervalS * 1000));
+  }
+  return EXIT.ok;
+}
+
+export interface WorkerFlags {
+  queue?: string[];
+  module?: string;
+  root?: string;
+  concurrency?: string;
+  retries?: string;
+  allowImport?: boolean;
+  leaseMs?: string;
+  timeLimitMs?: string;
+  graceMs?: string;
+  workerId?: string;
+}
+
+/** Loads the registry: every exported function of --module, by its export name. */
+async function loadRegistry(module: string | undefined): Promise<Registry> {
+  if (!module) return {};
+  const mod = (await import(pathToFileURL(resolve(module)).href)) as Record<string, unknown>;
+  const reg: Registry = {};
+  for (const [name, v] of Object.entries(mod)) if (typeof v === 'function') reg[name] = v as Registry[string];
+  if (mod.default && typeof mod.default === 'object') {
+    for (const [name, v] of Object.entries(mod.default as Record<string, unknown>)) if (typeof v === 'function') reg[name] ??= v as Registry[string];
+  }
+  return reg;
+}
+
+export async function worker(d: DispatchPlane, out: Out, f: WorkerFlags, once: boolean, env: NodeJS.ProcessEnv = process.env) {
+  const pools = f.queue?.length ? f.queue : (env.LAKESHORE_POOLS ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  if (!pools.length) throw new UsageError('name at least one pool: --queue NAME (repeatable) or LAKESHORE_POOLS=a,b');
+  const registry = await loadRegistry(f.module);
+  const stop = new AbortController();
+  const onSignal = (sig: string) => {
+    if (!stop.signal.aborted) process.stderr.write(`[lakeshore worker] ${sig}: draining\n`);
+    stop.abort();
+  };
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+  process.on('SIGINT', () => onSignal('SIGINT'));
+  const log = (m: string) => process.stderr.write(`[lakeshore worker] ${m}\n`);
+  log(`serving ${pools.join(', ')}; ${Object.keys(registry).length} functions from ${f.module ?? '(no module)'}`);
+  const n = await runWorker(pools, {
+    dispatch: d, registry, root: f.root ? resolve(f.root) : process.cwd(), once,
+    concurrency: f.concurrency ? Number(f.concurrency) : 1, retries: f.retries ? Number(f.retries) : 0,
+    allowImport: f.allowImport, leaseMs: f.leaseMs ? Number(f.leaseMs) : undefined,
+    timeLimitMs: f.timeLimitMs ? Number(f.timeLimitMs) : undefined, graceMs: f.graceMs ? Number(f.graceMs) : undefined,
+    workerId: f.workerId, stop: stop.signal, log,
+    onJob: (id, outcome) => (out.json ? out.print({ id, outcome }) : log(`${id}: ${outcome}`)),
+  });
+  log(`stopped after ${n} job${n === 1 ? '' : 's'}`);
+  return EXIT.ok;
+}
+
+/** `lakeshore dev`: the local edge plane, as `npm start` runs it. */
+export async function dev() {
+  const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+  const child = spawn(process.execPath, [join(root, 'scripts', 'dev.mjs')], { stdio: 'inherit', cwd: root });
+  const fwd = (sig: NodeJS.Signals) => child.kill(sig);
+  process.on('SIGINT', fwd);
+  process.on('SIGTERM', fwd);
+  return new Promise<number>((r) => child.on('exit', (code) => r(code ?? 0)));
+}

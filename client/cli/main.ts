@@ -1,0 +1,102 @@
+/**
+ * lakeshore: the command line. Talks to the edge plane with --url (or LAKESHORE_URL), otherwise
+ * to the local SQLite plane in $LAKESHORE_HOME (default ~/.lakeshore). Flags win over the
+ * environment. `--json` prints one JSON object per line for scripts.
+ */
+import { Command, CommanderError, Option } from 'commander';
+import * as cmd from './commands.ts';
+import { EXIT, exitCodeOf, output } from './output.ts';
+import { openPlane, type PlaneFlags } from './plane.ts';
+
+type Global = PlaneFlags & { json?: boolean };
+
+const program = new Command('lakeshore')
+  .description('Submit, run and watch lakeshore jobs on the edge plane or the local SQLite plane.')
+  .option('--url <url>', 'edge plane URL (env LAKESHORE_URL); without it, the local SQLite plane')
+  .option('--token <token>', 'bearer token (env LAKESHORE_TOKEN)')
+  .option('--namespace <ns>', 'namespace (env LAKESHORE_NAMESPACE, default "default")')
+  .option('--home <dir>', 'local plane directory (env LAKESHORE_HOME, default ~/.lakeshore)')
+  .option('--json', 'print JSON lines instead of text')
+  .showHelpAfterError()
+  .exitOverride();
+
+let code: number = EXIT.ok;
+const run = (fn: (g: Global) => Promise<number>) => async () => {
+  const g = program.opts<Global>();
+  code = await fn(g);
+};
+const planeOf = (g: Global) => openPlane(g);
+
+program.command('submit')
+  .description('submit FN(ARGS) to QUEUE; prints the invocation id')
+  .argument('<queue>', 'pool to submit to')
+  .argument('<fn>', 'function name, as the worker registers it')
+  .argument('[args]', 'JSON array of arguments (a single value is one argument)')
+  .option('--kwargs <json>', 'JSON object of keyword arguments')
+  .option('--id <id>', 'invocation id (default: a random UUID)')
+  .option('--key <key>', 'idempotency key: resubmitting it answers the existing invocation')
+  .option('--priority <n>', 'higher is claimed first')
+  .option('--module <ref>', 'where the worker may import FN from (path#export), if it allows imports')
+  .option('--time-limit-ms <ms>', 'abort and nack the job past this')
+  .option('--max-retries <n>', 'retry a failure while attempt <= n')
+  .action((queue: string, fn: string, args: string | undefined, o: Record<string, string>) =>
+    run((g) => cmd.submit(planeOf(g), output(!!g.json), queue, fn, args, o))());
+
+program.command('get').description('show an invocation').argument('<id>')
+  .action((id: string) => run((g) => cmd.get(planeOf(g), output(!!g.json), id))());
+
+program.command('result').description('wait for an invocation to end and print its result').argument('<id>')
+  .option('--timeout <seconds>', 'give up after this long (0: wait forever)', '0')
+  .action((id: string, o: { timeout: string }) => run((g) => cmd.result(planeOf(g), output(!!g.json), id, Number(o.timeout)))());
+
+program.command('tail').description("print an invocation's frames as they are written; resumes by itself after a dropped connection").argument('<id>')
+  .option('--since <seq>', 'start after this seq', '-1')
+  .action((id: string, o: { since: string }) => run((g) => cmd.tail(planeOf(g), output(!!g.json), id, Number(o.since)))());
+
+program.command('cancel').description('cancel a queued or running invocation').argument('<id>')
+  .action((id: string) => run((g) => cmd.cancel(planeOf(g), output(!!g.json), id))());
+
+program.command('stats').description('counts by state, per queue').argument('[queues...]', 'queues (default: all)')
+  .option('--watch', 'refresh until Ctrl-C')
+  .option('--interval <seconds>', 'refresh period with --watch', '2')
+  .action((queues: string[], o: { watch?: boolean; interval: string }) => run((g) => cmd.stats(planeOf(g), output(!!g.json), queues, !!o.watch, Number(o.interval)))());
+
+program.command('dev').description('start the local edge plane (wrangler dev + local D1)')
+  .action(() => run(() => cmd.dev())());
+
+const worker = program.command('worker').description('run a worker');
+const workerOptions = (c: Command) =>
+  c.addOption(new Option('--queue <pool>', 'pool to serve (repeatable; env LAKESHORE_POOLS=a,b)').argParser((v: string, prev: string[] = []) => [...prev, v]))
+    .option('--module <file>', 'handlers: every exported function is registered by its name')
+    .option('--root <dir>', 'directory that envelope imports resolve under')
+    .option('--concurrency <n>', 'jobs at a time', '1')
+    .option('--retries <n>', 'retry a failed job while attempt <= n', '0')
+    .option('--allow-import', 'let envelopes name modules to import (code execution; off by default over HTTP)')
+    .option('--lease-ms <ms>', 'lease per claim')
+    .option('--time-limit-ms <ms>', 'abort and nack a job past this')
+    .option('--grace-ms <ms>', 'on SIGTERM/SIGINT, wait this long for running jobs', '30000')
+    .option('--worker-id <id>', 'name this worker (default host:pid:random)');
+workerOptions(worker.command('start').description('serve pools until SIGTERM/SIGINT, then drain'))
+  .action((o: cmd.WorkerFlags) => run((g) => cmd.worker(planeOf(g), output(!!g.json), o, false))());
+workerOptions(worker.command('once').description('run one job, then exit'))
+  .action((o: cmd.WorkerFlags) => run((g) => cmd.worker(planeOf(g), output(!!g.json), o, true))());
+
+export async function main(argv: string[]): Promise<number> {
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+    return code;
+  } catch (e) {
+    if (e instanceof CommanderError) return e.exitCode === 0 ? EXIT.ok : EXIT.usage;
+    if (e instanceof cmd.UsageError) {
+      process.stderr.write(`lakeshore: ${e.message}\n`);
+      return EXIT.usage;
+    }
+    process.stderr.write(`lakeshore: ${e instanceof Error ? e.message : String(e)}\n`);
+    return exitCodeOf(e);
+  }
+}
+
+if (import.meta.main) {
+  const c = await main(process.argv.slice(2));
+  process.exit(c);
+}

@@ -1,0 +1,68 @@
+/**
+ * The language-neutral envelope: what a producer asks a worker to run. It is UTF-8 JSON, so
+ * Python and Node both write and read it with their standard libraries; the plane carries it
+ * as opaque bytes.
+ *
+ *   {"v": 1, "fn": "train", "args": [...], "kwargs": {...},
+ *    "module": "./handlers.js#train" | "pkg.mod:train" | null,
+ *    "traceparent": "00-<trace>-<span>-01" | null,
+ *    "time_limit_ms": 60000 | null, "max_retries": 2 | null}
+ */
+import { BadRequestError } from './errors.ts';
+
+export interface Envelope {
+  v: 1;
+  /** The function's name: the worker looks it up in its registry first. */
+  fn: string;
+  args: unknown[];
+  kwargs: Record<string, unknown>;
+  /** Where the function lives, for workers allowed to import it ("path#export" in Node). */
+  module: string | null;
+  /** W3C trace context of the submitter, so the worker's spans join its trace. */
+  traceparent: string | null;
+  /** Abort and nack the job when it runs longer than this. */
+  time_limit_ms: number | null;
+  /** Retry a failed job while its attempt is at most this. */
+  max_retries: number | null;
+}
+
+export type EnvelopeInput = Partial<Omit<Envelope, 'v' | 'fn'>> & { fn: string };
+
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+
+export function encodeEnvelope(e: EnvelopeInput): Uint8Array {
+  if (typeof e.fn !== 'string' || !e.fn) throw new BadRequestError('an envelope needs a function name (fn)');
+  const full: Envelope = {
+    v: 1, fn: e.fn, args: e.args ?? [], kwargs: e.kwargs ?? {}, module: e.module ?? null, traceparent: e.traceparent ?? null,
+    time_limit_ms: e.time_limit_ms ?? null, max_retries: e.max_retries ?? null,
+  };
+  return enc.encode(JSON.stringify(full));
+}
+
+export function decodeEnvelope(bytes: Uint8Array): Envelope {
+  let v: unknown;
+  try {
+    v = JSON.parse(dec.decode(bytes));
+  } catch {
+    throw new BadRequestError('the envelope is not JSON');
+  }
+  const e = v as Partial<Envelope>;
+  if (!e || typeof e !== 'object' || typeof e.fn !== 'string' || !e.fn) throw new BadRequestError('the envelope has no function name (fn)');
+  if (e.args !== undefined && !Array.isArray(e.args)) throw new BadRequestError('envelope args must be an array');
+  if (e.kwargs !== undefined && e.kwargs !== null && (typeof e.kwargs !== 'object' || Array.isArray(e.kwargs))) throw new BadRequestError('envelope kwargs must be an object');
+  return {
+    v: 1, fn: e.fn, args: e.args ?? [], kwargs: e.kwargs ?? {}, module: e.module ?? null, traceparent: e.traceparent ?? null,
+    time_limit_ms: typeof e.time_limit_ms === 'number' ? e.time_limit_ms : null, max_retries: typeof e.max_retries === 'number' ? e.max_retries : null,
+  };
+}
+
+/** JSON values as bytes, the form results and VALUE frame bodies take. */
+export const jsonBytes = (v: unknown): Uint8Array => enc.encode(JSON.stringify(v === undefined ? null : v));
+export const fromJsonBytes = (b: Uint8Array | null): unknown => (b === null || b.length === 0 ? null : JSON.parse(dec.decode(b)));
+
+/** A fresh W3C traceparent (version 00, sampled). */
+export function newTraceparent(): string {
+  const hex = (n: number) => Array.from(crypto.getRandomValues(new Uint8Array(n)), (b) => b.toString(16).padStart(2, '0')).join('');
+  return `00-${hex(16)}-${hex(8)}-01`;
+}

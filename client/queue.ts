@@ -1,0 +1,100 @@
+/**
+ * The producer's API: submit a function call by name, then await its result or stream its values.
+ *
+ * @example
+ * const q = new Queue('gpu');
+ * const h = await q.submit('train', { epochs: 3 });
+ * for await (const loss of h.stream()) console.log(loss);
+ * console.log(await h.result());
+ */
+import { FrameKind } from '../src/core/frame.ts';
+import { decodeEnvelope, encodeEnvelope, fromJsonBytes, newTraceparent } from './envelope.ts';
+import { defaultDispatch } from './local/default.ts';
+import type { DispatchPlane } from './types.ts';
+
+export interface SubmitCallOptions {
+  id?: string;
+  key?: string;
+  priority?: number;
+  kwargs?: Record<string, unknown>;
+  module?: string;
+  timeLimitMs?: number;
+  maxRetries?: number;
+  traceparent?: string;
+}
+
+export class Handle<T = unknown> {
+  readonly id: string;
+  readonly dispatch: DispatchPlane;
+  constructor(id: string, dispatch: DispatchPlane) {
+    this.id = id;
+    this.dispatch = dispatch;
+  }
+
+  /** The decoded return value; throws InvocationFailedError, InvocationCancelledError or TimeoutError. */
+  async result(opts: { timeoutMs?: number } = {}): Promise<T> {
+    return fromJsonBytes(await this.dispatch.result(this.id, { timeoutMs: opts.timeoutMs ?? 3_600_000 })) as T;
+  }
+
+  /** The values the job yields, as it yields them. A retried attempt starts its values over. */
+  async *stream<V = unknown>(opts: { timeoutMs?: number; signal?: AbortSignal } = {}): AsyncGenerator<V> {
+    for await (const f of this.dispatch.journalRead(this.id, opts)) {
+      if (f.kind === FrameKind.VALUE) yield fromJsonBytes(f.body) as V;
+    }
+  }
+
+  cancel(): Promise<boolean> {
+    return this.dispatch.cancel(this.id);
+  }
+}
+
+const fnName = (fn: string | ((...a: never[]) => unknown)) => (typeof fn === 'string' ? fn : fn.name);
+
+export class Queue {
+  readonly name: string;
+  readonly dispatch: DispatchPlane;
+  constructor(name: string, opts: { dispatch?: DispatchPlane } = {}) {
+    this.name = name;
+    this.dispatch = opts.dispatch ?? defaultDispatch();
+  }
+
+  /** Submits `fn(...args)`; `fn` is a function (its name is sent) or a registered name. */
+  submit<T = unknown>(fn: string | ((...a: never[]) => unknown), ...args: unknown[]): Promise<Handle<T>> {
+    return this.submitWith<T>({}, fn, ...args);
+  }
+
+  async submitWith<T = unknown>(opts: SubmitCallOptions, fn: string | ((...a: never[]) => unknown), ...args: unknown[]): Promise<Handle<T>> {
+    const envelope = encodeEnvelope({
+      fn: fnName(fn), args, kwargs: opts.kwargs, module: opts.module, traceparent: opts.traceparent ?? newTraceparent(),
+      time_limit_ms: opts.timeLimitMs, max_retries: opts.maxRetries,
+    });
+    const id = await this.dispatch.submit(this.name, envelope, { id: opts.id ?? crypto.randomUUID(), key: opts.key, priority: opts.priority });
+    return new Handle<T>(id, this.dispatch);
+  }
+}
+
+/** Where each function runs: its pool, and how it is treated there. */
+export interface Route {
+  queue: string;
+  priority?: number;
+  timeLimitMs?: number;
+  maxRetries?: number;
+}
+export type RouteTable = Record<string, Route>;
+
+/**
+ * Enqueues a call on the pool its route names, without loading any handler code.
+ * `payload` is the call's arguments: an array (args) or an object (kwargs).
+ */
+export async function dispatchByName<T = unknown>(name: string, payload: unknown[] | Record<string, unknown>, opts: { routes: RouteTable; dispatch?: DispatchPlane; id?: string; key?: string }): Promise<Handle<T>> {
+  const route = opts.routes[name];
+  if (!route) throw new Error(`no route for function ${JSON.stringify(name)}: add it to the route table`);
+  const q = new Queue(route.queue, { dispatch: opts.dispatch });
+  return q.submitWith<T>(
+    { id: opts.id, key: opts.key, priority: route.priority, timeLimitMs: route.timeLimitMs, maxRetries: route.maxRetries, kwargs: Array.isArray(payload) ? undefined : payload },
+    name,
+    ...(Array.isArray(payload) ? payload : []),
+  );
+}
+
+export { decodeEnvelope };

@@ -1,0 +1,122 @@
+/**
+ * Runs one claimed invocation: decode, resolve, call, then journal and ack or nack. While it runs,
+ * heartbeats extend the lease and report cancellation; a time limit aborts it.
+ */
+import { FrameKind } from '../../src/core/frame.ts';
+import type { Claimed } from '../../src/core/types.ts';
+import { decodeEnvelope, jsonBytes, type Envelope } from '../envelope.ts';
+import { FencingConflictError, NotFoundError } from '../errors.ts';
+import type { DispatchPlane } from '../types.ts';
+import { runInJob } from './context.ts';
+import { resolveHandler, type Registry } from './resolve.ts';
+
+export interface JobOptions {
+  dispatch: DispatchPlane;
+  workerId: string;
+  registry: Registry;
+  root: string;
+  allowImport: boolean;
+  /** Retry a failure while attempt <= retries (an envelope's max_retries wins). */
+  retries: number;
+  timeLimitMs: number | null;
+  heartbeatMs: number;
+  leaseMs: number | null;
+  /** Aborts every running job (the worker's hard stop after its grace period). */
+  hardStop: AbortSignal;
+  log: (msg: string) => void;
+}
+
+export type JobOutcome = 'succeeded' | 'failed' | 'retried' | 'cancelled' | 'lost';
+
+class Abort extends Error {
+  readonly why: 'cancelled' | 'time_limit' | 'lost' | 'shutdown';
+  constructor(why: 'cancelled' | 'time_limit' | 'lost' | 'shutdown', message: string) {
+    super(message);
+    this.name = why === 'time_limit' ? 'TimeLimitExceeded' : 'Aborted';
+    this.why = why;
+  }
+}
+
+const isIterator = (v: unknown): v is AsyncIterator<unknown> | Iterator<unknown> =>
+  !!v && typeof v === 'object' && typeof (v as Iterator<unknown>).next === 'function' && (Symbol.asyncIterator in v || Symbol.iterator in v);
+
+export async function runJob(c: Claimed, o: JobOptions): Promise<JobOutcome> {
+  const { dispatch: d, workerId } = o;
+  const holder = { attempt: c.attempt };
+  const ac = new AbortController();
+  const abort = (why: Abort['why'], msg: string) => {
+    if (!ac.signal.aborted) ac.abort(new Abort(why, msg));
+  };
+  const onHardStop = () => abort('shutdown', 'the worker is shutting down');
+  o.hardStop.addEventListener('abort', onHardStop, { once: true });
+  let env: Envelope | null = null;
+  let seq: number | null = null;
+  const append = async (kind: number, body: Uint8Array, meta: Record<string, unknown> | null = null, final?: boolean) => {
+    if (seq === null) seq = await d.journalAppend(c.id, null, { kind: kind as 0, seq: 0, body, meta }, { workerId, attempt: c.attempt, final });
+    else await d.journalAppend(c.id, ++seq, { kind: kind as 0, seq, body, meta }, { workerId, attempt: c.attempt, final });
+  };
+
+  const beat = setInterval(async () => {
+    try {
+      const hb = await d.heartbeat(c.id, workerId, { ...holder, leaseMs: o.leaseMs ?? undefined });
+      if (hb.cancelled) abort('cancelled', 'the invocation was cancelled');
+    } catch (e) {
+      if (e instanceof FencingConflictError || e instanceof NotFoundError) abort('lost', 'this worker lost the lease');
+    }
+  }, o.heartbeatMs);
+  let limit: ReturnType<typeof setTimeout> | undefined;
+
+  try {
+    env = decodeEnvelope(c.envelope);
+    const maxMs = env.time_limit_ms ?? o.timeLimitMs;
+    if (maxMs) limit = setTimeout(() => abort('time_limit', `the job ran past its time limit of ${maxMs} ms`), maxMs);
+    const fn = await resolveHandler(env, o);
+    const args = Object.keys(env.kwargs).length ? [...env.args, env.kwargs] : env.args;
+    const ctx = { id: c.id, queue: c.queue, attempt: c.attempt, signal: ac.signal, kwargs: env.kwargs, traceparent: env.traceparent };
+    // The handler runs until it settles or the job is aborted, whichever comes first.
+    const aborted = new Promise<never>((_, reject) => {
+      if (ac.signal.aborted) reject(ac.signal.reason);
+      ac.signal.addEventListener('abort', () => reject(ac.signal.reason), { once: true });
+    });
+    aborted.catch(() => {});
+    const out = await Promise.race([runInJob(ctx, () => fn(...args)), aborted]);
+    let result: unknown = out;
+    if (isIterator(out)) {
+      await append(FrameKind.BEGIN, new Uint8Array(), { attempt: c.attempt });
+      const it = out as AsyncIterator<unknown>;
+      for (;;) {
+        const step = await Promise.race([runInJob(ctx, () => it.next()), aborted]);
+        if (step.done) {
+          result = step.value;
+          break;
+        }
+        await append(FrameKind.VALUE, jsonBytes(step.value));
+      }
+      await append(FrameKind.END, new Uint8Array(), null, true);
+    }
+    await d.ack(c.id, workerId, { ...holder, result: jsonBytes(result) });
+    return 'succeeded';
+  } catch (e) {
+    const err = e instanceof Error ? e : new Error(String(e));
+    if (err instanceof Abort && (err.why === 'cancelled' || err.why === 'lost')) {
+      o.log(`job ${c.id} attempt ${c.attempt}: ${err.message}; stopped`);
+      return err.why === 'cancelled' ? 'cancelled' : 'lost';
+    }
+    const maxRetries = env?.max_retries ?? o.retries;
+    const retry = c.attempt <= maxRetries;
+    const error = { message: err.message, type: err.name, stack: err.stack ?? null };
+    o.log(`job ${c.id} attempt ${c.attempt} failed: ${err.name}: ${err.message}${retry ? ' (will retry)' : ''}`);
+    try {
+      await append(FrameKind.ERROR, jsonBytes(error), { attempt: c.attempt }, !retry);
+      await d.nack(c.id, workerId, { ...holder, error, retry });
+      return retry ? 'retried' : 'failed';
+    } catch (e2) {
+      if (e2 instanceof FencingConflictError || e2 instanceof NotFoundError) return 'lost';
+      throw e2;
+    }
+  } finally {
+    clearInterval(beat);
+    clearTimeout(limit);
+    o.hardStop.removeEventListener('abort', onHardStop);
+  }
+}

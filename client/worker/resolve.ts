@@ -1,0 +1,35 @@
+/**
+ * Finds the function an envelope names: the registry first; otherwise, only when allowed, an
+ * import of `module#export` resolved under `root` (never outside it). Payloads are data: nothing
+ * is eval'ed, and an import is code execution, so it is off unless the operator turns it on.
+ */
+import { isAbsolute, relative, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import type { Envelope } from '../envelope.ts';
+
+export type Handler = (...args: any[]) => unknown;
+export type Registry = Record<string, Handler>;
+
+export class ResolveError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ResolveError';
+  }
+}
+
+export async function resolveHandler(env: Envelope, opts: { registry: Registry; root: string; allowImport: boolean }): Promise<Handler> {
+  const own = Object.hasOwn(opts.registry, env.fn) ? opts.registry[env.fn] : undefined;
+  if (typeof own === 'function') return own;
+  if (!env.module) throw new ResolveError(`function ${JSON.stringify(env.fn)} is not registered with this worker`);
+  if (!opts.allowImport) {
+    throw new ResolveError(`function ${JSON.stringify(env.fn)} is not registered, and importing ${JSON.stringify(env.module)} is off: start the worker with allowImport (--allow-import) to let envelopes name modules`);
+  }
+  const [path, exportName = env.fn] = env.module.split('#');
+  const file = resolve(opts.root, path!);
+  const rel = relative(opts.root, file);
+  if (rel.startsWith('..') || isAbsolute(rel)) throw new ResolveError(`module ${JSON.stringify(env.module)} is outside the worker's root`);
+  const mod = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
+  const fn = mod[exportName];
+  if (typeof fn !== 'function') throw new ResolveError(`module ${JSON.stringify(path)} has no exported function ${JSON.stringify(exportName)}`);
+  return fn as Handler;
+}

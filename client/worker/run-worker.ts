@@ -1,0 +1,91 @@
+/**
+ * runWorker: claims from one or more pools and runs what it claims, `concurrency` at a time.
+ * It claims with waits (the plane wakes it when work arrives), never a tight poll. On `stop` it
+ * claims no more, lets running jobs finish for up to `graceMs`, then aborts them.
+ */
+import { hostname } from 'node:os';
+import { Dispatch } from '../local/dispatch.ts';
+import { defaultDispatch } from '../local/default.ts';
+import type { DispatchPlane } from '../types.ts';
+import { runJob, type JobOutcome } from './job.ts';
+import type { Registry } from './resolve.ts';
+
+export interface WorkerOptions {
+  dispatch?: DispatchPlane;
+  /** Functions by name. Looked up before any import. */
+  registry?: Registry;
+  /** Directory that `module#export` imports resolve under. Default: the current directory. */
+  root?: string;
+  /** Run at most one job, then return. */
+  once?: boolean;
+  concurrency?: number;
+  /** Retry a failed job while attempt <= retries. Default 0. */
+  retries?: number;
+  /** Aborting it stops the worker gracefully. */
+  stop?: AbortSignal;
+  /** Let envelopes name modules to import. Default: on for the local plane, off over HTTP. */
+  allowImport?: boolean;
+  workerId?: string;
+  timeLimitMs?: number;
+  leaseMs?: number;
+  heartbeatMs?: number;
+  graceMs?: number;
+  /** How long one claim waits for work. Default 20 s. */
+  claimWaitMs?: number;
+  onJob?: (id: string, outcome: JobOutcome) => void;
+  log?: (msg: string) => void;
+}
+
+/** Runs until `stop` (or one job with `once`); answers the number of jobs it executed. */
+export async function runWorker(queues: string | string[], opts: WorkerOptions = {}): Promise<number> {
+  const pools = (Array.isArray(queues) ? queues : [queues]).filter(Boolean);
+  if (!pools.length) throw new Error('runWorker needs at least one queue');
+  const d = opts.dispatch ?? defaultDispatch();
+  const workerId = opts.workerId ?? `${hostname()}:${process.pid}:${crypto.randomUUID().slice(0, 8)}`;
+  const concurrency = Math.max(1, opts.concurrency ?? 1);
+  const stop = opts.stop ?? new AbortController().signal;
+  const hard = new AbortController();
+  const log = opts.log ?? (() => {});
+  const leaseMs = opts.leaseMs ?? null;
+  const jobOpts = {
+    dispatch: d, workerId, registry: opts.registry ?? {}, root: opts.root ?? process.cwd(),
+    allowImport: opts.allowImport ?? d instanceof Dispatch, retries: opts.retries ?? 0, timeLimitMs: opts.timeLimitMs ?? null,
+    heartbeatMs: opts.heartbeatMs ?? Math.max(200, Math.floor((leaseMs ?? 30_000) / 3)), leaseMs, hardStop: hard.signal, log,
+  };
+  let executed = 0;
+  let claimedOnce = false;
+  const claimWait = opts.claimWaitMs ?? 20_000;
+
+  const slot = async (n: number) => {
+    let turn = n;
+    while (!stop.aborted && !(opts.once && claimedOnce)) {
+      const pool = pools[turn++ % pools.length]!;
+      // With several pools, wait briefly on each in turn; with one, wait long.
+      const waitMs = pools.length === 1 ? claimWait : Math.min(claimWait, 1_000);
+      const c = await d.claim(pool, workerId, { waitMs, leaseMs: leaseMs ?? undefined, signal: stop });
+      if (!c) continue;
+      if (opts.once && claimedOnce) {
+        await d.nack(c.id, workerId, { attempt: c.attempt, error: 'worker ran once already', retry: true });
+        break;
+      }
+      claimedOnce = true;
+      executed++;
+      const outcome = await runJob(c, jobOpts);
+      opts.onJob?.(c.id, outcome);
+    }
+  };
+
+  const slots = Promise.all(Array.from({ length: opts.once ? 1 : concurrency }, (_, i) => slot(i)));
+  const grace = opts.graceMs ?? 30_000;
+  const onStop = () => {
+    log(`stopping: no more claims; waiting up to ${grace} ms for running jobs`);
+    setTimeout(() => hard.abort(), grace).unref();
+  };
+  stop.addEventListener('abort', onStop, { once: true });
+  try {
+    await slots;
+  } finally {
+    stop.removeEventListener('abort', onStop);
+  }
+  return executed;
+}

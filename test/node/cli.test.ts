@@ -1,0 +1,108 @@
+/** The worker runtime and the CLI, driven as a user would: separate processes, on both planes. */
+import { mkdtempSync, readFileSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { cli, HANDLERS, planeEnv, start, stop, until, type PlaneKind, type Running } from './setup/cli.ts';
+
+const marker = () => join(mkdtempSync(join(tmpdir(), 'lakeshore-mark-')), 'marks.log');
+const lines = (file: string) => (existsSync(file) ? readFileSync(file, 'utf8').trim().split('\n').filter(Boolean) : []);
+
+describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (kind) => {
+  const running: Running[] = [];
+  const worker = (env: NodeJS.ProcessEnv, ...extra: string[]) => {
+    const w = start(['worker', 'start', '--queue', 'jobs', '--module', HANDLERS, ...extra], env);
+    running.push(w);
+    return w;
+  };
+  afterEach(async () => {
+    await Promise.all(running.splice(0).map((r) => stop(r)));
+  });
+
+  it('streams a generator job’s frames to `lakeshore tail` before the job ends', async () => {
+    const env = planeEnv(kind);
+    const sub = await cli(['submit', 'jobs', 'count', '[4, 300]'], env);
+    expect(sub.code).toBe(0);
+    const id = sub.stdout.trim();
+    const tail = start(['--json', 'tail', id], env);
+    running.push(tail);
+    worker(env);
+    // The second value is on the tail's stdout while the job still runs.
+    await until(() => tail.stdout().includes('"body":1'), 20_000, 'the second frame in tail');
+    expect((await cli(['--json', 'get', id], env)).stdout).toContain('"state":"running"');
+    expect(await tail.exited).toBe(0);
+    const frames = tail.stdout().trim().split('\n').map((l) => JSON.parse(l));
+    expect(frames.map((f) => f.kind)).toEqual(['BEGIN', 'VALUE', 'VALUE', 'VALUE', 'VALUE', 'END']);
+    expect(frames.filter((f) => f.kind === 'VALUE').map((f) => f.body)).toEqual([0, 1, 2, 3]);
+    const res = await cli(['--json', 'result', id], env);
+    expect(JSON.parse(res.stdout)).toEqual({ id, state: 'succeeded', result: 4 });
+  });
+
+  it('retries a failing job while attempt <= retries, and counts the attempts', async () => {
+    const env = planeEnv(kind);
+    const ok = (await cli(['submit', 'jobs', 'flaky', '[3]'], env)).stdout.trim();
+    worker(env, '--retries', '2');
+    const res = await cli(['--json', 'result', ok, '--timeout', '30'], env);
+    expect(JSON.parse(res.stdout)).toMatchObject({ state: 'succeeded', result: 3 });
+    expect(JSON.parse((await cli(['--json', 'get', ok], env)).stdout).attempt).toBe(3);
+    const bad = (await cli(['submit', 'jobs', 'flaky', '[9]'], env)).stdout.trim();
+    const failed = await cli(['--json', 'result', bad, '--timeout', '30'], env);
+    expect(failed.code).toBe(1);
+    expect(JSON.parse(failed.stdout)).toMatchObject({ state: 'failed', error: { message: 'attempt 3 fails' } });
+    expect(JSON.parse((await cli(['--json', 'get', bad], env)).stdout).attempt).toBe(3);
+  });
+
+  it('hands a job killed with SIGKILL mid-run to another worker after its lease, and it succeeds exactly once', async () => {
+    const env = planeEnv(kind);
+    const mark = marker();
+    const id = (await cli(['submit', 'jobs', 'slow', JSON.stringify([1500, mark])], env)).stdout.trim();
+    const a = worker(env, '--lease-ms', '1000');
+    await until(() => lines(mark).length === 1, 20_000, 'the job to start');
+    await stop(a, 'SIGKILL');
+    worker(env, '--lease-ms', '1000');
+    const res = await cli(['--json', 'result', id, '--timeout', '30'], env);
+    expect(JSON.parse(res.stdout)).toMatchObject({ state: 'succeeded', result: 'slept' });
+    const marks = lines(mark);
+    expect(marks.filter((l) => l.startsWith('start'))).toHaveLength(2);
+    expect(marks.filter((l) => l.startsWith('done'))).toHaveLength(1);
+    expect(JSON.parse((await cli(['--json', 'get', id], env)).stdout).attempt).toBe(2);
+  });
+
+  it('drains the running job on SIGTERM and exits 0', async () => {
+    const env = planeEnv(kind);
+    const mark = marker();
+    const id = (await cli(['submit', 'jobs', 'slow', JSON.stringify([800, mark])], env)).stdout.trim();
+    const w = worker(env);
+    await until(() => lines(mark).length === 1, 20_000, 'the job to start');
+    w.child.kill('SIGTERM');
+    expect(await w.exited).toBe(0);
+    expect(lines(mark).filter((l) => l.startsWith('done'))).toHaveLength(1);
+    expect(JSON.parse((await cli(['--json', 'result', id], env)).stdout).state).toBe('succeeded');
+  });
+
+  it('aborts a cancelled job’s AbortSignal, and the worker serves on', async () => {
+    const env = planeEnv(kind);
+    const mark = marker();
+    const id = (await cli(['submit', 'jobs', 'waitForCancel', JSON.stringify([mark])], env)).stdout.trim();
+    worker(env, '--lease-ms', '900');
+    await until(() => lines(mark).length === 1, 20_000, 'the job to start');
+    expect((await cli(['cancel', id], env)).code).toBe(0);
+    await until(() => lines(mark).some((l) => l.startsWith('aborted')), 20_000, 'the handler to see its signal');
+    expect(lines(mark)[1]).toMatch(/cancelled/);
+    const res = await cli(['--json', 'result', id], env);
+    expect(res.code).toBe(5);
+    expect(JSON.parse(res.stdout).state).toBe('cancelled');
+    const next = (await cli(['submit', 'jobs', 'add', '[2, 3]'], env)).stdout.trim();
+    expect(JSON.parse((await cli(['--json', 'result', next, '--timeout', '30'], env)).stdout).result).toBe(5);
+  });
+
+  it('answers usage errors and unknown ids with their exit codes', async () => {
+    const env = planeEnv(kind);
+    expect((await cli(['submit', 'jobs', 'add', '[1,'], env)).code).toBe(2);
+    expect((await cli(['get', 'no-such-id'], env)).code).toBe(3);
+    expect((await cli(['worker', 'once'], env)).code).toBe(2);
+    const help = await cli(['worker', 'start', '--help'], env);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain('--concurrency');
+  });
+});

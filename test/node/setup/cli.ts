@@ -1,0 +1,57 @@
+/** Runs the `lakeshore` CLI as a user would: separate processes, on a chosen plane. */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { inject } from 'vitest';
+import { freshNs } from './client.ts';
+
+const BIN = resolve(import.meta.dirname, '..', '..', '..', 'bin', 'lakeshore.mjs');
+export const HANDLERS = resolve(import.meta.dirname, '..', '..', 'fixtures', 'handlers.mjs');
+
+export type PlaneKind = 'local' | 'edge';
+
+/** Environment for one test: a fresh local home, or a fresh namespace on the test's wrangler dev. */
+export function planeEnv(kind: PlaneKind): NodeJS.ProcessEnv {
+  const base = { ...process.env, LAKESHORE_URL: '', LAKESHORE_TOKEN: '', LAKESHORE_NAMESPACE: freshNs() };
+  if (kind === 'local') return { ...base, LAKESHORE_HOME: mkdtempSync(join(tmpdir(), 'lakeshore-cli-')) };
+  return { ...base, LAKESHORE_URL: inject('planeUrl'), LAKESHORE_TOKEN: inject('planeToken') };
+}
+
+export interface Running {
+  child: ChildProcess;
+  stdout: () => string;
+  stderr: () => string;
+  exited: Promise<number | null>;
+}
+
+export function start(args: string[], env: NodeJS.ProcessEnv): Running {
+  const child = spawn(process.execPath, [BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout!.on('data', (d) => (out += d));
+  child.stderr!.on('data', (d) => (err += d));
+  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+  return { child, stdout: () => out, stderr: () => err, exited };
+}
+
+export async function cli(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const r = start(args, env);
+  const code = await r.exited;
+  return { code, stdout: r.stdout(), stderr: r.stderr() };
+}
+
+/** Resolves once `check()` is true, checking every 20 ms, or throws after `ms`. */
+export async function until(check: () => boolean, ms = 20_000, what = 'condition'): Promise<void> {
+  const end = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** Stops a process this test started, by PID. */
+export async function stop(r: Running, signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+  if (r.child.exitCode === null && r.child.signalCode === null) r.child.kill(signal);
+  await r.exited;
+}
