@@ -1,0 +1,284 @@
+"""HttpDispatch: the dispatch contract over HTTP, with the standard library only."""
+import base64
+import json
+import math
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from typing import Any, Dict, Iterator, Optional, Tuple, Union
+
+from .errors import InvocationCancelled, InvocationFailed, LakeshoreError, Timeout, error_for
+from .frames import decode_frame, encode_frame
+
+_SLICE = 50.0  # the longest single long-poll, in seconds; longer waits are made of several
+
+
+@dataclass
+class Claimed:
+    id: str
+    envelope: bytes
+    attempt: int
+    queue: str
+    lease_until: int = 0
+    priority: float = 0.0
+
+
+def _b64(b: Optional[bytes]) -> Optional[str]:
+    return None if b is None else base64.b64encode(b).decode("ascii")
+
+
+def _unb64(s: Optional[str]) -> Optional[bytes]:
+    return None if s is None else base64.b64decode(s)
+
+
+def _finite(name: str, v: float) -> float:
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
+        raise error_for("bad_request", "%s must be a finite number" % name)
+    return v
+
+
+class HttpDispatch:
+    """A client of a lakeshore edge plane.
+
+    >>> d = HttpDispatch("http://127.0.0.1:8787", token="...", namespace="default")
+    >>> inv = d.submit("gpu", b'{"fn": "train"}', id="job-1")
+    >>> d.result(inv, timeout=60)
+    """
+
+    def __init__(self, base_url: str, *, token: Optional[str] = None, namespace: str = "default", timeout: float = 30.0):
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.namespace = namespace
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self._queues: Dict[str, str] = {}  # id -> queue: a routing hint, never trusted for correctness
+        self._claims: Dict[str, Tuple[str, int]] = {}  # id -> (worker id, attempt) of claims made here
+
+    # ------------------------------------------------------------------ producers
+
+    def submit(self, queue: str, envelope: bytes, *, id: str, key: Optional[str] = None, priority: float = 0.0, parent: Optional[str] = None) -> str:
+        out = self._call("POST", "/queues/%s/invocations" % _q(queue), {
+            "id": id, "envelope": _b64(envelope), "key": key, "priority": _finite("priority", priority), "parent": parent,
+        })
+        self._hint(out["id"], queue)
+        return out["id"]
+
+    def cancel(self, inv_id: str) -> bool:
+        return bool(self._call("POST", "/invocations/%s/cancel%s" % (_q(inv_id), self._qs(inv_id)))["cancelled"])
+
+    def get(self, inv_id: str) -> Optional[Dict[str, Any]]:
+        try:
+            row = self._call("GET", "/invocations/%s" % _q(inv_id))
+        except LakeshoreError as e:
+            if e.code == "not_found":
+                return None
+            raise
+        for k in ("envelope", "result"):
+            row[k] = _unb64(row.get(k))
+        return row
+
+    def result(self, inv_id: str, *, timeout: float = 30.0, poll: float = 0.02) -> bytes:
+        """Blocks (on the plane's wait, not a poll loop) until the invocation ends; `poll` is accepted for compatibility."""
+        if not (timeout >= 0):
+            raise error_for("bad_request", "timeout must not be negative")
+        deadline = time.monotonic() + timeout
+        while True:
+            left = max(0.0, deadline - time.monotonic())
+            wait = min(left, _SLICE)
+            out = self._call("GET", "/invocations/%s/result%s" % (_q(inv_id), self._qs(inv_id, timeout_ms=str(int(wait * 1000)))), wait=wait)
+            state = out["state"]
+            if state == "succeeded":
+                return _unb64(out.get("result")) or b""
+            if state == "failed":
+                raise InvocationFailed(inv_id, out.get("error") or {"message": "failed"})
+            if state == "cancelled":
+                raise InvocationCancelled(inv_id)
+            if time.monotonic() >= deadline:
+                raise Timeout("invocation %s is still %s after %ss" % (inv_id, state, timeout))
+
+    def count(self, queue: str, state: str = "queued") -> int:
+        return int(self._call("GET", "/queues/%s/count?state=%s" % (_q(queue), _q(state)))["count"])
+
+    # ------------------------------------------------------------------ workers
+
+    def claim(self, queue: str, worker_id: str, *, kind: str = "fifo", temperature: float = 1.0, wait: float = 0.0, lease: Optional[float] = None) -> Optional[Claimed]:
+        """Claims one invocation. `wait` (seconds, an extension) waits on the plane for work to arrive."""
+        out = self._call("POST", "/queues/%s/claim" % _q(queue), {
+            "worker_id": worker_id, "kind": kind, "temperature": _finite("temperature", temperature),
+            "wait_ms": int(wait * 1000), "lease_ms": None if lease is None else int(lease * 1000),
+        }, wait=wait)
+        if not out["claimed"]:
+            return None
+        c = out["claimed"][0]
+        claimed = Claimed(id=c["id"], envelope=_unb64(c["envelope"]) or b"", attempt=c["attempt"], queue=c["queue"], lease_until=c["lease_until"], priority=c["priority"])
+        self._hint(claimed.id, claimed.queue)
+        with self._lock:
+            self._claims[claimed.id] = (worker_id, claimed.attempt)
+        return claimed
+
+    def ack(self, inv_id: str, worker_id: str, *, result: Optional[bytes] = None) -> None:
+        self._call("POST", "/invocations/%s/ack%s" % (_q(inv_id), self._qs(inv_id)), {"worker_id": worker_id, "attempt": self._attempt(inv_id, worker_id), "result": _b64(result)})
+        with self._lock:
+            self._claims.pop(inv_id, None)
+
+    def nack(self, inv_id: str, worker_id: str, *, error: Union[str, Dict[str, Any]], retry: bool = True) -> None:
+        self._call("POST", "/invocations/%s/nack%s" % (_q(inv_id), self._qs(inv_id)), {"worker_id": worker_id, "attempt": self._attempt(inv_id, worker_id), "error": error, "retry": retry})
+        with self._lock:
+            self._claims.pop(inv_id, None)
+
+    def heartbeat(self, inv_id: str, worker_id: str) -> bool:
+        """Extends the lease; answers True when the invocation was cancelled (the worker should stop)."""
+        out = self._call("POST", "/invocations/%s/heartbeat%s" % (_q(inv_id), self._qs(inv_id)), {"worker_id": worker_id, "attempt": self._attempt(inv_id, worker_id)})
+        return bool(out["cancelled"])
+
+    # ------------------------------------------------------------------ journal
+
+    def journal_append(self, inv_id: str, seq: Optional[int], frame_bytes: bytes, *, final: bool = False) -> int:
+        """Appends frame bytes (`[kind, seq, b64 body, meta]`) as the worker that claimed `inv_id` here."""
+        kind, _, body, meta = decode_frame(frame_bytes)
+        with self._lock:
+            held = self._claims.get(inv_id)
+        if not held:
+            raise error_for("bad_request", "journal_append(%s): this client did not claim it" % inv_id)
+        out = self._call("POST", "/invocations/%s/journal%s" % (_q(inv_id), self._qs(inv_id)), {
+            "worker_id": held[0], "attempt": held[1], "seq": seq, "kind": kind, "body": _b64(body), "meta": meta, "final": bool(final),
+        })
+        return int(out["seq"])
+
+    def journal_read(self, inv_id: str, *, since: int = -1, timeout: float = 30.0, poll: float = 0.02) -> Iterator[Tuple[int, bytes]]:
+        """Yields (seq, frame bytes) as frames are written, over Server-Sent Events. After a dropped
+        connection it resumes from the last seq it yielded. Ends after a final frame or when the
+        invocation ends; raises Timeout if that takes longer than `timeout` seconds."""
+        cursor = since
+        deadline = time.monotonic() + timeout
+        failures = 0
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Timeout("journal of %s did not end within %ss" % (inv_id, timeout))
+            req = urllib.request.Request(self._url("/invocations/%s/journal%s" % (_q(inv_id), self._qs(inv_id))), headers={
+                **self._headers(), "Accept": "text/event-stream", "Last-Event-ID": str(cursor),
+            })
+            try:
+                resp = urllib.request.urlopen(req, timeout=min(left, 20.0))
+            except urllib.error.HTTPError as e:
+                raise _error_of(e)
+            except (OSError, urllib.error.URLError):
+                failures += 1
+                if failures > 20:
+                    raise
+                time.sleep(min(1.0, 0.025 * 2 ** failures))
+                continue
+            try:
+                failures = 0
+                for event, data in _sse(resp):
+                    if event == "frame":
+                        f = json.loads(data)
+                        if f["seq"] <= cursor:
+                            continue
+                        cursor = f["seq"]
+                        yield f["seq"], encode_frame(f["kind"], f["seq"], base64.b64decode(f["body"]), f.get("meta"))
+                    elif event == "end":
+                        return
+                    elif event == "error":
+                        e = json.loads(data)["error"]
+                        raise error_for(e["code"], e["message"])
+                    if time.monotonic() >= deadline:
+                        raise Timeout("journal of %s did not end within %ss" % (inv_id, timeout))
+            except (OSError, ValueError) as e:
+                if isinstance(e, LakeshoreError):
+                    raise
+                failures += 1
+                time.sleep(min(1.0, 0.025 * 2 ** failures))
+            finally:
+                resp.close()
+
+    def journal_trim(self, inv_id: str, *, keep_last: int = 0) -> int:
+        return int(self._call("POST", "/invocations/%s/journal/trim%s" % (_q(inv_id), self._qs(inv_id)), {"keep_last": keep_last})["trimmed"])
+
+    def close(self) -> None:
+        with self._lock:
+            self._claims.clear()
+            self._queues.clear()
+
+    def __enter__(self) -> "HttpDispatch":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _attempt(self, inv_id: str, worker_id: str) -> Optional[int]:
+        with self._lock:
+            held = self._claims.get(inv_id)
+        return held[1] if held and held[0] == worker_id else None
+
+    def _hint(self, inv_id: str, queue: str) -> None:
+        with self._lock:
+            if len(self._queues) >= 10000:
+                self._queues.pop(next(iter(self._queues)))
+            self._queues[inv_id] = queue
+
+    def _qs(self, inv_id: str, **extra: str) -> str:
+        params = dict(extra)
+        with self._lock:
+            queue = self._queues.get(inv_id)
+        if queue:
+            params["queue"] = queue
+        return ("?" + urllib.parse.urlencode(params)) if params else ""
+
+    def _url(self, path: str) -> str:
+        return "%s/v1/ns/%s%s" % (self.base_url, _q(self.namespace), path)
+
+    def _headers(self) -> Dict[str, str]:
+        return {"Authorization": "Bearer %s" % self.token} if self.token else {}
+
+    def _call(self, method: str, path: str, body: Optional[Dict[str, Any]] = None, *, wait: float = 0.0) -> Dict[str, Any]:
+        data = None if body is None else json.dumps(body, allow_nan=False).encode("utf-8")
+        headers = self._headers()
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        req = urllib.request.Request(self._url(path), data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout + wait) as resp:
+                return json.loads(resp.read().decode("utf-8"))
+        except urllib.error.HTTPError as e:
+            raise _error_of(e)
+        except TimeoutError:
+            raise Timeout("%s %s got no answer within %ss" % (method, path, self.timeout + wait))
+
+
+def _q(s: str) -> str:
+    return urllib.parse.quote(s, safe="")
+
+
+def _error_of(e: "urllib.error.HTTPError") -> LakeshoreError:
+    try:
+        err = json.loads(e.read().decode("utf-8"))["error"]
+        return error_for(err.get("code", "internal"), err.get("message", "HTTP %d" % e.code))
+    except Exception:
+        return LakeshoreError("HTTP %d" % e.code, status=e.code)
+
+
+def _sse(resp: Any) -> Iterator[Tuple[str, str]]:
+    """(event, data) pairs from a text/event-stream response."""
+    event, data = "message", []
+    for raw in resp:
+        line = raw.decode("utf-8").rstrip("\r\n")
+        if not line:
+            if data:
+                yield event, "\n".join(data)
+            event, data = "message", []
+        elif line.startswith(":"):
+            continue
+        else:
+            field, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if field == "event":
+                event = value
+            elif field == "data":
+                data.append(value)

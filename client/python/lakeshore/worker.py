@@ -1,0 +1,112 @@
+"""run_worker: claims from a pool and runs the named functions of a registry."""
+import inspect
+import json
+import os
+import socket
+import threading
+import traceback
+from typing import Any, Callable, Dict, Optional
+
+from .envelope import decode_envelope
+from .errors import FencingConflict, NotFound
+from .frames import BEGIN, END, ERROR, VALUE, encode_frame
+
+
+def _json(v: Any) -> bytes:
+    return json.dumps(v, separators=(",", ":")).encode("utf-8")
+
+
+class _Job:
+    """One claimed attempt: numbered frames, a heartbeat thread, a cancel flag."""
+
+    def __init__(self, d: Any, claimed: Any, worker_id: str, heartbeat_s: float):
+        self.d, self.c, self.worker_id = d, claimed, worker_id
+        self.seq: Optional[int] = None
+        self.cancelled = threading.Event()
+        self.lost = threading.Event()
+        self._done = threading.Event()
+        self._beat = threading.Thread(target=self._heartbeats, args=(heartbeat_s,), daemon=True)
+        self._beat.start()
+
+    def append(self, kind: int, body: bytes, meta: Optional[Dict[str, Any]] = None, final: bool = False) -> None:
+        if self.seq is None:
+            self.seq = self.d.journal_append(self.c.id, None, encode_frame(kind, 0, body, meta), final=final)
+        else:
+            self.seq += 1
+            self.d.journal_append(self.c.id, self.seq, encode_frame(kind, self.seq, body, meta), final=final)
+
+    def _heartbeats(self, every: float) -> None:
+        while not self._done.wait(every):
+            try:
+                if self.d.heartbeat(self.c.id, self.worker_id):
+                    self.cancelled.set()
+                    return
+            except (FencingConflict, NotFound):
+                self.lost.set()
+                return
+            except Exception:
+                continue
+
+    def finish(self) -> None:
+        self._done.set()
+
+
+def run_worker(dispatch: Any, queue: str, registry: Dict[str, Callable[..., Any]], *, once: bool = False, retries: int = 1,
+               stop: Optional[threading.Event] = None, worker_id: Optional[str] = None, wait: float = 20.0, lease: float = 30.0) -> int:
+    """Serves `queue` until `stop` is set (or one job with `once`); returns the number of jobs run.
+
+    A plain function's JSON result is acked. A generator streams one VALUE frame per yield, then
+    END. A failure writes an ERROR frame and nacks, retried while attempt <= retries. The job's
+    lease is heartbeaten while it runs; a job cancelled meanwhile stops streaming."""
+    worker_id = worker_id or "%s:%d:py" % (socket.gethostname(), os.getpid())
+    stop = stop or threading.Event()
+    executed = 0
+    while not stop.is_set():
+        # Long-poll the plane, in slices short enough to notice `stop` promptly.
+        c = dispatch.claim(queue, worker_id, wait=min(wait, 2.0), lease=lease)
+        if c is None:
+            continue
+        executed += 1
+        _run_one(dispatch, c, worker_id, registry, retries, max(0.2, lease / 3))
+        if once:
+            break
+    return executed
+
+
+def _run_one(d: Any, c: Any, worker_id: str, registry: Dict[str, Callable[..., Any]], retries: int, heartbeat_s: float) -> None:
+    job = _Job(d, c, worker_id, heartbeat_s)
+    env: Dict[str, Any] = {}
+    try:
+        env = decode_envelope(c.envelope)
+        fn = registry.get(env["fn"])
+        if fn is None:
+            raise LookupError("function %r is not registered with this worker" % env["fn"])
+        out = fn(*env.get("args", []), **env.get("kwargs", {}))
+        result: Any = out
+        if inspect.isgenerator(out):
+            job.append(BEGIN, b"", {"attempt": c.attempt})
+            try:
+                while True:
+                    if job.cancelled.is_set() or job.lost.is_set():
+                        out.close()
+                        return
+                    job.append(VALUE, _json(next(out)))
+            except StopIteration as stop_it:
+                result = stop_it.value
+            job.append(END, b"", None, final=True)
+        if job.cancelled.is_set() or job.lost.is_set():
+            return
+        d.ack(c.id, worker_id, result=_json(result))
+    except (FencingConflict, NotFound):
+        return  # the lease was lost or the job cancelled: this attempt writes nothing more
+    except Exception as e:
+        max_retries = env.get("max_retries") if isinstance(env.get("max_retries"), int) else retries
+        retry = c.attempt <= max_retries
+        error = {"message": str(e), "type": type(e).__name__, "stack": traceback.format_exc()}
+        try:
+            job.append(ERROR, _json(error), {"attempt": c.attempt}, final=not retry)
+            d.nack(c.id, worker_id, error=error, retry=retry)
+        except (FencingConflict, NotFound):
+            return
+    finally:
+        job.finish()

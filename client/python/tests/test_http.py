@@ -1,0 +1,316 @@
+"""HttpDispatch and run_worker against a real `wrangler dev` (LAKESHORE_URL, LAKESHORE_TOKEN),
+plus interop with the Node CLI (LAKESHORE_NODE runs bin/lakeshore.mjs)."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import unittest
+import uuid
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import lakeshore as ls  # noqa: E402
+
+URL = os.environ.get("LAKESHORE_URL", "")
+TOKEN = os.environ.get("LAKESHORE_TOKEN", "")
+NODE = os.environ.get("LAKESHORE_NODE", "node")
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+HANDLERS = os.path.join(ROOT, "test", "fixtures", "handlers.mjs")
+
+
+def fresh_ns() -> str:
+    return "py" + uuid.uuid4().hex[:12]
+
+
+def client(ns: str = "") -> ls.HttpDispatch:
+    return ls.HttpDispatch(URL, token=TOKEN, namespace=ns or fresh_ns())
+
+
+def node_cli(ns: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    env = dict(os.environ, LAKESHORE_URL=URL, LAKESHORE_TOKEN=TOKEN, LAKESHORE_NAMESPACE=ns)
+    return subprocess.run([NODE, os.path.join(ROOT, "bin", "lakeshore.mjs"), *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@unittest.skipUnless(URL, "needs LAKESHORE_URL: run through `npm test -- python`, which starts wrangler dev")
+class Verbs(unittest.TestCase):
+    def test_submit_claim_ack_result(self):
+        d = client()
+        self.assertEqual(d.submit("q", b"payload", id="a", priority=1.5), "a")
+        self.assertEqual(d.count("q"), 1)
+        c = d.claim("q", "w")
+        self.assertEqual((c.id, c.envelope, c.attempt, c.queue), ("a", b"payload", 1, "q"))
+        self.assertIsNone(d.claim("q", "w"))
+        self.assertFalse(d.heartbeat("a", "w"))
+        d.ack("a", "w", result=b"answer")
+        self.assertEqual(d.result("a"), b"answer")
+        row = d.get("a")
+        self.assertEqual((row["state"], row["attempt"], row["worker_id"], row["result"], row["priority"]), ("succeeded", 1, "w", b"answer", 1.5))
+        self.assertIsNone(d.get("missing"))
+        self.assertEqual(d.count("q", "succeeded"), 1)
+
+    def test_nack_retry_and_fail(self):
+        d = client()
+        d.submit("q", b"x", id="a")
+        d.claim("q", "w")
+        d.nack("a", "w", error="flaky")
+        self.assertEqual(d.get("a")["state"], "queued")
+        self.assertEqual(d.claim("q", "w").attempt, 2)
+        d.nack("a", "w", error={"message": "bad", "type": "ValueError"}, retry=False)
+        with self.assertRaises(ls.InvocationFailed) as cm:
+            d.result("a")
+        self.assertEqual(cm.exception.error["type"], "ValueError")
+
+    def test_cancel(self):
+        d = client()
+        d.submit("q", b"x", id="a")
+        self.assertTrue(d.cancel("a"))
+        self.assertFalse(d.cancel("a"))
+        with self.assertRaises(ls.InvocationCancelled):
+            d.result("a")
+
+    def test_idempotent_submit_on_key(self):
+        d = client()
+        self.assertEqual(d.submit("q", b"x", id="first", key="order-1"), "first")
+        self.assertEqual(d.submit("q", b"y", id="second", key="order-1"), "first")
+        self.assertEqual(d.count("q"), 1)
+
+    def test_fencing_rejects_a_stale_worker(self):
+        d = client()
+        d.submit("q", b"x", id="a")
+        d.claim("q", "A", lease=0.05)
+        time.sleep(0.15)
+        self.assertEqual(d.claim("q", "B").attempt, 2)
+        for call in (lambda: d.ack("a", "A", result=b"stale"), lambda: d.nack("a", "A", error="stale"), lambda: d.heartbeat("a", "A")):
+            with self.assertRaises(ls.FencingConflict):
+                call()
+        self.assertEqual(d.get("a")["worker_id"], "B")
+
+    def test_errors_are_classes(self):
+        d = client()
+        with self.assertRaises(ls.BadRequest):
+            d.submit("q", b"x", id="")
+        with self.assertRaises(ls.BadRequest):
+            d.submit("q", b"x", id="a", priority=float("nan"))
+        with self.assertRaises(ls.NotFound):
+            d.ack("ghost", "w")
+        with self.assertRaises(ls.PayloadTooLarge):
+            d.submit("q", b"x" * ((1 << 20) + 1), id="big")
+        with self.assertRaises(ls.Unauthorized):
+            ls.HttpDispatch(URL, token="wrong", namespace=d.namespace).count("q")
+        d.submit("q", b"x", id="slow")
+        with self.assertRaises(ls.Timeout):
+            d.result("slow", timeout=0.05)
+        with self.assertRaises(TimeoutError):  # Timeout is also the builtin TimeoutError
+            d.result("slow", timeout=0.05)
+
+
+@unittest.skipUnless(URL, "needs LAKESHORE_URL")
+class Waits(unittest.TestCase):
+    def test_result_blocks_until_the_ack(self):
+        d = client()
+        d.submit("q", b"x", id="a")
+        worker = client(d.namespace)
+
+        def work():
+            time.sleep(0.3)
+            c = worker.claim("q", "w")
+            worker.ack(c.id, "w", result=b"late")
+
+        t = threading.Thread(target=work)
+        t.start()
+        t0 = time.monotonic()
+        self.assertEqual(d.result("a", timeout=10), b"late")
+        self.assertGreater(time.monotonic() - t0, 0.25)
+        t.join()
+
+    def test_claim_waits_for_a_submit(self):
+        d = client()
+        threading.Timer(0.3, lambda: client(d.namespace).submit("q", b"x", id="late")).start()
+        c = d.claim("q", "w", wait=10)
+        self.assertEqual(c.id, "late")
+
+    def test_journal_read_is_live_and_ends_at_the_final_frame(self):
+        d = client()
+        d.submit("q", b"x", id="a")
+        d.claim("q", "w")
+        seen = []
+
+        def read():
+            for seq, frame in client(d.namespace).journal_read("a", timeout=20):
+                seen.append((seq, ls.decode_frame(frame)))
+
+        t = threading.Thread(target=read)
+        t.start()
+        for i in range(3):
+            self.assertEqual(d.journal_append("a", i, ls.encode_frame(ls.VALUE, i, b"v%d" % i)), i)
+            time.sleep(0.1)
+        self.assertEqual([s for s, _ in seen], [0, 1, 2])  # arrived while the job runs
+        self.assertEqual(d.journal_append("a", 2, ls.encode_frame(ls.VALUE, 2, b"v2")), 2)  # a retry is absorbed
+        d.journal_append("a", 3, ls.encode_frame(ls.END, 3, b""), final=True)
+        t.join(20)
+        self.assertEqual([(s, f[0], f[2]) for s, f in seen], [(0, 0, b"v0"), (1, 0, b"v1"), (2, 0, b"v2"), (3, 3, b"")])
+
+    def test_journal_read_resumes_after_dropped_connections(self):
+        d = client()
+        d.submit("q", b"x", id="a")
+        d.claim("q", "w")
+        proxy = CuttingProxy(URL, cuts=3)
+        reader = ls.HttpDispatch(proxy.url, token=TOKEN, namespace=d.namespace)
+        seen = []
+        t = threading.Thread(target=lambda: seen.extend(s for s, _ in reader.journal_read("a", timeout=30)))
+        t.start()
+        for i in range(6):
+            d.journal_append("a", i, ls.encode_frame(ls.VALUE, i, b"v"))
+            time.sleep(0.08)
+        d.journal_append("a", 6, ls.encode_frame(ls.END, 6, b""), final=True)
+        t.join(30)
+        proxy.close()
+        self.assertEqual(proxy.cut, 3)
+        self.assertEqual(seen, [0, 1, 2, 3, 4, 5, 6])
+
+    def test_trim_falls_back_to_the_row(self):
+        d = client()
+        d.submit("q", b"x", id="a")
+        d.claim("q", "w")
+        for i in range(4):
+            d.journal_append("a", i, ls.encode_frame(ls.CHUNK, i, b"c"))
+        d.ack("a", "w", result=b"whole")
+        self.assertEqual(d.journal_trim("a", keep_last=1), 3)
+        self.assertEqual([s for s, _ in d.journal_read("a")], [3])
+        self.assertEqual(d.result("a"), b"whole")
+
+
+@unittest.skipUnless(URL, "needs LAKESHORE_URL")
+class Worker(unittest.TestCase):
+    def test_generator_streams_values_then_end(self):
+        d = client()
+
+        def count(n):
+            for i in range(n):
+                yield i
+            return n
+
+        d.submit("q", ls.encode_envelope("count", [3]), id="g")
+        self.assertEqual(ls.run_worker(d, "q", {"count": count}, once=True), 1)
+        frames = [ls.decode_frame(f) for _, f in d.journal_read("g", timeout=10)]
+        self.assertEqual([f[0] for f in frames], [ls.BEGIN, ls.VALUE, ls.VALUE, ls.VALUE, ls.END])
+        self.assertEqual([json.loads(f[2]) for f in frames if f[0] == ls.VALUE], [0, 1, 2])
+        self.assertEqual(json.loads(d.result("g")), 3)
+
+    def test_failures_retry_while_attempt_within_retries(self):
+        d = client()
+        calls = []
+
+        def flaky():
+            calls.append(1)
+            raise RuntimeError("attempt %d fails" % len(calls))
+
+        d.submit("q", ls.encode_envelope("flaky"), id="f")
+        stop = threading.Event()
+        t = threading.Thread(target=ls.run_worker, args=(d, "q", {"flaky": flaky}), kwargs={"retries": 1, "stop": stop})
+        t.start()
+        with self.assertRaises(ls.InvocationFailed) as cm:
+            d.result("f", timeout=20)
+        stop.set()
+        t.join(10)
+        self.assertEqual(len(calls), 2)
+        self.assertEqual(d.get("f")["attempt"], 2)
+        self.assertEqual(cm.exception.error["type"], "RuntimeError")
+        kinds = [ls.decode_frame(f)[0] for _, f in d.journal_read("f", timeout=5)]
+        self.assertEqual(kinds, [ls.ERROR, ls.ERROR])
+
+
+@unittest.skipUnless(URL, "needs LAKESHORE_URL")
+class Interop(unittest.TestCase):
+    def test_node_producer_python_worker(self):
+        ns = fresh_ns()
+        sub = node_cli(ns, "submit", "jobs", "count", "[3]")
+        self.assertEqual(sub.returncode, 0, sub.stderr)
+        inv = sub.stdout.strip()
+
+        def count(n):
+            for i in range(n):
+                yield i * 10
+            return "done"
+
+        d = client(ns)
+        tail = subprocess.Popen([NODE, os.path.join(ROOT, "bin", "lakeshore.mjs"), "--json", "tail", inv], env=dict(os.environ, LAKESHORE_URL=URL, LAKESHORE_TOKEN=TOKEN, LAKESHORE_NAMESPACE=ns), stdout=subprocess.PIPE, text=True)
+        self.assertEqual(ls.run_worker(d, "jobs", {"count": count}, once=True), 1)
+        out, _ = tail.communicate(timeout=30)
+        values = [json.loads(l)["body"] for l in out.splitlines() if json.loads(l)["kind"] == "VALUE"]
+        self.assertEqual(values, [0, 10, 20])  # the Node tail saw the Python worker's frames
+        res = node_cli(ns, "--json", "result", inv)
+        self.assertEqual(json.loads(res.stdout)["result"], "done")
+
+    def test_python_producer_node_worker(self):
+        d = client()
+        d.submit("jobs", ls.encode_envelope("count", [3, 50]), id="n1")
+        worker = subprocess.Popen([NODE, os.path.join(ROOT, "bin", "lakeshore.mjs"), "worker", "once", "--queue", "jobs", "--module", HANDLERS],
+                                  env=dict(os.environ, LAKESHORE_URL=URL, LAKESHORE_TOKEN=TOKEN, LAKESHORE_NAMESPACE=d.namespace), stderr=subprocess.DEVNULL)
+        frames = [ls.decode_frame(f) for _, f in d.journal_read("n1", timeout=30)]
+        self.assertEqual([json.loads(f[2]) for f in frames if f[0] == ls.VALUE], [0, 1, 2])  # Node's frames, read by Python
+        self.assertEqual(json.loads(d.result("n1", timeout=30)), 3)
+        self.assertEqual(worker.wait(30), 0)
+        d.submit("jobs", ls.encode_envelope("add", [2, 3]), id="n2")
+        self.assertEqual(node_cli(d.namespace, "worker", "once", "--queue", "jobs", "--module", HANDLERS).returncode, 0)
+        self.assertEqual(json.loads(d.result("n2")), 5)
+
+
+class CuttingProxy:
+    """A loopback TCP proxy that cuts the first `cuts` connections right after forwarding a frame event."""
+
+    def __init__(self, upstream: str, cuts: int):
+        host, port = upstream.split("//")[1].split(":")
+        self.up = (host, int(port))
+        self.left = cuts
+        self.cut = 0
+        self.lock = threading.Lock()
+        self.srv = socket.socket()
+        self.srv.bind(("127.0.0.1", 0))
+        self.srv.listen(16)
+        self.url = "http://127.0.0.1:%d" % self.srv.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                down, _ = self.srv.accept()
+            except OSError:
+                return
+            up = socket.create_connection(self.up)
+            threading.Thread(target=self._pump, args=(down, up, False), daemon=True).start()
+            threading.Thread(target=self._pump, args=(up, down, True), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, watch: bool) -> None:
+        seen = b""
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+                seen += data
+                if watch and b"event: frame" in seen:
+                    with self.lock:
+                        if self.left > 0:
+                            self.left -= 1
+                            self.cut += 1
+                            break
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def close(self) -> None:
+        self.srv.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
