@@ -46,6 +46,8 @@ export interface ReadOptions {
 export interface DispatchPlane {
   readonly namespace: string;
   submit(queue: string, envelope: Uint8Array, opts: SubmitOptions): Promise<string>;
+  /** Submits many in one request; each item keeps its own id, key and idempotency, and fails alone. */
+  submitMany(queue: string, items: { envelope: Uint8Array; opts: SubmitOptions }[]): Promise<({ id: string } | { error: Error })[]>;
   claim(queue: string, workerId: string, opts?: ClaimOptions): Promise<Claimed | null>;
   claimMany(queue: string, workerId: string, max: number, opts?: ClaimOptions): Promise<Claimed[]>;
   ack(id: string, workerId: string, opts?: HolderOptions & { result?: Uint8Array | null }): Promise<void>;

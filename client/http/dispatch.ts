@@ -13,6 +13,7 @@ import type { State } from '../../src/core/states.ts';
 import type { Claimed, Frame, HeartbeatAnswer, Invocation, InvocationError, JournalFrame } from '../../src/core/types.ts';
 import { errorFor, InvocationCancelledError, InvocationFailedError, LakeshoreError, TimeoutError } from '../errors.ts';
 import type { AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, ReadOptions, SubmitOptions } from '../types.ts';
+import { Batcher } from './batcher.ts';
 import { sseEvents } from './sse.ts';
 
 export interface HttpDispatchOptions {
@@ -21,7 +22,12 @@ export interface HttpDispatchOptions {
   /** Per-request timeout in ms, on top of any wait the request asks the plane for. Default 30 s. */
   timeout?: number;
   fetch?: typeof fetch;
+  /** Merge concurrent submits and acks into batch requests (default true). */
+  coalesce?: boolean;
 }
+
+type SubmitItem = { envelope: Uint8Array; opts: SubmitOptions };
+type AckItem = { id: string; workerId: string; attempt: number | null; result: Uint8Array | null };
 
 /** The longest single long-poll; longer waits are made of several. */
 const SLICE_MS = 50_000;
@@ -47,6 +53,9 @@ export class HttpDispatch implements DispatchPlane {
   /** id -> the claim this client made, so appends can be fenced without the caller repeating it. */
   private readonly claims = new Map<string, { workerId: string; attempt: number }>();
   private readonly open = new Set<AbortController>();
+  private readonly coalesce: boolean;
+  private readonly submitters = new Map<string, Batcher<SubmitItem, string>>();
+  private readonly ackers = new Map<string, Batcher<AckItem, undefined>>();
 
   constructor(baseUrl: string, opts: HttpDispatchOptions = {}) {
     this.baseUrl = baseUrl.replace(/\/+$/, '');
@@ -54,17 +63,46 @@ export class HttpDispatch implements DispatchPlane {
     this.token = opts.token;
     this.timeout = opts.timeout ?? 30_000;
     this.fetchImpl = opts.fetch ?? globalThis.fetch.bind(globalThis);
+    this.coalesce = opts.coalesce ?? true;
   }
 
   // ------------------------------------------------------------ producers
 
   async submit(queue: string, envelope: Uint8Array, opts: SubmitOptions): Promise<string> {
+    if (this.coalesce) {
+      if (opts.priority !== undefined && !Number.isFinite(opts.priority)) throw errorFor('bad_request', 'priority must be a finite number');
+      let b = this.submitters.get(queue);
+      if (!b) {
+        b = new Batcher((items) => this.submitBatch(queue, items));
+        this.submitters.set(queue, b);
+      }
+      return b.add({ envelope, opts });
+    }
     const out = await this.call('POST', `/queues/${enc(queue)}/invocations`, {
       id: opts.id, envelope: toBase64(envelope), key: opts.key ?? null, priority: opts.priority ?? 0, parent: opts.parent ?? null,
     });
     const id = String(out.id);
     this.hint(id, queue);
     return id;
+  }
+
+  private async submitBatch(queue: string, items: SubmitItem[]) {
+    const out = await this.submitMany(queue, items);
+    return out.map((r) => ('id' in r ? { ok: true as const, value: r.id } : { ok: false as const, error: r.error }));
+  }
+
+  async submitMany(queue: string, items: { envelope: Uint8Array; opts: SubmitOptions }[]): Promise<({ id: string } | { error: Error })[]> {
+    const out = await this.call('POST', `/queues/${enc(queue)}/invocations/batch`, {
+      items: items.map(({ envelope, opts }) => ({ id: opts.id, envelope: toBase64(envelope), key: opts.key ?? null, priority: opts.priority ?? 0, parent: opts.parent ?? null })),
+    });
+    return (out.results as Json[]).map((r) => {
+      if (r.error) {
+        const e = r.error as { code: string; message: string };
+        return { error: errorFor(e.code, e.message) };
+      }
+      this.hint(String(r.id), queue);
+      return { id: String(r.id) };
+    });
   }
 
   async cancel(id: string): Promise<boolean> {
@@ -145,10 +183,33 @@ export class HttpDispatch implements DispatchPlane {
   }
 
   async ack(id: string, workerId: string, opts: HolderOptions & { result?: Uint8Array | null } = {}): Promise<void> {
-    await this.call('POST', `/invocations/${enc(id)}/ack${this.q(id)}`, {
-      worker_id: workerId, attempt: this.attemptOf(id, workerId, opts.attempt), result: opts.result ? toBase64(opts.result) : null,
-    });
+    const attempt = this.attemptOf(id, workerId, opts.attempt);
+    const queue = this.queues.get(id);
+    if (this.coalesce && queue) {
+      let b = this.ackers.get(queue);
+      if (!b) {
+        b = new Batcher((items) => this.ackBatch(queue, items));
+        this.ackers.set(queue, b);
+      }
+      await b.add({ id, workerId, attempt, result: opts.result ?? null });
+    } else {
+      await this.call('POST', `/invocations/${enc(id)}/ack${this.q(id)}`, { worker_id: workerId, attempt, result: opts.result ? toBase64(opts.result) : null });
+    }
     this.claims.delete(id);
+  }
+
+  /** Acks many invocations of one queue in one request; each is fenced on its own and fails alone. */
+  private async ackBatch(queue: string, items: AckItem[]) {
+    const out = await this.call('POST', `/queues/${enc(queue)}/ack`, {
+      items: items.map((a) => ({ id: a.id, worker_id: a.workerId, attempt: a.attempt, result: a.result ? toBase64(a.result) : null })),
+    });
+    return (out.results as Json[]).map((r) => {
+      if (r.error) {
+        const e = r.error as { code: string; message: string };
+        return { ok: false as const, error: errorFor(e.code, e.message) as Error };
+      }
+      return { ok: true as const, value: undefined };
+    });
   }
 
   async nack(id: string, workerId: string, opts: HolderOptions & { error: string | { message: string; [k: string]: unknown }; retry?: boolean }): Promise<void> {

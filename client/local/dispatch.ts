@@ -74,6 +74,11 @@ export class Dispatch implements DispatchPlane {
     return verb(this.engine.submit(this.namespace, queue, { id: opts.id, envelope, key: opts.key, priority: opts.priority, parent: opts.parent }).then((s) => s.id));
   }
 
+  async submitMany(queue: string, items: { envelope: Uint8Array; opts: SubmitOptions }[]): Promise<({ id: string } | { error: Error })[]> {
+    const out = await verb(this.engine.submitMany(this.namespace, queue, items.map(({ envelope, opts }) => ({ id: opts.id, envelope, key: opts.key, priority: opts.priority, parent: opts.parent }))));
+    return out.map((r) => (r.ok ? { id: r.value.id } : { error: asClientError(r.error) as Error }));
+  }
+
   cancel(id: string): Promise<boolean> {
     return verb(this.engine.cancel(this.namespace, id));
   }

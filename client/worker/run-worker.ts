@@ -56,26 +56,39 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
   let claimedOnce = false;
   const claimWait = opts.claimWaitMs ?? 20_000;
 
-  const slot = async (n: number) => {
-    let turn = n;
+  // One claimer fills every free slot with one claim request (claimMany), so a busy worker
+  // costs one round trip per batch of jobs, not one per job.
+  const running = new Set<Promise<void>>();
+  let free = opts.once ? 1 : concurrency;
+  const claimer = async () => {
+    let turn = 0;
     while (!stop.aborted && !(opts.once && claimedOnce)) {
+      if (free === 0) {
+        await Promise.race(running);
+        continue;
+      }
       const pool = pools[turn++ % pools.length]!;
       // With several pools, wait briefly on each in turn; with one, wait long.
       const waitMs = pools.length === 1 ? claimWait : Math.min(claimWait, 1_000);
-      const c = await d.claim(pool, workerId, { waitMs, leaseMs: leaseMs ?? undefined, signal: stop });
-      if (!c) continue;
-      if (opts.once && claimedOnce) {
-        await d.nack(c.id, workerId, { attempt: c.attempt, error: 'worker ran once already', retry: true });
-        break;
+      const got = await d.claimMany(pool, workerId, free, { waitMs, leaseMs: leaseMs ?? undefined, signal: stop });
+      for (const c of got) {
+        claimedOnce = true;
+        executed++;
+        free--;
+        const job: Promise<void> = runJob(c, jobOpts)
+          .then((outcome) => opts.onJob?.(c.id, outcome))
+          .catch((e: unknown) => log(`job ${c.id}: ${e instanceof Error ? e.message : String(e)}`))
+          .finally(() => {
+            free++;
+            running.delete(job);
+          });
+        running.add(job);
       }
-      claimedOnce = true;
-      executed++;
-      const outcome = await runJob(c, jobOpts);
-      opts.onJob?.(c.id, outcome);
     }
+    await Promise.all(running);
   };
 
-  const slots = Promise.all(Array.from({ length: opts.once ? 1 : concurrency }, (_, i) => slot(i)));
+  const slots = claimer();
   const grace = opts.graceMs ?? 30_000;
   const onStop = () => {
     log(`stopping: no more claims; waiting up to ${grace} ms for running jobs`);

@@ -223,6 +223,12 @@ export class Engine {
     return { absorbed: out.absorbed };
   }
 
+  /** Acks many; each item is fenced on its own, and a stale item fails alone. */
+  async ackMany(ns: string, items: (HolderRequest & { id: unknown; result?: unknown })[]): Promise<Settled<{ absorbed: boolean }>[]> {
+    if (items.length > this.limits.maxBatch) throw badRequest(`a batch holds at most ${this.limits.maxBatch} items`);
+    return Promise.all(items.map((it) => settle(this.ack(ns, it.id, it))));
+  }
+
   async nack(ns: string, id: unknown, req: HolderRequest & { error: unknown; retry?: unknown }): Promise<{ state: 'queued' | 'failed'; absorbed: boolean }> {
     const invId = v.id(id, this.limits);
     const error = this.errorInput(req.error);

@@ -34,6 +34,7 @@ const Holder = {
 };
 
 export const AckBody = z.strictObject({ ...Holder, result: opt(b64) });
+export const AckManyBody = z.strictObject({ items: z.array(z.strictObject({ id: z.string(), ...Holder, result: opt(b64) })) });
 export const NackBody = z.strictObject({
   ...Holder,
   error: z.union([z.string(), z.looseObject({ message: z.string() })]),

@@ -89,6 +89,13 @@ export class QueueObject extends DurableObject<Env> {
     return this.run(ns, queue, () => this.engine.ack(ns, id, { ...req, queue }));
   }
 
+  ackMany(ns: string, queue: string, items: (HolderRequest & { id: string; result?: unknown })[]) {
+    return this.run(ns, queue, async () => {
+      const out = await this.engine.ackMany(ns, items.map((it) => ({ ...it, queue })));
+      return out.map((r) => (r.ok ? { ok: true as const, value: r.value } : { ok: false as const, code: r.error.code, message: r.error.message }));
+    });
+  }
+
   nack(ns: string, queue: string, id: string, req: HolderRequest & { error: unknown; retry?: unknown }) {
     return this.run(ns, queue, () => this.engine.nack(ns, id, { ...req, queue }));
   }

@@ -114,6 +114,33 @@ export function conformance(planeName: string, makePlane: PlaneFactory) {
         expect(Date.now() - t0).toBeLessThan(2_000);
       });
 
+      it('submitMany keeps each item’s own id, key and idempotency, and a bad item fails alone', async () => {
+        await d.submit('q', bytes('x'), { id: 'old', key: 'k-old' });
+        const out = await d.submitMany('q', [
+          { envelope: bytes('a'), opts: { id: 'a' } },
+          { envelope: bytes('b'), opts: { id: 'b', key: 'k-old' } },
+          { envelope: bytes('c'), opts: { id: '' } },
+          { envelope: bytes('d'), opts: { id: 'd', priority: 2 } },
+        ]);
+        expect(out[0]).toEqual({ id: 'a' });
+        expect(out[1]).toEqual({ id: 'old' });
+        expect((out[2] as { error: Error }).error).toBeInstanceOf(BadRequestError);
+        expect(out[3]).toEqual({ id: 'd' });
+        expect(await d.count('q')).toBe(3);
+        expect((await d.claim('q', 'w'))!.id).toBe('d');
+      });
+
+      it('concurrent submits and acks each get their own answer; a stale ack fails alone', async () => {
+        const ids = await Promise.all(Array.from({ length: 6 }, (_, i) => d.submit('q', bytes('x'), { id: `c${i}` })));
+        expect(ids).toEqual(['c0', 'c1', 'c2', 'c3', 'c4', 'c5']);
+        const got = await d.claimMany('q', 'w', 6);
+        const acks = await Promise.allSettled(got.map((c, i) => d.ack(c.id, i === 2 ? 'intruder' : 'w', { result: bytes(c.id) })));
+        expect(acks.map((a) => a.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'fulfilled', 'fulfilled', 'fulfilled']);
+        expect((acks[2] as PromiseRejectedResult).reason).toBeInstanceOf(FencingConflictError);
+        expect(await d.count('q', 'succeeded')).toBe(5);
+        expect(text(await d.result('c0'))).toBe('c0');
+      });
+
       it('claimMany claims up to max in claim order', async () => {
         for (let i = 0; i < 5; i++) await d.submit('q', bytes('x'), { id: `j${i}` });
         expect((await d.claimMany('q', 'w', 3)).map((c) => c.id)).toEqual(['j0', 'j1', 'j2']);

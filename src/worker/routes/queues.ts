@@ -2,10 +2,10 @@
 import { Hono } from 'hono';
 import * as v from '../../core/validate.ts';
 import { unwrap } from '../../durable/result.ts';
-import { bytesField, MAX_BATCH_BODY_BYTES, readJson } from '../body.ts';
+import { bytesField, MAX_BATCH_BODY_BYTES, optBytes, readJson } from '../body.ts';
 import { claimedJson } from '../json.ts';
 import { nsParam, queueObject, reader, type App, type Ctx } from '../plane.ts';
-import { ClaimBody, QueueSettingsBody, SubmitBody, SubmitManyBody } from '../../core/wire.ts';
+import { AckManyBody, ClaimBody, QueueSettingsBody, SubmitBody, SubmitManyBody } from '../../core/wire.ts';
 
 const queueParam = (c: Ctx) => v.queue(c.req.param('queue'), reader(c).limits);
 
@@ -36,6 +36,14 @@ export const queues = new Hono<App>()
       queueObject(c, ns, queue).claim(ns, queue, { workerId: b.worker_id, kind: b.kind, temperature: b.temperature, leaseMs: b.lease_ms, waitMs: b.wait_ms, max: b.max }),
     );
     return c.json({ claimed: got.map(claimedJson) });
+  })
+  .post('/:queue/ack', async (c) => {
+    const ns = nsParam(c);
+    const queue = queueParam(c);
+    const body = await readJson(c, AckManyBody, MAX_BATCH_BODY_BYTES);
+    const items = body.items.map((a) => ({ id: a.id, workerId: a.worker_id, attempt: a.attempt, result: optBytes('result', a.result) }));
+    const out = await unwrap(queueObject(c, ns, queue).ackMany(ns, queue, items));
+    return c.json({ results: out.map((r) => (r.ok ? { ok: true, absorbed: r.value.absorbed } : { error: { code: r.code, message: r.message } })) });
   })
   .get('/:queue/count', async (c) => {
     const ns = nsParam(c);

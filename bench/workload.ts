@@ -1,0 +1,178 @@
+/**
+ * The common benchmark workload (../shared/bench/WORKLOAD.md) against lakeshore. Prints exactly
+ * one JSON line on stdout per run; progress goes to stderr.
+ *
+ *   node bench/workload.ts --system=lakeshore-local|lakeshore-edge [--mode=throughput|idle]
+ *        [--enqueue=single|bulk] [--n=20000] [--p=8] [--w=8] [--payload=100] [--batch=100]
+ *        [--idle-n=500] [--d1-delay-ms=0] [--label=...]
+ *
+ * The coordinator is the producer (P loops); the worker is a forked child process running
+ * runWorker with concurrency W and a no-op handler, as in a real deployment. Enqueue time is taken
+ * just before the enqueue call, start time as the handler's first statement; the clock offset
+ * between the processes is estimated by IPC ping-pong and subtracted.
+ */
+import { fork } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Dispatch, HttpDispatch, runWorker, encodeEnvelope, type DispatchPlane } from '../client/index.ts';
+// @ts-expect-error plain JS helper shared with `npm start`
+import { newToken, startPlane } from '../scripts/plane.mjs';
+
+const now = () => performance.timeOrigin + performance.now();
+const arg = (name: string, dflt: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? dflt;
+const O = {
+  system: arg('system', 'lakeshore-local'), mode: arg('mode', 'throughput'), enqueue: arg('enqueue', 'single'),
+  n: Number(arg('n', '20000')), p: Number(arg('p', '8')), w: Number(arg('w', '8')), payload: Number(arg('payload', '100')),
+  batch: Number(arg('batch', '100')), idleN: Number(arg('idle-n', '500')), d1DelayMs: Number(arg('d1-delay-ms', '0')),
+  label: arg('label', ''), role: arg('role', 'coord'),
+};
+const TOTAL = O.mode === 'idle' ? O.idleN : O.n;
+const log = (...a: unknown[]) => console.error(`[${O.role}]`, ...a);
+const pct = (s: number[], p: number) => (s.length ? +s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))]!.toFixed(3) : null);
+
+function planeFor(conn: { kind: string; path?: string; url?: string; token?: string; ns: string }): DispatchPlane {
+  return conn.kind === 'local' ? new Dispatch(conn.path!, { namespace: conn.ns }) : new HttpDispatch(conn.url!, { token: conn.token, namespace: conn.ns, timeout: 120_000 });
+}
+
+// ---------------------------------------------------------------- worker role
+async function worker() {
+  const conn = JSON.parse(arg('conn', '{}'));
+  const d = planeFor(conn);
+  const starts = new Float64Array(TOTAL).fill(NaN);
+  const counts = new Uint16Array(TOTAL);
+  const stop = new AbortController();
+  const idle = O.mode === 'idle';
+  const noop = (seq: number) => {
+    const t = now();
+    if ((counts[seq] = (counts[seq] ?? 0) + 1) === 1) starts[seq] = t;
+    if (idle) process.send!({ type: 'start', seq, t });
+  };
+  process.on('message', (m: { type: string; t0?: number }) => {
+    if (m.type === 'ping') process.send!({ type: 'pong', t0: m.t0, tc: now() });
+    else if (m.type === 'report') process.send!({ type: 'report', starts: Array.from(starts), counts: Array.from(counts) });
+    else if (m.type === 'stop') stop.abort();
+  });
+  const running = runWorker(conn.queue, { dispatch: d, registry: { noop }, concurrency: O.w, stop: stop.signal, workerId: `bench-${process.pid}`, graceMs: 5_000, claimWaitMs: 2_000 });
+  process.send!({ type: 'ready' });
+  await running;
+  await d.close();
+  process.send!({ type: 'stopped' });
+  setTimeout(() => process.exit(0), 50);
+}
+
+// ---------------------------------------------------------------- coordinator role
+async function coordinator() {
+  const result: Record<string, unknown> = {
+    system: O.system, mode: O.mode, enqueue: O.mode === 'idle' ? 'single' : O.enqueue, N: TOTAL, P: O.mode === 'idle' ? 1 : O.p, W: O.w,
+    payload_bytes: O.payload, batch: O.enqueue === 'bulk' && O.mode !== 'idle' ? O.batch : null, label: O.label || undefined, node: process.version,
+    d1_delay_ms: O.system === 'lakeshore-edge' ? O.d1DelayMs : undefined,
+  };
+  const dir = mkdtempSync(join(tmpdir(), 'lakeshore-bench-'));
+  const ns = `bench${Date.now().toString(36)}`;
+  const queue = 'bench';
+  let plane: { url: string; stop: () => Promise<void> } | null = null;
+  let conn: Record<string, unknown>;
+  if (O.system === 'lakeshore-local') conn = { kind: 'local', path: join(dir, 'dispatch.sqlite'), ns, queue };
+  else {
+    const token = newToken('lsk_bench_');
+    plane = await startPlane({ node: process.execPath, env: process.env, persistTo: dir, vars: { LAKESHORE_TOKEN: token, SIMULATED_D1_DELAY_MS: String(O.d1DelayMs) } });
+    conn = { kind: 'edge', url: plane!.url, token, ns, queue };
+  }
+  const d = planeFor(conn as never);
+  const child = fork(new URL(import.meta.url).pathname, [...process.argv.slice(2), '--role=worker', `--conn=${JSON.stringify(conn)}`], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const inbox = new Map<string, (m: any) => void>();
+  const buffered = new Map<string, any>();
+  child.on('message', (m: any) => {
+    const key = m.type === 'start' ? `start:${m.seq}` : m.type;
+    const w = inbox.get(key);
+    if (w) { inbox.delete(key); w(m); } else buffered.set(key, m);
+  });
+  const next = (key: string) => new Promise<any>((r) => { if (buffered.has(key)) { const m = buffered.get(key); buffered.delete(key); r(m); } else inbox.set(key, r); });
+  await next('ready');
+  let best = { rtt: Infinity, off: 0 };
+  for (let i = 0; i < 50; i++) {
+    const t0 = now();
+    const pong = next('pong');
+    child.send({ type: 'ping', t0 });
+    const m = await pong;
+    const t1 = now();
+    if (t1 - t0 < best.rtt) best = { rtt: t1 - t0, off: m.tc - (t0 + t1) / 2 };
+  }
+  result.clock_offset_ms = +best.off.toFixed(3);
+
+  const pad = 'x'.repeat(O.payload);
+  const env = (seq: number) => encodeEnvelope({ fn: 'noop', args: [seq, pad] });
+  const tEnq = new Float64Array(TOTAL).fill(NaN);
+  let tFirst = 0;
+  if (O.mode === 'throughput') {
+    let nextSeq = 0;
+    tFirst = now();
+    await Promise.all(Array.from({ length: O.p }, async () => {
+      while (nextSeq < TOTAL) {
+        if (O.enqueue === 'single') {
+          const seq = nextSeq++;
+          tEnq[seq] = now();
+          await d.submit(queue, env(seq), { id: `j${seq}` });
+        } else {
+          const from = nextSeq;
+          const to = Math.min(TOTAL, from + O.batch);
+          nextSeq = to;
+          const t = now();
+          const items = [];
+          for (let s = from; s < to; s++) { tEnq[s] = t; items.push({ envelope: env(s), opts: { id: `j${s}` } }); }
+          await d.submitMany(queue, items);
+        }
+      }
+    }));
+    result.enqueue_s = +((now() - tFirst) / 1000).toFixed(3);
+    log(`enqueued ${TOTAL} in ${result.enqueue_s}s`);
+    for (;;) {
+      if ((await d.count(queue, 'succeeded')) >= TOTAL) break;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    result.drain_s = +((now() - tFirst) / 1000).toFixed(3);
+    result.throughput_jobs_per_s = +(TOTAL / (result.drain_s as number)).toFixed(1);
+  } else {
+    tFirst = now();
+    for (let seq = 0; seq < TOTAL; seq++) {
+      const started = next(`start:${seq}`);
+      tEnq[seq] = now();
+      await d.submit(queue, env(seq), { id: `j${seq}` });
+      await started;
+      await new Promise((r) => setTimeout(r, Math.random() * 50));
+    }
+  }
+  const report = next('report');
+  child.send({ type: 'report' });
+  const rep = await report;
+  const lat: number[] = [];
+  let dup = 0;
+  let missing = 0;
+  for (let s = 0; s < TOTAL; s++) {
+    const c = rep.counts[s];
+    if (c === 0) missing++;
+    else if (c > 1) dup += c - 1;
+    if (c > 0) lat.push(rep.starts[s] - best.off - tEnq[s]!);
+  }
+  lat.sort((a, b) => a - b);
+  const succeeded = await d.count(queue, 'succeeded');
+  result.latency_ms = { p50: pct(lat, 50), p95: pct(lat, 95), p99: pct(lat, 99), max: pct(lat, 100), samples: lat.length };
+  result.completion = { duplicates: dup, missing, store_succeeded: succeeded };
+  result.exactly_once = dup === 0 && missing === 0 && succeeded === TOTAL;
+  if (plane) {
+    const s = await fetch(`${plane.url}/v1/ns/${ns}/queues/${queue}/stats`, { headers: { authorization: `Bearer ${(conn as { token: string }).token}` } }).then((r) => r.json() as Promise<{ read: number; written: number; batches: number; plans: number }>);
+    result.d1 = { rows_read_per_job: +(s.read / TOTAL).toFixed(2), rows_written_per_job: +(s.written / TOTAL).toFixed(2), plans_per_batch: +(s.plans / Math.max(1, s.batches)).toFixed(2) };
+  }
+  const stopped = next('stopped');
+  child.send({ type: 'stop' });
+  await Promise.race([stopped, new Promise((r) => setTimeout(r, 10_000))]);
+  await d.close();
+  if (plane) await plane.stop();
+  rmSync(dir, { recursive: true, force: true });
+  console.log(JSON.stringify(result));
+  process.exit(0);
+}
+
+if (O.role === 'worker') await worker();
+else await coordinator();
