@@ -161,8 +161,9 @@ async function coordinator() {
   result.completion = { duplicates: dup, missing, store_succeeded: succeeded };
   result.exactly_once = dup === 0 && missing === 0 && succeeded === TOTAL;
   if (plane) {
-    const s = await fetch(`${plane.url}/v1/ns/${ns}/queues/${queue}/stats`, { headers: { authorization: `Bearer ${(conn as { token: string }).token}` } }).then((r) => r.json() as Promise<{ read: number; written: number; batches: number; plans: number }>);
-    result.d1 = { rows_read_per_job: +(s.read / TOTAL).toFixed(2), rows_written_per_job: +(s.written / TOTAL).toFixed(2), plans_per_batch: +(s.plans / Math.max(1, s.batches)).toFixed(2) };
+    const s = await fetch(`${plane.url}/v1/ns/${ns}/queues/${queue}/stats`, { headers: { authorization: `Bearer ${(conn as { token: string }).token}` } }).then((r) => r.json() as Promise<{ read: number; written: number; batches: number; plans: number; d1_ms: number }>);
+    result.d1 = {
+      ms_per_batch: +(s.d1_ms / Math.max(1, s.batches)).toFixed(2), batches: s.batches, rows_read_per_job: +(s.read / TOTAL).toFixed(2), rows_written_per_job: +(s.written / TOTAL).toFixed(2), plans_per_batch: +(s.plans / Math.max(1, s.batches)).toFixed(2) };
   }
   const stopped = next('stopped');
   child.send({ type: 'stop' });

@@ -8,7 +8,19 @@ export class D1Port implements Port {
     this.db = db;
   }
 
+  /** Wall time spent waiting on D1, for profiling. */
+  busyMs = 0;
+
   async batch(stmts: Stmt[]): Promise<StmtResult[]> {
+    const t0 = Date.now();
+    try {
+      return await this.run(stmts);
+    } finally {
+      this.busyMs += Date.now() - t0;
+    }
+  }
+
+  private async run(stmts: Stmt[]): Promise<StmtResult[]> {
     const prepared = stmts.map((s) => this.db.prepare(s.sql).bind(...s.args));
     const results = prepared.length === 1 ? [await prepared[0]!.all()] : await this.db.batch(prepared);
     return results.map((r) => ({

@@ -18,6 +18,7 @@ interface Ident {
 
 export class QueueObject extends DurableObject<Env> {
   private readonly engine: Engine;
+  private readonly port: D1Port;
   private ident: Ident | null = null;
   /** The alarm time this instance last set; a cache of a timer, not of queue state. */
   private alarmAt: number | null = null;
@@ -27,7 +28,8 @@ export class QueueObject extends DurableObject<Env> {
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     const settings = settingsFrom(env);
-    this.engine = new Engine(new D1Port(env.DB), {
+    this.port = new D1Port(env.DB);
+    this.engine = new Engine(this.port, {
       limits: settings.limits,
       committer: {
         simulatedDelayMs: settings.simulatedDelayMs,
@@ -114,7 +116,7 @@ export class QueueObject extends DurableObject<Env> {
 
   /** D1 rows read and written by this object so far (D1's own result metadata). */
   stats() {
-    return { ...this.rows, waiters: this.engine.waiters.size };
+    return { ...this.rows, d1_ms: this.port.busyMs, waiters: this.engine.waiters.size };
   }
 
   /** Server-Sent Events of one invocation's journal: the one route that needs a stream. */
