@@ -8,6 +8,7 @@ import type { JournalFrame } from '../../src/core/types.ts';
 import { decodeEnvelope, encodeEnvelope, fromJsonBytes, newTraceparent } from '../envelope.ts';
 import { InvocationCancelledError, InvocationFailedError, TimeoutError } from '../errors.ts';
 import type { DispatchPlane } from '../types.ts';
+import { HttpDispatch } from '../http/dispatch.ts';
 import { runWorker } from '../worker/run-worker.ts';
 import type { Registry } from '../worker/resolve.ts';
 import { elapsed, EXIT, type Out } from './output.ts';
@@ -237,4 +238,29 @@ export async function dev() {
   process.on('SIGINT', fwd);
   process.on('SIGTERM', fwd);
   return new Promise<number>((r) => child.on('exit', (code) => r(code ?? 0)));
+}
+
+/** `lakeshore token create|list|revoke`: needs the edge plane and an admin token. */
+export async function token(d: DispatchPlane, out: Out, action: string, arg: string | undefined, f: { role?: string; pool?: string[]; name?: string }) {
+  if (!(d instanceof HttpDispatch)) throw new UsageError('tokens live on the edge plane: pass --url (or set LAKESHORE_URL) and an admin --token');
+  if (action === 'create') {
+    const role = f.role ?? arg;
+    if (role !== 'producer' && role !== 'worker' && role !== 'admin') throw new UsageError('token create needs --role producer|worker|admin');
+    const t = await d.createToken(role, { pools: f.pool, name: f.name });
+    out.print(t, `${t.token}\n\nid ${t.id}, role ${t.role}${t.pools ? `, pools ${t.pools.join(',')}` : ''}. This is the only time the token is shown.`);
+    return EXIT.ok;
+  }
+  if (action === 'list') {
+    const ts = await d.listTokens();
+    if (out.json) for (const t of ts) out.print(t);
+    else out.print(ts.map((t) => `${t.id}  ${t.role.padEnd(8)}  ${t.revoked_at ? 'revoked' : 'active '}  ${t.pools ? t.pools.join(',') : '*'}  ${t.name ?? ''}`).join('\n') || 'no tokens');
+    return EXIT.ok;
+  }
+  if (action === 'revoke') {
+    if (!arg) throw new UsageError('token revoke needs the token id');
+    const revoked = await d.revokeToken(arg);
+    out.print({ id: arg, revoked }, revoked ? `${arg}: revoked` : `${arg}: was already revoked`);
+    return EXIT.ok;
+  }
+  throw new UsageError(`unknown token action ${JSON.stringify(action)}: create, list or revoke`);
 }

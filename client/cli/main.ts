@@ -61,6 +61,14 @@ program.command('stats').description('counts by state, per queue').argument('[qu
   .option('--interval <seconds>', 'refresh period with --watch', '2')
   .action((queues: string[], o: { watch?: boolean; interval: string }) => run((g) => cmd.stats(planeOf(g), output(!!g.json), queues, !!o.watch, Number(o.interval)))());
 
+program.command('token').description('create, list or revoke namespace-scoped tokens (edge plane; needs an admin token)')
+  .argument('<action>', 'create | list | revoke')
+  .argument('[id]', 'token id (revoke)')
+  .option('--role <role>', 'producer | worker | admin (create)')
+  .addOption(new Option('--pool <pool>', 'limit a worker token to this pool (repeatable)').argParser((v: string, prev: string[] = []) => [...prev, v]))
+  .option('--name <name>', 'a label (create)')
+  .action((action: string, id: string | undefined, o: { role?: string; pool?: string[]; name?: string }) => run((g) => cmd.token(planeOf(g), output(!!g.json), action, id, o))());
+
 program.command('dev').description('start the local edge plane (wrangler dev + local D1)')
   .action(() => run(() => cmd.dev())());
 

@@ -1,5 +1,5 @@
 /** Terminal or JSON output, exit codes, and a progress line for long waits on a TTY. */
-import { FencingConflictError, InvocationCancelledError, InvocationFailedError, NotFoundError, TimeoutError, UnauthorizedError, BadRequestError } from '../errors.ts';
+import { FencingConflictError, ForbiddenError, InvocationCancelledError, InvocationFailedError, NotFoundError, TimeoutError, UnauthorizedError, BadRequestError } from '../errors.ts';
 
 export const EXIT = Object.freeze({ ok: 0, failed: 1, usage: 2, notFound: 3, timeout: 4, cancelled: 5, unauthorized: 6, conflict: 7 });
 
@@ -8,7 +8,7 @@ export function exitCodeOf(e: unknown): number {
   if (e instanceof InvocationCancelledError) return EXIT.cancelled;
   if (e instanceof NotFoundError) return EXIT.notFound;
   if (e instanceof TimeoutError) return EXIT.timeout;
-  if (e instanceof UnauthorizedError) return EXIT.unauthorized;
+  if (e instanceof UnauthorizedError || e instanceof ForbiddenError) return EXIT.unauthorized;
   if (e instanceof FencingConflictError) return EXIT.conflict;
   if (e instanceof BadRequestError) return EXIT.usage;
   return EXIT.failed;

@@ -151,6 +151,22 @@ export class HttpDispatch implements DispatchPlane {
     return (out.queues as string[]).map(String);
   }
 
+  // ------------------------------------------------------------ tokens (edge plane only)
+
+  /** Creates a namespace-scoped token; the answer holds the token itself, shown this once. */
+  async createToken(role: 'producer' | 'worker' | 'admin', opts: { pools?: string[]; name?: string } = {}): Promise<{ token: string; id: string; role: string; pools: string[] | null; name: string | null }> {
+    return (await this.call('POST', '/tokens', { role, pools: opts.pools ?? null, name: opts.name ?? null })) as never;
+  }
+
+  async listTokens(): Promise<{ id: string; role: string; pools: string[] | null; name: string | null; created_at: number; revoked_at: number | null }[]> {
+    return (await this.call('GET', '/tokens')).tokens as never;
+  }
+
+  /** Revokes at once; false when it was already revoked. */
+  async revokeToken(id: string): Promise<boolean> {
+    return (await this.call('DELETE', `/tokens/${enc(id)}`)).revoked === true;
+  }
+
   async configureQueue(queue: string, s: { leaseMs?: number | null; maxAttempts?: number | null }): Promise<void> {
     await this.call('PUT', `/queues/${enc(queue)}`, { lease_ms: s.leaseMs ?? null, max_attempts: s.maxAttempts ?? null });
   }

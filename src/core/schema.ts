@@ -113,3 +113,24 @@ export const queueLevels = sqliteTable(
 
 export type InvocationRow = typeof invocations.$inferSelect;
 export type FrameRow = typeof frames.$inferSelect;
+
+/**
+ * Namespace-scoped bearer tokens. Only a SHA-256 digest of each token is stored; the token
+ * itself is shown once, when it is created. `id` is the token's visible prefix.
+ */
+export const tokens = sqliteTable('tokens', {
+  /** Public id, the visible part of the token (`lsk_<id>_<secret>`). */
+  id: text('id').primaryKey(),
+  ns: text('ns').notNull(),
+  /** producer | worker | admin. */
+  role: text('role').notNull(),
+  /** JSON array of the pools a worker token may serve; null for all. */
+  pools: text('pools'),
+  /** A label for people. */
+  name: text('name'),
+  /** Hex SHA-256 of the whole token. */
+  digest: text('digest').notNull(),
+  created_at: integer('created_at').notNull(),
+  /** When it was revoked; a revoked token is refused at once. */
+  revoked_at: integer('revoked_at'),
+});

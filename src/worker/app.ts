@@ -1,20 +1,22 @@
 /** The HTTP face of the edge plane. Every route but /health needs a bearer token. */
 import { Hono } from 'hono';
 import { LakeshoreError, toError } from '../core/errors.ts';
-import { requireToken } from './auth.ts';
+import { authenticate } from './auth.ts';
 import type { App } from './plane.ts';
 import { invocations } from './routes/invocations.ts';
 import { journal } from './routes/journal.ts';
 import { queues } from './routes/queues.ts';
+import { tokens } from './routes/tokens.ts';
 
 export const app = new Hono<App>();
 
 app.get('/health', (c) => c.json({ ok: true, service: 'lakeshore' }));
 
-app.use('/v1/*', requireToken);
+app.use('/v1/*', authenticate);
 app.route('/v1/ns/:ns/queues', queues);
 app.route('/v1/ns/:ns/invocations', invocations);
 app.route('/v1/ns/:ns/invocations', journal);
+app.route('/v1/ns/:ns/tokens', tokens);
 
 app.notFound((c) => c.json({ error: { code: 'not_found', message: `no route for ${c.req.method} ${new URL(c.req.url).pathname}` } }, 404));
 

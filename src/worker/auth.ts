@@ -1,20 +1,35 @@
 /**
- * Bearer-token authentication. Every route but /health requires `Authorization: Bearer <token>`.
- * The token is the LAKESHORE_TOKEN secret; digests of equal length are compared in constant time.
+ * Authentication and authorization. Every route but /health requires `Authorization: Bearer`.
+ * The deployment's LAKESHORE_TOKEN secret is the root token (all namespaces); scoped tokens are
+ * looked up by their id on every request, so a revocation takes effect at once.
  */
 import { createMiddleware } from 'hono/factory';
 import { LakeshoreError } from '../core/errors.ts';
+import { committerRun } from './plane.ts';
+import { authorize, constantTimeEqual, sha256Hex, tokenId, tokenPlan, type Principal, type Verb } from '../core/tokens.ts';
+import type { App, Ctx } from './plane.ts';
 
-const enc = new TextEncoder();
-const digest = async (s: string) => new Uint8Array(await crypto.subtle.digest('SHA-256', enc.encode(s)));
+const invalid = () => new LakeshoreError('unauthorized', 'invalid or revoked token');
 
-export const requireToken = createMiddleware<{ Bindings: Env }>(async (c, next) => {
+export const authenticate = createMiddleware<App>(async (c, next) => {
   const secret = (c.env as unknown as Record<string, string | undefined>).LAKESHORE_TOKEN;
   if (!secret) throw new LakeshoreError('internal', 'the plane has no LAKESHORE_TOKEN secret configured');
-  const header = c.req.header('authorization') ?? '';
-  const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(c.req.header('authorization') ?? '');
   if (!m) throw new LakeshoreError('unauthorized', 'missing bearer token: send Authorization: Bearer <token>');
-  const [given, want] = await Promise.all([digest(m[1]!), digest(secret)]);
-  if (!crypto.subtle.timingSafeEqual(given, want)) throw new LakeshoreError('unauthorized', 'invalid token');
-  await next();
+  const given = await sha256Hex(m[1]!);
+  if (constantTimeEqual(given, await sha256Hex(secret))) {
+    c.set('principal', { kind: 'root' });
+    return next();
+  }
+  const id = tokenId(m[1]!);
+  if (!id) throw invalid();
+  const t = await committerRun(c, tokenPlan(id));
+  if (!t || t.revoked_at !== null || !constantTimeEqual(given, t.digest)) throw invalid();
+  c.set('principal', { kind: 'token', id: t.id, ns: t.ns, role: t.role, pools: t.pools });
+  return next();
 });
+
+/** Refuses (403) unless the caller's token may do `verb` in `ns` (on `queue`, for pool-limited verbs). */
+export function allow(c: Ctx, ns: string, verb: Verb, queue?: string): void {
+  authorize(c.get('principal') as Principal, ns, verb, queue);
+}

@@ -6,8 +6,10 @@ import * as v from '../core/validate.ts';
 import { D1Port } from '../durable/d1-port.ts';
 import type { QueueObject } from '../durable/queue-object.ts';
 import { settingsFrom } from '../durable/settings.ts';
+import type { Plan } from '../core/plan.ts';
+import type { Principal } from '../core/tokens.ts';
 
-export type App = { Bindings: Env };
+export type App = { Bindings: Env; Variables: { principal: Principal } };
 export type Ctx = Context<App>;
 
 export function queueObject(c: Ctx, ns: string, queue: string): DurableObjectStub<QueueObject> {
@@ -31,3 +33,6 @@ export async function locate(c: Ctx, ns: string, id: string): Promise<string> {
   if (queue === null) throw notFound(`invocation ${JSON.stringify(id)}`);
   return queue;
 }
+
+/** Runs a plan straight on D1 (token lookups and management need no queue object). */
+export const committerRun = <T>(c: Ctx, plan: Plan<T>): Promise<T> => reader(c).committer.run(plan);

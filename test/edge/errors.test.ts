@@ -71,7 +71,7 @@ describe('bad input', () => {
     const p = plane();
     expect((await call('GET', '/health', undefined, { authorization: '' })).status).toBe(200);
     expectError(await call('GET', `/v1/ns/${p.ns}/queues/q/count`, undefined, { authorization: '' }), 401, 'unauthorized', /missing bearer token/);
-    expectError(await call('GET', `/v1/ns/${p.ns}/queues/q/count`, undefined, { authorization: 'Bearer wrong' }), 401, 'unauthorized', /invalid token/);
+    expectError(await call('GET', `/v1/ns/${p.ns}/queues/q/count`, undefined, { authorization: 'Bearer wrong' }), 401, 'unauthorized', /invalid or revoked token/);
     expectError(await call('POST', `/v1/ns/${p.ns}/queues/q/invocations`, { id: 'x', envelope: b64('x') }, { authorization: 'Basic abc' }), 401, 'unauthorized');
     expect((await p.count('q')).body.count).toBe(0);
   });

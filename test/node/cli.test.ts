@@ -106,3 +106,20 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
     expect(help.stdout).toContain('--concurrency');
   });
 });
+
+describe('lakeshore token (edge plane)', () => {
+  it('creates a scoped token that works, lists it, and revokes it at once', async () => {
+    const env = planeEnv('edge');
+    const made = await cli(['--json', 'token', 'create', '--role', 'producer', '--name', 'ci'], env);
+    expect(made.code).toBe(0);
+    const t = JSON.parse(made.stdout) as { token: string; id: string };
+    const asProducer = { ...env, LAKESHORE_TOKEN: t.token };
+    expect((await cli(['submit', 'jobs', 'add', '[1, 2]'], asProducer)).code).toBe(0);
+    expect((await cli(['worker', 'once', '--queue', 'jobs', '--module', HANDLERS], asProducer)).code).toBe(6); // a producer may not claim
+    const listed = await cli(['--json', 'token', 'list'], env);
+    expect(JSON.parse(listed.stdout.trim().split('\n')[0]!)).toMatchObject({ id: t.id, role: 'producer', name: 'ci' });
+    expect((await cli(['token', 'revoke', t.id], env)).code).toBe(0);
+    expect((await cli(['stats', 'jobs'], asProducer)).code).toBe(6);
+    expect((await cli(['token', 'list'], { ...env, LAKESHORE_URL: '' })).code).toBe(2);
+  });
+});

@@ -6,6 +6,7 @@ import { unwrap } from '../../durable/result.ts';
 import { pageJson } from '../../durable/sse.ts';
 import { bytesField, numParam, readJson } from '../body.ts';
 import { locate, nsParam, queueObject, reader, type App, type Ctx } from '../plane.ts';
+import { allow } from '../auth.ts';
 import { AppendBody, TrimBody } from '../../core/wire.ts';
 import type { JournalPage } from '../../core/types.ts';
 
@@ -26,8 +27,10 @@ export const journal = new Hono<App>()
   .post('/:id/journal', async (c) => {
     const ns = nsParam(c);
     const id = idParam(c);
+    allow(c, ns, 'append');
     const b = await readJson(c, AppendBody);
     const queue = await locate(c, ns, id);
+    allow(c, ns, 'append', queue);
     const out = await unwrap(
       queueObject(c, ns, queue).append(ns, queue, id, {
         workerId: b.worker_id, attempt: b.attempt, seq: b.seq, kind: b.kind, body: bytesField('body', b.body), meta: b.meta, final: b.final,
@@ -38,6 +41,7 @@ export const journal = new Hono<App>()
   .get('/:id/journal', async (c) => {
     const ns = nsParam(c);
     const id = idParam(c);
+    allow(c, ns, 'read');
     const since = cursor(c);
     if (since !== undefined && (!Number.isInteger(since) || since < -1)) throw badRequest('since must be an integer >= -1');
     const wantsStream = (c.req.header('accept') ?? '').includes('text/event-stream');
@@ -59,6 +63,7 @@ export const journal = new Hono<App>()
   .post('/:id/journal/trim', async (c) => {
     const ns = nsParam(c);
     const id = idParam(c);
+    allow(c, ns, 'trim');
     const b = await readJson(c, TrimBody);
     const queue = await locate(c, ns, id);
     const trimmed = await unwrap(queueObject(c, ns, queue).trim(ns, queue, id, b.keep_last));

@@ -5,6 +5,7 @@ import { unwrap } from '../../durable/result.ts';
 import { bytesField, MAX_BATCH_BODY_BYTES, optBytes, readJson } from '../body.ts';
 import { claimedJson } from '../json.ts';
 import { nsParam, queueObject, reader, type App, type Ctx } from '../plane.ts';
+import { allow } from '../auth.ts';
 import { AckManyBody, ClaimBody, QueueSettingsBody, SubmitBody, SubmitManyBody } from '../../core/wire.ts';
 
 const queueParam = (c: Ctx) => v.queue(c.req.param('queue'), reader(c).limits);
@@ -12,10 +13,15 @@ const queueParam = (c: Ctx) => v.queue(c.req.param('queue'), reader(c).limits);
 const submitInput = (b: SubmitBody) => ({ id: b.id, envelope: bytesField('envelope', b.envelope), key: b.key, priority: b.priority, parent: b.parent });
 
 export const queues = new Hono<App>()
-  .get('/', async (c) => c.json({ queues: await reader(c).queues(nsParam(c)) }))
+  .get('/', async (c) => {
+    const ns = nsParam(c);
+    allow(c, ns, 'queues');
+    return c.json({ queues: await reader(c).queues(ns) });
+  })
   .post('/:queue/invocations', async (c) => {
     const ns = nsParam(c);
     const queue = queueParam(c);
+    allow(c, ns, 'submit');
     const body = await readJson(c, SubmitBody);
     const out = await unwrap(queueObject(c, ns, queue).submit(ns, queue, submitInput(body)));
     return c.json(out, out.created ? 201 : 200);
@@ -23,6 +29,7 @@ export const queues = new Hono<App>()
   .post('/:queue/invocations/batch', async (c) => {
     const ns = nsParam(c);
     const queue = queueParam(c);
+    allow(c, ns, 'submit');
     const body = await readJson(c, SubmitManyBody, MAX_BATCH_BODY_BYTES);
     const items = body.items.map(submitInput);
     const out = await unwrap(queueObject(c, ns, queue).submitMany(ns, queue, items));
@@ -31,6 +38,7 @@ export const queues = new Hono<App>()
   .post('/:queue/claim', async (c) => {
     const ns = nsParam(c);
     const queue = queueParam(c);
+    allow(c, ns, 'claim', queue);
     const b = await readJson(c, ClaimBody);
     const got = await unwrap(
       queueObject(c, ns, queue).claim(ns, queue, { workerId: b.worker_id, kind: b.kind, temperature: b.temperature, leaseMs: b.lease_ms, waitMs: b.wait_ms, max: b.max }),
@@ -40,6 +48,7 @@ export const queues = new Hono<App>()
   .post('/:queue/ack', async (c) => {
     const ns = nsParam(c);
     const queue = queueParam(c);
+    allow(c, ns, 'ack', queue);
     const body = await readJson(c, AckManyBody, MAX_BATCH_BODY_BYTES);
     const items = body.items.map((a) => ({ id: a.id, workerId: a.worker_id, attempt: a.attempt, result: optBytes('result', a.result) }));
     const out = await unwrap(queueObject(c, ns, queue).ackMany(ns, queue, items));
@@ -48,11 +57,13 @@ export const queues = new Hono<App>()
   .get('/:queue/count', async (c) => {
     const ns = nsParam(c);
     const queue = queueParam(c);
+    allow(c, ns, 'count');
     return c.json({ count: await reader(c).count(ns, queue, c.req.query('state')) });
   })
   .put('/:queue', async (c) => {
     const ns = nsParam(c);
     const queue = queueParam(c);
+    allow(c, ns, 'configure');
     const b = await readJson(c, QueueSettingsBody);
     await unwrap(queueObject(c, ns, queue).configure(ns, queue, { leaseMs: b.lease_ms, maxAttempts: b.max_attempts }));
     return c.json({ ok: true });
@@ -60,5 +71,6 @@ export const queues = new Hono<App>()
   .get('/:queue/stats', async (c) => {
     const ns = nsParam(c);
     const queue = queueParam(c);
+    allow(c, ns, 'stats');
     return c.json(await queueObject(c, ns, queue).stats());
   });

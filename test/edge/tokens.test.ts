@@ -1,0 +1,91 @@
+/** Scoped tokens: roles, pools, namespaces, revocation, and digests instead of secrets at rest. */
+import { env } from 'cloudflare:workers';
+import { describe, expect, it } from 'vitest';
+import { b64, call, freshNs } from './setup/http.ts';
+
+const as = (token: string) => ({ authorization: `Bearer ${token}` });
+
+async function mint(ns: string, role: string, pools?: string[]) {
+  const r = await call('POST', `/v1/ns/${ns}/tokens`, { role, pools, name: `${role} for tests` });
+  expect(r.status).toBe(201);
+  return r.body as { token: string; id: string; role: string; pools: string[] | null };
+}
+
+describe('scoped tokens', () => {
+  it('are random, prefixed, shown once, and stored only as a SHA-256 digest', async () => {
+    const ns = freshNs();
+    const t = await mint(ns, 'producer');
+    expect(t.token).toMatch(/^lsk_[a-z0-9]{16}_[A-Za-z0-9_-]{43}$/); // 32 random bytes
+    expect(t.token.startsWith(`lsk_${t.id}_`)).toBe(true);
+    const listed = (await call('GET', `/v1/ns/${ns}/tokens`)).body.tokens;
+    expect(listed).toEqual([expect.objectContaining({ id: t.id, role: 'producer', revoked_at: null })]);
+    expect(JSON.stringify(listed)).not.toContain(t.token.slice(21));
+    const row = await env.DB.prepare(`SELECT * FROM tokens WHERE id = ?1`).bind(t.id).first<Record<string, string>>();
+    expect(JSON.stringify(row)).not.toContain(t.token.slice(21));
+    expect(row!.digest).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it('lets a producer submit and read, and nothing a worker or admin does', async () => {
+    const ns = freshNs();
+    const p = (await mint(ns, 'producer')).token;
+    const base = `/v1/ns/${ns}`;
+    expect((await call('POST', `${base}/queues/q/invocations`, { id: 'a', envelope: b64('x') }, as(p))).status).toBe(201);
+    expect((await call('GET', `${base}/invocations/a`, undefined, as(p))).status).toBe(200);
+    expect((await call('GET', `${base}/queues/q/count`, undefined, as(p))).status).toBe(200);
+    expect((await call('GET', `${base}/invocations/a/journal`, undefined, as(p))).status).toBe(200);
+    for (const [m, path, body] of [
+      ['POST', `${base}/queues/q/claim`, { worker_id: 'w' }],
+      ['POST', `${base}/invocations/a/ack`, { worker_id: 'w' }],
+      ['PUT', `${base}/queues/q`, { lease_ms: 1000 }],
+      ['GET', `${base}/tokens`, undefined],
+    ] as const) {
+      const r = await call(m, path, body, as(p));
+      expect(r.status, `${m} ${path}`).toBe(403);
+      expect(r.body.error.code).toBe('forbidden');
+    }
+    expect((await call('GET', `${base}/queues/q/count?state=running`)).body.count).toBe(0); // the refused claim changed nothing
+  });
+
+  it('lets a worker serve only its pools, and not submit', async () => {
+    const ns = freshNs();
+    const base = `/v1/ns/${ns}`;
+    const w = (await mint(ns, 'worker', ['gpu'])).token;
+    await call('POST', `${base}/queues/gpu/invocations`, { id: 'g', envelope: b64('x') });
+    await call('POST', `${base}/queues/cpu/invocations`, { id: 'c', envelope: b64('x') });
+    expect((await call('POST', `${base}/queues/gpu/claim`, { worker_id: 'w' }, as(w))).body.claimed[0].id).toBe('g');
+    expect((await call('POST', `${base}/invocations/g/journal`, { worker_id: 'w', kind: 0, body: b64('v') }, as(w))).status).toBe(200);
+    expect((await call('POST', `${base}/invocations/g/ack`, { worker_id: 'w' }, as(w))).status).toBe(200);
+    expect((await call('POST', `${base}/queues/cpu/claim`, { worker_id: 'w' }, as(w))).status).toBe(403);
+    await call('POST', `${base}/queues/cpu/claim`, { worker_id: 'root-worker' });
+    expect((await call('POST', `${base}/invocations/c/ack`, { worker_id: 'root-worker' }, as(w))).status).toBe(403);
+    expect((await call('POST', `${base}/queues/gpu/invocations`, { id: 'x', envelope: b64('x') }, as(w))).status).toBe(403);
+  });
+
+  it('keeps a token inside its namespace: another namespace is 403, a guessed id 404', async () => {
+    const ns = freshNs();
+    const other = freshNs();
+    await call('POST', `/v1/ns/${other}/queues/q/invocations`, { id: 'secret', envelope: b64('x') });
+    const admin = (await mint(ns, 'admin')).token;
+    const r = await call('GET', `/v1/ns/${other}/invocations/secret`, undefined, as(admin));
+    expect(r.status).toBe(403);
+    expect(r.body.error.message).not.toContain('secret');
+    expect((await call('GET', `/v1/ns/${ns}/invocations/secret`, undefined, as(admin))).status).toBe(404);
+    expect((await call('POST', `/v1/ns/${ns}/tokens`, { role: 'worker' }, as(admin))).status).toBe(201); // a namespace admin manages its tokens
+    expect((await call('POST', `/v1/ns/${other}/tokens`, { role: 'admin' }, as(admin))).status).toBe(403);
+  });
+
+  it('refuses a revoked token at once, and malformed or unknown ones', async () => {
+    const ns = freshNs();
+    const t = await mint(ns, 'producer');
+    expect((await call('GET', `/v1/ns/${ns}/queues/q/count`, undefined, as(t.token))).status).toBe(200);
+    expect((await call('DELETE', `/v1/ns/${ns}/tokens/${t.id}`)).body).toEqual({ revoked: true });
+    const r = await call('GET', `/v1/ns/${ns}/queues/q/count`, undefined, as(t.token));
+    expect(r.status).toBe(401);
+    expect(r.body.error.code).toBe('unauthorized');
+    expect((await call('DELETE', `/v1/ns/${ns}/tokens/${t.id}`)).body).toEqual({ revoked: false });
+    expect((await call('DELETE', `/v1/ns/${ns}/tokens/nope`)).status).toBe(404);
+    expect((await call('GET', `/v1/ns/${ns}/queues/q/count`, undefined, as(`lsk_${t.id}_${'A'.repeat(43)}`))).status).toBe(401);
+    expect((await call('GET', `/v1/ns/${ns}/queues/q/count`, undefined, as('lsk_garbage'))).status).toBe(401);
+    expect((await call('POST', `/v1/ns/${ns}/tokens`, { role: 'superuser' })).status).toBe(400);
+  });
+});
