@@ -123,7 +123,13 @@ export async function tail(d: DispatchPlane, out: Out, id: string, since: number
     } else if (f.kind === FrameKind.CHUNK) out.print(new TextDecoder().decode(f.body));
     else out.print(JSON.stringify(renderBody(f)));
   };
-  const ticker = out.tty ? setInterval(() => out.status(`tailing ${id}: ${elapsed(t0)}`), 500) : undefined;
+  let state = '…';
+  const ticker = out.tty
+    ? setInterval(() => {
+        out.status(`tailing ${id}: ${state}, ${elapsed(t0)}`);
+        void d.get(id).then((inv) => { if (inv) state = `${inv.state} (attempt ${inv.attempt})`; }).catch(() => {});
+      }, 1_000)
+    : undefined;
   try {
     for await (const f of d.journalRead(id, { since })) {
       out.clearStatus();

@@ -1,0 +1,101 @@
+/** The producer API (Queue, Handle, dispatchByName) and runWorker in-process, on both planes. */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import {
+  Dispatch, FrameKind, InvocationFailedError, Queue, currentJob, decodeEnvelope, dispatchByName, runWorker, type DispatchPlane, type RouteTable,
+} from '../../client/index.ts';
+import { client } from './setup/client.ts';
+
+const planes: [string, () => DispatchPlane][] = [
+  ['local', () => new Dispatch(join(mkdtempSync(join(tmpdir(), 'lakeshore-q-')), 'd.sqlite'), { namespace: 'q' })],
+  ['edge', () => client()],
+];
+
+describe.each(planes)('Queue API on the %s plane', (_name, make) => {
+  it('submits a call, streams its yields while it runs, then answers its result', async () => {
+    const d = make();
+    const q = new Queue('gpu', { dispatch: d });
+    async function* train(epochs: number) {
+      for (let e = 0; e < epochs; e++) {
+        await new Promise((r) => setTimeout(r, 50));
+        yield { epoch: e, loss: 1 / (e + 1) };
+      }
+      return 'trained';
+    }
+    const h = await q.submit(train, 3);
+    expect(typeof h.id).toBe('string');
+    const seen: unknown[] = [];
+    const streaming = (async () => {
+      for await (const v of h.stream({ timeoutMs: 20_000 })) seen.push(v);
+    })();
+    expect(await runWorker('gpu', { dispatch: d, registry: { train }, once: true })).toBe(1);
+    await streaming;
+    expect(seen).toEqual([{ epoch: 0, loss: 1 }, { epoch: 1, loss: 0.5 }, { epoch: 2, loss: 1 / 3 }]);
+    expect(await h.result()).toBe('trained');
+    await d.close();
+  });
+
+  it('passes kwargs as a last argument and gives the handler its job context', async () => {
+    const d = make();
+    const q = new Queue('cpu', { dispatch: d });
+    const h = await q.submitWith({ kwargs: { scale: 10 } }, 'mul', 4);
+    const mul = (x: number, kw: { scale: number }) => ({ product: x * kw.scale, attempt: currentJob().attempt, id: currentJob().id });
+    await runWorker('cpu', { dispatch: d, registry: { mul }, once: true });
+    expect(await h.result()).toEqual({ product: 40, attempt: 1, id: h.id });
+    await d.close();
+  });
+
+  it('cancels through the handle', async () => {
+    const d = make();
+    const h = await new Queue('cpu', { dispatch: d }).submit('never');
+    expect(await h.cancel()).toBe(true);
+    expect((await d.get(h.id))!.state).toBe('cancelled');
+    await d.close();
+  });
+
+  it('routes by name to the pool, priority, time limit and retries of its route, loading no handler', async () => {
+    const d = make();
+    const routes: RouteTable = {
+      render: { queue: 'gpu', priority: 5, timeLimitMs: 100, maxRetries: 0 },
+      index: { queue: 'cpu' },
+    };
+    const h = await dispatchByName('render', { scene: 'a' }, { routes, dispatch: d });
+    const inv = (await d.get(h.id))!;
+    expect(inv).toMatchObject({ queue: 'gpu', priority: 5 });
+    expect(decodeEnvelope(inv.envelope)).toMatchObject({ fn: 'render', args: [], kwargs: { scene: 'a' }, time_limit_ms: 100, max_retries: 0 });
+    await expect(dispatchByName('nope', [], { routes, dispatch: d })).rejects.toThrow(/no route/);
+    // The route's time limit aborts a handler that runs too long, and its max_retries=0 fails it.
+    const render = async () => {
+      await new Promise((r) => setTimeout(r, 2_000));
+      return 'late';
+    };
+    await runWorker('gpu', { dispatch: d, registry: { render }, once: true, retries: 5 });
+    await expect(h.result({ timeoutMs: 5_000 })).rejects.toBeInstanceOf(InvocationFailedError);
+    await expect(h.result()).rejects.toMatchObject({ error: { type: 'TimeLimitExceeded' } });
+    const frames = [];
+    for await (const f of d.journalRead(h.id, { timeoutMs: 5_000 })) frames.push(f.kind);
+    expect(frames).toEqual([FrameKind.ERROR]);
+    await d.close();
+  });
+});
+
+describe('imports named by an envelope', () => {
+  const root = mkdtempSync(join(tmpdir(), 'lakeshore-root-'));
+  writeFileSync(join(root, 'mod.mjs'), 'export function triple(x) { return 3 * x; }\n');
+
+  it('are refused with a clear error unless allowed, then resolved under the root', async () => {
+    const d = client();
+    const q = new Queue('imp', { dispatch: d });
+    const refused = await q.submitWith({ module: './mod.mjs#triple' }, 'triple', 2);
+    await runWorker('imp', { dispatch: d, root, once: true }); // HTTP plane: importing is off by default
+    await expect(refused.result()).rejects.toMatchObject({ error: { message: expect.stringMatching(/importing .* is off/) } });
+    const allowed = await q.submitWith({ module: './mod.mjs#triple' }, 'triple', 2);
+    await runWorker('imp', { dispatch: d, root, once: true, allowImport: true });
+    expect(await allowed.result()).toBe(6);
+    const escape = await q.submitWith({ module: '../../etc/passwd#x' }, 'x');
+    await runWorker('imp', { dispatch: d, root, once: true, allowImport: true });
+    await expect(escape.result()).rejects.toMatchObject({ error: { message: expect.stringMatching(/outside the worker's root/) } });
+  });
+});
