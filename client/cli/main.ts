@@ -90,6 +90,10 @@ workerOptions(worker.command('once').description('run one job, then exit'))
   .action((o: cmd.WorkerFlags) => run((g) => cmd.worker(planeOf(g), output(!!g.json), o, true))());
 
 export async function main(argv: string[]): Promise<number> {
+  // A closed pipe (`lakeshore stats --watch | head`) ends the command quietly.
+  process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+    if (e.code === 'EPIPE') process.exit(EXIT.ok);
+  });
   try {
     await program.parseAsync(argv, { from: 'user' });
     return code;
