@@ -89,11 +89,17 @@ export class Dispatch implements DispatchPlane {
 
   async result(id: string, opts: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<Uint8Array | null> {
     const timeoutMs = opts.timeoutMs ?? 30_000;
-    const out = await this.waiting(() => verb(this.engine.result(this.namespace, id, timeoutMs, opts.signal)));
-    if (out.state === 'succeeded') return out.result;
-    if (out.state === 'failed') throw new InvocationFailedError(id, out.error);
-    if (out.state === 'cancelled') throw new InvocationCancelledError(id);
-    throw new TimeoutError(`invocation ${id} is still ${out.state} after ${timeoutMs} ms`);
+    if (!(timeoutMs >= 0)) throw new BadRequestError('timeout must not be negative');
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      // Waits longer than the plane's limit are made of several.
+      const slice = Math.max(0, Math.min(deadline - Date.now(), this.engine.limits.maxResultWaitMs));
+      const out = await this.waiting(() => verb(this.engine.result(this.namespace, id, slice, opts.signal)));
+      if (out.state === 'succeeded') return out.result;
+      if (out.state === 'failed') throw new InvocationFailedError(id, out.error);
+      if (out.state === 'cancelled') throw new InvocationCancelledError(id);
+      if (Date.now() >= deadline || opts.signal?.aborted) throw new TimeoutError(`invocation ${id} is still ${out.state} after ${timeoutMs} ms`);
+    }
   }
 
   count(queue: string, state: State = 'queued'): Promise<number> {
@@ -158,7 +164,7 @@ export class Dispatch implements DispatchPlane {
     for (;;) {
       const left = deadline - Date.now();
       if (left <= 0) throw new TimeoutError(`journal of ${id} did not end within ${opts.timeoutMs} ms`);
-      const page = await this.waiting(() => verb(this.engine.follow(this.namespace, id, cursor, Math.min(left, 60_000), opts.signal)));
+      const page = await this.waiting(() => verb(this.engine.follow(this.namespace, id, cursor, Math.min(left, this.engine.limits.maxResultWaitMs), opts.signal)));
       for (const f of page.frames) {
         cursor = f.seq;
         yield f;

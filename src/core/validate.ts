@@ -46,12 +46,13 @@ export function nonNegInt(what: string, v: unknown, dflt: number, max = Number.M
   return v;
 }
 
-/** A wait or timeout in ms: negative is an error, above the limit is clamped to it. */
+/** A wait or timeout in ms: negative or above the plane's limit is an error. */
 export function waitMs(what: string, v: unknown, dflt: number, max: number): number {
   if (v === undefined || v === null) return Math.min(dflt, max);
   if (typeof v !== 'number' || !Number.isFinite(v)) throw badRequest(`${what} must be a number of milliseconds`);
   if (v < 0) throw badRequest(`${what} must not be negative`);
-  return Math.min(Math.floor(v), max);
+  if (v > max) throw badRequest(`${what} is ${v} ms; the longest wait this plane allows is ${max} ms (wait again to wait longer)`);
+  return Math.floor(v);
 }
 
 export function bytes(what: string, v: unknown, max: number): Uint8Array {

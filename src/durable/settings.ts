@@ -1,5 +1,5 @@
 /** Plane settings from the Worker's vars: defaults that a queue's own settings override. */
-import type { Limits } from '../core/limits.ts';
+import { DEFAULT_LIMITS, type Limits } from '../core/limits.ts';
 
 function int(v: string | undefined, name: string): number | undefined {
   if (v === undefined || v === '') return undefined;
@@ -13,9 +13,16 @@ export interface Settings {
   simulatedDelayMs: number;
 }
 
+/** `envelopeBytes` -> `LIMIT_ENVELOPE_BYTES`: every limit can be set by a var of that name. */
+const varName = (k: string) => `LIMIT_${k.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase()}`;
+
 export function settingsFrom(env: Env): Settings {
   const e = env as unknown as Record<string, string | undefined>;
   const limits: Partial<Limits> = {};
+  for (const k of Object.keys(DEFAULT_LIMITS) as (keyof Limits)[]) {
+    const n = int(e[varName(k)], varName(k));
+    if (n) limits[k] = n;
+  }
   const lease = int(e.DEFAULT_LEASE_MS, 'DEFAULT_LEASE_MS');
   const attempts = int(e.DEFAULT_MAX_ATTEMPTS, 'DEFAULT_MAX_ATTEMPTS');
   if (lease) limits.defaultLeaseMs = lease;

@@ -158,6 +158,7 @@ export function conformance(planeName: string, makePlane: PlaneFactory) {
         await expect(d.submit('q', new Uint8Array((1 << 20) + 1), { id: 'big' })).rejects.toBeInstanceOf(PayloadTooLargeError);
         await expect(d.claim('q', 'w', { kind: 'random' as 'fifo' })).rejects.toBeInstanceOf(BadRequestError);
         await expect(d.claim('q', 'w', { waitMs: -1 })).rejects.toBeInstanceOf(BadRequestError);
+        await expect(d.claim('q', 'w', { waitMs: 60_001 })).rejects.toBeInstanceOf(BadRequestError);
         await expect(d.count('q', 'sleeping' as 'queued')).rejects.toBeInstanceOf(BadRequestError);
         await expect(d.result('seed', { timeoutMs: -5 })).rejects.toBeInstanceOf(BadRequestError);
         await expect(d.journalAppend('seed', null, frame(9, 'x'), { workerId: 'w' })).rejects.toBeInstanceOf(BadRequestError);

@@ -32,6 +32,8 @@ describe('bad input', () => {
       ['POST', `${base}/queues/q/claim`, { worker_id: 'w', kind: 'random' }, 400, 'bad_request', /unknown claim kind/],
       ['POST', `${base}/queues/q/claim`, { worker_id: 'w', wait_ms: -5 }, 400, 'bad_request', /wait_ms must not be negative/],
       ['POST', `${base}/queues/q/claim`, { worker_id: 'w', temperature: -1 }, 400, 'bad_request', /temperature/],
+      ['POST', `${base}/queues/q/claim`, { worker_id: 'w', wait_ms: 60_001 }, 400, 'bad_request', /longest wait this plane allows is 60000 ms/],
+      ['GET', `${base}/invocations/seed/result?timeout_ms=300001`, undefined, 400, 'bad_request', /longest wait/],
       ['POST', `${base}/queues/q/claim`, { kind: 'fifo' }, 400, 'bad_request', /worker_id/],
       ['GET', `${base}/queues/q/count?state=sleeping`, undefined, 400, 'bad_request', /unknown state/],
       ['GET', `${base}/invocations/seed/result?timeout_ms=-1`, undefined, 400, 'bad_request', /timeout must not be negative/],
