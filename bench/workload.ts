@@ -68,7 +68,7 @@ async function coordinator() {
     payload_bytes: O.payload, batch: O.enqueue === 'bulk' && O.mode !== 'idle' ? O.batch : null, label: O.label || undefined, node: process.version,
     d1_delay_ms: O.system === 'lakeshore-edge' ? O.d1DelayMs : undefined,
   };
-  const dir = mkdtempSync(join(tmpdir(), 'lakeshore-bench-'));
+  const dir = mkdtempSync(join(process.env.BENCH_STATE_DIR ?? tmpdir(), 'lakeshore-bench-'));
   const ns = `bench${Date.now().toString(36)}`;
   const queue = 'bench';
   let plane: { url: string; stop: () => Promise<void> } | null = null;

@@ -56,35 +56,50 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
   let claimedOnce = false;
   const claimWait = opts.claimWaitMs ?? 20_000;
 
-  // One claimer fills every free slot with one claim request (claimMany), so a busy worker
-  // costs one round trip per batch of jobs, not one per job.
+  // Claims fill free slots in batches (claimMany): a busy worker costs one round trip per batch
+  // of jobs, not one per job. Up to two claims are in flight at once, each holding the slots it
+  // asked for, so new work is on its way while the previous batch still runs.
   const running = new Set<Promise<void>>();
+  const claims = new Set<Promise<void>>();
   let free = opts.once ? 1 : concurrency;
+  let turn = 0;
+  const claimInto = async (want: number) => {
+    const pool = pools[turn++ % pools.length]!;
+    // With several pools, wait briefly on each in turn; with one, wait long.
+    const waitMs = pools.length === 1 ? claimWait : Math.min(claimWait, 1_000);
+    let got: Awaited<ReturnType<typeof d.claimMany>> = [];
+    try {
+      got = await d.claimMany(pool, workerId, want, { waitMs, leaseMs: leaseMs ?? undefined, signal: stop });
+    } finally {
+      free += want - got.length;
+    }
+    for (const c of got) {
+      claimedOnce = true;
+      executed++;
+      const job: Promise<void> = runJob(c, jobOpts)
+        .then((outcome) => opts.onJob?.(c.id, outcome))
+        .catch((e: unknown) => log(`job ${c.id}: ${e instanceof Error ? e.message : String(e)}`))
+        .finally(() => {
+          free++;
+          running.delete(job);
+        });
+      running.add(job);
+    }
+  };
   const claimer = async () => {
-    let turn = 0;
     while (!stop.aborted && !(opts.once && claimedOnce)) {
-      if (free === 0) {
-        await Promise.race(running);
+      if (free > 0 && claims.size < 2 && !(opts.once && claims.size)) {
+        const want = free;
+        free = 0;
+        const p: Promise<void> = claimInto(want).finally(() => claims.delete(p));
+        claims.add(p);
         continue;
       }
-      const pool = pools[turn++ % pools.length]!;
-      // With several pools, wait briefly on each in turn; with one, wait long.
-      const waitMs = pools.length === 1 ? claimWait : Math.min(claimWait, 1_000);
-      const got = await d.claimMany(pool, workerId, free, { waitMs, leaseMs: leaseMs ?? undefined, signal: stop });
-      for (const c of got) {
-        claimedOnce = true;
-        executed++;
-        free--;
-        const job: Promise<void> = runJob(c, jobOpts)
-          .then((outcome) => opts.onJob?.(c.id, outcome))
-          .catch((e: unknown) => log(`job ${c.id}: ${e instanceof Error ? e.message : String(e)}`))
-          .finally(() => {
-            free++;
-            running.delete(job);
-          });
-        running.add(job);
-      }
+      // Let jobs finishing in the same turn free their slots together before claiming again.
+      await Promise.race([...running, ...claims]);
+      await new Promise((r) => setImmediate(r));
     }
+    await Promise.all(claims);
     await Promise.all(running);
   };
 
