@@ -79,4 +79,28 @@ describe('leases', () => {
     expect((await p.ack('a', 'w')).status).toBe(409); // a cancelled job's ack changes nothing
     expect((await p.get('a')).body.state).toBe('cancelled');
   });
+
+  it('expiry vs ack: when the sweep and an ack land together one wins cleanly, and terminal rows never move back', async () => {
+    const p = plane();
+    const outcomes = new Map<string, number>();
+    for (let i = 0; i < 20; i++) {
+      const id = `race${i}`;
+      await p.submit('q', id);
+      const c = (await p.claim('q', 'w')).body.claimed[0];
+      await expireLease(p.ns, id);
+      const [ack] = await Promise.all([p.ack(id, 'w', { attempt: c.attempt }), runDurableObjectAlarm(queueStub(p.ns, 'q'))]);
+      const row = (await p.get(id)).body;
+      if (ack.status === 200) expect(row.state).toBe('succeeded');
+      else {
+        expect(ack.status).toBe(409);
+        expect(row.state).toBe('queued');
+      }
+      outcomes.set(`${ack.status}/${row.state}`, (outcomes.get(`${ack.status}/${row.state}`) ?? 0) + 1);
+      // Whatever happened, a later sweep leaves a terminal row where it is.
+      await runDurableObjectAlarm(queueStub(p.ns, 'q'));
+      if (row.state === 'succeeded') expect((await p.get(id)).body.state).toBe('succeeded');
+      else await p.cancel(id);
+    }
+    expect([...outcomes.keys()].every((k) => k === '200/succeeded' || k === '409/queued')).toBe(true);
+  });
 });
