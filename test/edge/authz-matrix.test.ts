@@ -1,0 +1,115 @@
+/**
+ * The authorization matrix: every route × {own namespace with the right role, another namespace,
+ * a guessed id, no token, a revoked token, the wrong role}. Cross-tenant successes must be 0, and
+ * the test fails when a route exists without an entry here.
+ */
+import { describe, expect, it } from 'vitest';
+import { app } from '../../src/worker/app.ts';
+import { b64, call, freshNs } from './setup/http.ts';
+
+type Role = 'producer' | 'worker' | 'admin';
+interface Entry {
+  /** Roles (besides admin) that may use the route. */
+  roles: Role[];
+  /** Names an invocation by id (so a guessed id must be 404). */
+  byId?: boolean;
+  body?: (id: string) => unknown;
+}
+
+const MATRIX: Record<string, Entry> = {
+  'GET /v1/ns/:ns/queues': { roles: ['producer', 'worker'] },
+  'POST /v1/ns/:ns/queues/:queue/invocations': { roles: ['producer'], body: (id) => ({ id: `${id}-new`, envelope: b64('x') }) },
+  'POST /v1/ns/:ns/queues/:queue/invocations/batch': { roles: ['producer'], body: (id) => ({ items: [{ id: `${id}-b`, envelope: b64('x') }] }) },
+  'POST /v1/ns/:ns/queues/:queue/claim': { roles: ['worker'], body: () => ({ worker_id: 'w' }) },
+  'POST /v1/ns/:ns/queues/:queue/ack': { roles: ['worker'], body: (id) => ({ items: [{ id, worker_id: 'w' }] }) },
+  'GET /v1/ns/:ns/queues/:queue/count': { roles: ['producer'] },
+  'PUT /v1/ns/:ns/queues/:queue': { roles: [], body: () => ({ lease_ms: 5000 }) },
+  'GET /v1/ns/:ns/queues/:queue/stats': { roles: ['producer', 'worker'] },
+  'GET /v1/ns/:ns/invocations/:id': { roles: ['producer'], byId: true },
+  'GET /v1/ns/:ns/invocations/:id/result': { roles: ['producer'], byId: true },
+  'POST /v1/ns/:ns/invocations/:id/ack': { roles: ['worker'], byId: true, body: () => ({ worker_id: 'w' }) },
+  'POST /v1/ns/:ns/invocations/:id/nack': { roles: ['worker'], byId: true, body: () => ({ worker_id: 'w', error: 'x' }) },
+  'POST /v1/ns/:ns/invocations/:id/heartbeat': { roles: ['worker'], byId: true, body: () => ({ worker_id: 'w' }) },
+  'POST /v1/ns/:ns/invocations/:id/cancel': { roles: ['producer'], byId: true },
+  'POST /v1/ns/:ns/invocations/:id/journal': { roles: ['worker'], byId: true, body: () => ({ worker_id: 'w', kind: 0, body: b64('x') }) },
+  'GET /v1/ns/:ns/invocations/:id/journal': { roles: ['producer'], byId: true },
+  'POST /v1/ns/:ns/invocations/:id/journal/trim': { roles: ['producer'], byId: true, body: () => ({ keep_last: 0 }) },
+  'POST /v1/ns/:ns/tokens': { roles: [], body: () => ({ role: 'producer' }) },
+  'GET /v1/ns/:ns/tokens': { roles: [] },
+  'DELETE /v1/ns/:ns/tokens/:id': { roles: [] },
+};
+
+const routes = () =>
+  [...new Set(app.routes.filter((r) => r.method !== 'ALL').map((r) => `${r.method} ${r.path.replace(/\/$/, '')}`))].filter((r) => r !== 'GET /health');
+
+async function mint(ns: string, role: Role) {
+  return (await call('POST', `/v1/ns/${ns}/tokens`, { role })).body as { token: string; id: string };
+}
+
+describe('authorization matrix', () => {
+  it('has an entry for every route the app serves', () => {
+    expect(routes().sort()).toEqual(Object.keys(MATRIX).sort());
+  });
+
+  it('allows only the right role in the right namespace; cross-tenant successes: 0', async () => {
+    const ns = freshNs();
+    const other = freshNs();
+    const tokens = { producer: await mint(ns, 'producer'), worker: await mint(ns, 'worker'), admin: await mint(ns, 'admin') };
+    const foreign = await mint(other, 'admin');
+    const revoked = await mint(ns, 'admin');
+    await call('DELETE', `/v1/ns/${ns}/tokens/${revoked.id}`);
+    let crossTenant = 0;
+    let checked = 0;
+    for (const [route, e] of Object.entries(MATRIX)) {
+      const [method, template] = route.split(' ') as [string, string];
+      // A fresh queue and invocation per route, in both namespaces.
+      const id = `inv${checked}`;
+      const q = `q${checked}`;
+      for (const n of [ns, other]) await call('POST', `/v1/ns/${n}/queues/${q}/invocations`, { id, envelope: b64('x') });
+      const query = route.endsWith('/result') ? '?timeout_ms=0' : '';
+      const path = (n: string, inv = id) => template.replace(':ns', n).replace(':queue', q).replace(':id', route.includes('/tokens/') ? tokens.producer.id : inv) + query;
+      const body = e.body?.(id);
+      const as = (t: string | null) => (t === null ? { authorization: '' } : { authorization: `Bearer ${t}` });
+
+      const none = await call(method, path(ns), body, as(null));
+      expect(none.status, `${route} without a token`).toBe(401);
+      const gone = await call(method, path(ns), body, as(revoked.token));
+      expect(gone.status, `${route} with a revoked token`).toBe(401);
+      const cross = await call(method, path(other), body, as(tokens.admin.token));
+      if (cross.status < 300) crossTenant++;
+      expect(cross.status, `${route} on another namespace`).toBe(403);
+      const foreignIn = await call(method, path(ns), body, as(foreign.token));
+      if (foreignIn.status < 300) crossTenant++;
+      expect(foreignIn.status, `${route} with another namespace's token`).toBe(403);
+      for (const role of ['producer', 'worker'] as const) {
+        if (e.roles.includes(role)) continue;
+        const wrong = await call(method, path(ns), body, as(tokens[role].token));
+        expect(wrong.status, `${route} as ${role}`).toBe(403);
+        expect(wrong.body.error.code).toBe('forbidden');
+      }
+      if (e.byId) {
+        const guessed = await call(method, path(ns, `guess-${id}`), body, as(tokens.admin.token));
+        expect(guessed.status, `${route} with a guessed id`).toBe(404);
+      }
+      const role = e.roles[0] ?? 'admin';
+      if (role === 'worker' && (e.byId || route.endsWith('/ack'))) await call('POST', `/v1/ns/${ns}/queues/${q}/claim`, { worker_id: 'w' }, as(tokens.worker.token));
+      const ok = await call(method, path(ns), body, as(tokens[role].token));
+      expect(ok.status, `${route} as ${role}: ${JSON.stringify(ok.body)}`).toBeLessThan(300);
+      checked++;
+    }
+    expect(crossTenant).toBe(0);
+    expect(checked).toBe(Object.keys(MATRIX).length);
+  }, 60_000);
+
+  it('never takes server-owned fields from a body', async () => {
+    const ns = freshNs();
+    for (const field of ['state', 'attempt', 'worker_id', 'namespace', 'ns', 'lease_until', 'result']) {
+      const r = await call('POST', `/v1/ns/${ns}/queues/q/invocations`, { id: `x-${field}`, envelope: b64('x'), [field]: field === 'attempt' ? 7 : 'succeeded' });
+      expect(r.status, field).toBe(400);
+      expect(r.body.error.message).toContain(field);
+    }
+    const claim = await call('POST', `/v1/ns/${ns}/queues/q/claim`, { worker_id: 'w', state: 'succeeded' });
+    expect(claim.status).toBe(400);
+    expect((await call('GET', `/v1/ns/${ns}/queues/q/count`)).body.count).toBe(0);
+  });
+});
