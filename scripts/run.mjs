@@ -12,6 +12,7 @@ const tasks = {
   typecheck: (t) => run(t.node, [join(ROOT, 'scripts', 'typecheck.mjs')], { env: t.env }),
   migrations: (t) => run(t.node, [join(ROOT, 'node_modules', 'drizzle-kit', 'bin.cjs'), 'generate', ...rest], { env: t.env }),
   deploy: (t) => run(t.node, [join(ROOT, 'node_modules', 'wrangler', 'bin', 'wrangler.js'), 'deploy', ...rest], { env: t.env }),
+  fault: (t) => run(t.node, [join(ROOT, 'scripts', 'fault.mjs'), ...rest], { env: t.env }),
   bench: (t) => run(t.node, [join(ROOT, 'bench', 'run.mjs'), ...rest], { env: t.env }),
   node: (t) => run(t.node, rest, { env: t.env }),
 };

@@ -283,7 +283,7 @@ describe('model-based: the transition core against a model of the contract', () 
         await fc.asyncModelRun(() => ({ model, real }), cmds);
         await checkCounts(model, real);
       }),
-      { numRuns: 300 },
+      { numRuns: Number(process.env.MODEL_RUNS ?? 300) },
     );
   }, 120_000);
 
@@ -331,7 +331,7 @@ describe('model-based: the transition core against a model of the contract', () 
         await Promise.all(tasks);
         for (const [key, n] of delivered) expect(n, `attempt ${key} delivered ${n} times`).toBe(1);
       }),
-      { numRuns: 200 },
+      { numRuns: Number(process.env.MODEL_RUNS ?? 200) },
     );
   }, 120_000);
 });

@@ -1,0 +1,20 @@
+// `npm run fault`: the long versions of the reliability tests (CI runs short ones in `npm test`).
+//   hostile input: 10,000 generated requests (FUZZ_N)    model-based: 2,000 sequences (MODEL_RUNS)
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { ROOT } from './toolchain.mjs';
+
+const vitest = join(ROOT, 'node_modules', 'vitest', 'vitest.mjs');
+const runs = [
+  { name: 'hostile input', args: ['run', '-c', 'vitest.edge.config.ts', 'test/edge/fuzz.test.ts'], env: { FUZZ_N: process.env.FUZZ_N ?? '10000' } },
+  { name: 'model-based', args: ['run', '-c', 'vitest.node.config.ts', 'test/model'], env: { MODEL_RUNS: process.env.MODEL_RUNS ?? '2000' } },
+];
+let failed = 0;
+for (const r of runs) {
+  process.stderr.write(`\n[fault] ${r.name} (${Object.entries(r.env).map(([k, v]) => `${k}=${v}`).join(' ')})\n`);
+  const t0 = Date.now();
+  const res = spawnSync(process.execPath, [vitest, ...r.args], { cwd: ROOT, stdio: 'inherit', env: { ...process.env, ...r.env } });
+  process.stderr.write(`[fault] ${r.name}: ${res.status === 0 ? 'ok' : 'FAILED'} in ${((Date.now() - t0) / 1000).toFixed(1)}s\n`);
+  if (res.status !== 0) failed++;
+}
+process.exit(failed ? 1 : 0);
