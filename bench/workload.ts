@@ -25,7 +25,7 @@ const O = {
   system: arg('system', 'lakeshore-local'), mode: arg('mode', 'throughput'), enqueue: arg('enqueue', 'single'),
   n: Number(arg('n', '20000')), p: Number(arg('p', '8')), w: Number(arg('w', '8')), payload: Number(arg('payload', '100')),
   batch: Number(arg('batch', '100')), idleN: Number(arg('idle-n', '500')), d1DelayMs: Number(arg('d1-delay-ms', '0')),
-  label: arg('label', ''), role: arg('role', 'coord'),
+  label: arg('label', ''), role: arg('role', 'coord'), prefetch: Number(arg('prefetch', '-1')),
 };
 const TOTAL = O.mode === 'idle' ? O.idleN : O.n;
 const log = (...a: unknown[]) => console.error(`[${O.role}]`, ...a);
@@ -53,7 +53,7 @@ async function worker() {
     else if (m.type === 'report') process.send!({ type: 'report', starts: Array.from(starts), counts: Array.from(counts) });
     else if (m.type === 'stop') stop.abort();
   });
-  const running = runWorker(conn.queue, { dispatch: d, registry: { noop }, concurrency: O.w, stop: stop.signal, workerId: `bench-${process.pid}`, graceMs: 5_000, claimWaitMs: 2_000 });
+  const running = runWorker(conn.queue, { dispatch: d, registry: { noop }, concurrency: O.w, prefetch: O.prefetch >= 0 ? O.prefetch : 4 * O.w, stop: stop.signal, workerId: `bench-${process.pid}`, graceMs: 5_000, claimWaitMs: 2_000 });
   process.send!({ type: 'ready' });
   await running;
   await d.close();
@@ -66,6 +66,7 @@ async function coordinator() {
   const result: Record<string, unknown> = {
     system: O.system, mode: O.mode, enqueue: O.mode === 'idle' ? 'single' : O.enqueue, N: TOTAL, P: O.mode === 'idle' ? 1 : O.p, W: O.w,
     payload_bytes: O.payload, batch: O.enqueue === 'bulk' && O.mode !== 'idle' ? O.batch : null, label: O.label || undefined, node: process.version,
+    worker: { concurrency: O.w, prefetch: O.prefetch >= 0 ? O.prefetch : 4 * O.w },
     d1_delay_ms: O.system === 'lakeshore-edge' ? O.d1DelayMs : undefined,
   };
   const dir = mkdtempSync(join(process.env.BENCH_STATE_DIR ?? tmpdir(), 'lakeshore-bench-'));
@@ -161,7 +162,8 @@ async function coordinator() {
   result.completion = { duplicates: dup, missing, store_succeeded: succeeded };
   result.exactly_once = dup === 0 && missing === 0 && succeeded === TOTAL;
   if (plane) {
-    const s = await fetch(`${plane.url}/v1/ns/${ns}/queues/${queue}/stats`, { headers: { authorization: `Bearer ${(conn as { token: string }).token}` } }).then((r) => r.json() as Promise<{ read: number; written: number; batches: number; plans: number; d1_ms: number }>);
+    const s = await fetch(`${plane.url}/v1/ns/${ns}/queues/${queue}/stats`, { headers: { authorization: `Bearer ${(conn as { token: string }).token}` } }).then((r) => r.json() as Promise<{ read: number; written: number; batches: number; plans: number; d1_ms: number; calls: number; callMs: number }>);
+    result.queue_object = { calls_per_job: +(s.calls / TOTAL).toFixed(2), ms_per_call: +(s.callMs / Math.max(1, s.calls)).toFixed(2) };
     result.d1 = {
       ms_per_batch: +(s.d1_ms / Math.max(1, s.batches)).toFixed(2), batches: s.batches, rows_read_per_job: +(s.read / TOTAL).toFixed(2), rows_written_per_job: +(s.written / TOTAL).toFixed(2), plans_per_batch: +(s.plans / Math.max(1, s.batches)).toFixed(2) };
   }

@@ -32,6 +32,8 @@ export interface WorkerOptions {
   graceMs?: number;
   /** How long one claim waits for work. Default 20 s. */
   claimWaitMs?: number;
+  /** Extra jobs to claim ahead of free slots (default 0: claim only what can start now). */
+  prefetch?: number;
   onJob?: (id: string, outcome: JobOutcome) => void;
   log?: (msg: string) => void;
 }
@@ -56,13 +58,30 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
   let claimedOnce = false;
   const claimWait = opts.claimWaitMs ?? 20_000;
 
-  // Claims fill free slots in batches (claimMany): a busy worker costs one round trip per batch
-  // of jobs, not one per job. Up to two claims are in flight at once, each holding the slots it
-  // asked for, so new work is on its way while the previous batch still runs.
+  // Claims fill free capacity in batches (claimMany): a busy worker costs one round trip per
+  // batch of jobs, not one per job. Up to two claims are in flight at once, each holding the
+  // capacity it asked for. With `prefetch`, claimed jobs may wait in a local buffer (their lease
+  // running) so the next batch is at hand when a job ends: worth it for short jobs, not long ones.
   const running = new Set<Promise<void>>();
   const claims = new Set<Promise<void>>();
-  let free = opts.once ? 1 : concurrency;
+  const buffer: Awaited<ReturnType<typeof d.claimMany>> = [];
+  const capacity = opts.once ? 1 : concurrency + Math.max(0, opts.prefetch ?? 0);
+  let held = 0; // claimed (running or buffered) plus asked for
   let turn = 0;
+  const start = () => {
+    while (running.size < concurrency && buffer.length) {
+      const c = buffer.shift()!;
+      const job: Promise<void> = runJob(c, jobOpts)
+        .then((outcome) => opts.onJob?.(c.id, outcome))
+        .catch((e: unknown) => log(`job ${c.id}: ${e instanceof Error ? e.message : String(e)}`))
+        .finally(() => {
+          held--;
+          running.delete(job);
+          start();
+        });
+      running.add(job);
+    }
+  };
   const claimInto = async (want: number) => {
     const pool = pools[turn++ % pools.length]!;
     // With several pools, wait briefly on each in turn; with one, wait long.
@@ -71,35 +90,32 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
     try {
       got = await d.claimMany(pool, workerId, want, { waitMs, leaseMs: leaseMs ?? undefined, signal: stop });
     } finally {
-      free += want - got.length;
+      held -= want - got.length;
     }
-    for (const c of got) {
-      claimedOnce = true;
-      executed++;
-      const job: Promise<void> = runJob(c, jobOpts)
-        .then((outcome) => opts.onJob?.(c.id, outcome))
-        .catch((e: unknown) => log(`job ${c.id}: ${e instanceof Error ? e.message : String(e)}`))
-        .finally(() => {
-          free++;
-          running.delete(job);
-        });
-      running.add(job);
-    }
+    claimedOnce ||= got.length > 0;
+    executed += got.length;
+    buffer.push(...got);
+    start();
   };
   const claimer = async () => {
     while (!stop.aborted && !(opts.once && claimedOnce)) {
-      if (free > 0 && claims.size < 2 && !(opts.once && claims.size)) {
-        const want = free;
-        free = 0;
+      if (held < capacity && claims.size < 2 && !(opts.once && claims.size)) {
+        const want = capacity - held;
+        held += want;
         const p: Promise<void> = claimInto(want).finally(() => claims.delete(p));
         claims.add(p);
         continue;
       }
-      // Let jobs finishing in the same turn free their slots together before claiming again.
+      // Let jobs finishing in the same turn free their capacity together before claiming again.
       await Promise.race([...running, ...claims]);
       await new Promise((r) => setImmediate(r));
     }
     await Promise.all(claims);
+    // Stopping: jobs claimed but not started go back to the queue at once.
+    for (const c of buffer.splice(0)) {
+      await d.nack(c.id, workerId, { attempt: c.attempt, error: 'the worker stopped before starting it', retry: true }).catch(() => {});
+      executed--;
+    }
     await Promise.all(running);
   };
 

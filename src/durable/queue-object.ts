@@ -23,7 +23,7 @@ export class QueueObject extends DurableObject<Env> {
   /** The alarm time this instance last set; a cache of a timer, not of queue state. */
   private alarmAt: number | null = null;
   /** D1 rows read and written by this object's batches, for benchmarks. */
-  private readonly rows = { read: 0, written: 0, batches: 0, plans: 0 };
+  private readonly rows = { read: 0, written: 0, batches: 0, plans: 0, calls: 0, callMs: 0 };
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -153,8 +153,14 @@ export class QueueObject extends DurableObject<Env> {
   /** Runs one verb for the queue: records the identity, then answers a tagged result. */
   private run<T>(ns: string, queue: string, fn: () => Promise<T>) {
     return capture(async () => {
-      await this.own(ns, queue);
-      return await fn();
+      const t0 = Date.now();
+      try {
+        await this.own(ns, queue);
+        return await fn();
+      } finally {
+        this.rows.calls++;
+        this.rows.callMs += Date.now() - t0;
+      }
     });
   }
 
