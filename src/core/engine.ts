@@ -7,12 +7,12 @@ import { Committer, type CommitterOptions } from './committer.ts';
 import { badRequest, LakeshoreError, notFound, toError } from './errors.ts';
 import { isTerminalKind } from './frame.ts';
 import { DEFAULT_LIMITS, type Limits } from './limits.ts';
-import { followUp, type Plan } from './plan.ts';
 import type { Port, StmtResult } from './port.ts';
 import { outcomeOf } from './rows.ts';
 import { isTerminal, type State } from './states.ts';
 import { cancelPlan } from './sql/cancel.ts';
-import { claimStmt, levelsStmt, toClaimed, type ClaimInput } from './sql/claim.ts';
+import type { ClaimInput } from './sql/claim.ts';
+import { claimPlan, nextLeasePlan } from './claims.ts';
 import { expireStmt, nextLeaseStmt } from './sql/expire.ts';
 import type { Holder } from './sql/fence.ts';
 import { ackPlan, nackPlan } from './sql/finish.ts';
@@ -20,7 +20,7 @@ import { heartbeatPlan } from './sql/heartbeat.ts';
 import { appendPlan, readPlan, trimPlan, type Appended } from './sql/journal.ts';
 import { configurePlan, countPlan, getPlan, queueOfPlan, queuesPlan } from './sql/read.ts';
 import { submitPlan, type Submitted } from './sql/submit.ts';
-import type { Claimed, ClaimKind, HeartbeatAnswer, Invocation, InvocationError, JournalPage, Outcome } from './types.ts';
+import type { Claimed, HeartbeatAnswer, Invocation, InvocationError, JournalPage, Outcome } from './types.ts';
 import * as v from './validate.ts';
 import { keys, Waiters } from './waiters.ts';
 
@@ -185,7 +185,9 @@ export class Engine {
     const deadline = this.now() + wait;
     for (;;) {
       const seen = this.epoch;
-      const got = await this.committer.run(this.claimPlan(ns, q, input, max));
+      const got = await this.committer.run(
+        claimPlan({ now: this.now, ns, queue: q, limits: this.limits, random: this.random, afterExpire: (ex) => this.afterExpire(ns, q, ex) }, input, max),
+      );
       if (got.length) {
         const last = Math.max(...got.map((c) => c.leaseUntil));
         this.onLease?.(ns, q, last);
@@ -196,23 +198,13 @@ export class Engine {
       if (left <= 0 || req.signal?.aborted) return [];
       // Park until a transition wakes us, or until the queue's next lease runs out: then this
       // claim expires it itself, whether or not any alarm or other process is still there.
-      const next = await this.committer.run(this.nextLeasePlan(ns, q));
+      const next = await this.committer.run(nextLeasePlan(ns, q));
       if (this.epoch !== seen) continue;
       const untilLease = next === null ? Infinity : next - this.now() + 1;
       const woken = await this.waiters.wait(keys.queue(ns, q), Math.max(1, Math.min(left, untilLease)), req.signal);
       left = deadline - this.now();
       if (!woken && (left <= 0 || req.signal?.aborted)) return [];
     }
-  }
-
-  private nextLeasePlan(ns: string, queue: string): Plan<number | null> {
-    return {
-      stmts: [nextLeaseStmt(ns, queue)],
-      done: ([r]) => {
-        const n = r!.rows[0]?.next;
-        return n === null || n === undefined ? null : Number(n);
-      },
-    };
   }
 
   async ack(ns: string, id: unknown, req: HolderRequest & { result?: unknown }): Promise<{ absorbed: boolean }> {
@@ -317,71 +309,6 @@ export class Engine {
   }
 
   // ---------------------------------------------------------------- internals
-
-  private claimPlan(ns: string, queue: string, c: ClaimInput & { temperature: number }, max: number): Plan<Claimed[]> {
-    const now = this.now();
-    const expire = expireStmt(now, ns, queue, this.limits.defaultMaxAttempts);
-    if (c.kind === 'boltzmann' && c.temperature > 0) return this.boltzmannPlan(now, ns, queue, c, max, expire);
-    const kind: ClaimKind = c.kind === 'boltzmann' ? 'fifo' : c.kind; // T = 0: the top level, oldest first
-    const one = claimStmt(now, ns, queue, { ...c, kind }, this.limits.defaultLeaseMs, null);
-    return {
-      stmts: [expire, ...Array.from({ length: max }, () => one)],
-      done: ([ex, ...claims]) => {
-        this.afterExpire(ns, queue, ex!);
-        return claims.flatMap((r) => r.rows.map(toClaimed));
-      },
-    };
-  }
-
-  /**
-   * Boltzmann: pick a priority level with probability ∝ n_level · exp(level / T), where n_level
-   * comes from queue_levels (O(levels) rows), then claim that level's oldest row. Every queued
-   * row thus has probability ∝ exp(priority / T); T → 0 is fifo, large T approaches uniform.
-   */
-  private boltzmannPlan(now: number, ns: string, queue: string, c: ClaimInput & { temperature: number }, max: number, expire = expireStmt(now, ns, queue, this.limits.defaultMaxAttempts), got: Claimed[] = [], tries = 0): Plan<Claimed[]> {
-    return {
-      stmts: [expire, levelsStmt(ns, queue)],
-      done: ([ex, lv]) => {
-        this.afterExpire(ns, queue, ex!);
-        const levels = lv!.rows.map((r) => ({ p: Number(r.priority), n: Number(r.queued) }));
-        if (!levels.length) return got;
-        const picks = this.sampleLevels(levels, c.temperature, max - got.length);
-        return followUp({
-          stmts: picks.map((p) => claimStmt(now, ns, queue, c, this.limits.defaultLeaseMs, p)),
-          done: (rs) => {
-            const more = [...got, ...rs.flatMap((r) => r.rows.map(toClaimed))];
-            // A level can empty under us (another claim in the same batch); sample again, a few times.
-            if (more.length < max && tries < 3 && more.length < levels.reduce((a, l) => a + l.n, 0)) {
-              return followUp(this.boltzmannPlan(this.now(), ns, queue, c, max, expireStmt(this.now(), ns, queue, this.limits.defaultMaxAttempts), more, tries + 1));
-            }
-            return more;
-          },
-        });
-      },
-    };
-  }
-
-  /** Draws `k` levels without replacement of rows: each draw ∝ n · exp((p - pmax) / T). */
-  private sampleLevels(levels: { p: number; n: number }[], t: number, k: number): number[] {
-    const pmax = Math.max(...levels.map((l) => l.p));
-    const left = levels.map((l) => ({ p: l.p, n: l.n, w: Math.exp((l.p - pmax) / t) }));
-    const out: number[] = [];
-    for (let i = 0; i < k; i++) {
-      const total = left.reduce((a, l) => a + l.n * l.w, 0);
-      if (total <= 0) break;
-      let r = this.random() * total;
-      let pick = left.find((l) => l.n > 0)!;
-      for (const l of left) {
-        if (l.n <= 0) continue;
-        r -= l.n * l.w;
-        pick = l;
-        if (r < 0) break;
-      }
-      pick.n--;
-      out.push(pick.p);
-    }
-    return out;
-  }
 
   private afterExpire(ns: string, queue: string, ex: StmtResult): void {
     let requeued = 0;

@@ -1,0 +1,100 @@
+/**
+ * How a claim picks its rows: fifo and filo in one guarded UPDATE per row, boltzmann by sampling
+ * a priority level first. Every claim plan starts by expiring the queue's overdue leases, so a
+ * claim reclaims them itself whether or not an alarm ever fires.
+ */
+import type { Limits } from './limits.ts';
+import { followUp, type Plan } from './plan.ts';
+import type { StmtResult, Stmt } from './port.ts';
+import { claimStmt, levelsStmt, toClaimed, type ClaimInput } from './sql/claim.ts';
+import { expireStmt, nextLeaseStmt } from './sql/expire.ts';
+import type { Claimed, ClaimKind } from './types.ts';
+
+export interface ClaimContext {
+  now: () => number;
+  ns: string;
+  queue: string;
+  limits: Limits;
+  random: () => number;
+  /** Told what the expiry in front of the claim moved, to wake whoever waits on those rows. */
+  afterExpire: (ex: StmtResult) => void;
+}
+
+export type ClaimRequestInput = ClaimInput & { temperature: number };
+
+export function claimPlan(ctx: ClaimContext, c: ClaimRequestInput, max: number): Plan<Claimed[]> {
+  const now = ctx.now();
+  if (c.kind === 'boltzmann' && c.temperature > 0) return boltzmannPlan(ctx, c, max, [], 0);
+  const kind: ClaimKind = c.kind === 'boltzmann' ? 'fifo' : c.kind; // T = 0: the top level, oldest first
+  const one = claimStmt(now, ctx.ns, ctx.queue, { ...c, kind }, ctx.limits.defaultLeaseMs, null);
+  return {
+    stmts: [expire(ctx), ...Array.from({ length: max }, () => one)],
+    done: ([ex, ...claims]) => {
+      ctx.afterExpire(ex!);
+      return claims.flatMap((r) => r.rows.map(toClaimed));
+    },
+  };
+}
+
+const expire = (ctx: ClaimContext): Stmt => expireStmt(ctx.now(), ctx.ns, ctx.queue, ctx.limits.defaultMaxAttempts);
+
+/**
+ * Boltzmann: pick a priority level with probability ∝ n_level · exp(level / T), where n_level
+ * comes from queue_levels (O(levels) rows), then claim that level's oldest row. Every queued
+ * row thus has probability ∝ exp(priority / T); T → 0 is fifo, large T approaches uniform.
+ */
+function boltzmannPlan(ctx: ClaimContext, c: ClaimRequestInput, max: number, got: Claimed[], tries: number): Plan<Claimed[]> {
+  return {
+    stmts: [expire(ctx), levelsStmt(ctx.ns, ctx.queue)],
+    done: ([ex, lv]) => {
+      ctx.afterExpire(ex!);
+      const levels = lv!.rows.map((r) => ({ p: Number(r.priority), n: Number(r.queued) }));
+      if (!levels.length) return got;
+      const picks = sampleLevels(levels, c.temperature, max - got.length, ctx.random);
+      return followUp({
+        stmts: picks.map((p) => claimStmt(ctx.now(), ctx.ns, ctx.queue, c, ctx.limits.defaultLeaseMs, p)),
+        done: (rs) => {
+          const more = [...got, ...rs.flatMap((r) => r.rows.map(toClaimed))];
+          // A level can empty under us (another claim in the same batch); sample again, a few times.
+          if (more.length < max && tries < 3 && more.length < levels.reduce((a, l) => a + l.n, 0)) {
+            return followUp(boltzmannPlan(ctx, c, max, more, tries + 1));
+          }
+          return more;
+        },
+      });
+    },
+  };
+}
+
+/** Draws `k` levels without replacement of rows: each draw ∝ n · exp((p - pmax) / T). */
+export function sampleLevels(levels: { p: number; n: number }[], t: number, k: number, random: () => number): number[] {
+  const pmax = Math.max(...levels.map((l) => l.p));
+  const left = levels.map((l) => ({ p: l.p, n: l.n, w: Math.exp((l.p - pmax) / t) }));
+  const out: number[] = [];
+  for (let i = 0; i < k; i++) {
+    const total = left.reduce((a, l) => a + l.n * l.w, 0);
+    if (total <= 0) break;
+    let r = random() * total;
+    let pick = left.find((l) => l.n > 0)!;
+    for (const l of left) {
+      if (l.n <= 0) continue;
+      r -= l.n * l.w;
+      pick = l;
+      if (r < 0) break;
+    }
+    pick.n--;
+    out.push(pick.p);
+  }
+  return out;
+}
+
+/** The queue's earliest lease deadline: how long a parked claim may sleep before expiring it itself. */
+export function nextLeasePlan(ns: string, queue: string): Plan<number | null> {
+  return {
+    stmts: [nextLeaseStmt(ns, queue)],
+    done: ([r]) => {
+      const n = r!.rows[0]?.next;
+      return n === null || n === undefined ? null : Number(n);
+    },
+  };
+}
