@@ -1,5 +1,6 @@
 // `npm run fault`: the long versions of the reliability tests (CI runs short ones in `npm test`).
 //   hostile input: 10,000 generated requests (FUZZ_N)    model-based: 2,000 sequences (MODEL_RUNS)
+//   SSE reconnect: 200 cuts (SSE_CUTS)                    ambiguous responses: 100 rounds (AMBIGUOUS_N)
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { ROOT } from './toolchain.mjs';
@@ -8,6 +9,10 @@ const vitest = join(ROOT, 'node_modules', 'vitest', 'vitest.mjs');
 const runs = [
   { name: 'hostile input', args: ['run', '-c', 'vitest.edge.config.ts', 'test/edge/fuzz.test.ts'], env: { FUZZ_N: process.env.FUZZ_N ?? '10000' } },
   { name: 'model-based', args: ['run', '-c', 'vitest.node.config.ts', 'test/model'], env: { MODEL_RUNS: process.env.MODEL_RUNS ?? '2000' } },
+  {
+    name: 'SSE cuts and ambiguous responses', args: ['run', '-c', 'vitest.node.config.ts', 'test/fault'],
+    env: { SSE_CUTS: process.env.SSE_CUTS ?? '200', AMBIGUOUS_N: process.env.AMBIGUOUS_N ?? '100' },
+  },
 ];
 let failed = 0;
 for (const r of runs) {
