@@ -28,6 +28,7 @@ export interface HttpDispatchOptions {
 
 type SubmitItem = { envelope: Uint8Array; opts: SubmitOptions };
 type AckItem = { id: string; workerId: string; attempt: number | null; result: Uint8Array | null };
+type NackItem = { id: string; workerId: string; attempt: number | null; error: string | { message: string; [k: string]: unknown }; retry: boolean };
 
 /** The longest single long-poll; longer waits are made of several. */
 const SLICE_MS = 50_000;
@@ -56,6 +57,7 @@ export class HttpDispatch implements DispatchPlane {
   private readonly coalesce: boolean;
   private readonly submitters = new Map<string, Batcher<SubmitItem, string>>();
   private readonly ackers = new Map<string, Batcher<AckItem, undefined>>();
+  private readonly nackers = new Map<string, Batcher<NackItem, undefined>>();
 
   constructor(baseUrl: string, opts: HttpDispatchOptions = {}) {
     this.baseUrl = baseUrl.replace(/\/+$/, '');
@@ -229,10 +231,33 @@ export class HttpDispatch implements DispatchPlane {
   }
 
   async nack(id: string, workerId: string, opts: HolderOptions & { error: string | { message: string; [k: string]: unknown }; retry?: boolean }): Promise<void> {
-    await this.call('POST', `/invocations/${enc(id)}/nack${this.q(id)}`, {
-      worker_id: workerId, attempt: this.attemptOf(id, workerId, opts.attempt), error: opts.error, retry: opts.retry ?? true,
-    });
+    const item: NackItem = { id, workerId, attempt: this.attemptOf(id, workerId, opts.attempt), error: opts.error, retry: opts.retry ?? true };
+    const queue = this.queues.get(id);
+    if (this.coalesce && queue) {
+      let b = this.nackers.get(queue);
+      if (!b) {
+        b = new Batcher((items) => this.nackBatch(queue, items));
+        this.nackers.set(queue, b);
+      }
+      await b.add(item);
+    } else {
+      await this.call('POST', `/invocations/${enc(id)}/nack${this.q(id)}`, { worker_id: workerId, attempt: item.attempt, error: item.error, retry: item.retry });
+    }
     this.claims.delete(id);
+  }
+
+  /** Nacks many invocations of one queue in one request; each is fenced on its own and fails alone. */
+  private async nackBatch(queue: string, items: NackItem[]) {
+    const out = await this.call('POST', `/queues/${enc(queue)}/nack`, {
+      items: items.map((n) => ({ id: n.id, worker_id: n.workerId, attempt: n.attempt, error: n.error, retry: n.retry })),
+    });
+    return (out.results as Json[]).map((r) => {
+      if (r.error) {
+        const e = r.error as { code: string; message: string };
+        return { ok: false as const, error: errorFor(e.code, e.message) as Error };
+      }
+      return { ok: true as const, value: undefined };
+    });
   }
 
   async heartbeat(id: string, workerId: string, opts: HolderOptions & { leaseMs?: number } = {}): Promise<HeartbeatAnswer> {

@@ -235,6 +235,12 @@ export class Engine {
     return { state: out.state === 'queued' ? 'queued' : 'failed', absorbed: out.absorbed };
   }
 
+  /** Nacks many; each item is fenced on its own, and a stale item fails alone. */
+  async nackMany(ns: string, items: (HolderRequest & { id: unknown; error: unknown; retry?: unknown })[]): Promise<Settled<{ state: 'queued' | 'failed'; absorbed: boolean }>[]> {
+    if (items.length > this.limits.maxBatch) throw badRequest(`a batch holds at most ${this.limits.maxBatch} items`);
+    return Promise.all(items.map((it) => settle(this.nack(ns, it.id, it))));
+  }
+
   async heartbeat(ns: string, id: unknown, req: HolderRequest & { leaseMs?: unknown }): Promise<HeartbeatAnswer> {
     const invId = v.id(id, this.limits);
     const leaseMs = req.leaseMs === undefined || req.leaseMs === null ? null : v.nonNegInt('lease_ms', req.leaseMs, 0, this.limits.maxLeaseMs);

@@ -40,6 +40,9 @@ export const NackBody = z.strictObject({
   error: z.union([z.string(), z.looseObject({ message: z.string() })]),
   retry: opt(z.boolean()),
 });
+export const NackManyBody = z.strictObject({
+  items: z.array(z.strictObject({ id: z.string(), ...Holder, error: z.union([z.string(), z.looseObject({ message: z.string() })]), retry: opt(z.boolean()) })),
+});
 export const HeartbeatBody = z.strictObject({ ...Holder, lease_ms: opt(z.number()) });
 export const AppendBody = z.strictObject({
   ...Holder,

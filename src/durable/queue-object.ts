@@ -98,6 +98,13 @@ export class QueueObject extends DurableObject<Env> {
     });
   }
 
+  nackMany(ns: string, queue: string, items: (HolderRequest & { id: string; error: unknown; retry?: unknown })[]) {
+    return this.run(ns, queue, async () => {
+      const out = await this.engine.nackMany(ns, items.map((it) => ({ ...it, queue })));
+      return out.map((r) => (r.ok ? { ok: true as const, value: r.value } : { ok: false as const, code: r.error.code, message: r.error.message }));
+    });
+  }
+
   nack(ns: string, queue: string, id: string, req: HolderRequest & { error: unknown; retry?: unknown }) {
     return this.run(ns, queue, () => this.engine.nack(ns, id, { ...req, queue }));
   }

@@ -22,6 +22,7 @@ const MATRIX: Record<string, Entry> = {
   'POST /v1/ns/:ns/queues/:queue/invocations/batch': { roles: ['producer'], body: (id) => ({ items: [{ id: `${id}-b`, envelope: b64('x') }] }) },
   'POST /v1/ns/:ns/queues/:queue/claim': { roles: ['worker'], body: () => ({ worker_id: 'w' }) },
   'POST /v1/ns/:ns/queues/:queue/ack': { roles: ['worker'], body: (id) => ({ items: [{ id, worker_id: 'w' }] }) },
+  'POST /v1/ns/:ns/queues/:queue/nack': { roles: ['worker'], body: (id) => ({ items: [{ id, worker_id: 'w', error: 'x' }] }) },
   'GET /v1/ns/:ns/queues/:queue/count': { roles: ['producer'] },
   'PUT /v1/ns/:ns/queues/:queue': { roles: [], body: () => ({ lease_ms: 5000 }) },
   'GET /v1/ns/:ns/queues/:queue/stats': { roles: ['producer', 'worker'] },
@@ -92,7 +93,7 @@ describe('authorization matrix', () => {
         expect(guessed.status, `${route} with a guessed id`).toBe(404);
       }
       const role = e.roles[0] ?? 'admin';
-      if (role === 'worker' && (e.byId || route.endsWith('/ack'))) await call('POST', `/v1/ns/${ns}/queues/${q}/claim`, { worker_id: 'w' }, as(tokens.worker.token));
+      if (role === 'worker' && (e.byId || route.endsWith('/ack') || route.endsWith('/nack'))) await call('POST', `/v1/ns/${ns}/queues/${q}/claim`, { worker_id: 'w' }, as(tokens.worker.token));
       const ok = await call(method, path(ns), body, as(tokens[role].token));
       expect(ok.status, `${route} as ${role}: ${JSON.stringify(ok.body)}`).toBeLessThan(300);
       checked++;

@@ -36,7 +36,7 @@ const body = fc.oneof(
   fc.record({ id: weird, envelope: fc.oneof(fc.constant(b64('x')), weird) }).map((o) => JSON.stringify(o)),
 );
 const routes: [string, string][] = [
-  ['POST', 'queues/:q/invocations'], ['POST', 'queues/:q/invocations/batch'], ['POST', 'queues/:q/claim'], ['POST', 'queues/:q/ack'],
+  ['POST', 'queues/:q/invocations'], ['POST', 'queues/:q/invocations/batch'], ['POST', 'queues/:q/claim'], ['POST', 'queues/:q/ack'], ['POST', 'queues/:q/nack'],
   ['GET', 'queues/:q/count?state=:s'], ['PUT', 'queues/:q'], ['GET', 'queues/:q/stats'], ['GET', 'queues'],
   ['GET', 'invocations/:id'], ['GET', 'invocations/:id/result?timeout_ms=:n'], ['POST', 'invocations/:id/ack'], ['POST', 'invocations/:id/nack'],
   ['POST', 'invocations/:id/heartbeat'], ['POST', 'invocations/:id/cancel'], ['POST', 'invocations/:id/journal'],

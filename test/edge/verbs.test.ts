@@ -91,6 +91,26 @@ describe('nack', () => {
   });
 });
 
+describe('batch nack and ack', () => {
+  it('fences each item on its own: a stale item fails alone', async () => {
+    const p = plane();
+    for (const id of ['a', 'b', 'c']) await p.submit('q', id);
+    await p.claim('q', 'w', { max: 3 });
+    const nacks = await call('POST', `/v1/ns/${p.ns}/queues/q/nack`, {
+      items: [{ id: 'a', worker_id: 'w', error: 'again' }, { id: 'b', worker_id: 'intruder', error: 'x' }, { id: 'c', worker_id: 'w', error: 'bad', retry: false }],
+    });
+    expect(nacks.body.results).toEqual([
+      { ok: true, state: 'queued', absorbed: false },
+      { error: { code: 'conflict', message: expect.stringMatching(/another worker/) } },
+      { ok: true, state: 'failed', absorbed: false },
+    ]);
+    const acks = await call('POST', `/v1/ns/${p.ns}/queues/q/ack`, { items: [{ id: 'b', worker_id: 'w' }, { id: 'c', worker_id: 'w' }] });
+    expect(acks.body.results[0]).toEqual({ ok: true, absorbed: false });
+    expect(acks.body.results[1].error.code).toBe('conflict');
+    expect([(await p.get('a')).body.state, (await p.get('b')).body.state, (await p.get('c')).body.state]).toEqual(['queued', 'succeeded', 'failed']);
+  });
+});
+
 describe('cancel', () => {
   it('cancels a queued row, so it is never claimed, and reports false once ended', async () => {
     const p = plane();

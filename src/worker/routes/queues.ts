@@ -6,7 +6,7 @@ import { bytesField, MAX_BATCH_BODY_BYTES, optBytes, readJson } from '../body.ts
 import { claimedJson } from '../json.ts';
 import { nsParam, queueObject, reader, type App, type Ctx } from '../plane.ts';
 import { allow } from '../auth.ts';
-import { AckManyBody, ClaimBody, QueueSettingsBody, SubmitBody, SubmitManyBody } from '../../core/wire.ts';
+import { AckManyBody, ClaimBody, NackManyBody, QueueSettingsBody, SubmitBody, SubmitManyBody } from '../../core/wire.ts';
 
 const queueParam = (c: Ctx) => v.queue(c.req.param('queue'), reader(c).limits);
 
@@ -53,6 +53,15 @@ export const queues = new Hono<App>()
     const items = body.items.map((a) => ({ id: a.id, workerId: a.worker_id, attempt: a.attempt, result: optBytes('result', a.result) }));
     const out = await unwrap(queueObject(c, ns, queue).ackMany(ns, queue, items));
     return c.json({ results: out.map((r) => (r.ok ? { ok: true, absorbed: r.value.absorbed } : { error: { code: r.code, message: r.message } })) });
+  })
+  .post('/:queue/nack', async (c) => {
+    const ns = nsParam(c);
+    const queue = queueParam(c);
+    allow(c, ns, 'nack', queue);
+    const body = await readJson(c, NackManyBody, MAX_BATCH_BODY_BYTES);
+    const items = body.items.map((n) => ({ id: n.id, workerId: n.worker_id, attempt: n.attempt, error: n.error, retry: n.retry ?? undefined }));
+    const out = await unwrap(queueObject(c, ns, queue).nackMany(ns, queue, items));
+    return c.json({ results: out.map((r) => (r.ok ? { ok: true, state: r.value.state, absorbed: r.value.absorbed } : { error: { code: r.code, message: r.message } })) });
   })
   .get('/:queue/count', async (c) => {
     const ns = nsParam(c);
