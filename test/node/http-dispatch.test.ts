@@ -109,6 +109,7 @@ describe('HttpDispatch journal', () => {
       await worker.journalAppend(c!.id, i, { kind: FrameKind.VALUE, seq: i, body: bytes(String(i)), meta: null });
       await new Promise((r) => setTimeout(r, 150));
     }
+    for (let i = 0; i < 500 && seen.length < 3; i++) await new Promise((r) => setTimeout(r, 10));
     expect(seen.map((s) => s.seq)).toEqual([0, 1, 2]); // arrived while the job still runs
     const ackAt = Date.now();
     await worker.journalAppend(c!.id, 3, encodeFrame({ kind: FrameKind.END, seq: 3, body: new Uint8Array(), meta: null }));

@@ -147,6 +147,10 @@ class Waits(unittest.TestCase):
         for i in range(3):
             self.assertEqual(d.journal_append("a", i, ls.encode_frame(ls.VALUE, i, b"v%d" % i)), i)
             time.sleep(0.1)
+        for _ in range(500):
+            if len(seen) >= 3:
+                break
+            time.sleep(0.01)
         self.assertEqual([s for s, _ in seen], [0, 1, 2])  # arrived while the job runs
         self.assertEqual(d.journal_append("a", 2, ls.encode_frame(ls.VALUE, 2, b"v2")), 2)  # a retry is absorbed
         d.journal_append("a", 3, ls.encode_frame(ls.END, 3, b""), final=True)
