@@ -15,7 +15,7 @@ export class Batcher<I, O> {
   private pending: Waiting<I, O>[] = [];
   private inFlight = 0;
   private scheduled = false;
-  private readonly send: (items: I[]) => Promise<Settled<O>[]>;
+  readonly send: (items: I[]) => Promise<Settled<O>[]>;
   private readonly maxInFlight: number;
   private readonly maxBatch: number;
 

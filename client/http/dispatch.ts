@@ -7,13 +7,14 @@
  * const id = await d.submit('gpu', new TextEncoder().encode('{"fn":"train"}'), { id: crypto.randomUUID() });
  * const bytes = await d.result(id, { timeoutMs: 60_000 });
  */
-import { fromBase64, toBase64 } from '../../src/core/bytes.ts';
+import { toBase64 } from '../../src/core/bytes.ts';
 import { decodeFrame } from '../../src/core/frame.ts';
 import type { State } from '../../src/core/states.ts';
 import type { Claimed, Frame, HeartbeatAnswer, Invocation, InvocationError, JournalFrame } from '../../src/core/types.ts';
 import { errorFor, InvocationCancelledError, InvocationFailedError, LakeshoreError, TimeoutError } from '../errors.ts';
 import type { AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, ReadOptions, SubmitOptions } from '../types.ts';
-import { Batcher } from './batcher.ts';
+import type { Batcher } from './batcher.ts';
+import { b64, batcherFor, enc, finiteOnly, settledOf, type Json } from './wire.ts';
 import { sseEvents } from './sse.ts';
 
 export interface HttpDispatchOptions {
@@ -35,13 +36,7 @@ const SLICE_MS = 50_000;
 /** How many recent ids remember their queue, so routes by id skip the plane's lookup. */
 const HINTS = 10_000;
 
-type Json = Record<string, unknown>;
 
-const b64 = (s: unknown): Uint8Array => {
-  const b = typeof s === 'string' ? fromBase64(s) : null;
-  if (!b) throw new LakeshoreError('internal', 'the plane answered bytes that are not base64');
-  return b;
-};
 
 export class HttpDispatch implements DispatchPlane {
   readonly baseUrl: string;
@@ -73,11 +68,7 @@ export class HttpDispatch implements DispatchPlane {
   async submit(queue: string, envelope: Uint8Array, opts: SubmitOptions): Promise<string> {
     if (this.coalesce) {
       if (opts.priority !== undefined && !Number.isFinite(opts.priority)) throw errorFor('bad_request', 'priority must be a finite number');
-      let b = this.submitters.get(queue);
-      if (!b) {
-        b = new Batcher((items) => this.submitBatch(queue, items));
-        this.submitters.set(queue, b);
-      }
+      const b = batcherFor(this.submitters, queue, (items) => this.submitBatch(queue, items));
       return b.add({ envelope, opts });
     }
     const out = await this.call('POST', `/queues/${enc(queue)}/invocations`, {
@@ -204,11 +195,7 @@ export class HttpDispatch implements DispatchPlane {
     const attempt = this.attemptOf(id, workerId, opts.attempt);
     const queue = this.queues.get(id);
     if (this.coalesce && queue) {
-      let b = this.ackers.get(queue);
-      if (!b) {
-        b = new Batcher((items) => this.ackBatch(queue, items));
-        this.ackers.set(queue, b);
-      }
+      const b = batcherFor(this.ackers, queue, (items) => this.ackBatch(queue, items));
       await b.add({ id, workerId, attempt, result: opts.result ?? null });
     } else {
       await this.call('POST', `/invocations/${enc(id)}/ack${this.q(id)}`, { worker_id: workerId, attempt, result: opts.result ? toBase64(opts.result) : null });
@@ -221,24 +208,14 @@ export class HttpDispatch implements DispatchPlane {
     const out = await this.call('POST', `/queues/${enc(queue)}/ack`, {
       items: items.map((a) => ({ id: a.id, worker_id: a.workerId, attempt: a.attempt, result: a.result ? toBase64(a.result) : null })),
     });
-    return (out.results as Json[]).map((r) => {
-      if (r.error) {
-        const e = r.error as { code: string; message: string };
-        return { ok: false as const, error: errorFor(e.code, e.message) as Error };
-      }
-      return { ok: true as const, value: undefined };
-    });
+    return settledOf(out.results as Json[]);
   }
 
   async nack(id: string, workerId: string, opts: HolderOptions & { error: string | { message: string; [k: string]: unknown }; retry?: boolean }): Promise<void> {
     const item: NackItem = { id, workerId, attempt: this.attemptOf(id, workerId, opts.attempt), error: opts.error, retry: opts.retry ?? true };
     const queue = this.queues.get(id);
     if (this.coalesce && queue) {
-      let b = this.nackers.get(queue);
-      if (!b) {
-        b = new Batcher((items) => this.nackBatch(queue, items));
-        this.nackers.set(queue, b);
-      }
+      const b = batcherFor(this.nackers, queue, (items) => this.nackBatch(queue, items));
       await b.add(item);
     } else {
       await this.call('POST', `/invocations/${enc(id)}/nack${this.q(id)}`, { worker_id: workerId, attempt: item.attempt, error: item.error, retry: item.retry });
@@ -251,13 +228,7 @@ export class HttpDispatch implements DispatchPlane {
     const out = await this.call('POST', `/queues/${enc(queue)}/nack`, {
       items: items.map((n) => ({ id: n.id, worker_id: n.workerId, attempt: n.attempt, error: n.error, retry: n.retry })),
     });
-    return (out.results as Json[]).map((r) => {
-      if (r.error) {
-        const e = r.error as { code: string; message: string };
-        return { ok: false as const, error: errorFor(e.code, e.message) as Error };
-      }
-      return { ok: true as const, value: undefined };
-    });
+    return settledOf(out.results as Json[]);
   }
 
   async heartbeat(id: string, workerId: string, opts: HolderOptions & { leaseMs?: number } = {}): Promise<HeartbeatAnswer> {
@@ -411,10 +382,3 @@ export class HttpDispatch implements DispatchPlane {
   }
 }
 
-const enc = encodeURIComponent;
-
-/** JSON has no NaN or Infinity (they would arrive as null, i.e. "use the default"): refuse them here. */
-function finiteOnly(key: string, value: unknown): unknown {
-  if (typeof value === 'number' && !Number.isFinite(value)) throw errorFor('bad_request', `${key} must be a finite number`);
-  return value;
-}
