@@ -4,7 +4,7 @@
  *
  *   node bench/workload.ts --system=lakeshore-local|lakeshore-edge [--mode=throughput|idle]
  *        [--enqueue=single|bulk] [--n=20000] [--p=8] [--w=8] [--payload=100] [--batch=100]
- *        [--idle-n=500] [--d1-delay-ms=0] [--label=...]
+ *        [--idle-n=500] [--d1-delay-ms=0] [--server=miniflare|wrangler] [--label=...]
  *
  * The coordinator is the producer (P loops); the worker is a forked child process running
  * runWorker with concurrency W and a no-op handler, as in a real deployment. Enqueue time is taken
@@ -25,7 +25,7 @@ const O = {
   system: arg('system', 'lakeshore-local'), mode: arg('mode', 'throughput'), enqueue: arg('enqueue', 'single'),
   n: Number(arg('n', '20000')), p: Number(arg('p', '8')), w: Number(arg('w', '8')), payload: Number(arg('payload', '100')),
   batch: Number(arg('batch', '100')), idleN: Number(arg('idle-n', '500')), d1DelayMs: Number(arg('d1-delay-ms', '0')),
-  label: arg('label', ''), role: arg('role', 'coord'), prefetch: Number(arg('prefetch', '-1')),
+  label: arg('label', ''), server: arg('server', 'miniflare'), role: arg('role', 'coord'), prefetch: Number(arg('prefetch', '-1')),
 };
 const TOTAL = O.mode === 'idle' ? O.idleN : O.n;
 const log = (...a: unknown[]) => console.error(`[${O.role}]`, ...a);
@@ -68,6 +68,7 @@ async function coordinator() {
     payload_bytes: O.payload, batch: O.enqueue === 'bulk' && O.mode !== 'idle' ? O.batch : null, label: O.label || undefined, node: process.version,
     worker: { concurrency: O.w, prefetch: O.prefetch >= 0 ? O.prefetch : 4 * O.w },
     d1_delay_ms: O.system === 'lakeshore-edge' ? O.d1DelayMs : undefined,
+    server: O.system === 'lakeshore-edge' ? O.server : undefined,
   };
   const dir = mkdtempSync(join(process.env.BENCH_STATE_DIR ?? tmpdir(), 'lakeshore-bench-'));
   const ns = `bench${Date.now().toString(36)}`;
@@ -77,7 +78,7 @@ async function coordinator() {
   if (O.system === 'lakeshore-local') conn = { kind: 'local', path: join(dir, 'dispatch.sqlite'), ns, queue };
   else {
     const token = newToken('lsk_bench_');
-    plane = await startPlane({ node: process.execPath, env: process.env, persistTo: dir, vars: { LAKESHORE_TOKEN: token, SIMULATED_D1_DELAY_MS: String(O.d1DelayMs) } });
+    plane = await startPlane({ node: process.execPath, env: process.env, persistTo: dir, vars: { LAKESHORE_TOKEN: token, SIMULATED_D1_DELAY_MS: String(O.d1DelayMs) }, server: O.server });
     conn = { kind: 'edge', url: plane!.url, token, ns, queue };
   }
   const d = planeFor(conn as never);

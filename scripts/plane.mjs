@@ -1,4 +1,5 @@
-// Starts the edge plane locally: local D1 with migrations applied, then `wrangler dev` on loopback.
+// Starts the edge plane locally: local D1 with migrations applied, then the Worker on loopback
+// (one Miniflare/workerd instance by default, or `wrangler dev`).
 // Used by `npm start` and by the Node-side tests (fresh state, free port). Plain JS, no deps.
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -54,14 +55,24 @@ export async function applyMigrations({ node, env, persistTo }) {
 }
 
 /**
- * Starts `wrangler dev`; resolves once /health answers. Returns {url, token, pid, stop()}.
- * `vars` are passed with --var (tests use it for the token, so they never touch .dev.vars).
+ * Starts the edge plane on loopback; resolves once /health answers. Returns {url, pid, child, stop()}.
+ * `server`: 'miniflare' (scripts/serve.mjs: one workerd process, what `npm start` and the bench
+ * use) or 'wrangler' (`wrangler dev`, which adds a proxy workerd in front; the Node-side tests use
+ * it so the real dev server stays covered). `vars` are passed as --var NAME:VALUE (tests use it for
+ * the token, so they never touch .dev.vars).
  */
-export async function startPlane({ node, env, port, persistTo, vars = {}, log = 'warn', stdio = 'pipe' }) {
+export async function startPlane({ node, env, port, persistTo, vars = {}, log = 'warn', stdio = 'pipe', server = 'miniflare' }) {
   await applyMigrations({ node, env, persistTo });
   port ??= await freePort();
-  const inspector = await freePort();
-  const args = [wrangler, 'dev', '--ip', '127.0.0.1', '--port', String(port), '--inspector-ip', '127.0.0.1', '--inspector-port', String(inspector), '--persist-to', persistTo, '--log-level', log, '--show-interactive-dev-session=false'];
+  let args;
+  if (server === 'wrangler') {
+    const inspector = await freePort();
+    args = [wrangler, 'dev', '--ip', '127.0.0.1', '--port', String(port), '--inspector-ip', '127.0.0.1', '--inspector-port', String(inspector), '--persist-to', persistTo, '--log-level', log, '--show-interactive-dev-session=false'];
+  } else if (server === 'miniflare') {
+    args = [join(ROOT, 'scripts', 'serve.mjs'), '--ip', '127.0.0.1', '--port', String(port), '--persist-to', persistTo, '--log-level', log];
+  } else {
+    throw new Error(`unknown server ${JSON.stringify(server)}: expected 'miniflare' or 'wrangler'`);
+  }
   for (const [k, v] of Object.entries(vars)) args.push('--var', `${k}:${v}`);
   const child = spawn(node, args, { cwd: ROOT, env: quietEnv(env), stdio: ['ignore', stdio, stdio], detached: process.platform !== 'win32' });
   let output = '';
@@ -73,12 +84,12 @@ export async function startPlane({ node, env, port, persistTo, vars = {}, log = 
   const stop = () => stopTree(child);
   const deadline = Date.now() + 90_000;
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`wrangler dev exited with ${child.exitCode}:\n${output}`);
+    if (child.exitCode !== null) throw new Error(`${server} exited with ${child.exitCode}:\n${output}`);
     try {
       const r = await fetch(`${url}/health`);
       if (r.ok) break;
     } catch { /* not up yet */ }
-    if (Date.now() > deadline) { await stop(); throw new Error(`wrangler dev did not answer /health within 90 s:\n${output}`); }
+    if (Date.now() > deadline) { await stop(); throw new Error(`${server} did not answer /health within 90 s:\n${output}`); }
     await new Promise((r) => setTimeout(r, 200));
   }
   return { url, pid: child.pid, child, stop, output: () => output };

@@ -33,3 +33,10 @@ const enc = new TextEncoder();
 const dec = new TextDecoder();
 export const utf8 = (s: string): Uint8Array => enc.encode(s);
 export const fromUtf8 = (b: Uint8Array): string => dec.decode(b);
+
+/** Bytes -> lowercase hex, the form bytes take inside a JSON statement parameter (SQL `unhex`). */
+export function toHex(b: Uint8Array): string {
+  let s = '';
+  for (let i = 0; i < b.length; i++) s += (b[i]! < 16 ? '0' : '') + b[i]!.toString(16);
+  return s;
+}

@@ -6,7 +6,7 @@
 import type { Limits } from './limits.ts';
 import { followUp, type Plan } from './plan.ts';
 import type { StmtResult, Stmt } from './port.ts';
-import { claimStmt, levelsStmt, toClaimed, type ClaimInput } from './sql/claim.ts';
+import { claimOrder, claimStmt, levelsStmt, toClaimed, type ClaimInput } from './sql/claim.ts';
 import { expireStmt, nextLeaseStmt } from './sql/expire.ts';
 import type { Claimed, ClaimKind } from './types.ts';
 
@@ -26,12 +26,11 @@ export function claimPlan(ctx: ClaimContext, c: ClaimRequestInput, max: number):
   const now = ctx.now();
   if (c.kind === 'boltzmann' && c.temperature > 0) return boltzmannPlan(ctx, c, max, [], 0);
   const kind: ClaimKind = c.kind === 'boltzmann' ? 'fifo' : c.kind; // T = 0: the top level, oldest first
-  const one = claimStmt(now, ctx.ns, ctx.queue, { ...c, kind }, ctx.limits.defaultLeaseMs, null);
   return {
-    stmts: [expire(ctx), ...Array.from({ length: max }, () => one)],
-    done: ([ex, ...claims]) => {
+    stmts: [expire(ctx), claimStmt(now, ctx.ns, ctx.queue, { ...c, kind }, ctx.limits.defaultLeaseMs, null, max)],
+    done: ([ex, claimed]) => {
       ctx.afterExpire(ex!);
-      return claims.flatMap((r) => r.rows.map(toClaimed));
+      return claimOrder(claimed!.rows, kind).map(toClaimed);
     },
   };
 }
@@ -50,11 +49,18 @@ function boltzmannPlan(ctx: ClaimContext, c: ClaimRequestInput, max: number, got
       ctx.afterExpire(ex!);
       const levels = lv!.rows.map((r) => ({ p: Number(r.priority), n: Number(r.queued) }));
       if (!levels.length) return got;
+      // Draws in order, then one UPDATE per level drawn, claiming that level's oldest rows.
       const picks = sampleLevels(levels, c.temperature, max - got.length, ctx.random);
+      const perLevel = new Map<number, number>();
+      for (const p of picks) perLevel.set(p, (perLevel.get(p) ?? 0) + 1);
+      const stmts = [...perLevel].map(([p, k]) => claimStmt(ctx.now(), ctx.ns, ctx.queue, c, ctx.limits.defaultLeaseMs, p, k));
       return followUp({
-        stmts: picks.map((p) => claimStmt(ctx.now(), ctx.ns, ctx.queue, c, ctx.limits.defaultLeaseMs, p)),
+        stmts,
         done: (rs) => {
-          const more = [...got, ...rs.flatMap((r) => r.rows.map(toClaimed))];
+          // Hand rows out in draw order: the i-th draw of a level gets that level's i-th oldest row.
+          const byLevel = new Map([...perLevel.keys()].map((p, i) => [p, claimOrder(rs[i]!.rows, 'fifo')]));
+          const drawn = picks.flatMap((p) => { const r = byLevel.get(p)!.shift(); return r ? [toClaimed(r)] : []; });
+          const more = [...got, ...drawn];
           // A level can empty under us (another claim in the same batch); sample again, a few times.
           if (more.length < max && tries < 3 && more.length < levels.reduce((a, l) => a + l.n, 0)) {
             return followUp(boltzmannPlan(ctx, c, max, more, tries + 1));

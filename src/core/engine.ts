@@ -15,11 +15,11 @@ import type { ClaimInput } from './sql/claim.ts';
 import { claimPlan, nextLeasePlan } from './claims.ts';
 import { expireStmt, nextLeaseStmt } from './sql/expire.ts';
 import type { Holder } from './sql/fence.ts';
-import { ackPlan, nackPlan } from './sql/finish.ts';
+import { ackManyPlan, ackPlan, nackPlan, type AckItem, type Finished } from './sql/finish.ts';
 import { heartbeatPlan } from './sql/heartbeat.ts';
 import { appendPlan, readPlan, trimPlan, type Appended } from './sql/journal.ts';
 import { configurePlan, countPlan, getPlan, queueOfPlan, queuesPlan } from './sql/read.ts';
-import { submitPlan, type Submitted } from './sql/submit.ts';
+import { submitManyPlan, submitPlan, type Submitted } from './sql/submit.ts';
 import type { Claimed, HeartbeatAnswer, Invocation, InvocationError, JournalPage, Outcome } from './types.ts';
 import * as v from './validate.ts';
 import { keys, Waiters } from './waiters.ts';
@@ -66,14 +66,21 @@ export interface AppendRequest extends HolderRequest {
   final?: unknown;
 }
 
+/** Most envelope bytes in one set-based INSERT (its JSON parameter carries them as hex). */
+const SET_BYTES = 256 << 10;
+
 export type Settled<T> = { ok: true; value: T } | { ok: false; error: LakeshoreError };
+
+const failed = (e: unknown): { ok: false; error: LakeshoreError } => {
+  const err = toError(e);
+  return { ok: false, error: err instanceof LakeshoreError ? err : new LakeshoreError('internal', 'internal error', { cause: err }) };
+};
 
 const settle = async <T>(p: Promise<T>): Promise<Settled<T>> => {
   try {
     return { ok: true, value: await p };
   } catch (e) {
-    const err = toError(e);
-    return { ok: false, error: err instanceof LakeshoreError ? err : new LakeshoreError('internal', 'internal error', { cause: err }) };
+    return failed(e);
   }
 };
 
@@ -104,11 +111,44 @@ export class Engine {
     return out;
   }
 
-  /** Submits many; each item keeps its own id, key, idempotency and error. */
+  /**
+   * Submits many; each item keeps its own id, key, idempotency and error. Valid items go to
+   * storage as few set-based INSERTs (see submitManyPlan); an oversized envelope goes on its own.
+   */
   async submitMany(ns: string, queue: string, items: SubmitRequest[]): Promise<Settled<Submitted>[]> {
     v.queue(queue, this.limits);
     if (items.length > this.limits.maxBatch) throw badRequest(`a batch holds at most ${this.limits.maxBatch} items`);
-    return Promise.all(items.map((it) => settle(this.submit(ns, queue, it))));
+    const out: Settled<Submitted>[] = new Array(items.length);
+    const groups: { at: number[]; inputs: ReturnType<Engine['submitInput']>[]; bytes: number }[] = [];
+    items.forEach((it, i) => {
+      let input: ReturnType<Engine['submitInput']>;
+      try {
+        input = this.submitInput(it);
+      } catch (e) {
+        out[i] = failed(e);
+        return;
+      }
+      const size = input.envelope.length;
+      let g = groups[groups.length - 1];
+      if (size > SET_BYTES || !g || g.bytes + size > SET_BYTES) groups.push((g = { at: [], inputs: [], bytes: 0 }));
+      g.at.push(i);
+      g.inputs.push(input);
+      g.bytes += size;
+    });
+    await Promise.all(groups.map(async (g) => {
+      const settled = await settle(
+        g.bytes > SET_BYTES
+          ? this.committer.run(submitPlan(this.now(), ns, queue, g.inputs[0]!)).then((r) => [r])
+          : this.committer.run(submitManyPlan(this.now(), ns, queue, g.inputs)),
+      );
+      g.at.forEach((i, k) => {
+        const r = settled.ok ? settled.value[k]! : settled.error;
+        out[i] = r instanceof Error ? failed(r) : { ok: true, value: r };
+      });
+    }));
+    const created = out.filter((r) => r.ok && r.value.created).length;
+    if (created) this.wake(keys.queue(ns, queue), created);
+    return out;
   }
 
   async cancel(ns: string, id: unknown, queue: string | null = null): Promise<boolean> {
@@ -215,10 +255,35 @@ export class Engine {
     return { absorbed: out.absorbed };
   }
 
-  /** Acks many; each item is fenced on its own, and a stale item fails alone. */
+  /** Acks many in one guarded UPDATE; each item is fenced on its own, and a stale item fails alone. */
   async ackMany(ns: string, items: (HolderRequest & { id: unknown; result?: unknown })[]): Promise<Settled<{ absorbed: boolean }>[]> {
     if (items.length > this.limits.maxBatch) throw badRequest(`a batch holds at most ${this.limits.maxBatch} items`);
-    return Promise.all(items.map((it) => settle(this.ack(ns, it.id, it))));
+    const out: Settled<{ absorbed: boolean }>[] = new Array(items.length);
+    const at: number[] = [];
+    const valid: AckItem[] = [];
+    items.forEach((it, i) => {
+      try {
+        const id = v.id(it.id, this.limits);
+        const result = it.result === undefined || it.result === null ? null : v.bytes('result', it.result, this.limits.resultBytes);
+        valid.push({ id, queue: it.queue ?? null, holder: this.holder(it), result });
+        at.push(i);
+      } catch (e) {
+        out[i] = failed(e);
+      }
+    });
+    // Results travel as hex in one JSON parameter; a batch too large for that acks one by one.
+    const bytes = valid.reduce((n, a) => n + (a.result?.length ?? 0), 0);
+    const answers: (Finished | Error)[] = valid.length === 0 ? []
+      : bytes > SET_BYTES ? await Promise.all(valid.map((a) => this.committer.run(ackPlan(this.now(), ns, a.id, a.queue, a.holder, a.result)).catch((e: unknown) => toError(e))))
+      : await this.committer.run(ackManyPlan(this.now(), ns, valid));
+    answers.forEach((r, k) => {
+      if (r instanceof Error) out[at[k]!] = failed(r);
+      else {
+        if (!r.absorbed) this.wakeFinished(ns, valid[k]!.id);
+        out[at[k]!] = { ok: true, value: { absorbed: r.absorbed } };
+      }
+    });
+    return out;
   }
 
   async nack(ns: string, id: unknown, req: HolderRequest & { error: unknown; retry?: unknown }): Promise<{ state: 'queued' | 'failed'; absorbed: boolean }> {

@@ -22,3 +22,44 @@ export const followUp = <T>(plan: Plan<T>): Then<T> => new Then(plan);
 
 /** A plan that needs no statements: answers `value` at once (used for validation-only paths). */
 export const constant = <T>(value: T): Plan<T> => ({ stmts: [], done: () => value });
+
+/**
+ * Several plans as one: their statements in order, each plan's answer (or its error) in its slot.
+ * Follow-ups are not supported here (the plans given are single-round diagnoses).
+ */
+export function each<T>(plans: Plan<T>[]): Plan<(T | Error)[]> {
+  return {
+    stmts: plans.flatMap((p) => p.stmts),
+    done: (rs) => {
+      let at = 0;
+      return plans.map((p) => {
+        const mine = rs.slice(at, (at += p.stmts.length));
+        try {
+          const v = p.done(mine);
+          if (v instanceof Then) throw new Error('each(): a plan asked for a follow-up');
+          return v;
+        } catch (e) {
+          return e instanceof Error ? e : new Error(String(e));
+        }
+      });
+    },
+  };
+}
+
+/**
+ * A set-based statement answered some items (`out`, null where not); the rest are answered by
+ * their own diagnosis plan, run as one follow-up.
+ */
+export function fillMissed<T>(out: (T | Error | null)[], diagnose: (i: number) => Plan<T>): (T | Error)[] | Then<(T | Error)[]> {
+  const missed = out.flatMap((v, i) => (v === null ? [i] : []));
+  if (!missed.length) return out as (T | Error)[];
+  const all = each(missed.map(diagnose));
+  return followUp({
+    stmts: all.stmts,
+    done: (rs) => {
+      const answers = all.done(rs) as (T | Error)[];
+      missed.forEach((i, k) => { out[i] = answers[k]!; });
+      return out as (T | Error)[];
+    },
+  });
+}

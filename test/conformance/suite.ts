@@ -130,6 +130,28 @@ export function conformance(planeName: string, makePlane: PlaneFactory) {
         expect((await d.claim('q', 'w'))!.id).toBe('d');
       });
 
+      it('submitMany: an id or key repeated inside one batch resolves to the first item, once', async () => {
+        const out = await d.submitMany('q', [
+          { envelope: bytes('1'), opts: { id: 'x', key: 'k1' } },
+          { envelope: bytes('2'), opts: { id: 'x', key: 'k1' } },
+          { envelope: bytes('3'), opts: { id: 'y', key: 'k1' } },
+          { envelope: bytes('4'), opts: { id: 'z' } },
+          { envelope: bytes('5'), opts: { id: 'z' } },
+        ]);
+        expect(out).toEqual([{ id: 'x' }, { id: 'x' }, { id: 'x' }, { id: 'z' }, { id: 'z' }]);
+        expect(await d.count('q')).toBe(2);
+        expect(text((await d.claim('q', 'w'))!.envelope)).toBe('1');
+        expect(text((await d.claim('q', 'w'))!.envelope)).toBe('4');
+      });
+
+      it('the same ack sent twice at once lands once; the repeat is absorbed', async () => {
+        await d.submit('q', bytes('x'), { id: 'twice' });
+        const c = (await d.claim('q', 'w'))!;
+        const acks = await Promise.allSettled([d.ack(c.id, 'w', { result: bytes('r') }), d.ack(c.id, 'w', { result: bytes('r') })]);
+        expect(acks.map((a) => a.status)).toEqual(['fulfilled', 'fulfilled']);
+        expect(text(await d.result('twice'))).toBe('r');
+      });
+
       it('concurrent submits and acks each get their own answer; a stale ack fails alone', async () => {
         const ids = await Promise.all(Array.from({ length: 6 }, (_, i) => d.submit('q', bytes('x'), { id: `c${i}` })));
         expect(ids).toEqual(['c0', 'c1', 'c2', 'c3', 'c4', 'c5']);
@@ -139,6 +161,12 @@ export function conformance(planeName: string, makePlane: PlaneFactory) {
         expect((acks[2] as PromiseRejectedResult).reason).toBeInstanceOf(FencingConflictError);
         expect(await d.count('q', 'succeeded')).toBe(5);
         expect(text(await d.result('c0'))).toBe('c0');
+      });
+
+      it('claimMany with filo takes the top priority level, newest first', async () => {
+        for (let i = 0; i < 4; i++) await d.submit('q', bytes('x'), { id: `f${i}`, priority: i < 3 ? 1 : 0 });
+        expect((await d.claimMany('q', 'w', 5, { kind: 'filo' })).map((c) => c.id)).toEqual(['f2', 'f1', 'f0']);
+        expect((await d.claimMany('q', 'w', 5, { kind: 'filo' })).map((c) => c.id)).toEqual(['f3']);
       });
 
       it('claimMany claims up to max in claim order', async () => {

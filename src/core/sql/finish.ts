@@ -1,5 +1,6 @@
 /** ack and nack: the worker ends its attempt. Both are one guarded UPDATE fenced by the holder. */
-import { followUp, type Plan } from '../plan.ts';
+import { toHex } from '../bytes.ts';
+import { fillMissed, followUp, type Plan } from '../plan.ts';
 import { stmt } from '../port.ts';
 import type { InvocationError } from '../types.ts';
 import { diagnose, HELD, sameHolder, staleError, type Holder } from './fence.ts';
@@ -24,12 +25,54 @@ export function ackPlan(now: number, ns: string, id: string, queue: string | nul
     done: ([u]) => {
       const row = u!.rows[0];
       if (row) return { queue: String(row.queue), state: 'succeeded', absorbed: false };
-      return followUp(
-        diagnose(ns, id, queue, (r) => {
-          if (r.state === 'succeeded' && sameHolder(r, h)) return { queue: r.queue, state: 'succeeded', absorbed: true };
-          throw staleError('ack', id, r, h);
-        }),
-      );
+      return followUp(ackMissed(ns, id, queue, h));
+    },
+  };
+}
+
+/** Why an ack's guard missed: a retry of an ack that landed is absorbed; anything else is stale. */
+const ackMissed = (ns: string, id: string, queue: string | null, h: Holder): Plan<Finished> =>
+  diagnose(ns, id, queue, (r) => {
+    if (r.state === 'succeeded' && sameHolder(r, h)) return { queue: r.queue, state: 'succeeded', absorbed: true };
+    throw staleError('ack', id, r, h);
+  });
+
+export interface AckItem {
+  id: string;
+  queue: string | null;
+  holder: Holder;
+  result: Uint8Array | null;
+}
+
+/**
+ * Many acks in one UPDATE over a JSON array. Each row is still fenced on its own (the guard
+ * compares each row with its own item's worker and attempt); the rows that come back succeeded,
+ * and each item whose guard missed is diagnosed alone, exactly as a single ack would be.
+ */
+export function ackManyPlan(now: number, ns: string, items: AckItem[]): Plan<(Finished | Error)[]> {
+  const json = JSON.stringify(items.map((a) => [a.id, a.queue, a.holder.workerId, a.holder.attempt, a.result === null ? null : toHex(a.result)]));
+  return {
+    stmts: [
+      stmt(
+        `UPDATE invocations
+            SET state = 'succeeded', result = unhex(v.value->>4), lease_until = NULL, updated_at = ?3, finished_at = ?3
+           FROM json_each(?2) AS v
+          WHERE invocations.ns = ?1 AND invocations.id = v.value->>0 AND (v.value->>1 IS NULL OR invocations.queue = v.value->>1)
+            AND invocations.state = 'running' AND invocations.worker_id = v.value->>2
+            AND (v.value->>3 IS NULL OR invocations.attempt = v.value->>3)
+          RETURNING invocations.id, invocations.queue`,
+        ns, json, now,
+      ),
+    ],
+    done: ([u]) => {
+      const done = new Map(u!.rows.map((r) => [String(r.id), String(r.queue)]));
+      const out: (Finished | Error | null)[] = items.map((a) => {
+        const q = done.get(a.id);
+        if (q === undefined) return null;
+        done.delete(a.id); // a repeat of the same id in this batch is diagnosed (and absorbed) below
+        return { queue: q, state: 'succeeded', absorbed: false };
+      });
+      return fillMissed(out, (i) => ackMissed(ns, items[i]!.id, items[i]!.queue, items[i]!.holder));
     },
   };
 }

@@ -1,5 +1,6 @@
 import { LakeshoreError } from '../errors.ts';
-import { followUp, type Plan } from '../plan.ts';
+import { toHex } from '../bytes.ts';
+import { fillMissed, followUp, type Plan } from '../plan.ts';
 import { stmt } from '../port.ts';
 
 export interface SubmitInput {
@@ -47,6 +48,33 @@ function existingPlan(ns: string, queue: string, s: SubmitInput): Plan<Submitted
       if (r && r.queue === queue) return { id: s.id, created: false };
       if (r) throw new LakeshoreError('conflict', `id ${JSON.stringify(s.id)} already names an invocation in another queue`);
       throw new LakeshoreError('conflict', `submit of ${JSON.stringify(s.id)} conflicted with a concurrent change; retry it`, { retryable: true });
+    },
+  };
+}
+
+/**
+ * Many submits in one INSERT over a JSON array (one bound parameter, so no per-statement
+ * parameter limit): the rows that come back were created; each of the others conflicted on its
+ * key or id and is answered by its own follow-up, exactly as a single submit would be. Items are
+ * inserted in order, so two items with the same key in one batch resolve to the first.
+ */
+export function submitManyPlan(now: number, ns: string, queue: string, items: SubmitInput[]): Plan<(Submitted | Error)[]> {
+  const json = JSON.stringify(items.map((s) => [s.id, s.key, s.priority, s.parent, toHex(s.envelope)]));
+  return {
+    stmts: [
+      stmt(
+        `INSERT INTO invocations (ns, queue, id, key, priority, parent, envelope, state, attempt, created_at, updated_at)
+         SELECT ?1, ?2, value->>0, value->>1, value->>2, value->>3, COALESCE(unhex(value->>4), X''), 'queued', 0, ?4, ?4
+           FROM json_each(?3) WHERE true ORDER BY json_each.key
+         ON CONFLICT DO NOTHING RETURNING id`,
+        ns, queue, json, now,
+      ),
+    ],
+    done: ([ins]) => {
+      // A created id answers its first item; a repeat of it in the same batch is diagnosed below.
+      const created = new Set(ins!.rows.map((r) => String(r.id)));
+      const out: (Submitted | Error | null)[] = items.map((s) => (created.delete(s.id) ? { id: s.id, created: true } : null));
+      return fillMissed(out, (i) => existingPlan(ns, queue, items[i]!));
     },
   };
 }
