@@ -40,7 +40,11 @@ class Abort extends Error {
 const isIterator = (v: unknown): v is AsyncIterator<unknown> | Iterator<unknown> =>
   !!v && typeof v === 'object' && typeof (v as Iterator<unknown>).next === 'function' && (Symbol.asyncIterator in v || Symbol.iterator in v);
 
-export async function runJob(c: Claimed, o: JobOptions): Promise<JobOutcome> {
+/**
+ * `handlerDone` is called once the handler has settled, before the ack or nack goes out: the
+ * worker may start its next job while the answer is in flight (the lease is kept until it lands).
+ */
+export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void = () => {}): Promise<JobOutcome> {
   const { dispatch: d, workerId } = o;
   const holder = { attempt: c.attempt };
   const ac = new AbortController();
@@ -94,9 +98,11 @@ export async function runJob(c: Claimed, o: JobOptions): Promise<JobOutcome> {
       }
       await append(FrameKind.END, new Uint8Array(), null, true);
     }
+    handlerDone();
     await d.ack(c.id, workerId, { ...holder, result: jsonBytes(result) });
     return 'succeeded';
   } catch (e) {
+    handlerDone();
     const err = e instanceof Error ? e : new Error(String(e));
     if (err instanceof Abort && (err.why === 'cancelled' || err.why === 'lost')) {
       o.log(`job ${c.id} attempt ${c.attempt}: ${err.message}; stopped`);

@@ -67,17 +67,28 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
   const buffer: Awaited<ReturnType<typeof d.claimMany>> = [];
   const capacity = opts.once ? 1 : concurrency + Math.max(0, opts.prefetch ?? 0);
   let held = 0; // claimed (running or buffered) plus asked for
+  let active = 0; // handlers running; a job whose ack is still in flight no longer counts
   let turn = 0;
+  let kick = () => {};
   const start = () => {
-    while (running.size < concurrency && buffer.length) {
+    while (active < concurrency && buffer.length) {
       const c = buffer.shift()!;
-      const job: Promise<void> = runJob(c, jobOpts)
+      active++;
+      let freed = false;
+      const free = () => {
+        if (freed) return;
+        freed = true;
+        active--;
+        held--;
+        start();
+        kick();
+      };
+      const job: Promise<void> = runJob(c, jobOpts, free)
         .then((outcome) => opts.onJob?.(c.id, outcome))
         .catch((e: unknown) => log(`job ${c.id}: ${e instanceof Error ? e.message : String(e)}`))
         .finally(() => {
-          held--;
+          free();
           running.delete(job);
-          start();
         });
       running.add(job);
     }
@@ -107,7 +118,7 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
         continue;
       }
       // Let jobs finishing in the same turn free their capacity together before claiming again.
-      await Promise.race([...running, ...claims]);
+      await Promise.race([new Promise<void>((r) => (kick = r)), ...claims]);
       await new Promise((r) => setImmediate(r));
     }
     await Promise.all(claims);

@@ -18,6 +18,8 @@ export interface ClaimContext {
   random: () => number;
   /** Told what the expiry in front of the claim moved, to wake whoever waits on those rows. */
   afterExpire: (ex: StmtResult) => void;
+  /** When set, a fifo/filo claim also reads the queue's next lease deadline in the same batch. */
+  nextLease?: (deadline: number | null) => void;
 }
 
 export type ClaimRequestInput = ClaimInput & { temperature: number };
@@ -26,10 +28,13 @@ export function claimPlan(ctx: ClaimContext, c: ClaimRequestInput, max: number):
   const now = ctx.now();
   if (c.kind === 'boltzmann' && c.temperature > 0) return boltzmannPlan(ctx, c, max, [], 0);
   const kind: ClaimKind = c.kind === 'boltzmann' ? 'fifo' : c.kind; // T = 0: the top level, oldest first
+  const stmts = [expire(ctx), claimStmt(now, ctx.ns, ctx.queue, { ...c, kind }, ctx.limits.defaultLeaseMs, null, max)];
+  if (ctx.nextLease) stmts.push(nextLeaseStmt(ctx.ns, ctx.queue));
   return {
-    stmts: [expire(ctx), claimStmt(now, ctx.ns, ctx.queue, { ...c, kind }, ctx.limits.defaultLeaseMs, null, max)],
-    done: ([ex, claimed]) => {
+    stmts,
+    done: ([ex, claimed, next]) => {
       ctx.afterExpire(ex!);
+      if (next) ctx.nextLease?.(deadlineOf(next));
       return claimOrder(claimed!.rows, kind).map(toClaimed);
     },
   };
@@ -96,11 +101,10 @@ export function sampleLevels(levels: { p: number; n: number }[], t: number, k: n
 
 /** The queue's earliest lease deadline: how long a parked claim may sleep before expiring it itself. */
 export function nextLeasePlan(ns: string, queue: string): Plan<number | null> {
-  return {
-    stmts: [nextLeaseStmt(ns, queue)],
-    done: ([r]) => {
-      const n = r!.rows[0]?.next;
-      return n === null || n === undefined ? null : Number(n);
-    },
-  };
+  return { stmts: [nextLeaseStmt(ns, queue)], done: ([r]) => deadlineOf(r!) };
+}
+
+function deadlineOf(r: StmtResult): number | null {
+  const n = r.rows[0]?.next;
+  return n === null || n === undefined ? null : Number(n);
 }

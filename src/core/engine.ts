@@ -23,6 +23,8 @@ import { submitManyPlan, submitPlan, type Submitted } from './sql/submit.ts';
 import type { Claimed, HeartbeatAnswer, Invocation, InvocationError, JournalPage, Outcome } from './types.ts';
 import * as v from './validate.ts';
 import { keys, Waiters } from './waiters.ts';
+import { parkedClaim, ride } from './handoff.ts';
+import type { Plan } from './plan.ts';
 
 export interface EngineOptions {
   limits?: Partial<Limits>;
@@ -106,9 +108,7 @@ export class Engine {
 
   async submit(ns: string, queue: string, req: SubmitRequest): Promise<Submitted> {
     const plan = submitPlan(this.now(), ns, v.queue(queue, this.limits), this.submitInput(req));
-    const out = await this.committer.run(plan);
-    if (out.created) this.wake(keys.queue(ns, queue), 1);
-    return out;
+    return this.feed(ns, queue, plan, (out) => (out.created ? 1 : 0));
   }
 
   /**
@@ -138,16 +138,14 @@ export class Engine {
     await Promise.all(groups.map(async (g) => {
       const settled = await settle(
         g.bytes > SET_BYTES
-          ? this.committer.run(submitPlan(this.now(), ns, queue, g.inputs[0]!)).then((r) => [r])
-          : this.committer.run(submitManyPlan(this.now(), ns, queue, g.inputs)),
+          ? this.submit(ns, queue, items[g.at[0]!]!).then((r) => [r])
+          : this.feed(ns, queue, submitManyPlan(this.now(), ns, queue, g.inputs), (rs) => rs.filter((r) => !(r instanceof Error) && r.created).length),
       );
       g.at.forEach((i, k) => {
         const r = settled.ok ? settled.value[k]! : settled.error;
         out[i] = r instanceof Error ? failed(r) : { ok: true, value: r };
       });
     }));
-    const created = out.filter((r) => r.ok && r.value.created).length;
-    if (created) this.wake(keys.queue(ns, queue), created);
     return out;
   }
 
@@ -223,28 +221,51 @@ export class Engine {
     if (input.leaseMs !== null && input.leaseMs < 1) throw badRequest('lease_ms must be at least 1');
     const wait = v.waitMs('wait_ms', req.waitMs, 0, this.limits.maxClaimWaitMs);
     const deadline = this.now() + wait;
+    const key = keys.queue(ns, q);
+    // fifo and filo claims that park can be handed rows by the next submit (see handoff.ts).
+    const rides = input.kind !== 'boltzmann' || input.temperature === 0;
     for (;;) {
       const seen = this.epoch;
-      const got = await this.committer.run(
-        claimPlan({ now: this.now, ns, queue: q, limits: this.limits, random: this.random, afterExpire: (ex) => this.afterExpire(ns, q, ex) }, input, max),
-      );
-      if (got.length) {
-        const last = Math.max(...got.map((c) => c.leaseUntil));
-        this.onLease?.(ns, q, last);
-        return got;
-      }
+      let next: number | null | undefined;
+      const ctx = { now: this.now, ns, queue: q, limits: this.limits, random: this.random, afterExpire: (ex: StmtResult) => this.afterExpire(ns, q, ex) };
+      const got = await this.committer.run(claimPlan(wait > 0 ? { ...ctx, nextLease: (n) => (next = n) } : ctx, input, max));
+      if (got.length) return this.claimed(ns, q, got);
       if (this.epoch !== seen) continue;
       let left = deadline - this.now();
       if (left <= 0 || req.signal?.aborted) return [];
       // Park until a transition wakes us, or until the queue's next lease runs out: then this
       // claim expires it itself, whether or not any alarm or other process is still there.
-      const next = await this.committer.run(nextLeasePlan(ns, q));
+      if (next === undefined) next = await this.committer.run(nextLeasePlan(ns, q));
       if (this.epoch !== seen) continue;
       const untilLease = next === null ? Infinity : next - this.now() + 1;
-      const woken = await this.waiters.wait(keys.queue(ns, q), Math.max(1, Math.min(left, untilLease)), req.signal);
+      const parked = rides ? parkedClaim({ ...input, kind: input.kind === 'filo' ? 'filo' : 'fifo' }, max) : undefined;
+      const woken = await this.waiters.wait(key, Math.max(1, Math.min(left, untilLease)), req.signal, parked);
+      if (parked?.riding) await parked.riding;
+      if (parked?.rows?.length) return this.claimed(ns, q, parked.rows);
       left = deadline - this.now();
       if (!woken && (left <= 0 || req.signal?.aborted)) return [];
     }
+  }
+
+  private claimed(ns: string, q: string, got: Claimed[]): Claimed[] {
+    this.onLease?.(ns, q, Math.max(...got.map((c) => c.leaseUntil)));
+    return got;
+  }
+
+  /** Runs a transition that queues work on `queue`, with the claims parked there riding along. */
+  private async feed<T>(ns: string, queue: string, plan: Plan<T>, queued: (out: T) => number): Promise<T> {
+    const key = keys.queue(ns, queue);
+    const r = ride(this.waiters, key, this.now(), ns, queue, this.limits.defaultLeaseMs, plan);
+    let out: T;
+    try {
+      out = await this.committer.run(r.plan);
+    } finally {
+      r.release();
+    }
+    const n = queued(out);
+    // A rider that came back short means nothing was left to claim: no one else need wake.
+    if (n > 0) this.wake(key, r.drained() ? 0 : n);
+    return out;
   }
 
   async ack(ns: string, id: unknown, req: HolderRequest & { result?: unknown }): Promise<{ absorbed: boolean }> {
@@ -291,9 +312,12 @@ export class Engine {
     const error = this.errorInput(req.error);
     if (req.retry !== undefined && typeof req.retry !== 'boolean') throw badRequest('retry must be a boolean');
     const retry = req.retry ?? true;
-    const out = await this.committer.run(nackPlan(this.now(), ns, invId, req.queue ?? null, this.holder(req), error, retry));
+    const plan = nackPlan(this.now(), ns, invId, req.queue ?? null, this.holder(req), error, retry);
+    const requeues = (out: Finished) => (!out.absorbed && out.state === 'queued' ? 1 : 0);
+    // A retry queues the row again, so claims parked on its queue (when the caller named it) ride along.
+    const out = retry && req.queue ? await this.feed(ns, req.queue, plan, requeues) : await this.committer.run(plan);
     if (!out.absorbed) {
-      if (out.state === 'queued') this.wake(keys.queue(ns, out.queue), 1);
+      if (out.state === 'queued') { if (!(retry && req.queue)) this.wake(keys.queue(ns, out.queue), 1); }
       else this.wakeFinished(ns, invId);
       this.wake(keys.journal(ns, invId));
     }

@@ -5,18 +5,21 @@
  */
 interface Waiter {
   wake: (woken: boolean) => void;
+  /** What the waiter carries, e.g. a parked claim that a submit can hand rows to. */
+  data?: unknown;
 }
 
 export class Waiters {
   private readonly byKey = new Map<string, Waiter[]>();
 
   /** Resolves true when woken, false when `ms` passed or `signal` aborted first. */
-  wait(key: string, ms: number, signal?: AbortSignal): Promise<boolean> {
+  wait(key: string, ms: number, signal?: AbortSignal, data?: unknown): Promise<boolean> {
     if (ms <= 0 || signal?.aborted) return Promise.resolve(false);
     return new Promise<boolean>((resolve) => {
       let timer: ReturnType<typeof setTimeout> | undefined;
       const onAbort = () => w.wake(false);
       const w: Waiter = {
+        data,
         wake: (woken) => {
           if (timer !== undefined) clearTimeout(timer);
           signal?.removeEventListener('abort', onAbort);
@@ -30,6 +33,11 @@ export class Waiters {
       timer = setTimeout(() => w.wake(false), ms);
       signal?.addEventListener('abort', onAbort, { once: true });
     });
+  }
+
+  /** The waiters of `key` that carry data, oldest first, with a way to wake each. */
+  carrying<T>(key: string, accept: (d: unknown) => d is T): { data: T; wake: () => void }[] {
+    return (this.byKey.get(key) ?? []).flatMap((w) => (accept(w.data) ? [{ data: w.data, wake: () => w.wake(true) }] : []));
   }
 
   /** Wakes up to `n` waiters of `key`, oldest first. */

@@ -16,7 +16,16 @@ export interface Settings {
 /** `envelopeBytes` -> `LIMIT_ENVELOPE_BYTES`: every limit can be set by a var of that name. */
 const varName = (k: string) => `LIMIT_${k.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase()}`;
 
+const cache = new WeakMap<object, Settings>();
+
+/** The settings of an env, parsed once per env object (every request of an isolate shares it). */
 export function settingsFrom(env: Env): Settings {
+  let s = cache.get(env);
+  if (!s) cache.set(env, (s = parse(env)));
+  return s;
+}
+
+function parse(env: Env): Settings {
   const e = env as unknown as Record<string, string | undefined>;
   const limits: Partial<Limits> = {};
   for (const k of Object.keys(DEFAULT_LIMITS) as (keyof Limits)[]) {

@@ -55,8 +55,8 @@ function existingPlan(ns: string, queue: string, s: SubmitInput): Plan<Submitted
 /**
  * Many submits in one INSERT over a JSON array (one bound parameter, so no per-statement
  * parameter limit): the rows that come back were created; each of the others conflicted on its
- * key or id and is answered by its own follow-up, exactly as a single submit would be. Items are
- * inserted in order, so two items with the same key in one batch resolve to the first.
+ * key or id and is answered by its own follow-up, exactly as a single submit would be. json_each
+ * yields the items in array order, so two with the same key in one batch resolve to the first.
  */
 export function submitManyPlan(now: number, ns: string, queue: string, items: SubmitInput[]): Plan<(Submitted | Error)[]> {
   const json = JSON.stringify(items.map((s) => [s.id, s.key, s.priority, s.parent, toHex(s.envelope)]));
@@ -65,7 +65,7 @@ export function submitManyPlan(now: number, ns: string, queue: string, items: Su
       stmt(
         `INSERT INTO invocations (ns, queue, id, key, priority, parent, envelope, state, attempt, created_at, updated_at)
          SELECT ?1, ?2, value->>0, value->>1, value->>2, value->>3, COALESCE(unhex(value->>4), X''), 'queued', 0, ?4, ?4
-           FROM json_each(?3) WHERE true ORDER BY json_each.key
+           FROM json_each(?3) WHERE true
          ON CONFLICT DO NOTHING RETURNING id`,
         ns, queue, json, now,
       ),

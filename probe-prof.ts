@@ -1,0 +1,41 @@
+import { HttpDispatch, runWorker, encodeEnvelope } from './client/index.ts';
+const url = 'http://127.0.0.1:8790';
+const targets = ['core:user:lakeshore', 'd1:db', 'd1:db:entry', 'core:entry'];
+const sessions = await Promise.all(targets.map(async (t) => {
+  const ws = new WebSocket(`ws://127.0.0.1:9231/${t}`);
+  await new Promise((r, j) => { ws.onopen = r; ws.onerror = j; });
+  let id = 0; const pending = new Map<number, (v: any) => void>();
+  ws.onmessage = (m) => { const d = JSON.parse(String(m.data)); if (d.id && pending.has(d.id)) { pending.get(d.id)!(d.result); pending.delete(d.id); } };
+  const send = (method: string, params = {}) => new Promise<any>((r) => { const i = ++id; pending.set(i, r); ws.send(JSON.stringify({ id: i, method, params })); });
+  return { t, send, ws };
+}));
+for (const s of sessions) { await s.send('Profiler.enable'); await s.send('Profiler.setSamplingInterval', { interval: 200 }); await s.send('Profiler.start'); }
+const N = 3000;
+const d = new HttpDispatch(url, { token: 'tok', namespace: 'prof' + Date.now() });
+const stop = new AbortController();
+let done = 0;
+const t0 = performance.now();
+const worker = runWorker('q', { dispatch: new HttpDispatch(url, { token: 'tok', namespace: d.namespace }), registry: { noop: () => { if (++done === N) stop.abort(); } }, concurrency: 8, prefetch: 32, stop: stop.signal, workerId: 'w1', claimWaitMs: 1000 });
+let next = 0;
+await Promise.all(Array.from({ length: 8 }, async () => { while (next < N) { const i = next++; await d.submit('q', encodeEnvelope({ fn: 'noop', args: [i, 'x'.repeat(100)] }), { id: `j${i}` }); } }));
+await worker;
+console.log('jobs/s', (N / ((performance.now() - t0) / 1000)).toFixed(0));
+for (const s of sessions) {
+  const { profile } = await s.send('Profiler.stop');
+  const self = new Map<string, number>();
+  const dt = profile.timeDeltas as number[];
+  const byId = new Map(profile.nodes.map((n: any) => [n.id, n]));
+  const counts = new Map<number, number>();
+  profile.samples.forEach((sid: number, i: number) => counts.set(sid, (counts.get(sid) ?? 0) + (dt[i] ?? 0)));
+  let total = 0, idle = 0;
+  for (const [sid, us] of counts) {
+    const n: any = byId.get(sid); const f = n.callFrame;
+    const key = `${f.functionName || '(anon)'} ${String(f.url).split('/').pop()}:${f.lineNumber}`;
+    if (f.functionName === '(idle)') { idle += us; continue; }
+    total += us; self.set(key, (self.get(key) ?? 0) + us);
+  }
+  console.log(`\n== ${s.t}: busy ${(total / 1000).toFixed(0)} ms, idle ${(idle / 1000).toFixed(0)} ms`);
+  for (const [k, us] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 14)) console.log(`  ${(us / 1000).toFixed(1).padStart(7)} ms  ${k}`);
+  s.ws.close();
+}
+process.exit(0);
