@@ -9,6 +9,20 @@ import { committerRun } from './plane.ts';
 import { authorize, constantTimeEqual, sha256Hex, tokenId, tokenPlan, type Principal, type Verb } from '../core/tokens.ts';
 import type { App, Ctx } from './plane.ts';
 
+/**
+ * SHA-256 of presented tokens, remembered per isolate (a bounded map): a client sends the same
+ * token on every request. Only the digest comparison decides; the cache just saves the hashing.
+ */
+const digests = new Map<string, Promise<string>>();
+function digest(token: string): Promise<string> {
+  let d = digests.get(token);
+  if (!d) {
+    if (digests.size >= 1024) digests.clear();
+    digests.set(token, (d = sha256Hex(token)));
+  }
+  return d;
+}
+
 const invalid = () => new LakeshoreError('unauthorized', 'invalid or revoked token');
 
 export const authenticate = createMiddleware<App>(async (c, next) => {
@@ -16,8 +30,8 @@ export const authenticate = createMiddleware<App>(async (c, next) => {
   if (!secret) throw new LakeshoreError('internal', 'the plane has no LAKESHORE_TOKEN secret configured');
   const m = /^Bearer\s+(\S+)\s*$/i.exec(c.req.header('authorization') ?? '');
   if (!m) throw new LakeshoreError('unauthorized', 'missing bearer token: send Authorization: Bearer <token>');
-  const given = await sha256Hex(m[1]!);
-  if (constantTimeEqual(given, await sha256Hex(secret))) {
+  const given = await digest(m[1]!);
+  if (constantTimeEqual(given, await digest(secret))) {
     c.set('principal', { kind: 'root' });
     return next();
   }

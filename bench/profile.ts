@@ -1,8 +1,30 @@
-import { HttpDispatch, runWorker, encodeEnvelope } from './client/index.ts';
-const url = 'http://127.0.0.1:8790';
-const targets = ['core:user:lakeshore', 'd1:db', 'd1:db:entry', 'core:entry'];
+/**
+ * Where the edge plane's time goes: serves the Worker (scripts/serve.mjs) with a DevTools
+ * inspector, runs N jobs through it (8 single-submit loops, a worker with concurrency 8 in this
+ * process), and prints the self time of the hottest functions in each workerd isolate: the
+ * Worker + queue object (core:user:lakeshore) and Miniflare's local D1 (d1:db, d1:db:entry).
+ *
+ *   node scripts/run.mjs node bench/profile.ts [--n=3000]
+ *
+ * Sampling profiles of isolates that share one thread overlap: compare functions, not totals.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { HttpDispatch, runWorker, encodeEnvelope } from '../client/index.ts';
+// @ts-expect-error plain JS helper
+import { applyMigrations, freePort, stopTree } from '../scripts/plane.mjs';
+
+const dir = mkdtempSync(join(tmpdir(), 'lakeshore-profile-'));
+await applyMigrations({ node: process.execPath, env: process.env, persistTo: dir });
+const [port, inspector] = [await freePort(), await freePort()];
+const server = spawn(process.execPath, ['scripts/serve.mjs', '--port', String(port), '--persist-to', dir, '--var', 'LAKESHORE_TOKEN:tok', '--inspector-port', String(inspector)], { stdio: ['ignore', 'pipe', 'inherit'], detached: true });
+await new Promise<void>((r) => server.stdout!.on('data', (d) => String(d).includes('ready') && r()));
+const url = `http://127.0.0.1:${port}`;
+const targets = ['core:user:lakeshore', 'd1:db', 'd1:db:entry'];
 const sessions = await Promise.all(targets.map(async (t) => {
-  const ws = new WebSocket(`ws://127.0.0.1:9231/${t}`);
+  const ws = new WebSocket(`ws://127.0.0.1:${inspector}/${t}`);
   await new Promise((r, j) => { ws.onopen = r; ws.onerror = j; });
   let id = 0; const pending = new Map<number, (v: any) => void>();
   ws.onmessage = (m) => { const d = JSON.parse(String(m.data)); if (d.id && pending.has(d.id)) { pending.get(d.id)!(d.result); pending.delete(d.id); } };
@@ -10,7 +32,7 @@ const sessions = await Promise.all(targets.map(async (t) => {
   return { t, send, ws };
 }));
 for (const s of sessions) { await s.send('Profiler.enable'); await s.send('Profiler.setSamplingInterval', { interval: 200 }); await s.send('Profiler.start'); }
-const N = 3000;
+const N = Number(process.argv.find((a) => a.startsWith('--n='))?.slice(4) ?? 3000);
 const d = new HttpDispatch(url, { token: 'tok', namespace: 'prof' + Date.now() });
 const stop = new AbortController();
 let done = 0;
@@ -38,4 +60,6 @@ for (const s of sessions) {
   for (const [k, us] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 14)) console.log(`  ${(us / 1000).toFixed(1).padStart(7)} ms  ${k}`);
   s.ws.close();
 }
+await stopTree(server);
+rmSync(dir, { recursive: true, force: true });
 process.exit(0);
