@@ -44,12 +44,11 @@ export class FencingConflictError extends LakeshoreError {
     this.name = 'FencingConflictError';
   }
 }
+/** Over a limit of the token (requests per second, open streams); `retryAfterMs` says when to try again. */
 export class RateLimitedError extends LakeshoreError {
-  readonly retryAfterMs: number | null;
   constructor(message: string, retryAfterMs: number | null = null) {
-    super('rate_limited', message);
+    super('rate_limited', message, { retryAfterMs: retryAfterMs ?? undefined });
     this.name = 'RateLimitedError';
-    this.retryAfterMs = retryAfterMs;
   }
 }
 /** A wait ran out: `result` before the invocation ended, or a journal read before its stream did. */

@@ -247,12 +247,20 @@ export async function dev() {
 }
 
 /** `lakeshore token create|list|revoke`: needs the edge plane and an admin token. */
-export async function token(d: DispatchPlane, out: Out, action: string, arg: string | undefined, f: { role?: string; pool?: string[]; name?: string }) {
+export async function token(d: DispatchPlane, out: Out, action: string, arg: string | undefined, f: { role?: string; pool?: string[]; name?: string; rps?: string; burst?: string; streams?: string }) {
   if (!(d instanceof HttpDispatch)) throw new UsageError('tokens live on the edge plane: pass --url (or set LAKESHORE_URL) and an admin --token');
   if (action === 'create') {
     const role = f.role ?? arg;
     if (role !== 'producer' && role !== 'worker' && role !== 'admin') throw new UsageError('token create needs --role producer|worker|admin');
-    const t = await d.createToken(role, { pools: f.pool, name: f.name });
+    const limit = (flag: string, v: string | undefined) => {
+      if (v === undefined) return undefined;
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < 1) throw new UsageError(`--${flag} takes a positive integer, got ${JSON.stringify(v)}`);
+      return n;
+    };
+    const limits = { requests_per_second: limit('rps', f.rps), request_burst: limit('burst', f.burst), streams: limit('streams', f.streams) };
+    const own = Object.values(limits).some((v) => v !== undefined);
+    const t = await d.createToken(role, { pools: f.pool, name: f.name, limits: own ? limits : undefined });
     out.print(t, `${t.token}\n\nid ${t.id}, role ${t.role}${t.pools ? `, pools ${t.pools.join(',')}` : ''}. This is the only time the token is shown.`);
     return EXIT.ok;
   }

@@ -67,7 +67,10 @@ program.command('token').description('create, list or revoke namespace-scoped to
   .option('--role <role>', 'producer | worker | admin (create)')
   .addOption(new Option('--pool <pool>', 'limit a worker token to this pool (repeatable)').argParser((v: string, prev: string[] = []) => [...prev, v]))
   .option('--name <name>', 'a label (create)')
-  .action((action: string, id: string | undefined, o: { role?: string; pool?: string[]; name?: string }) => run((g) => cmd.token(planeOf(g), output(!!g.json), action, id, o))());
+  .option('--rps <n>', "this token's requests per second (create; default: the plane's)")
+  .option('--burst <n>', "this token's request burst (create)")
+  .option('--streams <n>', "this token's most open journal streams (create)")
+  .action((action: string, id: string | undefined, o: { role?: string; pool?: string[]; name?: string; rps?: string; burst?: string; streams?: string }) => run((g) => cmd.token(planeOf(g), output(!!g.json), action, id, o))());
 
 program.command('dev').description('start the local edge plane (wrangler dev + local D1)')
   .action(() => run(() => cmd.dev())());

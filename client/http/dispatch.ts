@@ -38,6 +38,13 @@ const HINTS = 10_000;
 
 
 
+/** A token's own limits (requests per second, burst, open journal streams); unset ones use the plane's. */
+export interface TokenLimits {
+  requests_per_second?: number;
+  request_burst?: number;
+  streams?: number;
+}
+
 export class HttpDispatch implements DispatchPlane {
   readonly baseUrl: string;
   readonly namespace: string;
@@ -147,8 +154,8 @@ export class HttpDispatch implements DispatchPlane {
   // ------------------------------------------------------------ tokens (edge plane only)
 
   /** Creates a namespace-scoped token; the answer holds the token itself, shown this once. */
-  async createToken(role: 'producer' | 'worker' | 'admin', opts: { pools?: string[]; name?: string } = {}): Promise<{ token: string; id: string; role: string; pools: string[] | null; name: string | null }> {
-    return (await this.call('POST', '/tokens', { role, pools: opts.pools ?? null, name: opts.name ?? null })) as never;
+  async createToken(role: 'producer' | 'worker' | 'admin', opts: { pools?: string[]; name?: string; limits?: TokenLimits } = {}): Promise<{ token: string; id: string; role: string; pools: string[] | null; name: string | null; limits: TokenLimits | null }> {
+    return (await this.call('POST', '/tokens', { role, pools: opts.pools ?? null, name: opts.name ?? null, limits: opts.limits ?? null })) as never;
   }
 
   async listTokens(): Promise<{ id: string; role: string; pools: string[] | null; name: string | null; created_at: number; revoked_at: number | null }[]> {

@@ -20,13 +20,16 @@ export class LakeshoreError extends Error {
   readonly status: number;
   /** Whether retrying the same request later may succeed. */
   readonly retryable: boolean;
+  /** For rate_limited: how long to wait before retrying (HTTP Retry-After). */
+  readonly retryAfterMs: number | undefined;
 
-  constructor(code: ErrorCode, message: string, options?: { cause?: unknown; retryable?: boolean }) {
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown; retryable?: boolean; retryAfterMs?: number }) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'LakeshoreError';
     this.code = code;
     this.status = ERROR_CODES[code];
     this.retryable = options?.retryable ?? (code === 'rate_limited' || code === 'internal');
+    this.retryAfterMs = options?.retryAfterMs;
   }
 
   toJSON(): { code: ErrorCode; message: string } {

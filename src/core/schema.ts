@@ -133,4 +133,6 @@ export const tokens = sqliteTable('tokens', {
   created_at: integer('created_at').notNull(),
   /** When it was revoked; a revoked token is refused at once. */
   revoked_at: integer('revoked_at'),
+  /** JSON {requests_per_second, request_burst, streams}: this token's own limits; null for the plane's. */
+  limits: text('limits'),
 });

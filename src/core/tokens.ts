@@ -34,8 +34,15 @@ export type Verb = keyof typeof PERMISSIONS;
 /** Verbs limited to a worker token's pools when it names some. */
 const POOL_VERBS: ReadonlySet<Verb> = new Set<Verb>(['claim', 'heartbeat', 'ack', 'nack', 'append']);
 
+/** A token's own request and stream limits; any left out falls back to the plane's setting. */
+export interface TokenLimits {
+  requests_per_second?: number;
+  request_burst?: number;
+  streams?: number;
+}
+
 /** Who is calling: the deployment's root token, or a namespace-scoped token. */
-export type Principal = { kind: 'root' } | { kind: 'token'; id: string; ns: string; role: Role; pools: string[] | null };
+export type Principal = { kind: 'root' } | { kind: 'token'; id: string; ns: string; role: Role; pools: string[] | null; limits: TokenLimits | null };
 
 export function authorize(p: Principal, ns: string, verb: Verb, queue?: string): void {
   if (p.kind === 'root') return;
@@ -85,11 +92,13 @@ export interface TokenInfo {
   name: string | null;
   created_at: number;
   revoked_at: number | null;
+  limits: TokenLimits | null;
 }
 
 const info = (r: Record<string, unknown>): TokenInfo => ({
   id: String(r.id), ns: String(r.ns), role: r.role as Role, pools: typeof r.pools === 'string' ? (JSON.parse(r.pools) as string[]) : null,
   name: (r.name as string | null) ?? null, created_at: Number(r.created_at), revoked_at: r.revoked_at === null || r.revoked_at === undefined ? null : Number(r.revoked_at),
+  limits: typeof r.limits === 'string' ? (JSON.parse(r.limits) as TokenLimits) : null,
 });
 
 export function checkRole(v: unknown): Role {
@@ -97,19 +106,19 @@ export function checkRole(v: unknown): Role {
   return v as Role;
 }
 
-export const createTokenPlan = (now: number, ns: string, id: string, digest: string, role: Role, pools: string[] | null, name: string | null): Plan<TokenInfo> => ({
+export const createTokenPlan = (now: number, ns: string, id: string, digest: string, role: Role, pools: string[] | null, name: string | null, limits: TokenLimits | null = null): Plan<TokenInfo> => ({
   stmts: [
     stmt(
-      `INSERT INTO tokens (id, ns, role, pools, name, digest, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-       RETURNING id, ns, role, pools, name, created_at, revoked_at`,
-      id, ns, role, pools ? JSON.stringify(pools) : null, name, digest, now,
+      `INSERT INTO tokens (id, ns, role, pools, name, digest, created_at, limits) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+       RETURNING id, ns, role, pools, name, created_at, revoked_at, limits`,
+      id, ns, role, pools ? JSON.stringify(pools) : null, name, digest, now, limits ? JSON.stringify(limits) : null,
     ),
   ],
   done: ([r]) => info(r!.rows[0]!),
 });
 
 export const listTokensPlan = (ns: string): Plan<TokenInfo[]> => ({
-  stmts: [stmt(`SELECT id, ns, role, pools, name, created_at, revoked_at FROM tokens WHERE ns = ?1 ORDER BY created_at, id`, ns)],
+  stmts: [stmt(`SELECT id, ns, role, pools, name, created_at, revoked_at, limits FROM tokens WHERE ns = ?1 ORDER BY created_at, id`, ns)],
   done: ([r]) => r!.rows.map(info),
 });
 
@@ -127,7 +136,7 @@ export const revokeTokenPlan = (now: number, ns: string, id: string): Plan<boole
 
 /** The live token with this id, with its digest, for verification. */
 export const tokenPlan = (id: string): Plan<(TokenInfo & { digest: string }) | null> => ({
-  stmts: [stmt(`SELECT id, ns, role, pools, name, created_at, revoked_at, digest FROM tokens WHERE id = ?1`, id)],
+  stmts: [stmt(`SELECT id, ns, role, pools, name, created_at, revoked_at, limits, digest FROM tokens WHERE id = ?1`, id)],
   done: ([r]) => {
     const row = r!.rows[0];
     return row ? { ...info(row), digest: String(row.digest) } : null;

@@ -9,6 +9,7 @@ import { Engine, type AppendRequest, type ClaimRequest, type HolderRequest, type
 import { D1Port } from './d1-port.ts';
 import { capture } from './result.ts';
 import { settingsFrom } from './settings.ts';
+import type { TokenGate } from './gate.ts';
 import { journalStream } from './sse.ts';
 
 interface Ident {
@@ -134,7 +135,15 @@ export class QueueObject extends DurableObject<Env> {
     const id = url.searchParams.get('id') ?? '';
     const since = Number(url.searchParams.get('since') ?? '-1');
     await this.own(ns, queue);
-    return journalStream(this.engine, ns, id, since);
+    // The stream counts against its token while it lives (src/worker/limits.ts).
+    const gateKey = url.searchParams.get('gate');
+    const lease = url.searchParams.get('lease');
+    const gates = this.env.GATE as unknown as DurableObjectNamespace<TokenGate>;
+    const gate = gateKey && lease ? gates.get(gates.idFromName(gateKey)) : null;
+    return journalStream(this.engine, ns, id, since, gate && lease ? {
+      renew: () => void gate.renewStream(lease).catch(() => {}),
+      end: () => void gate.closeStream(lease).catch(() => {}),
+    } : undefined);
   }
 
   // ------------------------------------------------------------ leases

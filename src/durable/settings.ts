@@ -8,8 +8,18 @@ function int(v: string | undefined, name: string): number | undefined {
   return n;
 }
 
+/** Limits of the HTTP face, per token (a token's own limits win); see src/worker/limits.ts. */
+export interface HttpLimits {
+  requestsPerSecond: number;
+  requestBurst: number;
+  streamsPerToken: number;
+}
+
+export const DEFAULT_HTTP_LIMITS: Readonly<HttpLimits> = Object.freeze({ requestsPerSecond: 2000, requestBurst: 4000, streamsPerToken: 64 });
+
 export interface Settings {
   limits: Partial<Limits>;
+  http: HttpLimits;
   simulatedDelayMs: number;
 }
 
@@ -36,5 +46,10 @@ function parse(env: Env): Settings {
   const attempts = int(e.DEFAULT_MAX_ATTEMPTS, 'DEFAULT_MAX_ATTEMPTS');
   if (lease) limits.defaultLeaseMs = lease;
   if (attempts) limits.defaultMaxAttempts = attempts;
-  return { limits, simulatedDelayMs: int(e.SIMULATED_D1_DELAY_MS, 'SIMULATED_D1_DELAY_MS') ?? 0 };
+  const http = { ...DEFAULT_HTTP_LIMITS };
+  for (const k of Object.keys(DEFAULT_HTTP_LIMITS) as (keyof HttpLimits)[]) {
+    const n = int(e[varName(k)], varName(k));
+    if (n) http[k] = n;
+  }
+  return { limits, http, simulatedDelayMs: int(e.SIMULATED_D1_DELAY_MS, 'SIMULATED_D1_DELAY_MS') ?? 0 };
 }

@@ -38,13 +38,21 @@ export function pageJson(p: JournalPage) {
   };
 }
 
-export async function journalStream(engine: Engine, ns: string, id: string, since: number): Promise<Response> {
+/** Told when the stream is alive (at each keepalive or batch of frames) and once when it ended. */
+export interface StreamHooks {
+  renew(): void;
+  end(): void;
+}
+
+export async function journalStream(engine: Engine, ns: string, id: string, since: number, hooks?: StreamHooks): Promise<Response> {
   // Fail before the stream starts, so a bad id is a plain 404 rather than a broken stream.
   const first = await engine.read(ns, id, since);
   const abort = new AbortController();
   const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
   const writer = writable.getWriter();
   const send = (s: string) => writer.write(enc.encode(s));
+  // The reader going away errors the writable side: stop waiting for frames at once.
+  writer.closed.catch(() => abort.abort());
   void (async () => {
     let page: JournalPage = first;
     let cursor = since;
@@ -60,6 +68,7 @@ export async function journalStream(engine: Engine, ns: string, id: string, sinc
           break;
         }
         page = await engine.follow(ns, id, cursor, KEEPALIVE_MS, abort.signal);
+        hooks?.renew();
         // A keepalive both holds idle proxies open and finds out that the reader has gone.
         if (!page.frames.length && !page.done) await send(`: keepalive\n\n`);
       }
@@ -70,6 +79,8 @@ export async function journalStream(engine: Engine, ns: string, id: string, sinc
         await send(`event: error\ndata: ${JSON.stringify({ error: e.toJSON() })}\n\n`).catch(() => {});
       }
       await writer.abort(e).catch(() => {});
+    } finally {
+      hooks?.end();
     }
   })();
   return new Response(readable, {

@@ -22,7 +22,7 @@ app.notFound((c) => c.json({ error: { code: 'not_found', message: `no route for 
 
 app.onError((err, c) => {
   if (err instanceof LakeshoreError) {
-    if (err.code === 'rate_limited') c.header('Retry-After', '1');
+    if (err.code === 'rate_limited') c.header('Retry-After', String(Math.max(1, Math.ceil((err.retryAfterMs ?? 1000) / 1000))));
     return c.json({ error: err.toJSON() }, err.status as 400);
   }
   // Anything unknown is logged here and answered without its detail.

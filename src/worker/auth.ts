@@ -8,6 +8,7 @@ import { LakeshoreError } from '../core/errors.ts';
 import { committerRun } from './plane.ts';
 import { authorize, constantTimeEqual, sha256Hex, tokenId, tokenPlan, type Principal, type Verb } from '../core/tokens.ts';
 import type { App, Ctx } from './plane.ts';
+import { admit } from './limits.ts';
 
 /**
  * SHA-256 of presented tokens, remembered per isolate (a bounded map): a client sends the same
@@ -33,13 +34,16 @@ export const authenticate = createMiddleware<App>(async (c, next) => {
   const given = await digest(m[1]!);
   if (constantTimeEqual(given, await digest(secret))) {
     c.set('principal', { kind: 'root' });
+    await admit(c, { kind: 'root' });
     return next();
   }
   const id = tokenId(m[1]!);
   if (!id) throw invalid();
   const t = await committerRun(c, tokenPlan(id));
   if (!t || t.revoked_at !== null || !constantTimeEqual(given, t.digest)) throw invalid();
-  c.set('principal', { kind: 'token', id: t.id, ns: t.ns, role: t.role, pools: t.pools });
+  const principal: Principal = { kind: 'token', id: t.id, ns: t.ns, role: t.role, pools: t.pools, limits: t.limits };
+  c.set('principal', principal);
+  await admit(c, principal);
   return next();
 });
 

@@ -1,4 +1,5 @@
 import { app } from './app.ts';
 
 export { QueueObject } from '../durable/queue-object.ts';
+export { TokenGate } from '../durable/gate.ts';
 export default app satisfies ExportedHandler<Env>;

@@ -4,6 +4,7 @@ import { badRequest } from '../../core/errors.ts';
 import * as v from '../../core/validate.ts';
 import { unwrap } from '../../durable/result.ts';
 import { pageJson } from '../../durable/sse.ts';
+import { openStreamLease } from '../limits.ts';
 import { bytesField, numParam, readJson } from '../body.ts';
 import { locate, nsParam, queueObject, reader, type App, type Ctx } from '../plane.ts';
 import { allow } from '../auth.ts';
@@ -48,8 +49,16 @@ export const journal = new Hono<App>()
     if (wantsStream) {
       const queue = await locate(c, ns, id);
       const url = new URL('https://queue/journal');
-      url.search = new URLSearchParams({ ns, queue, id, since: String(since ?? -1) }).toString();
-      return queueObject(c, ns, queue).fetch(url.toString(), { signal: c.req.raw.signal });
+      const lease = await openStreamLease(c, c.get('principal'));
+      url.search = new URLSearchParams({ ns, queue, id, since: String(since ?? -1), gate: lease.gate, lease: lease.lease }).toString();
+      try {
+        const res = await queueObject(c, ns, queue).fetch(url.toString(), { signal: c.req.raw.signal });
+        if (!res.ok) await lease.close(); // no stream started
+        return res;
+      } catch (e) {
+        await lease.close();
+        throw e;
+      }
     }
     const wait = numParam(c, 'wait_ms');
     const limit = numParam(c, 'limit');

@@ -7,7 +7,14 @@ import { allow } from '../auth.ts';
 import { readJson } from '../body.ts';
 import { committerRun, nsParam, reader, type App } from '../plane.ts';
 
-const CreateBody = z.strictObject({ role: z.string(), pools: z.array(z.string()).nullish(), name: z.string().nullish() });
+const Limit = z.number().int().min(1).max(1_000_000);
+const CreateBody = z.strictObject({
+  role: z.string(),
+  pools: z.array(z.string()).nullish(),
+  name: z.string().nullish(),
+  /** This token's own limits, below or above the plane's defaults. */
+  limits: z.strictObject({ requests_per_second: Limit.optional(), request_burst: Limit.optional(), streams: Limit.optional() }).nullish(),
+});
 
 export const tokens = new Hono<App>()
   .post('/', async (c) => {
@@ -18,7 +25,7 @@ export const tokens = new Hono<App>()
     const pools = b.pools ? b.pools.map((p) => v.queue(p, reader(c).limits)) : null;
     const name = v.optionalText('name', b.name, 200);
     const t = await newToken();
-    const info = await committerRun(c, createTokenPlan(Date.now(), ns, t.id, t.digest, role, pools, name));
+    const info = await committerRun(c, createTokenPlan(Date.now(), ns, t.id, t.digest, role, pools, name, b.limits ?? null));
     // The token itself is in this answer and nowhere else: only its digest is stored.
     return c.json({ token: t.token, ...info }, 201);
   })

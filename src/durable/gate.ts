@@ -1,0 +1,57 @@
+/**
+ * The gate: one Durable Object per token (the root token is "root"), so limits hold across all
+ * of a deployment's isolates. It keeps, in memory only (a limit is not data worth persisting):
+ *
+ * - a token bucket of requests: `rate` per second, up to `burst` at once. Isolates take permits in
+ *   small leases (see src/worker/limits.ts), so a request costs a call here only once per lease;
+ * - the open SSE streams, as leases that expire unless renewed, so a stream whose isolate died
+ *   stops counting by itself.
+ */
+import { DurableObject } from 'cloudflare:workers';
+
+export const STREAM_LEASE_MS = 60_000;
+
+export interface Taken {
+  granted: number;
+  /** When nothing was granted: how long until one permit is back. */
+  retryAfterMs: number;
+}
+
+export class TokenGate extends DurableObject<Env> {
+  private tokens = -1;
+  private at = 0;
+  private readonly streams = new Map<string, number>();
+
+  /** Grants up to `want` permits from the bucket. */
+  take(want: number, rate: number, burst: number): Taken {
+    const now = Date.now();
+    this.tokens = this.tokens < 0 ? burst : Math.min(burst, this.tokens + ((now - this.at) / 1000) * rate);
+    this.at = now;
+    const granted = Math.max(0, Math.min(want, Math.floor(this.tokens)));
+    this.tokens -= granted;
+    return { granted, retryAfterMs: granted ? 0 : Math.ceil(((1 - this.tokens) / rate) * 1000) };
+  }
+
+  /** Opens a stream lease unless `max` are open; answers its id, or null. */
+  openStream(max: number): string | null {
+    const now = Date.now();
+    for (const [id, until] of this.streams) if (until <= now) this.streams.delete(id);
+    if (this.streams.size >= max) return null;
+    const id = crypto.randomUUID();
+    this.streams.set(id, now + STREAM_LEASE_MS);
+    return id;
+  }
+
+  renewStream(id: string): void {
+    if (this.streams.has(id)) this.streams.set(id, Date.now() + STREAM_LEASE_MS);
+  }
+
+  closeStream(id: string): void {
+    this.streams.delete(id);
+  }
+
+  openStreams(): number {
+    const now = Date.now();
+    return [...this.streams.values()].filter((u) => u > now).length;
+  }
+}

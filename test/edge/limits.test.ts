@@ -1,0 +1,81 @@
+/** Per-token limits: requests per second and open journal streams answer 429 with Retry-After, and change nothing. */
+import { exports } from 'cloudflare:workers';
+import { describe, expect, it } from 'vitest';
+import { b64, call, freshNs } from './setup/http.ts';
+
+const as = (token: string) => ({ authorization: `Bearer ${token}` });
+
+async function mint(ns: string, limits: Record<string, number>) {
+  const r = await call('POST', `/v1/ns/${ns}/tokens`, { role: 'admin', limits });
+  expect(r.status).toBe(201);
+  expect(r.body.limits).toEqual(limits);
+  return r.body.token as string;
+}
+
+const openStream = (ns: string, id: string, token: string) =>
+  (exports as any).default.fetch(`http://plane/v1/ns/${ns}/invocations/${id}/journal`, { headers: { ...as(token), accept: 'text/event-stream' } }) as Promise<Response>;
+
+describe('per-token limits', () => {
+  it('a token over its request rate gets 429 with Retry-After and a JSON error, and its request changes nothing', async () => {
+    const ns = freshNs();
+    const token = await mint(ns, { requests_per_second: 1, request_burst: 3 });
+    const base = `/v1/ns/${ns}`;
+    const answers = [];
+    for (let i = 0; i < 4; i++) answers.push(await call('POST', `${base}/queues/q/invocations`, { id: `r${i}`, envelope: b64('x') }, as(token)));
+    expect(answers.slice(0, 3).map((a) => a.status)).toEqual([201, 201, 201]);
+    const refused = answers[3]!;
+    expect(refused.status).toBe(429);
+    expect(refused.body.error.code).toBe('rate_limited');
+    expect(refused.body.error.message).toMatch(/1 requests per second/);
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    // The refused submit did not land (counted with the root token, which has its own budget).
+    expect((await call('GET', `${base}/invocations/r3`)).status).toBe(404);
+    expect((await call('GET', `${base}/queues/q/count`)).body.count).toBe(3);
+    // Another token's budget is its own.
+    const other = await mint(ns, { requests_per_second: 1, request_burst: 1 });
+    expect((await call('GET', `${base}/queues/q/count`, undefined, as(other))).status).toBe(200);
+  });
+
+  it('refills at the token’s rate', async () => {
+    const ns = freshNs();
+    const token = await mint(ns, { requests_per_second: 20, request_burst: 1 });
+    const path = `/v1/ns/${ns}/queues/q/count`;
+    expect((await call('GET', path, undefined, as(token))).status).toBe(200);
+    expect((await call('GET', path, undefined, as(token))).status).toBe(429);
+    await new Promise((r) => setTimeout(r, 120)); // 20/s: one permit back after 50 ms
+    expect((await call('GET', path, undefined, as(token))).status).toBe(200);
+  });
+
+  it('a token with its streams open gets 429 for one more, and a stream closed frees its place', async () => {
+    const ns = freshNs();
+    const token = await mint(ns, { streams: 1 });
+    const base = `/v1/ns/${ns}`;
+    expect((await call('POST', `${base}/queues/q/invocations`, { id: 'live', envelope: b64('x') })).status).toBe(201);
+    const first = await openStream(ns, 'live', token);
+    expect(first.status).toBe(200);
+    const reader = first.body!.getReader();
+    await reader.read(); // the stream is open and waiting for frames
+    const second = await openStream(ns, 'live', token);
+    expect(second.status).toBe(429);
+    expect(second.headers.get('retry-after')).toBe('1');
+    expect(((await second.json()) as any).error.code).toBe('rate_limited');
+    await reader.cancel();
+    let third: Response | null = null;
+    for (let i = 0; i < 50 && third?.status !== 200; i++) {
+      await third?.body?.cancel();
+      await new Promise((r) => setTimeout(r, 20));
+      third = await openStream(ns, 'live', token);
+    }
+    expect(third!.status).toBe(200);
+    await third!.body!.cancel();
+  });
+
+  it('refuses limits that are not positive integers', async () => {
+    const ns = freshNs();
+    for (const limits of [{ requests_per_second: 0 }, { streams: -1 }, { request_burst: 1.5 }, { other: 1 }]) {
+      const r = await call('POST', `/v1/ns/${ns}/tokens`, { role: 'producer', limits });
+      expect(r.status).toBe(400);
+      expect(r.body.error.code).toBe('bad_request');
+    }
+  });
+});
