@@ -1,6 +1,7 @@
 // `npm run fault`: the long versions of the reliability tests (CI runs short ones in `npm test`).
 //   hostile input: 10,000 generated requests (FUZZ_N)    model-based: 2,000 sequences (MODEL_RUNS)
 //   SSE reconnect: 200 cuts (SSE_CUTS)                    ambiguous responses: 100 rounds (AMBIGUOUS_N)
+//   server kill: 10,000 jobs, 20 SIGKILLs (CRASH_JOBS, CRASH_KILLS)   worker kill: 100 (WORKER_KILLS)
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { ROOT } from './toolchain.mjs';
@@ -10,8 +11,11 @@ const runs = [
   { name: 'hostile input', args: ['run', '-c', 'vitest.edge.config.ts', 'test/edge/fuzz.test.ts'], env: { FUZZ_N: process.env.FUZZ_N ?? '10000' } },
   { name: 'model-based', args: ['run', '-c', 'vitest.node.config.ts', 'test/model'], env: { MODEL_RUNS: process.env.MODEL_RUNS ?? '2000' } },
   {
-    name: 'SSE cuts and ambiguous responses', args: ['run', '-c', 'vitest.node.config.ts', 'test/fault'],
-    env: { SSE_CUTS: process.env.SSE_CUTS ?? '200', AMBIGUOUS_N: process.env.AMBIGUOUS_N ?? '100' },
+    name: 'SSE cuts, ambiguous responses, server and worker kills', args: ['run', '-c', 'vitest.node.config.ts', 'test/fault'],
+    env: {
+      SSE_CUTS: process.env.SSE_CUTS ?? '200', AMBIGUOUS_N: process.env.AMBIGUOUS_N ?? '100',
+      CRASH_JOBS: process.env.CRASH_JOBS ?? '10000', CRASH_KILLS: process.env.CRASH_KILLS ?? '20', WORKER_KILLS: process.env.WORKER_KILLS ?? '100',
+    },
   },
 ];
 let failed = 0;

@@ -61,8 +61,8 @@ export async function applyMigrations({ node, env, persistTo }) {
  * it so the real dev server stays covered). `vars` are passed as --var NAME:VALUE (tests use it for
  * the token, so they never touch .dev.vars).
  */
-export async function startPlane({ node, env, port, persistTo, vars = {}, log = 'warn', stdio = 'pipe', server = 'miniflare' }) {
-  await applyMigrations({ node, env, persistTo });
+export async function startPlane({ node, env, port, persistTo, vars = {}, log = 'warn', stdio = 'pipe', server = 'miniflare', migrate = true }) {
+  if (migrate) await applyMigrations({ node, env, persistTo });
   port ??= await freePort();
   let args;
   if (server === 'wrangler') {

@@ -14,12 +14,14 @@ import type { Claimed, Frame, HeartbeatAnswer, Invocation, InvocationError, Jour
 import { errorFor, InvocationCancelledError, InvocationFailedError, LakeshoreError, TimeoutError } from '../errors.ts';
 import type { AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, ReadOptions, SubmitOptions } from '../types.ts';
 import type { Batcher } from './batcher.ts';
-import { b64, batcherFor, enc, finiteOnly, settledOf, type Json } from './wire.ts';
+import { b64, batcherFor, enc, finiteOnly, isConnectionError, settledOf, sleep, type Json } from './wire.ts';
 import { sseEvents } from './sse.ts';
 
 export interface HttpDispatchOptions {
   token?: string;
   namespace?: string;
+  /** How long to keep retrying a request whose connection failed, or that got 429/503 (default 15 s; 0: never). */
+  retryForMs?: number;
   /** Per-request timeout in ms, on top of any wait the request asks the plane for. Default 30 s. */
   timeout?: number;
   fetch?: typeof fetch;
@@ -57,6 +59,7 @@ export class HttpDispatch implements DispatchPlane {
   private readonly claims = new Map<string, { workerId: string; attempt: number }>();
   private readonly open = new Set<AbortController>();
   private readonly coalesce: boolean;
+  private readonly retryForMs: number;
   private readonly submitters = new Map<string, Batcher<SubmitItem, string>>();
   private readonly ackers = new Map<string, Batcher<AckItem, undefined>>();
   private readonly nackers = new Map<string, Batcher<NackItem, undefined>>();
@@ -68,6 +71,7 @@ export class HttpDispatch implements DispatchPlane {
     this.timeout = opts.timeout ?? 30_000;
     this.fetchImpl = opts.fetch ?? globalThis.fetch.bind(globalThis);
     this.coalesce = opts.coalesce ?? true;
+    this.retryForMs = opts.retryForMs ?? 15_000;
   }
 
   // ------------------------------------------------------------ producers
@@ -355,12 +359,37 @@ export class HttpDispatch implements DispatchPlane {
     return this.token ? { authorization: `Bearer ${this.token}` } : {};
   }
 
+  /**
+   * One request. A connection that fails (the plane restarting) or a 429/503 is retried with
+   * backoff (429: after its Retry-After) for up to `retryForMs`: every verb is safe to repeat,
+   * since submits carry their id, acks/nacks/appends are fenced and absorbed when repeated, and a
+   * claim whose answer was lost only leaves its rows to lease expiry.
+   */
   private async call(method: string, path: string, body?: unknown, opts: { waitMs?: number; signal?: AbortSignal } = {}): Promise<Json> {
+    const giveUp = Date.now() + this.retryForMs;
+    for (let attempt = 0; ; attempt++) {
+      const backoff = Math.min(1_000, 25 * 2 ** attempt) * (0.5 + Math.random() / 2);
+      let res: Response;
+      try {
+        res = await this.fetchOnce(method, path, body, opts);
+      } catch (e) {
+        if (!isConnectionError(e) || opts.signal?.aborted || Date.now() + backoff > giveUp) throw e;
+        await sleep(backoff, opts.signal);
+        continue;
+      }
+      if (res.ok) return (await res.json()) as Json;
+      const err = await this.errorOf(res);
+      const wait = res.status === 429 ? Math.max(backoff, err.retryAfterMs ?? 0) : backoff;
+      if (!(res.status === 429 || res.status === 503) || opts.signal?.aborted || Date.now() + wait > giveUp) throw err;
+      await sleep(wait, opts.signal);
+    }
+  }
+
+  private async fetchOnce(method: string, path: string, body: unknown, opts: { waitMs?: number; signal?: AbortSignal }): Promise<Response> {
     const signals = [AbortSignal.timeout(this.timeout + (opts.waitMs ?? 0))];
     if (opts.signal) signals.push(opts.signal);
-    let res: Response;
     try {
-      res = await this.fetchImpl(this.url(path), {
+      return await this.fetchImpl(this.url(path), {
         method,
         headers: { ...this.headers(), ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
         body: body === undefined ? undefined : JSON.stringify(body, finiteOnly),
@@ -370,8 +399,6 @@ export class HttpDispatch implements DispatchPlane {
       if (e instanceof Error && e.name === 'TimeoutError') throw new TimeoutError(`${method} ${path} got no answer within ${this.timeout + (opts.waitMs ?? 0)} ms`);
       throw e;
     }
-    if (!res.ok) throw await this.errorOf(res);
-    return (await res.json()) as Json;
   }
 
   private async errorOf(res: Response): Promise<LakeshoreError> {

@@ -100,6 +100,12 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
     let got: Awaited<ReturnType<typeof d.claimMany>> = [];
     try {
       got = await d.claimMany(pool, workerId, want, { waitMs, leaseMs: leaseMs ?? undefined, signal: stop });
+    } catch (e) {
+      // The plane is unreachable or refused: say so, wait a little, and let the loop claim again.
+      if (!stop.aborted) {
+        log(`claim on ${pool} failed: ${e instanceof Error ? e.message : String(e)}; retrying`);
+        await new Promise((r) => setTimeout(r, 1_000));
+      }
     } finally {
       held -= want - got.length;
     }

@@ -1,0 +1,36 @@
+/**
+ * A worker process for the crash tests: runs runWorker against the edge plane and records every
+ * handler start and every ack's answer to its own JSONL history (see history.ts).
+ *   node crash-worker.ts <url> <token> <ns> <queue> <history.jsonl> <jobMs> <leaseMs>
+ */
+import { currentJob, HttpDispatch, runWorker } from '../../client/index.ts';
+import { recorder } from './history.ts';
+
+const [url, token, ns, queue, file, jobMs, leaseMs] = process.argv.slice(2) as [string, string, string, string, string, string, string];
+const record = recorder(file);
+const d = new HttpDispatch(url, { token, namespace: ns, retryForMs: 60_000 });
+const stop = new AbortController();
+process.on('SIGTERM', () => stop.abort());
+const attempts = new Map<string, number>();
+await runWorker(queue, {
+  dispatch: d,
+  workerId: `crash-${process.pid}`,
+  concurrency: 4,
+  leaseMs: Number(leaseMs),
+  claimWaitMs: 2_000,
+  graceMs: 2_000,
+  stop: stop.signal,
+  log: () => {},
+  registry: {
+    job: async () => {
+      const j = currentJob()!;
+      attempts.set(j.id, j.attempt);
+      record({ op: 'start', id: j.id, attempt: j.attempt, pid: process.pid });
+      if (Number(jobMs)) await new Promise((r) => setTimeout(r, Number(jobMs)));
+      return j.id;
+    },
+  },
+  onJob: (id, outcome) => record({ op: 'ack', phase: outcome === 'succeeded' ? 'ok' : 'fail', id, attempt: attempts.get(id) ?? 0, pid: process.pid }),
+});
+await d.close();
+process.exit(0);

@@ -1,0 +1,167 @@
+/**
+ * Crashes, with a history checked afterwards (history.ts). The plane here is the Worker served
+ * by scripts/serve.mjs on its own persisted state, so it can be killed and restarted on it.
+ *
+ * - server kill: CRASH_JOBS jobs (300 in CI, 10,000 with `npm run fault`), 4 worker processes;
+ *   the plane is SIGKILLed CRASH_KILLS times (3 / 20) at random moments and restarted on the same
+ *   state and port. lost = 0, duplicated = 0, unexpected = 0; redelivery delays are printed.
+ * - worker kill: a worker is SIGKILLed mid-job WORKER_KILLS times (3 / 100); every job ends
+ *   succeeded, none is left running past its lease.
+ * - SIGSTOP: a worker stopped past its lease and resumed has its ack refused; the job's success
+ *   is the other worker's alone.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { encodeEnvelope, HttpDispatch } from '../../client/index.ts';
+// @ts-expect-error plain JS helper shared with `npm start`
+import { freePort, newToken, startPlane, stopTree } from '../../scripts/plane.mjs';
+import { check, readHistory, recorder } from './history.ts';
+
+const JOBS = Number(process.env.CRASH_JOBS ?? 300);
+const KILLS = Number(process.env.CRASH_KILLS ?? 3);
+const WORKER_KILLS = Number(process.env.WORKER_KILLS ?? 3);
+const WORKER = join(import.meta.dirname, 'crash-worker.ts');
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+let dir: string;
+let port: number;
+const token: string = newToken('lsk_crash_');
+let plane: { url: string; child: ChildProcess; stop: () => Promise<void> };
+const start = async (migrate: boolean) => {
+  plane = await startPlane({ node: process.execPath, env: process.env, persistTo: dir, port, vars: { LAKESHORE_TOKEN: token }, migrate });
+};
+const url = () => `http://127.0.0.1:${port}`;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'lakeshore-crash-'));
+  port = await freePort();
+  await start(true);
+}, 120_000);
+
+afterAll(async () => {
+  await plane?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function worker(ns: string, queue: string, file: string, jobMs: number, leaseMs: number): ChildProcess {
+  return spawn(process.execPath, ['--disable-warning=ExperimentalWarning', WORKER, url(), token, ns, queue, file, String(jobMs), String(leaseMs)], { stdio: ['ignore', 'ignore', 'inherit'] });
+}
+const exited = (c: ChildProcess) => (c.exitCode !== null || c.signalCode !== null ? Promise.resolve() : new Promise<void>((r) => c.once('exit', () => r())));
+
+async function succeededIds(d: HttpDispatch, ids: string[]): Promise<Set<string>> {
+  const out = new Set<string>();
+  for (const id of ids) if ((await d.get(id))?.state === 'succeeded') out.add(id);
+  return out;
+}
+
+async function drained(d: HttpDispatch, queue: string, n: number, ms: number) {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline && (await d.count(queue, 'succeeded')) < n) await sleep(200);
+}
+
+describe('fault: crashes', () => {
+  it(`server kill: ${JOBS} jobs, 4 workers, the plane SIGKILLed ${KILLS} times: nothing lost, nothing duplicated`, async () => {
+    const ns = `kill${Date.now().toString(36)}`;
+    const files = [join(dir, `${ns}-producer.jsonl`)];
+    const record = recorder(files[0]!);
+    const d = new HttpDispatch(url(), { token, namespace: ns, retryForMs: 60_000 });
+    const workers = Array.from({ length: 4 }, (_, i) => {
+      files.push(join(dir, `${ns}-w${i}.jsonl`));
+      return worker(ns, 'q', files[i + 1]!, 2, 3_000);
+    });
+    let next = 0;
+    const produce = Promise.all(Array.from({ length: 4 }, async () => {
+      while (next < JOBS) {
+        const id = `j${next++}`;
+        record({ op: 'submit', phase: 'invoke', id });
+        try {
+          await d.submit('q', encodeEnvelope({ fn: 'job' }), { id });
+          record({ op: 'submit', phase: 'ok', id });
+        } catch {
+          record({ op: 'submit', phase: 'fail', id });
+        }
+      }
+    }));
+    const outages: number[] = [];
+    for (let k = 0; k < KILLS; k++) {
+      await sleep(300 + Math.random() * 1_200);
+      process.kill(-plane.child.pid!, 'SIGKILL');
+      await exited(plane.child);
+      const down = Date.now();
+      await start(false);
+      outages.push(Date.now() - down);
+    }
+    await produce;
+    await drained(d, 'q', JOBS, 60_000);
+    for (const w of workers) w.kill('SIGTERM');
+    await Promise.all(workers.map(exited));
+    const v = check(readHistory(files.filter(existsSync)), await succeededIds(d, Array.from({ length: JOBS }, (_, i) => `j${i}`)));
+    console.log(`[server kill] ${JSON.stringify({ jobs: JOBS, kills: KILLS, restart_ms_max: Math.max(0, ...outages), ...v })}`);
+    expect(v.lost).toBe(0);
+    expect(v.duplicated).toBe(0);
+    expect(v.unexpected).toBe(0);
+    expect(v.acknowledged).toBe(JOBS); // the client rode out every restart
+    expect(v.succeeded).toBe(JOBS);
+    expect(await d.count('q', 'running')).toBe(0);
+  }, 600_000);
+
+  it(`worker kill: a worker SIGKILLed mid-job ${WORKER_KILLS} times leaves no job running past its lease`, async () => {
+    const ns = `wkill${Date.now().toString(36)}`;
+    const d = new HttpDispatch(url(), { token, namespace: ns });
+    const n = WORKER_KILLS + 5;
+    const files = [join(dir, `${ns}-producer.jsonl`)];
+    const record = recorder(files[0]!);
+    for (let i = 0; i < n; i++) {
+      record({ op: 'submit', phase: 'invoke', id: `k${i}` });
+      await d.submit('q', encodeEnvelope({ fn: 'job' }), { id: `k${i}` });
+      record({ op: 'submit', phase: 'ok', id: `k${i}` });
+    }
+    for (let k = 0; k < WORKER_KILLS; k++) {
+      const file = join(dir, `${ns}-victim${k}.jsonl`);
+      files.push(file);
+      const w = worker(ns, 'q', file, 5_000, 1_000);
+      while (!(existsSync(file) && readFileSync(file, 'utf8').includes('"start"'))) await sleep(20);
+      w.kill('SIGKILL'); // mid-job: its claims are held, its handler never finishes
+      await exited(w);
+    }
+    const file = join(dir, `${ns}-survivor.jsonl`);
+    files.push(file);
+    const survivor = worker(ns, 'q', file, 1, 1_000);
+    await drained(d, 'q', n, 120_000);
+    survivor.kill('SIGTERM');
+    await exited(survivor);
+    const v = check(readHistory(files.filter(existsSync)), await succeededIds(d, Array.from({ length: n }, (_, i) => `k${i}`)));
+    console.log(`[worker kill] ${JSON.stringify({ kills: WORKER_KILLS, jobs: n, ...v })}`);
+    expect(v.lost).toBe(0);
+    expect(v.duplicated).toBe(0);
+    expect(v.succeeded).toBe(n);
+    expect(await d.count('q', 'running')).toBe(0);
+    expect(v.redelivered).toBeGreaterThanOrEqual(WORKER_KILLS);
+  }, 600_000);
+
+  it('SIGSTOP past the lease, then SIGCONT: the stopped worker’s ack is refused', async () => {
+    const ns = `stop${Date.now().toString(36)}`;
+    const d = new HttpDispatch(url(), { token, namespace: ns });
+    await d.submit('q', encodeEnvelope({ fn: 'job' }), { id: 's0' });
+    const [fa, fb] = [join(dir, `${ns}-a.jsonl`), join(dir, `${ns}-b.jsonl`)];
+    const a = worker(ns, 'q', fa, 1_500, 1_000);
+    while (!(existsSync(fa) && readFileSync(fa, 'utf8').includes('"start"'))) await sleep(20);
+    a.kill('SIGSTOP');
+    const b = worker(ns, 'q', fb, 1, 1_000);
+    await drained(d, 'q', 1, 30_000);
+    a.kill('SIGCONT');
+    while (!readFileSync(fa, 'utf8').includes('"ack"')) await sleep(50);
+    for (const w of [a, b]) w.kill('SIGTERM');
+    await Promise.all([exited(a), exited(b)]);
+    const h = readHistory([fa, fb]);
+    const acks = h.filter((e) => e.op === 'ack');
+    const ok = acks.filter((e) => e.phase === 'ok');
+    expect(ok).toHaveLength(1); // one success, and it is B's
+    expect(ok[0]!.pid).toBe(b.pid);
+    expect(acks.filter((e) => e.pid === a.pid).map((e) => [e.attempt, e.phase])).toEqual([[1, 'fail']]); // A's stale ack: refused
+    expect((await d.get('s0'))!.attempt).toBe(ok[0]!.attempt);
+  }, 120_000);
+});
