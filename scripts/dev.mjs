@@ -1,4 +1,5 @@
-// `npm start`: the local edge plane (wrangler dev + local D1 with migrations), URL and token printed.
+// `npm start`: the local edge plane (local D1 with migrations, the Worker in one workerd via
+// scripts/serve.mjs; `npm start -- --wrangler` uses `wrangler dev` instead), URL and token printed.
 import { join } from 'node:path';
 import { ROOT } from './toolchain.mjs';
 import { devToken, startPlane } from './plane.mjs';
@@ -6,9 +7,10 @@ import { devToken, startPlane } from './plane.mjs';
 const port = Number(process.env.PORT ?? 8787);
 const token = devToken();
 const persistTo = process.env.LAKESHORE_STATE ?? join(ROOT, '.wrangler', 'state');
-const plane = await startPlane({ node: process.execPath, env: process.env, port, persistTo, log: 'info', stdio: 'inherit' });
+const server = process.argv.includes('--wrangler') ? 'wrangler' : 'miniflare';
+const plane = await startPlane({ node: process.execPath, env: process.env, port, persistTo, log: 'info', stdio: 'inherit', server });
 process.stdout.write(`
-  lakeshore edge plane is up (wrangler dev, local D1 in ${persistTo})
+  lakeshore edge plane is up (${server === 'wrangler' ? 'wrangler dev' : 'one workerd'}, local D1 in ${persistTo})
 
     URL    ${plane.url}
     token  ${token}          (from .dev.vars)

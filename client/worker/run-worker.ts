@@ -7,6 +7,7 @@ import { hostname } from 'node:os';
 import { Dispatch } from '../local/dispatch.ts';
 import { defaultDispatch } from '../local/default.ts';
 import type { DispatchPlane } from '../types.ts';
+import { LakeshoreError, TimeoutError } from '../errors.ts';
 import { runJob, type JobOutcome } from './job.ts';
 import type { Registry } from './resolve.ts';
 
@@ -101,7 +102,9 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
     try {
       got = await d.claimMany(pool, workerId, want, { waitMs, leaseMs: leaseMs ?? undefined, signal: stop });
     } catch (e) {
-      // The plane is unreachable or refused: say so, wait a little, and let the loop claim again.
+      // A refusal (bad token, wrong role, bad request) stops the worker; a plane that is away
+      // or busy does not: say so, wait a little, and let the loop claim again.
+      if (e instanceof LakeshoreError && !e.retryable && !(e instanceof TimeoutError)) throw e;
       if (!stop.aborted) {
         log(`claim on ${pool} failed: ${e instanceof Error ? e.message : String(e)}; retrying`);
         await new Promise((r) => setTimeout(r, 1_000));

@@ -28,7 +28,8 @@ describe('fault: ambiguous responses', () => {
     try {
       const direct = client();
       // No coalescing: each call is its own request, so each drop hits exactly one call.
-      const flaky = new HttpDispatch(proxy.url, { token: inject('planeToken'), namespace: direct.namespace, coalesce: false });
+      // No coalescing and no retries of its own: each call is one request, and each dropped answer surfaces here.
+      const flaky = new HttpDispatch(proxy.url, { token: inject('planeToken'), namespace: direct.namespace, coalesce: false, retryForMs: 0 });
       let retries = 0;
       const ids: string[] = [];
       for (let i = 0; i < N; i++) {
