@@ -14,7 +14,8 @@ import type { Claimed, Frame, HeartbeatAnswer, Invocation, InvocationError, Jour
 import { errorFor, InvocationCancelledError, InvocationFailedError, LakeshoreError, TimeoutError } from '../errors.ts';
 import type { AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, ReadOptions, SubmitOptions } from '../types.ts';
 import type { Batcher } from './batcher.ts';
-import { b64, batcherFor, enc, finiteOnly, isConnectionError, settledOf, sleep, type Json } from './wire.ts';
+import { b64, batcherFor, enc, settledOf, type Json } from './wire.ts';
+import { errorOf, Transport } from './transport.ts';
 import { sseEvents } from './sse.ts';
 
 export interface HttpDispatchOptions {
@@ -38,8 +39,6 @@ const SLICE_MS = 50_000;
 /** How many recent ids remember their queue, so routes by id skip the plane's lookup. */
 const HINTS = 10_000;
 
-
-
 /** A token's own limits (requests per second, burst, open journal streams); unset ones use the plane's. */
 export interface TokenLimits {
   requests_per_second?: number;
@@ -50,16 +49,14 @@ export interface TokenLimits {
 export class HttpDispatch implements DispatchPlane {
   readonly baseUrl: string;
   readonly namespace: string;
-  private readonly token: string | undefined;
   private readonly timeout: number;
-  private readonly fetchImpl: typeof fetch;
+  private readonly http: Transport;
   /** id -> queue, from submits and claims (a routing hint, never trusted for correctness). */
   private readonly queues = new Map<string, string>();
   /** id -> the claim this client made, so appends can be fenced without the caller repeating it. */
   private readonly claims = new Map<string, { workerId: string; attempt: number }>();
   private readonly open = new Set<AbortController>();
   private readonly coalesce: boolean;
-  private readonly retryForMs: number;
   private readonly submitters = new Map<string, Batcher<SubmitItem, string>>();
   private readonly ackers = new Map<string, Batcher<AckItem, undefined>>();
   private readonly nackers = new Map<string, Batcher<NackItem, undefined>>();
@@ -67,11 +64,9 @@ export class HttpDispatch implements DispatchPlane {
   constructor(baseUrl: string, opts: HttpDispatchOptions = {}) {
     this.baseUrl = baseUrl.replace(/\/+$/, '');
     this.namespace = opts.namespace ?? 'default';
-    this.token = opts.token;
     this.timeout = opts.timeout ?? 30_000;
-    this.fetchImpl = opts.fetch ?? globalThis.fetch.bind(globalThis);
     this.coalesce = opts.coalesce ?? true;
-    this.retryForMs = opts.retryForMs ?? 15_000;
+    this.http = new Transport(`${this.baseUrl}/v1/ns/${enc(this.namespace)}`, { ...opts, timeout: this.timeout });
   }
 
   // ------------------------------------------------------------ producers
@@ -82,7 +77,7 @@ export class HttpDispatch implements DispatchPlane {
       const b = batcherFor(this.submitters, queue, (items) => this.submitBatch(queue, items));
       return b.add({ envelope, opts });
     }
-    const out = await this.call('POST', `/queues/${enc(queue)}/invocations`, {
+    const out = await this.http.call('POST', `/queues/${enc(queue)}/invocations`, {
       id: opts.id, envelope: toBase64(envelope), key: opts.key ?? null, priority: opts.priority ?? 0, parent: opts.parent ?? null,
     });
     const id = String(out.id);
@@ -96,7 +91,7 @@ export class HttpDispatch implements DispatchPlane {
   }
 
   async submitMany(queue: string, items: { envelope: Uint8Array; opts: SubmitOptions }[]): Promise<({ id: string } | { error: Error })[]> {
-    const out = await this.call('POST', `/queues/${enc(queue)}/invocations/batch`, {
+    const out = await this.http.call('POST', `/queues/${enc(queue)}/invocations/batch`, {
       items: items.map(({ envelope, opts }) => ({ id: opts.id, envelope: toBase64(envelope), key: opts.key ?? null, priority: opts.priority ?? 0, parent: opts.parent ?? null })),
     });
     return (out.results as Json[]).map((r) => {
@@ -110,13 +105,13 @@ export class HttpDispatch implements DispatchPlane {
   }
 
   async cancel(id: string): Promise<boolean> {
-    const out = await this.call('POST', `/invocations/${enc(id)}/cancel${this.q(id)}`);
+    const out = await this.http.call('POST', `/invocations/${enc(id)}/cancel${this.q(id)}`);
     return out.cancelled === true;
   }
 
   async get(id: string): Promise<Invocation | null> {
     try {
-      const r = await this.call('GET', `/invocations/${enc(id)}`);
+      const r = await this.http.call('GET', `/invocations/${enc(id)}`);
       return {
         id: String(r.id), namespace: String(r.namespace), queue: String(r.queue), key: (r.key as string | null) ?? null,
         priority: Number(r.priority), parent: (r.parent as string | null) ?? null, envelope: b64(r.envelope), state: r.state as State,
@@ -137,7 +132,7 @@ export class HttpDispatch implements DispatchPlane {
     for (;;) {
       const left = Math.max(0, deadline - Date.now());
       const slice = Math.min(left, SLICE_MS);
-      const r = await this.call('GET', `/invocations/${enc(id)}/result${this.q(id, { timeout_ms: String(slice) })}`, undefined, { waitMs: slice, signal: opts.signal });
+      const r = await this.http.call('GET', `/invocations/${enc(id)}/result${this.q(id, { timeout_ms: String(slice) })}`, undefined, { waitMs: slice, signal: opts.signal });
       if (r.state === 'succeeded') return r.result === null || r.result === undefined ? null : b64(r.result);
       if (r.state === 'failed') throw new InvocationFailedError(id, (r.error as InvocationError) ?? { message: 'failed' });
       if (r.state === 'cancelled') throw new InvocationCancelledError(id);
@@ -146,12 +141,12 @@ export class HttpDispatch implements DispatchPlane {
   }
 
   async count(queue: string, state: State = 'queued'): Promise<number> {
-    const out = await this.call('GET', `/queues/${enc(queue)}/count?state=${enc(state)}`);
+    const out = await this.http.call('GET', `/queues/${enc(queue)}/count?state=${enc(state)}`);
     return Number(out.count);
   }
 
   async listQueues(): Promise<string[]> {
-    const out = await this.call('GET', '/queues');
+    const out = await this.http.call('GET', '/queues');
     return (out.queues as string[]).map(String);
   }
 
@@ -159,20 +154,20 @@ export class HttpDispatch implements DispatchPlane {
 
   /** Creates a namespace-scoped token; the answer holds the token itself, shown this once. */
   async createToken(role: 'producer' | 'worker' | 'admin', opts: { pools?: string[]; name?: string; limits?: TokenLimits } = {}): Promise<{ token: string; id: string; role: string; pools: string[] | null; name: string | null; limits: TokenLimits | null }> {
-    return (await this.call('POST', '/tokens', { role, pools: opts.pools ?? null, name: opts.name ?? null, limits: opts.limits ?? null })) as never;
+    return (await this.http.call('POST', '/tokens', { role, pools: opts.pools ?? null, name: opts.name ?? null, limits: opts.limits ?? null })) as never;
   }
 
   async listTokens(): Promise<{ id: string; role: string; pools: string[] | null; name: string | null; created_at: number; revoked_at: number | null }[]> {
-    return (await this.call('GET', '/tokens')).tokens as never;
+    return (await this.http.call('GET', '/tokens')).tokens as never;
   }
 
   /** Revokes at once; false when it was already revoked. */
   async revokeToken(id: string): Promise<boolean> {
-    return (await this.call('DELETE', `/tokens/${enc(id)}`)).revoked === true;
+    return (await this.http.call('DELETE', `/tokens/${enc(id)}`)).revoked === true;
   }
 
   async configureQueue(queue: string, s: { leaseMs?: number | null; maxAttempts?: number | null }): Promise<void> {
-    await this.call('PUT', `/queues/${enc(queue)}`, { lease_ms: s.leaseMs ?? null, max_attempts: s.maxAttempts ?? null });
+    await this.http.call('PUT', `/queues/${enc(queue)}`, { lease_ms: s.leaseMs ?? null, max_attempts: s.maxAttempts ?? null });
   }
 
   // ------------------------------------------------------------ workers
@@ -183,7 +178,7 @@ export class HttpDispatch implements DispatchPlane {
   }
 
   async claimMany(queue: string, workerId: string, max: number, opts: ClaimOptions = {}): Promise<Claimed[]> {
-    const out = await this.call(
+    const out = await this.http.call(
       'POST', `/queues/${enc(queue)}/claim`,
       { worker_id: workerId, kind: opts.kind ?? 'fifo', temperature: opts.temperature ?? 1, wait_ms: opts.waitMs ?? 0, lease_ms: opts.leaseMs ?? null, max },
       { waitMs: opts.waitMs ?? 0, signal: opts.signal },
@@ -209,14 +204,14 @@ export class HttpDispatch implements DispatchPlane {
       const b = batcherFor(this.ackers, queue, (items) => this.ackBatch(queue, items));
       await b.add({ id, workerId, attempt, result: opts.result ?? null });
     } else {
-      await this.call('POST', `/invocations/${enc(id)}/ack${this.q(id)}`, { worker_id: workerId, attempt, result: opts.result ? toBase64(opts.result) : null });
+      await this.http.call('POST', `/invocations/${enc(id)}/ack${this.q(id)}`, { worker_id: workerId, attempt, result: opts.result ? toBase64(opts.result) : null });
     }
     this.claims.delete(id);
   }
 
   /** Acks many invocations of one queue in one request; each is fenced on its own and fails alone. */
   private async ackBatch(queue: string, items: AckItem[]) {
-    const out = await this.call('POST', `/queues/${enc(queue)}/ack`, {
+    const out = await this.http.call('POST', `/queues/${enc(queue)}/ack`, {
       items: items.map((a) => ({ id: a.id, worker_id: a.workerId, attempt: a.attempt, result: a.result ? toBase64(a.result) : null })),
     });
     return settledOf(out.results as Json[]);
@@ -229,21 +224,21 @@ export class HttpDispatch implements DispatchPlane {
       const b = batcherFor(this.nackers, queue, (items) => this.nackBatch(queue, items));
       await b.add(item);
     } else {
-      await this.call('POST', `/invocations/${enc(id)}/nack${this.q(id)}`, { worker_id: workerId, attempt: item.attempt, error: item.error, retry: item.retry });
+      await this.http.call('POST', `/invocations/${enc(id)}/nack${this.q(id)}`, { worker_id: workerId, attempt: item.attempt, error: item.error, retry: item.retry });
     }
     this.claims.delete(id);
   }
 
   /** Nacks many invocations of one queue in one request; each is fenced on its own and fails alone. */
   private async nackBatch(queue: string, items: NackItem[]) {
-    const out = await this.call('POST', `/queues/${enc(queue)}/nack`, {
+    const out = await this.http.call('POST', `/queues/${enc(queue)}/nack`, {
       items: items.map((n) => ({ id: n.id, worker_id: n.workerId, attempt: n.attempt, error: n.error, retry: n.retry })),
     });
     return settledOf(out.results as Json[]);
   }
 
   async heartbeat(id: string, workerId: string, opts: HolderOptions & { leaseMs?: number } = {}): Promise<HeartbeatAnswer> {
-    const out = await this.call('POST', `/invocations/${enc(id)}/heartbeat${this.q(id)}`, {
+    const out = await this.http.call('POST', `/invocations/${enc(id)}/heartbeat${this.q(id)}`, {
       worker_id: workerId, attempt: this.attemptOf(id, workerId, opts.attempt), lease_ms: opts.leaseMs ?? null,
     });
     return { leaseUntil: (out.lease_until as number | null) ?? null, cancelled: out.cancelled === true };
@@ -256,7 +251,7 @@ export class HttpDispatch implements DispatchPlane {
     const held = this.claims.get(id);
     const workerId = opts.workerId ?? held?.workerId;
     if (!workerId) throw errorFor('bad_request', `journalAppend(${id}): no workerId given and this client did not claim ${id}`);
-    const out = await this.call('POST', `/invocations/${enc(id)}/journal${this.q(id)}`, {
+    const out = await this.http.call('POST', `/invocations/${enc(id)}/journal${this.q(id)}`, {
       worker_id: workerId, attempt: opts.attempt ?? (held?.workerId === workerId ? held.attempt : null),
       seq, kind: f.kind, body: toBase64(f.body), meta: f.meta ?? null, final: opts.final ?? null,
     });
@@ -280,11 +275,11 @@ export class HttpDispatch implements DispatchPlane {
       opts.signal?.addEventListener('abort', onAbort, { once: true });
       const timer = deadline === Infinity ? undefined : setTimeout(() => ac.abort(), deadline - Date.now());
       try {
-        const res = await this.fetchImpl(this.url(`/invocations/${enc(id)}/journal${this.q(id)}`), {
-          headers: { ...this.headers(), accept: 'text/event-stream', 'last-event-id': String(cursor) },
+        const res = await this.http.fetch(`/invocations/${enc(id)}/journal${this.q(id)}`, {
+          headers: { accept: 'text/event-stream', 'last-event-id': String(cursor) },
           signal: ac.signal,
         });
-        if (!res.ok || !res.body) throw await this.errorOf(res);
+        if (!res.ok || !res.body) throw await errorOf(res);
         failures = 0;
         for await (const ev of sseEvents(res.body, ac.signal)) {
           if (ev.event === 'frame') {
@@ -320,7 +315,7 @@ export class HttpDispatch implements DispatchPlane {
   }
 
   async journalTrim(id: string, keepLast: number): Promise<number> {
-    const out = await this.call('POST', `/invocations/${enc(id)}/journal/trim${this.q(id)}`, { keep_last: keepLast });
+    const out = await this.http.call('POST', `/invocations/${enc(id)}/journal/trim${this.q(id)}`, { keep_last: keepLast });
     return Number(out.trimmed);
   }
 
@@ -351,68 +346,5 @@ export class HttpDispatch implements DispatchPlane {
     return s ? `?${s}` : '';
   }
 
-  private url(path: string): string {
-    return `${this.baseUrl}/v1/ns/${enc(this.namespace)}${path}`;
-  }
-
-  private headers(): Record<string, string> {
-    return this.token ? { authorization: `Bearer ${this.token}` } : {};
-  }
-
-  /**
-   * One request. A connection that fails (the plane restarting) or a 429/503 is retried with
-   * backoff (429: after its Retry-After) for up to `retryForMs`: every verb is safe to repeat,
-   * since submits carry their id, acks/nacks/appends are fenced and absorbed when repeated, and a
-   * claim whose answer was lost only leaves its rows to lease expiry.
-   */
-  private async call(method: string, path: string, body?: unknown, opts: { waitMs?: number; signal?: AbortSignal } = {}): Promise<Json> {
-    const giveUp = Date.now() + this.retryForMs;
-    for (let attempt = 0; ; attempt++) {
-      const backoff = Math.min(1_000, 25 * 2 ** attempt) * (0.5 + Math.random() / 2);
-      let res: Response;
-      try {
-        res = await this.fetchOnce(method, path, body, opts);
-      } catch (e) {
-        if (!isConnectionError(e) || opts.signal?.aborted || Date.now() + backoff > giveUp) throw e;
-        await sleep(backoff, opts.signal);
-        continue;
-      }
-      if (res.ok) return (await res.json()) as Json;
-      const err = await this.errorOf(res);
-      const wait = res.status === 429 ? Math.max(backoff, err.retryAfterMs ?? 0) : backoff;
-      if (!(res.status === 429 || res.status === 503) || opts.signal?.aborted || Date.now() + wait > giveUp) throw err;
-      await sleep(wait, opts.signal);
-    }
-  }
-
-  private async fetchOnce(method: string, path: string, body: unknown, opts: { waitMs?: number; signal?: AbortSignal }): Promise<Response> {
-    const signals = [AbortSignal.timeout(this.timeout + (opts.waitMs ?? 0))];
-    if (opts.signal) signals.push(opts.signal);
-    try {
-      return await this.fetchImpl(this.url(path), {
-        method,
-        headers: { ...this.headers(), ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-        body: body === undefined ? undefined : JSON.stringify(body, finiteOnly),
-        signal: AbortSignal.any(signals),
-      });
-    } catch (e) {
-      if (e instanceof Error && e.name === 'TimeoutError') throw new TimeoutError(`${method} ${path} got no answer within ${this.timeout + (opts.waitMs ?? 0)} ms`);
-      throw e;
-    }
-  }
-
-  private async errorOf(res: Response): Promise<LakeshoreError> {
-    let code = 'internal';
-    let message = `HTTP ${res.status}`;
-    try {
-      const j = (await res.json()) as { error?: { code?: string; message?: string } };
-      if (j.error?.code) code = j.error.code;
-      if (j.error?.message) message = j.error.message;
-    } catch {
-      /* not a JSON error body */
-    }
-    const ra = res.headers.get('retry-after');
-    return errorFor(code, message, { retryAfterMs: ra ? Number(ra) * 1000 : null });
-  }
 }
 

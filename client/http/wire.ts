@@ -1,6 +1,6 @@
-/** Small pieces of the HTTP client: encoding, batch plumbing, retry helpers. */
+/** Small pieces of the HTTP client: encoding, batch plumbing. */
 import { fromBase64 } from '../../src/core/bytes.ts';
-import { errorFor, LakeshoreError, TimeoutError } from '../errors.ts';
+import { errorFor, LakeshoreError } from '../errors.ts';
 import { Batcher } from './batcher.ts';
 
 export type Json = Record<string, unknown>;
@@ -38,15 +38,3 @@ export function finiteOnly(key: string, value: unknown): unknown {
   return value;
 }
 
-/** A failure to reach the plane at all (refused, reset, closed mid-answer), as undici reports it. */
-export function isConnectionError(e: unknown): boolean {
-  if (!(e instanceof Error) || e.name === 'AbortError' || e instanceof TimeoutError) return false;
-  const code = (e.cause as { code?: string } | undefined)?.code ?? '';
-  return e instanceof TypeError || /^(ECONNREFUSED|ECONNRESET|EPIPE|UND_ERR_SOCKET|UND_ERR_CLOSED)$/.test(code);
-}
-
-export const sleep = (ms: number, signal?: AbortSignal) =>
-  new Promise<void>((r) => {
-    const t = setTimeout(r, ms);
-    signal?.addEventListener('abort', () => { clearTimeout(t); r(); }, { once: true });
-  });

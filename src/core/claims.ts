@@ -104,7 +104,8 @@ export function nextLeasePlan(ns: string, queue: string): Plan<number | null> {
   return { stmts: [nextLeaseStmt(ns, queue)], done: ([r]) => deadlineOf(r!) };
 }
 
-function deadlineOf(r: StmtResult): number | null {
+/** The `next` column of a nextLeaseStmt result: a deadline, or null when nothing runs. */
+export function deadlineOf(r: StmtResult): number | null {
   const n = r.rows[0]?.next;
   return n === null || n === undefined ? null : Number(n);
 }

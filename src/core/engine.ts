@@ -12,16 +12,17 @@ import { outcomeOf } from './rows.ts';
 import { isTerminal, type State } from './states.ts';
 import { cancelPlan } from './sql/cancel.ts';
 import type { ClaimInput } from './sql/claim.ts';
-import { claimPlan, nextLeasePlan } from './claims.ts';
+import { claimPlan, deadlineOf, nextLeasePlan } from './claims.ts';
 import { expireStmt, nextLeaseStmt } from './sql/expire.ts';
-import type { Holder } from './sql/fence.ts';
 import { ackManyPlan, ackPlan, nackPlan, type AckItem, type Finished } from './sql/finish.ts';
 import { heartbeatPlan } from './sql/heartbeat.ts';
 import { appendPlan, readPlan, trimPlan, type Appended } from './sql/journal.ts';
 import { configurePlan, countPlan, getPlan, queueOfPlan, queuesPlan } from './sql/read.ts';
-import { submitManyPlan, submitPlan, type Submitted } from './sql/submit.ts';
-import type { Claimed, HeartbeatAnswer, Invocation, InvocationError, JournalPage, Outcome } from './types.ts';
+import { submitManyPlan, submitPlan, type SubmitInput, type Submitted } from './sql/submit.ts';
+import type { Claimed, HeartbeatAnswer, Invocation, JournalPage, Outcome } from './types.ts';
 import * as v from './validate.ts';
+import { holder, invocationError, journalCursor, pageLimit, submitInput, type AppendRequest, type ClaimRequest, type HolderRequest, type SubmitRequest } from './requests.ts';
+import { failed, settle, type Settled } from './settled.ts';
 import { keys, Waiters } from './waiters.ts';
 import { parkedClaim, ride } from './handoff.ts';
 import type { Plan } from './plan.ts';
@@ -35,56 +36,8 @@ export interface EngineOptions {
   onLease?: (ns: string, queue: string, deadline: number) => void;
 }
 
-export interface SubmitRequest {
-  id: unknown;
-  envelope: unknown;
-  key?: unknown;
-  priority?: unknown;
-  parent?: unknown;
-}
-
-export interface ClaimRequest {
-  workerId: unknown;
-  kind?: unknown;
-  temperature?: unknown;
-  leaseMs?: unknown;
-  /** How long to wait for work when the queue is empty; 0 answers at once. */
-  waitMs?: unknown;
-  signal?: AbortSignal;
-}
-
-export interface HolderRequest {
-  workerId: unknown;
-  attempt?: unknown;
-  /** The invocation's queue when the caller knows it; it narrows the guard. */
-  queue?: string | null;
-}
-
-export interface AppendRequest extends HolderRequest {
-  seq?: unknown;
-  kind: unknown;
-  body: unknown;
-  meta?: unknown;
-  final?: unknown;
-}
-
 /** Most envelope bytes in one set-based INSERT (its JSON parameter carries them as hex). */
 const SET_BYTES = 256 << 10;
-
-export type Settled<T> = { ok: true; value: T } | { ok: false; error: LakeshoreError };
-
-const failed = (e: unknown): { ok: false; error: LakeshoreError } => {
-  const err = toError(e);
-  return { ok: false, error: err instanceof LakeshoreError ? err : new LakeshoreError('internal', 'internal error', { cause: err }) };
-};
-
-const settle = async <T>(p: Promise<T>): Promise<Settled<T>> => {
-  try {
-    return { ok: true, value: await p };
-  } catch (e) {
-    return failed(e);
-  }
-};
 
 export class Engine {
   readonly limits: Limits;
@@ -107,7 +60,7 @@ export class Engine {
   // ---------------------------------------------------------------- producers
 
   async submit(ns: string, queue: string, req: SubmitRequest): Promise<Submitted> {
-    const plan = submitPlan(this.now(), ns, v.queue(queue, this.limits), this.submitInput(req));
+    const plan = submitPlan(this.now(), ns, v.queue(queue, this.limits), submitInput(req, this.limits));
     return this.feed(ns, queue, plan, (out) => (out.created ? 1 : 0));
   }
 
@@ -119,11 +72,11 @@ export class Engine {
     v.queue(queue, this.limits);
     if (items.length > this.limits.maxBatch) throw badRequest(`a batch holds at most ${this.limits.maxBatch} items`);
     const out: Settled<Submitted>[] = new Array(items.length);
-    const groups: { at: number[]; inputs: ReturnType<Engine['submitInput']>[]; bytes: number }[] = [];
+    const groups: { at: number[]; inputs: SubmitInput[]; bytes: number }[] = [];
     items.forEach((it, i) => {
-      let input: ReturnType<Engine['submitInput']>;
+      let input: SubmitInput;
       try {
-        input = this.submitInput(it);
+        input = submitInput(it, this.limits);
       } catch (e) {
         out[i] = failed(e);
         return;
@@ -271,7 +224,7 @@ export class Engine {
   async ack(ns: string, id: unknown, req: HolderRequest & { result?: unknown }): Promise<{ absorbed: boolean }> {
     const invId = v.id(id, this.limits);
     const result = req.result === undefined || req.result === null ? null : v.bytes('result', req.result, this.limits.resultBytes);
-    const out = await this.committer.run(ackPlan(this.now(), ns, invId, req.queue ?? null, this.holder(req), result));
+    const out = await this.committer.run(ackPlan(this.now(), ns, invId, req.queue ?? null, holder(req), result));
     if (!out.absorbed) this.wakeFinished(ns, invId);
     return { absorbed: out.absorbed };
   }
@@ -286,7 +239,7 @@ export class Engine {
       try {
         const id = v.id(it.id, this.limits);
         const result = it.result === undefined || it.result === null ? null : v.bytes('result', it.result, this.limits.resultBytes);
-        valid.push({ id, queue: it.queue ?? null, holder: this.holder(it), result });
+        valid.push({ id, queue: it.queue ?? null, holder: holder(it), result });
         at.push(i);
       } catch (e) {
         out[i] = failed(e);
@@ -309,16 +262,17 @@ export class Engine {
 
   async nack(ns: string, id: unknown, req: HolderRequest & { error: unknown; retry?: unknown }): Promise<{ state: 'queued' | 'failed'; absorbed: boolean }> {
     const invId = v.id(id, this.limits);
-    const error = this.errorInput(req.error);
+    const error = invocationError(req.error, this.limits);
     if (req.retry !== undefined && typeof req.retry !== 'boolean') throw badRequest('retry must be a boolean');
     const retry = req.retry ?? true;
-    const plan = nackPlan(this.now(), ns, invId, req.queue ?? null, this.holder(req), error, retry);
+    const plan = nackPlan(this.now(), ns, invId, req.queue ?? null, holder(req), error, retry);
+    // A retry queues the row again: claims parked on its queue ride along when the caller named it.
+    const fed = retry ? (req.queue ?? null) : null;
     const requeues = (out: Finished) => (!out.absorbed && out.state === 'queued' ? 1 : 0);
-    // A retry queues the row again, so claims parked on its queue (when the caller named it) ride along.
-    const out = retry && req.queue ? await this.feed(ns, req.queue, plan, requeues) : await this.committer.run(plan);
+    const out = fed ? await this.feed(ns, fed, plan, requeues) : await this.committer.run(plan);
     if (!out.absorbed) {
-      if (out.state === 'queued') { if (!(retry && req.queue)) this.wake(keys.queue(ns, out.queue), 1); }
-      else this.wakeFinished(ns, invId);
+      if (out.state !== 'queued') this.wakeFinished(ns, invId);
+      else if (!fed) this.wake(keys.queue(ns, out.queue), 1); // feed() has woken the queue already
       this.wake(keys.journal(ns, invId));
     }
     return { state: out.state === 'queued' ? 'queued' : 'failed', absorbed: out.absorbed };
@@ -334,7 +288,7 @@ export class Engine {
     const invId = v.id(id, this.limits);
     const leaseMs = req.leaseMs === undefined || req.leaseMs === null ? null : v.nonNegInt('lease_ms', req.leaseMs, 0, this.limits.maxLeaseMs);
     if (leaseMs !== null && leaseMs < 1) throw badRequest('lease_ms must be at least 1');
-    const out = await this.committer.run(heartbeatPlan(this.now(), ns, invId, req.queue ?? null, this.holder(req), leaseMs, this.limits.defaultLeaseMs));
+    const out = await this.committer.run(heartbeatPlan(this.now(), ns, invId, req.queue ?? null, holder(req), leaseMs, this.limits.defaultLeaseMs));
     if (out.leaseUntil !== null && req.queue) this.onLease?.(ns, req.queue, out.leaseUntil);
     return out;
   }
@@ -354,7 +308,7 @@ export class Engine {
     if (req.final !== undefined && req.final !== null && typeof req.final !== 'boolean') throw badRequest('final must be a boolean');
     const final = typeof req.final === 'boolean' ? req.final : isTerminalKind(req.kind as 0);
     const out = await this.committer.run(
-      appendPlan(this.now(), ns, invId, req.queue ?? null, this.holder(req), { seq, kind: req.kind, body, meta: meta as Record<string, unknown> | null, final }, this.limits.framesPerInvocation),
+      appendPlan(this.now(), ns, invId, req.queue ?? null, holder(req), { seq, kind: req.kind, body, meta: meta as Record<string, unknown> | null, final }, this.limits.framesPerInvocation),
     );
     if (!out.absorbed) this.wake(keys.journal(ns, invId));
     return out;
@@ -363,14 +317,14 @@ export class Engine {
   // ---------------------------------------------------------------- journal readers
 
   async read(ns: string, id: unknown, since?: unknown, limit?: unknown): Promise<JournalPage> {
-    return this.committer.run(readPlan(ns, v.id(id, this.limits), this.since(since), this.pageLimit(limit)));
+    return this.committer.run(readPlan(ns, v.id(id, this.limits), journalCursor(since), pageLimit(limit)));
   }
 
   /** Like read, but waits up to `timeoutMs` until there is a frame after `since` or the stream ended. */
   async follow(ns: string, id: unknown, since?: unknown, timeoutMs?: unknown, signal?: AbortSignal, limit?: unknown): Promise<JournalPage> {
     const invId = v.id(id, this.limits);
-    const cursor = this.since(since);
-    const lim = this.pageLimit(limit);
+    const cursor = journalCursor(since);
+    const lim = pageLimit(limit);
     const wait = v.waitMs('timeout', timeoutMs, 30_000, this.limits.maxResultWaitMs);
     const deadline = this.now() + wait;
     for (;;) {
@@ -397,8 +351,7 @@ export class Engine {
       stmts: [expireStmt(now, ns, queue, this.limits.defaultMaxAttempts), nextLeaseStmt(ns, queue)],
       done: ([ex, next]) => {
         this.afterExpire(ns, queue, ex!);
-        const n = next!.rows[0]?.next;
-        return n === null || n === undefined ? null : Number(n);
+        return deadlineOf(next!);
       },
     });
   }
@@ -430,41 +383,7 @@ export class Engine {
     this.wake(keys.inv(ns, id));
     this.wake(keys.journal(ns, id));
   }
-
-  private holder(req: HolderRequest): Holder {
-    return { workerId: v.workerId(req.workerId), attempt: v.attempt(req.attempt) };
-  }
-
-  private submitInput(req: SubmitRequest) {
-    return {
-      id: v.id(req.id, this.limits),
-      envelope: v.bytes('envelope', req.envelope, this.limits.envelopeBytes),
-      key: v.optionalText('key', req.key, this.limits.keyLength),
-      priority: v.finite('priority', req.priority, 0),
-      parent: v.optionalText('parent', req.parent, this.limits.idLength),
-    };
-  }
-
-  private errorInput(e: unknown): InvocationError {
-    if (typeof e === 'string') return { message: e };
-    if (e && typeof e === 'object' && !Array.isArray(e) && typeof (e as InvocationError).message === 'string') {
-      const s = JSON.stringify(e);
-      if (s.length > this.limits.resultBytes) throw new LakeshoreError('payload_too_large', `error is ${s.length} bytes; the limit is ${this.limits.resultBytes}`);
-      return e as InvocationError;
-    }
-    throw badRequest('error must be a string or an object with a string message');
-  }
-
-  private since(s: unknown): number {
-    if (s === undefined || s === null) return -1;
-    if (typeof s !== 'number' || !Number.isInteger(s) || s < -1) throw badRequest('since must be an integer >= -1');
-    return s;
-  }
-
-  private pageLimit(l: unknown): number {
-    return Math.max(1, v.nonNegInt('limit', l, 1000, 10_000));
-  }
 }
 
-export type { Submitted, Appended };
+export type { Submitted, Appended, Settled, SubmitRequest, ClaimRequest, HolderRequest, AppendRequest };
 export type { State };

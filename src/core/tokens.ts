@@ -3,6 +3,7 @@
  * its visible prefix and primary key, the secret 256 random bits. Only the SHA-256 of the whole
  * token is stored; digests of equal length are compared in constant time.
  */
+import { toHex } from './bytes.ts';
 import { badRequest, LakeshoreError, notFound } from './errors.ts';
 import type { Plan } from './plan.ts';
 import { stmt } from './port.ts';
@@ -56,9 +57,8 @@ export function authorize(p: Principal, ns: string, verb: Verb, queue?: string):
 
 const TOKEN = /^lsk_([a-z0-9]{16})_([A-Za-z0-9_-]{43})$/;
 
-const hex = (b: Uint8Array) => Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
 export async function sha256Hex(s: string): Promise<string> {
-  return hex(new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(s))));
+  return toHex(new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(s))));
 }
 
 /** Compares two equal-length strings without an early exit. */
@@ -76,7 +76,7 @@ function base64url(bytes: Uint8Array): string {
 }
 
 export async function newToken(): Promise<{ id: string; token: string; digest: string }> {
-  const id = hex(crypto.getRandomValues(new Uint8Array(8)));
+  const id = toHex(crypto.getRandomValues(new Uint8Array(8)));
   const token = `lsk_${id}_${base64url(crypto.getRandomValues(new Uint8Array(32)))}`;
   return { id, token, digest: await sha256Hex(token) };
 }

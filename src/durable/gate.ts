@@ -49,9 +49,4 @@ export class TokenGate extends DurableObject<Env> {
   closeStream(id: string): void {
     this.streams.delete(id);
   }
-
-  openStreams(): number {
-    const now = Date.now();
-    return [...this.streams.values()].filter((u) => u > now).length;
-  }
 }

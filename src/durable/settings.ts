@@ -35,21 +35,23 @@ export function settingsFrom(env: Env): Settings {
   return s;
 }
 
+/** The `LIMIT_*` vars set for the keys of `defaults` (unset or 0: keep the default). */
+function overrides<T extends object>(e: Record<string, string | undefined>, defaults: T): Partial<T> {
+  const out: Partial<T> = {};
+  for (const k of Object.keys(defaults) as (keyof T & string)[]) {
+    const n = int(e[varName(k)], varName(k));
+    if (n) out[k] = n as T[keyof T & string];
+  }
+  return out;
+}
+
 function parse(env: Env): Settings {
   const e = env as unknown as Record<string, string | undefined>;
-  const limits: Partial<Limits> = {};
-  for (const k of Object.keys(DEFAULT_LIMITS) as (keyof Limits)[]) {
-    const n = int(e[varName(k)], varName(k));
-    if (n) limits[k] = n;
-  }
+  const limits: Partial<Limits> = overrides<Limits>(e, DEFAULT_LIMITS);
   const lease = int(e.DEFAULT_LEASE_MS, 'DEFAULT_LEASE_MS');
   const attempts = int(e.DEFAULT_MAX_ATTEMPTS, 'DEFAULT_MAX_ATTEMPTS');
   if (lease) limits.defaultLeaseMs = lease;
   if (attempts) limits.defaultMaxAttempts = attempts;
-  const http = { ...DEFAULT_HTTP_LIMITS };
-  for (const k of Object.keys(DEFAULT_HTTP_LIMITS) as (keyof HttpLimits)[]) {
-    const n = int(e[varName(k)], varName(k));
-    if (n) http[k] = n;
-  }
+  const http: HttpLimits = { ...DEFAULT_HTTP_LIMITS, ...overrides<HttpLimits>(e, DEFAULT_HTTP_LIMITS) };
   return { limits, http, simulatedDelayMs: int(e.SIMULATED_D1_DELAY_MS, 'SIMULATED_D1_DELAY_MS') ?? 0 };
 }

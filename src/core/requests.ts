@@ -1,0 +1,76 @@
+/**
+ * Verb requests as callers hand them to the engine (fields still unchecked: they come from HTTP
+ * bodies and from local callers alike), and the parsers that turn them into checked inputs or
+ * throw a 400/413 naming what was wrong.
+ */
+import { badRequest, LakeshoreError } from './errors.ts';
+import type { Limits } from './limits.ts';
+import type { Holder } from './sql/fence.ts';
+import type { SubmitInput } from './sql/submit.ts';
+import type { InvocationError } from './types.ts';
+import * as v from './validate.ts';
+
+export interface SubmitRequest {
+  id: unknown;
+  envelope: unknown;
+  key?: unknown;
+  priority?: unknown;
+  parent?: unknown;
+}
+
+export interface ClaimRequest {
+  workerId: unknown;
+  kind?: unknown;
+  temperature?: unknown;
+  leaseMs?: unknown;
+  /** How long to wait for work when the queue is empty; 0 answers at once. */
+  waitMs?: unknown;
+  signal?: AbortSignal;
+}
+
+export interface HolderRequest {
+  workerId: unknown;
+  attempt?: unknown;
+  /** The invocation's queue when the caller knows it; it narrows the guard. */
+  queue?: string | null;
+}
+
+export interface AppendRequest extends HolderRequest {
+  seq?: unknown;
+  kind: unknown;
+  body: unknown;
+  meta?: unknown;
+  final?: unknown;
+}
+
+export function submitInput(req: SubmitRequest, limits: Limits): SubmitInput {
+  return {
+    id: v.id(req.id, limits),
+    envelope: v.bytes('envelope', req.envelope, limits.envelopeBytes),
+    key: v.optionalText('key', req.key, limits.keyLength),
+    priority: v.finite('priority', req.priority, 0),
+    parent: v.optionalText('parent', req.parent, limits.idLength),
+  };
+}
+
+export const holder = (req: HolderRequest): Holder => ({ workerId: v.workerId(req.workerId), attempt: v.attempt(req.attempt) });
+
+/** A nack's error: a string, or an object with a string `message`, within the result size limit. */
+export function invocationError(e: unknown, limits: Limits): InvocationError {
+  if (typeof e === 'string') return { message: e };
+  if (e && typeof e === 'object' && !Array.isArray(e) && typeof (e as InvocationError).message === 'string') {
+    const s = JSON.stringify(e);
+    if (s.length > limits.resultBytes) throw new LakeshoreError('payload_too_large', `error is ${s.length} bytes; the limit is ${limits.resultBytes}`);
+    return e as InvocationError;
+  }
+  throw badRequest('error must be a string or an object with a string message');
+}
+
+/** A journal cursor: the last seq seen, -1 for the start. */
+export function journalCursor(s: unknown): number {
+  if (s === undefined || s === null) return -1;
+  if (typeof s !== 'number' || !Number.isInteger(s) || s < -1) throw badRequest('since must be an integer >= -1');
+  return s;
+}
+
+export const pageLimit = (l: unknown): number => Math.max(1, v.nonNegInt('limit', l, 1000, 10_000));
