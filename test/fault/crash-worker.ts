@@ -1,12 +1,12 @@
 /**
  * A worker process for the crash tests: runs runWorker against the edge plane and records every
  * handler start and every ack's answer to its own JSONL history (see history.ts).
- *   node crash-worker.ts <url> <token> <ns> <queue> <history.jsonl> <jobMs> <leaseMs>
+ *   node crash-worker.ts <url> <token> <ns> <queue> <history.jsonl> <jobMs> <leaseMs> <concurrency>
  */
 import { currentJob, HttpDispatch, runWorker } from '../../client/index.ts';
 import { recorder } from './history.ts';
 
-const [url, token, ns, queue, file, jobMs, leaseMs] = process.argv.slice(2) as [string, string, string, string, string, string, string];
+const [url, token, ns, queue, file, jobMs, leaseMs, concurrency] = process.argv.slice(2) as [string, string, string, string, string, string, string, string];
 const record = recorder(file);
 const d = new HttpDispatch(url, { token, namespace: ns, retryForMs: 60_000 });
 const stop = new AbortController();
@@ -15,7 +15,7 @@ const attempts = new Map<string, number>();
 await runWorker(queue, {
   dispatch: d,
   workerId: `crash-${process.pid}`,
-  concurrency: 4,
+  concurrency: Number(concurrency),
   leaseMs: Number(leaseMs),
   claimWaitMs: 2_000,
   graceMs: 2_000,

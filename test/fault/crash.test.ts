@@ -46,8 +46,17 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-function worker(ns: string, queue: string, file: string, jobMs: number, leaseMs: number): ChildProcess {
-  return spawn(process.execPath, ['--disable-warning=ExperimentalWarning', WORKER, url(), token, ns, queue, file, String(jobMs), String(leaseMs)], { stdio: ['ignore', 'ignore', 'inherit'] });
+function worker(ns: string, queue: string, file: string, jobMs: number, leaseMs: number, concurrency = 4): ChildProcess {
+  return spawn(process.execPath, ['--disable-warning=ExperimentalWarning', WORKER, url(), token, ns, queue, file, String(jobMs), String(leaseMs), String(concurrency)], { stdio: ['ignore', 'ignore', 'inherit'] });
+}
+
+/** Waits (bounded) until a worker's history shows a handler start. */
+async function started(file: string, ms = 30_000) {
+  const deadline = Date.now() + ms;
+  while (!(existsSync(file) && readFileSync(file, 'utf8').includes('"start"'))) {
+    if (Date.now() > deadline) throw new Error(`no job started in ${file} within ${ms} ms`);
+    await sleep(20);
+  }
 }
 const exited = (c: ChildProcess) => (c.exitCode !== null || c.signalCode !== null ? Promise.resolve() : new Promise<void>((r) => c.once('exit', () => r())));
 
@@ -112,6 +121,8 @@ describe('fault: crashes', () => {
     const ns = `wkill${Date.now().toString(36)}`;
     const d = new HttpDispatch(url(), { token, namespace: ns });
     const n = WORKER_KILLS + 5;
+    // Each kill costs a job one attempt: let attempts outnumber kills, so every job can still succeed.
+    await d.configureQueue('q', { maxAttempts: WORKER_KILLS + 3 });
     const files = [join(dir, `${ns}-producer.jsonl`)];
     const record = recorder(files[0]!);
     for (let i = 0; i < n; i++) {
@@ -122,9 +133,9 @@ describe('fault: crashes', () => {
     for (let k = 0; k < WORKER_KILLS; k++) {
       const file = join(dir, `${ns}-victim${k}.jsonl`);
       files.push(file);
-      const w = worker(ns, 'q', file, 5_000, 1_000);
-      while (!(existsSync(file) && readFileSync(file, 'utf8').includes('"start"'))) await sleep(20);
-      w.kill('SIGKILL'); // mid-job: its claims are held, its handler never finishes
+      const w = worker(ns, 'q', file, 5_000, 1_000, 1);
+      await started(file);
+      w.kill('SIGKILL'); // mid-job: its claim is held, its handler never finishes
       await exited(w);
     }
     const file = join(dir, `${ns}-survivor.jsonl`);
@@ -148,7 +159,7 @@ describe('fault: crashes', () => {
     await d.submit('q', encodeEnvelope({ fn: 'job' }), { id: 's0' });
     const [fa, fb] = [join(dir, `${ns}-a.jsonl`), join(dir, `${ns}-b.jsonl`)];
     const a = worker(ns, 'q', fa, 1_500, 1_000);
-    while (!(existsSync(fa) && readFileSync(fa, 'utf8').includes('"start"'))) await sleep(20);
+    await started(fa);
     a.kill('SIGSTOP');
     const b = worker(ns, 'q', fb, 1, 1_000);
     await drained(d, 'q', 1, 30_000);
