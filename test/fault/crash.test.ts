@@ -79,7 +79,9 @@ describe('fault: crashes', () => {
     const d = new HttpDispatch(url(), { token, namespace: ns, retryForMs: 60_000 });
     const workers = Array.from({ length: 4 }, (_, i) => {
       files.push(join(dir, `${ns}-w${i}.jsonl`));
-      return worker(ns, 'q', files[i + 1]!, 2, 3_000);
+      // A lease (1 s) shorter than a restart: jobs caught by a kill are delivered again, and the
+      // stale attempt's late ack must be refused.
+      return worker(ns, 'q', files[i + 1]!, 20, 1_000);
     });
     let next = 0;
     const produce = Promise.all(Array.from({ length: 4 }, async () => {
