@@ -45,14 +45,6 @@ export interface AckItem {
 }
 
 /**
- * The item of a JSON batch (?2) that holds this row: same id, queue (when given), worker and
- * attempt (when given). Written as correlated subqueries so the rows are found through the
- * (ns, id) index, one lookup per item, never by scanning the namespace's running rows.
- */
-const ITEM = `FROM json_each(?2) AS v WHERE v.value->>0 = invocations.id AND (v.value->>1 IS NULL OR v.value->>1 = invocations.queue)
-                AND v.value->>2 = invocations.worker_id AND (v.value->>3 IS NULL OR v.value->>3 = invocations.attempt)`;
-
-/**
  * Many acks in one UPDATE over a JSON array. Each row is still fenced on its own (the guard
  * compares each row with its own item's worker and attempt); the rows that come back succeeded,
  * and each item whose guard missed is diagnosed alone, exactly as a single ack would be.
@@ -62,10 +54,17 @@ export function ackManyPlan(now: number, ns: string, items: AckItem[]): Plan<(Fi
   return {
     stmts: [
       stmt(
-        `UPDATE invocations
-            SET state = 'succeeded', result = (SELECT unhex(v.value->>4) ${ITEM} LIMIT 1), lease_until = NULL, updated_at = ?3, finished_at = ?3
-          WHERE ns = ?1 AND id IN (SELECT value->>0 FROM json_each(?2)) AND state = 'running' AND EXISTS (SELECT 1 ${ITEM})
-          RETURNING id, queue`,
+        // m: each item with its row, found through the (ns, id) index one item at a time
+        // (materialized, so the planner cannot turn it into a scan of the running rows).
+        `WITH m AS MATERIALIZED (
+           SELECT i.rid AS rid, j.value AS v FROM json_each(?2) AS j CROSS JOIN invocations AS i
+            WHERE i.ns = ?1 AND i.id = j.value->>0)
+         UPDATE invocations
+            SET state = 'succeeded', result = unhex(m.v->>4), lease_until = NULL, updated_at = ?3, finished_at = ?3
+           FROM m
+          WHERE invocations.rid = m.rid AND invocations.state = 'running' AND invocations.worker_id = m.v->>2
+            AND (m.v->>1 IS NULL OR invocations.queue = m.v->>1) AND (m.v->>3 IS NULL OR invocations.attempt = m.v->>3)
+          RETURNING invocations.id, invocations.queue`,
         ns, json, now,
       ),
     ],
