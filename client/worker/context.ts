@@ -9,6 +9,12 @@ export interface JobContext {
   signal: AbortSignal;
   kwargs: Record<string, unknown>;
   traceparent: string | null;
+  /**
+   * Streams bytes (a string as UTF-8) to the journal as CHUNK frames, in order. Writes made
+   * while a frame is on its way are coalesced into the next one, so many small writes cost few
+   * rows. Throws if an earlier chunk could not be written (the lease was lost, say).
+   */
+  write(data: string | Uint8Array): void;
 }
 
 const store = new AsyncLocalStorage<JobContext>();

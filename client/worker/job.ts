@@ -7,6 +7,7 @@ import type { Claimed } from '../../src/core/types.ts';
 import { decodeEnvelope, jsonBytes, type Envelope } from '../envelope.ts';
 import { FencingConflictError, NotFoundError } from '../errors.ts';
 import type { DispatchPlane } from '../types.ts';
+import { ChunkWriter } from './chunks.ts';
 import { runInJob } from './context.ts';
 import { resolveHandler, type Registry } from './resolve.ts';
 
@@ -55,9 +56,21 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
   o.hardStop.addEventListener('abort', onHardStop, { once: true });
   let env: Envelope | null = null;
   let seq: number | null = null;
+  // Appends go out one at a time, in order: seq numbers follow the order frames were written.
+  let tail: Promise<unknown> = Promise.resolve();
+  const appendNow = (kind: number, body: Uint8Array, meta: Record<string, unknown> | null = null, final?: boolean): Promise<void> => {
+    const next = tail.then(async () => {
+      if (seq === null) seq = await d.journalAppend(c.id, null, { kind: kind as 0, seq: 0, body, meta }, { workerId, attempt: c.attempt, final });
+      else await d.journalAppend(c.id, ++seq, { kind: kind as 0, seq, body, meta }, { workerId, attempt: c.attempt, final });
+    });
+    tail = next.catch(() => {});
+    return next;
+  };
+  const chunks = new ChunkWriter((body) => appendNow(FrameKind.CHUNK, body));
+  /** Any other frame comes after the chunks written before it. */
   const append = async (kind: number, body: Uint8Array, meta: Record<string, unknown> | null = null, final?: boolean) => {
-    if (seq === null) seq = await d.journalAppend(c.id, null, { kind: kind as 0, seq: 0, body, meta }, { workerId, attempt: c.attempt, final });
-    else await d.journalAppend(c.id, ++seq, { kind: kind as 0, seq, body, meta }, { workerId, attempt: c.attempt, final });
+    await chunks.flush();
+    await appendNow(kind, body, meta, final);
   };
 
   const beat = setInterval(async () => {
@@ -76,7 +89,7 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
     if (maxMs) limit = setTimeout(() => abort('time_limit', `the job ran past its time limit of ${maxMs} ms`), maxMs);
     const fn = await resolveHandler(env, o);
     const args = Object.keys(env.kwargs).length ? [...env.args, env.kwargs] : env.args;
-    const ctx = { id: c.id, queue: c.queue, attempt: c.attempt, signal: ac.signal, kwargs: env.kwargs, traceparent: env.traceparent };
+    const ctx = { id: c.id, queue: c.queue, attempt: c.attempt, signal: ac.signal, kwargs: env.kwargs, traceparent: env.traceparent, write: (data: string | Uint8Array) => chunks.write(data) };
     // The handler runs until it settles or the job is aborted, whichever comes first.
     const aborted = new Promise<never>((_, reject) => {
       if (ac.signal.aborted) reject(ac.signal.reason);
@@ -98,6 +111,7 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
       }
       await append(FrameKind.END, new Uint8Array(), null, true);
     }
+    await chunks.flush();
     handlerDone();
     await d.ack(c.id, workerId, { ...holder, result: jsonBytes(result) });
     return 'succeeded';

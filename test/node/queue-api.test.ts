@@ -37,6 +37,31 @@ describe.each(planes)('Queue API on the %s plane', (_name, make) => {
     await d.close();
   });
 
+  it('coalesces many small writes into few CHUNK frames, bytes in order and unchanged', async () => {
+    const d = make();
+    const q = new Queue('chat', { dispatch: d });
+    const N = 2_000;
+    async function talk() {
+      const job = currentJob();
+      for (let i = 0; i < N; i++) {
+        job.write(`t${i} `); // a token at a time, as a model streams them
+        if (i % 10 === 9) await new Promise((r) => setImmediate(r));
+      }
+      job.write(new TextEncoder().encode('!'));
+      return 'said';
+    }
+    const h = await q.submit(talk);
+    expect(await runWorker('chat', { dispatch: d, registry: { talk }, once: true })).toBe(1);
+    expect(await h.result()).toBe('said');
+    const chunks: Uint8Array[] = [];
+    for await (const f of d.journalRead(h.id, { timeoutMs: 10_000 })) if (f.kind === FrameKind.CHUNK) chunks.push(f.body);
+    const text = chunks.map((b) => new TextDecoder().decode(b)).join('');
+    expect(text).toBe(`${Array.from({ length: N }, (_, i) => `t${i} `).join('')}!`);
+    console.log(`[chunks] ${_name}: ${N + 1} writes -> ${chunks.length} CHUNK frames`);
+    expect(chunks.length).toBeLessThan(N / 10);
+    await d.close();
+  });
+
   it('passes kwargs as a last argument and gives the handler its job context', async () => {
     const d = make();
     const q = new Queue('cpu', { dispatch: d });
