@@ -35,7 +35,7 @@ export interface WorkerOptions {
   claimWaitMs?: number;
   /** Extra jobs to claim ahead of free slots (default 0: claim only what can start now). */
   prefetch?: number;
-  onJob?: (id: string, outcome: JobOutcome) => void;
+  onJob?: (id: string, outcome: JobOutcome, attempt: number) => void;
   log?: (msg: string) => void;
 }
 
@@ -85,7 +85,7 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
         kick();
       };
       const job: Promise<void> = runJob(c, jobOpts, free)
-        .then((outcome) => opts.onJob?.(c.id, outcome))
+        .then((outcome) => opts.onJob?.(c.id, outcome, c.attempt))
         .catch((e: unknown) => log(`job ${c.id}: ${e instanceof Error ? e.message : String(e)}`))
         .finally(() => {
           free();

@@ -5,7 +5,6 @@
  */
 import { Committer, type CommitterOptions } from './committer.ts';
 import { badRequest, LakeshoreError, notFound, toError } from './errors.ts';
-import { isTerminalKind } from './frame.ts';
 import { DEFAULT_LIMITS, type Limits } from './limits.ts';
 import type { Port, StmtResult } from './port.ts';
 import { outcomeOf } from './rows.ts';
@@ -21,10 +20,10 @@ import { configurePlan, countPlan, getPlan, queueOfPlan, queuesPlan } from './sq
 import { submitManyPlan, submitPlan, type SubmitInput, type Submitted } from './sql/submit.ts';
 import type { Claimed, HeartbeatAnswer, Invocation, JournalPage, Outcome } from './types.ts';
 import * as v from './validate.ts';
-import { holder, invocationError, journalCursor, pageLimit, submitInput, type AppendRequest, type ClaimRequest, type HolderRequest, type SubmitRequest } from './requests.ts';
+import { frameInput, holder, invocationError, journalCursor, pageLimit, submitInput, type AppendRequest, type ClaimRequest, type HolderRequest, type SubmitRequest } from './requests.ts';
 import { failed, settle, type Settled } from './settled.ts';
 import { keys, Waiters } from './waiters.ts';
-import { parkedClaim, ride } from './handoff.ts';
+import { FollowingReader, ParkedClaim, ride } from './handoff.ts';
 import type { Plan } from './plan.ts';
 
 export interface EngineOptions {
@@ -191,7 +190,7 @@ export class Engine {
       if (next === undefined) next = await this.committer.run(nextLeasePlan(ns, q));
       if (this.epoch !== seen) continue;
       const untilLease = next === null ? Infinity : next - this.now() + 1;
-      const parked = rides ? parkedClaim({ ...input, kind: input.kind === 'filo' ? 'filo' : 'fifo' }, max) : undefined;
+      const parked = rides ? new ParkedClaim(ns, q, { ...input, kind: input.kind === 'filo' ? 'filo' : 'fifo' }, max, this.limits.defaultLeaseMs) : undefined;
       const woken = await this.waiters.wait(key, Math.max(1, Math.min(left, untilLease)), req.signal, parked);
       if (parked?.riding) await parked.riding;
       if (parked?.rows?.length) return this.claimed(ns, q, parked.rows);
@@ -205,19 +204,24 @@ export class Engine {
     return got;
   }
 
-  /** Runs a transition that queues work on `queue`, with the claims parked there riding along. */
-  private async feed<T>(ns: string, queue: string, plan: Plan<T>, queued: (out: T) => number): Promise<T> {
-    const key = keys.queue(ns, queue);
-    const r = ride(this.waiters, key, this.now(), ns, queue, this.limits.defaultLeaseMs, plan);
-    let out: T;
+  /** Commits `plan` with the waiters parked on `key` riding along (handoff.ts). */
+  private async withRiders<T>(key: string, plan: Plan<T>) {
+    const r = ride(this.waiters, key, this.now(), plan);
     try {
-      out = await this.committer.run(r.plan);
+      return { out: await this.committer.run(r.plan), riders: r.riders };
     } finally {
       r.release();
     }
+  }
+
+  /** Runs a transition that queues work on `queue`, with the claims parked there riding along. */
+  private async feed<T>(ns: string, queue: string, plan: Plan<T>, queued: (out: T) => number): Promise<T> {
+    const key = keys.queue(ns, queue);
+    const { out, riders } = await this.withRiders(key, plan);
     const n = queued(out);
     // A rider that came back short means nothing was left to claim: no one else need wake.
-    if (n > 0) this.wake(key, r.drained() ? 0 : n);
+    const drained = riders.some((x) => x instanceof ParkedClaim && x.short);
+    if (n > 0) this.wake(key, drained ? 0 : n);
     return out;
   }
 
@@ -295,22 +299,11 @@ export class Engine {
 
   async append(ns: string, id: unknown, req: AppendRequest): Promise<Appended> {
     const invId = v.id(id, this.limits);
-    if (!(typeof req.kind === 'number' && Number.isInteger(req.kind) && req.kind >= 0 && req.kind <= 4)) {
-      throw badRequest(`unknown frame kind ${JSON.stringify(req.kind)}: expected 0 (VALUE), 1 (CHUNK), 2 (BEGIN), 3 (END) or 4 (ERROR)`);
-    }
-    const seq = req.seq === undefined || req.seq === null ? null : v.nonNegInt('seq', req.seq, 0);
-    if (seq !== null && seq >= this.limits.framesPerInvocation) {
-      throw new LakeshoreError('payload_too_large', `seq ${seq} is past the journal limit of ${this.limits.framesPerInvocation} frames`);
-    }
-    const body = v.bytes('frame body', req.body, this.limits.frameBytes);
-    const meta = req.meta === undefined || req.meta === null ? null : req.meta;
-    if (meta !== null && (typeof meta !== 'object' || Array.isArray(meta))) throw badRequest('meta must be an object or null');
-    if (req.final !== undefined && req.final !== null && typeof req.final !== 'boolean') throw badRequest('final must be a boolean');
-    const final = typeof req.final === 'boolean' ? req.final : isTerminalKind(req.kind as 0);
-    const out = await this.committer.run(
-      appendPlan(this.now(), ns, invId, req.queue ?? null, holder(req), { seq, kind: req.kind, body, meta: meta as Record<string, unknown> | null, final }, this.limits.framesPerInvocation),
-    );
-    if (!out.absorbed) this.wake(keys.journal(ns, invId));
+    const frame = frameInput(req, this.limits);
+    const key = keys.journal(ns, invId);
+    // Readers following this journal ride along: they get the new frame in the same round trip.
+    const { out } = await this.withRiders(key, appendPlan(this.now(), ns, invId, req.queue ?? null, holder(req), frame, this.limits.framesPerInvocation));
+    if (!out.absorbed) this.wake(key);
     return out;
   }
 
@@ -333,7 +326,13 @@ export class Engine {
       if (page.frames.length || page.done) return page;
       if (this.epoch !== seen) continue;
       const left = deadline - this.now();
-      if (left <= 0 || signal?.aborted || !(await this.waiters.wait(keys.journal(ns, invId), left, signal))) return page;
+      if (left <= 0 || signal?.aborted) return page;
+      // Parked, a reader rides along with the next append to this invocation (handoff.ts).
+      const reader = new FollowingReader(ns, invId, cursor, lim);
+      const woken = await this.waiters.wait(keys.journal(ns, invId), left, signal, reader);
+      if (reader.riding) await reader.riding;
+      if (reader.page) return reader.page;
+      if (!woken) return page;
     }
   }
 

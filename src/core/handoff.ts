@@ -1,68 +1,139 @@
 /**
- * Hand-off. A claim parked on an empty queue rides along with the next transition that queues
- * work there (a submit, a nack that retries): its guarded claim UPDATE is appended to that
- * transition's statements, so the rows are inserted and claimed in one round trip and one
- * transaction, and the parked claimer answers without a wake and a second round trip. Each claim
- * statement keeps its own guard; one that finds nothing stays parked. Sampled (boltzmann) claims
- * do not ride: they are woken and sample again.
+ * Hand-off. A caller parked on a wait rides along with the next transition that can satisfy it:
+ * its read (or guarded claim) is appended to that transition's statements, so the change and the
+ * answer take one round trip and one transaction, and the parked caller answers without a wake
+ * and a second round trip.
+ *
+ * - A claim parked on an empty queue rides with the next submit (or retrying nack) there; each
+ *   claim UPDATE keeps its own guard, and one that finds nothing stays parked. Sampled
+ *   (boltzmann) claims do not ride: they are woken and sample again.
+ * - A journal reader following an invocation rides with the next append to it.
  */
-import type { Plan } from './plan.ts';
+import { Then, type Plan } from './plan.ts';
+import { readPlan } from './sql/journal.ts';
 import { claimOrder, claimStmt, toClaimed, type ClaimInput } from './sql/claim.ts';
-import type { Claimed } from './types.ts';
+import type { Claimed, JournalPage } from './types.ts';
 import type { Waiters } from './waiters.ts';
 
-export interface ParkedClaim {
-  readonly parked: true;
-  input: ClaimInput;
-  max: number;
-  /** Set while the claim rides in a batch; settles when that batch is done (or failed). */
+/** What a parked waiter carries so a transition can answer it. */
+export interface Rider<T> {
+  readonly rider: true;
+  /** Its statements, as of now; null when it cannot ride at the moment. */
+  plan(now: number): Plan<T> | null;
+  /** Keeps an answer; true when it satisfies the waiter (which is then woken). */
+  take(value: T): boolean;
+  /** Set while riding in a batch; settles when that batch is done (or failed). */
   riding: Promise<void> | null;
-  /** Rows handed to this claim by a batch it rode in. */
-  rows: Claimed[] | null;
 }
 
-export const parkedClaim = (input: ClaimInput, max: number): ParkedClaim => ({ parked: true, input, max, riding: null, rows: null });
+const isRider = (d: unknown): d is Rider<unknown> => typeof d === 'object' && d !== null && (d as Rider<unknown>).rider === true;
 
-const isParked = (d: unknown): d is ParkedClaim => typeof d === 'object' && d !== null && (d as ParkedClaim).parked === true;
+/** A claim parked on an empty queue; `rows` holds what a submit's batch handed it. */
+export class ParkedClaim implements Rider<Claimed[]> {
+  readonly rider = true as const;
+  riding: Promise<void> | null = null;
+  rows: Claimed[] | null = null;
+  /** Set when a ride came back short: the queue had nothing more to claim. */
+  short = false;
+  private readonly ns: string;
+  private readonly queue: string;
+  private readonly input: ClaimInput;
+  private readonly max: number;
+  private readonly defaultLeaseMs: number;
+
+  constructor(ns: string, queue: string, input: ClaimInput, max: number, defaultLeaseMs: number) {
+    this.ns = ns;
+    this.queue = queue;
+    this.input = input;
+    this.max = max;
+    this.defaultLeaseMs = defaultLeaseMs;
+  }
+
+  plan(now: number): Plan<Claimed[]> {
+    return {
+      stmts: [claimStmt(now, this.ns, this.queue, this.input, this.defaultLeaseMs, null, this.max)],
+      done: ([r]) => claimOrder(r!.rows, this.input.kind).map(toClaimed),
+    };
+  }
+
+  take(rows: Claimed[]): boolean {
+    this.short = rows.length < this.max;
+    if (rows.length) this.rows = rows;
+    return rows.length > 0;
+  }
+}
+
+/** A journal reader waiting for frames after its cursor; `page` holds what an append handed it. */
+export class FollowingReader implements Rider<JournalPage> {
+  readonly rider = true as const;
+  riding: Promise<void> | null = null;
+  page: JournalPage | null = null;
+  private readonly ns: string;
+  private readonly id: string;
+  private readonly since: number;
+  private readonly limit: number;
+
+  constructor(ns: string, id: string, since: number, limit: number) {
+    this.ns = ns;
+    this.id = id;
+    this.since = since;
+    this.limit = limit;
+  }
+
+  plan(): Plan<JournalPage> {
+    return readPlan(this.ns, this.id, this.since, this.limit);
+  }
+
+  take(page: JournalPage): boolean {
+    if (!page.frames.length && !page.done) return false;
+    this.page = page;
+    return true;
+  }
+}
 
 export interface Ride<T> {
   plan: Plan<T>;
-  /** True when a rider found fewer rows than it asked for: the queue had nothing left to wake anyone for. */
-  drained(): boolean;
+  /** The riders that went along (to inspect what they got once the plan is done). */
+  riders: Rider<unknown>[];
   /** Call once the plan settled either way: riders of a failed batch go back to waiting. */
   release(): void;
 }
 
-/** Appends the claims parked on `key` to `plan`, to run after its statements in the same batch. */
-export function ride<T>(waiters: Waiters, key: string, now: number, ns: string, queue: string, defaultLeaseMs: number, plan: Plan<T>): Ride<T> {
-  const riders = waiters.carrying(key, isParked).filter((r) => r.data.riding === null);
-  if (!riders.length) return { plan, drained: () => false, release: () => {} };
+/** Appends the riders parked on `key` to `plan`, to run after its statements in the same batch. */
+export function ride<T>(waiters: Waiters, key: string, now: number, plan: Plan<T>): Ride<T> {
+  const parked = waiters.carrying(key, isRider).filter((r) => r.data.riding === null);
+  const going = parked.flatMap((r) => {
+    const p = r.data.plan(now);
+    return p ? [{ r, p }] : [];
+  });
+  if (!going.length) return { plan, riders: [], release: () => {} };
   let settle!: () => void;
-  const riding = new Promise<void>((r) => (settle = r));
-  let drained = false;
-  for (const r of riders) r.data.riding = riding;
+  const riding = new Promise<void>((res) => (settle = res));
+  for (const { r } of going) r.data.riding = riding;
   const release = () => {
-    for (const r of riders) r.data.riding = null;
+    for (const { r } of going) r.data.riding = null;
     settle();
   };
   const n = plan.stmts.length;
   return {
     plan: {
-      stmts: [...plan.stmts, ...riders.map((r) => claimStmt(now, ns, queue, r.data.input, defaultLeaseMs, null, r.data.max))],
+      stmts: [...plan.stmts, ...going.flatMap(({ p }) => p.stmts)],
       done: (rs) => {
-        riders.forEach((r, i) => {
-          const rows = claimOrder(rs[n + i]!.rows, r.data.input.kind).map(toClaimed);
-          if (rows.length < r.data.max) drained = true;
-          if (rows.length) {
-            r.data.rows = rows;
-            r.wake();
+        let at = n;
+        for (const { r, p } of going) {
+          const mine = rs.slice(at, (at += p.stmts.length));
+          try {
+            const v = p.done(mine);
+            if (!(v instanceof Then) && r.data.take(v)) r.wake();
+          } catch {
+            /* a rider's own failure leaves it parked; it re-reads when woken */
           }
-        });
+        }
         release();
         return plan.done(rs.slice(0, n));
       },
     },
-    drained: () => drained,
+    riders: going.map(({ r }) => r.data),
     release,
   };
 }

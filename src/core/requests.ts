@@ -4,7 +4,9 @@
  * throw a 400/413 naming what was wrong.
  */
 import { badRequest, LakeshoreError } from './errors.ts';
+import { isTerminalKind, type FrameKind } from './frame.ts';
 import type { Limits } from './limits.ts';
+import type { AppendInput } from './sql/journal.ts';
 import type { Holder } from './sql/fence.ts';
 import type { SubmitInput } from './sql/submit.ts';
 import type { InvocationError } from './types.ts';
@@ -74,3 +76,20 @@ export function journalCursor(s: unknown): number {
 }
 
 export const pageLimit = (l: unknown): number => Math.max(1, v.nonNegInt('limit', l, 1000, 10_000));
+
+/** An appended frame: kind, seq (null: the next), body and meta within their limits, final. */
+export function frameInput(req: AppendRequest, limits: Limits): AppendInput {
+  if (!(typeof req.kind === 'number' && Number.isInteger(req.kind) && req.kind >= 0 && req.kind <= 4)) {
+    throw badRequest(`unknown frame kind ${JSON.stringify(req.kind)}: expected 0 (VALUE), 1 (CHUNK), 2 (BEGIN), 3 (END) or 4 (ERROR)`);
+  }
+  const seq = req.seq === undefined || req.seq === null ? null : v.nonNegInt('seq', req.seq, 0);
+  if (seq !== null && seq >= limits.framesPerInvocation) {
+    throw new LakeshoreError('payload_too_large', `seq ${seq} is past the journal limit of ${limits.framesPerInvocation} frames`);
+  }
+  const body = v.bytes('frame body', req.body, limits.frameBytes);
+  const meta = req.meta === undefined || req.meta === null ? null : req.meta;
+  if (meta !== null && (typeof meta !== 'object' || Array.isArray(meta))) throw badRequest('meta must be an object or null');
+  if (req.final !== undefined && req.final !== null && typeof req.final !== 'boolean') throw badRequest('final must be a boolean');
+  const final = typeof req.final === 'boolean' ? req.final : isTerminalKind(req.kind as FrameKind);
+  return { seq, kind: req.kind as FrameKind, body, meta: meta as Record<string, unknown> | null, final };
+}

@@ -9,7 +9,7 @@ import { Engine, type AppendRequest, type ClaimRequest, type HolderRequest, type
 import { D1Port } from './d1-port.ts';
 import { capture } from './result.ts';
 import { settingsFrom } from './settings.ts';
-import type { TokenGate } from './gate.ts';
+import { STREAM_LEASE_MS, type TokenGate } from './gate.ts';
 import { journalStream } from './sse.ts';
 
 interface Ident {
@@ -140,8 +140,13 @@ export class QueueObject extends DurableObject<Env> {
     const lease = url.searchParams.get('lease');
     const gates = this.env.GATE as unknown as DurableObjectNamespace<TokenGate>;
     const gate = gateKey && lease ? gates.get(gates.idFromName(gateKey)) : null;
+    let renewed = Date.now();
     return journalStream(this.engine, ns, id, since, gate && lease ? {
-      renew: () => void gate.renewStream(lease).catch(() => {}),
+      renew: () => {
+        if (Date.now() - renewed < STREAM_LEASE_MS / 3) return;
+        renewed = Date.now();
+        void gate.renewStream(lease).catch(() => {});
+      },
       end: () => void gate.closeStream(lease).catch(() => {}),
     } : undefined);
   }

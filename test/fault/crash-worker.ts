@@ -11,7 +11,6 @@ const record = recorder(file);
 const d = new HttpDispatch(url, { token, namespace: ns, retryForMs: 60_000 });
 const stop = new AbortController();
 process.on('SIGTERM', () => stop.abort());
-const attempts = new Map<string, number>();
 await runWorker(queue, {
   dispatch: d,
   workerId: `crash-${process.pid}`,
@@ -24,13 +23,12 @@ await runWorker(queue, {
   registry: {
     job: async () => {
       const j = currentJob()!;
-      attempts.set(j.id, j.attempt);
       record({ op: 'start', id: j.id, attempt: j.attempt, pid: process.pid });
       if (Number(jobMs)) await new Promise((r) => setTimeout(r, Number(jobMs)));
       return j.id;
     },
   },
-  onJob: (id, outcome) => record({ op: 'ack', phase: outcome === 'succeeded' ? 'ok' : 'fail', id, attempt: attempts.get(id) ?? 0, pid: process.pid }),
+  onJob: (id, outcome, attempt) => record({ op: 'ack', phase: outcome === 'succeeded' ? 'ok' : 'fail', id, attempt, pid: process.pid }),
 });
 await d.close();
 process.exit(0);
