@@ -25,7 +25,7 @@ const O = {
   system: arg('system', 'lakeshore-local'), mode: arg('mode', 'throughput'), enqueue: arg('enqueue', 'single'),
   n: Number(arg('n', '20000')), p: Number(arg('p', '8')), w: Number(arg('w', '8')), payload: Number(arg('payload', '100')),
   batch: Number(arg('batch', '100')), idleN: Number(arg('idle-n', '500')), d1DelayMs: Number(arg('d1-delay-ms', '0')),
-  label: arg('label', ''), server: arg('server', 'miniflare'), role: arg('role', 'coord'), prefetch: Number(arg('prefetch', '-1')),
+  label: arg('label', ''), server: arg('server', 'miniflare'), role: arg('role', 'coord'), prefetch: arg('prefetch', 'auto'),
 };
 const TOTAL = O.mode === 'idle' ? O.idleN : O.n;
 const log = (...a: unknown[]) => console.error(`[${O.role}]`, ...a);
@@ -53,7 +53,7 @@ async function worker() {
     else if (m.type === 'report') process.send!({ type: 'report', starts: Array.from(starts), counts: Array.from(counts) });
     else if (m.type === 'stop') stop.abort();
   });
-  const running = runWorker(conn.queue, { dispatch: d, registry: { noop }, concurrency: O.w, prefetch: O.prefetch >= 0 ? O.prefetch : 4 * O.w, stop: stop.signal, workerId: `bench-${process.pid}`, graceMs: 5_000, claimWaitMs: 2_000 });
+  const running = runWorker(conn.queue, { dispatch: d, registry: { noop }, concurrency: O.w, prefetch: O.prefetch === 'auto' ? 'auto' : Number(O.prefetch), stop: stop.signal, workerId: `bench-${process.pid}`, graceMs: 5_000, claimWaitMs: 2_000 });
   process.send!({ type: 'ready' });
   await running;
   await d.close();
@@ -66,7 +66,7 @@ async function coordinator() {
   const result: Record<string, unknown> = {
     system: O.system, mode: O.mode, enqueue: O.mode === 'idle' ? 'single' : O.enqueue, N: TOTAL, P: O.mode === 'idle' ? 1 : O.p, W: O.w,
     payload_bytes: O.payload, batch: O.enqueue === 'bulk' && O.mode !== 'idle' ? O.batch : null, label: O.label || undefined, node: process.version,
-    worker: { concurrency: O.w, prefetch: O.prefetch >= 0 ? O.prefetch : 4 * O.w },
+    worker: { concurrency: O.w, prefetch: O.prefetch },
     d1_delay_ms: O.system === 'lakeshore-edge' ? O.d1DelayMs : undefined,
     server: O.system === 'lakeshore-edge' ? O.server : undefined,
   };

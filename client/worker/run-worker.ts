@@ -9,6 +9,7 @@ import { defaultDispatch } from '../local/default.ts';
 import type { DispatchPlane } from '../types.ts';
 import { LakeshoreError, TimeoutError } from '../errors.ts';
 import { runJob, type JobOutcome } from './job.ts';
+import { Prefetch } from './prefetch.ts';
 import type { Registry } from './resolve.ts';
 
 export interface WorkerOptions {
@@ -33,11 +34,18 @@ export interface WorkerOptions {
   graceMs?: number;
   /** How long one claim waits for work. Default 20 s. */
   claimWaitMs?: number;
-  /** Extra jobs to claim ahead of free slots (default 0: claim only what can start now). */
-  prefetch?: number;
+  /**
+   * Extra jobs to claim ahead of free slots: a number, or 'auto' (default) to size it by the
+   * pace of this worker's jobs times the claim round trip (see prefetch.ts). 0 claims only what
+   * can start now.
+   */
+  prefetch?: number | 'auto';
   onJob?: (id: string, outcome: JobOutcome, attempt: number) => void;
   log?: (msg: string) => void;
 }
+
+/** The most one claim asks for (the plane's default batch limit). */
+const MAX_CLAIM = 1000;
 
 /** Runs until `stop` (or one job with `once`); answers the number of jobs it executed. */
 export async function runWorker(queues: string | string[], opts: WorkerOptions = {}): Promise<number> {
@@ -66,7 +74,8 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
   const running = new Set<Promise<void>>();
   const claims = new Set<Promise<void>>();
   const buffer: Awaited<ReturnType<typeof d.claimMany>> = [];
-  const capacity = opts.once ? 1 : concurrency + Math.max(0, opts.prefetch ?? 0);
+  const prefetch = new Prefetch(opts.prefetch ?? 'auto');
+  const capacity = () => (opts.once ? 1 : concurrency + prefetch.depth);
   let held = 0; // claimed (running or buffered) plus asked for
   let active = 0; // handlers running; a job whose ack is still in flight no longer counts
   let turn = 0;
@@ -79,6 +88,7 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
       const free = () => {
         if (freed) return;
         freed = true;
+        prefetch.jobDone();
         active--;
         held--;
         start();
@@ -100,7 +110,9 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
     const waitMs = pools.length === 1 ? claimWait : Math.min(claimWait, 1_000);
     let got: Awaited<ReturnType<typeof d.claimMany>> = [];
     try {
+      const t0 = performance.now();
       got = await d.claimMany(pool, workerId, want, { waitMs, leaseMs: leaseMs ?? undefined, signal: stop });
+      if (got.length === want) prefetch.claimTook(performance.now() - t0); // a claim that waited for work says nothing of the round trip
     } catch (e) {
       // A refusal (bad token, wrong role, bad request) stops the worker; a plane that is away
       // or busy does not: say so, wait a little, and let the loop claim again.
@@ -119,8 +131,9 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
   };
   const claimer = async () => {
     while (!stop.aborted && !(opts.once && claimedOnce)) {
-      if (held < capacity && claims.size < 2 && !(opts.once && claims.size)) {
-        const want = capacity - held;
+      const cap = capacity();
+      if (held < cap && claims.size < 2 && !(opts.once && claims.size)) {
+        const want = Math.min(MAX_CLAIM, cap - held);
         held += want;
         const p: Promise<void> = claimInto(want).finally(() => claims.delete(p));
         claims.add(p);

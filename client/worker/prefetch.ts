@@ -1,0 +1,45 @@
+/**
+ * How far ahead a worker claims. A fixed number is wrong both ways: too few and a worker with
+ * short jobs waits a claim round trip for each batch; too many and slow jobs sit in one
+ * worker's buffer, their leases running, while other workers idle. `auto` sizes the window as
+ * TCP does, by bandwidth times delay: the jobs this worker finishes per second, times the time a
+ * claim takes, times a margin, between 0 and `max`. Short jobs on a far plane get a deep buffer;
+ * a worker whose jobs take seconds claims only what it can start.
+ */
+export class Prefetch {
+  private readonly fixed: number | null;
+  private readonly max: number;
+  private finished = 0;
+  private since = performance.now();
+  private rate = 0; // jobs per second, smoothed
+  private rttMs = 5; // one claim round trip, smoothed
+
+  constructor(setting: number | 'auto', max = 1000) {
+    this.fixed = setting === 'auto' ? null : Math.max(0, setting);
+    this.max = max;
+  }
+
+  /** Jobs to claim beyond the free handler slots, now. */
+  get depth(): number {
+    if (this.fixed !== null) return this.fixed;
+    this.sample();
+    return Math.min(this.max, Math.ceil((this.rate * this.rttMs * 8) / 1000));
+  }
+
+  jobDone(): void {
+    this.finished++;
+  }
+
+  claimTook(ms: number): void {
+    this.rttMs = 0.7 * this.rttMs + 0.3 * ms;
+  }
+
+  private sample(): void {
+    const now = performance.now();
+    const dt = now - this.since;
+    if (dt < 100) return;
+    this.rate = 0.5 * this.rate + 0.5 * ((this.finished * 1000) / dt);
+    this.finished = 0;
+    this.since = now;
+  }
+}
