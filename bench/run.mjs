@@ -1,6 +1,8 @@
-// `npm run bench`: the common workload on the local SQLite plane and the local edge plane.
+// `npm run bench`: the common workload on the local SQLite plane and the local edge plane, plus
+// the journal, simulated-distance and memory measurements of the performance issue.
 //   npm run bench                 3 runs of each case, N=20000 (long)
 //   npm run bench -- --quick      one run of each case, N=2000
+//   npm run bench -- edge-bulk    only the cases named
 // Each run prints one JSON line (see bench/README.md); a summary of medians goes to stderr.
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
@@ -9,32 +11,44 @@ import { ROOT } from '../scripts/toolchain.mjs';
 const quick = process.argv.includes('--quick');
 const reps = quick ? 1 : Number(process.env.REPS ?? 3);
 const n = quick ? 2000 : 20000;
+const idle = `--idle-n=${quick ? 100 : 500}`;
+const workload = (...args) => ['bench/workload.ts', ...args, `--n=${n}`];
 const cases = [
-  ['local-single', '--system=lakeshore-local', '--enqueue=single'],
-  ['local-bulk', '--system=lakeshore-local', '--enqueue=bulk'],
-  ['local-idle', '--system=lakeshore-local', '--mode=idle', `--idle-n=${quick ? 100 : 500}`],
-  ['edge-single', '--system=lakeshore-edge', '--enqueue=single'],
-  ['edge-bulk', '--system=lakeshore-edge', '--enqueue=bulk'],
-  ['edge-idle', '--system=lakeshore-edge', '--mode=idle', `--idle-n=${quick ? 100 : 500}`],
+  ['local-single', workload('--system=lakeshore-local', '--enqueue=single')],
+  ['local-bulk', workload('--system=lakeshore-local', '--enqueue=bulk')],
+  ['local-idle', workload('--system=lakeshore-local', '--mode=idle', idle)],
+  ['edge-single', workload('--system=lakeshore-edge', '--enqueue=single')],
+  ['edge-bulk', workload('--system=lakeshore-edge', '--enqueue=bulk')],
+  ['edge-idle', workload('--system=lakeshore-edge', '--mode=idle', idle)],
+  ['edge-bulk-d1-20ms', workload('--system=lakeshore-edge', '--enqueue=bulk', '--d1-delay-ms=20')],
+  ['edge-journal', ['bench/journal.ts', '--system=lakeshore-edge', `--n=${quick ? 100 : 500}`]],
+  ['local-memory', ['--expose-gc', 'bench/memory.ts']],
 ];
 const only = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const rows = [];
 for (let rep = 1; rep <= reps; rep++) {
-  for (const [label, ...args] of cases) {
+  for (const [label, args] of cases) {
     if (only.length && !only.includes(label)) continue;
     process.stderr.write(`[bench] rep ${rep}: ${label}\n`);
-    const r = spawnSync(process.execPath, ['--disable-warning=ExperimentalWarning', join(ROOT, 'bench', 'workload.ts'), ...args, `--n=${n}`, `--label=${label}`], {
+    const r = spawnSync(process.execPath, ['--disable-warning=ExperimentalWarning', ...args.map((a) => (a.startsWith('bench/') ? join(ROOT, a) : a)), `--label=${label}`], {
       cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], timeout: 15 * 60_000,
     });
     const line = (r.stdout ?? '').trim().split('\n').pop();
     if (line) {
-      process.stdout.write(`${line}\n`);
-      rows.push(JSON.parse(line));
+      const row = { ...JSON.parse(line), label };
+      process.stdout.write(`${JSON.stringify(row)}\n`);
+      rows.push(row);
     } else process.stderr.write(`[bench] ${label} produced no result (exit ${r.status})\n`);
   }
 }
 const med = (xs) => { const s = xs.filter((x) => x != null).sort((a, b) => a - b); return s.length ? s[Math.floor((s.length - 1) / 2)] : null; };
 for (const label of [...new Set(rows.map((r) => r.label))]) {
   const rs = rows.filter((r) => r.label === label);
-  process.stderr.write(`[bench] ${label}: jobs/s ${med(rs.map((r) => r.throughput_jobs_per_s))}, p50 ${med(rs.map((r) => r.latency_ms.p50))} ms, p99 ${med(rs.map((r) => r.latency_ms.p99))} ms, exactly_once ${rs.every((r) => r.exactly_once)}\n`);
+  const parts = [];
+  if (rs[0].throughput_jobs_per_s !== undefined) parts.push(`jobs/s ${med(rs.map((r) => r.throughput_jobs_per_s))}`);
+  if (rs[0].latency_ms) parts.push(`p50 ${med(rs.map((r) => r.latency_ms.p50))} ms`, `p99 ${med(rs.map((r) => r.latency_ms.p99))} ms`);
+  if (rs[0].exactly_once !== undefined) parts.push(`exactly_once ${rs.every((r) => r.exactly_once)}`);
+  if (rs[0].rss_mb) parts.push(`rss ${med(rs.map((r) => r.rss_mb.depth_10k))} -> ${med(rs.map((r) => r.rss_mb.depth_200k))} MB`);
+  if (rs[0].d1) parts.push(`d1 rows read/written per job ${med(rs.map((r) => r.d1.rows_read_per_job))}/${med(rs.map((r) => r.d1.rows_written_per_job))}`);
+  process.stderr.write(`[bench] ${label} (median of ${rs.length}): ${parts.join(', ')}\n`);
 }
