@@ -4,7 +4,7 @@
  * process), and prints the self time of the hottest functions in each workerd isolate: the
  * Worker + queue object (core:user:lakeshore) and Miniflare's local D1 (d1:db, d1:db:entry).
  *
- *   node scripts/run.mjs node bench/profile.ts [--n=3000]
+ *   node scripts/run.mjs node bench/profile.ts [--n=3000] [--bulk]   (--bulk: submits of 100)
  *
  * Sampling profiles of isolates that share one thread overlap: compare functions, not totals.
  */
@@ -37,9 +37,22 @@ const d = new HttpDispatch(url, { token: 'tok', namespace: 'prof' + Date.now() }
 const stop = new AbortController();
 let done = 0;
 const t0 = performance.now();
-const worker = runWorker('q', { dispatch: new HttpDispatch(url, { token: 'tok', namespace: d.namespace }), registry: { noop: () => { if (++done === N) stop.abort(); } }, concurrency: 8, prefetch: 32, stop: stop.signal, workerId: 'w1', claimWaitMs: 1000 });
+const worker = runWorker('q', { dispatch: new HttpDispatch(url, { token: 'tok', namespace: d.namespace }), registry: { noop: () => { if (++done === N) stop.abort(); } }, concurrency: 8, prefetch: 'auto', stop: stop.signal, workerId: 'w1', claimWaitMs: 1000 });
 let next = 0;
-await Promise.all(Array.from({ length: 8 }, async () => { while (next < N) { const i = next++; await d.submit('q', encodeEnvelope({ fn: 'noop', args: [i, 'x'.repeat(100)] }), { id: `j${i}` }); } }));
+const bulk = process.argv.includes('--bulk');
+const job = (i: number) => ({ envelope: encodeEnvelope({ fn: 'noop', args: [i, 'x'.repeat(100)] }), opts: { id: `j${i}` } });
+await Promise.all(Array.from({ length: 8 }, async () => {
+  while (next < N) {
+    if (!bulk) {
+      const { envelope, opts } = job(next++);
+      await d.submit('q', envelope, opts);
+      continue;
+    }
+    const items = [];
+    while (items.length < 100 && next < N) items.push(job(next++));
+    await d.submitMany('q', items);
+  }
+}));
 await worker;
 console.log('jobs/s', (N / ((performance.now() - t0) / 1000)).toFixed(0));
 for (const s of sessions) {

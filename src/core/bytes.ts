@@ -40,3 +40,10 @@ export function toHex(b: Uint8Array): string {
   for (let i = 0; i < b.length; i++) s += (b[i]! < 16 ? '0' : '') + b[i]!.toString(16);
   return s;
 }
+
+/** Hex (as SQL `hex()` writes it) -> bytes. */
+export function fromHex(h: string): Uint8Array {
+  const out = new Uint8Array(h.length >> 1);
+  for (let i = 0; i < out.length; i++) out[i] = parseInt(h.substr(i * 2, 2), 16);
+  return out;
+}

@@ -1,0 +1,37 @@
+// One markdown table from JSON lines of the common format: lakeshore's (`npm run bench`) and the
+// peers' (`../shared/peers/bench.sh`, results/<stamp>/raw.jsonl), medians over runs per case.
+//   node bench/table.mjs lakeshore.jsonl peers-raw.jsonl > table.md
+import { readFileSync } from 'node:fs';
+
+const rows = process.argv.slice(2).flatMap((f) => readFileSync(f, 'utf8').split('\n').filter(Boolean).flatMap((l) => {
+  try { return [JSON.parse(l)]; } catch { return []; }
+})).filter((r) => r.label && !r.fatal && !r.bench && (r.mode === 'throughput' || r.mode === 'idle'));
+
+const median = (xs) => {
+  const v = xs.filter((x) => typeof x === 'number' && Number.isFinite(x)).sort((a, b) => a - b);
+  if (!v.length) return null;
+  const m = v.length >> 1;
+  return v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+};
+const f = (x, d = 0) => (x === null ? '—' : Number(x).toLocaleString('en-US', { minimumFractionDigits: d, maximumFractionDigits: d }));
+const groups = new Map();
+for (const r of rows) {
+  const k = `${r.system}\u0000${r.label}`;
+  if (!groups.has(k)) groups.set(k, []);
+  groups.get(k).push(r);
+}
+const order = (r) => [r.mode === 'idle' ? 2 : r.enqueue === 'bulk' ? 1 : 0, r.system.startsWith('lakeshore') ? 0 : 1];
+const sorted = [...groups.values()].sort((a, b) => {
+  const [x, y] = [order(a[0]), order(b[0])];
+  return x[0] - y[0] || x[1] - y[1] || a[0].system.localeCompare(b[0].system);
+});
+const out = ['| system | case | runs | jobs/s (median [min–max]) | enqueue→start p50 / p99 ms | exactly once |', '|---|---|---|---|---|---|'];
+for (const g of sorted) {
+  const r0 = g[0];
+  const t = g.map((r) => r.throughput_jobs_per_s).filter((x) => typeof x === 'number');
+  const jobs = r0.mode === 'idle' ? '—' : `**${f(median(t))}** [${f(Math.min(...t))}–${f(Math.max(...t))}]`;
+  const lat = `${f(median(g.map((r) => r.latency_ms?.p50)), r0.mode === 'idle' ? 2 : 0)} / ${f(median(g.map((r) => r.latency_ms?.p99)), r0.mode === 'idle' ? 2 : 0)}`;
+  const what = r0.mode === 'idle' ? 'idle' : `${r0.enqueue}${r0.batch ? ` (${r0.batch})` : ''}${r0.d1_delay_ms ? `, D1 +${r0.d1_delay_ms} ms` : ''}`;
+  out.push(`| ${r0.system} | ${what} | ${g.length} | ${jobs} | ${lat} | ${g.filter((r) => r.exactly_once).length}/${g.length} |`);
+}
+console.log(out.join('\n'));
