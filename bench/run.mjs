@@ -23,6 +23,7 @@ const cases = [
   ['edge-bulk-d1-20ms', workload('--system=lakeshore-edge', '--enqueue=bulk', '--d1-delay-ms=20')],
   ['edge-journal', ['bench/journal.ts', '--system=lakeshore-edge', `--n=${quick ? 100 : 500}`]],
   ['local-memory', ['--expose-gc', 'bench/memory.ts']],
+  ['edge-ceiling', ['bench/ceiling.ts', `--n=${quick ? 2000 : 8000}`]],
 ];
 const only = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const rows = [];
@@ -49,6 +50,7 @@ for (const label of [...new Set(rows.map((r) => r.label))]) {
   if (rs[0].latency_ms) parts.push(`p50 ${med(rs.map((r) => r.latency_ms.p50))} ms`, `p99 ${med(rs.map((r) => r.latency_ms.p99))} ms`);
   if (rs[0].exactly_once !== undefined) parts.push(`exactly_once ${rs.every((r) => r.exactly_once)}`);
   if (rs[0].rss_mb) parts.push(`rss ${med(rs.map((r) => r.rss_mb.depth_10k))} -> ${med(rs.map((r) => r.rss_mb.depth_200k))} MB`);
+  if (rs[0].enqueue_only) parts.push(`enqueue-only single ${med(rs.map((r) => r.enqueue_only.jobs_per_s))} jobs/s, submit round trip ${med(rs.map((r) => r.rtt_p50_ms.submit))} ms, D1 read ${med(rs.map((r) => r.rtt_p50_ms.d1_read))} ms, /health ${med(rs.map((r) => r.rtt_p50_ms.health))} ms`);
   if (rs[0].d1) parts.push(`d1 rows read/written per job ${med(rs.map((r) => r.d1.rows_read_per_job))}/${med(rs.map((r) => r.d1.rows_written_per_job))}`);
   process.stderr.write(`[bench] ${label} (median of ${rs.length}): ${parts.join(', ')}\n`);
 }
