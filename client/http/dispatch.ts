@@ -13,7 +13,7 @@ import type { State } from '../../src/core/states.ts';
 import type { Claimed, Frame, HeartbeatAnswer, Invocation, InvocationError, JournalFrame } from '../../src/core/types.ts';
 import { errorFor, InvocationCancelledError, InvocationFailedError, LakeshoreError, TimeoutError } from '../errors.ts';
 import type { AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, ReadOptions, SubmitOptions } from '../types.ts';
-import type { Batcher } from './batcher.ts';
+import type { Batcher } from '../batcher.ts';
 import { b64, batcherFor, enc, settledOf, type Json } from './wire.ts';
 import { errorOf, Transport } from './transport.ts';
 import { sseEvents } from './sse.ts';

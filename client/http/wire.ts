@@ -1,7 +1,7 @@
 /** Small pieces of the HTTP client: encoding, batch plumbing. */
 import { fromBase64 } from '../../src/core/bytes.ts';
 import { errorFor, LakeshoreError } from '../errors.ts';
-import { Batcher } from './batcher.ts';
+import { Batcher } from '../batcher.ts';
 
 export type Json = Record<string, unknown>;
 

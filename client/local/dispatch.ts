@@ -18,6 +18,7 @@ import type { Claimed, Frame, HeartbeatAnswer, Invocation, JournalFrame } from '
 import * as v from '../../src/core/validate.ts';
 import { asClientError, BadRequestError, InvocationCancelledError, InvocationFailedError, TimeoutError } from '../errors.ts';
 import type { AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, ReadOptions, SubmitOptions } from '../types.ts';
+import { Batcher } from '../batcher.ts';
 import { migrate } from './migrate.ts';
 import { SqlitePort } from './sqlite-port.ts';
 
@@ -50,19 +51,26 @@ export class Dispatch implements DispatchPlane {
   private dataVersion = -1;
   private readonly leaseTimers = new Map<string, { at: number; timer: ReturnType<typeof setTimeout> }>();
   private closed = false;
+  private readonly submitters = new Map<string, Batcher<{ envelope: Uint8Array; opts: SubmitOptions }, string>>();
+  private readonly acker = new Batcher<{ id: string; workerId: string; attempt: number | null; result: Uint8Array | null }, undefined>(async (items) => {
+    const out = await verb(this.engine.ackMany(this.namespace, items));
+    return out.map((r) => (r.ok ? { ok: true as const, value: undefined } : { ok: false as const, error: asClientError(r.error) as Error }));
+  });
 
   constructor(path = ':memory:', opts: DispatchOptions = {}) {
     this.path = path;
     this.namespace = v.namespace(opts.namespace ?? 'default');
     this.changeCheckMs = opts.changeCheckMs ?? 5;
     this.db = new DatabaseSync(path);
+    // Schema setup waits for the lock inside SQLite; transitions wait in SqlitePort, without blocking.
     this.db.exec(`PRAGMA busy_timeout = ${opts.busyTimeoutMs ?? 10_000}`);
     if (path !== ':memory:') {
       this.db.exec('PRAGMA journal_mode = WAL');
       this.db.exec('PRAGMA synchronous = NORMAL');
     }
     migrate(this.db);
-    this.engine = new Engine(new SqlitePort(this.db), {
+    this.db.exec('PRAGMA busy_timeout = 0');
+    this.engine = new Engine(new SqlitePort(this.db, opts.busyTimeoutMs ?? 10_000), {
       limits: opts.limits,
       onLease: (ns, queue, deadline) => this.armExpiry(ns, queue, deadline),
     });
@@ -70,8 +78,17 @@ export class Dispatch implements DispatchPlane {
 
   // ------------------------------------------------------------ producers
 
+  /** Concurrent submits to a queue go to the engine together, as one set-based INSERT. */
   submit(queue: string, envelope: Uint8Array, opts: SubmitOptions): Promise<string> {
-    return verb(this.engine.submit(this.namespace, queue, { id: opts.id, envelope, key: opts.key, priority: opts.priority, parent: opts.parent }).then((s) => s.id));
+    let b = this.submitters.get(queue);
+    if (!b) {
+      b = new Batcher(async (items) => {
+        const out = await verb(this.engine.submitMany(this.namespace, queue, items.map(({ envelope: e, opts: o }) => ({ id: o.id, envelope: e, key: o.key, priority: o.priority, parent: o.parent }))));
+        return out.map((r) => (r.ok ? { ok: true as const, value: r.value.id } : { ok: false as const, error: asClientError(r.error) as Error }));
+      });
+      this.submitters.set(queue, b);
+    }
+    return b.add({ envelope, opts });
   }
 
   async submitMany(queue: string, items: { envelope: Uint8Array; opts: SubmitOptions }[]): Promise<({ id: string } | { error: Error })[]> {
@@ -129,8 +146,9 @@ export class Dispatch implements DispatchPlane {
     return got;
   }
 
+  /** Concurrent acks go to the engine together, as one fenced UPDATE; each keeps its own answer. */
   async ack(id: string, workerId: string, opts: HolderOptions & { result?: Uint8Array | null } = {}): Promise<void> {
-    await verb(this.engine.ack(this.namespace, id, { workerId, attempt: this.attemptOf(id, workerId, opts.attempt), result: opts.result ?? null }));
+    await this.acker.add({ id, workerId, attempt: this.attemptOf(id, workerId, opts.attempt), result: opts.result ?? null });
     this.claims.delete(id);
   }
 

@@ -1,6 +1,10 @@
 /**
  * The storage port on node:sqlite: each batch is one BEGIN IMMEDIATE transaction, so concurrent
  * processes on the same file serialize their transitions through SQLite's write lock.
+ *
+ * A batch that finds the lock taken does not sleep inside SQLite (its busy handler waits 1, 2,
+ * 5, 10 ms... while the other process holds the lock for a fraction of a millisecond): it gives
+ * the event loop a turn and tries again, backing off to 1 ms, for up to `busyTimeoutMs`.
  */
 import { DatabaseSync, type StatementSync } from 'node:sqlite';
 import type { Port, Stmt, StmtResult } from '../../src/core/port.ts';
@@ -11,12 +15,23 @@ export class SqlitePort implements Port {
   readonly db: DatabaseSync;
   private readonly cache = new Map<string, StatementSync>();
 
-  constructor(db: DatabaseSync) {
+  private readonly busyTimeoutMs: number;
+
+  constructor(db: DatabaseSync, busyTimeoutMs = 10_000) {
     this.db = db;
+    this.busyTimeoutMs = busyTimeoutMs;
   }
 
   async batch(stmts: Stmt[]): Promise<StmtResult[]> {
-    return this.batchSync(stmts);
+    const deadline = Date.now() + this.busyTimeoutMs;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return this.batchSync(stmts);
+      } catch (e) {
+        if (!isBusy(e) || Date.now() > deadline) throw e;
+        await new Promise((r) => (attempt < 8 ? setImmediate(r) : setTimeout(r, 1)));
+      }
+    }
   }
 
   batchSync(stmts: Stmt[]): StmtResult[] {
@@ -45,3 +60,6 @@ export class SqlitePort implements Port {
     return { rows: [], changes: Number(r.changes), rowsRead: 0, rowsWritten: 0 };
   }
 }
+
+/** SQLITE_BUSY: another connection holds the write lock. */
+const isBusy = (e: unknown) => (e as { errcode?: number }).errcode === 5;

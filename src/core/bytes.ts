@@ -41,9 +41,12 @@ export function toHex(b: Uint8Array): string {
   return s;
 }
 
-/** Hex (as SQL `hex()` writes it) -> bytes. */
+/** A hex digit's value from its char code: '0'-'9', 'A'-'F', 'a'-'f'. */
+const nibble = (c: number) => (c & 0xf) + (c >> 6) * 9;
+
+/** Hex (as SQL `hex()` writes it) -> bytes. On a claim's hot path, so no substrings. */
 export function fromHex(h: string): Uint8Array {
   const out = new Uint8Array(h.length >> 1);
-  for (let i = 0; i < out.length; i++) out[i] = parseInt(h.substr(i * 2, 2), 16);
+  for (let i = 0, j = 0; i < out.length; i++, j += 2) out[i] = (nibble(h.charCodeAt(j)) << 4) | nibble(h.charCodeAt(j + 1));
   return out;
 }
