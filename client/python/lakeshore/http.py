@@ -2,6 +2,8 @@
 import base64
 import json
 import math
+import random
+import socket
 import threading
 import time
 import urllib.error
@@ -48,11 +50,14 @@ class HttpDispatch:
     >>> d.result(inv, timeout=60)
     """
 
-    def __init__(self, base_url: str, *, token: Optional[str] = None, namespace: str = "default", timeout: float = 30.0):
+    def __init__(self, base_url: str, *, token: Optional[str] = None, namespace: str = "default", timeout: float = 30.0, retry_for: float = 15.0):
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.namespace = namespace
         self.timeout = timeout
+        #: How long (s) to keep retrying a request whose connection failed, or that got 429/503.
+        #: Every verb is safe to repeat (ids, fencing); 0 turns retries off.
+        self.retry_for = retry_for
         self._lock = threading.Lock()
         self._queues: Dict[str, str] = {}  # id -> queue: a routing hint, never trusted for correctness
         self._claims: Dict[str, Tuple[str, int]] = {}  # id -> (worker id, attempt) of claims made here
@@ -242,14 +247,31 @@ class HttpDispatch:
         headers = self._headers()
         if data is not None:
             headers["Content-Type"] = "application/json"
-        req = urllib.request.Request(self._url(path), data=data, method=method, headers=headers)
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout + wait) as resp:
-                return json.loads(resp.read().decode("utf-8"))
-        except urllib.error.HTTPError as e:
-            raise _error_of(e)
-        except TimeoutError:
-            raise Timeout("%s %s got no answer within %ss" % (method, path, self.timeout + wait))
+        give_up = time.monotonic() + self.retry_for
+        attempt = 0
+        while True:
+            backoff = min(1.0, 0.025 * 2 ** attempt) * (0.5 + random.random() / 2)
+            attempt += 1
+            req = urllib.request.Request(self._url(path), data=data, method=method, headers=headers)
+            try:
+                with urllib.request.urlopen(req, timeout=self.timeout + wait) as resp:
+                    return json.loads(resp.read().decode("utf-8"))
+            except urllib.error.HTTPError as e:
+                err = _error_of(e)
+                retry_after = float(e.headers.get("Retry-After") or 0) if e.code == 429 else 0.0
+                pause = max(backoff, retry_after)
+                if e.code not in (429, 503) or time.monotonic() + pause > give_up:
+                    raise err
+            except (TimeoutError, socket.timeout):
+                raise Timeout("%s %s got no answer within %ss" % (method, path, self.timeout + wait))
+            except (urllib.error.URLError, ConnectionError) as e:
+                # The plane is unreachable (restarting, say): try again for a while.
+                if isinstance(getattr(e, "reason", None), (TimeoutError, socket.timeout)):
+                    raise Timeout("%s %s got no answer within %ss" % (method, path, self.timeout + wait))
+                pause = backoff
+                if time.monotonic() + pause > give_up:
+                    raise
+            time.sleep(pause)
 
 
 def _q(s: str) -> str:

@@ -108,6 +108,38 @@ class Verbs(unittest.TestCase):
 
 
 @unittest.skipUnless(URL, "needs LAKESHORE_URL")
+class Retries(unittest.TestCase):
+    def _token(self, ns: str, limits: dict) -> str:
+        import urllib.request
+        req = urllib.request.Request("%s/v1/ns/%s/tokens" % (URL, ns), method="POST", data=json.dumps({"role": "admin", "limits": limits}).encode(),
+                                     headers={"Authorization": "Bearer " + TOKEN, "Content-Type": "application/json"})
+        with urllib.request.urlopen(req) as r:
+            return json.loads(r.read())["token"]
+
+    def test_a_429_is_retried_after_its_retry_after(self):
+        ns = fresh_ns()
+        limited = self._token(ns, {"requests_per_second": 1, "request_burst": 1})
+        d = ls.HttpDispatch(URL, token=limited, namespace=ns)
+        self.assertEqual(d.count("q"), 0)
+        t0 = time.monotonic()
+        self.assertEqual(d.count("q"), 0)  # over budget: answered 429, retried after Retry-After
+        self.assertGreaterEqual(time.monotonic() - t0, 0.5)
+        with self.assertRaises(ls.RateLimited):
+            ls.HttpDispatch(URL, token=limited, namespace=ns, retry_for=0).count("q")
+
+    def test_an_unreachable_plane_is_retried_for_retry_for_then_raised(self):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()  # nothing listens here
+        d = ls.HttpDispatch("http://127.0.0.1:%d" % port, token=TOKEN, retry_for=0.4)
+        t0 = time.monotonic()
+        with self.assertRaises(OSError):
+            d.count("q")
+        self.assertGreaterEqual(time.monotonic() - t0, 0.2)
+
+
+@unittest.skipUnless(URL, "needs LAKESHORE_URL")
 class Waits(unittest.TestCase):
     def test_result_blocks_until_the_ack(self):
         d = client()
