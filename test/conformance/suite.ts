@@ -7,6 +7,7 @@ import {
   BadRequestError, FencingConflictError, FrameKind, InvocationCancelledError, InvocationFailedError, NotFoundError,
   PayloadTooLargeError, TimeoutError, encodeFrame, type DispatchPlane, type JournalFrame,
 } from '../../client/index.ts';
+import { claimKinds } from './claim-kinds.ts';
 import type { PlaneFactory, PlaneHandle } from './planes.ts';
 
 const bytes = (s: string) => new TextEncoder().encode(s);
@@ -384,63 +385,6 @@ export function conformance(planeName: string, makePlane: PlaneFactory) {
       });
     });
 
-    describe('claim kinds', () => {
-      const load = async (pairs: [string, number][]) => {
-        for (const [id, p] of pairs) await d.submit('q', bytes('x'), { id, priority: p });
-      };
-      const order = async (kind: 'fifo' | 'filo' | 'boltzmann', n: number, temperature?: number) => {
-        const ids: string[] = [];
-        for (let i = 0; i < n; i++) ids.push((await d.claim('q', 'w', { kind, temperature }))!.id);
-        return ids;
-      };
-
-      it('fifo: highest priority first, ties oldest first', async () => {
-        await load([['a', 0], ['b', 1], ['c', 0], ['d', 1], ['e', -1], ['f', 3]]);
-        expect(await order('fifo', 6)).toEqual(['f', 'b', 'd', 'a', 'c', 'e']);
-      });
-
-      it('filo: highest priority first, ties newest first', async () => {
-        await load([['a', 0], ['b', 1], ['c', 0], ['d', 1], ['e', -1], ['f', 3]]);
-        expect(await order('filo', 6)).toEqual(['f', 'd', 'b', 'c', 'a', 'e']);
-      });
-
-      it('boltzmann: T → 0 degenerates to fifo', async () => {
-        await load([['a', 0], ['b', 1], ['c', 0], ['d', 1]]);
-        expect(await order('boltzmann', 4, 0)).toEqual(['b', 'd', 'a', 'c']);
-      });
-
-      // A statistical test: with one job at priority 0 and one at 1, each claim takes the
-      // priority-1 job with probability e/(1+e) ≈ 0.731 at T = 1, and ≈ 0.5 at T = 1000. Over
-      // 2,000 claims the standard error is ≈ 0.010; the tolerance is ±0.04 (4 standard errors).
-      // Eight queues run side by side (250 claims each), each claim's job put back by a nack.
-      const share = async (temperature: number, claims: number) => {
-        const lanes = 8;
-        const counts = await Promise.all(
-          Array.from({ length: lanes }, async (_, lane) => {
-            const q = `bz${lane}`;
-            await d.submit(q, bytes('x'), { id: `${q}-p0`, priority: 0 });
-            await d.submit(q, bytes('x'), { id: `${q}-p1`, priority: 1 });
-            let ones = 0;
-            for (let i = 0; i < claims / lanes; i++) {
-              const c = (await d.claim(q, `w${lane}`, { kind: 'boltzmann', temperature }))!;
-              if (c.id.endsWith('-p1')) ones++;
-              await d.nack(c.id, `w${lane}`, { error: 'put back', retry: true });
-            }
-            return ones;
-          }),
-        );
-        return counts.reduce((a, b) => a + b, 0) / claims;
-      };
-
-      it('boltzmann at T=1: the share of priority 1 is within ±0.04 of e/(1+e) over 2,000 claims', async () => {
-        const s = await share(1, 2000);
-        expect(Math.abs(s - Math.E / (1 + Math.E))).toBeLessThan(0.04);
-      }, 120_000);
-
-      it('boltzmann at large T approaches uniform: share within ±0.04 of 0.5 over 2,000 claims', async () => {
-        const s = await share(1000, 2000);
-        expect(Math.abs(s - 0.5)).toBeLessThan(0.04);
-      }, 120_000);
-    });
+    claimKinds(() => d);
   });
 }
