@@ -145,6 +145,22 @@ export function conformance(planeName: string, makePlane: PlaneFactory) {
         expect(text((await d.claim('q', 'w'))!.envelope)).toBe('4');
       });
 
+      it('acks of two attempts of one invocation sent at once: only the attempt that holds it succeeds', async () => {
+        await d.submit('q', bytes('x'), { id: 'two' });
+        const first = (await d.claim('q', 'w', { leaseMs: 30 }))!;
+        await sleep(60);
+        const second = (await d.claim('q', 'w'))!; // the same worker, its first lease expired
+        expect([first.attempt, second.attempt]).toEqual([1, 2]);
+        const acks = await Promise.allSettled([
+          d.ack('two', 'w', { attempt: 1, result: bytes('stale') }),
+          d.ack('two', 'w', { attempt: 2, result: bytes('fresh') }),
+        ]);
+        expect(acks[0]!.status).toBe('rejected');
+        expect((acks[0] as PromiseRejectedResult).reason).toBeInstanceOf(FencingConflictError);
+        expect(acks[1]!.status).toBe('fulfilled');
+        expect(text(await d.result('two'))).toBe('fresh');
+      });
+
       it('the same ack sent twice at once lands once; the repeat is absorbed', async () => {
         await d.submit('q', bytes('x'), { id: 'twice' });
         const c = (await d.claim('q', 'w'))!;

@@ -41,7 +41,7 @@ export function diagnose<T>(ns: string, id: string, queue: string | null, decide
 }
 
 /** True when the row's last attempt is the caller's. */
-export const sameHolder = (row: RowFacts, h: Holder) => row.workerId === h.workerId && (h.attempt === null || row.attempt === h.attempt);
+export const sameHolder = (row: Pick<RowFacts, 'workerId' | 'attempt'>, h: Holder) => row.workerId === h.workerId && (h.attempt === null || row.attempt === h.attempt);
 
 export function staleError(verb: string, id: string, row: RowFacts, h: Holder): Error {
   if (row.state !== 'running') return fenced(`${verb} refused: invocation ${JSON.stringify(id)} is ${row.state}, not running`);

@@ -64,17 +64,20 @@ export function ackManyPlan(now: number, ns: string, items: AckItem[]): Plan<(Fi
            FROM m
           WHERE invocations.rid = m.rid AND invocations.state = 'running' AND invocations.worker_id = m.v->>2
             AND (m.v->>1 IS NULL OR invocations.queue = m.v->>1) AND (m.v->>3 IS NULL OR invocations.attempt = m.v->>3)
-          RETURNING invocations.id, invocations.queue`,
+          RETURNING invocations.id, invocations.queue, invocations.worker_id, invocations.attempt`,
         ns, json, now,
       ),
     ],
     done: ([u]) => {
-      const done = new Map(u!.rows.map((r) => [String(r.id), String(r.queue)]));
+      // A row that succeeded answers the first item whose holder it matches. Two items may name
+      // the same id (a retried ack of an earlier attempt beside the current one): only the item
+      // that held the row succeeded; the others are diagnosed alone (absorbed, or refused 409).
+      const done = new Map(u!.rows.map((r) => [String(r.id), { queue: String(r.queue), holder: { workerId: String(r.worker_id), attempt: Number(r.attempt) } }]));
       const out: (Finished | Error | null)[] = items.map((a) => {
-        const q = done.get(a.id);
-        if (q === undefined) return null;
-        done.delete(a.id); // a repeat of the same id in this batch is diagnosed (and absorbed) below
-        return { queue: q, state: 'succeeded', absorbed: false };
+        const row = done.get(a.id);
+        if (!row || !sameHolder(row.holder, a.holder)) return null;
+        done.delete(a.id);
+        return { queue: row.queue, state: 'succeeded', absorbed: false };
       });
       return fillMissed(out, (i) => ackMissed(ns, items[i]!.id, items[i]!.queue, items[i]!.holder));
     },
