@@ -4,6 +4,7 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/node/**/*.test.ts', 'test/conformance/**/*.test.ts', 'test/model/**/*.test.ts', 'test/fault/**/*.test.ts'],
+    exclude: ['test/fault/crash.test.ts'], // alone, in vitest.crash.config.ts
     globalSetup: ['test/node/setup/wrangler-dev.ts'],
     testTimeout: 60_000,
     hookTimeout: 120_000,

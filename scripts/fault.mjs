@@ -10,12 +10,10 @@ const vitest = join(ROOT, 'node_modules', 'vitest', 'vitest.mjs');
 const runs = [
   { name: 'hostile input', args: ['run', '-c', 'vitest.edge.config.ts', 'test/edge/fuzz.test.ts'], env: { FUZZ_N: process.env.FUZZ_N ?? '10000' } },
   { name: 'model-based', args: ['run', '-c', 'vitest.node.config.ts', 'test/model'], env: { MODEL_RUNS: process.env.MODEL_RUNS ?? '2000' } },
+  { name: 'SSE cuts and ambiguous responses', args: ['run', '-c', 'vitest.node.config.ts', 'test/fault'], env: { SSE_CUTS: process.env.SSE_CUTS ?? '200', AMBIGUOUS_N: process.env.AMBIGUOUS_N ?? '100' } },
   {
-    name: 'SSE cuts, ambiguous responses, server and worker kills', args: ['run', '-c', 'vitest.node.config.ts', 'test/fault'],
-    env: {
-      SSE_CUTS: process.env.SSE_CUTS ?? '200', AMBIGUOUS_N: process.env.AMBIGUOUS_N ?? '100',
-      CRASH_JOBS: process.env.CRASH_JOBS ?? '10000', CRASH_KILLS: process.env.CRASH_KILLS ?? '20', WORKER_KILLS: process.env.WORKER_KILLS ?? '100',
-    },
+    name: 'server and worker kills', args: ['run', '-c', 'vitest.crash.config.ts'],
+    env: { CRASH_JOBS: process.env.CRASH_JOBS ?? '10000', CRASH_KILLS: process.env.CRASH_KILLS ?? '20', WORKER_KILLS: process.env.WORKER_KILLS ?? '100' },
   },
 ];
 let failed = 0;

@@ -2,8 +2,9 @@
 //   typecheck   strict TypeScript over the Worker and the Node side
 //   edge        inside workerd (@cloudflare/vitest-plugin): local D1 and Durable Objects
 //   node        the Node clients against a real `wrangler dev` on a free loopback port
+//   crash       the plane and workers killed under load (test/fault/crash.test.ts), alone
 //   python      the stdlib Python client (python3 -m unittest) against its own `wrangler dev`
-// `npm test -- edge` (or node, python, typecheck) runs one suite.
+// `npm test -- edge` (or node, crash, python, typecheck) runs one suite.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -17,6 +18,7 @@ const suites = {
   typecheck: [join(ROOT, 'scripts', 'typecheck.mjs')],
   edge: vitestRun('vitest.edge.config.ts', 'edge'),
   node: vitestRun('vitest.node.config.ts', 'node'),
+  crash: vitestRun('vitest.crash.config.ts', 'crash'),
   python: [join(ROOT, 'scripts', 'test-python.mjs')],
 };
 const counts = { passed: 0, failed: 0, skipped: 0 };

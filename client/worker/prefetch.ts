@@ -19,11 +19,16 @@ export class Prefetch {
     this.max = max;
   }
 
-  /** Jobs to claim beyond the free handler slots, now. */
-  get depth(): number {
+  /**
+   * Jobs to claim beyond the free handler slots, now. A claimed job's lease runs while it waits
+   * in the buffer, so the window never holds more than a quarter-lease of work at this pace.
+   */
+  depth(leaseMs: number): number {
     if (this.fixed !== null) return this.fixed;
     this.sample();
-    return Math.min(this.max, Math.ceil((this.rate * this.rttMs * 8) / 1000));
+    const wanted = (this.rate * this.rttMs * 8) / 1000;
+    const safe = (this.rate * leaseMs) / 4000;
+    return Math.min(this.max, Math.ceil(Math.min(wanted, safe)));
   }
 
   jobDone(): void {

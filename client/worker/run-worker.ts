@@ -75,14 +75,20 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
   const claims = new Set<Promise<void>>();
   const buffer: Awaited<ReturnType<typeof d.claimMany>> = [];
   const prefetch = new Prefetch(opts.prefetch ?? 'auto');
-  const capacity = () => (opts.once ? 1 : concurrency + prefetch.depth);
+  const capacity = () => (opts.once ? 1 : concurrency + prefetch.depth(leaseMs ?? 30_000));
   let held = 0; // claimed (running or buffered) plus asked for
   let active = 0; // handlers running; a job whose ack is still in flight no longer counts
+  let acking = 0; // finished handlers whose ack or nack is still on its way
   let turn = 0;
   let kick = () => {};
   const start = () => {
     while (active < concurrency && buffer.length) {
       const c = buffer.shift()!;
+      if (c.leaseUntil <= Date.now()) {
+        // Its lease ran out while it waited here: the plane hands it out again; do not run it twice.
+        held--;
+        continue;
+      }
       active++;
       let freed = false;
       const free = () => {
@@ -94,10 +100,21 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
         start();
         kick();
       };
-      const job: Promise<void> = runJob(c, jobOpts, free)
+      // A finished handler frees its slot while its ack is on the way, but only while fewer than
+      // `concurrency` acks are: if the plane is slow or away, jobs wait for their acks instead of
+      // piling up (each still holding a lease and sending heartbeats).
+      let early = false;
+      const handlerDone = () => {
+        if (acking >= concurrency) return;
+        acking++;
+        early = true;
+        free();
+      };
+      const job: Promise<void> = runJob(c, jobOpts, handlerDone)
         .then((outcome) => opts.onJob?.(c.id, outcome, c.attempt))
         .catch((e: unknown) => log(`job ${c.id}: ${e instanceof Error ? e.message : String(e)}`))
         .finally(() => {
+          if (early) acking--;
           free();
           running.delete(job);
         });

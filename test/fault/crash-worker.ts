@@ -15,11 +15,12 @@ await runWorker(queue, {
   dispatch: d,
   workerId: `crash-${process.pid}`,
   concurrency: Number(concurrency),
+  prefetch: process.env.CRASH_PREFETCH === undefined ? 'auto' : Number(process.env.CRASH_PREFETCH),
   leaseMs: Number(leaseMs),
   claimWaitMs: 2_000,
   graceMs: 2_000,
   stop: stop.signal,
-  log: () => {},
+  log: process.env.CRASH_DEBUG ? (m) => console.error(`[w${process.pid}] ${m}`) : () => {},
   registry: {
     job: async () => {
       const j = currentJob()!;

@@ -107,10 +107,11 @@ describe('fault: crashes', () => {
     }
     await produce;
     await drained(d, 'q', JOBS, 60_000);
+    const counts = { queued: await d.count('q', 'queued'), running: await d.count('q', 'running'), succeeded: await d.count('q', 'succeeded'), failed: await d.count('q', 'failed') };
     for (const w of workers) w.kill('SIGTERM');
     await Promise.all(workers.map(exited));
     const v = check(readHistory(files.filter(existsSync)), await succeededIds(d, Array.from({ length: JOBS }, (_, i) => `j${i}`)));
-    console.log(`[server kill] ${JSON.stringify({ jobs: JOBS, kills: KILLS, restart_ms_max: Math.max(0, ...outages), ...v })}`);
+    console.log(`[server kill] ${JSON.stringify({ jobs: JOBS, kills: KILLS, restart_ms_max: Math.max(0, ...outages), store: counts, ...v })}`);
     expect(v.lost).toBe(0);
     expect(v.duplicated).toBe(0);
     expect(v.unexpected).toBe(0);

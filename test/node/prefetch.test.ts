@@ -6,8 +6,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('prefetch', () => {
   it('is the number given', () => {
-    expect(new Prefetch(0).depth).toBe(0);
-    expect(new Prefetch(32).depth).toBe(32);
+    expect(new Prefetch(0).depth(30_000)).toBe(0);
+    expect(new Prefetch(32).depth(30_000)).toBe(32);
   });
 
   it('auto: deep for short jobs on a slow claim, about nothing for slow jobs, never above max', async () => {
@@ -16,17 +16,18 @@ describe('prefetch', () => {
     for (let i = 0; i < 3; i++) {
       for (let j = 0; j < 500; j++) fast.jobDone(); // ~4,000 jobs/s
       await sleep(120);
-      void fast.depth;
+      void fast.depth(30_000);
     }
-    expect(fast.depth).toBeGreaterThan(100);
-    expect(fast.depth).toBeLessThanOrEqual(500);
+    expect(fast.depth(30_000)).toBeGreaterThan(100);
+    expect(fast.depth(30_000)).toBeLessThanOrEqual(500);
+    expect(fast.depth(100)).toBeLessThanOrEqual(101); // never more than a quarter-lease of work
 
     const slow = new Prefetch('auto');
     for (let i = 0; i < 3; i++) {
       slow.jobDone(); // ~8 jobs/s
       await sleep(120);
-      void slow.depth;
+      void slow.depth(30_000);
     }
-    expect(slow.depth).toBeLessThanOrEqual(1);
+    expect(slow.depth(30_000)).toBeLessThanOrEqual(1);
   });
 });
