@@ -100,12 +100,12 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
         start();
         kick();
       };
-      // A finished handler frees its slot while its ack is on the way, but only while fewer than
-      // `concurrency` acks are: if the plane is slow or away, jobs wait for their acks instead of
-      // piling up (each still holding a lease and sending heartbeats).
+      // A finished handler frees its slot while its ack is on the way, but only while fewer acks
+      // are than the claim window holds: if the plane is slow or away, jobs wait for their acks
+      // instead of piling up (each still holding a lease and sending heartbeats).
       let early = false;
       const handlerDone = () => {
-        if (acking >= concurrency) return;
+        if (acking >= capacity()) return;
         acking++;
         early = true;
         free();

@@ -77,6 +77,9 @@ describe('fault: crashes', () => {
     const files = [join(dir, `${ns}-producer.jsonl`)];
     const record = recorder(files[0]!);
     const d = new HttpDispatch(url(), { token, namespace: ns, retryForMs: 60_000 });
+    // Each kill can cost a job in flight one attempt (its 1 s lease runs out during the restart):
+    // allow more attempts than kills, so that every job can still succeed.
+    await d.configureQueue('q', { maxAttempts: KILLS + 3 });
     const workers = Array.from({ length: 4 }, (_, i) => {
       files.push(join(dir, `${ns}-w${i}.jsonl`));
       // A lease (1 s) shorter than a restart: jobs caught by a kill are delivered again, and the
