@@ -37,9 +37,12 @@ export const fromUtf8 = (b: Uint8Array): string => dec.decode(b);
 /** Bytes -> lowercase hex, the form bytes take inside a JSON statement parameter (SQL `unhex`). */
 export function toHex(b: Uint8Array): string {
   let s = '';
-  for (let i = 0; i < b.length; i++) s += (b[i]! < 16 ? '0' : '') + b[i]!.toString(16);
+  for (let i = 0; i < b.length; i++) s += HEX[b[i]!];
   return s;
 }
+
+/** '00'..'ff': every envelope a submit stores passes through toHex. */
+const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
 
 /** A hex digit's value from its char code: '0'-'9', 'A'-'F', 'a'-'f'. */
 const nibble = (c: number) => (c & 0xf) + (c >> 6) * 9;

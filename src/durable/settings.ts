@@ -19,6 +19,8 @@ export const DEFAULT_HTTP_LIMITS: Readonly<HttpLimits> = Object.freeze({ request
 
 export interface Settings {
   limits: Partial<Limits>;
+  /** The defaults with `limits` applied. */
+  resolved: Limits;
   http: HttpLimits;
   simulatedDelayMs: number;
 }
@@ -53,5 +55,5 @@ function parse(env: Env): Settings {
   if (lease) limits.defaultLeaseMs = lease;
   if (attempts) limits.defaultMaxAttempts = attempts;
   const http: HttpLimits = { ...DEFAULT_HTTP_LIMITS, ...overrides<HttpLimits>(e, DEFAULT_HTTP_LIMITS) };
-  return { limits, http, simulatedDelayMs: int(e.SIMULATED_D1_DELAY_MS, 'SIMULATED_D1_DELAY_MS') ?? 0 };
+  return { limits, resolved: { ...DEFAULT_LIMITS, ...limits }, http, simulatedDelayMs: int(e.SIMULATED_D1_DELAY_MS, 'SIMULATED_D1_DELAY_MS') ?? 0 };
 }

@@ -7,6 +7,7 @@ import { D1Port } from '../durable/d1-port.ts';
 import type { QueueObject } from '../durable/queue-object.ts';
 import { settingsFrom } from '../durable/settings.ts';
 import type { Plan } from '../core/plan.ts';
+import type { Limits } from '../core/limits.ts';
 import type { Principal } from '../core/tokens.ts';
 
 export type App = { Bindings: Env; Variables: { principal: Principal } };
@@ -20,6 +21,9 @@ export function queueObject(c: Ctx, ns: string, queue: string): DurableObjectStu
 /** An engine over D1 for reads that need no serialization (get, count, a journal page). */
 export const reader = (c: Ctx) => new Engine(new D1Port(c.env.DB), { limits: settingsFrom(c.env).limits });
 
+/** The plane's limits (defaults with the LIMIT_* vars applied), parsed once per isolate. */
+export const limitsOf = (c: Ctx): Limits => settingsFrom(c.env).resolved;
+
 export const nsParam = (c: Ctx) => v.namespace(c.req.param('ns'));
 
 /**
@@ -28,7 +32,7 @@ export const nsParam = (c: Ctx) => v.namespace(c.req.param('ns'));
  */
 export async function locate(c: Ctx, ns: string, id: string): Promise<string> {
   const hint = c.req.query('queue');
-  if (hint) return v.queue(hint, reader(c).limits);
+  if (hint) return v.queue(hint, limitsOf(c));
   const queue = await reader(c).queueOf(ns, id);
   if (queue === null) throw notFound(`invocation ${JSON.stringify(id)}`);
   return queue;

@@ -7,11 +7,11 @@ import { outcomeJson } from '../../durable/sse.ts';
 import { numParam, optBytes, readJson } from '../body.ts';
 import { invocationJson } from '../json.ts';
 import type { Outcome } from '../../core/types.ts';
-import { locate, nsParam, queueObject, reader, type App, type Ctx } from '../plane.ts';
+import { limitsOf, locate, nsParam, queueObject, reader, type App, type Ctx } from '../plane.ts';
 import { allow } from '../auth.ts';
 import { AckBody, HeartbeatBody, NackBody } from '../../core/wire.ts';
 
-const idParam = (c: Ctx) => v.id(c.req.param('id'), reader(c).limits);
+const idParam = (c: Ctx) => v.id(c.req.param('id'), limitsOf(c));
 
 export const invocations = new Hono<App>()
   .get('/:id', async (c) => {

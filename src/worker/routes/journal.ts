@@ -6,12 +6,12 @@ import { unwrap } from '../../durable/result.ts';
 import { pageJson } from '../../durable/sse.ts';
 import { openStreamLease } from '../limits.ts';
 import { bytesField, numParam, readJson } from '../body.ts';
-import { locate, nsParam, queueObject, reader, type App, type Ctx } from '../plane.ts';
+import { limitsOf, locate, nsParam, queueObject, reader, type App, type Ctx } from '../plane.ts';
 import { allow } from '../auth.ts';
 import { AppendBody, TrimBody } from '../../core/wire.ts';
 import type { JournalPage } from '../../core/types.ts';
 
-const idParam = (c: Ctx) => v.id(c.req.param('id'), reader(c).limits);
+const idParam = (c: Ctx) => v.id(c.req.param('id'), limitsOf(c));
 
 /** The read cursor: `Last-Event-ID` (an SSE reconnect) wins over `since`. */
 function cursor(c: Ctx): number | undefined {

@@ -5,7 +5,7 @@ import * as v from '../../core/validate.ts';
 import { checkRole, createTokenPlan, listTokensPlan, newToken, revokeTokenPlan } from '../../core/tokens.ts';
 import { allow } from '../auth.ts';
 import { readJson } from '../body.ts';
-import { committerRun, nsParam, reader, type App } from '../plane.ts';
+import { committerRun, limitsOf, nsParam, type App } from '../plane.ts';
 
 const Limit = z.number().int().min(1).max(1_000_000);
 const CreateBody = z.strictObject({
@@ -22,7 +22,7 @@ export const tokens = new Hono<App>()
     allow(c, ns, 'tokens');
     const b = await readJson(c, CreateBody);
     const role = checkRole(b.role);
-    const pools = b.pools ? b.pools.map((p) => v.queue(p, reader(c).limits)) : null;
+    const pools = b.pools ? b.pools.map((p) => v.queue(p, limitsOf(c))) : null;
     const name = v.optionalText('name', b.name, 200);
     const t = await newToken();
     const info = await committerRun(c, createTokenPlan(Date.now(), ns, t.id, t.digest, role, pools, name, b.limits ?? null));
