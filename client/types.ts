@@ -28,6 +28,13 @@ export interface HolderOptions {
   attempt?: number;
 }
 
+export interface AckRequest {
+  id: string;
+  /** The attempt from the claim. */
+  attempt?: number;
+  result?: Uint8Array | null;
+}
+
 export interface AppendOptions extends HolderOptions {
   /** Ends the stream. Defaults to true for END and ERROR frames. */
   final?: boolean;
@@ -50,6 +57,12 @@ export interface DispatchPlane {
   submitMany(queue: string, items: { envelope: Uint8Array; opts: SubmitOptions }[]): Promise<({ id: string } | { error: Error })[]>;
   claim(queue: string, workerId: string, opts?: ClaimOptions): Promise<Claimed | null>;
   claimMany(queue: string, workerId: string, max: number, opts?: ClaimOptions): Promise<Claimed[]>;
+  /**
+   * This worker's acks of finished invocations of `queue` and its next claim, in one request and
+   * one storage batch. Each ack is fenced alone and answers its own error (or null); a claim
+   * that carries acks waits at most 25 ms for work (claim again without acks to wait longer).
+   */
+  ackAndClaim(queue: string, workerId: string, acks: AckRequest[], max: number, opts?: ClaimOptions): Promise<{ acks: (Error | null)[]; claimed: Claimed[] }>;
   ack(id: string, workerId: string, opts?: HolderOptions & { result?: Uint8Array | null }): Promise<void>;
   nack(id: string, workerId: string, opts: HolderOptions & { error: string | { message: string; [k: string]: unknown }; retry?: boolean }): Promise<void>;
   heartbeat(id: string, workerId: string, opts?: HolderOptions & { leaseMs?: number }): Promise<HeartbeatAnswer>;

@@ -12,7 +12,7 @@ import { decodeFrame } from '../../src/core/frame.ts';
 import type { State } from '../../src/core/states.ts';
 import type { Claimed, Frame, HeartbeatAnswer, Invocation, InvocationError, JournalFrame } from '../../src/core/types.ts';
 import { errorFor, InvocationCancelledError, InvocationFailedError, LakeshoreError, TimeoutError } from '../errors.ts';
-import type { AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, ReadOptions, SubmitOptions } from '../types.ts';
+import type { AckRequest, AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, ReadOptions, SubmitOptions } from '../types.ts';
 import type { Batcher } from '../batcher.ts';
 import { b64, batcherFor, enc, settledOf, type Json } from './wire.ts';
 import { errorOf, Transport } from './transport.ts';
@@ -178,15 +178,29 @@ export class HttpDispatch implements DispatchPlane {
   }
 
   async claimMany(queue: string, workerId: string, max: number, opts: ClaimOptions = {}): Promise<Claimed[]> {
-    const out = await this.http.call(
-      'POST', `/queues/${enc(queue)}/claim`,
-      { worker_id: workerId, kind: opts.kind ?? 'fifo', temperature: opts.temperature ?? 1, wait_ms: opts.waitMs ?? 0, lease_ms: opts.leaseMs ?? null, max },
-      { waitMs: opts.waitMs ?? 0, signal: opts.signal },
-    ).catch((e: unknown) => {
-      if (opts.signal?.aborted) return { claimed: [] };
-      throw e;
-    });
-    return (out.claimed as Json[]).map((c) => {
+    const out = await this.http.call('POST', `/queues/${enc(queue)}/claim`, this.claimBody(workerId, max, opts), { waitMs: opts.waitMs ?? 0, signal: opts.signal })
+      .catch((e: unknown) => {
+        if (opts.signal?.aborted) return { claimed: [] };
+        throw e;
+      });
+    return this.claimed(workerId, out.claimed as Json[]);
+  }
+
+  /** One request; its acks' answers are never lost to an abort, so it takes no signal. */
+  async ackAndClaim(queue: string, workerId: string, acks: AckRequest[], max: number, opts: ClaimOptions = {}): Promise<{ acks: (Error | null)[]; claimed: Claimed[] }> {
+    const items = acks.map((a) => ({ id: a.id, attempt: this.attemptOf(a.id, workerId, a.attempt), result: a.result ? toBase64(a.result) : null }));
+    const out = await this.http.call('POST', `/queues/${enc(queue)}/claim`, { ...this.claimBody(workerId, max, opts), acks: items }, { waitMs: Math.min(opts.waitMs ?? 0, 25) });
+    const answers = settledOf(out.acks as Json[]).map((r) => (r.ok ? null : r.error));
+    acks.forEach((a, i) => answers[i] === null && this.claims.delete(a.id));
+    return { acks: answers, claimed: this.claimed(workerId, out.claimed as Json[]) };
+  }
+
+  private claimBody(workerId: string, max: number, opts: ClaimOptions) {
+    return { worker_id: workerId, kind: opts.kind ?? 'fifo', temperature: opts.temperature ?? 1, wait_ms: opts.waitMs ?? 0, lease_ms: opts.leaseMs ?? null, max };
+  }
+
+  private claimed(workerId: string, rows: Json[]): Claimed[] {
+    return rows.map((c) => {
       const claimed: Claimed = {
         id: String(c.id), queue: String(c.queue), envelope: b64(c.envelope), attempt: Number(c.attempt),
         leaseUntil: Number(c.lease_until), priority: Number(c.priority),

@@ -17,7 +17,7 @@ import type { State } from '../../src/core/states.ts';
 import type { Claimed, Frame, HeartbeatAnswer, Invocation, JournalFrame } from '../../src/core/types.ts';
 import * as v from '../../src/core/validate.ts';
 import { asClientError, BadRequestError, InvocationCancelledError, InvocationFailedError, TimeoutError } from '../errors.ts';
-import type { AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, ReadOptions, SubmitOptions } from '../types.ts';
+import type { AckRequest, AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, ReadOptions, SubmitOptions } from '../types.ts';
 import { Batcher } from '../batcher.ts';
 import { migrate } from './migrate.ts';
 import { SqlitePort } from './sqlite-port.ts';
@@ -144,6 +144,16 @@ export class Dispatch implements DispatchPlane {
     );
     for (const c of got) this.claims.set(c.id, { workerId, attempt: c.attempt });
     return got;
+  }
+
+  async ackAndClaim(queue: string, workerId: string, acks: AckRequest[], max: number, opts: ClaimOptions = {}): Promise<{ acks: (Error | null)[]; claimed: Claimed[] }> {
+    const items = acks.map((a) => ({ id: a.id, workerId, attempt: this.attemptOf(a.id, workerId, a.attempt), result: a.result ?? null }));
+    const out = await this.waiting(() =>
+      verb(this.engine.ackAndClaim(this.namespace, queue, items, { workerId, kind: opts.kind, temperature: opts.temperature, leaseMs: opts.leaseMs, waitMs: opts.waitMs ?? 0, max })),
+    );
+    out.acks.forEach((r, i) => r.ok && this.claims.delete(acks[i]!.id));
+    for (const c of out.claimed) this.claims.set(c.id, { workerId, attempt: c.attempt });
+    return { claimed: out.claimed, acks: out.acks.map((r) => (r.ok ? null : (asClientError(r.error) as Error))) };
   }
 
   /** Concurrent acks go to the engine together, as one fenced UPDATE; each keeps its own answer. */

@@ -13,6 +13,8 @@ import { resolveHandler, type Registry } from './resolve.ts';
 
 export interface JobOptions {
   dispatch: DispatchPlane;
+  /** Sends the ack of a finished job (the worker sends it with its next claim when it can). */
+  ack: (c: Claimed, result: Uint8Array) => Promise<void>;
   workerId: string;
   registry: Registry;
   root: string;
@@ -113,7 +115,7 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
     }
     await chunks.flush();
     handlerDone();
-    await d.ack(c.id, workerId, { ...holder, result: jsonBytes(result) });
+    await o.ack(c, jsonBytes(result));
     return 'succeeded';
   } catch (e) {
     handlerDone();

@@ -6,7 +6,7 @@
 import { hostname } from 'node:os';
 import { Dispatch } from '../local/dispatch.ts';
 import { defaultDispatch } from '../local/default.ts';
-import type { DispatchPlane } from '../types.ts';
+import type { Claimed, DispatchPlane } from '../types.ts';
 import { LakeshoreError, TimeoutError } from '../errors.ts';
 import { runJob, type JobOutcome } from './job.ts';
 import { Prefetch } from './prefetch.ts';
@@ -58,8 +58,23 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
   const hard = new AbortController();
   const log = opts.log ?? (() => {});
   const leaseMs = opts.leaseMs ?? null;
+  // Acks of finished jobs wait here for the next claim on their queue and go with it (one
+  // request, one storage batch). When the worker is not about to claim, they go on their own.
+  const acks: { c: Claimed; result: Uint8Array; done: (e: Error | null) => void }[] = [];
+  let claiming = true;
+  const ackAlone = (c: Claimed, result: Uint8Array) => d.ack(c.id, workerId, { attempt: c.attempt, result });
+  const sendAcks = () => {
+    for (const a of acks.splice(0)) ackAlone(a.c, a.result).then(() => a.done(null), (e: unknown) => a.done(e instanceof Error ? e : new Error(String(e))));
+  };
+  const ack = (c: Claimed, result: Uint8Array) => {
+    if (!claiming) return ackAlone(c, result);
+    return new Promise<void>((resolve, reject) => {
+      acks.push({ c, result, done: (e) => (e ? reject(e) : resolve()) });
+      kick();
+    });
+  };
   const jobOpts = {
-    dispatch: d, workerId, registry: opts.registry ?? {}, root: opts.root ?? process.cwd(),
+    dispatch: d, ack, workerId, registry: opts.registry ?? {}, root: opts.root ?? process.cwd(),
     allowImport: opts.allowImport ?? d instanceof Dispatch, retries: opts.retries ?? 0, timeLimitMs: opts.timeLimitMs ?? null,
     heartbeatMs: opts.heartbeatMs ?? Math.max(200, Math.floor((leaseMs ?? 30_000) / 3)), leaseMs, hardStop: hard.signal, log,
   };
@@ -125,12 +140,20 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
     const pool = pools[turn++ % pools.length]!;
     // With several pools, wait briefly on each in turn; with one, wait long.
     const waitMs = pools.length === 1 ? claimWait : Math.min(claimWait, 1_000);
-    let got: Awaited<ReturnType<typeof d.claimMany>> = [];
+    let got: Claimed[] = [];
+    const riding = acks.filter((a) => a.c.queue === pool).slice(0, MAX_CLAIM);
+    if (riding.length) acks.splice(0, acks.length, ...acks.filter((a) => !riding.includes(a)));
     try {
       const t0 = performance.now();
-      got = await d.claimMany(pool, workerId, want, { waitMs, leaseMs: leaseMs ?? undefined, signal: stop });
+      const claimOpts = { waitMs, leaseMs: leaseMs ?? undefined, signal: stop };
+      if (riding.length) {
+        const out = await d.ackAndClaim(pool, workerId, riding.map((a) => ({ id: a.c.id, attempt: a.c.attempt, result: a.result })), want, claimOpts);
+        riding.forEach((a, i) => a.done(out.acks[i] ?? null));
+        got = out.claimed;
+      } else got = await d.claimMany(pool, workerId, want, claimOpts);
       if (got.length === want) prefetch.claimTook(performance.now() - t0); // a claim that waited for work says nothing of the round trip
     } catch (e) {
+      for (const a of riding) a.done(e instanceof Error ? e : new Error(String(e)));
       // A refusal (bad token, wrong role, bad request) stops the worker; a plane that is away
       // or busy does not: say so, wait a little, and let the loop claim again.
       if (e instanceof LakeshoreError && !e.retryable && !(e instanceof TimeoutError)) throw e;
@@ -156,11 +179,15 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
         claims.add(p);
         continue;
       }
+      // Not claiming now: acks waiting for a claim go on their own.
+      sendAcks();
       // Let jobs finishing in the same turn free their capacity together before claiming again.
       await Promise.race([new Promise<void>((r) => (kick = r)), ...claims]);
       await new Promise((r) => setImmediate(r));
     }
     await Promise.all(claims);
+    claiming = false;
+    sendAcks();
     // Stopping: jobs claimed but not started go back to the queue at once.
     for (const c of buffer.splice(0)) {
       await d.nack(c.id, workerId, { attempt: c.attempt, error: 'the worker stopped before starting it', retry: true }).catch(() => {});

@@ -36,12 +36,14 @@ export class Committer {
   run<T>(plan: Plan<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       this.pending.push({ plan: plan as Plan<unknown>, resolve: resolve as (v: unknown) => void, reject });
-      if (!this.inFlight) void this.flush();
+      if (this.inFlight) return;
+      // Plans started in the same turn (an ack batch and the claim riding with it) share a batch.
+      this.inFlight = true;
+      queueMicrotask(() => void this.flush());
     });
   }
 
   private async flush(): Promise<void> {
-    this.inFlight = true;
     try {
       while (this.pending.length) {
         const group = this.take();

@@ -10,7 +10,6 @@ import type { Port, StmtResult } from './port.ts';
 import { outcomeOf } from './rows.ts';
 import { isTerminal, type State } from './states.ts';
 import { cancelPlan } from './sql/cancel.ts';
-import type { ClaimInput } from './sql/claim.ts';
 import { claimPlan, deadlineOf, nextLeasePlan } from './claims.ts';
 import { expireStmt, nextLeaseStmt } from './sql/expire.ts';
 import { ackManyPlan, ackPlan, nackPlan, type AckItem, type Finished } from './sql/finish.ts';
@@ -20,7 +19,7 @@ import { configurePlan, countPlan, getPlan, queueOfPlan, queuesPlan } from './sq
 import { submitManyPlan, submitPlan, type SubmitInput, type Submitted } from './sql/submit.ts';
 import type { Claimed, HeartbeatAnswer, Invocation, JournalPage, Outcome } from './types.ts';
 import * as v from './validate.ts';
-import { frameInput, holder, invocationError, journalCursor, pageLimit, submitInput, type AppendRequest, type ClaimRequest, type HolderRequest, type SubmitRequest } from './requests.ts';
+import { claimArgs, frameInput, holder, invocationError, journalCursor, pageLimit, submitInput, type AppendRequest, type ClaimArgs, type ClaimRequest, type HolderRequest, type SubmitRequest } from './requests.ts';
 import { failed, settle, type Settled } from './settled.ts';
 import { keys, Waiters } from './waiters.ts';
 import { FollowingReader, ParkedClaim, ride } from './handoff.ts';
@@ -34,6 +33,9 @@ export interface EngineOptions {
   /** Told of every new lease deadline, so a plane can arm a timer (the Durable Object's alarm). */
   onLease?: (ns: string, queue: string, deadline: number) => void;
 }
+
+/** The longest a claim that carries acks waits for work (see ackAndClaim). */
+export const ACKS_WAIT_MS = 25;
 
 /** Most envelope bytes in one set-based INSERT (its JSON parameter carries them as hex). */
 const SET_BYTES = 256 << 10;
@@ -161,17 +163,26 @@ export class Engine {
 
   /** Claims up to `max` invocations; waits (up to waitMs) only while it has none. */
   async claimMany(ns: string, queue: unknown, req: ClaimRequest & { max?: unknown }): Promise<Claimed[]> {
-    const q = v.queue(queue, this.limits);
-    const max = v.nonNegInt('max', req.max, 1, this.limits.maxBatch);
-    if (max < 1) throw badRequest('max must be at least 1');
-    const input: ClaimInput & { temperature: number } = {
-      workerId: v.workerId(req.workerId),
-      kind: v.claimKind(req.kind),
-      temperature: v.temperature(req.temperature),
-      leaseMs: req.leaseMs === undefined || req.leaseMs === null ? null : v.nonNegInt('lease_ms', req.leaseMs, 0, this.limits.maxLeaseMs),
-    };
-    if (input.leaseMs !== null && input.leaseMs < 1) throw badRequest('lease_ms must be at least 1');
-    const wait = v.waitMs('wait_ms', req.waitMs, 0, this.limits.maxClaimWaitMs);
+    return this.claimWith(ns, claimArgs(queue, req, this.limits), req.signal);
+  }
+
+  /**
+   * A worker's acks and its next claim in one request: the acks (each fenced alone, exactly as
+   * ackMany) and the claim go to storage in one batch. A claim that carries acks waits at most
+   * ACKS_WAIT_MS for work, so their answers are never held back long; a worker that found
+   * nothing claims again without acks and waits as long as it likes. Bad claim arguments
+   * refuse the whole request before any ack lands.
+   */
+  async ackAndClaim(ns: string, queue: unknown, acks: (HolderRequest & { id: unknown; result?: unknown })[], req: ClaimRequest & { max?: unknown }): Promise<{ acks: Settled<{ absorbed: boolean }>[]; claimed: Claimed[] }> {
+    const args = claimArgs(queue, req, this.limits);
+    if (acks.length > this.limits.maxBatch) throw badRequest(`a batch holds at most ${this.limits.maxBatch} items`);
+    if (acks.length) args.wait = Math.min(args.wait, ACKS_WAIT_MS);
+    const acked = this.ackMany(ns, acks.map((a) => ({ ...a, queue: args.q })));
+    const claimed = this.claimWith(ns, args);
+    return { acks: await acked, claimed: await claimed };
+  }
+
+  private async claimWith(ns: string, { q, max, input, wait }: ClaimArgs, signal?: AbortSignal): Promise<Claimed[]> {
     const deadline = this.now() + wait;
     const key = keys.queue(ns, q);
     // fifo and filo claims that park can be handed rows by the next submit (see handoff.ts).
@@ -184,18 +195,18 @@ export class Engine {
       if (got.length) return this.claimed(ns, q, got);
       if (this.epoch !== seen) continue;
       let left = deadline - this.now();
-      if (left <= 0 || req.signal?.aborted) return [];
+      if (left <= 0 || signal?.aborted) return [];
       // Park until a transition wakes us, or until the queue's next lease runs out: then this
       // claim expires it itself, whether or not any alarm or other process is still there.
       if (next === undefined) next = await this.committer.run(nextLeasePlan(ns, q));
       if (this.epoch !== seen) continue;
       const untilLease = next === null ? Infinity : next - this.now() + 1;
       const parked = rides ? new ParkedClaim(ns, q, { ...input, kind: input.kind === 'filo' ? 'filo' : 'fifo' }, max, this.limits.defaultLeaseMs) : undefined;
-      const woken = await this.waiters.wait(key, Math.max(1, Math.min(left, untilLease)), req.signal, parked);
+      const woken = await this.waiters.wait(key, Math.max(1, Math.min(left, untilLease)), signal, parked);
       if (parked?.riding) await parked.riding;
       if (parked?.rows?.length) return this.claimed(ns, q, parked.rows);
       left = deadline - this.now();
-      if (!woken && (left <= 0 || req.signal?.aborted)) return [];
+      if (!woken && (left <= 0 || signal?.aborted)) return [];
     }
   }
 

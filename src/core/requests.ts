@@ -7,6 +7,7 @@ import { badRequest, LakeshoreError } from './errors.ts';
 import { isTerminalKind, type FrameKind } from './frame.ts';
 import type { Limits } from './limits.ts';
 import type { AppendInput } from './sql/journal.ts';
+import type { ClaimInput } from './sql/claim.ts';
 import type { Holder } from './sql/fence.ts';
 import type { SubmitInput } from './sql/submit.ts';
 import type { InvocationError } from './types.ts';
@@ -28,6 +29,29 @@ export interface ClaimRequest {
   /** How long to wait for work when the queue is empty; 0 answers at once. */
   waitMs?: unknown;
   signal?: AbortSignal;
+}
+
+/** A claim's checked arguments. */
+export interface ClaimArgs {
+  q: string;
+  max: number;
+  input: ClaimInput & { temperature: number };
+  /** How long it may wait for work, in ms. */
+  wait: number;
+}
+
+export function claimArgs(queue: unknown, req: ClaimRequest & { max?: unknown }, limits: Limits): ClaimArgs {
+  const q = v.queue(queue, limits);
+  const max = v.nonNegInt('max', req.max, 1, limits.maxBatch);
+  if (max < 1) throw badRequest('max must be at least 1');
+  const input = {
+    workerId: v.workerId(req.workerId),
+    kind: v.claimKind(req.kind),
+    temperature: v.temperature(req.temperature),
+    leaseMs: req.leaseMs === undefined || req.leaseMs === null ? null : v.nonNegInt('lease_ms', req.leaseMs, 0, limits.maxLeaseMs),
+  };
+  if (input.leaseMs !== null && input.leaseMs < 1) throw badRequest('lease_ms must be at least 1');
+  return { q, max, input, wait: v.waitMs('wait_ms', req.waitMs, 0, limits.maxClaimWaitMs) };
 }
 
 export interface HolderRequest {

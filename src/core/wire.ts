@@ -26,6 +26,8 @@ export const ClaimBody = z.strictObject({
   lease_ms: opt(z.number()),
   wait_ms: opt(z.number()),
   max: opt(z.number()),
+  /** Acks of this worker's finished invocations of the queue, sent with the claim (see ackAndClaim). */
+  acks: opt(z.array(z.strictObject({ id: z.string(), attempt: opt(z.number()), result: opt(b64) }))),
 });
 
 const Holder = {

@@ -7,7 +7,7 @@
 import { DurableObject } from 'cloudflare:workers';
 import { Engine, type AppendRequest, type ClaimRequest, type HolderRequest, type SubmitRequest } from '../core/engine.ts';
 import { D1Port } from './d1-port.ts';
-import { capture } from './result.ts';
+import { capture, tagged } from './result.ts';
 import { settingsFrom } from './settings.ts';
 import { STREAM_LEASE_MS, type TokenGate } from './gate.ts';
 import { journalStream } from './sse.ts';
@@ -61,8 +61,7 @@ export class QueueObject extends DurableObject<Env> {
 
   submitMany(ns: string, queue: string, items: SubmitRequest[]) {
     return this.run(ns, queue, async () => {
-      const out = await this.engine.submitMany(ns, queue, items);
-      return out.map((r) => (r.ok ? { ok: true as const, value: r.value } : { ok: false as const, code: r.error.code, message: r.error.message }));
+      return (await this.engine.submitMany(ns, queue, items)).map(tagged);
     });
   }
 
@@ -88,21 +87,27 @@ export class QueueObject extends DurableObject<Env> {
     return this.run(ns, queue, () => this.engine.claimMany(ns, queue, req));
   }
 
+  /** A worker's acks (of this queue's invocations) and its next claim, in one D1 batch. */
+  ackAndClaim(ns: string, queue: string, acks: (HolderRequest & { id: string; result?: unknown })[], req: Omit<ClaimRequest, 'signal'> & { max?: unknown }) {
+    return this.run(ns, queue, async () => {
+      const out = await this.engine.ackAndClaim(ns, queue, acks, req);
+      return { claimed: out.claimed, acks: out.acks.map(tagged) };
+    });
+  }
+
   ack(ns: string, queue: string, id: string, req: HolderRequest & { result?: unknown }) {
     return this.run(ns, queue, () => this.engine.ack(ns, id, { ...req, queue }));
   }
 
   ackMany(ns: string, queue: string, items: (HolderRequest & { id: string; result?: unknown })[]) {
     return this.run(ns, queue, async () => {
-      const out = await this.engine.ackMany(ns, items.map((it) => ({ ...it, queue })));
-      return out.map((r) => (r.ok ? { ok: true as const, value: r.value } : { ok: false as const, code: r.error.code, message: r.error.message }));
+      return (await this.engine.ackMany(ns, items.map((it) => ({ ...it, queue })))).map(tagged);
     });
   }
 
   nackMany(ns: string, queue: string, items: (HolderRequest & { id: string; error: unknown; retry?: unknown })[]) {
     return this.run(ns, queue, async () => {
-      const out = await this.engine.nackMany(ns, items.map((it) => ({ ...it, queue })));
-      return out.map((r) => (r.ok ? { ok: true as const, value: r.value } : { ok: false as const, code: r.error.code, message: r.error.message }));
+      return (await this.engine.nackMany(ns, items.map((it) => ({ ...it, queue })))).map(tagged);
     });
   }
 

@@ -3,6 +3,7 @@
  * tagged result and the Worker turns a failure straight back into the LakeshoreError it was.
  */
 import { isErrorCode, LakeshoreError, toError, type ErrorCode } from '../core/errors.ts';
+import type { Settled } from '../core/settled.ts';
 
 export type RpcResult<T> = { ok: true; value: T } | { ok: false; code: ErrorCode; message: string };
 
@@ -22,3 +23,6 @@ export async function unwrap<T>(p: Promise<RpcResult<T>> | Promise<unknown>): Pr
   if (r.ok) return r.value;
   throw new LakeshoreError(isErrorCode(r.code) ? r.code : 'internal', r.message);
 }
+
+/** One item of a batch answer, tagged the same way (its error as code and message). */
+export const tagged = <T>(r: Settled<T>): RpcResult<T> => (r.ok ? { ok: true, value: r.value } : { ok: false, code: r.error.code, message: r.error.message });

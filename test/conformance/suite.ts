@@ -7,6 +7,7 @@ import {
   BadRequestError, FencingConflictError, FrameKind, InvocationCancelledError, InvocationFailedError, NotFoundError,
   PayloadTooLargeError, TimeoutError, encodeFrame, type DispatchPlane, type JournalFrame,
 } from '../../client/index.ts';
+import { ackAndClaim } from './ack-and-claim.ts';
 import { claimKinds } from './claim-kinds.ts';
 import type { PlaneFactory, PlaneHandle } from './planes.ts';
 
@@ -402,5 +403,6 @@ export function conformance(planeName: string, makePlane: PlaneFactory) {
     });
 
     claimKinds(() => d);
+    ackAndClaim(() => d);
   });
 }

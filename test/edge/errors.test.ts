@@ -35,6 +35,10 @@ describe('bad input', () => {
       ['POST', `${base}/queues/q/claim`, { worker_id: 'w', wait_ms: 60_001 }, 400, 'bad_request', /longest wait this plane allows is 60000 ms/],
       ['GET', `${base}/invocations/seed/result?timeout_ms=300001`, undefined, 400, 'bad_request', /longest wait/],
       ['POST', `${base}/queues/q/claim`, { kind: 'fifo' }, 400, 'bad_request', /worker_id/],
+      // A claim carrying acks: a bad ack or bad claim arguments refuse it all; the seed's ack does not land.
+      ['POST', `${base}/queues/q/claim`, { worker_id: 'w', acks: [{ id: 'seed', result: '@@@' }] }, 400, 'bad_request', /base64/],
+      ['POST', `${base}/queues/q/claim`, { worker_id: 'w', kind: 'random', acks: [{ id: 'seed' }] }, 400, 'bad_request', /unknown claim kind/],
+      ['POST', `${base}/queues/q/claim`, { worker_id: 'w', acks: [{ id: 'seed', state: 'succeeded' }] }, 400, 'bad_request', /state/],
       ['GET', `${base}/queues/q/count?state=sleeping`, undefined, 400, 'bad_request', /unknown state/],
       ['GET', `${base}/invocations/seed/result?timeout_ms=-1`, undefined, 400, 'bad_request', /timeout must not be negative/],
       ['GET', `${base}/invocations/seed/result?timeout_ms=soon`, undefined, 400, 'bad_request', /timeout_ms must be a number/],

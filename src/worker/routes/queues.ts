@@ -1,14 +1,16 @@
 /** Queue-scoped routes: submit, claim, count, settings. */
 import { Hono } from 'hono';
 import * as v from '../../core/validate.ts';
-import { unwrap } from '../../durable/result.ts';
+import { unwrap, type RpcResult } from '../../durable/result.ts';
 import { bytesField, MAX_BATCH_BODY_BYTES, optBytes, readJson } from '../body.ts';
 import { claimedJson } from '../json.ts';
-import { nsParam, queueObject, reader, type App, type Ctx } from '../plane.ts';
+import { limitsOf, nsParam, queueObject, reader, type App, type Ctx } from '../plane.ts';
 import { allow } from '../auth.ts';
 import { AckManyBody, ClaimBody, NackManyBody, QueueSettingsBody, SubmitBody, SubmitManyBody } from '../../core/wire.ts';
 
-const queueParam = (c: Ctx) => v.queue(c.req.param('queue'), reader(c).limits);
+const ackJson = (r: RpcResult<{ absorbed: boolean }>) => (r.ok ? { ok: true, absorbed: r.value.absorbed } : { error: { code: r.code, message: r.message } });
+
+const queueParam = (c: Ctx) => v.queue(c.req.param('queue'), limitsOf(c));
 
 const submitInput = (b: SubmitBody) => ({ id: b.id, envelope: bytesField('envelope', b.envelope), key: b.key, priority: b.priority, parent: b.parent });
 
@@ -39,11 +41,13 @@ export const queues = new Hono<App>()
     const ns = nsParam(c);
     const queue = queueParam(c);
     allow(c, ns, 'claim', queue);
-    const b = await readJson(c, ClaimBody);
-    const got = await unwrap(
-      queueObject(c, ns, queue).claim(ns, queue, { workerId: b.worker_id, kind: b.kind, temperature: b.temperature, leaseMs: b.lease_ms, waitMs: b.wait_ms, max: b.max }),
-    );
-    return c.json({ claimed: got.map(claimedJson) });
+    const b = await readJson(c, ClaimBody, MAX_BATCH_BODY_BYTES);
+    const req = { workerId: b.worker_id, kind: b.kind, temperature: b.temperature, leaseMs: b.lease_ms, waitMs: b.wait_ms, max: b.max };
+    if (!b.acks) return c.json({ claimed: (await unwrap(queueObject(c, ns, queue).claim(ns, queue, req))).map(claimedJson) });
+    allow(c, ns, 'ack', queue);
+    const acks = b.acks.map((a) => ({ id: a.id, workerId: b.worker_id, attempt: a.attempt, result: optBytes('result', a.result) }));
+    const out = await unwrap(queueObject(c, ns, queue).ackAndClaim(ns, queue, acks, req));
+    return c.json({ claimed: out.claimed.map(claimedJson), acks: out.acks.map(ackJson) });
   })
   .post('/:queue/ack', async (c) => {
     const ns = nsParam(c);
@@ -52,7 +56,7 @@ export const queues = new Hono<App>()
     const body = await readJson(c, AckManyBody, MAX_BATCH_BODY_BYTES);
     const items = body.items.map((a) => ({ id: a.id, workerId: a.worker_id, attempt: a.attempt, result: optBytes('result', a.result) }));
     const out = await unwrap(queueObject(c, ns, queue).ackMany(ns, queue, items));
-    return c.json({ results: out.map((r) => (r.ok ? { ok: true, absorbed: r.value.absorbed } : { error: { code: r.code, message: r.message } })) });
+    return c.json({ results: out.map(ackJson) });
   })
   .post('/:queue/nack', async (c) => {
     const ns = nsParam(c);
