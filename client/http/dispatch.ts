@@ -8,6 +8,7 @@
  * const bytes = await d.result(id, { timeoutMs: 60_000 });
  */
 import { toBase64 } from '../../src/core/bytes.ts';
+import { ACKS_WAIT_MS } from '../../src/core/limits.ts';
 import { decodeFrame } from '../../src/core/frame.ts';
 import type { State } from '../../src/core/states.ts';
 import type { Claimed, Frame, HeartbeatAnswer, Invocation, InvocationError, JournalFrame } from '../../src/core/types.ts';
@@ -189,7 +190,7 @@ export class HttpDispatch implements DispatchPlane {
   /** One request; its acks' answers are never lost to an abort, so it takes no signal. */
   async ackAndClaim(queue: string, workerId: string, acks: AckRequest[], max: number, opts: ClaimOptions = {}): Promise<{ acks: (Error | null)[]; claimed: Claimed[] }> {
     const items = acks.map((a) => ({ id: a.id, attempt: this.attemptOf(a.id, workerId, a.attempt), result: a.result ? toBase64(a.result) : null }));
-    const out = await this.http.call('POST', `/queues/${enc(queue)}/claim`, { ...this.claimBody(workerId, max, opts), acks: items }, { waitMs: Math.min(opts.waitMs ?? 0, 25) });
+    const out = await this.http.call('POST', `/queues/${enc(queue)}/claim`, { ...this.claimBody(workerId, max, opts), acks: items }, { waitMs: Math.min(opts.waitMs ?? 0, ACKS_WAIT_MS) });
     const answers = settledOf(out.acks as Json[]).map((r) => (r.ok ? null : r.error));
     acks.forEach((a, i) => answers[i] === null && this.claims.delete(a.id));
     return { acks: answers, claimed: this.claimed(workerId, out.claimed as Json[]) };

@@ -31,6 +31,12 @@ export class Prefetch {
     return Math.min(this.max, Math.ceil(Math.min(wanted, safe)));
   }
 
+  /** How many jobs this worker may expect to finish in the next `ms` at its current pace. */
+  jobsWithin(ms: number): number {
+    this.sample();
+    return (this.rate * ms) / 1000;
+  }
+
   jobDone(): void {
     this.finished++;
   }

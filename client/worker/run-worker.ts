@@ -10,6 +10,7 @@ import type { Claimed, DispatchPlane } from '../types.ts';
 import { LakeshoreError, TimeoutError } from '../errors.ts';
 import { runJob, type JobOutcome } from './job.ts';
 import { Prefetch } from './prefetch.ts';
+import { ACKS_WAIT_MS } from '../../src/core/limits.ts';
 import type { Registry } from './resolve.ts';
 
 export interface WorkerOptions {
@@ -141,7 +142,9 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
     // With several pools, wait briefly on each in turn; with one, wait long.
     const waitMs = pools.length === 1 ? claimWait : Math.min(claimWait, 1_000);
     let got: Claimed[] = [];
-    const riding = acks.filter((a) => a.c.queue === pool).slice(0, MAX_CLAIM);
+    // Acks ride a claim only while work flows (a claim with acks waits at most ACKS_WAIT_MS, then
+    // the worker must claim again); a worker that waits for each job sends them alone.
+    const riding = prefetch.jobsWithin(ACKS_WAIT_MS) >= 2 ? acks.filter((a) => a.c.queue === pool).slice(0, MAX_CLAIM) : [];
     if (riding.length) acks.splice(0, acks.length, ...acks.filter((a) => !riding.includes(a)));
     try {
       const t0 = performance.now();

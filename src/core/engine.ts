@@ -5,7 +5,7 @@
  */
 import { Committer, type CommitterOptions } from './committer.ts';
 import { badRequest, LakeshoreError, notFound, toError } from './errors.ts';
-import { DEFAULT_LIMITS, type Limits } from './limits.ts';
+import { ACKS_WAIT_MS, DEFAULT_LIMITS, type Limits } from './limits.ts';
 import type { Port, StmtResult } from './port.ts';
 import { outcomeOf } from './rows.ts';
 import { isTerminal, type State } from './states.ts';
@@ -33,9 +33,6 @@ export interface EngineOptions {
   /** Told of every new lease deadline, so a plane can arm a timer (the Durable Object's alarm). */
   onLease?: (ns: string, queue: string, deadline: number) => void;
 }
-
-/** The longest a claim that carries acks waits for work (see ackAndClaim). */
-export const ACKS_WAIT_MS = 25;
 
 /** Most envelope bytes in one set-based INSERT (its JSON parameter carries them as hex). */
 const SET_BYTES = 256 << 10;

@@ -36,3 +36,6 @@ export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
   maxLeaseMs: 24 * 3600_000,
   defaultMaxAttempts: 3,
 });
+
+/** The longest a claim that carries acks waits for work, so their answers are not held back (ackAndClaim). */
+export const ACKS_WAIT_MS = 25;

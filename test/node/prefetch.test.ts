@@ -30,4 +30,18 @@ describe('prefetch', () => {
     }
     expect(slow.depth(30_000)).toBeLessThanOrEqual(1);
   });
+
+  it('jobsWithin: a worker fed fast expects several jobs within 25 ms (its acks ride claims); one fed a job at a time does not', async () => {
+    const busy = new Prefetch(0);
+    const idle = new Prefetch('auto');
+    for (let i = 0; i < 3; i++) {
+      for (let j = 0; j < 200; j++) busy.jobDone(); // ~1,600 jobs/s
+      idle.jobDone(); // ~8 jobs/s
+      await sleep(120);
+      void busy.jobsWithin(25);
+      void idle.jobsWithin(25);
+    }
+    expect(busy.jobsWithin(25)).toBeGreaterThanOrEqual(2);
+    expect(idle.jobsWithin(25)).toBeLessThan(2);
+  });
 });

@@ -1,0 +1,49 @@
+/** runWorker sends a busy worker's acks with its next claim (ackAndClaim), on both planes. */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { Dispatch, encodeEnvelope, runWorker, type DispatchPlane } from '../../client/index.ts';
+import { client } from './setup/client.ts';
+
+const planes: [string, () => DispatchPlane][] = [
+  ['local', () => new Dispatch(join(mkdtempSync(join(tmpdir(), 'lakeshore-acks-')), 'd.sqlite'), { namespace: 'acks' })],
+  ['edge', () => client()],
+];
+
+describe.each(planes)('worker acks on the %s plane', (_name, make) => {
+  it('a busy worker acks through its claims; every job succeeds once', async () => {
+    const d = make();
+    const N = 3000;
+    for (let i = 0; i < N; i += 500) {
+      await d.submitMany('fast', Array.from({ length: 500 }, (_, j) => ({ envelope: encodeEnvelope({ fn: 'noop', args: [] }), opts: { id: `f${i + j}` } })));
+    }
+    // Count how the acks travel: with a claim (ackAndClaim) or on their own (ack).
+    let riding = 0;
+    let alone = 0;
+    const counted = new Proxy(d, {
+      get(target, prop, recv) {
+        if (prop === 'ackAndClaim') return (q: string, w: string, acks: unknown[], ...rest: unknown[]) => { riding += acks.length; return (target.ackAndClaim as any)(q, w, acks, ...rest); };
+        if (prop === 'ack') return (...args: unknown[]) => { alone++; return (target.ack as any)(...args); };
+        const v = Reflect.get(target, prop, recv);
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    });
+    const stop = new AbortController();
+    const outcomes = new Map<string, string>();
+    const ran = runWorker('fast', {
+      dispatch: counted, concurrency: 8, registry: { noop: () => null }, stop: stop.signal,
+      onJob: (id, outcome) => {
+        expect(outcomes.has(id)).toBe(false);
+        outcomes.set(id, outcome);
+        if (outcomes.size === N) stop.abort();
+      },
+    });
+    expect(await ran).toBe(N);
+    expect([...outcomes.values()].every((o) => o === 'succeeded')).toBe(true);
+    expect(await d.count('fast', 'succeeded')).toBe(N);
+    expect(riding + alone).toBe(N);
+    expect(riding).toBeGreaterThan(N / 2); // work flowed the whole time: most acks rode claims
+    await d.close();
+  });
+});
