@@ -6,7 +6,7 @@
 import type { Limits } from './limits.ts';
 import { followUp, type Plan } from './plan.ts';
 import type { StmtResult, Stmt } from './port.ts';
-import { claimOrder, claimStmt, levelsStmt, toClaimed, type ClaimInput } from './sql/claim.ts';
+import { claimOrder, claimStmt, levelsStmt, markSampledStmts, toClaimed, type ClaimInput } from './sql/claim.ts';
 import { expireStmt, nextLeaseStmt } from './sql/expire.ts';
 import type { Claimed, ClaimKind } from './types.ts';
 
@@ -18,6 +18,8 @@ export interface ClaimContext {
   random: () => number;
   /** Told what the expiry in front of the claim moved, to wake whoever waits on those rows. */
   afterExpire: (ex: StmtResult) => void;
+  /** Queues (`ns\0queue`) this engine has seen marked sampled: their level counts are kept. */
+  sampled: Set<string>;
   /** When set, a fifo/filo claim also reads the queue's next lease deadline in the same batch. */
   nextLease?: (deadline: number | null) => void;
 }
@@ -48,10 +50,15 @@ const expire = (ctx: ClaimContext): Stmt => expireStmt(ctx.now(), ctx.ns, ctx.qu
  * row thus has probability ∝ exp(priority / T); T → 0 is fifo, large T approaches uniform.
  */
 function boltzmannPlan(ctx: ClaimContext, c: ClaimRequestInput, max: number, got: Claimed[], tries: number): Plan<Claimed[]> {
+  // Until this engine has seen the queue marked sampled, the batch marks it (see markSampledStmts).
+  const key = `${ctx.ns}\u0000${ctx.queue}`;
+  const mark = ctx.sampled.has(key) ? [] : markSampledStmts(ctx.now(), ctx.ns, ctx.queue);
   return {
-    stmts: [expire(ctx), levelsStmt(ctx.ns, ctx.queue)],
-    done: ([ex, lv]) => {
+    stmts: [expire(ctx), ...mark, levelsStmt(ctx.ns, ctx.queue)],
+    done: (rs) => {
+      const [ex, lv] = [rs[0], rs[rs.length - 1]];
       ctx.afterExpire(ex!);
+      ctx.sampled.add(key);
       const levels = lv!.rows.map((r) => ({ p: Number(r.priority), n: Number(r.queued) }));
       if (!levels.length) return got;
       // Draws in order, then one UPDATE per level drawn, claiming that level's oldest rows.

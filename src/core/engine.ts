@@ -41,6 +41,8 @@ export class Engine {
   readonly limits: Limits;
   readonly waiters = new Waiters();
   readonly committer: Committer;
+  /** Queues seen marked sampled (their level counts are kept; see claims.ts). */
+  private readonly sampled = new Set<string>();
   /** Bumped on every wake, so a reader can tell a change landed while its read was in flight. */
   private epoch = 0;
   private readonly now: () => number;
@@ -187,7 +189,7 @@ export class Engine {
     for (;;) {
       const seen = this.epoch;
       let next: number | null | undefined;
-      const ctx = { now: this.now, ns, queue: q, limits: this.limits, random: this.random, afterExpire: (ex: StmtResult) => this.afterExpire(ns, q, ex) };
+      const ctx = { now: this.now, ns, queue: q, limits: this.limits, random: this.random, sampled: this.sampled, afterExpire: (ex: StmtResult) => this.afterExpire(ns, q, ex) };
       const got = await this.committer.run(claimPlan(wait > 0 ? { ...ctx, nextLease: (n) => (next = n) } : ctx, input, max));
       if (got.length) return this.claimed(ns, q, got);
       if (this.epoch !== seen) continue;

@@ -91,14 +91,19 @@ export const queues = sqliteTable(
     /** Claims after which an expired lease fails the invocation instead of requeueing it. */
     max_attempts: integer('max_attempts'),
     updated_at: integer('updated_at').notNull(),
+    /** 1 once a boltzmann claim sampled the queue: from then on its `queue_levels` counts are kept. */
+    sampled: integer('sampled').notNull().default(0),
   },
   (t) => [primaryKey({ columns: [t.ns, t.queue] })],
 );
 
 /**
- * How many rows of each queue wait at each priority. Maintained by triggers on `invocations`
- * (see the custom migration), so it moves in the same statement as the row it counts. It lets a
- * boltzmann claim weigh priority levels in O(levels) rows instead of counting the whole queue.
+ * How many rows of each queue wait at each priority. It lets a boltzmann claim weigh priority
+ * levels in O(levels) rows instead of counting the whole queue. Triggers on `invocations` (see
+ * migrations 0001 and 0004) move the count in the same statement as the row it counts, but only
+ * for queues a boltzmann claim has sampled (`queues.sampled`): the first such claim recounts the
+ * queue's levels once. A queue that only sees fifo and filo claims writes no counts; its rows
+ * here just name its levels (and the queue, for listing).
  */
 export const queueLevels = sqliteTable(
   'queue_levels',

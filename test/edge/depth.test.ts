@@ -30,7 +30,8 @@ describe('claim cost does not grow with depth', () => {
       const shallow = await rowsReadPerClaim(10, kind);
       const deep = await rowsReadPerClaim(100_000, kind);
       console.log(`rows read per ${kind} claim: depth 10 -> ${shallow}, depth 100000 -> ${deep}`);
-      expect(deep).toBeLessThanOrEqual(12);
+      // A few: fifo 7, filo 8, boltzmann 13 (its levels, plus each moved row's check of the queue's sampled flag).
+      expect(deep).toBeLessThanOrEqual(14);
       expect(deep).toBeLessThanOrEqual(shallow + 2);
     }, 60_000);
   }
