@@ -50,7 +50,10 @@ for (const label of [...new Set(rows.map((r) => r.label))]) {
   if (rs[0].latency_ms) parts.push(`p50 ${med(rs.map((r) => r.latency_ms.p50))} ms`, `p99 ${med(rs.map((r) => r.latency_ms.p99))} ms`);
   if (rs[0].exactly_once !== undefined) parts.push(`exactly_once ${rs.every((r) => r.exactly_once)}`);
   if (rs[0].rss_mb) parts.push(`rss ${med(rs.map((r) => r.rss_mb.depth_10k))} -> ${med(rs.map((r) => r.rss_mb.depth_200k))} MB`);
-  if (rs[0].enqueue_only) parts.push(`enqueue-only single ${med(rs.map((r) => r.enqueue_only.jobs_per_s))} jobs/s, submit round trip ${med(rs.map((r) => r.rtt_p50_ms.submit))} ms, D1 read ${med(rs.map((r) => r.rtt_p50_ms.d1_read))} ms, /health ${med(rs.map((r) => r.rtt_p50_ms.health))} ms`);
+  if (rs[0].enqueue_only) {
+    const q = (k) => med(rs.map((r) => r.rtt_after_20ms_quiet_p50_ms?.[k]));
+    parts.push(`enqueue-only single ${med(rs.map((r) => r.enqueue_only.jobs_per_s))} jobs/s, submit round trip ${med(rs.map((r) => r.rtt_p50_ms.submit))} ms (${q('submit')} after 20 ms quiet), D1 read ${med(rs.map((r) => r.rtt_p50_ms.d1_read))} ms (${q('d1_read')}), /health ${med(rs.map((r) => r.rtt_p50_ms.health))} ms (${q('health')})`);
+  }
   if (rs[0].d1) parts.push(`d1 rows read/written per job ${med(rs.map((r) => r.d1.rows_read_per_job))}/${med(rs.map((r) => r.d1.rows_written_per_job))}`);
   process.stderr.write(`[bench] ${label} (median of ${rs.length}): ${parts.join(', ')}\n`);
 }
