@@ -61,7 +61,7 @@ export class Engine {
 
   async submit(ns: string, queue: string, req: SubmitRequest): Promise<Submitted> {
     const plan = submitPlan(this.now(), ns, v.queue(queue, this.limits), submitInput(req, this.limits));
-    return this.feed(ns, queue, plan, (out) => (out.created ? 1 : 0));
+    return this.feed(ns, queue, plan, 1, (out) => (out.created ? 1 : 0));
   }
 
   /**
@@ -92,7 +92,7 @@ export class Engine {
       const settled = await settle(
         g.bytes > SET_BYTES
           ? this.submit(ns, queue, items[g.at[0]!]!).then((r) => [r])
-          : this.feed(ns, queue, submitManyPlan(this.now(), ns, queue, g.inputs), (rs) => rs.filter((r) => !(r instanceof Error) && r.created).length),
+          : this.feed(ns, queue, submitManyPlan(this.now(), ns, queue, g.inputs), g.inputs.length, (rs) => rs.filter((r) => !(r instanceof Error) && r.created).length),
       );
       g.at.forEach((i, k) => {
         const r = settled.ok ? settled.value[k]! : settled.error;
@@ -215,8 +215,8 @@ export class Engine {
   }
 
   /** Commits `plan` with the waiters parked on `key` riding along (handoff.ts). */
-  private async withRiders<T>(key: string, plan: Plan<T>) {
-    const r = ride(this.waiters, key, this.now(), plan);
+  private async withRiders<T>(key: string, plan: Plan<T>, most?: number) {
+    const r = ride(this.waiters, key, this.now(), plan, most);
     try {
       return { out: await this.committer.run(r.plan), riders: r.riders };
     } finally {
@@ -224,10 +224,10 @@ export class Engine {
     }
   }
 
-  /** Runs a transition that queues work on `queue`, with the claims parked there riding along. */
-  private async feed<T>(ns: string, queue: string, plan: Plan<T>, queued: (out: T) => number): Promise<T> {
+  /** Runs a transition that queues up to `most` rows on `queue`, with claims parked there riding along. */
+  private async feed<T>(ns: string, queue: string, plan: Plan<T>, most: number, queued: (out: T) => number): Promise<T> {
     const key = keys.queue(ns, queue);
-    const { out, riders } = await this.withRiders(key, plan);
+    const { out, riders } = await this.withRiders(key, plan, most);
     const n = queued(out);
     // A rider that came back short means nothing was left to claim: no one else need wake.
     const drained = riders.some((x) => x instanceof ParkedClaim && x.short);
@@ -283,7 +283,7 @@ export class Engine {
     // A retry queues the row again: claims parked on its queue ride along when the caller named it.
     const fed = retry ? (req.queue ?? null) : null;
     const requeues = (out: Finished) => (!out.absorbed && out.state === 'queued' ? 1 : 0);
-    const out = fed ? await this.feed(ns, fed, plan, requeues) : await this.committer.run(plan);
+    const out = fed ? await this.feed(ns, fed, plan, 1, requeues) : await this.committer.run(plan);
     if (!out.absorbed) {
       if (out.state !== 'queued') this.wakeFinished(ns, invId);
       else if (!fed) this.wake(keys.queue(ns, out.queue), 1); // feed() has woken the queue already

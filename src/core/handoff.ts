@@ -24,6 +24,8 @@ export interface Rider<T> {
   take(value: T): boolean;
   /** Set while riding in a batch; settles when that batch is done (or failed). */
   riding: Promise<void> | null;
+  /** The most rows it can take (a claim's max); unset for riders any write may satisfy. */
+  readonly wants?: number;
 }
 
 const isRider = (d: unknown): d is Rider<unknown> => typeof d === 'object' && d !== null && (d as Rider<unknown>).rider === true;
@@ -38,26 +40,26 @@ export class ParkedClaim implements Rider<Claimed[]> {
   private readonly ns: string;
   private readonly queue: string;
   private readonly input: ClaimInput;
-  private readonly max: number;
+  readonly wants: number;
   private readonly defaultLeaseMs: number;
 
   constructor(ns: string, queue: string, input: ClaimInput, max: number, defaultLeaseMs: number) {
     this.ns = ns;
     this.queue = queue;
     this.input = input;
-    this.max = max;
+    this.wants = max;
     this.defaultLeaseMs = defaultLeaseMs;
   }
 
   plan(now: number): Plan<Claimed[]> {
     return {
-      stmts: [claimStmt(now, this.ns, this.queue, this.input, this.defaultLeaseMs, null, this.max)],
+      stmts: [claimStmt(now, this.ns, this.queue, this.input, this.defaultLeaseMs, null, this.wants)],
       done: ([r]) => claimOrder(r!.rows, this.input.kind).map(toClaimed),
     };
   }
 
   take(rows: Claimed[]): boolean {
-    this.short = rows.length < this.max;
+    this.short = rows.length < this.wants;
     if (rows.length) this.rows = rows;
     return rows.length > 0;
   }
@@ -99,13 +101,23 @@ export interface Ride<T> {
   release(): void;
 }
 
-/** Appends the riders parked on `key` to `plan`, to run after its statements in the same batch. */
-export function ride<T>(waiters: Waiters, key: string, now: number, plan: Plan<T>): Ride<T> {
+/**
+ * Appends the riders parked on `key` to `plan`, to run after its statements in the same batch.
+ * `most` bounds the rows the plan can give: claims ride, oldest first, only until their wants
+ * exceed it (the others stay parked, and are woken if rows are left over).
+ */
+export function ride<T>(waiters: Waiters, key: string, now: number, plan: Plan<T>, most = Infinity): Ride<T> {
   const parked = waiters.carrying(key, isRider).filter((r) => r.data.riding === null);
-  const going = parked.flatMap((r) => {
+  const going: { r: (typeof parked)[number]; p: Plan<unknown> }[] = [];
+  // Until their wants exceed it: then if the rows run out, a rider comes back short and says so.
+  let room = most;
+  for (const r of parked) {
+    if (room < 0) break;
     const p = r.data.plan(now);
-    return p ? [{ r, p }] : [];
-  });
+    if (!p) continue;
+    going.push({ r, p });
+    if (r.data.wants !== undefined) room -= r.data.wants;
+  }
   if (!going.length) return { plan, riders: [], release: () => {} };
   let settle!: () => void;
   const riding = new Promise<void>((res) => (settle = res));

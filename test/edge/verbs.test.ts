@@ -1,6 +1,7 @@
 /** Every verb over the HTTP routes, with the answers the contract documents. */
 import { describe, expect, it } from 'vitest';
 import { b64, call, plane, unb64 } from './setup/http.ts';
+import { queueStub } from './setup/objects.ts';
 
 const claimIds = async (p: ReturnType<typeof plane>, queue: string, n: number, extra: Record<string, unknown> = {}) => {
   const out: string[] = [];
@@ -45,6 +46,29 @@ describe('waits', () => {
     const got = await waiting;
     expect(got.body.claimed[0].id).toBe('late');
     expect(Date.now() - t0).toBeLessThan(5_000);
+  });
+
+  it('a submit carries only the parked claims it can fill: with 20 parked, one job costs what one claim does', async () => {
+    const p = plane();
+    const stub = queueStub(p.ns, 'q');
+    await p.claim('q', 'w0'); // the object exists and knows its queue
+    const parked = Array.from({ length: 20 }, (_, i) => p.claim('q', `w${i + 1}`, { wait_ms: 10_000 }));
+    for (let i = 0; i < 100 && (await stub.stats()).waiters < 20; i++) await new Promise((r) => setTimeout(r, 20));
+    expect((await stub.stats()).waiters).toBe(20);
+    const before = await stub.stats();
+    await p.submit('q', 'one');
+    const first = await Promise.race(parked.map((c, i) => c.then((r) => ({ i, r }))));
+    expect(first.r.body.claimed.map((c: { id: string }) => c.id)).toEqual(['one']);
+    const after = await stub.stats();
+    expect(after.batches - before.batches).toBe(1); // the submit's batch answered the claim
+    expect(after.waiters).toBe(19);
+    // Two claim statements rode along (the one filled, and one that found the queue empty, so no
+    // one else is woken), not twenty, each of which costs a row read.
+    expect(after.read - before.read).toBeLessThanOrEqual(10);
+    const more = Array.from({ length: 19 }, (_, i) => `more${i}`);
+    expect((await call('POST', `/v1/ns/${p.ns}/queues/q/invocations/batch`, { items: more.map((id) => ({ id, envelope: b64(id) })) })).status).toBe(200);
+    const rest = (await Promise.all(parked.filter((_, i) => i !== first.i))).map((r) => r.body.claimed.map((c: { id: string }) => c.id));
+    expect(rest.flat().sort()).toEqual([...more].sort());
   });
 
   it('answers an empty claim when its wait runs out', async () => {
