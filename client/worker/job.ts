@@ -115,7 +115,14 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
     }
     await chunks.flush();
     handlerDone();
-    await o.ack(c, jsonBytes(result));
+    try {
+      await o.ack(c, jsonBytes(result));
+    } catch (e) {
+      // The handler succeeded; only its ack did not land (the lease ran out and the job went to
+      // another worker, or the plane stayed away). Nothing to nack: the row's lease decides.
+      o.log(`job ${c.id} attempt ${c.attempt}: its ack was refused (${e instanceof Error ? e.message : String(e)}); the lease decides`);
+      return 'lost';
+    }
     return 'succeeded';
   } catch (e) {
     handlerDone();

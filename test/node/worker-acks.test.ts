@@ -46,4 +46,35 @@ describe.each(planes)('worker acks on the %s plane', (_name, make) => {
     expect(riding).toBeGreaterThan(N / 2); // work flowed the whole time: most acks rode claims
     await d.close();
   });
+
+  it('an ack refused because the lease ran out ends the job as lost: no ERROR frame, no nack', async () => {
+    const d = make();
+    await d.submit('slow', encodeEnvelope({ fn: 'slow', args: [] }), { id: 's1' });
+    const calls = { nack: 0, journalAppend: 0 };
+    const counted = new Proxy(d, {
+      get(target, prop, recv) {
+        if (prop === 'nack' || prop === 'journalAppend') calls[prop]++;
+        const v = Reflect.get(target, prop, recv);
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    });
+    const stop = new AbortController();
+    let outcome = '';
+    const ran = runWorker('slow', {
+      dispatch: counted, concurrency: 1, leaseMs: 100, heartbeatMs: 60_000, prefetch: 0, stop: stop.signal,
+      registry: { slow: () => new Promise((r) => setTimeout(r, 600)) },
+      onJob: (_id, o) => {
+        outcome = o;
+        stop.abort();
+      },
+    });
+    await new Promise((r) => setTimeout(r, 300)); // its lease (100 ms) ran out while it works
+    const other = await d.claim('slow', 'other');
+    expect(other?.attempt).toBe(2);
+    await ran;
+    expect(outcome).toBe('lost');
+    expect(calls).toEqual({ nack: 0, journalAppend: 0 });
+    expect((await d.get('s1'))!.state).toBe('running'); // still the other worker's
+    await d.close();
+  });
 });
