@@ -13,6 +13,7 @@ export class Prefetch {
   private since = performance.now();
   private rate = 0; // jobs per second, smoothed
   private rttMs = 5; // one claim round trip, smoothed
+  private cut = -Infinity; // when overshot() last halved the pace
 
   constructor(setting: number | 'auto', max = 1000) {
     this.fixed = setting === 'auto' ? null : Math.max(0, setting);
@@ -35,6 +36,18 @@ export class Prefetch {
   jobsWithin(ms: number): number {
     this.sample();
     return (this.rate * ms) / 1000;
+  }
+
+  /**
+   * A claimed job waited in the buffer past its lease: the window was deeper than this worker's
+   * real pace (after a plane restart, say, the pace measured before it no longer holds). Halve the
+   * pace it is sized by, at most once per measurement, as TCP halves its window on a loss.
+   */
+  overshot(): void {
+    const now = performance.now();
+    if (now - this.cut < 100) return;
+    this.cut = now;
+    this.rate /= 2;
   }
 
   jobDone(): void {

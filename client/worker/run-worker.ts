@@ -101,8 +101,10 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
     while (active < concurrency && buffer.length) {
       const c = buffer.shift()!;
       if (c.leaseUntil <= Date.now()) {
-        // Its lease ran out while it waited here: the plane hands it out again; do not run it twice.
+        // Its lease ran out while it waited here: the plane hands it out again; do not run it twice,
+        // and claim less far ahead.
         held--;
+        prefetch.overshot();
         continue;
       }
       active++;

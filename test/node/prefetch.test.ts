@@ -44,4 +44,18 @@ describe('prefetch', () => {
     expect(busy.jobsWithin(25)).toBeGreaterThanOrEqual(2);
     expect(idle.jobsWithin(25)).toBeLessThan(2);
   });
+
+  it('overshot: a job that expired in the buffer halves the window, at most once per measurement', async () => {
+    const p = new Prefetch('auto', 1000);
+    p.claimTook(20);
+    for (let i = 0; i < 3; i++) {
+      for (let j = 0; j < 300; j++) p.jobDone();
+      await sleep(120);
+      void p.depth(30_000);
+    }
+    const before = p.jobsWithin(1000);
+    p.overshot();
+    p.overshot(); // the same burst of expiries: counted once
+    expect(p.jobsWithin(1000)).toBeCloseTo(before / 2, 0);
+  });
 });
