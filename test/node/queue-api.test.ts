@@ -4,14 +4,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
-  Dispatch, FrameKind, InvocationFailedError, Queue, currentJob, decodeEnvelope, dispatchByName, runWorker, type DispatchPlane, type RouteTable,
+  FrameKind, InvocationFailedError, Queue, currentJob, decodeEnvelope, dispatchByName, runWorker, type RouteTable,
 } from '../../client/index.ts';
-import { client } from './setup/client.ts';
+import { bothPlanes, client } from './setup/client.ts';
 
-const planes: [string, () => DispatchPlane][] = [
-  ['local', () => new Dispatch(join(mkdtempSync(join(tmpdir(), 'lakeshore-q-')), 'd.sqlite'), { namespace: 'q' })],
-  ['edge', () => client()],
-];
+const planes = bothPlanes('q');
 
 describe.each(planes)('Queue API on the %s plane', (_name, make) => {
   it('submits a call, streams its yields while it runs, then answers its result', async () => {

@@ -1,15 +1,9 @@
 /** runWorker sends a busy worker's acks with its next claim (ackAndClaim), on both planes. */
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { Dispatch, encodeEnvelope, runWorker, type DispatchPlane } from '../../client/index.ts';
-import { client } from './setup/client.ts';
+import { encodeEnvelope, runWorker } from '../../client/index.ts';
+import { bothPlanes } from './setup/client.ts';
 
-const planes: [string, () => DispatchPlane][] = [
-  ['local', () => new Dispatch(join(mkdtempSync(join(tmpdir(), 'lakeshore-acks-')), 'd.sqlite'), { namespace: 'acks' })],
-  ['edge', () => client()],
-];
+const planes = bothPlanes('acks');
 
 describe.each(planes)('worker acks on the %s plane', (_name, make) => {
   it('a busy worker acks through its claims; every job succeeds once', async () => {
