@@ -176,9 +176,9 @@ export class Engine {
     const args = claimArgs(queue, req, this.limits);
     if (acks.length > this.limits.maxBatch) throw badRequest(`a batch holds at most ${this.limits.maxBatch} items`);
     if (acks.length) args.wait = Math.min(args.wait, ACKS_WAIT_MS);
-    const acked = this.ackMany(ns, acks.map((a) => ({ ...a, queue: args.q })));
-    const claimed = this.claimWith(ns, args);
-    return { acks: await acked, claimed: await claimed };
+    // Both start now (one batch); awaited together, so a failure of either is never left unhandled.
+    const [acked, claimed] = await Promise.all([this.ackMany(ns, acks.map((a) => ({ ...a, queue: args.q }))), this.claimWith(ns, args)]);
+    return { acks: acked, claimed };
   }
 
   private async claimWith(ns: string, { q, max, input, wait }: ClaimArgs, signal?: AbortSignal): Promise<Claimed[]> {
