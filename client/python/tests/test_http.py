@@ -51,6 +51,22 @@ class Verbs(unittest.TestCase):
         self.assertIsNone(d.get("missing"))
         self.assertEqual(d.count("q", "succeeded"), 1)
 
+    def test_submit_many_each_item_alone(self):
+        d = client()
+        d.submit("q", b"old", id="old", key="k-old")
+        items = [{"envelope": b"e%d" % i, "id": "m%d" % i, "priority": i % 3} for i in range(1200)]
+        items[5] = {"envelope": b"dup", "id": "again", "key": "k-old"}  # an existing key: answers the existing id
+        items[7] = {"envelope": b"bad", "id": ""}  # refused alone
+        out = d.submit_many("q", items)
+        self.assertEqual(len(out), 1200)
+        self.assertEqual(out[0], "m0")
+        self.assertEqual(out[5], "old")
+        self.assertIsInstance(out[7], ls.BadRequest)
+        self.assertEqual(out[1199], "m1199")
+        self.assertEqual(d.count("q"), 1 + 1198)  # the old one, and every item but the repeat and the refused
+        self.assertEqual(d.claim("q", "w").priority, 2)  # highest priority first
+        self.assertEqual(d.submit_many("q", items[:3]), ["m0", "m1", "m2"])  # resubmits are no-ops
+
     def test_nack_retry_and_fail(self):
         d = client()
         d.submit("q", b"x", id="a")
