@@ -146,8 +146,12 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
     let got: Claimed[] = [];
     // Acks ride a claim only while work flows (a claim with acks waits at most ACKS_WAIT_MS, then
     // the worker must claim again); a worker that waits for each job sends them alone.
-    const riding = prefetch.jobsWithin(ACKS_WAIT_MS) >= 2 ? acks.filter((a) => a.c.queue === pool).slice(0, MAX_CLAIM) : [];
-    if (riding.length) acks.splice(0, acks.length, ...acks.filter((a) => !riding.includes(a)));
+    const riding: typeof acks = [];
+    if (prefetch.jobsWithin(ACKS_WAIT_MS) >= 2) {
+      const stay: typeof acks = [];
+      for (const a of acks) (a.c.queue === pool && riding.length < MAX_CLAIM ? riding : stay).push(a);
+      acks.splice(0, acks.length, ...stay);
+    }
     try {
       const t0 = performance.now();
       const claimOpts = { waitMs, leaseMs: leaseMs ?? undefined, signal: stop };

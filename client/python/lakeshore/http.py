@@ -37,6 +37,10 @@ def _unb64(s: Optional[str]) -> Optional[bytes]:
     return None if s is None else base64.b64decode(s)
 
 
+def _submit_body(envelope: bytes, id: str, key: Optional[str], priority: float, parent: Optional[str]) -> Dict[str, Any]:
+    return {"id": id, "envelope": _b64(envelope), "key": key, "priority": _finite("priority", priority), "parent": parent}
+
+
 def _finite(name: str, v: float) -> float:
     if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
         raise error_for("bad_request", "%s must be a finite number" % name)
@@ -66,9 +70,7 @@ class HttpDispatch:
     # ------------------------------------------------------------------ producers
 
     def submit(self, queue: str, envelope: bytes, *, id: str, key: Optional[str] = None, priority: float = 0.0, parent: Optional[str] = None) -> str:
-        out = self._call("POST", "/queues/%s/invocations" % _q(queue), {
-            "id": id, "envelope": _b64(envelope), "key": key, "priority": _finite("priority", priority), "parent": parent,
-        })
+        out = self._call("POST", "/queues/%s/invocations" % _q(queue), _submit_body(envelope, id, key, priority, parent))
         self._hint(out["id"], queue)
         return out["id"]
 
@@ -79,10 +81,7 @@ class HttpDispatch:
         out: List[Union[str, LakeshoreError]] = []
         for at in range(0, len(items), _BATCH):
             chunk = items[at:at + _BATCH]
-            body = [{
-                "id": it["id"], "envelope": _b64(it["envelope"]), "key": it.get("key"),
-                "priority": _finite("priority", it.get("priority", 0.0)), "parent": it.get("parent"),
-            } for it in chunk]
+            body = [_submit_body(it["envelope"], it["id"], it.get("key"), it.get("priority", 0.0), it.get("parent")) for it in chunk]
             results = self._call("POST", "/queues/%s/invocations/batch" % _q(queue), {"items": body})["results"]
             for r in results:
                 if "error" in r:
