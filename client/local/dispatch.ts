@@ -16,7 +16,7 @@ import type { Limits } from '../../src/core/limits.ts';
 import type { State } from '../../src/core/states.ts';
 import type { Claimed, Frame, HeartbeatAnswer, Invocation, JournalFrame } from '../../src/core/types.ts';
 import * as v from '../../src/core/validate.ts';
-import { asClientError, BadRequestError, InvocationCancelledError, InvocationFailedError, TimeoutError } from '../errors.ts';
+import { asClientError, BadRequestError, errorFor, InvocationCancelledError, InvocationFailedError, TimeoutError } from '../errors.ts';
 import type { AckRequest, AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, ReadOptions, SubmitOptions } from '../types.ts';
 import { Batcher } from '../batcher.ts';
 import { migrate } from './migrate.ts';
@@ -54,7 +54,7 @@ export class Dispatch implements DispatchPlane {
   private readonly submitters = new Map<string, Batcher<{ envelope: Uint8Array; opts: SubmitOptions }, string>>();
   private readonly acker = new Batcher<{ id: string; workerId: string; attempt: number | null; result: Uint8Array | null }, undefined>(async (items) => {
     const out = await verb(this.engine.ackMany(this.namespace, items));
-    return out.map((r) => (r.ok ? { ok: true as const, value: undefined } : { ok: false as const, error: asClientError(r.error) as Error }));
+    return out.map((r) => (r.ok ? { ok: true as const, value: undefined } : { ok: false as const, error: errorFor(r.error.code, r.error.message) }));
   });
 
   constructor(path = ':memory:', opts: DispatchOptions = {}) {
@@ -84,7 +84,7 @@ export class Dispatch implements DispatchPlane {
     if (!b) {
       b = new Batcher(async (items) => {
         const out = await verb(this.engine.submitMany(this.namespace, queue, items.map(({ envelope: e, opts: o }) => ({ id: o.id, envelope: e, key: o.key, priority: o.priority, parent: o.parent }))));
-        return out.map((r) => (r.ok ? { ok: true as const, value: r.value.id } : { ok: false as const, error: asClientError(r.error) as Error }));
+        return out.map((r) => (r.ok ? { ok: true as const, value: r.value.id } : { ok: false as const, error: errorFor(r.error.code, r.error.message) }));
       });
       this.submitters.set(queue, b);
     }
@@ -93,7 +93,7 @@ export class Dispatch implements DispatchPlane {
 
   async submitMany(queue: string, items: { envelope: Uint8Array; opts: SubmitOptions }[]): Promise<({ id: string } | { error: Error })[]> {
     const out = await verb(this.engine.submitMany(this.namespace, queue, items.map(({ envelope, opts }) => ({ id: opts.id, envelope, key: opts.key, priority: opts.priority, parent: opts.parent }))));
-    return out.map((r) => (r.ok ? { id: r.value.id } : { error: asClientError(r.error) as Error }));
+    return out.map((r) => (r.ok ? { id: r.value.id } : { error: errorFor(r.error.code, r.error.message) }));
   }
 
   cancel(id: string): Promise<boolean> {
@@ -153,7 +153,7 @@ export class Dispatch implements DispatchPlane {
     );
     out.acks.forEach((r, i) => r.ok && this.claims.delete(acks[i]!.id));
     for (const c of out.claimed) this.claims.set(c.id, { workerId, attempt: c.attempt });
-    return { claimed: out.claimed, acks: out.acks.map((r) => (r.ok ? null : (asClientError(r.error) as Error))) };
+    return { claimed: out.claimed, acks: out.acks.map((r) => (r.ok ? null : errorFor(r.error.code, r.error.message))) };
   }
 
   /** Concurrent acks go to the engine together, as one fenced UPDATE; each keeps its own answer. */
@@ -179,7 +179,7 @@ export class Dispatch implements DispatchPlane {
     const workerId = opts.workerId ?? held?.workerId;
     if (!workerId) throw new BadRequestError(`journalAppend(${id}): no workerId given and this client did not claim ${id}`);
     const out = await verb(
-      this.engine.append(this.namespace, id, {
+      this.engine.journal.append(this.namespace, id, {
         workerId, attempt: opts.attempt ?? (held?.workerId === workerId ? held.attempt : null), seq, kind: f.kind, body: f.body, meta: f.meta, final: opts.final,
       }),
     );
@@ -192,7 +192,7 @@ export class Dispatch implements DispatchPlane {
     for (;;) {
       const left = deadline - Date.now();
       if (left <= 0) throw new TimeoutError(`journal of ${id} did not end within ${opts.timeoutMs} ms`);
-      const page = await this.waiting(() => verb(this.engine.follow(this.namespace, id, cursor, Math.min(left, this.engine.limits.maxResultWaitMs), opts.signal)));
+      const page = await this.waiting(() => verb(this.engine.journal.follow(this.namespace, id, cursor, Math.min(left, this.engine.limits.maxResultWaitMs), opts.signal)));
       for (const f of page.frames) {
         cursor = f.seq;
         yield f;
@@ -202,13 +202,13 @@ export class Dispatch implements DispatchPlane {
   }
 
   journalTrim(id: string, keepLast: number): Promise<number> {
-    return verb(this.engine.trim(this.namespace, id, keepLast));
+    return verb(this.engine.journal.trim(this.namespace, id, keepLast));
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    this.engine.wakeAll();
+    this.engine.park.wakeAll();
     if (this.watcher) clearInterval(this.watcher);
     for (const t of this.leaseTimers.values()) clearTimeout(t.timer);
     this.db.close();
@@ -228,7 +228,7 @@ export class Dispatch implements DispatchPlane {
     try {
       return await fn();
     } finally {
-      if (this.engine.waiters.size === 0 && this.watcher) {
+      if (this.engine.park.waiters.size === 0 && this.watcher) {
         clearInterval(this.watcher);
         this.watcher = null;
       }
@@ -243,7 +243,7 @@ export class Dispatch implements DispatchPlane {
       const now = this.version();
       if (now !== this.dataVersion) {
         this.dataVersion = now;
-        this.engine.wakeAll();
+        this.engine.park.wakeAll();
       }
     }, this.changeCheckMs);
     this.watcher.unref?.();

@@ -5,10 +5,22 @@
  */
 import { fromBase64, fromUtf8, toBase64, utf8 } from './bytes.ts';
 import { badRequest } from './errors.ts';
-import type { Frame } from './types.ts';
 
 export const FrameKind = Object.freeze({ VALUE: 0, CHUNK: 1, BEGIN: 2, END: 3, ERROR: 4 } as const);
 export type FrameKind = (typeof FrameKind)[keyof typeof FrameKind];
+
+export interface Frame {
+  kind: FrameKind;
+  seq: number;
+  body: Uint8Array;
+  meta: Record<string, unknown> | null;
+}
+
+/** A frame as stored and read back: which attempt wrote it and whether it ends the stream. */
+export interface JournalFrame extends Frame {
+  attempt: number;
+  final: boolean;
+}
 
 export const FRAME_KIND_NAMES: Readonly<Record<FrameKind, string>> = Object.freeze({
   0: 'VALUE', 1: 'CHUNK', 2: 'BEGIN', 3: 'END', 4: 'ERROR',

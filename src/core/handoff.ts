@@ -10,7 +10,7 @@
  * - A journal reader following an invocation rides with the next append to it.
  */
 import { Then, type Plan } from './plan.ts';
-import { readPlan } from './sql/journal.ts';
+import { readPlan } from './sql/journal-read.ts';
 import { claimOrder, claimStmt, toClaimed, type ClaimInput } from './sql/claim.ts';
 import type { Claimed, JournalPage } from './types.ts';
 import type { Waiters } from './waiters.ts';
@@ -22,6 +22,8 @@ export interface Rider<T> {
   plan(now: number): Plan<T> | null;
   /** Keeps an answer; true when it satisfies the waiter (which is then woken). */
   take(value: T): boolean;
+  /** What a ride handed it, once one satisfied it. */
+  value: T | null;
   /** Set while riding in a batch; settles when that batch is done (or failed). */
   riding: Promise<void> | null;
   /** The most rows it can take (a claim's max); unset for riders any write may satisfy. */
@@ -30,11 +32,11 @@ export interface Rider<T> {
 
 const isRider = (d: unknown): d is Rider<unknown> => typeof d === 'object' && d !== null && (d as Rider<unknown>).rider === true;
 
-/** A claim parked on an empty queue; `rows` holds what a submit's batch handed it. */
+/** A claim parked on an empty queue; `value` holds what a submit's batch handed it. */
 export class ParkedClaim implements Rider<Claimed[]> {
   readonly rider = true as const;
   riding: Promise<void> | null = null;
-  rows: Claimed[] | null = null;
+  value: Claimed[] | null = null;
   /** Set when a ride came back short: the queue had nothing more to claim. */
   short = false;
   private readonly ns: string;
@@ -60,16 +62,16 @@ export class ParkedClaim implements Rider<Claimed[]> {
 
   take(rows: Claimed[]): boolean {
     this.short = rows.length < this.wants;
-    if (rows.length) this.rows = rows;
+    if (rows.length) this.value = rows;
     return rows.length > 0;
   }
 }
 
-/** A journal reader waiting for frames after its cursor; `page` holds what an append handed it. */
+/** A journal reader waiting for frames after its cursor; `value` holds what an append handed it. */
 export class FollowingReader implements Rider<JournalPage> {
   readonly rider = true as const;
   riding: Promise<void> | null = null;
-  page: JournalPage | null = null;
+  value: JournalPage | null = null;
   private readonly ns: string;
   private readonly id: string;
   private readonly since: number;
@@ -88,7 +90,7 @@ export class FollowingReader implements Rider<JournalPage> {
 
   take(page: JournalPage): boolean {
     if (!page.frames.length && !page.done) return false;
-    this.page = page;
+    this.value = page;
     return true;
   }
 }

@@ -1,12 +1,13 @@
 /**
  * Verb requests as callers hand them to the engine (fields still unchecked: they come from HTTP
  * bodies and from local callers alike), and the parsers that turn them into checked inputs or
- * throw a 400/413 naming what was wrong.
+ * throw a 400/413 naming what was wrong. Each rule has one home, here or in validate.ts.
  */
 import { badRequest, LakeshoreError } from './errors.ts';
-import { isTerminalKind, type FrameKind } from './frame.ts';
+import { isFrameKind, isTerminalKind } from './frame.ts';
 import type { Limits } from './limits.ts';
-import type { AppendInput } from './sql/journal.ts';
+import type { AckItem } from './sql/ack.ts';
+import type { AppendInput } from './sql/append.ts';
 import type { ClaimInput } from './sql/claim.ts';
 import type { Holder } from './sql/fence.ts';
 import type { SubmitInput } from './sql/submit.ts';
@@ -28,6 +29,8 @@ export interface ClaimRequest {
   leaseMs?: unknown;
   /** How long to wait for work when the queue is empty; 0 answers at once. */
   waitMs?: unknown;
+  /** Most invocations to claim; default 1. */
+  max?: unknown;
   signal?: AbortSignal;
 }
 
@@ -40,18 +43,15 @@ export interface ClaimArgs {
   wait: number;
 }
 
-export function claimArgs(queue: unknown, req: ClaimRequest & { max?: unknown }, limits: Limits): ClaimArgs {
-  const q = v.queue(queue, limits);
+export function claimArgs(queue: unknown, req: ClaimRequest, limits: Limits): ClaimArgs {
   const max = v.nonNegInt('max', req.max, 1, limits.maxBatch);
   if (max < 1) throw badRequest('max must be at least 1');
-  const input = {
-    workerId: v.workerId(req.workerId),
-    kind: v.claimKind(req.kind),
-    temperature: v.temperature(req.temperature),
-    leaseMs: req.leaseMs === undefined || req.leaseMs === null ? null : v.nonNegInt('lease_ms', req.leaseMs, 0, limits.maxLeaseMs),
+  return {
+    q: v.queue(queue, limits),
+    max,
+    input: { workerId: v.workerId(req.workerId), kind: v.claimKind(req.kind), temperature: v.temperature(req.temperature), leaseMs: v.leaseMs(req.leaseMs, limits) },
+    wait: v.waitMs('wait_ms', req.waitMs, 0, limits.maxClaimWaitMs),
   };
-  if (input.leaseMs !== null && input.leaseMs < 1) throw badRequest('lease_ms must be at least 1');
-  return { q, max, input, wait: v.waitMs('wait_ms', req.waitMs, 0, limits.maxClaimWaitMs) };
 }
 
 export interface HolderRequest {
@@ -59,6 +59,16 @@ export interface HolderRequest {
   attempt?: unknown;
   /** The invocation's queue when the caller knows it; it narrows the guard. */
   queue?: string | null;
+}
+
+export interface AckRequest extends HolderRequest {
+  id: unknown;
+  result?: unknown;
+}
+
+export interface NackRequest extends HolderRequest {
+  error: unknown;
+  retry?: unknown;
 }
 
 export interface AppendRequest extends HolderRequest {
@@ -81,6 +91,13 @@ export function submitInput(req: SubmitRequest, limits: Limits): SubmitInput {
 
 export const holder = (req: HolderRequest): Holder => ({ workerId: v.workerId(req.workerId), attempt: v.attempt(req.attempt) });
 
+export const ackInput = (req: AckRequest, limits: Limits): AckItem => ({
+  id: v.id(req.id, limits),
+  queue: req.queue ?? null,
+  holder: holder(req),
+  result: req.result === undefined || req.result === null ? null : v.bytes('result', req.result, limits.resultBytes),
+});
+
 /** A nack's error: a string, or an object with a string `message`, within the result size limit. */
 export function invocationError(e: unknown, limits: Limits): InvocationError {
   if (typeof e === 'string') return { message: e };
@@ -92,7 +109,12 @@ export function invocationError(e: unknown, limits: Limits): InvocationError {
   throw badRequest('error must be a string or an object with a string message');
 }
 
-/** A journal cursor: the last seq seen, -1 for the start. */
+export function nackInput(req: NackRequest, limits: Limits): { holder: Holder; error: InvocationError; retry: boolean } {
+  if (req.retry !== undefined && req.retry !== null && typeof req.retry !== 'boolean') throw badRequest('retry must be a boolean');
+  return { holder: holder(req), error: invocationError(req.error, limits), retry: typeof req.retry === 'boolean' ? req.retry : true };
+}
+
+/** A journal cursor (`since`, or an SSE `Last-Event-ID`): the last seq seen, -1 for the start. */
 export function journalCursor(s: unknown): number {
   if (s === undefined || s === null) return -1;
   if (typeof s !== 'number' || !Number.isInteger(s) || s < -1) throw badRequest('since must be an integer >= -1');
@@ -103,7 +125,7 @@ export const pageLimit = (l: unknown): number => Math.max(1, v.nonNegInt('limit'
 
 /** An appended frame: kind, seq (null: the next), body and meta within their limits, final. */
 export function frameInput(req: AppendRequest, limits: Limits): AppendInput {
-  if (!(typeof req.kind === 'number' && Number.isInteger(req.kind) && req.kind >= 0 && req.kind <= 4)) {
+  if (!isFrameKind(req.kind)) {
     throw badRequest(`unknown frame kind ${JSON.stringify(req.kind)}: expected 0 (VALUE), 1 (CHUNK), 2 (BEGIN), 3 (END) or 4 (ERROR)`);
   }
   const seq = req.seq === undefined || req.seq === null ? null : v.nonNegInt('seq', req.seq, 0);
@@ -114,6 +136,6 @@ export function frameInput(req: AppendRequest, limits: Limits): AppendInput {
   const meta = req.meta === undefined || req.meta === null ? null : req.meta;
   if (meta !== null && (typeof meta !== 'object' || Array.isArray(meta))) throw badRequest('meta must be an object or null');
   if (req.final !== undefined && req.final !== null && typeof req.final !== 'boolean') throw badRequest('final must be a boolean');
-  const final = typeof req.final === 'boolean' ? req.final : isTerminalKind(req.kind as FrameKind);
-  return { seq, kind: req.kind as FrameKind, body, meta: meta as Record<string, unknown> | null, final };
+  const final = typeof req.final === 'boolean' ? req.final : isTerminalKind(req.kind);
+  return { seq, kind: req.kind, body, meta: meta as Record<string, unknown> | null, final };
 }

@@ -15,7 +15,9 @@
  */
 
 import type { State } from './states.ts';
-import type { FrameKind } from './frame.ts';
+import type { JournalFrame } from './frame.ts';
+
+export type { Frame, JournalFrame } from './frame.ts';
 
 export type ClaimKind = 'fifo' | 'filo' | 'boltzmann';
 export const CLAIM_KINDS: readonly ClaimKind[] = Object.freeze(['fifo', 'filo', 'boltzmann']);
@@ -65,19 +67,6 @@ export interface Claimed {
   attempt: number;
   leaseUntil: number;
   priority: number;
-}
-
-export interface Frame {
-  kind: FrameKind;
-  seq: number;
-  body: Uint8Array;
-  meta: Record<string, unknown> | null;
-}
-
-/** A frame as stored and read back: which attempt wrote it and whether it ends the stream. */
-export interface JournalFrame extends Frame {
-  attempt: number;
-  final: boolean;
 }
 
 export interface HeartbeatAnswer {

@@ -79,6 +79,20 @@ export function temperature(v: unknown): number {
   return t;
 }
 
+/** A lease in ms: null (use the queue's, then the plane's), or 1 ms up to the plane's longest. */
+export function leaseMs(v: unknown, l: Limits, what = 'lease_ms'): number | null {
+  if (v === undefined || v === null) return null;
+  const ms = nonNegInt(what, v, 0, l.maxLeaseMs);
+  if (ms < 1) throw badRequest(`${what} must be at least 1`);
+  return ms;
+}
+
+/** A batch's items: at most the plane's `maxBatch`. */
+export function batch<T>(items: T[], l: Limits): T[] {
+  if (items.length > l.maxBatch) throw badRequest(`a batch holds at most ${l.maxBatch} items; this one holds ${items.length}`);
+  return items;
+}
+
 export function attempt(v: unknown): number | null {
   if (v === undefined || v === null) return null;
   return nonNegInt('attempt', v, 0);

@@ -1,60 +1,120 @@
 /**
- * Request bodies of the HTTP contract, declared once. Bytes travel as base64 strings; every other
- * field is checked again by the engine, so both planes give the same errors for the same input.
- * Objects are strict: a body that tries to set a server-owned field (state, attempt, namespace)
- * is refused, not silently ignored.
+ * Request bodies of the HTTP contract, declared once: each is a TypeScript type of what travels
+ * (the HTTP client builds its bodies as these types) and a zod schema that checks it on the plane.
+ * `Checks<T>` ties the two: a schema whose input differs from its type does not compile.
+ *
+ * Bytes travel as base64 strings; the schemas decode them, so a bad one is refused with the path
+ * of the field (`items[3].envelope`). Every other field is checked again by the engine, so both
+ * planes give the same errors for the same input. Objects are strict: a body that tries to set
+ * a server-owned field (state, attempt, namespace) is refused, not silently ignored. Free-form
+ * values (`meta`, an error object) pass through untouched, own `__proto__` keys included.
  */
 import { z } from 'zod';
+import { fromBase64 } from './bytes.ts';
+import { CLAIM_KINDS, type ClaimKind } from './types.ts';
 
-const b64 = z.string().describe('base64');
+/** A schema whose input type is exactly T (both ways). */
+type Checks<T> = z.ZodType<unknown, T>;
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const exactly = <T>() => <S extends Checks<T>>(s: S & (Same<z.input<S>, T> extends true ? unknown : never)): S => s;
+
+type Opt<T> = T | null | undefined;
 const opt = <T extends z.ZodType>(t: T) => t.nullish();
 
-export const SubmitBody = z.strictObject({
-  id: z.string(),
-  envelope: b64,
-  key: opt(z.string()),
-  priority: opt(z.number()),
-  parent: opt(z.string()),
+const b64 = z.string().transform((s, ctx) => {
+  const b = fromBase64(s);
+  if (b) return b;
+  ctx.addIssue({ code: 'custom', message: 'must be base64' });
+  return z.NEVER;
 });
 
-export const SubmitManyBody = z.strictObject({ items: z.array(SubmitBody) });
+/** A JSON object kept as it came (zod would rebuild it, and drop own `__proto__` keys). */
+const freeObject = <T extends object = Record<string, unknown>>(test: (o: Record<string, unknown>) => boolean = () => true, message = 'must be an object') =>
+  z.custom<T>((v) => typeof v === 'object' && v !== null && !Array.isArray(v) && test(v as Record<string, unknown>), { message });
 
-export const ClaimBody = z.strictObject({
+export interface SubmitWire {
+  id: string;
+  envelope: string;
+  key?: Opt<string>;
+  priority?: Opt<number>;
+  parent?: Opt<string>;
+}
+export const SubmitBody = exactly<SubmitWire>()(z.strictObject({ id: z.string(), envelope: b64, key: opt(z.string()), priority: opt(z.number()), parent: opt(z.string()) }));
+export const SubmitManyBody = exactly<{ items: SubmitWire[] }>()(z.strictObject({ items: z.array(SubmitBody) }));
+
+export interface AckWire {
+  id: string;
+  attempt?: Opt<number>;
+  result?: Opt<string>;
+}
+const AckItemBody = exactly<AckWire>()(z.strictObject({ id: z.string(), attempt: opt(z.number()), result: opt(b64) }));
+
+export interface ClaimWire {
+  worker_id: string;
+  kind?: Opt<ClaimKind>;
+  temperature?: Opt<number>;
+  lease_ms?: Opt<number>;
+  wait_ms?: Opt<number>;
+  max?: Opt<number>;
+  /** Acks of this worker's finished invocations of the queue, sent with the claim (see ackAndClaim). */
+  acks?: Opt<AckWire[]>;
+}
+export const ClaimBody = exactly<ClaimWire>()(z.strictObject({
   worker_id: z.string(),
-  kind: opt(z.string()),
+  kind: opt(z.enum(CLAIM_KINDS as [ClaimKind, ...ClaimKind[]], { error: (i) => `unknown claim kind ${JSON.stringify(i.input)}: expected ${CLAIM_KINDS.join(', ')}` })),
   temperature: opt(z.number()),
   lease_ms: opt(z.number()),
   wait_ms: opt(z.number()),
   max: opt(z.number()),
-  /** Acks of this worker's finished invocations of the queue, sent with the claim (see ackAndClaim). */
-  acks: opt(z.array(z.strictObject({ id: z.string(), attempt: opt(z.number()), result: opt(b64) }))),
-});
+  acks: opt(z.array(AckItemBody)),
+}));
 
-const Holder = {
-  worker_id: z.string(),
-  attempt: opt(z.number()),
-};
+interface HolderWire {
+  worker_id: string;
+  attempt?: Opt<number>;
+}
+const holder = { worker_id: z.string(), attempt: opt(z.number()) };
 
-export const AckBody = z.strictObject({ ...Holder, result: opt(b64) });
-export const AckManyBody = z.strictObject({ items: z.array(z.strictObject({ id: z.string(), ...Holder, result: opt(b64) })) });
-export const NackBody = z.strictObject({
-  ...Holder,
-  error: z.union([z.string(), z.looseObject({ message: z.string() })]),
-  retry: opt(z.boolean()),
-});
-export const NackManyBody = z.strictObject({
-  items: z.array(z.strictObject({ id: z.string(), ...Holder, error: z.union([z.string(), z.looseObject({ message: z.string() })]), retry: opt(z.boolean()) })),
-});
-export const HeartbeatBody = z.strictObject({ ...Holder, lease_ms: opt(z.number()) });
-export const AppendBody = z.strictObject({
-  ...Holder,
-  seq: opt(z.number()),
-  kind: z.number(),
-  body: b64,
-  meta: opt(z.record(z.string(), z.unknown())),
-  final: opt(z.boolean()),
-});
-export const TrimBody = z.strictObject({ keep_last: z.number() });
-export const QueueSettingsBody = z.strictObject({ lease_ms: opt(z.number()), max_attempts: opt(z.number()) });
+export type AckBodyWire = HolderWire & { result?: Opt<string> };
+export const AckBody = exactly<AckBodyWire>()(z.strictObject({ ...holder, result: opt(b64) }));
+export const AckManyBody = exactly<{ items: (AckBodyWire & { id: string })[] }>()(z.strictObject({ items: z.array(z.strictObject({ id: z.string(), ...holder, result: opt(b64) })) }));
 
-export type SubmitBody = z.infer<typeof SubmitBody>;
+export type ErrorWire = string | { message: string; [k: string]: unknown };
+const errorValue = z.union([z.string(), freeObject<{ message: string; [k: string]: unknown }>((o) => typeof o.message === 'string', 'must be a string or an object with a string message')]);
+export type NackWire = HolderWire & { error: ErrorWire; retry?: Opt<boolean> };
+export const NackBody = exactly<NackWire>()(z.strictObject({ ...holder, error: errorValue, retry: opt(z.boolean()) }));
+export const NackManyBody = exactly<{ items: (NackWire & { id: string })[] }>()(z.strictObject({ items: z.array(z.strictObject({ id: z.string(), ...holder, error: errorValue, retry: opt(z.boolean()) })) }));
+
+export type HeartbeatWire = HolderWire & { lease_ms?: Opt<number> };
+export const HeartbeatBody = exactly<HeartbeatWire>()(z.strictObject({ ...holder, lease_ms: opt(z.number()) }));
+
+export type AppendWire = HolderWire & { seq?: Opt<number>; kind: number; body: string; meta?: Opt<Record<string, unknown>>; final?: Opt<boolean> };
+export const AppendBody = exactly<AppendWire>()(z.strictObject({ ...holder, seq: opt(z.number()), kind: z.number(), body: b64, meta: opt(freeObject()), final: opt(z.boolean()) }));
+
+export const TrimBody = exactly<{ keep_last: number }>()(z.strictObject({ keep_last: z.number() }));
+
+export interface QueueSettingsWire {
+  lease_ms?: Opt<number>;
+  max_attempts?: Opt<number>;
+}
+export const QueueSettingsBody = exactly<QueueSettingsWire>()(z.strictObject({ lease_ms: opt(z.number()), max_attempts: opt(z.number()) }));
+
+/** A token's own limits (requests per second, burst, open journal streams); unset ones use the plane's. */
+export interface TokenLimits {
+  requests_per_second?: number;
+  request_burst?: number;
+  streams?: number;
+}
+const limit = z.number().int().min(1).max(1_000_000);
+export interface TokenWire {
+  role: string;
+  pools?: Opt<string[]>;
+  name?: Opt<string>;
+  limits?: Opt<TokenLimits>;
+}
+export const TokenBody = exactly<TokenWire>()(z.strictObject({
+  role: z.string(),
+  pools: opt(z.array(z.string())),
+  name: opt(z.string()),
+  limits: opt(z.strictObject({ requests_per_second: limit.optional(), request_burst: limit.optional(), streams: limit.optional() })),
+}));

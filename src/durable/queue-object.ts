@@ -1,33 +1,40 @@
 /**
- * The queue Durable Object: one per (namespace, queue). Every transition of the queue's rows goes
- * through it, so they are serialized and group-committed to D1; waiting claims, result waits and
- * journal readers park here and are woken by the transition that satisfies them. The D1 rows stay
- * the only truth: this object keeps waiters and an alarm, never queue state.
+ * The queue Durable Object: one per (namespace, queue), named `<ns>\0<queue>`. Every transition
+ * of the queue's rows goes through it, so they are serialized and group-committed to D1; waiting
+ * claims, result waits and journal readers park here and are woken by the transition that
+ * satisfies them. The D1 rows stay the only truth: this object keeps waiters and an alarm, never
+ * queue state. Each method answers a Settled (core/settled.ts): error classes do not cross RPC.
  */
 import { DurableObject } from 'cloudflare:workers';
-import { Engine, type AppendRequest, type ClaimRequest, type HolderRequest, type SubmitRequest } from '../core/engine.ts';
+import { Engine, type AckRequest, type AppendRequest, type ClaimRequest, type HolderRequest, type NackRequest, type SubmitRequest } from '../core/engine.ts';
+import { settle } from '../core/settled.ts';
 import { D1Port } from './d1-port.ts';
-import { capture, tagged } from './result.ts';
 import { settingsFrom } from './settings.ts';
-import { STREAM_LEASE_MS, type TokenGate } from './gate.ts';
-import { journalStream } from './sse.ts';
 
-interface Ident {
-  ns: string;
-  queue: string;
-}
+type Claim = Omit<ClaimRequest, 'signal'>;
+
+/** The object's name, from which it knows its queue (also inside an alarm, after a restart). */
+export const queueObjectName = (ns: string, queue: string) => `${ns}\u0000${queue}`;
 
 export class QueueObject extends DurableObject<Env> {
   private readonly engine: Engine;
   private readonly port: D1Port;
-  private ident: Ident | null = null;
+  readonly ns: string;
+  readonly queue: string;
   /** The alarm time this instance last set; a cache of a timer, not of queue state. */
   private alarmAt: number | null = null;
+  /** Waits in progress that their caller may call off (abortWait), by the caller's wait id. */
+  private readonly waits = new Map<string, AbortController>();
   /** D1 rows read and written by this object's batches, for benchmarks. */
   private readonly rows = { read: 0, written: 0, batches: 0, plans: 0, calls: 0, callMs: 0 };
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
+    const name = ctx.id.name;
+    const at = name?.indexOf('\u0000') ?? -1;
+    if (!name || at < 0) throw new Error('a queue object is reached by its name, <ns>\\0<queue> (idFromName)');
+    this.ns = name.slice(0, at);
+    this.queue = name.slice(at + 1);
     const settings = settingsFrom(env);
     this.port = new D1Port(env.DB);
     this.engine = new Engine(this.port, {
@@ -45,115 +52,90 @@ export class QueueObject extends DurableObject<Env> {
       },
       onLease: (_ns, _queue, deadline) => this.armAlarm(deadline),
     });
-    // Initialise before any request runs. A throw here resets the object, and the next request retries.
-    void ctx.blockConcurrencyWhile(async () => {
-      this.ident = (await ctx.storage.get<Ident>('ident')) ?? null;
-      // Alarms may not survive a restart (local workerd drops them): sweep once and re-arm.
-      if (this.ident) await this.sweep();
-    });
+    // Alarms may not survive a restart (local workerd drops them): sweep once and re-arm. A throw
+    // here resets the object, and the next request retries.
+    void ctx.blockConcurrencyWhile(() => this.sweep());
   }
 
   // ------------------------------------------------------------ producers
 
-  submit(ns: string, queue: string, req: SubmitRequest) {
-    return this.run(ns, queue, () => this.engine.submit(ns, queue, req));
+  submit(req: SubmitRequest) {
+    return this.run(() => this.engine.submit(this.ns, this.queue, req));
   }
 
-  submitMany(ns: string, queue: string, items: SubmitRequest[]) {
-    return this.run(ns, queue, async () => {
-      return (await this.engine.submitMany(ns, queue, items)).map(tagged);
-    });
+  submitMany(items: SubmitRequest[]) {
+    return this.run(() => this.engine.submitMany(this.ns, this.queue, items));
   }
 
-  cancel(ns: string, queue: string, id: string) {
-    return this.run(ns, queue, () => this.engine.cancel(ns, id, queue));
+  cancel(id: string) {
+    return this.run(() => this.engine.cancel(this.ns, id, this.queue));
   }
 
-  result(ns: string, queue: string, id: string, timeoutMs: unknown) {
-    return this.run(ns, queue, () => this.engine.result(ns, id, timeoutMs));
+  result(id: string, timeoutMs: unknown, waitId?: string) {
+    return this.waiting(waitId, (signal) => this.engine.result(this.ns, id, timeoutMs, signal));
   }
 
-  trim(ns: string, queue: string, id: string, keepLast: unknown) {
-    return this.run(ns, queue, () => this.engine.trim(ns, id, keepLast, queue));
+  trim(id: string, keepLast: unknown) {
+    return this.run(() => this.engine.journal.trim(this.ns, id, keepLast, this.queue));
   }
 
-  configure(ns: string, queue: string, cfg: { leaseMs?: unknown; maxAttempts?: unknown }) {
-    return this.run(ns, queue, () => this.engine.configure(ns, queue, cfg));
+  configure(cfg: { leaseMs?: unknown; maxAttempts?: unknown }) {
+    return this.run(() => this.engine.configure(this.ns, this.queue, cfg));
   }
 
   // ------------------------------------------------------------ workers
 
-  claim(ns: string, queue: string, req: Omit<ClaimRequest, 'signal'> & { max?: unknown }) {
-    return this.run(ns, queue, () => this.engine.claimMany(ns, queue, req));
+  claim(req: Claim, waitId?: string) {
+    return this.waiting(waitId, (signal) => this.engine.claimMany(this.ns, this.queue, { ...req, signal }));
   }
 
   /** A worker's acks (of this queue's invocations) and its next claim, in one D1 batch. */
-  ackAndClaim(ns: string, queue: string, acks: (HolderRequest & { id: string; result?: unknown })[], req: Omit<ClaimRequest, 'signal'> & { max?: unknown }) {
-    return this.run(ns, queue, async () => {
-      const out = await this.engine.ackAndClaim(ns, queue, acks, req);
-      return { claimed: out.claimed, acks: out.acks.map(tagged) };
-    });
+  ackAndClaim(acks: AckRequest[], req: Claim) {
+    return this.run(() => this.engine.ackAndClaim(this.ns, this.queue, acks, req));
   }
 
-  ack(ns: string, queue: string, id: string, req: HolderRequest & { result?: unknown }) {
-    return this.run(ns, queue, () => this.engine.ack(ns, id, { ...req, queue }));
+  ackMany(items: AckRequest[]) {
+    return this.run(() => this.engine.ackMany(this.ns, items.map((it) => ({ ...it, queue: this.queue }))));
   }
 
-  ackMany(ns: string, queue: string, items: (HolderRequest & { id: string; result?: unknown })[]) {
-    return this.run(ns, queue, async () => {
-      return (await this.engine.ackMany(ns, items.map((it) => ({ ...it, queue })))).map(tagged);
-    });
+  nackMany(items: (NackRequest & { id: string })[]) {
+    return this.run(() => this.engine.nackMany(this.ns, items.map((it) => ({ ...it, queue: this.queue }))));
   }
 
-  nackMany(ns: string, queue: string, items: (HolderRequest & { id: string; error: unknown; retry?: unknown })[]) {
-    return this.run(ns, queue, async () => {
-      return (await this.engine.nackMany(ns, items.map((it) => ({ ...it, queue })))).map(tagged);
-    });
+  ack(id: string, req: HolderRequest & { result?: unknown }) {
+    return this.run(() => this.engine.ack(this.ns, id, { ...req, queue: this.queue }));
   }
 
-  nack(ns: string, queue: string, id: string, req: HolderRequest & { error: unknown; retry?: unknown }) {
-    return this.run(ns, queue, () => this.engine.nack(ns, id, { ...req, queue }));
+  nack(id: string, req: NackRequest) {
+    return this.run(() => this.engine.nack(this.ns, id, { ...req, queue: this.queue }));
   }
 
-  heartbeat(ns: string, queue: string, id: string, req: HolderRequest & { leaseMs?: unknown }) {
-    return this.run(ns, queue, () => this.engine.heartbeat(ns, id, { ...req, queue }));
+  heartbeat(id: string, req: HolderRequest & { leaseMs?: unknown }) {
+    return this.run(() => this.engine.heartbeat(this.ns, id, { ...req, queue: this.queue }));
   }
 
-  append(ns: string, queue: string, id: string, req: AppendRequest) {
-    return this.run(ns, queue, () => this.engine.append(ns, id, { ...req, queue }));
+  append(id: string, req: AppendRequest) {
+    return this.run(() => this.engine.journal.append(this.ns, id, { ...req, queue: this.queue }));
   }
 
-  follow(ns: string, queue: string, id: string, since: unknown, timeoutMs: unknown) {
-    return this.run(ns, queue, () => this.engine.follow(ns, id, since, timeoutMs));
+  /** The next page of a journal after `since`, waiting up to `timeoutMs` for one (an SSE stream's step). */
+  follow(id: string, since: unknown, timeoutMs: unknown, limit?: unknown, waitId?: string) {
+    return this.waiting(waitId, (signal) => this.engine.journal.follow(this.ns, id, since, timeoutMs, signal, limit));
+  }
+
+  /**
+   * Calls off a wait this caller started with `waitId` (its client went away): a parked claim
+   * leaves the queue before it can take a job; a reader stops waiting. False if it had ended.
+   */
+  abortWait(waitId: string): boolean {
+    const w = this.waits.get(waitId);
+    w?.abort();
+    return w !== undefined;
   }
 
   /** D1 rows read and written by this object so far (D1's own result metadata). */
   stats() {
-    return { ...this.rows, d1_ms: this.port.busyMs, waiters: this.engine.waiters.size };
-  }
-
-  /** Server-Sent Events of one invocation's journal: the one route that needs a stream. */
-  override async fetch(request: Request): Promise<Response> {
-    const url = new URL(request.url);
-    const ns = url.searchParams.get('ns') ?? '';
-    const queue = url.searchParams.get('queue') ?? '';
-    const id = url.searchParams.get('id') ?? '';
-    const since = Number(url.searchParams.get('since') ?? '-1');
-    await this.own(ns, queue);
-    // The stream counts against its token while it lives (src/worker/limits.ts).
-    const gateKey = url.searchParams.get('gate');
-    const lease = url.searchParams.get('lease');
-    const gates = this.env.GATE as unknown as DurableObjectNamespace<TokenGate>;
-    const gate = gateKey && lease ? gates.get(gates.idFromName(gateKey)) : null;
-    let renewed = Date.now();
-    return journalStream(this.engine, ns, id, since, gate && lease ? {
-      renew: () => {
-        if (Date.now() - renewed < STREAM_LEASE_MS / 3) return;
-        renewed = Date.now();
-        void gate.renewStream(lease).catch(() => {});
-      },
-      end: () => void gate.closeStream(lease).catch(() => {}),
-    } : undefined);
+    return { ...this.rows, d1_ms: this.port.busyMs, waiters: this.engine.park.waiters.size };
   }
 
   // ------------------------------------------------------------ leases
@@ -165,8 +147,7 @@ export class QueueObject extends DurableObject<Env> {
 
   /** Expires overdue leases and arms the alarm for the next deadline. */
   private async sweep(): Promise<void> {
-    if (!this.ident) return;
-    const next = await this.engine.expire(this.ident.ns, this.ident.queue);
+    const next = await this.engine.expire(this.ns, this.queue);
     if (next !== null) this.armAlarm(next);
   }
 
@@ -176,24 +157,20 @@ export class QueueObject extends DurableObject<Env> {
     void this.ctx.storage.setAlarm(deadline);
   }
 
-  /** Runs one verb for the queue: records the identity, then answers a tagged result. */
-  private run<T>(ns: string, queue: string, fn: () => Promise<T>) {
-    return capture(async () => {
-      const t0 = Date.now();
-      try {
-        await this.own(ns, queue);
-        return await fn();
-      } finally {
-        this.rows.calls++;
-        this.rows.callMs += Date.now() - t0;
-      }
-    });
+  /** Runs a verb that may wait, under an AbortSignal that abortWait(waitId) fires. */
+  private waiting<T>(waitId: string | undefined, fn: (signal: AbortSignal | undefined) => Promise<T>) {
+    if (!waitId) return this.run(() => fn(undefined));
+    const ac = new AbortController();
+    this.waits.set(waitId, ac);
+    return this.run(() => fn(ac.signal)).finally(() => this.waits.delete(waitId));
   }
 
-  /** Remembers which queue this object serves, so its alarm can sweep after a restart. */
-  private async own(ns: string, queue: string): Promise<void> {
-    if (this.ident) return;
-    this.ident = { ns, queue };
-    await this.ctx.storage.put('ident', this.ident);
+  /** Runs one verb and answers it settled, counting calls for the benchmark. */
+  private run<T>(fn: () => Promise<T>) {
+    const t0 = Date.now();
+    return settle(fn).finally(() => {
+      this.rows.calls++;
+      this.rows.callMs += Date.now() - t0;
+    });
   }
 }

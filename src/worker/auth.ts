@@ -5,8 +5,9 @@
  */
 import { createMiddleware } from 'hono/factory';
 import { LakeshoreError } from '../core/errors.ts';
-import { committerRun } from './plane.ts';
-import { authorize, constantTimeEqual, sha256Hex, tokenId, tokenPlan, type Principal, type Verb } from '../core/tokens.ts';
+import { committerRun, nsParam, queueParam } from './plane.ts';
+import { authorize, constantTimeEqual, sha256Hex, tokenId, type Principal, type Verb } from '../core/tokens.ts';
+import { tokenPlan } from '../core/sql/tokens.ts';
 import type { App, Ctx } from './plane.ts';
 import { admit } from './limits.ts';
 
@@ -51,3 +52,15 @@ export const authenticate = createMiddleware<App>(async (c, next) => {
 export function allow(c: Ctx, ns: string, verb: Verb, queue?: string): void {
   authorize(c.get('principal') as Principal, ns, verb, queue);
 }
+
+/**
+ * A route's authorization, before its body is read: the caller may do `verb` in the route's
+ * namespace (and on its `:queue`, for pool-limited verbs). Handlers read the namespace as `c.var.ns`.
+ */
+export const may = (verb: Verb) =>
+  createMiddleware<App>(async (c, next) => {
+    const ns = nsParam(c);
+    allow(c, ns, verb, c.req.param('queue') === undefined ? undefined : queueParam(c));
+    c.set('ns', ns);
+    await next();
+  });

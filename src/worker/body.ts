@@ -1,30 +1,63 @@
-/** Reads and checks a JSON body: a size cap before parsing, JSON syntax, then the wire schema. */
-import type { Context } from 'hono';
+/**
+ * Request bodies: hono's bodyLimit caps the size before anything is read, then the body is parsed
+ * as JSON (whatever its Content-Type: `curl -d` sends form-encoded) and checked against its wire
+ * schema (core/wire.ts). Handlers read the checked body with `c.req.valid('json')`.
+ */
+import type { MiddlewareHandler } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
 import type { z } from 'zod';
 import { fromBase64 } from '../core/bytes.ts';
 import { badRequest, LakeshoreError } from '../core/errors.ts';
+import type { App } from './plane.ts';
 
+/** A single route's body (the envelope, result and frame limits fit well inside it). */
 export const MAX_BODY_BYTES = 4 << 20;
+/** A batch route's body (submit, ack, nack many; a claim carrying acks). */
 export const MAX_BATCH_BODY_BYTES = 32 << 20;
+/** Past this, a refused body is not read to its end before the 413 (Workers accept 100 MB at most). */
+const DRAIN_BYTES = 128 << 20;
 
-export async function readJson<S extends z.ZodType>(c: Context, schema: S, maxBytes = MAX_BODY_BYTES): Promise<z.infer<S>> {
-  const declared = Number(c.req.header('content-length') ?? '0');
-  if (declared > maxBytes) throw new LakeshoreError('payload_too_large', `request body is ${declared} bytes; the limit is ${maxBytes}`);
-  const buf = await c.req.arrayBuffer();
-  if (buf.byteLength > maxBytes) throw new LakeshoreError('payload_too_large', `request body is ${buf.byteLength} bytes; the limit is ${maxBytes}`);
-  let data: unknown;
-  try {
-    data = JSON.parse(new TextDecoder('utf-8', { fatal: true, ignoreBOM: false }).decode(buf));
-  } catch {
-    throw badRequest('request body is not valid JSON');
+/**
+ * Reads what is left of a refused body, so the client gets to finish sending and reads a clean 413
+ * (closing mid-upload makes many clients fail with a broken pipe instead).
+ */
+async function drain(body: ReadableStream<Uint8Array> | null): Promise<void> {
+  if (!body) return;
+  const reader = body.getReader();
+  for (let n = 0; n < DRAIN_BYTES; ) {
+    const { done, value } = await reader.read().catch(() => ({ done: true, value: undefined }));
+    if (done) return;
+    n += value?.length ?? 0;
   }
-  const parsed = schema.safeParse(data);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    const where = issue.path.length ? issue.path.join('.') : 'body';
-    throw badRequest(`${where}: ${issue.message}`);
-  }
-  return parsed.data;
+  await reader.cancel().catch(() => {});
+}
+
+export function jsonBody<S extends z.ZodType>(schema: S, maxBytes = MAX_BODY_BYTES): MiddlewareHandler<App, string, { in: { json: z.input<S> }; out: { json: z.output<S> } }> {
+  const limit = bodyLimit({
+    maxSize: maxBytes,
+    onError: async (c) => {
+      await drain(c.req.raw.body);
+      const declared = c.req.header('content-length');
+      throw new LakeshoreError('payload_too_large', `request body is ${declared ? `${declared} bytes` : 'larger than that'}; the limit for this route is ${maxBytes} bytes`);
+    },
+  });
+  return (c, next) =>
+    limit(c, async () => {
+      let data: unknown;
+      try {
+        data = JSON.parse(new TextDecoder('utf-8', { fatal: true, ignoreBOM: false }).decode(await c.req.arrayBuffer()));
+      } catch {
+        throw badRequest('request body is not valid JSON');
+      }
+      const parsed = schema.safeParse(data);
+      if (!parsed.success) {
+        const issue = parsed.error.issues[0]!;
+        const where = issue.path.length ? issue.path.join('.') : 'body';
+        throw badRequest(`${where}: ${issue.message}`);
+      }
+      c.req.addValidatedData('json', parsed.data as object);
+      await next();
+    }) as Promise<void>;
 }
 
 export function bytesField(what: string, b64: string): Uint8Array {
@@ -36,7 +69,7 @@ export function bytesField(what: string, b64: string): Uint8Array {
 export const optBytes = (what: string, b64: string | null | undefined) => (b64 === null || b64 === undefined ? null : bytesField(what, b64));
 
 /** A query parameter as a number, or undefined when absent; a non-number is a 400. */
-export function numParam(c: Context, name: string): number | undefined {
+export function numParam(c: { req: { query(name: string): string | undefined } }, name: string): number | undefined {
   const s = c.req.query(name);
   if (s === undefined || s === '') return undefined;
   const n = Number(s);

@@ -9,7 +9,7 @@
  */
 import { LakeshoreError } from '../core/errors.ts';
 import type { Principal } from '../core/tokens.ts';
-import type { TokenGate } from '../durable/gate.ts';
+import { STREAM_LEASE_MS, type TokenGate } from '../durable/gate.ts';
 import { settingsFrom } from '../durable/settings.ts';
 import type { Ctx } from './plane.ts';
 
@@ -21,6 +21,12 @@ function gate(c: Ctx, key: string): DurableObjectStub<TokenGate> {
   const ns = c.env.GATE as unknown as DurableObjectNamespace<TokenGate>;
   return ns.get(ns.idFromName(key));
 }
+
+/**
+ * Work that must finish although the request that started it may be over (a stream's client gone):
+ * kept alive past the response with waitUntil, its failure ignored.
+ */
+export const later = (c: Ctx, p: Promise<unknown>) => c.executionCtx.waitUntil(p.catch(() => {}));
 
 const rateLimited = (message: string, retryAfterMs: number) => new LakeshoreError('rate_limited', message, { retryAfterMs });
 
@@ -49,15 +55,22 @@ export async function admit(c: Ctx, p: Principal): Promise<void> {
 }
 
 /**
- * Opens a stream lease for the caller's token (or throws 429). The queue object that serves the
- * stream renews it while the stream lives and closes it when the stream ends (see sse.ts); the
- * caller closes it if the stream never starts.
+ * Opens a stream lease for the caller's token (or throws 429). The stream renews it while it
+ * lives (at most every third of a lease) and closes it when it ends (see sse.ts); a lease whose
+ * stream died without a word runs out by itself.
  */
-export async function openStreamLease(c: Ctx, p: Principal): Promise<{ gate: string; lease: string; close: () => Promise<void> }> {
+export async function openStreamLease(c: Ctx, p: Principal): Promise<{ renew: () => void; close: () => void }> {
   const max = limitsOf(c, p).streams;
-  const key = gateKey(p);
-  const g = gate(c, key);
+  const g = gate(c, gateKey(p));
   const lease = await g.openStream(max);
   if (lease === null) throw rateLimited(`this token already has ${max} journal streams open; close one or retry later`, 1000);
-  return { gate: key, lease, close: () => g.closeStream(lease) };
+  let renewed = Date.now();
+  return {
+    renew: () => {
+      if (Date.now() - renewed < STREAM_LEASE_MS / 3) return;
+      renewed = Date.now();
+      later(c, g.renewStream(lease));
+    },
+    close: () => later(c, g.closeStream(lease)),
+  };
 }

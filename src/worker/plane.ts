@@ -4,18 +4,18 @@ import { Engine } from '../core/engine.ts';
 import { notFound } from '../core/errors.ts';
 import * as v from '../core/validate.ts';
 import { D1Port } from '../durable/d1-port.ts';
-import type { QueueObject } from '../durable/queue-object.ts';
+import { queueObjectName, type QueueObject } from '../durable/queue-object.ts';
 import { settingsFrom } from '../durable/settings.ts';
 import type { Plan } from '../core/plan.ts';
 import type { Limits } from '../core/limits.ts';
 import type { Principal } from '../core/tokens.ts';
 
-export type App = { Bindings: Env; Variables: { principal: Principal } };
+/** `ns`: the route's namespace, set once the caller may act in it (auth.ts `may`). */
+export type App = { Bindings: Env; Variables: { principal: Principal; ns: string } };
 export type Ctx = Context<App>;
 
 export function queueObject(c: Ctx, ns: string, queue: string): DurableObjectStub<QueueObject> {
-  const binding = c.env.QUEUE as unknown as DurableObjectNamespace<QueueObject>;
-  return binding.get(binding.idFromName(`${ns}\u0000${queue}`));
+  return (c.env.QUEUE as unknown as DurableObjectNamespace<QueueObject>).getByName(queueObjectName(ns, queue));
 }
 
 /** An engine over D1 for reads that need no serialization (get, count, a journal page). */
@@ -25,6 +25,8 @@ export const reader = (c: Ctx) => new Engine(new D1Port(c.env.DB), { limits: set
 export const limitsOf = (c: Ctx): Limits => settingsFrom(c.env).resolved;
 
 export const nsParam = (c: Ctx) => v.namespace(c.req.param('ns'));
+export const queueParam = (c: Ctx) => v.queue(c.req.param('queue'), limitsOf(c));
+export const idParam = (c: Ctx) => v.id(c.req.param('id'), limitsOf(c));
 
 /**
  * The queue an invocation lives in, so the request can go to that queue's object. Clients that

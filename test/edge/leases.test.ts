@@ -66,6 +66,20 @@ describe('leases', () => {
     expect(alarm).toBe(lease);
   });
 
+  it('an evicted object started by its alarm alone knows its queue from its name, and expires its leases', async () => {
+    const p = plane();
+    await p.submit('q', 'a');
+    await p.claim('q', 'dead-worker');
+    await expireLease(p.ns, 'a');
+    const stub = queueStub(p.ns, 'q');
+    await runInDurableObject(stub, (_o, state) => state.storage.setAlarm(Date.now() + 60_000));
+    await evictDurableObject(stub);
+    // The alarm is the first thing to reach the new instance: no request told it which queue it serves.
+    expect(await runDurableObjectAlarm(stub)).toBe(true);
+    expect((await p.get('a')).body).toMatchObject({ state: 'queued', attempt: 1, lease_until: null });
+    await runInDurableObject(stub, (o) => expect([o.ns, o.queue]).toEqual([p.ns, 'q']));
+  });
+
   it('extends the lease on heartbeat and tells the holder when its job was cancelled', async () => {
     const p = plane();
     await p.submit('q', 'a');

@@ -224,7 +224,7 @@ class Append implements fc.AsyncCommand<Model, Real> {
   check = () => true;
   async run(m: Model, r: Real) {
     const j = m.jobs.get(this.id);
-    const c = await code(r.engine.append(NS, this.id, { workerId: this.worker, attempt: j?.attempt, seq: this.seq, kind: 0, body: bytes }));
+    const c = await code(r.engine.journal.append(NS, this.id, { workerId: this.worker, attempt: j?.attempt, seq: this.seq, kind: 0, body: bytes }));
     if (!j) return expect(c).toBe('not_found');
     if (j.frames.includes(this.seq) && j.worker === this.worker) return expect(['ok', 'conflict']).toContain(c); // absorbed (same attempt) or written by another attempt
     if (holds(j, this.worker, j.attempt)) {
@@ -244,7 +244,7 @@ class Read implements fc.AsyncCommand<Model, Real> {
   async run(m: Model, r: Real) {
     const j = m.jobs.get(this.id);
     const c = await code(
-      r.engine.read(NS, this.id, -1).then((page) => {
+      r.engine.journal.read(NS, this.id, -1).then((page) => {
         expect(page.frames.map((f) => f.seq)).toEqual([...j!.frames].sort((a, b) => a - b));
         expect(page.state).toBe(j!.state);
       }),

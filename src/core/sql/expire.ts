@@ -1,5 +1,11 @@
 import { stmt, type Stmt } from '../port.ts';
 
+/** A row an expiry moved, and where to: back to queued, or failed for good. */
+export interface Expired {
+  id: string;
+  state: 'queued' | 'failed';
+}
+
 /**
  * expire: running rows of a queue whose lease passed go back to queued, or to failed once they
  * used their attempts. One guarded UPDATE (state = 'running' AND lease_until <= now); it runs

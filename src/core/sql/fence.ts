@@ -6,7 +6,7 @@
  */
 import { fenced, notFound } from '../errors.ts';
 import type { Plan } from '../plan.ts';
-import { stmt } from '../port.ts';
+import { stmt, type Stmt, type StmtResult } from '../port.ts';
 import type { State } from '../states.ts';
 
 export interface Holder {
@@ -26,22 +26,28 @@ export interface RowFacts {
   attempt: number;
 }
 
-/** Reads the row's fencing facts; `decide` turns them into an answer or throws. */
-export function diagnose<T>(ns: string, id: string, queue: string | null, decide: (row: RowFacts) => T, extra?: { sql: string; args: (string | number | null)[] }): Plan<T> {
+/**
+ * Reads the row's fencing facts (and, with `extra`, one more statement's rows in the same
+ * round trip); `decide` turns them into an answer or throws. An unknown id is a 404.
+ */
+export function diagnose<T>(ns: string, id: string, queue: string | null, decide: (row: RowFacts, extra: StmtResult | undefined) => T, extra?: Stmt): Plan<T> {
   const stmts = [stmt(`SELECT rid, queue, state, worker_id, attempt FROM invocations WHERE ns = ?1 AND id = ?2 AND (?3 IS NULL OR queue = ?3)`, ns, id, queue)];
-  if (extra) stmts.push(stmt(extra.sql, ...extra.args));
+  if (extra) stmts.push(extra);
   return {
     stmts,
-    done: ([r]) => {
+    done: ([r, x]) => {
       const row = r!.rows[0];
       if (!row) throw notFound(`invocation ${JSON.stringify(id)}`);
-      return decide({ rid: Number(row.rid), queue: String(row.queue), state: row.state as State, workerId: (row.worker_id as string | null) ?? null, attempt: Number(row.attempt) });
+      return decide({ rid: Number(row.rid), queue: String(row.queue), state: row.state as State, workerId: (row.worker_id as string | null) ?? null, attempt: Number(row.attempt) }, x);
     },
   };
 }
 
 /** True when the row's last attempt is the caller's. */
 export const sameHolder = (row: Pick<RowFacts, 'workerId' | 'attempt'>, h: Holder) => row.workerId === h.workerId && (h.attempt === null || row.attempt === h.attempt);
+
+/** True when the caller holds the row's running attempt. */
+export const holds = (row: RowFacts, h: Holder) => row.state === 'running' && sameHolder(row, h);
 
 export function staleError(verb: string, id: string, row: RowFacts, h: Holder): Error {
   if (row.state !== 'running') return fenced(`${verb} refused: invocation ${JSON.stringify(id)} is ${row.state}, not running`);

@@ -1,4 +1,4 @@
-/** Plain reads: one row, one count. Both answer from the invocation rows themselves. */
+/** Plain reads: one row, its queue, a count, the queue names. Each answers from the rows themselves. */
 import type { Plan } from '../plan.ts';
 import { stmt } from '../port.ts';
 import { toInvocation } from '../rows.ts';
@@ -21,19 +21,7 @@ export const countPlan = (ns: string, queue: string, state: State): Plan<number>
   done: ([r]) => Number(r!.rows[0]?.n ?? 0),
 });
 
-/** Queue settings: lease and attempts. Upsert; null leaves the plane default in force. */
-export const configurePlan = (now: number, ns: string, queue: string, leaseMs: number | null, maxAttempts: number | null): Plan<void> => ({
-  stmts: [
-    stmt(
-      `INSERT INTO queues (ns, queue, lease_ms, max_attempts, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)
-       ON CONFLICT (ns, queue) DO UPDATE SET lease_ms = excluded.lease_ms, max_attempts = excluded.max_attempts, updated_at = excluded.updated_at`,
-      ns, queue, leaseMs, maxAttempts, now,
-    ),
-  ],
-  done: () => undefined,
-});
-
-/** Queue names of a namespace: from the level counts (every submit makes one) and the settings. */
+/** Queue names of a namespace: from the level rows (every submit makes one) and the settings. */
 export const queuesPlan = (ns: string): Plan<string[]> => ({
   stmts: [stmt(`SELECT DISTINCT queue FROM queue_levels WHERE ns = ?1 UNION SELECT queue FROM queues WHERE ns = ?1 ORDER BY 1`, ns)],
   done: ([r]) => r!.rows.map((x) => String(x.queue)),

@@ -1,71 +1,53 @@
 /** Invocation-scoped routes: get, result, ack, nack, heartbeat, cancel. Routed by id to the queue's object. */
 import { Hono } from 'hono';
 import { notFound } from '../../core/errors.ts';
-import * as v from '../../core/validate.ts';
-import { unwrap } from '../../durable/result.ts';
-import { outcomeJson } from '../../durable/sse.ts';
-import { numParam, optBytes, readJson } from '../body.ts';
-import { invocationJson } from '../json.ts';
-import type { Outcome } from '../../core/types.ts';
-import { limitsOf, locate, nsParam, queueObject, reader, type App, type Ctx } from '../plane.ts';
-import { allow } from '../auth.ts';
+import { raise } from '../../core/settled.ts';
 import { AckBody, HeartbeatBody, NackBody } from '../../core/wire.ts';
+import { jsonBody, numParam } from '../body.ts';
+import { invocationJson, outcomeJson } from '../json.ts';
+import { idParam, locate, queueObject, reader, type App, type Ctx } from '../plane.ts';
+import { allow, may } from '../auth.ts';
+import type { Verb } from '../../core/tokens.ts';
 
-const idParam = (c: Ctx) => v.id(c.req.param('id'), limitsOf(c));
+/** The id's queue object, once the caller may `verb` on that queue (a worker token's pools). */
+async function held(c: Ctx, verb: Verb) {
+  const { ns } = c.var;
+  const id = idParam(c);
+  const queue = await locate(c, ns, id);
+  allow(c, ns, verb, queue);
+  return { id, stub: queueObject(c, ns, queue) };
+}
 
 export const invocations = new Hono<App>()
-  .get('/:id', async (c) => {
-    const ns = nsParam(c);
+  .get('/:id', may('get'), async (c) => {
     const id = idParam(c);
-    allow(c, ns, 'get');
-    const inv = await reader(c).get(ns, id);
+    const inv = await reader(c).get(c.var.ns, id);
     if (!inv) throw notFound(`invocation ${JSON.stringify(id)}`);
     return c.json(invocationJson(inv));
   })
-  .get('/:id/result', async (c) => {
-    const ns = nsParam(c);
-    const id = idParam(c);
-    allow(c, ns, 'result');
-    const timeout = numParam(c, 'timeout_ms');
-    const queue = await locate(c, ns, id);
-    const out = await unwrap<Outcome>(queueObject(c, ns, queue).result(ns, queue, id, timeout));
-    return c.json({ id, ...outcomeJson(out) });
+  .get('/:id/result', may('result'), async (c) => {
+    const { id, stub } = await held(c, 'result');
+    return c.json({ id, ...outcomeJson(await raise(stub.result(id, numParam(c, 'timeout_ms')))) });
   })
-  .post('/:id/ack', async (c) => {
-    const ns = nsParam(c);
-    const id = idParam(c);
-    allow(c, ns, 'ack');
-    const b = await readJson(c, AckBody);
-    const queue = await locate(c, ns, id);
-    allow(c, ns, 'ack', queue);
-    const out = await unwrap(queueObject(c, ns, queue).ack(ns, queue, id, { workerId: b.worker_id, attempt: b.attempt, result: optBytes('result', b.result) }));
+  .post('/:id/ack', may('ack'), jsonBody(AckBody), async (c) => {
+    const b = c.req.valid('json');
+    const { id, stub } = await held(c, 'ack');
+    const out = await raise(stub.ack(id, { workerId: b.worker_id, attempt: b.attempt, result: b.result }));
     return c.json({ ok: true, absorbed: out.absorbed });
   })
-  .post('/:id/nack', async (c) => {
-    const ns = nsParam(c);
-    const id = idParam(c);
-    allow(c, ns, 'nack');
-    const b = await readJson(c, NackBody);
-    const queue = await locate(c, ns, id);
-    allow(c, ns, 'nack', queue);
-    const out = await unwrap(queueObject(c, ns, queue).nack(ns, queue, id, { workerId: b.worker_id, attempt: b.attempt, error: b.error, retry: b.retry ?? undefined }));
+  .post('/:id/nack', may('nack'), jsonBody(NackBody), async (c) => {
+    const b = c.req.valid('json');
+    const { id, stub } = await held(c, 'nack');
+    const out = await raise(stub.nack(id, { workerId: b.worker_id, attempt: b.attempt, error: b.error, retry: b.retry }));
     return c.json({ ok: true, state: out.state, absorbed: out.absorbed });
   })
-  .post('/:id/heartbeat', async (c) => {
-    const ns = nsParam(c);
-    const id = idParam(c);
-    allow(c, ns, 'heartbeat');
-    const b = await readJson(c, HeartbeatBody);
-    const queue = await locate(c, ns, id);
-    allow(c, ns, 'heartbeat', queue);
-    const out = await unwrap(queueObject(c, ns, queue).heartbeat(ns, queue, id, { workerId: b.worker_id, attempt: b.attempt, leaseMs: b.lease_ms }));
+  .post('/:id/heartbeat', may('heartbeat'), jsonBody(HeartbeatBody), async (c) => {
+    const b = c.req.valid('json');
+    const { id, stub } = await held(c, 'heartbeat');
+    const out = await raise(stub.heartbeat(id, { workerId: b.worker_id, attempt: b.attempt, leaseMs: b.lease_ms }));
     return c.json({ lease_until: out.leaseUntil, cancelled: out.cancelled });
   })
-  .post('/:id/cancel', async (c) => {
-    const ns = nsParam(c);
-    const id = idParam(c);
-    allow(c, ns, 'cancel');
-    const queue = await locate(c, ns, id);
-    const cancelled = await unwrap(queueObject(c, ns, queue).cancel(ns, queue, id));
-    return c.json({ cancelled });
+  .post('/:id/cancel', may('cancel'), async (c) => {
+    const { id, stub } = await held(c, 'cancel');
+    return c.json({ cancelled: await raise(stub.cancel(id)) });
   });

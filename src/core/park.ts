@@ -1,0 +1,87 @@
+/**
+ * Where callers wait for a transition: long-poll claims, result waits and journal readers park
+ * on a key and are woken (or handed their answer, see handoff.ts) by the transition that can
+ * satisfy them. The rows stay the only truth: a woken caller looks at them again.
+ */
+import type { Committer } from './committer.ts';
+import { ride, type Rider } from './handoff.ts';
+import type { Plan } from './plan.ts';
+import { keys, Waiters } from './waiters.ts';
+
+/** A wait for a condition that a transition may satisfy: how to look, where to park, when to give up. */
+export interface Wait<T> {
+  key: string;
+  deadline: number;
+  signal?: AbortSignal | undefined;
+  /** Answers, or undefined to park and look again once woken. */
+  look(): Promise<T | undefined>;
+  /** How long to park before looking again anyway (default: until the deadline). */
+  nap?(left: number): Promise<number>;
+  /** A rider a transition can answer directly (handoff.ts). */
+  rider?(): Rider<T>;
+  gaveUp(): Promise<T>;
+}
+
+export class Parking {
+  readonly waiters = new Waiters();
+  private readonly committer: Committer;
+  private readonly now: () => number;
+  /** Bumped on every wake, so a look can tell a change landed while it was in flight. */
+  private epoch = 0;
+
+  constructor(committer: Committer, now: () => number) {
+    this.committer = committer;
+    this.now = now;
+  }
+
+  /**
+   * Looks until it answers: between looks it parks on `key` until a transition wakes it (or a
+   * rider is handed the answer), the nap ends, or the deadline passes. A wake that lands while a
+   * look is in flight is not lost: the epoch tells, and it looks again at once.
+   */
+  async until<T>(w: Wait<T>): Promise<T> {
+    for (;;) {
+      const seen = this.epoch;
+      const got = await w.look();
+      if (got !== undefined) return got;
+      if (this.epoch !== seen) continue;
+      const left = w.deadline - this.now();
+      if (left <= 0 || w.signal?.aborted) return w.gaveUp();
+      const nap = w.nap ? await w.nap(left) : left;
+      if (this.epoch !== seen) continue;
+      const rider = w.rider?.();
+      const woken = await this.waiters.wait(w.key, Math.max(1, nap), w.signal, rider);
+      if (rider?.riding) await rider.riding;
+      if (rider?.value) return rider.value;
+      if (!woken && (nap >= left || w.signal?.aborted)) return w.gaveUp();
+    }
+  }
+
+  /** Commits `plan` with the riders parked on `key` appended to its batch (handoff.ts). */
+  async withRiders<T>(key: string, plan: Plan<T>, most?: number): Promise<{ out: T; riders: Rider<unknown>[] }> {
+    const r = ride(this.waiters, key, this.now(), plan, most);
+    try {
+      return { out: await this.committer.run(r.plan), riders: r.riders };
+    } finally {
+      r.release();
+    }
+  }
+
+  /** Wakes up to `n` waiters of `key`, oldest first. */
+  wake(key: string, n?: number): void {
+    this.epoch++;
+    this.waiters.wake(key, n);
+  }
+
+  /** An invocation ended: its result waiters and journal readers look again. */
+  finished(ns: string, id: string): void {
+    this.wake(keys.inv(ns, id));
+    this.wake(keys.journal(ns, id));
+  }
+
+  /** Wakes everything parked (another process changed the store). */
+  wakeAll(): void {
+    this.epoch++;
+    this.waiters.wakeAll();
+  }
+}

@@ -1,0 +1,39 @@
+/** read: a page of an invocation's journal after a cursor, with the row's state and outcome. */
+import { notFound } from '../errors.ts';
+import type { Plan } from '../plan.ts';
+import { stmt } from '../port.ts';
+import { outcomeOf, toJournalFrame } from '../rows.ts';
+import { isTerminal, type State } from '../states.ts';
+import type { JournalPage } from '../types.ts';
+
+export function readPlan(ns: string, id: string, since: number, limit: number): Plan<JournalPage> {
+  return {
+    stmts: [
+      stmt(`SELECT rid, state, result, error, trimmed FROM invocations WHERE ns = ?1 AND id = ?2`, ns, id),
+      stmt(
+        `SELECT seq, kind, body, meta, attempt, final FROM frames
+          WHERE inv = (SELECT rid FROM invocations WHERE ns = ?1 AND id = ?2) AND seq > ?3
+          ORDER BY seq LIMIT ?4`,
+        ns, id, since, limit,
+      ),
+    ],
+    done: ([inv, fr]) => {
+      const row = inv!.rows[0];
+      if (!row) throw notFound(`invocation ${JSON.stringify(id)}`);
+      const frames = fr!.rows.map(toJournalFrame);
+      const state = row.state as State;
+      const last = frames[frames.length - 1];
+      const exhausted = frames.length < limit;
+      const terminal = isTerminal(state);
+      const done = (last?.final ?? false) || (terminal && exhausted);
+      return {
+        frames,
+        next: last ? last.seq : since,
+        trimmedBefore: Number(row.trimmed) >= 0 ? Number(row.trimmed) + 1 : -1,
+        done,
+        state,
+        outcome: done && terminal ? outcomeOf(row as { state: unknown }) : null,
+      };
+    },
+  };
+}
