@@ -11,7 +11,6 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { encodeEnvelope, HttpDispatch } from '../client/index.ts';
-// @ts-expect-error plain JS helper shared with `npm start`
 import { newToken, startPlane } from '../scripts/plane.mjs';
 
 const N = Number(process.argv.find((a) => a.startsWith('--n='))?.slice(4) ?? 8000);

@@ -13,7 +13,6 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { HttpDispatch, runWorker, encodeEnvelope } from '../client/index.ts';
-// @ts-expect-error plain JS helper
 import { applyMigrations, freePort, stopTree } from '../scripts/plane.mjs';
 
 const dir = mkdtempSync(join(tmpdir(), 'lakeshore-profile-'));

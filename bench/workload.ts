@@ -16,7 +16,6 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Dispatch, HttpDispatch, runWorker, encodeEnvelope, type DispatchPlane } from '../client/index.ts';
-// @ts-expect-error plain JS helper shared with `npm start`
 import { newToken, startPlane } from '../scripts/plane.mjs';
 
 const now = () => performance.timeOrigin + performance.now();
@@ -78,7 +77,7 @@ async function coordinator() {
   if (O.system === 'lakeshore-local') conn = { kind: 'local', path: join(dir, 'dispatch.sqlite'), ns, queue };
   else {
     const token = newToken('lsk_bench_');
-    plane = await startPlane({ node: process.execPath, env: process.env, persistTo: dir, vars: { LAKESHORE_TOKEN: token, SIMULATED_D1_DELAY_MS: String(O.d1DelayMs) }, server: O.server });
+    plane = await startPlane({ node: process.execPath, env: process.env, persistTo: dir, vars: { LAKESHORE_TOKEN: token, SIMULATED_D1_DELAY_MS: String(O.d1DelayMs) }, server: O.server as 'miniflare' | 'wrangler' });
     conn = { kind: 'edge', url: plane!.url, token, ns, queue };
   }
   const d = planeFor(conn as never);

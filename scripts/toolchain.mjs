@@ -55,10 +55,26 @@ export function envWith(nodeBin, extra = {}) {
   return { ...process.env, PATH: path, ...extra };
 }
 
+/**
+ * Generates worker-configuration.d.ts (the Worker's Env and runtime types) with `wrangler types`
+ * when it is missing or wrangler.toml or the lock changed since. It is generated, not committed:
+ * 16,000 lines that follow from wrangler.toml and the installed workerd.
+ */
+export function ensureTypes(nodeBin) {
+  const want = createHash('sha256').update(readFileSync(join(ROOT, 'wrangler.toml'))).update(readFileSync(join(ROOT, 'package-lock.json'))).digest('hex');
+  const stamp = join(ROOT, 'node_modules', '.lakeshore-types');
+  if (existsSync(join(ROOT, 'worker-configuration.d.ts')) && existsSync(stamp) && readFileSync(stamp, 'utf8') === want) return;
+  execFileSync(nodeBin, [join(ROOT, 'node_modules', 'wrangler', 'bin', 'wrangler.js'), 'types'], {
+    cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'], env: envWith(nodeBin, { WRANGLER_SEND_METRICS: 'false', CI: 'true' }),
+  });
+  writeFileSync(stamp, want);
+}
+
 /** Ensures the toolchain, then returns {node, env} for running project commands. */
 export function setup() {
   const node = ensureNode();
   ensureDeps(node);
+  ensureTypes(node);
   return { node, env: envWith(node) };
 }
 

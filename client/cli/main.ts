@@ -6,7 +6,7 @@
 import { Command, CommanderError, Option } from 'commander';
 import * as cmd from './commands.ts';
 import { EXIT, exitCodeOf, output } from './output.ts';
-import { openPlane, type PlaneFlags } from './plane.ts';
+import { planeFromEnv, type PlaneFlags } from '../local/default.ts';
 
 type Global = PlaneFlags & { json?: boolean };
 
@@ -25,7 +25,7 @@ const run = (fn: (g: Global) => Promise<number>) => async () => {
   const g = program.opts<Global>();
   code = await fn(g);
 };
-const planeOf = (g: Global) => openPlane(g);
+const planeOf = (g: Global) => planeFromEnv(process.env, g);
 
 program.command('submit')
   .description('submit FN(ARGS) to QUEUE; prints the invocation id')

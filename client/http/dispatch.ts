@@ -13,6 +13,8 @@ import { decodeFrame } from '../../src/core/frame.ts';
 import type { State } from '../../src/core/states.ts';
 import type { Claimed, Frame, HeartbeatAnswer, Invocation, InvocationError, JournalFrame } from '../../src/core/types.ts';
 import { errorFor, InvocationCancelledError, InvocationFailedError, LakeshoreError, TimeoutError } from '../errors.ts';
+import type * as wire from '../../src/core/wire.ts';
+import type { TokenLimits } from '../../src/core/wire.ts';
 import type { AckRequest, AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, ReadOptions, SubmitOptions } from '../types.ts';
 import type { Batcher } from '../batcher.ts';
 import { b64, batcherFor, enc, settledOf, type Json } from './wire.ts';
@@ -40,12 +42,10 @@ const SLICE_MS = 50_000;
 /** How many recent ids remember their queue, so routes by id skip the plane's lookup. */
 const HINTS = 10_000;
 
-/** A token's own limits (requests per second, burst, open journal streams); unset ones use the plane's. */
-export interface TokenLimits {
-  requests_per_second?: number;
-  request_burst?: number;
-  streams?: number;
-}
+/** A submit as it travels. */
+const submitWire = (envelope: Uint8Array, opts: SubmitOptions): wire.SubmitWire => ({
+  id: opts.id, envelope: toBase64(envelope), key: opts.key ?? null, priority: opts.priority ?? 0, parent: opts.parent ?? null,
+});
 
 export class HttpDispatch implements DispatchPlane {
   readonly baseUrl: string;
@@ -78,9 +78,7 @@ export class HttpDispatch implements DispatchPlane {
       const b = batcherFor(this.submitters, queue, (items) => this.submitBatch(queue, items));
       return b.add({ envelope, opts });
     }
-    const out = await this.http.call('POST', `/queues/${enc(queue)}/invocations`, {
-      id: opts.id, envelope: toBase64(envelope), key: opts.key ?? null, priority: opts.priority ?? 0, parent: opts.parent ?? null,
-    });
+    const out = await this.http.call('POST', `/queues/${enc(queue)}/invocations`, submitWire(envelope, opts));
     const id = String(out.id);
     this.hint(id, queue);
     return id;
@@ -93,8 +91,8 @@ export class HttpDispatch implements DispatchPlane {
 
   async submitMany(queue: string, items: { envelope: Uint8Array; opts: SubmitOptions }[]): Promise<({ id: string } | { error: Error })[]> {
     const out = await this.http.call('POST', `/queues/${enc(queue)}/invocations/batch`, {
-      items: items.map(({ envelope, opts }) => ({ id: opts.id, envelope: toBase64(envelope), key: opts.key ?? null, priority: opts.priority ?? 0, parent: opts.parent ?? null })),
-    });
+      items: items.map(({ envelope, opts }) => submitWire(envelope, opts)),
+    } satisfies { items: wire.SubmitWire[] });
     return (out.results as Json[]).map((r) => {
       if (r.error) {
         const e = r.error as { code: string; message: string };
@@ -155,7 +153,7 @@ export class HttpDispatch implements DispatchPlane {
 
   /** Creates a namespace-scoped token; the answer holds the token itself, shown this once. */
   async createToken(role: 'producer' | 'worker' | 'admin', opts: { pools?: string[]; name?: string; limits?: TokenLimits } = {}): Promise<{ token: string; id: string; role: string; pools: string[] | null; name: string | null; limits: TokenLimits | null }> {
-    return (await this.http.call('POST', '/tokens', { role, pools: opts.pools ?? null, name: opts.name ?? null, limits: opts.limits ?? null })) as never;
+    return (await this.http.call('POST', '/tokens', { role, pools: opts.pools ?? null, name: opts.name ?? null, limits: opts.limits ?? null } satisfies wire.TokenWire)) as never;
   }
 
   async listTokens(): Promise<{ id: string; role: string; pools: string[] | null; name: string | null; created_at: number; revoked_at: number | null }[]> {
@@ -168,7 +166,7 @@ export class HttpDispatch implements DispatchPlane {
   }
 
   async configureQueue(queue: string, s: { leaseMs?: number | null; maxAttempts?: number | null }): Promise<void> {
-    await this.http.call('PUT', `/queues/${enc(queue)}`, { lease_ms: s.leaseMs ?? null, max_attempts: s.maxAttempts ?? null });
+    await this.http.call('PUT', `/queues/${enc(queue)}`, { lease_ms: s.leaseMs ?? null, max_attempts: s.maxAttempts ?? null } satisfies wire.QueueSettingsWire);
   }
 
   // ------------------------------------------------------------ workers
@@ -190,13 +188,13 @@ export class HttpDispatch implements DispatchPlane {
   /** One request; its acks' answers are never lost to an abort, so it takes no signal. */
   async ackAndClaim(queue: string, workerId: string, acks: AckRequest[], max: number, opts: ClaimOptions = {}): Promise<{ acks: (Error | null)[]; claimed: Claimed[] }> {
     const items = acks.map((a) => ({ id: a.id, attempt: this.attemptOf(a.id, workerId, a.attempt), result: a.result ? toBase64(a.result) : null }));
-    const out = await this.http.call('POST', `/queues/${enc(queue)}/claim`, { ...this.claimBody(workerId, max, opts), acks: items }, { waitMs: Math.min(opts.waitMs ?? 0, ACKS_WAIT_MS) });
+    const out = await this.http.call('POST', `/queues/${enc(queue)}/claim`, { ...this.claimBody(workerId, max, opts), acks: items } satisfies wire.ClaimWire, { waitMs: Math.min(opts.waitMs ?? 0, ACKS_WAIT_MS) });
     const answers = settledOf(out.acks as Json[]).map((r) => (r.ok ? null : r.error));
     acks.forEach((a, i) => answers[i] === null && this.claims.delete(a.id));
     return { acks: answers, claimed: this.claimed(workerId, out.claimed as Json[]) };
   }
 
-  private claimBody(workerId: string, max: number, opts: ClaimOptions) {
+  private claimBody(workerId: string, max: number, opts: ClaimOptions): wire.ClaimWire {
     return { worker_id: workerId, kind: opts.kind ?? 'fifo', temperature: opts.temperature ?? 1, wait_ms: opts.waitMs ?? 0, lease_ms: opts.leaseMs ?? null, max };
   }
 
@@ -219,7 +217,7 @@ export class HttpDispatch implements DispatchPlane {
       const b = batcherFor(this.ackers, queue, (items) => this.ackBatch(queue, items));
       await b.add({ id, workerId, attempt, result: opts.result ?? null });
     } else {
-      await this.http.call('POST', `/invocations/${enc(id)}/ack${this.q(id)}`, { worker_id: workerId, attempt, result: opts.result ? toBase64(opts.result) : null });
+      await this.http.call('POST', `/invocations/${enc(id)}/ack${this.q(id)}`, { worker_id: workerId, attempt, result: opts.result ? toBase64(opts.result) : null } satisfies wire.AckBodyWire);
     }
     this.claims.delete(id);
   }
@@ -228,7 +226,7 @@ export class HttpDispatch implements DispatchPlane {
   private async ackBatch(queue: string, items: AckItem[]) {
     const out = await this.http.call('POST', `/queues/${enc(queue)}/ack`, {
       items: items.map((a) => ({ id: a.id, worker_id: a.workerId, attempt: a.attempt, result: a.result ? toBase64(a.result) : null })),
-    });
+    } satisfies { items: (wire.AckBodyWire & { id: string })[] });
     return settledOf(out.results as Json[]);
   }
 
@@ -239,7 +237,7 @@ export class HttpDispatch implements DispatchPlane {
       const b = batcherFor(this.nackers, queue, (items) => this.nackBatch(queue, items));
       await b.add(item);
     } else {
-      await this.http.call('POST', `/invocations/${enc(id)}/nack${this.q(id)}`, { worker_id: workerId, attempt: item.attempt, error: item.error, retry: item.retry });
+      await this.http.call('POST', `/invocations/${enc(id)}/nack${this.q(id)}`, { worker_id: workerId, attempt: item.attempt, error: item.error, retry: item.retry } satisfies wire.NackWire);
     }
     this.claims.delete(id);
   }
@@ -248,14 +246,14 @@ export class HttpDispatch implements DispatchPlane {
   private async nackBatch(queue: string, items: NackItem[]) {
     const out = await this.http.call('POST', `/queues/${enc(queue)}/nack`, {
       items: items.map((n) => ({ id: n.id, worker_id: n.workerId, attempt: n.attempt, error: n.error, retry: n.retry })),
-    });
+    } satisfies { items: (wire.NackWire & { id: string })[] });
     return settledOf(out.results as Json[]);
   }
 
   async heartbeat(id: string, workerId: string, opts: HolderOptions & { leaseMs?: number } = {}): Promise<HeartbeatAnswer> {
     const out = await this.http.call('POST', `/invocations/${enc(id)}/heartbeat${this.q(id)}`, {
       worker_id: workerId, attempt: this.attemptOf(id, workerId, opts.attempt), lease_ms: opts.leaseMs ?? null,
-    });
+    } satisfies wire.HeartbeatWire);
     return { leaseUntil: (out.lease_until as number | null) ?? null, cancelled: out.cancelled === true };
   }
 
@@ -269,7 +267,7 @@ export class HttpDispatch implements DispatchPlane {
     const out = await this.http.call('POST', `/invocations/${enc(id)}/journal${this.q(id)}`, {
       worker_id: workerId, attempt: opts.attempt ?? (held?.workerId === workerId ? held.attempt : null),
       seq, kind: f.kind, body: toBase64(f.body), meta: f.meta ?? null, final: opts.final ?? null,
-    });
+    } satisfies wire.AppendWire);
     return Number(out.seq);
   }
 
@@ -330,7 +328,7 @@ export class HttpDispatch implements DispatchPlane {
   }
 
   async journalTrim(id: string, keepLast: number): Promise<number> {
-    const out = await this.http.call('POST', `/invocations/${enc(id)}/journal/trim${this.q(id)}`, { keep_last: keepLast });
+    const out = await this.http.call('POST', `/invocations/${enc(id)}/journal/trim${this.q(id)}`, { keep_last: keepLast } satisfies { keep_last: number });
     return Number(out.trimmed);
   }
 

@@ -1,7 +1,9 @@
 /**
- * The process-default plane, resolved once from the environment:
- *   LAKESHORE_URL set  -> HttpDispatch(LAKESHORE_URL, {token: LAKESHORE_TOKEN, namespace: LAKESHORE_NAMESPACE})
- *   otherwise          -> Dispatch($LAKESHORE_HOME/dispatch.sqlite), LAKESHORE_HOME defaulting to ~/.lakeshore
+ * Which plane to talk to, in one place for the library and the CLI. Flags (the CLI's) win, then
+ * the environment; an empty value counts as unset:
+ *   a URL (--url, LAKESHORE_URL)  -> HttpDispatch(url, {token: --token / LAKESHORE_TOKEN, namespace})
+ *   otherwise                     -> Dispatch(<home>/dispatch.sqlite), home from --home / LAKESHORE_HOME, else ~/.lakeshore
+ * The namespace comes from --namespace / LAKESHORE_NAMESPACE, else `default`.
  */
 import { mkdirSync } from 'node:fs';
 import { homedir } from 'node:os';
@@ -10,16 +12,26 @@ import { HttpDispatch } from '../http/dispatch.ts';
 import type { DispatchPlane } from '../types.ts';
 import { Dispatch } from './dispatch.ts';
 
+export interface PlaneFlags {
+  url?: string;
+  token?: string;
+  namespace?: string;
+  home?: string;
+}
+
 let plane: DispatchPlane | null = null;
 
-export function planeFromEnv(env: NodeJS.ProcessEnv = process.env): DispatchPlane {
-  const namespace = env.LAKESHORE_NAMESPACE || 'default';
-  if (env.LAKESHORE_URL) return new HttpDispatch(env.LAKESHORE_URL, { token: env.LAKESHORE_TOKEN, namespace });
-  const home = env.LAKESHORE_HOME || join(homedir(), '.lakeshore');
+export function planeFromEnv(env: NodeJS.ProcessEnv = process.env, flags: PlaneFlags = {}): DispatchPlane {
+  const pick = (flag: string | undefined, name: string) => flag || env[name] || undefined;
+  const namespace = pick(flags.namespace, 'LAKESHORE_NAMESPACE') ?? 'default';
+  const url = pick(flags.url, 'LAKESHORE_URL');
+  if (url) return new HttpDispatch(url, { token: pick(flags.token, 'LAKESHORE_TOKEN'), namespace });
+  const home = pick(flags.home, 'LAKESHORE_HOME') ?? join(homedir(), '.lakeshore');
   mkdirSync(home, { recursive: true });
   return new Dispatch(join(home, 'dispatch.sqlite'), { namespace });
 }
 
+/** The process-default plane, resolved from the environment once. */
 export function defaultDispatch(): DispatchPlane {
   plane ??= planeFromEnv();
   return plane;

@@ -26,9 +26,6 @@ export function fromBase64(s: string): Uint8Array | null {
   return out;
 }
 
-/** Base64 length -> decoded byte length, without decoding. */
-export const decodedLength = (b64: string): number => Math.floor((b64.replace(/=+$/, '').length * 3) / 4);
-
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 export const utf8 = (s: string): Uint8Array => enc.encode(s);

@@ -5,7 +5,7 @@
  * verbs are `engine.journal` (journal.ts).
  */
 import { Committer, type CommitterOptions } from './committer.ts';
-import { badRequest, notFound } from './errors.ts';
+import { notFound } from './errors.ts';
 import { ACKS_WAIT_MS, DEFAULT_LIMITS, type Limits } from './limits.ts';
 import { outcomeOf } from './rows.ts';
 import { isTerminal } from './states.ts';
@@ -22,7 +22,10 @@ import { countPlan, getPlan, queueOfPlan, queuesPlan } from './sql/read.ts';
 import { submitPlan, type SubmitInput, type Submitted } from './sql/submit.ts';
 import type { Claimed, HeartbeatAnswer, Invocation, Outcome } from './types.ts';
 import * as v from './validate.ts';
-import { ackInput, claimArgs, holder, nackInput, submitInput, type AckRequest, type ClaimArgs, type ClaimRequest, type HolderRequest, type NackRequest, type SubmitRequest } from './requests.ts';
+import {
+  ackInput, claimArgs, holder, nackInput, settingsInput, submitInput,
+  type AckRequest, type ClaimArgs, type ClaimRequest, type HolderRequest, type NackRequest, type SettingsRequest, type SubmitRequest,
+} from './requests.ts';
 import { failed, fill, one, parseEach, type Settled } from './settled.ts';
 import { keys } from './waiters.ts';
 import { ParkedClaim } from './handoff.ts';
@@ -84,17 +87,11 @@ export class Engine {
     return out.cancelled;
   }
 
-  async get(ns: string, id: unknown): Promise<Invocation | null> {
-    return this.committer.run(getPlan(ns, v.id(id, this.limits)));
-  }
-
-  async queueOf(ns: string, id: unknown): Promise<string | null> {
-    return this.committer.run(queueOfPlan(ns, v.id(id, this.limits)));
-  }
-
-  async count(ns: string, queue: unknown, state?: unknown): Promise<number> {
-    return this.committer.run(countPlan(ns, v.queue(queue, this.limits), v.state(state, 'queued')));
-  }
+  get = (ns: string, id: unknown): Promise<Invocation | null> => this.committer.run(getPlan(ns, v.id(id, this.limits)));
+  queueOf = (ns: string, id: unknown): Promise<string | null> => this.committer.run(queueOfPlan(ns, v.id(id, this.limits)));
+  count = (ns: string, queue: unknown, state?: unknown): Promise<number> => this.committer.run(countPlan(ns, v.queue(queue, this.limits), v.state(state, 'queued')));
+  /** The queues of a namespace that ever held work or settings. */
+  queues = (ns: string): Promise<string[]> => this.committer.run(queuesPlan(ns));
 
   /** Waits until the invocation is terminal, up to `timeoutMs`; then answers its outcome. */
   async result(ns: string, id: unknown, timeoutMs?: unknown, signal?: AbortSignal): Promise<Outcome> {
@@ -112,16 +109,8 @@ export class Engine {
     });
   }
 
-  /** The queues of a namespace that ever held work or settings. */
-  async queues(ns: string): Promise<string[]> {
-    return this.committer.run(queuesPlan(ns));
-  }
-
-  async configure(ns: string, queue: unknown, cfg: { leaseMs?: unknown; maxAttempts?: unknown }): Promise<void> {
-    const leaseMs = v.leaseMs(cfg.leaseMs, this.limits);
-    const maxAttempts = cfg.maxAttempts === undefined || cfg.maxAttempts === null ? null : v.nonNegInt('max_attempts', cfg.maxAttempts, 0, 1000);
-    if (maxAttempts !== null && maxAttempts < 1) throw badRequest('max_attempts must be at least 1');
-    await this.committer.run(configurePlan(this.now(), ns, v.queue(queue, this.limits), leaseMs, maxAttempts));
+  async configure(ns: string, queue: unknown, cfg: SettingsRequest): Promise<void> {
+    await this.committer.run(configurePlan(this.now(), ns, v.queue(queue, this.limits), settingsInput(cfg, this.limits)));
   }
 
   // ---------------------------------------------------------------- workers
@@ -255,6 +244,6 @@ export class Engine {
   }
 }
 
-export type { Submitted, Settled, SubmitRequest, ClaimRequest, HolderRequest, AckRequest, NackRequest };
+export type { Submitted, Settled, SubmitRequest, ClaimRequest, HolderRequest, AckRequest, NackRequest, SettingsRequest };
 export type { Appended } from './sql/append.ts';
 export type { AppendRequest } from './requests.ts';

@@ -20,9 +20,6 @@ export interface Plan<T> {
 /** Answers with a follow-up plan. (Not named `then`: that would make the module a thenable.) */
 export const followUp = <T>(plan: Plan<T>): Then<T> => new Then(plan);
 
-/** A plan that needs no statements: answers `value` at once (used for validation-only paths). */
-export const constant = <T>(value: T): Plan<T> => ({ stmts: [], done: () => value });
-
 /**
  * Several plans as one: their statements in order, each plan's answer (or its error) in its slot.
  * Follow-ups are not supported here (the plans given are single-round diagnoses).

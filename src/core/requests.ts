@@ -79,6 +79,18 @@ export interface AppendRequest extends HolderRequest {
   final?: unknown;
 }
 
+export interface SettingsRequest {
+  leaseMs?: unknown;
+  maxAttempts?: unknown;
+}
+
+/** A queue's settings; null leaves the plane default in force. */
+export function settingsInput(req: SettingsRequest, limits: Limits): { leaseMs: number | null; maxAttempts: number | null } {
+  const maxAttempts = req.maxAttempts === undefined || req.maxAttempts === null ? null : v.nonNegInt('max_attempts', req.maxAttempts, 0, 1000);
+  if (maxAttempts !== null && maxAttempts < 1) throw badRequest('max_attempts must be at least 1');
+  return { leaseMs: v.leaseMs(req.leaseMs, limits), maxAttempts };
+}
+
 export function submitInput(req: SubmitRequest, limits: Limits): SubmitInput {
   return {
     id: v.id(req.id, limits),

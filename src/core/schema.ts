@@ -117,7 +117,6 @@ export const queueLevels = sqliteTable(
 );
 
 export type InvocationRow = typeof invocations.$inferSelect;
-export type FrameRow = typeof frames.$inferSelect;
 
 /**
  * Namespace-scoped bearer tokens. Only a SHA-256 digest of each token is stored; the token

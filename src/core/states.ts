@@ -9,6 +9,7 @@ export const isState = (s: string): s is State => (STATES as readonly string[]).
 /**
  * The transition table: verb -> the states it may start from -> the state it ends in.
  * The guards in ./sql encode exactly these `from` sets; a row in any other state is a clean miss.
+ * test/model/transitions.test.ts runs each verb's statement on a row in every state to check it.
  */
 export const TRANSITIONS = Object.freeze({
   submit: { from: [] as State[], to: 'queued' },

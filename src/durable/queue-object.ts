@@ -6,7 +6,7 @@
  * queue state. Each method answers a Settled (core/settled.ts): error classes do not cross RPC.
  */
 import { DurableObject } from 'cloudflare:workers';
-import { Engine, type AckRequest, type AppendRequest, type ClaimRequest, type HolderRequest, type NackRequest, type SubmitRequest } from '../core/engine.ts';
+import { Engine, type SettingsRequest, type AckRequest, type AppendRequest, type ClaimRequest, type HolderRequest, type NackRequest, type SubmitRequest } from '../core/engine.ts';
 import { settle } from '../core/settled.ts';
 import { D1Port } from './d1-port.ts';
 import { settingsFrom } from './settings.ts';
@@ -79,7 +79,7 @@ export class QueueObject extends DurableObject<Env> {
     return this.run(() => this.engine.journal.trim(this.ns, id, keepLast, this.queue));
   }
 
-  configure(cfg: { leaseMs?: unknown; maxAttempts?: unknown }) {
+  configure(cfg: SettingsRequest) {
     return this.run(() => this.engine.configure(this.ns, this.queue, cfg));
   }
 

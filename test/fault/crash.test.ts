@@ -16,7 +16,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeEnvelope, HttpDispatch } from '../../client/index.ts';
-// @ts-expect-error plain JS helper shared with `npm start`
 import { freePort, newToken, startPlane, stopTree } from '../../scripts/plane.mjs';
 import { check, readHistory, recorder } from './history.ts';
 

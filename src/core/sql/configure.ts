@@ -2,7 +2,7 @@
 import type { Plan } from '../plan.ts';
 import { stmt } from '../port.ts';
 
-export const configurePlan = (now: number, ns: string, queue: string, leaseMs: number | null, maxAttempts: number | null): Plan<void> => ({
+export const configurePlan = (now: number, ns: string, queue: string, { leaseMs, maxAttempts }: { leaseMs: number | null; maxAttempts: number | null }): Plan<void> => ({
   stmts: [
     stmt(
       `INSERT INTO queues (ns, queue, lease_ms, max_attempts, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)

@@ -3,7 +3,6 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
-// @ts-expect-error plain JS helper shared with `npm start`
 import { newToken, startPlane } from '../../../scripts/plane.mjs';
 
 declare module 'vitest' {

@@ -1,0 +1,31 @@
+// Types of scripts/plane.mjs (plain JS so `npm start` runs before any TypeScript tooling exists).
+import type { ChildProcess } from 'node:child_process';
+
+export interface Plane {
+  url: string;
+  pid: number | undefined;
+  child: ChildProcess;
+  stop(): Promise<void>;
+  /** The last 20 kB the server printed (with stdio 'pipe'). */
+  output(): string;
+}
+
+export interface StartOptions {
+  node: string;
+  env: NodeJS.ProcessEnv;
+  port?: number;
+  persistTo: string;
+  vars?: Record<string, string>;
+  log?: string;
+  stdio?: 'pipe' | 'inherit' | 'ignore';
+  server?: 'miniflare' | 'wrangler';
+  migrate?: boolean;
+}
+
+export function quietEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv;
+export function newToken(prefix?: string): string;
+export function devToken(): string;
+export function freePort(): Promise<number>;
+export function applyMigrations(opts: { node: string; env: NodeJS.ProcessEnv; persistTo: string }): Promise<void>;
+export function startPlane(opts: StartOptions): Promise<Plane>;
+export function stopTree(child: ChildProcess): Promise<void>;

@@ -1,0 +1,85 @@
+/**
+ * The transition table in src/core/states.ts against the statements themselves: for every verb
+ * and every state, a row in that state is moved by the verb's guarded statement exactly when the
+ * table lists the state as a from-state, and then it is in the table's to-state. A guard that
+ * admits one state too many, or one too few, fails here.
+ */
+import { DatabaseSync } from 'node:sqlite';
+import { describe, expect, it } from 'vitest';
+import { migrate } from '../../client/local/migrate.ts';
+import { SqlitePort } from '../../client/local/sqlite-port.ts';
+import { Engine } from '../../src/core/engine.ts';
+import { STATES, TRANSITIONS, type State } from '../../src/core/states.ts';
+
+const NS = 'tt';
+const Q = 'q';
+const NOW = 1_000_000;
+
+/** A fresh engine with one row `a` forced into `state`, held by worker w at attempt `attempt`. */
+async function rowIn(state: State, { attempt = 1, leaseUntil = NOW + 60_000 } = {}) {
+  const db = new DatabaseSync(':memory:');
+  migrate(db);
+  const engine = new Engine(new SqlitePort(db), { now: () => NOW, limits: { defaultMaxAttempts: 3 } });
+  await engine.submit(NS, Q, { id: 'a', envelope: new Uint8Array() });
+  db.prepare(`UPDATE invocations SET state = ?, worker_id = 'w', attempt = ?, lease_until = ? WHERE id = 'a'`).run(state, attempt, state === 'running' ? leaseUntil : null);
+  const stateOf = () => (db.prepare(`SELECT state FROM invocations WHERE id = 'a'`).get() as { state: State }).state;
+  return { engine, stateOf };
+}
+
+const swallow = (p: Promise<unknown>) => p.catch(() => undefined);
+
+/** Each verb of the table, run against the row as its rightful caller would. */
+const run: Record<Exclude<keyof typeof TRANSITIONS, 'submit'>, (s: State) => Promise<State>> = {
+  claim: async (s) => {
+    const { engine, stateOf } = await rowIn(s);
+    await engine.claim(NS, Q, { workerId: 'w2' });
+    return stateOf();
+  },
+  ack: async (s) => {
+    const { engine, stateOf } = await rowIn(s);
+    await swallow(engine.ack(NS, 'a', { workerId: 'w', attempt: 1 }));
+    return stateOf();
+  },
+  nackRetry: async (s) => {
+    const { engine, stateOf } = await rowIn(s);
+    await swallow(engine.nack(NS, 'a', { workerId: 'w', attempt: 1, error: 'x', retry: true }));
+    return stateOf();
+  },
+  nackFail: async (s) => {
+    const { engine, stateOf } = await rowIn(s);
+    await swallow(engine.nack(NS, 'a', { workerId: 'w', attempt: 1, error: 'x', retry: false }));
+    return stateOf();
+  },
+  expireRetry: async (s) => {
+    const { engine, stateOf } = await rowIn(s, { attempt: 1, leaseUntil: NOW - 1 });
+    await engine.expire(NS, Q);
+    return stateOf();
+  },
+  expireFail: async (s) => {
+    const { engine, stateOf } = await rowIn(s, { attempt: 3, leaseUntil: NOW - 1 });
+    await engine.expire(NS, Q);
+    return stateOf();
+  },
+  cancel: async (s) => {
+    const { engine, stateOf } = await rowIn(s);
+    await swallow(engine.cancel(NS, 'a'));
+    return stateOf();
+  },
+};
+
+describe('the transition table is what the guards admit', () => {
+  for (const [verb, t] of Object.entries(TRANSITIONS)) {
+    if (verb === 'submit') continue;
+    it(`${verb}: moves ${t.from.join(', ')} to ${t.to}, and no other state`, async () => {
+      for (const s of STATES) {
+        const after = await run[verb as keyof typeof run](s);
+        const from = t.from as readonly State[];
+        expect(after, `${verb} on a ${s} row`).toBe(from.includes(s) ? t.to : s);
+      }
+    });
+  }
+
+  it('covers every verb of the table', () => {
+    expect(Object.keys(TRANSITIONS).filter((v) => v !== 'submit').sort()).toEqual(Object.keys(run).sort());
+  });
+});
