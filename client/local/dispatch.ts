@@ -29,6 +29,8 @@ export interface DispatchOptions {
   changeCheckMs?: number;
   /** How long a transaction waits for another process's write lock. Default 10 s. */
   busyTimeoutMs?: number;
+  /** The plane's clock (leases, timestamps); tests inject one. Default Date.now. */
+  now?: () => number;
 }
 
 /** Runs a verb, re-raising plane errors as their client classes. */
@@ -51,6 +53,7 @@ export class Dispatch implements DispatchPlane {
   private dataVersion = -1;
   private readonly leaseTimers = new Map<string, { at: number; timer: ReturnType<typeof setTimeout> }>();
   private closed = false;
+  private readonly now: () => number;
   private readonly submitters = new Map<string, Batcher<{ envelope: Uint8Array; opts: SubmitOptions }, string>>();
   private readonly acker = new Batcher<{ id: string; workerId: string; attempt: number | null; result: Uint8Array | null }, undefined>(async (items) => {
     const out = await verb(this.engine.ackMany(this.namespace, items));
@@ -70,8 +73,10 @@ export class Dispatch implements DispatchPlane {
     }
     migrate(this.db);
     this.db.exec('PRAGMA busy_timeout = 0');
+    this.now = opts.now ?? Date.now;
     this.engine = new Engine(new SqlitePort(this.db, opts.busyTimeoutMs ?? 10_000), {
       limits: opts.limits,
+      now: this.now,
       onLease: (ns, queue, deadline) => this.armExpiry(ns, queue, deadline),
     });
   }
@@ -205,6 +210,11 @@ export class Dispatch implements DispatchPlane {
     return verb(this.engine.journal.trim(this.namespace, id, keepLast));
   }
 
+  /** How many calls wait in this process right now (parked claims, result waits, journal reads). */
+  get parked(): number {
+    return this.engine.park.waiters.size;
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
@@ -268,7 +278,7 @@ export class Dispatch implements DispatchPlane {
       } catch {
         /* the next claim expires leases itself */
       }
-    }, Math.max(0, deadline - Date.now()) + 5);
+    }, Math.max(0, deadline - this.now()) + 5);
     timer.unref?.();
     this.leaseTimers.set(key, { at: deadline, timer });
   }

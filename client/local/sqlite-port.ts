@@ -2,9 +2,10 @@
  * The storage port on node:sqlite: each batch is one BEGIN IMMEDIATE transaction, so concurrent
  * processes on the same file serialize their transitions through SQLite's write lock.
  *
- * A batch that finds the lock taken does not sleep inside SQLite (its busy handler waits 1, 2,
- * 5, 10 ms... while the other process holds the lock for a fraction of a millisecond): it gives
- * the event loop a turn and tries again, backing off to 1 ms, for up to `busyTimeoutMs`.
+ * The driver is synchronous, so each batch first gives the event loop a turn. A batch that finds
+ * the lock taken does not sleep inside SQLite (its busy handler waits 1, 2, 5, 10 ms... while the
+ * other process holds the lock for a fraction of a millisecond): it gives the event loop a turn
+ * and tries again, backing off to 1 ms, for up to `busyTimeoutMs`.
  */
 import { DatabaseSync, type StatementSync } from 'node:sqlite';
 import type { Port, Stmt, StmtResult } from '../../src/core/port.ts';
@@ -23,6 +24,9 @@ export class SqlitePort implements Port {
   }
 
   async batch(stmts: Stmt[]): Promise<StmtResult[]> {
+    // node:sqlite is synchronous: without a turn of the event loop per batch, a caller that
+    // submits in a loop would never let its process's timers and I/O run (its stdout stalled).
+    await new Promise((r) => setImmediate(r));
     const deadline = Date.now() + this.busyTimeoutMs;
     for (let attempt = 0; ; attempt++) {
       try {

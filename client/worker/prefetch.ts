@@ -10,14 +10,18 @@ export class Prefetch {
   private readonly fixed: number | null;
   private readonly max: number;
   private finished = 0;
-  private since = performance.now();
+  private readonly now: () => number;
+  private since: number;
   private rate = 0; // jobs per second, smoothed
   private rttMs = 5; // one claim round trip, smoothed
   private cut = -Infinity; // when overshot() last halved the pace
 
-  constructor(setting: number | 'auto', max = 1000) {
+  /** `now`: a clock in ms (default performance.now); tests inject one. */
+  constructor(setting: number | 'auto', max = 1000, now: () => number = () => performance.now()) {
     this.fixed = setting === 'auto' ? null : Math.max(0, setting);
     this.max = max;
+    this.now = now;
+    this.since = now();
   }
 
   /**
@@ -44,7 +48,7 @@ export class Prefetch {
    * pace it is sized by, at most once per measurement, as TCP halves its window on a loss.
    */
   overshot(): void {
-    const now = performance.now();
+    const now = this.now();
     if (now - this.cut < 100) return;
     this.cut = now;
     this.rate /= 2;
@@ -59,7 +63,7 @@ export class Prefetch {
   }
 
   private sample(): void {
-    const now = performance.now();
+    const now = this.now();
     const dt = now - this.since;
     if (dt < 100) return;
     this.rate = 0.5 * this.rate + 0.5 * ((this.finished * 1000) / dt);

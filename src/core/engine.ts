@@ -87,11 +87,12 @@ export class Engine {
     return out.cancelled;
   }
 
-  get = (ns: string, id: unknown): Promise<Invocation | null> => this.committer.run(getPlan(ns, v.id(id, this.limits)));
-  queueOf = (ns: string, id: unknown): Promise<string | null> => this.committer.run(queueOfPlan(ns, v.id(id, this.limits)));
-  count = (ns: string, queue: unknown, state?: unknown): Promise<number> => this.committer.run(countPlan(ns, v.queue(queue, this.limits), v.state(state, 'queued')));
+  // (async: a bad argument is a rejected promise, never a throw, as for every verb)
+  get = async (ns: string, id: unknown): Promise<Invocation | null> => this.committer.run(getPlan(ns, v.id(id, this.limits)));
+  queueOf = async (ns: string, id: unknown): Promise<string | null> => this.committer.run(queueOfPlan(ns, v.id(id, this.limits)));
+  count = async (ns: string, queue: unknown, state?: unknown): Promise<number> => this.committer.run(countPlan(ns, v.queue(queue, this.limits), v.state(state, 'queued')));
   /** The queues of a namespace that ever held work or settings. */
-  queues = (ns: string): Promise<string[]> => this.committer.run(queuesPlan(ns));
+  queues = async (ns: string): Promise<string[]> => this.committer.run(queuesPlan(ns));
 
   /** Waits until the invocation is terminal, up to `timeoutMs`; then answers its outcome. */
   async result(ns: string, id: unknown, timeoutMs?: unknown, signal?: AbortSignal): Promise<Outcome> {

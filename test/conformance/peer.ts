@@ -6,7 +6,9 @@ import { Dispatch } from '../../client/local/dispatch.ts';
 import { LakeshoreError } from '../../client/errors.ts';
 
 const [path, namespace] = process.argv.slice(2);
-const d = new Dispatch(path!, { namespace });
+/** The plane's clock, moved by the test (`advance`) in step with the other process's. */
+let offset = 0;
+const d = new Dispatch(path!, { namespace, now: () => Date.now() + offset });
 
 type Call = { n: number; method: string; args: unknown[] };
 const methods: Record<string, (...a: any[]) => Promise<unknown>> = {
@@ -18,11 +20,16 @@ const methods: Record<string, (...a: any[]) => Promise<unknown>> = {
   journalAppend: (...a) => d.journalAppend(a[0], a[1], a[2], a[3]),
 };
 
-process.on('message', async (m: Call | { close: true }) => {
+process.on('message', async (m: Call | { close: true } | { n: number; advance: number } | { n: number; parked: true }) => {
   if ('close' in m) {
     await d.close();
     process.exit(0);
   }
+  if ('advance' in m) {
+    offset += m.advance;
+    return process.send!({ n: m.n, ok: true, value: null });
+  }
+  if ('parked' in m) return process.send!({ n: m.n, ok: true, value: d.parked });
   try {
     const value = await methods[m.method]!(...m.args);
     process.send!({ n: m.n, ok: true, value });

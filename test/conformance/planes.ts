@@ -1,6 +1,10 @@
 /**
  * The planes the conformance suite runs against. Each factory answers a fresh plane in a fresh
- * namespace, plus how to dispose of it.
+ * namespace, how to dispose of it, and two probes the suite orders its steps by:
+ *   parked()     how many calls wait on the plane now (a claim parked before the submit that wakes it)
+ *   elapse(ms)   lets ms of the plane's time pass: an injected clock moves at once where the plane
+ *                has one (the local planes); over HTTP real time passes, waited for with a bound
+ *
  *   memory   Dispatch(':memory:')
  *   file     Dispatch on one SQLite file shared by two processes: producer verbs run here,
  *            worker verbs (claim, ack, nack, heartbeat, append) in a second process
@@ -12,24 +16,67 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inject } from 'vitest';
 import { Dispatch, HttpDispatch, errorFor, type DispatchPlane } from '../../client/index.ts';
+import { until } from '../support/wait.ts';
 
 export interface PlaneHandle {
   plane: DispatchPlane;
   dispose(): Promise<void>;
+  /** Calls parked right now: on the plane (local), or on `queue`'s object (HTTP). */
+  parked(queue: string): Promise<number>;
+  /** Lets `ms` of the plane's time pass. */
+  elapse(ms: number): Promise<void>;
+  /** The plane's clock. */
+  now(): number;
+  /**
+   * A lease that runs out in the test's time: short where the plane's clock can be moved (elapse
+   * moves it past at once), a few hundred ms over HTTP (elapse waits for it).
+   */
+  shortLeaseMs: number;
 }
 export type PlaneFactory = () => Promise<PlaneHandle>;
 
 let n = 0;
 const freshNs = () => `c${process.pid}x${Date.now().toString(36)}${(n++).toString(36)}`;
 
+/** A clock the test moves: the real one plus an offset. */
+function movableClock() {
+  let offset = 0;
+  return { now: () => Date.now() + offset, advance: (ms: number) => void (offset += ms) };
+}
+
 export const memoryPlane: PlaneFactory = async () => {
-  const plane = new Dispatch(':memory:', { namespace: freshNs() });
-  return { plane, dispose: () => plane.close() };
+  const clock = movableClock();
+  const plane = new Dispatch(':memory:', { namespace: freshNs(), now: clock.now });
+  return {
+    plane,
+    dispose: () => plane.close(),
+    parked: async () => plane.parked,
+    elapse: async (ms) => clock.advance(ms),
+    now: clock.now,
+    shortLeaseMs: 1_000,
+  };
 };
 
 export const httpPlane: PlaneFactory = async () => {
-  const plane = new HttpDispatch(inject('planeUrl'), { token: inject('planeToken'), namespace: freshNs() });
-  return { plane, dispose: () => plane.close() };
+  const url = inject('planeUrl');
+  const token = inject('planeToken');
+  const namespace = freshNs();
+  const plane = new HttpDispatch(url, { token, namespace });
+  return {
+    plane,
+    dispose: () => plane.close(),
+    // Parked claims, result waits and journal reads of the queue's object.
+    parked: async (queue) => {
+      const r = await fetch(`${url}/v1/ns/${namespace}/queues/${queue}/stats`, { headers: { authorization: `Bearer ${token}` } });
+      return ((await r.json()) as { waiters: number }).waiters;
+    },
+    elapse: async (ms) => {
+      const end = Date.now() + ms;
+      await until(() => Date.now() >= end, `${ms} ms of real time`, ms + 5_000);
+    },
+    now: Date.now,
+    shortLeaseMs: 300,
+  };
 };
 
 const WORKER_VERBS = new Set(['claim', 'claimMany', 'ack', 'nack', 'heartbeat', 'journalAppend']);
@@ -38,7 +85,8 @@ export const twoProcessPlane: PlaneFactory = async () => {
   const dir = mkdtempSync(join(tmpdir(), 'lakeshore-conf-'));
   const file = join(dir, 'dispatch.sqlite');
   const namespace = freshNs();
-  const local = new Dispatch(file, { namespace });
+  const clock = movableClock();
+  const local = new Dispatch(file, { namespace, now: clock.now });
   const child: ChildProcess = fork(join(import.meta.dirname, 'peer.ts'), [file, namespace], { serialization: 'advanced', stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   const pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: unknown) => void }>();
   let seq = 0;
@@ -53,15 +101,15 @@ export const twoProcessPlane: PlaneFactory = async () => {
       else p.reject(errorFor(m.code, m.message));
     });
   });
-  const remote = (method: string) => (...args: unknown[]) =>
+  const ask = (msg: Record<string, unknown>) =>
     new Promise((resolve, reject) => {
       const k = ++seq;
       pending.set(k, { resolve, reject });
-      child.send({ n: k, method, args });
+      child.send({ n: k, ...msg });
     });
   const plane = new Proxy(local, {
     get(target, prop, recv) {
-      if (typeof prop === 'string' && WORKER_VERBS.has(prop)) return remote(prop);
+      if (typeof prop === 'string' && WORKER_VERBS.has(prop)) return (...args: unknown[]) => ask({ method: prop, args });
       const v = Reflect.get(target, prop, recv);
       return typeof v === 'function' ? v.bind(target) : v;
     },
@@ -74,5 +122,12 @@ export const twoProcessPlane: PlaneFactory = async () => {
       await local.close();
       rmSync(dir, { recursive: true, force: true });
     },
+    parked: async () => local.parked + ((await ask({ parked: true })) as number),
+    elapse: async (ms) => {
+      clock.advance(ms);
+      await ask({ advance: ms });
+    },
+    now: clock.now,
+    shortLeaseMs: 1_000,
   };
 };

@@ -10,10 +10,10 @@ import {
 import { ackAndClaim } from './ack-and-claim.ts';
 import { claimKinds } from './claim-kinds.ts';
 import type { PlaneFactory, PlaneHandle } from './planes.ts';
+import { until } from '../support/wait.ts';
 
 const bytes = (s: string) => new TextEncoder().encode(s);
 const text = (b: Uint8Array | null) => (b === null ? null : new TextDecoder().decode(b));
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const frame = (kind: number, body: string, meta: Record<string, unknown> | null = null) => ({ kind: kind as 0, seq: 0, body: bytes(body), meta });
 
 async function drain(it: AsyncIterable<JournalFrame>): Promise<JournalFrame[]> {
@@ -26,6 +26,8 @@ export function conformance(planeName: string, makePlane: PlaneFactory) {
   describe(`conformance: ${planeName}`, () => {
     let h: PlaneHandle;
     let d: DispatchPlane;
+    /** Resolves once `n` calls are parked on queue q's plane: what ordering a wait before its wake needs. */
+    const parked = (n = 1) => until(async () => (await h.parked('q')) >= n, `${n} parked call(s)`);
     beforeEach(async () => {
       h = await makePlane();
       d = h.plane;
@@ -100,7 +102,7 @@ export function conformance(planeName: string, makePlane: PlaneFactory) {
         await expect(d.result('a', { timeoutMs: 30 })).rejects.toBeInstanceOf(TimeoutError);
         const waiting = d.result('a', { timeoutMs: 10_000 });
         const c = await d.claim('q', 'w');
-        await sleep(30);
+        await parked();
         await d.ack(c!.id, 'w', { result: bytes('late') });
         expect(text(await waiting)).toBe('late');
         await expect(d.result('missing', { timeoutMs: 10 })).rejects.toBeInstanceOf(NotFoundError);
@@ -109,7 +111,7 @@ export function conformance(planeName: string, makePlane: PlaneFactory) {
       it('claim waits for a submit, and answers null when its wait runs out', async () => {
         expect(await d.claim('q', 'w', { waitMs: 30 })).toBeNull();
         const waiting = d.claim('q', 'w', { waitMs: 10_000 });
-        await sleep(50);
+        await parked();
         const t0 = Date.now();
         await d.submit('q', bytes('x'), { id: 'late' });
         expect((await waiting)?.id).toBe('late');
@@ -148,8 +150,8 @@ export function conformance(planeName: string, makePlane: PlaneFactory) {
 
       it('acks of two attempts of one invocation sent at once: only the attempt that holds it succeeds', async () => {
         await d.submit('q', bytes('x'), { id: 'two' });
-        const first = (await d.claim('q', 'w', { leaseMs: 30 }))!;
-        await sleep(60);
+        const first = (await d.claim('q', 'w', { leaseMs: h.shortLeaseMs }))!;
+        await h.elapse(h.shortLeaseMs + 1);
         const second = (await d.claim('q', 'w'))!; // the same worker, its first lease expired
         expect([first.attempt, second.attempt]).toEqual([1, 2]);
         const acks = await Promise.allSettled([
@@ -255,8 +257,8 @@ export function conformance(planeName: string, makePlane: PlaneFactory) {
 
       it('rule 3: a stale worker is fenced once its lease expired and its job was claimed again', async () => {
         await d.submit('q', bytes('x'), { id: 'a' });
-        const first = await d.claim('q', 'A', { leaseMs: 40 });
-        await sleep(80);
+        const first = await d.claim('q', 'A', { leaseMs: h.shortLeaseMs });
+        await h.elapse(h.shortLeaseMs + 1);
         const second = await d.claim('q', 'B', { leaseMs: 60_000 });
         expect(second).toMatchObject({ id: 'a', attempt: 2 });
         await expect(d.ack('a', 'A', { attempt: first!.attempt, result: bytes('stale') })).rejects.toBeInstanceOf(FencingConflictError);
@@ -305,23 +307,23 @@ export function conformance(planeName: string, makePlane: PlaneFactory) {
     describe('leases and heartbeats', () => {
       it('an expired lease is reclaimed by the next claim, as a new attempt', async () => {
         await d.submit('q', bytes('x'), { id: 'a' });
-        await d.claim('q', 'dead', { leaseMs: 30 });
-        await sleep(60);
+        await d.claim('q', 'dead', { leaseMs: h.shortLeaseMs });
+        await h.elapse(h.shortLeaseMs + 1);
         expect(await d.claim('q', 'live')).toMatchObject({ id: 'a', attempt: 2 });
       });
 
       it('fails the invocation with a reason once its attempts are used up', async () => {
         await d.configureQueue('q', { maxAttempts: 1 });
         await d.submit('q', bytes('x'), { id: 'a' });
-        await d.claim('q', 'dead', { leaseMs: 30 });
-        await sleep(60);
+        await d.claim('q', 'dead', { leaseMs: h.shortLeaseMs });
+        await h.elapse(h.shortLeaseMs + 1);
         expect(await d.claim('q', 'live')).toBeNull();
         await expect(d.result('a')).rejects.toMatchObject({ error: { type: 'LeaseExpired' } });
       });
 
       it('a heartbeat extends the lease and reports cancellation to the holder', async () => {
         await d.submit('q', bytes('x'), { id: 'a' });
-        const c = await d.claim('q', 'w', { leaseMs: 1_000 });
+        const c = await d.claim('q', 'w', { leaseMs: 30_000 });
         const hb = await d.heartbeat('a', 'w', { leaseMs: 60_000 });
         expect(hb.cancelled).toBe(false);
         expect(hb.leaseUntil!).toBeGreaterThan(c!.leaseUntil);
@@ -331,12 +333,13 @@ export function conformance(planeName: string, makePlane: PlaneFactory) {
       });
 
       it('a queue setting sets the default lease', async () => {
-        await d.configureQueue('q', { leaseMs: 1_500 });
+        await d.configureQueue('q', { leaseMs: 20_000 });
         await d.submit('q', bytes('x'), { id: 'a' });
-        const t0 = Date.now();
+        const t0 = h.now();
         const c = await d.claim('q', 'w');
-        expect(c!.leaseUntil - t0).toBeGreaterThan(1_000);
-        expect(c!.leaseUntil - t0).toBeLessThan(3_000);
+        const t1 = h.now();
+        expect(c!.leaseUntil).toBeGreaterThanOrEqual(t0 + 20_000);
+        expect(c!.leaseUntil).toBeLessThanOrEqual(t1 + 20_000);
       });
     });
 
@@ -368,7 +371,7 @@ export function conformance(planeName: string, makePlane: PlaneFactory) {
           for await (const f of d.journalRead('a', { timeoutMs: 10_000 })) seen.push(f.seq);
         })();
         await d.journalAppend('a', 0, frame(0, 'v0'));
-        for (let i = 0; i < 500 && !seen.length; i++) await sleep(10); // the frame arrives while the job still runs
+        await until(() => seen.length > 0, 'the first frame, while the job still runs');
         expect(seen).toEqual([0]);
         await d.journalAppend('a', 1, frame(FrameKind.END, ''));
         await reading;
@@ -380,7 +383,7 @@ export function conformance(planeName: string, makePlane: PlaneFactory) {
         await d.claim('q', 'w');
         await d.journalAppend('a', 0, frame(0, 'v0'));
         const reading = drain(d.journalRead('a', { timeoutMs: 10_000 }));
-        await sleep(30);
+        await parked();
         await d.cancel('a');
         expect((await reading).map((f) => f.seq)).toEqual([0]);
       });

@@ -1,6 +1,7 @@
 /** Per-token limits: requests per second and open journal streams answer 429 with Retry-After, and change nothing. */
 import { exports } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
+import { until } from '../support/wait.ts';
 import { b64, call, freshNs } from './setup/http.ts';
 
 const as = (token: string) => ({ authorization: `Bearer ${token}` });
@@ -41,9 +42,11 @@ describe('per-token limits', () => {
     const token = await mint(ns, { requests_per_second: 20, request_burst: 1 });
     const path = `/v1/ns/${ns}/queues/q/count`;
     expect((await call('GET', path, undefined, as(token))).status).toBe(200);
+    const refused = Date.now();
     expect((await call('GET', path, undefined, as(token))).status).toBe(429);
-    await new Promise((r) => setTimeout(r, 120)); // 20/s: one permit back after 50 ms
-    expect((await call('GET', path, undefined, as(token))).status).toBe(200);
+    // 20/s: a permit comes back within 50 ms; ask again until it is there (a 429 spends nothing).
+    await until(async () => (await call('GET', path, undefined, as(token))).status === 200, 'a refilled permit', 5_000);
+    expect(Date.now() - refused).toBeGreaterThanOrEqual(40);
   });
 
   it('a token with its streams open gets 429 for one more, and a stream closed frees its place', async () => {
@@ -61,12 +64,11 @@ describe('per-token limits', () => {
     expect(((await second.json()) as any).error.code).toBe('rate_limited');
     await reader.cancel();
     let third: Response | null = null;
-    for (let i = 0; i < 50 && third?.status !== 200; i++) {
+    await until(async () => {
       await third?.body?.cancel();
-      await new Promise((r) => setTimeout(r, 20));
       third = await openStream(ns, 'live', token);
-    }
-    expect(third!.status).toBe(200);
+      return third.status === 200;
+    }, 'the closed stream to free its place', 5_000);
     await third!.body!.cancel();
   });
 

@@ -2,32 +2,19 @@
 import { describe, expect, it } from 'vitest';
 import { b64, call, plane, TOKEN, unb64 } from './setup/http.ts';
 import { exports } from 'cloudflare:workers';
-import { frameCount } from './setup/objects.ts';
+import type { EventSourceMessage } from 'eventsource-parser';
+import { sseEvents } from '../../client/http/sse.ts';
+import { frameCount, parkedOn } from './setup/objects.ts';
 
-/** Reads SSE events from a response until `stop` says so; returns them and cancels the stream. */
-async function readEvents(res: Response, stop: (events: { id?: string; event: string; data: string }[]) => boolean) {
-  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
-  const events: { id?: string; event: string; data: string }[] = [];
-  let buf = '';
-  while (!stop(events)) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    buf += value;
-    let i: number;
-    while ((i = buf.indexOf('\n\n')) >= 0) {
-      const block = buf.slice(0, i);
-      buf = buf.slice(i + 2);
-      const ev: { id?: string; event: string; data: string } = { event: 'message', data: '' };
-      for (const line of block.split('\n')) {
-        if (line.startsWith('id: ')) ev.id = line.slice(4);
-        else if (line.startsWith('event: ')) ev.event = line.slice(7);
-        else if (line.startsWith('data: ')) ev.data += line.slice(6);
-      }
-      if (block.trim() && !block.startsWith(':') && !block.startsWith('retry')) events.push(ev);
-      if (stop(events)) break;
-    }
+/** Reads SSE events (with the client's parser) until `stop` says so; returns them and cancels the stream. */
+async function readEvents(res: Response, stop: (events: EventSourceMessage[]) => boolean) {
+  const events: EventSourceMessage[] = [];
+  const ac = new AbortController();
+  for await (const ev of sseEvents(res.body!, ac.signal)) {
+    events.push(ev);
+    if (stop(events)) break;
   }
-  await reader.cancel();
+  ac.abort();
   return events;
 }
 
@@ -37,7 +24,7 @@ const sse = (ns: string, id: string, lastEventId?: string) =>
   }) as Promise<Response>;
 
 describe('races', () => {
-  it('absorbs a retried append instead of duplicating the frame', async () => {
+  it('absorbs a retried append instead of duplicating the frame, also when the retry races the first try', async () => {
     const p = plane();
     await p.submit('q', 'a');
     await p.claim('q', 'w');
@@ -46,7 +33,13 @@ describe('races', () => {
     expect(first.body).toMatchObject({ seq: 0, absorbed: false });
     expect(retry.status).toBe(200);
     expect(retry.body).toMatchObject({ seq: 0, absorbed: true });
-    expect(await frameCount(p.ns, 'a')).toBe(1);
+    // Two tries of one append in flight at once, ten times over: one lands, the other is absorbed.
+    for (let s = 1; s <= 10; s++) {
+      const both = await Promise.all([p.append('a', 'w', { seq: s, body: b64(`f${s}`) }), p.append('a', 'w', { seq: s, body: b64(`f${s}`) })]);
+      expect(both.map((r) => r.status)).toEqual([200, 200]);
+      expect(both.map((r) => r.body.absorbed).sort()).toEqual([false, true]);
+    }
+    expect(await frameCount(p.ns, 'a')).toBe(11);
   });
 
   it('absorbs a retried ack and a retried keyed submit', async () => {
@@ -84,6 +77,7 @@ describe('races', () => {
     await p.claim('q', 'w');
     const res = await sse(p.ns, 'a');
     const events = readEvents(res, (ev) => ev.length >= 1);
+    await parkedOn(p.ns, 'q'); // the stream waits for a frame
     await p.append('a', 'w', { seq: 0, body: b64('live') });
     const got = await events;
     expect(got[0]).toMatchObject({ id: '0', event: 'frame' });

@@ -1,7 +1,7 @@
 /** Every verb over the HTTP routes, with the answers the contract documents. */
 import { describe, expect, it } from 'vitest';
 import { b64, call, plane, unb64 } from './setup/http.ts';
-import { queueStub } from './setup/objects.ts';
+import { parkedOn, queueStub } from './setup/objects.ts';
 
 const claimIds = async (p: ReturnType<typeof plane>, queue: string, n: number, extra: Record<string, unknown> = {}) => {
   const out: string[] = [];
@@ -40,7 +40,7 @@ describe('waits', () => {
   it('parks a claim until a submit arrives, and the submit wakes it', async () => {
     const p = plane();
     const waiting = p.claim('q', 'w', { wait_ms: 10_000 });
-    await new Promise((r) => setTimeout(r, 50));
+    await parkedOn(p.ns, 'q');
     const t0 = Date.now();
     await p.submit('q', 'late');
     const got = await waiting;
@@ -53,7 +53,7 @@ describe('waits', () => {
     const stub = queueStub(p.ns, 'q');
     await p.claim('q', 'w0'); // the object exists and knows its queue
     const parked = Array.from({ length: 20 }, (_, i) => p.claim('q', `w${i + 1}`, { wait_ms: 10_000 }));
-    for (let i = 0; i < 100 && (await stub.stats()).waiters < 20; i++) await new Promise((r) => setTimeout(r, 20));
+    await parkedOn(p.ns, 'q', 20);
     expect((await stub.stats()).waiters).toBe(20);
     const before = await stub.stats();
     await p.submit('q', 'one');
@@ -81,7 +81,7 @@ describe('waits', () => {
     await p.submit('q', 'a');
     await p.claim('q', 'w');
     const waiting = p.result('a', 10_000);
-    await new Promise((r) => setTimeout(r, 50));
+    await parkedOn(p.ns, 'q');
     await p.ack('a', 'w', { result: b64('42') });
     const r = (await waiting).body;
     expect(r.state).toBe('succeeded');
@@ -179,7 +179,7 @@ describe('journal', () => {
     await p.submit('q', 'a');
     await p.claim('q', 'w');
     const waiting = call('GET', `/v1/ns/${p.ns}/invocations/a/journal?since=-1&wait_ms=5000`);
-    await new Promise((r) => setTimeout(r, 50));
+    await parkedOn(p.ns, 'q');
     await p.append('a', 'w', { body: b64('hi') });
     expect((await waiting).body.frames[0].seq).toBe(0);
   });

@@ -3,6 +3,7 @@
  * handler start and every ack's answer to its own JSONL history (see history.ts).
  *   node crash-worker.ts <url> <token> <ns> <queue> <history.jsonl> <jobMs> <leaseMs> <concurrency>
  */
+import { work } from '../support/wait.ts';
 import { currentJob, HttpDispatch, runWorker } from '../../client/index.ts';
 import { recorder } from './history.ts';
 
@@ -25,7 +26,7 @@ await runWorker(queue, {
     job: async () => {
       const j = currentJob()!;
       record({ op: 'start', id: j.id, attempt: j.attempt, pid: process.pid });
-      if (Number(jobMs)) await new Promise((r) => setTimeout(r, Number(jobMs)));
+      if (Number(jobMs)) await work(Number(jobMs));
       return j.id;
     },
   },

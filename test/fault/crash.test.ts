@@ -18,12 +18,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeEnvelope, HttpDispatch } from '../../client/index.ts';
 import { freePort, newToken, startPlane, stopTree } from '../../scripts/plane.mjs';
 import { check, readHistory, recorder } from './history.ts';
+import { until } from '../support/wait.ts';
 
 const JOBS = Number(process.env.CRASH_JOBS ?? 300);
 const KILLS = Number(process.env.CRASH_KILLS ?? 3);
 const WORKER_KILLS = Number(process.env.WORKER_KILLS ?? 3);
 const WORKER = join(import.meta.dirname, 'crash-worker.ts');
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Waits a random time: the moment of the stream at which the plane is killed. */
+const randomMoment = () => new Promise((r) => setTimeout(r, 300 + Math.random() * 1_200));
 
 let dir: string;
 let port: number;
@@ -50,13 +52,7 @@ function worker(ns: string, queue: string, file: string, jobMs: number, leaseMs:
 }
 
 /** Waits (bounded) until a worker's history shows a handler start. */
-async function started(file: string, ms = 30_000) {
-  const deadline = Date.now() + ms;
-  while (!(existsSync(file) && readFileSync(file, 'utf8').includes('"start"'))) {
-    if (Date.now() > deadline) throw new Error(`no job started in ${file} within ${ms} ms`);
-    await sleep(20);
-  }
-}
+const started = (file: string) => until(() => existsSync(file) && readFileSync(file, 'utf8').includes('"start"'), `a job start in ${file}`, 30_000);
 const exited = (c: ChildProcess) => (c.exitCode !== null || c.signalCode !== null ? Promise.resolve() : new Promise<void>((r) => c.once('exit', () => r())));
 
 async function succeededIds(d: HttpDispatch, ids: string[]): Promise<Set<string>> {
@@ -65,10 +61,9 @@ async function succeededIds(d: HttpDispatch, ids: string[]): Promise<Set<string>
   return out;
 }
 
-async function drained(d: HttpDispatch, queue: string, n: number, ms: number) {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline && (await d.count(queue, 'succeeded')) < n) await sleep(200);
-}
+/** Waits (bounded) until `n` jobs of the queue succeeded; the assertions after it say what is missing. */
+const drained = (d: HttpDispatch, queue: string, n: number, ms: number) =>
+  until(async () => (await d.count(queue, 'succeeded')) >= n, `${n} jobs succeeded`, ms, 200).catch(() => {});
 
 describe('fault: crashes', () => {
   it(`server kill: ${JOBS} jobs, 4 workers, the plane SIGKILLed ${KILLS} times: nothing lost, nothing duplicated`, async () => {
@@ -100,7 +95,7 @@ describe('fault: crashes', () => {
     }));
     const outages: number[] = [];
     for (let k = 0; k < KILLS; k++) {
-      await sleep(300 + Math.random() * 1_200);
+      await randomMoment();
       process.kill(-plane.child.pid!, 'SIGKILL');
       await exited(plane.child);
       const down = Date.now();
@@ -158,6 +153,23 @@ describe('fault: crashes', () => {
     expect(v.redelivered).toBeGreaterThanOrEqual(WORKER_KILLS);
   }, 600_000);
 
+  it('a job whose worker never comes back is handed out again after its lease, by a plane restarted since', async () => {
+    const ns = `restart${Date.now().toString(36)}`;
+    const d = new HttpDispatch(url(), { token, namespace: ns, retryForMs: 60_000 });
+    await d.submit('q', encodeEnvelope({ fn: 'job' }), { id: 'r0' });
+    const gone = (await d.claim('q', 'gone-for-good', { leaseMs: 3_000 }))!;
+    process.kill(-plane.child.pid!, 'SIGKILL'); // no alarm, no waiter, no worker survives this
+    await exited(plane.child);
+    await start(false);
+    // A claim on the restarted plane waits, and gets the job as its second attempt, once the lease ran out.
+    const again = await d.claim('q', 'other', { waitMs: 30_000 });
+    expect(again).toMatchObject({ id: 'r0', attempt: 2 });
+    expect(Date.now()).toBeGreaterThanOrEqual(gone.leaseUntil);
+    await expect(d.ack('r0', 'gone-for-good', { attempt: 1 })).rejects.toMatchObject({ code: 'conflict' });
+    await d.ack('r0', 'other', { attempt: 2 });
+    expect((await d.get('r0'))!.state).toBe('succeeded');
+  }, 120_000);
+
   it('SIGSTOP past the lease, then SIGCONT: the stopped worker’s ack is refused', async () => {
     const ns = `stop${Date.now().toString(36)}`;
     const d = new HttpDispatch(url(), { token, namespace: ns });
@@ -169,9 +181,7 @@ describe('fault: crashes', () => {
     const b = worker(ns, 'q', fb, 1, 1_000);
     await drained(d, 'q', 1, 30_000);
     a.kill('SIGCONT');
-    for (const until = Date.now() + 30_000; !readHistory([fa]).some((e) => e.op === 'ack' && e.attempt === 1); await sleep(50)) {
-      if (Date.now() > until) throw new Error('the resumed worker never answered its first attempt');
-    }
+    await until(() => readHistory([fa]).some((e) => e.op === 'ack' && e.attempt === 1), 'the resumed worker to answer its first attempt', 30_000, 50);
     for (const w of [a, b]) w.kill('SIGTERM');
     await Promise.all([exited(a), exited(b)]);
     const h = readHistory([fa, fb]);

@@ -4,6 +4,7 @@
  * with `npm run fault`).
  */
 import { describe, expect, it } from 'vitest';
+import { until } from '../support/wait.ts';
 import { inject } from 'vitest';
 import { FrameKind, HttpDispatch, type JournalFrame } from '../../client/index.ts';
 import { client } from '../node/setup/client.ts';
@@ -27,7 +28,7 @@ describe('fault: SSE reconnect', () => {
       for (let i = 0; i < total; i++) {
         await worker.journalAppend('stream', i, { kind: FrameKind.VALUE, seq: i, body: new TextEncoder().encode(String(i)), meta: null });
         // Let the reader see each frame (and be cut) before the next one lands.
-        for (let k = 0; k < 200 && got.length <= i && proxy.cuts < CUTS; k++) await new Promise((r) => setTimeout(r, 5));
+        await until(() => got.length > i || proxy.cuts >= CUTS, `frame ${i} read`, 5_000).catch(() => {}); // a cut may delay it; the totals below tell
       }
       await worker.journalAppend('stream', total, { kind: FrameKind.END, seq: total, body: new Uint8Array(), meta: null });
       await reading;

@@ -3,7 +3,8 @@ import { mkdtempSync, readFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cli, HANDLERS, planeEnv, start, stop, until, type PlaneKind, type Running } from './setup/cli.ts';
+import { cli, HANDLERS, planeEnv, start, stop, type PlaneKind, type Running } from './setup/cli.ts';
+import { until } from '../support/wait.ts';
 
 const marker = () => join(mkdtempSync(join(tmpdir(), 'lakeshore-mark-')), 'marks.log');
 const lines = (file: string) => (existsSync(file) ? readFileSync(file, 'utf8').trim().split('\n').filter(Boolean) : []);
@@ -28,7 +29,7 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
     running.push(tail);
     worker(env);
     // The second value is on the tail's stdout while the job still runs.
-    await until(() => tail.stdout().includes('"body":1'), 20_000, 'the second frame in tail');
+    await until(() => tail.stdout().includes('"body":1'), 'the second frame in tail');
     expect((await cli(['--json', 'get', id], env)).stdout).toContain('"state":"running"');
     expect(await tail.exited).toBe(0);
     const frames = tail.stdout().trim().split('\n').map((l) => JSON.parse(l));
@@ -57,7 +58,7 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
     const mark = marker();
     const id = (await cli(['submit', 'jobs', 'slow', JSON.stringify([1500, mark])], env)).stdout.trim();
     const a = worker(env, '--lease-ms', '1000');
-    await until(() => lines(mark).length === 1, 20_000, 'the job to start');
+    await until(() => lines(mark).length === 1, 'the job to start');
     await stop(a, 'SIGKILL');
     worker(env, '--lease-ms', '1000');
     const res = await cli(['--json', 'result', id, '--timeout', '30'], env);
@@ -73,7 +74,7 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
     const mark = marker();
     const id = (await cli(['submit', 'jobs', 'slow', JSON.stringify([800, mark])], env)).stdout.trim();
     const w = worker(env);
-    await until(() => lines(mark).length === 1, 20_000, 'the job to start');
+    await until(() => lines(mark).length === 1, 'the job to start');
     w.child.kill('SIGTERM');
     expect(await w.exited).toBe(0);
     expect(lines(mark).filter((l) => l.startsWith('done'))).toHaveLength(1);
@@ -85,9 +86,9 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
     const mark = marker();
     const id = (await cli(['submit', 'jobs', 'waitForCancel', JSON.stringify([mark])], env)).stdout.trim();
     worker(env, '--lease-ms', '900');
-    await until(() => lines(mark).length === 1, 20_000, 'the job to start');
+    await until(() => lines(mark).length === 1, 'the job to start');
     expect((await cli(['cancel', id], env)).code).toBe(0);
-    await until(() => lines(mark).some((l) => l.startsWith('aborted')), 20_000, 'the handler to see its signal');
+    await until(() => lines(mark).some((l) => l.startsWith('aborted')), 'the handler to see its signal');
     expect(lines(mark)[1]).toMatch(/cancelled/);
     const res = await cli(['--json', 'result', id], env);
     expect(res.code).toBe(5);

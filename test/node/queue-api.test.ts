@@ -3,6 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { work } from '../support/wait.ts';
 import {
   FrameKind, InvocationFailedError, Queue, currentJob, decodeEnvelope, dispatchByName, runWorker, type RouteTable,
 } from '../../client/index.ts';
@@ -16,7 +17,7 @@ describe.each(planes)('Queue API on the %s plane', (_name, make) => {
     const q = new Queue('gpu', { dispatch: d });
     async function* train(epochs: number) {
       for (let e = 0; e < epochs; e++) {
-        await new Promise((r) => setTimeout(r, 50));
+        await work(50);
         yield { epoch: e, loss: 1 / (e + 1) };
       }
       return 'trained';
@@ -90,7 +91,7 @@ describe.each(planes)('Queue API on the %s plane', (_name, make) => {
     await expect(dispatchByName('nope', [], { routes, dispatch: d })).rejects.toThrow(/no route/);
     // The route's time limit aborts a handler that runs too long, and its max_retries=0 fails it.
     const render = async () => {
-      await new Promise((r) => setTimeout(r, 2_000));
+      await work(2_000);
       return 'late';
     };
     await runWorker('gpu', { dispatch: d, registry: { render }, once: true, retries: 5 });

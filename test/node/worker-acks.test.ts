@@ -1,5 +1,6 @@
 /** runWorker sends a busy worker's acks with its next claim (ackAndClaim), on both planes. */
 import { describe, expect, it } from 'vitest';
+import { until } from '../support/wait.ts';
 import { encodeEnvelope, runWorker } from '../../client/index.ts';
 import { bothPlanes } from './setup/client.ts';
 
@@ -54,17 +55,24 @@ describe.each(planes)('worker acks on the %s plane', (_name, make) => {
     });
     const stop = new AbortController();
     let outcome = '';
+    let started = false;
+    let finish!: () => void;
+    const handlerEnds = new Promise<void>((r) => (finish = r));
     const ran = runWorker('slow', {
       dispatch: counted, concurrency: 1, leaseMs: 100, heartbeatMs: 60_000, prefetch: 0, stop: stop.signal,
-      registry: { slow: () => new Promise((r) => setTimeout(r, 600)) },
+      registry: { slow: () => ((started = true), handlerEnds) },
       onJob: (_id, o) => {
         outcome = o;
         stop.abort();
       },
     });
-    await new Promise((r) => setTimeout(r, 300)); // its lease (100 ms) ran out while it works
+    // While the handler works, its lease (100 ms) runs out and another worker takes the job.
+    await until(() => started, 'the handler to start');
+    const lease = (await d.get('s1'))!.leaseUntil!;
+    await until(() => Date.now() > lease, 'the 100 ms lease to run out');
     const other = await d.claim('slow', 'other');
     expect(other?.attempt).toBe(2);
+    finish();
     await ran;
     expect(outcome).toBe('lost');
     expect(calls).toEqual({ nack: 0, journalAppend: 0 });

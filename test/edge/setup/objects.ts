@@ -1,6 +1,7 @@
 /** White-box access to a queue's Durable Object and its D1 rows, for tests only. */
 import { env } from 'cloudflare:workers';
 import type { QueueObject } from '../../../src/durable/queue-object.ts';
+import { until } from '../../support/wait.ts';
 
 export function queueStub(ns: string, queue: string): DurableObjectStub<QueueObject> {
   const binding = env.QUEUE as unknown as DurableObjectNamespace<QueueObject>;
@@ -20,4 +21,10 @@ export async function rows(ns: string): Promise<Record<string, unknown>[]> {
 export async function frameCount(ns: string, id: string): Promise<number> {
   const r = await env.DB.prepare(`SELECT count(*) AS n FROM frames WHERE inv = (SELECT rid FROM invocations WHERE ns = ?1 AND id = ?2)`).bind(ns, id).first<{ n: number }>();
   return r?.n ?? 0;
+}
+
+/** Resolves once `n` calls are parked on the queue's object: what ordering a wait before its wake needs. */
+export async function parkedOn(ns: string, queue: string, n = 1): Promise<void> {
+  const stub = queueStub(ns, queue);
+  await until(async () => (await stub.stats()).waiters >= n, `${n} call(s) parked on ${queue}`, 10_000);
 }

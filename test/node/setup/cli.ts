@@ -41,15 +41,6 @@ export async function cli(args: string[], env: NodeJS.ProcessEnv): Promise<{ cod
   return { code, stdout: r.stdout(), stderr: r.stderr() };
 }
 
-/** Resolves once `check()` is true, checking every 20 ms, or throws after `ms`. */
-export async function until(check: () => boolean, ms = 20_000, what = 'condition'): Promise<void> {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 /** Stops a process this test started, by PID. */
 export async function stop(r: Running, signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
   if (r.child.exitCode === null && r.child.signalCode === null) r.child.kill(signal);
