@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeEnvelope, HttpDispatch } from '../../client/index.ts';
-import { freePort, newToken, startPlane, stopTree } from '../../scripts/plane.mjs';
+import { freePort, newToken, startPlane } from '../../scripts/plane.mjs';
 import { check, readHistory, recorder } from './history.ts';
 import { until } from '../support/wait.ts';
 

@@ -1,12 +1,12 @@
 /** The worker runtime and the CLI, driven as a user would: separate processes, on both planes. */
-import { mkdtempSync, readFileSync, existsSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cli, HANDLERS, planeEnv, start, stop, type PlaneKind, type Running } from './setup/cli.ts';
 import { until } from '../support/wait.ts';
+import { tempDir } from '../support/tmp.ts';
 
-const marker = () => join(mkdtempSync(join(tmpdir(), 'lakeshore-mark-')), 'marks.log');
+const marker = () => join(tempDir('lakeshore-mark-'), 'marks.log');
 const lines = (file: string) => (existsSync(file) ? readFileSync(file, 'utf8').trim().split('\n').filter(Boolean) : []);
 
 describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (kind) => {

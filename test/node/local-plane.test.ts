@@ -1,10 +1,9 @@
 /** The local plane across processes: one SQLite file, several processes, crashes. */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { tempDir } from '../support/tmp.ts';
 import { Dispatch, HttpDispatch, planeFromEnv } from '../../client/index.ts';
 import { streamEnvelope } from '../fixtures/stream-envelope.mjs';
 import { until } from '../support/wait.ts';
@@ -28,17 +27,10 @@ const integrity = (file: string) => {
     db.close();
   }
 };
-const made: string[] = [];
-const tmp = (prefix: string) => {
-  const dir = mkdtempSync(join(tmpdir(), prefix));
-  made.push(dir);
-  return dir;
-};
-afterAll(() => made.forEach((d) => rmSync(d, { recursive: true, force: true })));
 
 describe('local plane, several processes on one file', () => {
   it('hands each job to exactly one of three claiming processes', async () => {
-    const file = join(tmp('lakeshore-mp-'), 'd.sqlite');
+    const file = join(tempDir('lakeshore-mp-'), 'd.sqlite');
     const d = new Dispatch(file, { namespace: 'mp' });
     const items = Array.from({ length: 300 }, (_, i) => ({ envelope: new Uint8Array([1]), opts: { id: `j${i}` } }));
     await d.submitMany('q', items);
@@ -55,7 +47,7 @@ describe('local plane, several processes on one file', () => {
   });
 
   it('keeps every acknowledged submit, whole, when a process submitting without pause is SIGKILLed at random moments', async () => {
-    const dir = tmp('lakeshore-crash-');
+    const dir = tempDir('lakeshore-crash-');
     const file = join(dir, 'd.sqlite');
     const acked = new Set<string>();
     // Five kills, each at another point of the stream: after 1 to 400 acknowledged submits.
@@ -95,7 +87,7 @@ describe('defaultDispatch', () => {
     const http = planeFromEnv({ LAKESHORE_URL: 'http://127.0.0.1:1', LAKESHORE_TOKEN: 't', LAKESHORE_NAMESPACE: 'team' });
     expect(http).toBeInstanceOf(HttpDispatch);
     expect(http.namespace).toBe('team');
-    const home = tmp('lakeshore-home-');
+    const home = tempDir('lakeshore-home-');
     const local = planeFromEnv({ LAKESHORE_HOME: home });
     expect(local).toBeInstanceOf(Dispatch);
     expect((local as Dispatch).path).toBe(join(home, 'dispatch.sqlite'));

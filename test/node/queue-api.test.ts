@@ -1,6 +1,5 @@
 /** The producer API (Queue, Handle, dispatchByName) and runWorker in-process, on both planes. */
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { work } from '../support/wait.ts';
@@ -8,6 +7,7 @@ import {
   FrameKind, InvocationFailedError, Queue, currentJob, decodeEnvelope, dispatchByName, runWorker, type RouteTable,
 } from '../../client/index.ts';
 import { bothPlanes, client } from './setup/client.ts';
+import { tempDir } from '../support/tmp.ts';
 
 const planes = bothPlanes('q');
 
@@ -105,7 +105,7 @@ describe.each(planes)('Queue API on the %s plane', (_name, make) => {
 });
 
 describe('imports named by an envelope', () => {
-  const root = mkdtempSync(join(tmpdir(), 'lakeshore-root-'));
+  const root = tempDir('lakeshore-root-');
   writeFileSync(join(root, 'mod.mjs'), 'export function triple(x) { return 3 * x; }\n');
 
   it('are refused with a clear error unless allowed, then resolved under the root', async () => {

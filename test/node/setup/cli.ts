@@ -1,10 +1,9 @@
 /** Runs the `lakeshore` CLI as a user would: separate processes, on a chosen plane. */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { inject } from 'vitest';
 import { freshNs } from './client.ts';
+import { tempDir } from '../../support/tmp.ts';
 
 const BIN = resolve(import.meta.dirname, '..', '..', '..', 'bin', 'lakeshore.mjs');
 export const HANDLERS = resolve(import.meta.dirname, '..', '..', 'fixtures', 'handlers.mjs');
@@ -14,7 +13,7 @@ export type PlaneKind = 'local' | 'edge';
 /** Environment for one test: a fresh local home, or a fresh namespace on the test's wrangler dev. */
 export function planeEnv(kind: PlaneKind): NodeJS.ProcessEnv {
   const base = { ...process.env, LAKESHORE_URL: '', LAKESHORE_TOKEN: '', LAKESHORE_NAMESPACE: freshNs() };
-  if (kind === 'local') return { ...base, LAKESHORE_HOME: mkdtempSync(join(tmpdir(), 'lakeshore-cli-')) };
+  if (kind === 'local') return { ...base, LAKESHORE_HOME: tempDir('lakeshore-cli-') };
   return { ...base, LAKESHORE_URL: inject('planeUrl'), LAKESHORE_TOKEN: inject('planeToken') };
 }
 

@@ -1,8 +1,7 @@
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inject } from 'vitest';
 import { Dispatch, HttpDispatch, type DispatchPlane, type HttpDispatchOptions } from '../../../client/index.ts';
+import { tempDir } from '../../support/tmp.ts';
 
 let n = 0;
 export const freshNs = () => `n${process.pid}x${Date.now().toString(36)}${(n++).toString(36)}`;
@@ -13,7 +12,7 @@ export const client = (opts: HttpDispatchOptions = {}) =>
 
 /** Both planes, for `describe.each`: a fresh local SQLite file, and a fresh namespace of the test plane. */
 export const bothPlanes = (ns: string): [string, () => DispatchPlane][] => [
-  ['local', () => new Dispatch(join(mkdtempSync(join(tmpdir(), `lakeshore-${ns}-`)), 'd.sqlite'), { namespace: ns })],
+  ['local', () => new Dispatch(join(tempDir(`lakeshore-${ns}-`), 'd.sqlite'), { namespace: ns })],
   ['edge', () => client()],
 ];
 
