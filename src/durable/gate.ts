@@ -22,14 +22,19 @@ export class TokenGate extends DurableObject<Env> {
   private at = 0;
   private readonly streams = new Map<string, number>();
 
-  /** Grants up to `want` permits from the bucket. */
-  take(want: number, rate: number, burst: number): Taken {
+  /**
+   * Grants up to `want` permits from the bucket, plus up to `spare` more while at least half the
+   * burst would be left (see src/worker/admission.ts). `retryAfterMs`: when one permit is back.
+   */
+  take(want: number, spare: number, rate: number, burst: number): Taken {
     const now = Date.now();
     this.tokens = this.tokens < 0 ? burst : Math.min(burst, this.tokens + ((now - this.at) / 1000) * rate);
     this.at = now;
-    const granted = Math.max(0, Math.min(want, Math.floor(this.tokens)));
+    const needed = Math.max(0, Math.min(want, Math.floor(this.tokens)));
+    const extra = Math.max(0, Math.min(spare, Math.floor(this.tokens - needed - burst / 2)));
+    const granted = needed + extra;
     this.tokens -= granted;
-    return { granted, retryAfterMs: granted ? 0 : Math.ceil(((1 - this.tokens) / rate) * 1000) };
+    return { granted, retryAfterMs: needed < want ? Math.ceil(((1 - this.tokens) / rate) * 1000) : 0 };
   }
 
   /** Opens a stream lease unless `max` are open; answers its id, or null. */

@@ -2,18 +2,17 @@
  * Per-token request rate and open-stream limits, enforced by the token's gate object
  * (src/durable/gate.ts). Exceeding either answers 429 with Retry-After and changes nothing.
  * Root and scoped tokens each have their own budget; a token created with `limits` has its own.
- *
- * Requests: an isolate takes permits from the gate in leases of about 20 ms of the token's rate
- * and spends them locally, so a busy client costs the gate one call per lease, not per request.
- * A permit leased but not spent is at most that much burst above the limit.
+ * How requests are admitted within an isolate is admission.ts.
  */
 import { LakeshoreError } from '../core/errors.ts';
 import type { Principal } from '../core/tokens.ts';
 import { STREAM_LEASE_MS, type TokenGate } from '../durable/gate.ts';
 import { settingsFrom } from '../durable/settings.ts';
+import { Admission } from './admission.ts';
 import type { Ctx } from './plane.ts';
 
-const held = new Map<string, number>();
+/** Per token (its gate key), this isolate's admission of requests. */
+const admissions = new Map<string, Admission>();
 
 export const gateKey = (p: Principal) => (p.kind === 'root' ? 'root' : `token:${p.id}`);
 
@@ -41,17 +40,16 @@ function limitsOf(c: Ctx, p: Principal) {
 export async function admit(c: Ctx, p: Principal): Promise<void> {
   const { rate, burst } = limitsOf(c, p);
   const key = gateKey(p);
-  const have = held.get(key) ?? 0;
-  if (have > 0) {
-    held.set(key, have - 1);
-    return;
+  let a = admissions.get(key);
+  if (!a) {
+    if (admissions.size >= 10_000) admissions.clear();
+    admissions.set(key, (a = new Admission()));
   }
-  const lease = Math.max(1, Math.min(burst, Math.floor(rate / 50)));
-  const r = await gate(c, key).take(lease, rate, burst);
-  if (r.granted === 0) {
-    throw rateLimited(`this token is over its limit of ${rate} requests per second (burst ${burst}); retry after the time in Retry-After`, r.retryAfterMs);
+  const spare = Math.max(0, Math.min(burst, Math.floor(rate / 50)));
+  const retryAfterMs = await a.admit((want, extra) => gate(c, key).take(want, extra, rate, burst), spare);
+  if (retryAfterMs !== null) {
+    throw rateLimited(`this token is over its limit of ${rate} requests per second (burst ${burst}); retry after the time in Retry-After`, retryAfterMs);
   }
-  held.set(key, r.granted - 1);
 }
 
 /**

@@ -37,6 +37,23 @@ describe('per-token limits', () => {
     expect((await call('GET', `${base}/queues/q/count`, undefined, as(other))).status).toBe(200);
   });
 
+  it('refuses no request within budget when they arrive together: N <= burst concurrent all pass, burst + k get at most k refusals', async () => {
+    const ns = freshNs();
+    const token = await mint(ns, { requests_per_second: 100, request_burst: 200 });
+    const path = `/v1/ns/${ns}/queues/q/count?state=queued`;
+    const together = async (n: number) => (await Promise.all(Array.from({ length: n }, () => call('GET', path, undefined, as(token))))).map((r) => r.status);
+    const first = await together(150);
+    expect(first.filter((s) => s !== 200)).toEqual([]);
+    // 50 of the burst are left (plus what refilled meanwhile): 70 at once get at most 20 refusals, each a 429.
+    const second = await together(70);
+    const refused = second.filter((s) => s !== 200);
+    expect(refused.every((s) => s === 429)).toBe(true);
+    expect(refused.length).toBeLessThanOrEqual(20);
+    // The root token, with the plane's defaults (2,000/s, burst 4,000): 300 at once all pass.
+    const root = await Promise.all(Array.from({ length: 300 }, () => call('GET', `/v1/ns/${ns}/queues/q/count`)));
+    expect(root.filter((r) => r.status !== 200)).toEqual([]);
+  });
+
   it('refills at the token’s rate', async () => {
     const ns = freshNs();
     const token = await mint(ns, { requests_per_second: 20, request_burst: 1 });
