@@ -10,6 +10,10 @@
  */
 import { errorFor, LakeshoreError, TimeoutError } from '../errors.ts';
 import { finiteOnly, type Json } from './wire.ts';
+import { jsonValue } from '../../src/core/validate.ts';
+
+/** Deeper than this a body is not sent (the plane's own limit on free-form values is far lower: 64 by default). */
+const SENDABLE_DEPTH = 1000;
 
 export interface TransportOptions {
   token?: string;
@@ -36,6 +40,14 @@ export class Transport {
 
   /** A JSON request; answers the JSON body of a 2xx, throws the error of anything else. */
   async call(method: string, path: string, body?: unknown, opts: { waitMs?: number; signal?: AbortSignal } = {}): Promise<Json> {
+    // JSON.stringify recurses: a value nested past any plane's limit is refused here, not a stack overflow.
+    if (body !== undefined) {
+      try {
+        jsonValue('request body', body, SENDABLE_DEPTH);
+      } catch (e) {
+        throw errorFor('bad_request', (e as Error).message);
+      }
+    }
     const giveUp = Date.now() + this.retryForMs;
     for (let attempt = 0; ; attempt++) {
       const backoff = Math.min(1_000, 25 * 2 ** attempt) * (0.5 + Math.random() / 2);

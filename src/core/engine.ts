@@ -88,19 +88,19 @@ export class Engine {
   }
 
   // (async: a bad argument is a rejected promise, never a throw, as for every verb)
-  get = async (ns: string, id: unknown): Promise<Invocation | null> => this.committer.run(getPlan(ns, v.id(id, this.limits)));
+  get = async (ns: string, id: unknown, queue: string | null = null): Promise<Invocation | null> => this.committer.run(getPlan(ns, v.id(id, this.limits), queue));
   queueOf = async (ns: string, id: unknown): Promise<string | null> => this.committer.run(queueOfPlan(ns, v.id(id, this.limits)));
   count = async (ns: string, queue: unknown, state?: unknown): Promise<number> => this.committer.run(countPlan(ns, v.queue(queue, this.limits), v.state(state, 'queued')));
   /** The queues of a namespace that ever held work or settings. */
   queues = async (ns: string): Promise<string[]> => this.committer.run(queuesPlan(ns));
 
   /** Waits until the invocation is terminal, up to `timeoutMs`; then answers its outcome. */
-  async result(ns: string, id: unknown, timeoutMs?: unknown, signal?: AbortSignal): Promise<Outcome> {
+  async result(ns: string, id: unknown, timeoutMs?: unknown, signal?: AbortSignal, queue: string | null = null): Promise<Outcome> {
     const invId = v.id(id, this.limits);
     const wait = v.waitMs('timeout', timeoutMs, 30_000, this.limits.maxResultWaitMs);
     let last: Invocation | null = null;
     const look = async () => {
-      last = await this.get(ns, invId);
+      last = await this.get(ns, invId, queue);
       if (!last) throw notFound(`invocation ${JSON.stringify(invId)}`);
       return isTerminal(last.state) ? outcomeOf({ state: last.state, result: last.result, error: last.error ? JSON.stringify(last.error) : null }) : undefined;
     };
@@ -187,7 +187,7 @@ export class Engine {
   async nack(ns: string, id: unknown, req: NackRequest): Promise<Nacked> {
     const invId = v.id(id, this.limits);
     const n = nackInput(req, this.limits);
-    const plan = nackPlan(this.now(), ns, invId, req.queue ?? null, n.holder, n.error, n.retry);
+    const plan = nackPlan(this.now(), ns, invId, req.queue ?? null, n.holder, n.error, n.retry, this.limits.defaultMaxAttempts);
     // A retry queues the row again: claims parked on its queue ride along when the caller named it.
     const fed = n.retry ? (req.queue ?? null) : null;
     const requeues = (out: Finished) => (!out.absorbed && out.state === 'queued' ? 1 : 0);

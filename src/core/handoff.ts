@@ -76,16 +76,18 @@ export class FollowingReader implements Rider<JournalPage> {
   private readonly id: string;
   private readonly since: number;
   private readonly limit: number;
+  private readonly queue: string | null;
 
-  constructor(ns: string, id: string, since: number, limit: number) {
+  constructor(ns: string, id: string, since: number, limit: number, queue: string | null = null) {
     this.ns = ns;
     this.id = id;
     this.since = since;
     this.limit = limit;
+    this.queue = queue;
   }
 
   plan(): Plan<JournalPage> {
-    return readPlan(this.ns, this.id, this.since, this.limit);
+    return readPlan(this.ns, this.id, this.since, this.limit, this.queue);
   }
 
   take(page: JournalPage): boolean {

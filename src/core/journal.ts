@@ -38,12 +38,12 @@ export class Journal {
     return out;
   }
 
-  async read(ns: string, id: unknown, since?: unknown, limit?: unknown): Promise<JournalPage> {
-    return this.committer.run(readPlan(ns, v.id(id, this.limits), journalCursor(since), pageLimit(limit)));
+  async read(ns: string, id: unknown, since?: unknown, limit?: unknown, queue: string | null = null): Promise<JournalPage> {
+    return this.committer.run(readPlan(ns, v.id(id, this.limits), journalCursor(since), pageLimit(limit), queue));
   }
 
   /** Like read, but waits up to `timeoutMs` until there is a frame after `since` or the stream ended. */
-  async follow(ns: string, id: unknown, since?: unknown, timeoutMs?: unknown, signal?: AbortSignal, limit?: unknown): Promise<JournalPage> {
+  async follow(ns: string, id: unknown, since?: unknown, timeoutMs?: unknown, signal?: AbortSignal, limit?: unknown, queue: string | null = null): Promise<JournalPage> {
     const invId = v.id(id, this.limits);
     const cursor = journalCursor(since);
     const lim = pageLimit(limit);
@@ -52,11 +52,11 @@ export class Journal {
     return this.park.until({
       key: keys.journal(ns, invId), deadline: this.now() + wait, signal,
       look: async () => {
-        last = await this.committer.run(readPlan(ns, invId, cursor, lim));
+        last = await this.committer.run(readPlan(ns, invId, cursor, lim, queue));
         return last.frames.length || last.done ? last : undefined;
       },
       // Parked, a reader rides along with the next append to this invocation (handoff.ts).
-      rider: () => new FollowingReader(ns, invId, cursor, lim),
+      rider: () => new FollowingReader(ns, invId, cursor, lim, queue),
       gaveUp: async () => last,
     });
   }

@@ -16,6 +16,8 @@ export interface Limits {
   maxResultWaitMs: number;
   /** Most items in one batch request. */
   maxBatch: number;
+  /** Deepest nesting of a free-form JSON value (a frame's meta, a nack's error object). */
+  jsonDepth: number;
   defaultLeaseMs: number;
   maxLeaseMs: number;
   defaultMaxAttempts: number;
@@ -32,6 +34,7 @@ export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
   maxClaimWaitMs: 60_000,
   maxResultWaitMs: 300_000,
   maxBatch: 1000,
+  jsonDepth: 64,
   defaultLeaseMs: 30_000,
   maxLeaseMs: 24 * 3600_000,
   defaultMaxAttempts: 3,

@@ -114,7 +114,7 @@ export const ackInput = (req: AckRequest, limits: Limits): AckItem => ({
 export function invocationError(e: unknown, limits: Limits): InvocationError {
   if (typeof e === 'string') return { message: e };
   if (e && typeof e === 'object' && !Array.isArray(e) && typeof (e as InvocationError).message === 'string') {
-    const s = JSON.stringify(e);
+    const s = JSON.stringify(v.jsonValue('error', e, limits.jsonDepth));
     if (s.length > limits.resultBytes) throw new LakeshoreError('payload_too_large', `error is ${s.length} bytes; the limit is ${limits.resultBytes}`);
     return e as InvocationError;
   }
@@ -147,6 +147,7 @@ export function frameInput(req: AppendRequest, limits: Limits): AppendInput {
   const body = v.bytes('frame body', req.body, limits.frameBytes);
   const meta = req.meta === undefined || req.meta === null ? null : req.meta;
   if (meta !== null && (typeof meta !== 'object' || Array.isArray(meta))) throw badRequest('meta must be an object or null');
+  v.jsonValue('meta', meta, limits.jsonDepth);
   if (req.final !== undefined && req.final !== null && typeof req.final !== 'boolean') throw badRequest('final must be a boolean');
   const final = typeof req.final === 'boolean' ? req.final : isTerminalKind(req.kind);
   return { seq, kind: req.kind, body, meta: meta as Record<string, unknown> | null, final };

@@ -86,7 +86,10 @@ export interface JournalPage {
   frames: JournalFrame[];
   /** Seq of the last frame returned, or the cursor passed in when none. Resume with `since = next`. */
   next: number;
-  /** Frames before this seq were trimmed away; -1 when nothing was trimmed. */
+  /**
+   * The highest seq a trim removed, -1 when nothing was trimmed. A reader whose cursor (`since`)
+   * is below it missed frames: `since < trimmedBefore` means lost frames, and nothing else does.
+   */
   trimmedBefore: number;
   /** True once no further frame can come: a final frame was read or the row is terminal. */
   done: boolean;

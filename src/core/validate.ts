@@ -79,6 +79,21 @@ export function temperature(v: unknown): number {
   return t;
 }
 
+/**
+ * A free-form JSON value (meta, an error object), refused past `max` levels of nesting. It walks
+ * the value with its own stack, so a value too deep for a recursive walk is refused, not a crash.
+ */
+export function jsonValue<T>(what: string, value: T, max: number): T {
+  const stack: [unknown, number][] = [[value, 1]];
+  while (stack.length) {
+    const [v, depth] = stack.pop()!;
+    if (typeof v !== 'object' || v === null) continue;
+    if (depth > max) throw badRequest(`${what} nests deeper than ${max} levels`);
+    for (const child of Array.isArray(v) ? v : Object.values(v)) stack.push([child, depth + 1]);
+  }
+  return value;
+}
+
 /** A lease in ms: null (use the queue's, then the plane's), or 1 ms up to the plane's longest. */
 export function leaseMs(v: unknown, l: Limits, what = 'lease_ms'): number | null {
   if (v === undefined || v === null) return null;

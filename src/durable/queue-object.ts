@@ -72,7 +72,7 @@ export class QueueObject extends DurableObject<Env> {
   }
 
   result(id: string, timeoutMs: unknown, waitId?: string) {
-    return this.waiting(waitId, (signal) => this.engine.result(this.ns, id, timeoutMs, signal));
+    return this.waiting(waitId, (signal) => this.engine.result(this.ns, id, timeoutMs, signal, this.queue));
   }
 
   trim(id: string, keepLast: unknown) {
@@ -120,7 +120,7 @@ export class QueueObject extends DurableObject<Env> {
 
   /** The next page of a journal after `since`, waiting up to `timeoutMs` for one (an SSE stream's step). */
   follow(id: string, since: unknown, timeoutMs: unknown, limit?: unknown, waitId?: string) {
-    return this.waiting(waitId, (signal) => this.engine.journal.follow(this.ns, id, since, timeoutMs, signal, limit));
+    return this.waiting(waitId, (signal) => this.engine.journal.follow(this.ns, id, since, timeoutMs, signal, limit, this.queue));
   }
 
   /**

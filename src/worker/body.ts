@@ -9,11 +9,15 @@ import type { z } from 'zod';
 import { fromBase64 } from '../core/bytes.ts';
 import { badRequest, LakeshoreError } from '../core/errors.ts';
 import type { App } from './plane.ts';
+import { jsonValue } from '../core/validate.ts';
+import { settingsFrom } from '../durable/settings.ts';
 
 /** A single route's body (the envelope, result and frame limits fit well inside it). */
 export const MAX_BODY_BYTES = 4 << 20;
 /** A batch route's body (submit, ack, nack many; a claim carrying acks). */
 export const MAX_BATCH_BODY_BYTES = 32 << 20;
+/** The most levels a body wraps a free-form value in (`{items: [{error: ...}]}`). */
+const WRAPPING = 3;
 /** Past this, a refused body is not read to its end before the 413 (Workers accept 100 MB at most). */
 const DRAIN_BYTES = 128 << 20;
 
@@ -49,10 +53,18 @@ export function jsonBody<S extends z.ZodType>(schema: S, maxBytes = MAX_BODY_BYT
       } catch {
         throw badRequest('request body is not valid JSON');
       }
+      // Nothing nested past any value the contract allows goes further: structured clone (RPC) recurses.
+      const { jsonDepth } = settingsFrom(c.env).resolved;
+      try {
+        jsonValue('request body', data, jsonDepth + WRAPPING);
+      } catch {
+        throw badRequest(`request body nests deeper than ${jsonDepth + WRAPPING} levels: meta and error objects may nest at most ${jsonDepth}`);
+      }
       const parsed = schema.safeParse(data);
       if (!parsed.success) {
         const issue = parsed.error.issues[0]!;
-        const where = issue.path.length ? issue.path.join('.') : 'body';
+        // items[3].envelope: a batch refused whole for one item's type names that item.
+        const where = issue.path.length ? issue.path.map((k, i) => (typeof k === 'number' ? `[${k}]` : i ? `.${String(k)}` : String(k))).join('') : 'body';
         throw badRequest(`${where}: ${issue.message}`);
       }
       c.req.addValidatedData('json', parsed.data as object);

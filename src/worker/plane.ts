@@ -28,13 +28,19 @@ export const nsParam = (c: Ctx) => v.namespace(c.req.param('ns'));
 export const queueParam = (c: Ctx) => v.queue(c.req.param('queue'), limitsOf(c));
 export const idParam = (c: Ctx) => v.id(c.req.param('id'), limitsOf(c));
 
+/** The caller's `?queue=` hint, checked; null when it gave none. */
+export const hint = (c: Ctx): string | null => {
+  const q = c.req.query('queue');
+  return q ? v.queue(q, limitsOf(c)) : null;
+};
+
 /**
  * The queue an invocation lives in, so the request can go to that queue's object. Clients that
  * know it (from submit or claim) pass `?queue=` and save the lookup; a wrong hint finds nothing.
  */
 export async function locate(c: Ctx, ns: string, id: string): Promise<string> {
-  const hint = c.req.query('queue');
-  if (hint) return v.queue(hint, limitsOf(c));
+  const q = hint(c);
+  if (q) return q;
   const queue = await reader(c).queueOf(ns, id);
   if (queue === null) throw notFound(`invocation ${JSON.stringify(id)}`);
   return queue;

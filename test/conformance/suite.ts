@@ -9,6 +9,8 @@ import {
 } from '../../client/index.ts';
 import { ackAndClaim } from './ack-and-claim.ts';
 import { claimKinds } from './claim-kinds.ts';
+import { attempts } from './attempts.ts';
+import { journalRules } from './journal-rules.ts';
 import type { PlaneFactory, PlaneHandle } from './planes.ts';
 import { until } from '../support/wait.ts';
 
@@ -318,7 +320,7 @@ export function conformance(planeName: string, makePlane: PlaneFactory) {
         await d.claim('q', 'dead', { leaseMs: h.shortLeaseMs });
         await h.elapse(h.shortLeaseMs + 1);
         expect(await d.claim('q', 'live')).toBeNull();
-        await expect(d.result('a')).rejects.toMatchObject({ error: { type: 'LeaseExpired' } });
+        await expect(d.result('a')).rejects.toMatchObject({ error: { type: 'AttemptsExhausted', attempts: 1, last: { type: 'LeaseExpired' } } });
       });
 
       it('a heartbeat extends the lease and reports cancellation to the holder', async () => {
@@ -407,5 +409,7 @@ export function conformance(planeName: string, makePlane: PlaneFactory) {
 
     claimKinds(() => d);
     ackAndClaim(() => d);
+    journalRules(() => d);
+    attempts(() => d);
   });
 }

@@ -12,6 +12,9 @@ function expectError(a: { status: number; body: any }, status: number, code: str
   if (message) expect(a.body.error.message).toMatch(message);
 }
 
+/** `{"a":{"a":...1}}`, `depth` levels deep, as raw JSON text. */
+const deep = (depth: number) => '{"a":'.repeat(depth) + '1' + '}'.repeat(depth);
+
 describe('bad input', () => {
   it('refuses each malformed request with a 400 or 413 that names the problem, changing nothing', async () => {
     const p = plane();
@@ -80,5 +83,49 @@ describe('bad input', () => {
     expectError(await call('GET', `/v1/ns/${p.ns}/queues/q/count`, undefined, { authorization: 'Bearer wrong' }), 401, 'unauthorized', /invalid or revoked token/);
     expectError(await call('POST', `/v1/ns/${p.ns}/queues/q/invocations`, { id: 'x', envelope: b64('x') }, { authorization: 'Basic abc' }), 401, 'unauthorized');
     expect((await p.count('q')).body.count).toBe(0);
+  });
+  it('refuses free-form values nested past 64 levels with a 400 before anything recursive touches them; 64 is stored', async () => {
+    const p = plane();
+    await p.submit('q', 'deep-1');
+    await p.claim('q', 'w', { lease_ms: 60_000 });
+    const base = `/v1/ns/${p.ns}`;
+    const before = await rows(p.ns);
+    const bodies: [string, string][] = [
+      [`${base}/invocations/deep-1/nack`, `{"worker_id":"w","retry":false,"error":{"message":"m","x":${deep(5000)}}}`],
+      [`${base}/invocations/deep-1/journal`, `{"worker_id":"w","kind":0,"body":"","meta":${deep(5000)}}`],
+      [`${base}/queues/q/nack`, `{"items":[{"id":"deep-1","worker_id":"w","error":{"message":"m","x":${deep(5000)}}}]}`],
+      [`${base}/invocations/deep-1/journal`, `{"worker_id":"w","kind":0,"body":"","meta":${deep(65)}}`],
+    ];
+    for (const [path, body] of bodies) {
+      const r = await call('POST', path, body);
+      expect(r.status).toBe(400);
+      expect(r.body.error).toMatchObject({ code: 'bad_request', message: expect.stringMatching(/nests deeper than 64 levels|may nest at most 64/) });
+    }
+    expect(await rows(p.ns)).toEqual(before);
+    expect((await call('POST', `${base}/invocations/deep-1/journal`, `{"worker_id":"w","kind":0,"body":"","meta":${deep(64)}}`)).status).toBe(200);
+  });
+  it('a wrong ?queue= hint finds nothing on the read routes too (404), as on the write routes', async () => {
+    const p = plane();
+    await p.submit('q', 'a');
+    const base = `/v1/ns/${p.ns}/invocations/a`;
+    for (const path of [`${base}?queue=other`, `${base}/result?queue=other&timeout_ms=0`, `${base}/journal?queue=other`, `${base}/journal?queue=other&wait_ms=10`]) {
+      expectError(await call('GET', path), 404, 'not_found');
+    }
+    expectError(await call('GET', `${base}/journal?queue=other`, undefined, { accept: 'text/event-stream' }), 404, 'not_found');
+    expectError(await call('POST', `${base}/cancel?queue=other`), 404, 'not_found');
+    expect((await call('GET', `${base}?queue=q`)).status).toBe(200);
+    expect((await call('GET', `${base}/journal?queue=q`)).status).toBe(200);
+  });
+  it('refuses a batch whole for one item of the wrong JSON type, naming the item; answers semantic errors per item', async () => {
+    const p = plane();
+    const base = `/v1/ns/${p.ns}`;
+    const items = [{ id: 'a', envelope: b64('x') }, { id: 'b', envelope: '@@@' }, { id: 'c', envelope: b64('x') }];
+    expectError(await call('POST', `${base}/queues/q/invocations/batch`, { items }), 400, 'bad_request', /^items\[1\]\.envelope: must be base64$/);
+    expectError(await call('POST', `${base}/queues/q/invocations/batch`, { items: [{ id: 'a', envelope: b64('x') }, { id: 7, envelope: b64('x') }] }), 400, 'bad_request', /^items\[1\]\.id: /);
+    expect((await p.count('q')).body.count).toBe(0);
+    const out = await call('POST', `${base}/queues/q/invocations/batch`, { items: [{ id: 'a', envelope: b64('x') }, { id: '', envelope: b64('x') }] });
+    expect(out.status).toBe(200);
+    expect(out.body.results[0]).toEqual({ id: 'a', created: true });
+    expect(out.body.results[1].error).toMatchObject({ code: 'bad_request', message: 'id must not be empty' });
   });
 });

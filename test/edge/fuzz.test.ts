@@ -1,7 +1,7 @@
 /**
  * Hostile input: thousands of generated requests across every route (malformed JSON, wrong
  * types, huge bodies, unicode and NUL in ids, NaN and negative numbers, missing or foreign
- * tokens, replayed acks). No answer may be a 5xx, every error has the one shape, and a refused
+ * tokens, replayed acks, free-form values nested thousands deep or with own __proto__ keys). No answer may be a 5xx, every error has the one shape, and a refused
  * request leaves the stored rows exactly as they were. FUZZ_N requests (1,500 in CI;
  * `npm run fault` runs 10,000).
  */
@@ -29,7 +29,18 @@ const weird = fc.oneof(
 const num = fc.oneof(fc.integer(), fc.double(), fc.constantFrom(-1, 0, 1, 1e308, -0, 2 ** 53, 60_001)).map((v) => v);
 const value = fc.oneof(weird, num, fc.boolean(), fc.constant(null), fc.array(fc.string(), { maxLength: 3 }), fc.dictionary(fc.string(), fc.string(), { maxKeys: 3 }));
 const fields = ['id', 'envelope', 'key', 'priority', 'parent', 'worker_id', 'kind', 'temperature', 'lease_ms', 'wait_ms', 'max', 'attempt', 'result', 'error', 'retry', 'seq', 'body', 'meta', 'final', 'keep_last', 'items', 'role', 'pools', 'state', 'namespace'];
+/** Free-form JSON values (meta, an error object), nested up to 6,000 levels, or carrying own __proto__ keys. */
+const deepJson = fc.tuple(fc.integer({ min: 2, max: 6_000 }), fc.boolean()).map(([d, arr]) => (arr ? '['.repeat(d) + '1' + ']'.repeat(d) : '{"a":'.repeat(d) + '1' + '}'.repeat(d)));
+const freeForm = fc.oneof(deepJson, fc.constantFrom('{"__proto__":{"p":1},"k":1}', '{"message":"m","__proto__":{"x":[1]}}', '{"__proto__":null}'));
+const withFreeForm = fc.tuple(freeForm, fc.constantFrom(
+  (v: string) => `{"worker_id":"w","kind":0,"body":"","meta":${v}}`,
+  (v: string) => `{"worker_id":"w","retry":false,"error":{"message":"m","x":${v}}}`,
+  (v: string) => `{"worker_id":"w","error":${v}}`,
+  (v: string) => `{"items":[{"id":"run","worker_id":"w","error":{"message":"m","x":${v}}}]}`,
+  (v: string) => `{"worker_id":"w","kind":0,"body":"","meta":{"deep":${v}}}`,
+)).map(([v, t]) => t(v));
 const body = fc.oneof(
+  withFreeForm,
   fc.dictionary(fc.constantFrom(...fields), value, { maxKeys: 6 }).map((o) => JSON.stringify(o)),
   fc.constantFrom('{', '[]', 'null', '"x"', '{"id":', '\u0000', '{"id":"a","envelope":"' + 'A'.repeat(5_000_000) + '"}', 'NaN', '{"priority":NaN}'),
   fc.json(),

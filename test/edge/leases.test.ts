@@ -39,9 +39,9 @@ describe('leases', () => {
     }
     const row = (await p.get('a')).body;
     expect(row.state).toBe('failed');
-    expect(row.error.type).toBe('LeaseExpired');
-    expect(row.error.message).toMatch(/lease expired on attempt 2 of 2/);
-    expect((await p.result('a')).body).toMatchObject({ state: 'failed', error: { type: 'LeaseExpired' } });
+    expect(row.error).toMatchObject({ type: 'AttemptsExhausted', last: { type: 'LeaseExpired' } });
+    expect(row.error.message).toBe('the worker stopped answering: its lease expired (attempt 2 of 2, none left)');
+    expect((await p.result('a')).body).toMatchObject({ state: 'failed', error: { type: 'AttemptsExhausted', last: { type: 'LeaseExpired' } } });
   });
 
   it('lets a claim reclaim an expired lease itself, without any alarm', async () => {

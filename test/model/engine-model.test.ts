@@ -143,8 +143,10 @@ class Nack implements fc.AsyncCommand<Model, Real> {
     if (!j) expect(c).toBe('not_found');
     else if (holds(j, this.worker, j.attempt)) {
       expect(c).toBe('ok');
-      j.state = to; // a requeued row keeps its place in submit order, as the model's Map does
-    } else if (j.state === to && j.worker === this.worker) expect(c).toBe('ok');
+      // A requeued row keeps its place in submit order, as the model's Map does; a retry on the
+      // last attempt fails the row (one attempt budget for nacks and leases).
+      j.state = this.retry && j.attempt >= MAX_ATTEMPTS ? 'failed' : to;
+    } else if ((j.state === to || (this.retry && j.state === 'failed')) && j.worker === this.worker) expect(c).toBe('ok');
     else expect(c).toBe('conflict');
   }
   toString = () => `nack(${this.id}, ${this.worker}, retry=${this.retry})`;
@@ -227,10 +229,10 @@ class Append implements fc.AsyncCommand<Model, Real> {
     const c = await code(r.engine.journal.append(NS, this.id, { workerId: this.worker, attempt: j?.attempt, seq: this.seq, kind: 0, body: bytes }));
     if (!j) return expect(c).toBe('not_found');
     if (j.frames.includes(this.seq) && j.worker === this.worker) return expect(['ok', 'conflict']).toContain(c); // absorbed (same attempt) or written by another attempt
-    if (holds(j, this.worker, j.attempt)) {
+    if (holds(j, this.worker, j.attempt) && this.seq > Math.max(-1, ...j.frames)) {
       expect(c).toBe('ok');
       j.frames.push(this.seq);
-    } else expect(c).toBe('conflict');
+    } else expect(c).toBe('conflict'); // not the holder, or a seq behind the journal's last
   }
   toString = () => `append(${this.id}, ${this.worker}, seq ${this.seq})`;
 }

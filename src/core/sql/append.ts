@@ -5,7 +5,7 @@
 import { LakeshoreError } from '../errors.ts';
 import { followUp, type Plan } from '../plan.ts';
 import { stmt } from '../port.ts';
-import { diagnose, HELD, holds, sameHolder, staleError, type Holder } from './fence.ts';
+import { diagnose, held, holds, sameHolder, staleError, type Holder } from './fence.ts';
 
 export interface AppendInput {
   /** Position; null assigns the next one. Passing it makes a retried append idempotent. */
@@ -24,16 +24,25 @@ export interface Appended {
   absorbed: boolean;
 }
 
+/** The journal's last frame (its seq, attempt and whether it ended the stream), through the primary key: O(1). */
+const LAST = `(SELECT inv, seq, attempt, final FROM frames WHERE inv = (SELECT rid FROM invocations WHERE ns = ?1 AND id = ?2) ORDER BY seq DESC LIMIT 1)`;
+/** The highest seq the journal ever held: its last frame's, or the highest one trimmed away. */
+const TOP = `max(COALESCE(l.seq, -1), i.trimmed)`;
+
+/**
+ * A new frame goes after every seq the journal ever held (so no reader's cursor is already past
+ * it), and never after a final frame of the same attempt (a reader that stopped at the end would
+ * miss it). A retry of a frame that landed is absorbed (see appendMissed).
+ */
 export function appendPlan(now: number, ns: string, id: string, queue: string | null, h: Holder, a: AppendInput, maxFrames: number): Plan<Appended> {
+  const seq = `COALESCE(?6, ${TOP} + 1)`;
   return {
     stmts: [
       stmt(
         `INSERT INTO frames (inv, seq, kind, body, meta, attempt, final, created_at)
-         SELECT rid, s.seq, ?7, COALESCE(?8, X''), ?9, attempt, ?10, ?11
-           FROM invocations,
-                (SELECT COALESCE(?6, (SELECT COALESCE(max(f.seq), -1) + 1 FROM frames f
-                                       WHERE f.inv = (SELECT rid FROM invocations WHERE ns = ?1 AND id = ?2))) AS seq) AS s
-          WHERE ${HELD} AND s.seq < ?12
+         SELECT i.rid, ${seq}, ?7, COALESCE(?8, X''), ?9, i.attempt, ?10, ?11
+           FROM invocations i LEFT JOIN ${LAST} AS l ON l.inv = i.rid
+          WHERE ${held('i.')} AND ${seq} > ${TOP} AND ${seq} < ?12 AND NOT (COALESCE(l.final, 0) = 1 AND l.attempt = i.attempt)
          ON CONFLICT (inv, seq) DO NOTHING
          RETURNING seq, (SELECT queue FROM invocations WHERE rid = inv) AS queue`,
         ns, id, queue, h.workerId, h.attempt, a.seq, a.kind, a.body, a.meta === null ? null : JSON.stringify(a.meta), a.final ? 1 : 0, now, maxFrames,
@@ -47,26 +56,33 @@ export function appendPlan(now: number, ns: string, id: string, queue: string | 
   };
 }
 
-/** Why an append inserted nothing: a retry (absorbed), a full journal, a taken seq, or a stale holder. */
+/** Why an append inserted nothing: a retry (absorbed), a full journal, a seq not after the last, an ended stream, or a stale holder. */
 const appendMissed = (ns: string, id: string, queue: string | null, h: Holder, a: AppendInput, maxFrames: number): Plan<Appended> =>
   diagnose(
     ns, id, queue,
     (row, x) => {
-      const fr = x!.rows[0];
+      const f = x!.rows[0]!;
       const mine = holds(row, h);
-      const taken = fr !== undefined && fr.attempt !== null;
+      const taken = f.attempt !== null && f.attempt !== undefined;
       // A retry of a frame that landed is absorbed, even after the attempt ended.
-      if (a.seq !== null && taken && sameHolder(row, h) && Number(fr.attempt) === row.attempt) {
-        return { seq: a.seq, queue: row.queue, final: Number(fr.final) === 1, absorbed: true };
+      if (a.seq !== null && taken && sameHolder(row, h) && Number(f.attempt) === row.attempt) {
+        return { seq: a.seq, queue: row.queue, final: Number(f.final) === 1, absorbed: true };
       }
-      const seq = a.seq ?? Number(fr?.next ?? 0);
-      if (mine && seq >= maxFrames) throw new LakeshoreError('payload_too_large', `the journal of ${JSON.stringify(id)} is full: at most ${maxFrames} frames`);
-      if (mine && taken) throw new LakeshoreError('conflict', `seq ${seq} of ${JSON.stringify(id)} was already written by attempt ${String(fr.attempt)}`);
+      if (!mine) throw staleError('append', id, row, h);
+      const top = Math.max(f.last_seq === null ? -1 : Number(f.last_seq), Number(f.trimmed));
+      const seq = a.seq ?? top + 1;
+      const at = `invocation ${JSON.stringify(id)}`;
+      if (seq >= maxFrames) throw new LakeshoreError('payload_too_large', `the journal of ${at} is full: at most ${maxFrames} frames`);
+      if (taken) throw new LakeshoreError('conflict', `seq ${seq} of ${at} was already written by attempt ${String(f.attempt)}`);
+      if (Number(f.last_final) === 1 && Number(f.last_attempt) === row.attempt) {
+        throw new LakeshoreError('conflict', `attempt ${row.attempt} of ${at} already ended its stream (a final frame at seq ${String(f.last_seq)}): nothing may follow it`);
+      }
+      if (seq <= top) throw new LakeshoreError('conflict', `seq ${seq} of ${at} is not after the journal's last seq ${top}: a reader may already be past it`);
       throw staleError('append', id, row, h);
     },
     stmt(
-      `SELECT f.attempt, f.final, (SELECT COALESCE(max(seq), -1) + 1 FROM frames WHERE inv = i.rid) AS next
-         FROM invocations i LEFT JOIN frames f ON f.inv = i.rid AND f.seq = ?3
+      `SELECT f.attempt, f.final, l.seq AS last_seq, l.attempt AS last_attempt, l.final AS last_final, i.trimmed
+         FROM invocations i LEFT JOIN frames f ON f.inv = i.rid AND f.seq = ?3 LEFT JOIN ${LAST} AS l ON l.inv = i.rid
         WHERE i.ns = ?1 AND i.id = ?2`,
       ns, id, a.seq,
     ),

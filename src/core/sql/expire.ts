@@ -1,4 +1,5 @@
 import { stmt, type Stmt } from '../port.ts';
+import { exhausted } from './attempts.ts';
 
 /** A row an expiry moved, and where to: back to queued, or failed for good. */
 export interface Expired {
@@ -8,16 +9,15 @@ export interface Expired {
 
 /**
  * expire: running rows of a queue whose lease passed go back to queued, or to failed once they
- * used their attempts. One guarded UPDATE (state = 'running' AND lease_until <= now); it runs
+ * used their attempts (attempts.ts). One guarded UPDATE (state = 'running' AND lease_until <= now); it runs
  * from the alarm and also in front of every claim, so expiry never depends on an alarm firing.
  */
 export function expireStmt(now: number, ns: string, queue: string, defaultMaxAttempts: number): Stmt {
+  const lost = `json_object('type', 'LeaseExpired', 'message', 'the worker stopped answering: its lease expired')`;
   return stmt(
     `UPDATE invocations
         SET state = CASE WHEN attempt >= m.max THEN 'failed' ELSE 'queued' END,
-            error = CASE WHEN attempt >= m.max
-                    THEN json_object('message', 'lease expired on attempt ' || attempt || ' of ' || m.max || ': the worker stopped answering', 'type', 'LeaseExpired')
-                    ELSE error END,
+            error = CASE WHEN attempt >= m.max THEN ${exhausted(lost, 'attempt', 'm.max')} ELSE error END,
             finished_at = CASE WHEN attempt >= m.max THEN ?3 ELSE NULL END,
             lease_until = NULL, updated_at = ?3
        FROM (SELECT COALESCE((SELECT max_attempts FROM queues WHERE ns = ?1 AND queue = ?2), ?4) AS max) AS m

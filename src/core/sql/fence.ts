@@ -15,8 +15,10 @@ export interface Holder {
   attempt: number | null;
 }
 
-/** WHERE fragment: ?1 ns, ?2 id, ?3 queue-or-null, ?4 worker id, ?5 attempt-or-null. */
-export const HELD = `ns = ?1 AND id = ?2 AND (?3 IS NULL OR queue = ?3) AND state = 'running' AND worker_id = ?4 AND (?5 IS NULL OR attempt = ?5)`;
+/** WHERE fragment, the fencing guard: ?1 ns, ?2 id, ?3 queue-or-null, ?4 worker id, ?5 attempt-or-null (`t`: a table alias). */
+export const held = (t = '') =>
+  `${t}ns = ?1 AND ${t}id = ?2 AND (?3 IS NULL OR ${t}queue = ?3) AND ${t}state = 'running' AND ${t}worker_id = ?4 AND (?5 IS NULL OR ${t}attempt = ?5)`;
+export const HELD = held();
 
 export interface RowFacts {
   rid: number;

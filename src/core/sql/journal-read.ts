@@ -6,10 +6,11 @@ import { outcomeOf, toJournalFrame } from '../rows.ts';
 import { isTerminal, type State } from '../states.ts';
 import type { JournalPage } from '../types.ts';
 
-export function readPlan(ns: string, id: string, since: number, limit: number): Plan<JournalPage> {
+/** A page of frames after `since`; with `queue` (a caller's hint), only if the invocation is in that queue. */
+export function readPlan(ns: string, id: string, since: number, limit: number, queue: string | null = null): Plan<JournalPage> {
   return {
     stmts: [
-      stmt(`SELECT rid, state, result, error, trimmed FROM invocations WHERE ns = ?1 AND id = ?2`, ns, id),
+      stmt(`SELECT rid, state, result, error, trimmed FROM invocations WHERE ns = ?1 AND id = ?2 AND (?3 IS NULL OR queue = ?3)`, ns, id, queue),
       stmt(
         `SELECT seq, kind, body, meta, attempt, final FROM frames
           WHERE inv = (SELECT rid FROM invocations WHERE ns = ?1 AND id = ?2) AND seq > ?3
@@ -29,7 +30,7 @@ export function readPlan(ns: string, id: string, since: number, limit: number): 
       return {
         frames,
         next: last ? last.seq : since,
-        trimmedBefore: Number(row.trimmed) >= 0 ? Number(row.trimmed) + 1 : -1,
+        trimmedBefore: Number(row.trimmed),
         done,
         state,
         outcome: done && terminal ? outcomeOf(row as { state: unknown }) : null,

@@ -5,8 +5,9 @@ import { toInvocation } from '../rows.ts';
 import type { State } from '../states.ts';
 import type { Invocation } from '../types.ts';
 
-export const getPlan = (ns: string, id: string): Plan<Invocation | null> => ({
-  stmts: [stmt(`SELECT * FROM invocations WHERE ns = ?1 AND id = ?2`, ns, id)],
+/** One row; with `queue` (a caller's hint), only if it is in that queue. */
+export const getPlan = (ns: string, id: string, queue: string | null = null): Plan<Invocation | null> => ({
+  stmts: [stmt(`SELECT * FROM invocations WHERE ns = ?1 AND id = ?2 AND (?3 IS NULL OR queue = ?3)`, ns, id, queue)],
   done: ([r]) => (r!.rows[0] ? toInvocation(r!.rows[0]) : null),
 });
 

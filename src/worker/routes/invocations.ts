@@ -5,7 +5,7 @@ import { raise } from '../../core/settled.ts';
 import { AckBody, HeartbeatBody, NackBody } from '../../core/wire.ts';
 import { jsonBody, numParam } from '../body.ts';
 import { invocationJson, outcomeJson } from '../json.ts';
-import { idParam, locate, queueObject, reader, type App, type Ctx } from '../plane.ts';
+import { hint, idParam, locate, queueObject, reader, type App, type Ctx } from '../plane.ts';
 import { allow, may } from '../auth.ts';
 import type { Verb } from '../../core/tokens.ts';
 
@@ -21,7 +21,7 @@ async function held(c: Ctx, verb: Verb) {
 export const invocations = new Hono<App>()
   .get('/:id', may('get'), async (c) => {
     const id = idParam(c);
-    const inv = await reader(c).get(c.var.ns, id);
+    const inv = await reader(c).get(c.var.ns, id, hint(c));
     if (!inv) throw notFound(`invocation ${JSON.stringify(id)}`);
     return c.json(invocationJson(inv));
   })

@@ -7,7 +7,7 @@ import { AppendBody, TrimBody } from '../../core/wire.ts';
 import { later, openStreamLease } from '../limits.ts';
 import { jsonBody, numParam } from '../body.ts';
 import { pageJson } from '../json.ts';
-import { idParam, locate, queueObject, reader, type App, type Ctx } from '../plane.ts';
+import { hint, idParam, locate, queueObject, reader, type App, type Ctx } from '../plane.ts';
 import { allow, may } from '../auth.ts';
 import { journalStream } from '../sse.ts';
 import type { JournalPage } from '../../core/types.ts';
@@ -58,7 +58,7 @@ export const journal = new Hono<App>()
       const queue = await locate(c, ns, id);
       return c.json(pageJson(await raise<JournalPage>(queueObject(c, ns, queue).follow(id, since, wait, limit))));
     }
-    return c.json(pageJson(await reader(c).journal.read(ns, id, since, limit)));
+    return c.json(pageJson(await reader(c).journal.read(ns, id, since, limit, hint(c))));
   })
   .post('/:id/journal/trim', may('trim'), jsonBody(TrimBody), async (c) => {
     const { ns } = c.var;

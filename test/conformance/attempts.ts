@@ -1,0 +1,41 @@
+/**
+ * Conformance: one attempt budget (the queue's max_attempts, else the plane's default) governs
+ * nacks and lease expiry alike; a job whose last attempt fails ends failed with
+ * error.type = "AttemptsExhausted", its last error kept as `last`.
+ */
+import { beforeEach, describe, expect, it } from 'vitest';
+import { InvocationFailedError, type DispatchPlane } from '../../client/index.ts';
+
+const bytes = (s: string) => new TextEncoder().encode(s);
+
+export function attempts(plane: () => DispatchPlane) {
+  describe('attempt budget', () => {
+    let d: DispatchPlane;
+    beforeEach(() => {
+      d = plane();
+    });
+
+    it('a nack with retry on the last attempt fails the job: AttemptsExhausted, with the last error', async () => {
+      await d.configureQueue('q', { maxAttempts: 1 });
+      await d.submit('q', bytes('x'), { id: 'one' });
+      await d.claim('q', 'w');
+      await d.nack('one', 'w', { error: { message: 'flaky', type: 'IOError' }, retry: true });
+      expect(await d.claim('q', 'w')).toBeNull();
+      const e = await d.result('one').catch((x: InvocationFailedError) => x);
+      expect(e).toBeInstanceOf(InvocationFailedError);
+      expect((e as InvocationFailedError).error).toEqual({
+        type: 'AttemptsExhausted', message: 'flaky (attempt 1 of 1, none left)', attempts: 1, last: { message: 'flaky', type: 'IOError' },
+      });
+      await d.nack('one', 'w', { error: { message: 'flaky', type: 'IOError' }, retry: true }); // a repeat is absorbed
+    });
+
+    it('nacks with retry requeue while attempts are left, on the plane default of 3', async () => {
+      await d.submit('q', bytes('x'), { id: 'three' });
+      for (let attempt = 1; attempt <= 3; attempt++) {
+        expect((await d.claim('q', 'w'))?.attempt).toBe(attempt);
+        await d.nack('three', 'w', { error: `try ${attempt}` });
+      }
+      expect(await d.get('three')).toMatchObject({ state: 'failed', attempt: 3, error: { type: 'AttemptsExhausted', last: { message: 'try 3' } } });
+    });
+  });
+}
