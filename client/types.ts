@@ -1,8 +1,8 @@
 /** What both planes' clients offer: the dispatch contract in camelCase, bytes as Uint8Array. */
 import type { State } from '../src/core/states.ts';
-import type { Claimed, ClaimKind, Frame, HeartbeatAnswer, Invocation, JournalFrame } from '../src/core/types.ts';
+import type { Claimed, ClaimKind, Frame, HeartbeatAnswer, Invocation, JournalFrame, JournalPage } from '../src/core/types.ts';
 
-export type { Claimed, ClaimKind, Frame, HeartbeatAnswer, Invocation, JournalFrame, State };
+export type { Claimed, ClaimKind, Frame, HeartbeatAnswer, Invocation, JournalFrame, JournalPage, State };
 
 export interface SubmitOptions {
   /** Caller-chosen id, unique in the namespace. Resubmitting the same id to the same queue is a no-op. */
@@ -73,6 +73,12 @@ export interface DispatchPlane {
   count(queue: string, state?: State): Promise<number>;
   journalAppend(id: string, seq: number | null, frame: Frame | Uint8Array, opts?: AppendOptions): Promise<number>;
   journalRead(id: string, opts?: ReadOptions): AsyncIterable<JournalFrame>;
+  /**
+   * One page of the journal after `since`, without waiting: its frames, whether the stream is done,
+   * the row's state and outcome, and `trimmedBefore` (the highest seq a trim removed: a cursor below
+   * it missed frames).
+   */
+  journalPage(id: string, opts?: { since?: number; limit?: number }): Promise<JournalPage>;
   journalTrim(id: string, keepLast: number): Promise<number>;
   /** The namespace's queues that ever held work or settings. */
   listQueues(): Promise<string[]>;

@@ -11,13 +11,15 @@ import { toBase64 } from '../../src/core/bytes.ts';
 import { ACKS_WAIT_MS } from '../../src/core/limits.ts';
 import { decodeFrame } from '../../src/core/frame.ts';
 import type { State } from '../../src/core/states.ts';
-import type { Claimed, Frame, HeartbeatAnswer, Invocation, InvocationError, JournalFrame } from '../../src/core/types.ts';
+import type { Claimed, Frame, HeartbeatAnswer, Invocation, InvocationError, JournalFrame, JournalPage } from '../../src/core/types.ts';
 import { errorFor, InvocationCancelledError, InvocationFailedError, LakeshoreError, TimeoutError } from '../errors.ts';
 import type * as wire from '../../src/core/wire.ts';
 import type { TokenLimits } from '../../src/core/wire.ts';
 import type { AckRequest, AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, ReadOptions, SubmitOptions } from '../types.ts';
 import type { Batcher } from '../batcher.ts';
-import { b64, batcherFor, enc, settledOf, type Json } from './wire.ts';
+import { b64, batcherFor, enc, frameOf, inParts, pageOf, PART_BYTES, PART_ITEMS, settledOf, type Json } from './wire.ts';
+
+const failedItem = (error: Error) => ({ ok: false as const, error });
 import { errorOf, Transport } from './transport.ts';
 import { sseEvents } from './sse.ts';
 
@@ -89,18 +91,21 @@ export class HttpDispatch implements DispatchPlane {
     return out.map((r) => ('id' in r ? { ok: true as const, value: r.id } : { ok: false as const, error: r.error }));
   }
 
+  /** Submits many; a batch larger than one request allows goes in parts (see inParts). */
   async submitMany(queue: string, items: { envelope: Uint8Array; opts: SubmitOptions }[]): Promise<({ id: string } | { error: Error })[]> {
-    const out = await this.http.call('POST', `/queues/${enc(queue)}/invocations/batch`, {
-      items: items.map(({ envelope, opts }) => submitWire(envelope, opts)),
-    } satisfies { items: wire.SubmitWire[] });
-    return (out.results as Json[]).map((r) => {
-      if (r.error) {
-        const e = r.error as { code: string; message: string };
-        return { error: errorFor(e.code, e.message) };
-      }
-      this.hint(String(r.id), queue);
-      return { id: String(r.id) };
-    });
+    const wires = items.map(({ envelope, opts }) => submitWire(envelope, opts));
+    const size = (w: wire.SubmitWire) => w.envelope.length + w.id.length + (w.key?.length ?? 0) + (w.parent?.length ?? 0) + 80;
+    return inParts<wire.SubmitWire, { id: string } | { error: Error }>(wires, size, async (part) => {
+      const out = await this.http.call('POST', `/queues/${enc(queue)}/invocations/batch`, { items: part } satisfies { items: wire.SubmitWire[] });
+      return (out.results as Json[]).map((r) => {
+        if (r.error) {
+          const e = r.error as { code: string; message: string };
+          return { error: errorFor(e.code, e.message) };
+        }
+        this.hint(String(r.id), queue);
+        return { id: String(r.id) };
+      });
+    }, (error) => ({ error }));
   }
 
   async cancel(id: string): Promise<boolean> {
@@ -188,8 +193,12 @@ export class HttpDispatch implements DispatchPlane {
   /** One request; its acks' answers are never lost to an abort, so it takes no signal. */
   async ackAndClaim(queue: string, workerId: string, acks: AckRequest[], max: number, opts: ClaimOptions = {}): Promise<{ acks: (Error | null)[]; claimed: Claimed[] }> {
     const items = acks.map((a) => ({ id: a.id, attempt: this.attemptOf(a.id, workerId, a.attempt), result: a.result ? toBase64(a.result) : null }));
-    const out = await this.http.call('POST', `/queues/${enc(queue)}/claim`, { ...this.claimBody(workerId, max, opts), acks: items } satisfies wire.ClaimWire, { waitMs: Math.min(opts.waitMs ?? 0, ACKS_WAIT_MS) });
-    const answers = settledOf(out.acks as Json[]).map((r) => (r.ok ? null : r.error));
+    // The acks that fit one request ride the claim; any beyond go first, as batch acks in parts.
+    let fit = 0;
+    for (let bytes = 0; fit < Math.min(items.length, PART_ITEMS) && (bytes += (items[fit]!.result?.length ?? 0) + items[fit]!.id.length + 60) <= PART_BYTES; fit++);
+    const before = fit < items.length ? await this.ackBatch(queue, acks.slice(fit).map((a, i) => ({ id: a.id, workerId, attempt: items[fit + i]!.attempt, result: a.result ?? null }))) : [];
+    const out = await this.http.call('POST', `/queues/${enc(queue)}/claim`, { ...this.claimBody(workerId, max, opts), acks: items.slice(0, fit) } satisfies wire.ClaimWire, { waitMs: Math.min(opts.waitMs ?? 0, ACKS_WAIT_MS) });
+    const answers = [...settledOf(out.acks as Json[]), ...before].map((r) => (r.ok ? null : r.error));
     acks.forEach((a, i) => answers[i] === null && this.claims.delete(a.id));
     return { acks: answers, claimed: this.claimed(workerId, out.claimed as Json[]) };
   }
@@ -223,11 +232,10 @@ export class HttpDispatch implements DispatchPlane {
   }
 
   /** Acks many invocations of one queue in one request; each is fenced on its own and fails alone. */
-  private async ackBatch(queue: string, items: AckItem[]) {
-    const out = await this.http.call('POST', `/queues/${enc(queue)}/ack`, {
-      items: items.map((a) => ({ id: a.id, worker_id: a.workerId, attempt: a.attempt, result: a.result ? toBase64(a.result) : null })),
-    } satisfies { items: (wire.AckBodyWire & { id: string })[] });
-    return settledOf(out.results as Json[]);
+  private ackBatch(queue: string, items: AckItem[]) {
+    const wires: (wire.AckBodyWire & { id: string })[] = items.map((a) => ({ id: a.id, worker_id: a.workerId, attempt: a.attempt, result: a.result ? toBase64(a.result) : null }));
+    const size = (w: (typeof wires)[number]) => (w.result?.length ?? 0) + w.id.length + w.worker_id.length + 60;
+    return inParts(wires, size, async (part) => settledOf((await this.http.call('POST', `/queues/${enc(queue)}/ack`, { items: part })).results as Json[]), failedItem);
   }
 
   async nack(id: string, workerId: string, opts: HolderOptions & { error: string | { message: string; [k: string]: unknown }; retry?: boolean }): Promise<void> {
@@ -243,11 +251,10 @@ export class HttpDispatch implements DispatchPlane {
   }
 
   /** Nacks many invocations of one queue in one request; each is fenced on its own and fails alone. */
-  private async nackBatch(queue: string, items: NackItem[]) {
-    const out = await this.http.call('POST', `/queues/${enc(queue)}/nack`, {
-      items: items.map((n) => ({ id: n.id, worker_id: n.workerId, attempt: n.attempt, error: n.error, retry: n.retry })),
-    } satisfies { items: (wire.NackWire & { id: string })[] });
-    return settledOf(out.results as Json[]);
+  private nackBatch(queue: string, items: NackItem[]) {
+    const wires: (wire.NackWire & { id: string })[] = items.map((n) => ({ id: n.id, worker_id: n.workerId, attempt: n.attempt, error: n.error, retry: n.retry }));
+    const size = (w: (typeof wires)[number]) => JSON.stringify(w).length;
+    return inParts(wires, size, async (part) => settledOf((await this.http.call('POST', `/queues/${enc(queue)}/nack`, { items: part })).results as Json[]), failedItem);
   }
 
   async heartbeat(id: string, workerId: string, opts: HolderOptions & { leaseMs?: number } = {}): Promise<HeartbeatAnswer> {
@@ -296,11 +303,7 @@ export class HttpDispatch implements DispatchPlane {
         failures = 0;
         for await (const ev of sseEvents(res.body, ac.signal)) {
           if (ev.event === 'frame') {
-            const f = JSON.parse(ev.data) as Json;
-            const frame: JournalFrame = {
-              seq: Number(f.seq), kind: Number(f.kind) as JournalFrame['kind'], body: b64(f.body),
-              meta: (f.meta as Json | null) ?? null, attempt: Number(f.attempt), final: f.final === true,
-            };
+            const frame = frameOf(JSON.parse(ev.data) as Json);
             if (frame.seq <= cursor) continue;
             cursor = frame.seq;
             yield frame;
@@ -325,6 +328,12 @@ export class HttpDispatch implements DispatchPlane {
         ac.abort();
       }
     }
+  }
+
+  async journalPage(id: string, opts: { since?: number; limit?: number } = {}): Promise<JournalPage> {
+    const p: Record<string, string> = { since: String(opts.since ?? -1) };
+    if (opts.limit !== undefined) p.limit = String(opts.limit);
+    return pageOf(await this.http.call('GET', `/invocations/${enc(id)}/journal${this.q(id, p)}`));
   }
 
   async journalTrim(id: string, keepLast: number): Promise<number> {

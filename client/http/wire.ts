@@ -2,6 +2,8 @@
 import { fromBase64 } from '../../src/core/bytes.ts';
 import { errorFor, LakeshoreError } from '../errors.ts';
 import { Batcher } from '../batcher.ts';
+import type { State } from '../../src/core/states.ts';
+import type { InvocationError, JournalFrame, JournalPage, Outcome } from '../../src/core/types.ts';
 
 export type Json = Record<string, unknown>;
 
@@ -30,6 +32,71 @@ export function settledOf(results: Json[]): ({ ok: true; value: undefined } | { 
     const e = r.error as { code: string; message: string };
     return { ok: false as const, error: errorFor(e.code, e.message) as Error };
   });
+}
+
+/** A journal frame as the plane answers it (a page's frame, or an SSE frame event's data). */
+export const frameOf = (f: Json): JournalFrame => ({
+  seq: Number(f.seq), kind: Number(f.kind) as JournalFrame['kind'], body: b64(f.body),
+  meta: (f.meta as Json | null) ?? null, attempt: Number(f.attempt), final: f.final === true,
+});
+
+/** An outcome as the plane answers it (`result` and a journal page's `outcome`). */
+export function outcomeOf(o: Json | null): Outcome | null {
+  if (!o) return null;
+  if (o.state === 'succeeded') return { state: 'succeeded', result: o.result === null || o.result === undefined ? null : b64(o.result) };
+  if (o.state === 'failed' || o.state === 'cancelled') return { state: o.state, error: (o.error as InvocationError) ?? { message: String(o.state) } };
+  return { state: o.state as 'queued' | 'running', timedOut: true };
+}
+
+export const pageOf = (p: Json): JournalPage => ({
+  frames: (p.frames as Json[]).map(frameOf),
+  next: Number(p.next),
+  trimmedBefore: Number(p.trimmed_before),
+  done: p.done === true,
+  state: p.state as State,
+  outcome: outcomeOf((p.outcome as Json | null) ?? null),
+});
+
+/**
+ * A batch route's caps: 1,000 items (the plane's default LIMIT_MAX_BATCH) and a 32 MiB body. The
+ * client sends at most 500 items and about 30 MiB in one request, so a batch of any size goes in
+ * parts that fit; each item still gets its own answer.
+ */
+export const PART_ITEMS = 500;
+export const PART_BYTES = 30 << 20;
+
+/** Base64 length of `n` bytes. */
+export const b64Length = (n: number) => 4 * Math.ceil(n / 3);
+
+/**
+ * Sends `items` in parts within the caps above (`size`: an item's JSON length, roughly), in order,
+ * and answers one result per item. A part the plane refuses as a whole (a type error, a body still
+ * too large) answers its error for each of its items; the other parts stand.
+ */
+export async function inParts<W, R>(items: W[], size: (w: W) => number, send: (part: W[]) => Promise<R[]>, failed: (e: Error) => R): Promise<R[]> {
+  const out: R[] = [];
+  const flush = async (part: W[]) => {
+    try {
+      out.push(...(await send(part)));
+    } catch (e) {
+      const err = e instanceof Error ? e : new Error(String(e));
+      out.push(...part.map(() => failed(err)));
+    }
+  };
+  let part: W[] = [];
+  let bytes = 0;
+  for (const w of items) {
+    const n = size(w) + 1;
+    if (part.length && (part.length >= PART_ITEMS || bytes + n > PART_BYTES)) {
+      await flush(part);
+      part = [];
+      bytes = 0;
+    }
+    part.push(w);
+    bytes += n;
+  }
+  if (part.length) await flush(part);
+  return out;
 }
 
 /** JSON has no NaN or Infinity (they would arrive as null, i.e. "use the default"): refuse them here. */

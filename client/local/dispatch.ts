@@ -14,7 +14,7 @@ import { Engine } from '../../src/core/engine.ts';
 import { decodeFrame } from '../../src/core/frame.ts';
 import type { Limits } from '../../src/core/limits.ts';
 import type { State } from '../../src/core/states.ts';
-import type { Claimed, Frame, HeartbeatAnswer, Invocation, JournalFrame } from '../../src/core/types.ts';
+import type { Claimed, Frame, HeartbeatAnswer, Invocation, JournalFrame, JournalPage } from '../../src/core/types.ts';
 import * as v from '../../src/core/validate.ts';
 import { asClientError, BadRequestError, errorFor, InvocationCancelledError, InvocationFailedError, TimeoutError } from '../errors.ts';
 import type { AckRequest, AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, ReadOptions, SubmitOptions } from '../types.ts';
@@ -204,6 +204,10 @@ export class Dispatch implements DispatchPlane {
       }
       if (page.done || opts.signal?.aborted) return;
     }
+  }
+
+  journalPage(id: string, opts: { since?: number; limit?: number } = {}): Promise<JournalPage> {
+    return verb(this.engine.journal.read(this.namespace, id, opts.since, opts.limit));
   }
 
   journalTrim(id: string, keepLast: number): Promise<number> {

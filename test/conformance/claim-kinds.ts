@@ -35,15 +35,24 @@ export function claimKinds(plane: () => DispatchPlane) {
       expect(await order('boltzmann', 4, 0)).toEqual(['b', 'd', 'a', 'c']);
     });
 
+    it('a claim of several hands out at most 16 MiB of envelopes, and at least one job whatever its size', async () => {
+      const mib = new Uint8Array(1 << 20);
+      await d.submitMany('big', Array.from({ length: 17 }, (_, i) => ({ envelope: mib, opts: { id: `m${i}` } })));
+      const first = await d.claimMany('big', 'w', 17);
+      expect(first.map((c) => c.id)).toEqual(Array.from({ length: 16 }, (_, i) => `m${i}`));
+      expect((await d.claimMany('big', 'w', 17)).map((c) => c.id)).toEqual(['m16']);
+    });
+
     // A statistical test: with one job at priority 0 and one at 1, each claim takes the
     // priority-1 job with probability e/(1+e) ≈ 0.731 at T = 1, and ≈ 0.5 at T = 1000. Over
     // 2,000 claims the standard error is ≈ 0.010; the tolerance is ±0.04 (4 standard errors).
-    // Eight queues run side by side (250 claims each), each claim's job put back by a nack.
+    // Eight queues run side by side (250 claims each), each claim's job put back by a nack (within an attempt budget of 1,000).
     const share = async (temperature: number, claims: number) => {
       const lanes = 8;
       const counts = await Promise.all(
         Array.from({ length: lanes }, async (_, lane) => {
           const q = `bz${lane}`;
+          await d.configureQueue(q, { maxAttempts: 1000 }); // each job is claimed up to 250 times
           await d.submit(q, bytes('x'), { id: `${q}-p0`, priority: 0 });
           await d.submit(q, bytes('x'), { id: `${q}-p1`, priority: 1 });
           let ones = 0;

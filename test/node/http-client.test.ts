@@ -19,3 +19,22 @@ describe('HttpDispatch', () => {
     expect(await d.count('q')).toBe(0);
   });
 });
+
+describe('HttpDispatch batches', () => {
+  it('sends a batch larger than one request allows (36 envelopes of 1 MiB: 48 MiB as base64) in parts, each item answered; a claim stops at 16 MiB', async () => {
+    const d = client();
+    const mib = new Uint8Array(1 << 20).fill(7);
+    const items = Array.from({ length: 36 }, (_, i) => ({ envelope: mib, opts: { id: `big${i}` } }));
+    const out = await d.submitMany('q', items);
+    expect(out).toEqual(items.map((it) => ({ id: it.opts.id })));
+    expect(await d.count('q')).toBe(36);
+    // One claim hands out at most 16 MiB of envelopes (what it answers crosses RPC, capped at 32 MiB).
+    const claimed = await d.claimMany('q', 'w', 36);
+    expect(claimed).toHaveLength(16);
+    while (claimed.length < 36) claimed.push(...(await d.claimMany('q', 'w', 36 - claimed.length)));
+    // Their acks, each with a 1 MiB result, in one call: in parts as well.
+    const acks = await d.ackAndClaim('q', 'w', claimed.map((c) => ({ id: c.id, attempt: c.attempt, result: mib })), 1);
+    expect(acks.acks).toEqual(claimed.map(() => null));
+    expect(await d.count('q', 'succeeded')).toBe(36);
+  }, 120_000);
+});

@@ -15,6 +15,25 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 from .errors import InvocationCancelled, InvocationFailed, LakeshoreError, Timeout, error_for
 from .frames import decode_frame, encode_frame
 
+# A batch route takes 1,000 items and a 32 MiB body at most: send at most 500 items and ~30 MiB a request.
+_PART_BYTES = 30 << 20
+
+
+def _parts(bodies: List[Dict[str, Any]]) -> Iterator[List[Dict[str, Any]]]:
+    """Splits request items into parts within the batch caps, by count and by encoded size."""
+    part: List[Dict[str, Any]] = []
+    size = 0
+    for b in bodies:
+        n = len(json.dumps(b)) + 1
+        if part and (len(part) >= _BATCH or size + n > _PART_BYTES):
+            yield part
+            part, size = [], 0
+        part.append(b)
+        size += n
+    if part:
+        yield part
+
+
 _SLICE = 50.0  # the longest single long-poll, in seconds; longer waits are made of several
 _BATCH = 500  # items per submit_many request (the plane takes up to 1,000)
 
@@ -75,14 +94,18 @@ class HttpDispatch:
         return out["id"]
 
     def submit_many(self, queue: str, items: List[Dict[str, Any]]) -> List[Union[str, LakeshoreError]]:
-        """Submits many in few requests (up to 500 items each): `items` are dicts with `envelope`
-        (bytes) and `id`, and optionally `key`, `priority`, `parent`. Each item keeps its own id, key
-        and idempotency, and fails alone: the answer has, per item, its id or its error (not raised)."""
+        """Submits many in few requests (up to 500 items and about 30 MiB each): `items` are dicts
+        with `envelope` (bytes) and `id`, and optionally `key`, `priority`, `parent`. Each item keeps
+        its own id, key and idempotency, and fails alone: the answer has, per item, its id or its
+        error (not raised). A request the plane refuses whole answers its error for its items."""
         out: List[Union[str, LakeshoreError]] = []
-        for at in range(0, len(items), _BATCH):
-            chunk = items[at:at + _BATCH]
-            body = [_submit_body(it["envelope"], it["id"], it.get("key"), it.get("priority", 0.0), it.get("parent")) for it in chunk]
-            results = self._call("POST", "/queues/%s/invocations/batch" % _q(queue), {"items": body})["results"]
+        bodies = [_submit_body(it["envelope"], it["id"], it.get("key"), it.get("priority", 0.0), it.get("parent")) for it in items]
+        for part in _parts(bodies):
+            try:
+                results = self._call("POST", "/queues/%s/invocations/batch" % _q(queue), {"items": part})["results"]
+            except LakeshoreError as e:
+                out.extend(e for _ in part)
+                continue
             for r in results:
                 if "error" in r:
                     out.append(error_for(r["error"]["code"], r["error"]["message"]))

@@ -67,6 +67,13 @@ class Verbs(unittest.TestCase):
         self.assertEqual(d.claim("q", "w").priority, 2)  # highest priority first
         self.assertEqual(d.submit_many("q", items[:3]), ["m0", "m1", "m2"])  # resubmits are no-ops
 
+    def test_submit_many_splits_by_size_too(self):
+        d = client()
+        mib = b"\x07" * (1 << 20)
+        out = d.submit_many("q", [{"envelope": mib, "id": "big%d" % i} for i in range(36)])  # 48 MiB as base64
+        self.assertEqual(out, ["big%d" % i for i in range(36)])
+        self.assertEqual(d.count("q"), 36)
+
     def test_nack_retry_and_fail(self):
         d = client()
         d.submit("q", b"x", id="a")

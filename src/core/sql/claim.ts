@@ -21,31 +21,44 @@ export const leaseExpr = (nowP: string, leaseP: string, nsP: string, qP: string,
   `${nowP} + COALESCE(${leaseP}, (SELECT lease_ms FROM queues WHERE ns = ${nsP} AND queue = ${qP}), ${dfltP})`;
 
 /**
+ * Most envelope bytes one claim hands out (at least one row, whatever its size): what a claim
+ * answers crosses RPC between the queue object and the Worker, capped at 32 MiB.
+ */
+export const CLAIM_BYTES = 16 << 20;
+
+/**
  * claim: move up to `limit` queued rows to running for this worker, in one guarded UPDATE. The
  * subquery picks them through the partial index of queued rows, so it reads a few index entries
  * per row at any depth; `AND state = 'queued'` guards each row itself. `level` pins the priority
- * (boltzmann). filo takes from the top level only, newest first (one index range, no sort).
- * RETURNING order is unspecified: `claimOrder` puts the rows in claim order. (A single claim
- * uses `rid = (...)`, which D1 counts as three fewer rows read than `IN`.)
+ * (boltzmann). filo takes from the top level only, newest first (one index range, no sort). A
+ * claim of several stops before its envelopes pass CLAIM_BYTES. RETURNING order is unspecified:
+ * `claimOrder` puts the rows in claim order. (A single claim uses `rid = (...)`, which D1 counts
+ * as three fewer rows read than `IN`.)
  */
 export function claimStmt(now: number, ns: string, queue: string, c: ClaimInput, defaultLeaseMs: number, level: number | null, limit = 1): Stmt {
-  let pick: string;
+  let where = `ns = ?1 AND queue = ?2 AND state = 'queued'`;
+  let order = 'priority DESC, rid ASC';
   if (level !== null) {
-    pick = `SELECT rid FROM invocations WHERE ns = ?1 AND queue = ?2 AND state = 'queued' AND priority = ?7 ORDER BY rid ASC LIMIT ?8`;
+    where += ' AND priority = ?7';
+    order = 'rid ASC';
   } else if (c.kind === 'filo') {
-    pick = `SELECT rid FROM invocations WHERE ns = ?1 AND queue = ?2 AND state = 'queued'
-              AND priority = (SELECT max(priority) FROM invocations WHERE ns = ?1 AND queue = ?2 AND state = 'queued')
-            ORDER BY rid DESC LIMIT ?8`;
-  } else {
-    pick = `SELECT rid FROM invocations WHERE ns = ?1 AND queue = ?2 AND state = 'queued' ORDER BY priority DESC, rid ASC LIMIT ?8`;
+    where += ` AND priority = (SELECT max(priority) FROM invocations WHERE ns = ?1 AND queue = ?2 AND state = 'queued')`;
+    order = 'rid DESC';
   }
+  const pick = limit === 1
+    ? `SELECT rid FROM invocations WHERE ${where} ORDER BY ${order} LIMIT ?8`
+    : `SELECT rid FROM (SELECT rid, row_number() OVER w AS n, sum(length(envelope)) OVER w AS upto
+                         FROM (SELECT rid, priority, envelope FROM invocations WHERE ${where} ORDER BY ${order} LIMIT ?8)
+                       WINDOW w AS (ORDER BY ${order}))
+        WHERE n = 1 OR upto <= ?9`;
   return stmt(
     `UPDATE invocations
         SET state = 'running', attempt = attempt + 1, worker_id = ?3, started_at = ?4, updated_at = ?4,
             lease_until = ${leaseExpr('?4', '?5', '?1', '?2', '?6')}
       WHERE rid ${limit === 1 ? '=' : 'IN'} (${pick}) AND state = 'queued'
       ${RETURNING}`,
-    ns, queue, c.workerId, now, c.leaseMs, defaultLeaseMs, level, limit,
+    ...[ns, queue, c.workerId, now, c.leaseMs, defaultLeaseMs, level, limit],
+    ...(limit === 1 ? [] : [CLAIM_BYTES]),
   );
 }
 
