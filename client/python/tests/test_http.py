@@ -74,6 +74,12 @@ class Verbs(unittest.TestCase):
         self.assertEqual(out, ["big%d" % i for i in range(36)])
         self.assertEqual(d.count("q"), 36)
 
+    def test_an_oversized_body_is_a_clean_413_not_a_broken_pipe(self):
+        d = client()
+        with self.assertRaises(ls.PayloadTooLarge):
+            d.submit("q", b"x" * (40 << 20), id="huge")  # 53 MiB of JSON on a 4 MiB route
+        self.assertIsNone(d.get("huge"))
+
     def test_nack_retry_and_fail(self):
         d = client()
         d.submit("q", b"x", id="a")
