@@ -56,7 +56,7 @@ export class Dispatch implements DispatchPlane {
   private readonly now: () => number;
   private readonly submitters = new Map<string, Batcher<{ envelope: Uint8Array; opts: SubmitOptions }, string>>();
   private readonly acker = new Batcher<{ id: string; workerId: string; attempt: number | null; result: Uint8Array | null }, undefined>(async (items) => {
-    const out = await verb(this.engine.ackMany(this.namespace, items));
+    const out = await verb(this.engine.work.ackMany(this.namespace, items));
     return out.map((r) => (r.ok ? { ok: true as const, value: undefined } : { ok: false as const, error: errorFor(r.error.code, r.error.message) }));
   });
 
@@ -145,7 +145,7 @@ export class Dispatch implements DispatchPlane {
 
   async claimMany(queue: string, workerId: string, max: number, opts: ClaimOptions = {}): Promise<Claimed[]> {
     const got = await this.waiting(() =>
-      verb(this.engine.claimMany(this.namespace, queue, { workerId, kind: opts.kind, temperature: opts.temperature, leaseMs: opts.leaseMs, waitMs: opts.waitMs ?? 0, max, signal: opts.signal })),
+      verb(this.engine.work.claimMany(this.namespace, queue, { workerId, kind: opts.kind, temperature: opts.temperature, leaseMs: opts.leaseMs, waitMs: opts.waitMs ?? 0, max, signal: opts.signal })),
     );
     for (const c of got) this.claims.set(c.id, { workerId, attempt: c.attempt });
     return got;
@@ -154,7 +154,7 @@ export class Dispatch implements DispatchPlane {
   async ackAndClaim(queue: string, workerId: string, acks: AckRequest[], max: number, opts: ClaimOptions = {}): Promise<{ acks: (Error | null)[]; claimed: Claimed[] }> {
     const items = acks.map((a) => ({ id: a.id, workerId, attempt: this.attemptOf(a.id, workerId, a.attempt), result: a.result ?? null }));
     const out = await this.waiting(() =>
-      verb(this.engine.ackAndClaim(this.namespace, queue, items, { workerId, kind: opts.kind, temperature: opts.temperature, leaseMs: opts.leaseMs, waitMs: opts.waitMs ?? 0, max })),
+      verb(this.engine.work.ackAndClaim(this.namespace, queue, items, { workerId, kind: opts.kind, temperature: opts.temperature, leaseMs: opts.leaseMs, waitMs: opts.waitMs ?? 0, max })),
     );
     out.acks.forEach((r, i) => r.ok && this.claims.delete(acks[i]!.id));
     for (const c of out.claimed) this.claims.set(c.id, { workerId, attempt: c.attempt });
@@ -168,12 +168,12 @@ export class Dispatch implements DispatchPlane {
   }
 
   async nack(id: string, workerId: string, opts: HolderOptions & { error: string | { message: string; [k: string]: unknown }; retry?: boolean }): Promise<void> {
-    await verb(this.engine.nack(this.namespace, id, { workerId, attempt: this.attemptOf(id, workerId, opts.attempt), error: opts.error, retry: opts.retry ?? true }));
+    await verb(this.engine.work.nack(this.namespace, id, { workerId, attempt: this.attemptOf(id, workerId, opts.attempt), error: opts.error, retry: opts.retry ?? true }));
     this.claims.delete(id);
   }
 
   heartbeat(id: string, workerId: string, opts: HolderOptions & { leaseMs?: number } = {}): Promise<HeartbeatAnswer> {
-    return verb(this.engine.heartbeat(this.namespace, id, { workerId, attempt: this.attemptOf(id, workerId, opts.attempt), leaseMs: opts.leaseMs }));
+    return verb(this.engine.work.heartbeat(this.namespace, id, { workerId, attempt: this.attemptOf(id, workerId, opts.attempt), leaseMs: opts.leaseMs }));
   }
 
   // ------------------------------------------------------------ journal
@@ -277,7 +277,7 @@ export class Dispatch implements DispatchPlane {
       this.leaseTimers.delete(key);
       if (this.closed) return;
       try {
-        const next = await this.engine.expire(ns, queue);
+        const next = await this.engine.work.expire(ns, queue);
         if (next !== null) this.armExpiry(ns, queue, next);
       } catch {
         /* the next claim expires leases itself */

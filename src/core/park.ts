@@ -4,7 +4,8 @@
  * satisfy them. The rows stay the only truth: a woken caller looks at them again.
  */
 import type { Committer } from './committer.ts';
-import { ride, type Rider } from './handoff.ts';
+import { ParkedClaim, ride, type Rider } from './handoff.ts';
+import type { Expired } from './sql/expire.ts';
 import type { Plan } from './plan.ts';
 import { keys, Waiters } from './waiters.ts';
 
@@ -65,6 +66,28 @@ export class Parking {
     } finally {
       r.release();
     }
+  }
+
+  /** Runs a transition that queues up to `most` rows on `queue`, with claims parked there riding along. */
+  async feed<T>(ns: string, queue: string, plan: Plan<T>, most: number, queued: (out: T) => number): Promise<T> {
+    const key = keys.queue(ns, queue);
+    const { out, riders } = await this.withRiders(key, plan, most);
+    const n = queued(out);
+    // A rider that came back short means nothing was left to claim: no one else need wake.
+    const drained = riders.some((x) => x instanceof ParkedClaim && x.short);
+    if (n > 0) this.wake(key, drained ? 0 : n);
+    return out;
+  }
+
+  /** Rows an expiry moved: claims wake for the requeued ones, result waits and readers for the failed ones. */
+  expired(ns: string, queue: string, expired: Expired[]): void {
+    let requeued = 0;
+    for (const r of expired) {
+      if (r.state === 'queued') requeued++;
+      else this.finished(ns, r.id);
+      this.wake(keys.journal(ns, r.id));
+    }
+    if (requeued) this.wake(keys.queue(ns, queue), requeued);
   }
 
   /** Wakes up to `n` waiters of `key`, oldest first. */

@@ -86,32 +86,32 @@ export class QueueObject extends DurableObject<Env> {
   // ------------------------------------------------------------ workers
 
   claim(req: Claim, waitId?: string) {
-    return this.waiting(waitId, (signal) => this.engine.claimMany(this.ns, this.queue, { ...req, signal }));
+    return this.waiting(waitId, (signal) => this.engine.work.claimMany(this.ns, this.queue, { ...req, signal }));
   }
 
   /** A worker's acks (of this queue's invocations) and its next claim, in one D1 batch. */
   ackAndClaim(acks: AckRequest[], req: Claim) {
-    return this.run(() => this.engine.ackAndClaim(this.ns, this.queue, acks, req));
+    return this.run(() => this.engine.work.ackAndClaim(this.ns, this.queue, acks, req));
   }
 
   ackMany(items: AckRequest[]) {
-    return this.run(() => this.engine.ackMany(this.ns, items.map((it) => ({ ...it, queue: this.queue }))));
+    return this.run(() => this.engine.work.ackMany(this.ns, items.map((it) => ({ ...it, queue: this.queue }))));
   }
 
   nackMany(items: (NackRequest & { id: string })[]) {
-    return this.run(() => this.engine.nackMany(this.ns, items.map((it) => ({ ...it, queue: this.queue }))));
+    return this.run(() => this.engine.work.nackMany(this.ns, items.map((it) => ({ ...it, queue: this.queue }))));
   }
 
   ack(id: string, req: HolderRequest & { result?: unknown }) {
-    return this.run(() => this.engine.ack(this.ns, id, { ...req, queue: this.queue }));
+    return this.run(() => this.engine.work.ack(this.ns, id, { ...req, queue: this.queue }));
   }
 
   nack(id: string, req: NackRequest) {
-    return this.run(() => this.engine.nack(this.ns, id, { ...req, queue: this.queue }));
+    return this.run(() => this.engine.work.nack(this.ns, id, { ...req, queue: this.queue }));
   }
 
   heartbeat(id: string, req: HolderRequest & { leaseMs?: unknown }) {
-    return this.run(() => this.engine.heartbeat(this.ns, id, { ...req, queue: this.queue }));
+    return this.run(() => this.engine.work.heartbeat(this.ns, id, { ...req, queue: this.queue }));
   }
 
   append(id: string, req: AppendRequest) {
@@ -147,7 +147,7 @@ export class QueueObject extends DurableObject<Env> {
 
   /** Expires overdue leases and arms the alarm for the next deadline. */
   private async sweep(): Promise<void> {
-    const next = await this.engine.expire(this.ns, this.queue);
+    const next = await this.engine.work.expire(this.ns, this.queue);
     if (next !== null) this.armAlarm(next);
   }
 

@@ -83,7 +83,7 @@ class Claim implements fc.AsyncCommand<Model, Real> {
   async run(m: Model, r: Real) {
     expireModel(m, r.clock.now); // claims reclaim expired leases themselves
     const expected = order(m)[0];
-    const got = await r.engine.claim(NS, Q, { workerId: this.worker });
+    const got = await r.engine.work.claim(NS, Q, { workerId: this.worker });
     expect(got?.id ?? null).toBe(expected ?? null);
     if (got) {
       const j = m.jobs.get(got.id)!;
@@ -112,7 +112,7 @@ class Ack implements fc.AsyncCommand<Model, Real> {
     // attemptDelta -1 plays a stale attempt of the same worker id.
     const attempt = Math.max(0, (j?.attempt ?? 0) + this.attemptDelta);
     const before = j && { ...j };
-    const c = await code(r.engine.ack(NS, this.id, { workerId: this.worker, attempt }));
+    const c = await code(r.engine.work.ack(NS, this.id, { workerId: this.worker, attempt }));
     if (!j) expect(c).toBe('not_found');
     else if (holds(j, this.worker, attempt)) {
       expect(c).toBe('ok');
@@ -138,7 +138,7 @@ class Nack implements fc.AsyncCommand<Model, Real> {
   check = () => true;
   async run(m: Model, r: Real) {
     const j = m.jobs.get(this.id);
-    const c = await code(r.engine.nack(NS, this.id, { workerId: this.worker, attempt: j?.attempt, error: 'x', retry: this.retry }));
+    const c = await code(r.engine.work.nack(NS, this.id, { workerId: this.worker, attempt: j?.attempt, error: 'x', retry: this.retry }));
     const to: State = this.retry ? 'queued' : 'failed';
     if (!j) expect(c).toBe('not_found');
     else if (holds(j, this.worker, j.attempt)) {
@@ -164,7 +164,7 @@ class Heartbeat implements fc.AsyncCommand<Model, Real> {
     const j = m.jobs.get(this.id);
     let out: { cancelled: boolean } | string;
     try {
-      out = await r.engine.heartbeat(NS, this.id, { workerId: this.worker, attempt: j?.attempt });
+      out = await r.engine.work.heartbeat(NS, this.id, { workerId: this.worker, attempt: j?.attempt });
     } catch (e) {
       out = (e as LakeshoreError).code;
     }
@@ -208,7 +208,7 @@ class Expire implements fc.AsyncCommand<Model, Real> {
   check = () => true;
   async run(m: Model, r: Real) {
     r.clock.now += this.advance;
-    await r.engine.expire(NS, Q);
+    await r.engine.work.expire(NS, Q);
     expireModel(m, r.clock.now);
   }
   toString = () => `expire(+${this.advance}ms)`;
@@ -303,24 +303,24 @@ describe('model-based: the transition core against a model of the contract', () 
           s.schedule(Promise.resolve(op), `${op}#${n}`).then(async () => {
             const w = WORKERS[n % 2]!;
             if (op === 'claim') {
-              const c = await engine.claim(NS, Q, { workerId: w });
+              const c = await engine.work.claim(NS, Q, { workerId: w });
               if (c) {
                 attempts.set(`${c.id}@${c.attempt}`, { at: c.leaseUntil - LEASE, until: c.leaseUntil, released: false, w });
                 held.set(c.id, { w, attempt: c.attempt });
               }
             } else if (op === 'expire') {
               clock.now += 2 * LEASE;
-              await engine.expire(NS, Q);
+              await engine.work.expire(NS, Q);
             } else {
               const target = [...held.entries()][n % Math.max(1, held.size)];
               if (!target) return;
               const [inv, h] = target;
               const mine = attempts.get(`${inv}@${h.attempt}`)!;
               if (op === 'ack' || op === 'nack') {
-                const call = op === 'ack' ? engine.ack(NS, inv, { workerId: h.w, attempt: h.attempt }) : engine.nack(NS, inv, { workerId: h.w, attempt: h.attempt, error: 'x' });
+                const call = op === 'ack' ? engine.work.ack(NS, inv, { workerId: h.w, attempt: h.attempt }) : engine.work.nack(NS, inv, { workerId: h.w, attempt: h.attempt, error: 'x' });
                 if ((await code(call)) === 'ok') mine.released = true;
               } else if (op === 'heartbeat') {
-                const hb = await engine.heartbeat(NS, inv, { workerId: h.w, attempt: h.attempt }).catch(() => null);
+                const hb = await engine.work.heartbeat(NS, inv, { workerId: h.w, attempt: h.attempt }).catch(() => null);
                 if (hb?.leaseUntil) mine.until = Math.max(mine.until, hb.leaseUntil);
               } else await code(engine.cancel(NS, inv));
             }

@@ -32,32 +32,32 @@ const swallow = (p: Promise<unknown>) => p.catch(() => undefined);
 const run: Record<Exclude<keyof typeof TRANSITIONS, 'submit'>, (s: State) => Promise<State>> = {
   claim: async (s) => {
     const { engine, stateOf } = await rowIn(s);
-    await engine.claim(NS, Q, { workerId: 'w2' });
+    await engine.work.claim(NS, Q, { workerId: 'w2' });
     return stateOf();
   },
   ack: async (s) => {
     const { engine, stateOf } = await rowIn(s);
-    await swallow(engine.ack(NS, 'a', { workerId: 'w', attempt: 1 }));
+    await swallow(engine.work.ack(NS, 'a', { workerId: 'w', attempt: 1 }));
     return stateOf();
   },
   nackRetry: async (s) => {
     const { engine, stateOf } = await rowIn(s);
-    await swallow(engine.nack(NS, 'a', { workerId: 'w', attempt: 1, error: 'x', retry: true }));
+    await swallow(engine.work.nack(NS, 'a', { workerId: 'w', attempt: 1, error: 'x', retry: true }));
     return stateOf();
   },
   nackFail: async (s) => {
     const { engine, stateOf } = await rowIn(s);
-    await swallow(engine.nack(NS, 'a', { workerId: 'w', attempt: 1, error: 'x', retry: false }));
+    await swallow(engine.work.nack(NS, 'a', { workerId: 'w', attempt: 1, error: 'x', retry: false }));
     return stateOf();
   },
   expireRetry: async (s) => {
     const { engine, stateOf } = await rowIn(s, { attempt: 1, leaseUntil: NOW - 1 });
-    await engine.expire(NS, Q);
+    await engine.work.expire(NS, Q);
     return stateOf();
   },
   expireFail: async (s) => {
     const { engine, stateOf } = await rowIn(s, { attempt: 3, leaseUntil: NOW - 1 });
-    await engine.expire(NS, Q);
+    await engine.work.expire(NS, Q);
     return stateOf();
   },
   cancel: async (s) => {
