@@ -1,8 +1,8 @@
 /** What both planes' clients offer: the dispatch contract in camelCase, bytes as Uint8Array. */
 import type { State } from '../src/core/states.ts';
-import type { Claimed, ClaimKind, Frame, HeartbeatAnswer, Invocation, JournalFrame, JournalPage } from '../src/core/types.ts';
+import type { Backoff, Claimed, ClaimKind, Frame, HeartbeatAnswer, Invocation, JournalFrame, JournalPage, QueueInfo, QueueSettings, Schedule } from '../src/core/types.ts';
 
-export type { Claimed, ClaimKind, Frame, HeartbeatAnswer, Invocation, JournalFrame, JournalPage, State };
+export type { Backoff, Claimed, ClaimKind, Frame, HeartbeatAnswer, Invocation, JournalFrame, JournalPage, QueueInfo, QueueSettings, Schedule, State };
 
 export interface SubmitOptions {
   /** Caller-chosen id, unique in the namespace. Resubmitting the same id to the same queue is a no-op. */
@@ -11,6 +11,35 @@ export interface SubmitOptions {
   key?: string | null;
   priority?: number;
   parent?: string | null;
+  /** Not claimable for this many ms (delayed until then); or give `runAt`, epoch ms. */
+  delayMs?: number;
+  runAt?: number;
+  /** Fails as Expired if not claimed within this many ms; or give `expiresAt`, epoch ms. Default: the queue's TTL, if any. */
+  ttlMs?: number;
+  expiresAt?: number;
+  /** This job's own attempt budget; default: the queue's, else the plane's (3). */
+  maxAttempts?: number;
+}
+
+/** Settings to change: a field left out keeps its value, a null clears it (back to the plane's default). */
+export interface SettingsChange {
+  leaseMs?: number | null;
+  maxAttempts?: number | null;
+  maxRunning?: number | null;
+  claimsPerSecond?: number | null;
+  /** Missing parts default: initialMs 0, factor 2, maxMs 1 h, jitter 0. */
+  retryBackoff?: Partial<Backoff> | null;
+  deadLetterQueue?: string | null;
+  ttlMs?: number | null;
+}
+
+export interface ScheduleOptions {
+  /** A cron expression, 5 fields (minute first) or 6 (seconds first). */
+  cron: string;
+  /** IANA time zone the expression is read in; default UTC. */
+  timezone?: string | null;
+  envelope: Uint8Array;
+  priority?: number;
 }
 
 export interface ClaimOptions {
@@ -64,9 +93,12 @@ export interface DispatchPlane {
    */
   ackAndClaim(queue: string, workerId: string, acks: AckRequest[], max: number, opts?: ClaimOptions): Promise<{ acks: (Error | null)[]; claimed: Claimed[] }>;
   ack(id: string, workerId: string, opts?: HolderOptions & { result?: Uint8Array | null }): Promise<void>;
-  nack(id: string, workerId: string, opts: HolderOptions & { error: string | { message: string; [k: string]: unknown }; retry?: boolean }): Promise<void>;
+  /** With `retry` (default) the job waits again (`delayMs`, else its queue's backoff) while attempts are left; else it fails. */
+  nack(id: string, workerId: string, opts: HolderOptions & { error: string | { message: string; [k: string]: unknown }; retry?: boolean; delayMs?: number }): Promise<void>;
   heartbeat(id: string, workerId: string, opts?: HolderOptions & { leaseMs?: number }): Promise<HeartbeatAnswer>;
   cancel(id: string): Promise<boolean>;
+  /** Puts a failed job back in its queue with a fresh attempt budget (same id, journal kept); anything else is a FencingConflictError. */
+  retry(id: string): Promise<void>;
   get(id: string): Promise<Invocation | null>;
   /** Waits for the invocation to end: its result bytes, or InvocationFailedError / InvocationCancelledError / TimeoutError. */
   result(id: string, opts?: { timeoutMs?: number; signal?: AbortSignal }): Promise<Uint8Array | null>;
@@ -82,6 +114,20 @@ export interface DispatchPlane {
   journalTrim(id: string, keepLast: number): Promise<number>;
   /** The namespace's queues that ever held work or settings. */
   listQueues(): Promise<string[]>;
-  configureQueue(queue: string, settings: { leaseMs?: number | null; maxAttempts?: number | null }): Promise<void>;
+  /** Changes the settings named (a null clears one); answers the queue's settings. */
+  configureQueue(queue: string, settings: SettingsChange): Promise<QueueInfo>;
+  queueInfo(queue: string): Promise<QueueInfo>;
+  /** A paused queue accepts submits but hands out nothing until resumed. */
+  pauseQueue(queue: string): Promise<void>;
+  resumeQueue(queue: string): Promise<void>;
+  /**
+   * Retries up to `limit` (default 100) failed jobs of the queue, oldest first. With `deadLetters`,
+   * on a dead-letter queue: sends its dead letters' failed jobs back to their queues. Answers the retried jobs.
+   */
+  redrive(queue: string, opts?: { limit?: number; deadLetters?: boolean }): Promise<{ id: string; queue: string }[]>;
+  /** Sets a cron schedule of the queue: each tick submits `envelope`, keyed `schedule:<name>:<tick ms>`. */
+  setSchedule(queue: string, name: string, opts: ScheduleOptions): Promise<Schedule>;
+  listSchedules(queue: string): Promise<Schedule[]>;
+  removeSchedule(queue: string, name: string): Promise<void>;
   close(): Promise<void>;
 }

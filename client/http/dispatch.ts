@@ -15,9 +15,9 @@ import type { Claimed, Frame, HeartbeatAnswer, Invocation, InvocationError, Jour
 import { errorFor, InvocationCancelledError, InvocationFailedError, LakeshoreError, TimeoutError } from '../errors.ts';
 import type * as wire from '../../src/core/wire.ts';
 import type { TokenLimits } from '../../src/core/wire.ts';
-import type { AckRequest, AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, ReadOptions, SubmitOptions } from '../types.ts';
+import type { AckRequest, AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, QueueInfo, ReadOptions, Schedule, ScheduleOptions, SettingsChange, SubmitOptions } from '../types.ts';
 import type { Batcher } from '../batcher.ts';
-import { b64, batcherFor, enc, frameOf, inParts, pageOf, PART_BYTES, PART_ITEMS, settledOf, type Json } from './wire.ts';
+import { b64, batcherFor, enc, frameOf, inParts, pageOf, PART_BYTES, PART_ITEMS, queueInfoOf, scheduleOf, settledOf, type Json } from './wire.ts';
 
 const failedItem = (error: Error) => ({ ok: false as const, error });
 import { errorOf, Transport } from './transport.ts';
@@ -37,7 +37,7 @@ export interface HttpDispatchOptions {
 
 type SubmitItem = { envelope: Uint8Array; opts: SubmitOptions };
 type AckItem = { id: string; workerId: string; attempt: number | null; result: Uint8Array | null };
-type NackItem = { id: string; workerId: string; attempt: number | null; error: string | { message: string; [k: string]: unknown }; retry: boolean };
+type NackItem = { id: string; workerId: string; attempt: number | null; error: string | { message: string; [k: string]: unknown }; retry: boolean; delayMs: number | null };
 
 /** The longest single long-poll; longer waits are made of several. */
 const SLICE_MS = 50_000;
@@ -47,6 +47,7 @@ const HINTS = 10_000;
 /** A submit as it travels. */
 const submitWire = (envelope: Uint8Array, opts: SubmitOptions): wire.SubmitWire => ({
   id: opts.id, envelope: toBase64(envelope), key: opts.key ?? null, priority: opts.priority ?? 0, parent: opts.parent ?? null,
+  delay_ms: opts.delayMs, run_at: opts.runAt, ttl_ms: opts.ttlMs, expires_at: opts.expiresAt, max_attempts: opts.maxAttempts,
 });
 
 export class HttpDispatch implements DispatchPlane {
@@ -122,7 +123,8 @@ export class HttpDispatch implements DispatchPlane {
         attempt: Number(r.attempt), workerId: (r.worker_id as string | null) ?? null, leaseUntil: (r.lease_until as number | null) ?? null,
         result: r.result === null ? null : b64(r.result), error: (r.error as InvocationError | null) ?? null,
         createdAt: Number(r.created_at), updatedAt: Number(r.updated_at), startedAt: (r.started_at as number | null) ?? null,
-        finishedAt: (r.finished_at as number | null) ?? null,
+        finishedAt: (r.finished_at as number | null) ?? null, runAt: (r.run_at as number | null) ?? null,
+        expiresAt: (r.expires_at as number | null) ?? null, maxAttempts: (r.max_attempts as number | null) ?? null,
       };
     } catch (e) {
       if (e instanceof LakeshoreError && e.code === 'not_found') return null;
@@ -170,8 +172,48 @@ export class HttpDispatch implements DispatchPlane {
     return (await this.http.call('DELETE', `/tokens/${enc(id)}`)).revoked === true;
   }
 
-  async configureQueue(queue: string, s: { leaseMs?: number | null; maxAttempts?: number | null }): Promise<void> {
-    await this.http.call('PUT', `/queues/${enc(queue)}`, { lease_ms: s.leaseMs ?? null, max_attempts: s.maxAttempts ?? null } satisfies wire.QueueSettingsWire);
+  async configureQueue(queue: string, s: SettingsChange): Promise<QueueInfo> {
+    const b = s.retryBackoff;
+    // A field left out (undefined) is not sent, and keeps its value; a null is sent, and clears it.
+    return queueInfoOf(await this.http.call('PUT', `/queues/${enc(queue)}`, {
+      lease_ms: s.leaseMs, max_attempts: s.maxAttempts, max_running: s.maxRunning, claims_per_second: s.claimsPerSecond,
+      retry_backoff: b && { initial_ms: b.initialMs, factor: b.factor, max_ms: b.maxMs, jitter: b.jitter },
+      dead_letter_queue: s.deadLetterQueue, ttl_ms: s.ttlMs,
+    } satisfies wire.QueueSettingsWire));
+  }
+
+  async queueInfo(queue: string): Promise<QueueInfo> {
+    return queueInfoOf(await this.http.call('GET', `/queues/${enc(queue)}`));
+  }
+
+  async pauseQueue(queue: string): Promise<void> {
+    await this.http.call('POST', `/queues/${enc(queue)}/pause`);
+  }
+
+  async resumeQueue(queue: string): Promise<void> {
+    await this.http.call('POST', `/queues/${enc(queue)}/resume`);
+  }
+
+  async redrive(queue: string, opts: { limit?: number; deadLetters?: boolean } = {}): Promise<{ id: string; queue: string }[]> {
+    const out = await this.http.call('POST', `/queues/${enc(queue)}/redrive`, { limit: opts.limit, dead_letters: opts.deadLetters } satisfies wire.RedriveWire);
+    return (out.redriven as Json[]).map((r) => ({ id: String(r.id), queue: String(r.queue) }));
+  }
+
+  async retry(id: string): Promise<void> {
+    await this.http.call('POST', `/invocations/${enc(id)}/retry${this.q(id)}`);
+  }
+
+  async setSchedule(queue: string, name: string, opts: ScheduleOptions): Promise<Schedule> {
+    const body = { cron: opts.cron, timezone: opts.timezone ?? null, envelope: toBase64(opts.envelope), priority: opts.priority ?? 0 } satisfies wire.ScheduleWire;
+    return scheduleOf(await this.http.call('PUT', `/queues/${enc(queue)}/schedules/${enc(name)}`, body));
+  }
+
+  async listSchedules(queue: string): Promise<Schedule[]> {
+    return ((await this.http.call('GET', `/queues/${enc(queue)}/schedules`)).schedules as Json[]).map(scheduleOf);
+  }
+
+  async removeSchedule(queue: string, name: string): Promise<void> {
+    await this.http.call('DELETE', `/queues/${enc(queue)}/schedules/${enc(name)}`);
   }
 
   // ------------------------------------------------------------ workers
@@ -238,21 +280,21 @@ export class HttpDispatch implements DispatchPlane {
     return inParts(wires, size, async (part) => settledOf((await this.http.call('POST', `/queues/${enc(queue)}/ack`, { items: part })).results as Json[]), failedItem);
   }
 
-  async nack(id: string, workerId: string, opts: HolderOptions & { error: string | { message: string; [k: string]: unknown }; retry?: boolean }): Promise<void> {
-    const item: NackItem = { id, workerId, attempt: this.attemptOf(id, workerId, opts.attempt), error: opts.error, retry: opts.retry ?? true };
+  async nack(id: string, workerId: string, opts: HolderOptions & { error: string | { message: string; [k: string]: unknown }; retry?: boolean; delayMs?: number }): Promise<void> {
+    const item: NackItem = { id, workerId, attempt: this.attemptOf(id, workerId, opts.attempt), error: opts.error, retry: opts.retry ?? true, delayMs: opts.delayMs ?? null };
     const queue = this.queues.get(id);
     if (this.coalesce && queue) {
       const b = batcherFor(this.nackers, queue, (items) => this.nackBatch(queue, items));
       await b.add(item);
     } else {
-      await this.http.call('POST', `/invocations/${enc(id)}/nack${this.q(id)}`, { worker_id: workerId, attempt: item.attempt, error: item.error, retry: item.retry } satisfies wire.NackWire);
+      await this.http.call('POST', `/invocations/${enc(id)}/nack${this.q(id)}`, { worker_id: workerId, attempt: item.attempt, error: item.error, retry: item.retry, delay_ms: item.delayMs } satisfies wire.NackWire);
     }
     this.claims.delete(id);
   }
 
   /** Nacks many invocations of one queue in one request; each is fenced on its own and fails alone. */
   private nackBatch(queue: string, items: NackItem[]) {
-    const wires: (wire.NackWire & { id: string })[] = items.map((n) => ({ id: n.id, worker_id: n.workerId, attempt: n.attempt, error: n.error, retry: n.retry }));
+    const wires: (wire.NackWire & { id: string })[] = items.map((n) => ({ id: n.id, worker_id: n.workerId, attempt: n.attempt, error: n.error, retry: n.retry, delay_ms: n.delayMs }));
     const size = (w: (typeof wires)[number]) => JSON.stringify(w).length;
     return inParts(wires, size, async (part) => settledOf((await this.http.call('POST', `/queues/${enc(queue)}/nack`, { items: part })).results as Json[]), failedItem);
   }

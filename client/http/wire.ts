@@ -3,7 +3,7 @@ import { fromBase64 } from '../../src/core/bytes.ts';
 import { errorFor, LakeshoreError } from '../errors.ts';
 import { Batcher } from '../batcher.ts';
 import type { State } from '../../src/core/states.ts';
-import type { InvocationError, JournalFrame, JournalPage, Outcome } from '../../src/core/types.ts';
+import type { InvocationError, JournalFrame, JournalPage, Outcome, QueueInfo, Schedule } from '../../src/core/types.ts';
 
 export type Json = Record<string, unknown>;
 
@@ -55,6 +55,26 @@ export const pageOf = (p: Json): JournalPage => ({
   done: p.done === true,
   state: p.state as State,
   outcome: outcomeOf((p.outcome as Json | null) ?? null),
+});
+
+export function queueInfoOf(j: Json): QueueInfo {
+  const s = j.settings as Json;
+  const b = s.retry_backoff as Json | null;
+  const n = (v: unknown) => (v === null || v === undefined ? null : Number(v));
+  return {
+    queue: String(j.queue),
+    paused: j.paused === true,
+    settings: {
+      leaseMs: n(s.lease_ms), maxAttempts: n(s.max_attempts), maxRunning: n(s.max_running), claimsPerSecond: n(s.claims_per_second),
+      retryBackoff: b && { initialMs: Number(b.initial_ms), factor: Number(b.factor), maxMs: Number(b.max_ms), jitter: Number(b.jitter) },
+      deadLetterQueue: (s.dead_letter_queue as string | null) ?? null, ttlMs: n(s.ttl_ms),
+    },
+  };
+}
+
+export const scheduleOf = (j: Json): Schedule => ({
+  queue: String(j.queue), name: String(j.name), cron: String(j.cron), timezone: (j.timezone as string | null) ?? null,
+  envelope: b64(j.envelope), priority: Number(j.priority), nextAt: Number(j.next_at), lastAt: j.last_at === null ? null : Number(j.last_at),
 });
 
 /**

@@ -17,7 +17,7 @@ import type { State } from '../../src/core/states.ts';
 import type { Claimed, Frame, HeartbeatAnswer, Invocation, JournalFrame, JournalPage } from '../../src/core/types.ts';
 import * as v from '../../src/core/validate.ts';
 import { asClientError, BadRequestError, errorFor, InvocationCancelledError, InvocationFailedError, TimeoutError } from '../errors.ts';
-import type { AckRequest, AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, ReadOptions, SubmitOptions } from '../types.ts';
+import type { AckRequest, AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, QueueInfo, ReadOptions, Schedule, ScheduleOptions, SettingsChange, SubmitOptions } from '../types.ts';
 import { Batcher } from '../batcher.ts';
 import { migrate } from './migrate.ts';
 import { SqlitePort } from './sqlite-port.ts';
@@ -51,7 +51,8 @@ export class Dispatch implements DispatchPlane {
   private readonly changeCheckMs: number;
   private watcher: ReturnType<typeof setInterval> | null = null;
   private dataVersion = -1;
-  private readonly leaseTimers = new Map<string, { at: number; timer: ReturnType<typeof setTimeout> }>();
+  private readonly timers = new Map<string, { at: number; timer: ReturnType<typeof setTimeout> }>();
+  private readonly watched = new Set<string>();
   private closed = false;
   private readonly now: () => number;
   private readonly submitters = new Map<string, Batcher<{ envelope: Uint8Array; opts: SubmitOptions }, string>>();
@@ -77,7 +78,9 @@ export class Dispatch implements DispatchPlane {
     this.engine = new Engine(new SqlitePort(this.db, opts.busyTimeoutMs ?? 10_000), {
       limits: opts.limits,
       now: this.now,
-      onLease: (ns, queue, deadline) => this.armExpiry(ns, queue, deadline),
+      onWake: (ns, queue, at) => this.armTimer(ns, queue, at),
+      // Dead letters are queued rows of another queue: wake this process's claims, they look again.
+      onFailed: () => this.engine.park.wakeAll(),
     });
   }
 
@@ -88,7 +91,7 @@ export class Dispatch implements DispatchPlane {
     let b = this.submitters.get(queue);
     if (!b) {
       b = new Batcher(async (items) => {
-        const out = await verb(this.engine.submitMany(this.namespace, queue, items.map(({ envelope: e, opts: o }) => ({ id: o.id, envelope: e, key: o.key, priority: o.priority, parent: o.parent }))));
+        const out = await verb(this.engine.submitMany(this.namespace, queue, items.map(({ envelope: e, opts: o }) => ({ ...o, envelope: e }))));
         return out.map((r) => (r.ok ? { ok: true as const, value: r.value.id } : { ok: false as const, error: errorFor(r.error.code, r.error.message) }));
       });
       this.submitters.set(queue, b);
@@ -97,7 +100,7 @@ export class Dispatch implements DispatchPlane {
   }
 
   async submitMany(queue: string, items: { envelope: Uint8Array; opts: SubmitOptions }[]): Promise<({ id: string } | { error: Error })[]> {
-    const out = await verb(this.engine.submitMany(this.namespace, queue, items.map(({ envelope, opts }) => ({ id: opts.id, envelope, key: opts.key, priority: opts.priority, parent: opts.parent }))));
+    const out = await verb(this.engine.submitMany(this.namespace, queue, items.map(({ envelope, opts }) => ({ ...opts, envelope }))));
     return out.map((r) => (r.ok ? { id: r.value.id } : { error: errorFor(r.error.code, r.error.message) }));
   }
 
@@ -132,8 +135,41 @@ export class Dispatch implements DispatchPlane {
     return verb(this.engine.queues(this.namespace));
   }
 
-  configureQueue(queue: string, s: { leaseMs?: number | null; maxAttempts?: number | null }): Promise<void> {
-    return verb(this.engine.configure(this.namespace, queue, { leaseMs: s.leaseMs, maxAttempts: s.maxAttempts }));
+  configureQueue(queue: string, s: SettingsChange): Promise<QueueInfo> {
+    return verb(this.engine.admin.configure(this.namespace, queue, s));
+  }
+
+  queueInfo(queue: string): Promise<QueueInfo> {
+    return verb(this.engine.admin.info(this.namespace, queue));
+  }
+
+  pauseQueue(queue: string): Promise<void> {
+    return verb(this.engine.admin.pause(this.namespace, queue));
+  }
+
+  resumeQueue(queue: string): Promise<void> {
+    return verb(this.engine.admin.resume(this.namespace, queue));
+  }
+
+  async redrive(queue: string, opts: { limit?: number; deadLetters?: boolean } = {}): Promise<{ id: string; queue: string }[]> {
+    if (opts.deadLetters) return verb(this.engine.admin.redriveDeadLetters(this.namespace, queue, opts.limit));
+    return (await verb(this.engine.admin.redrive(this.namespace, queue, opts.limit))).map((id) => ({ id, queue }));
+  }
+
+  async setSchedule(queue: string, name: string, opts: ScheduleOptions): Promise<Schedule> {
+    return verb(this.engine.admin.setSchedule(this.namespace, queue, name, opts));
+  }
+
+  listSchedules(queue: string): Promise<Schedule[]> {
+    return verb(this.engine.admin.schedules(this.namespace, queue));
+  }
+
+  removeSchedule(queue: string, name: string): Promise<void> {
+    return verb(this.engine.admin.removeSchedule(this.namespace, queue, name));
+  }
+
+  retry(id: string): Promise<void> {
+    return verb(this.engine.retry(this.namespace, id));
   }
 
   // ------------------------------------------------------------ workers
@@ -144,6 +180,7 @@ export class Dispatch implements DispatchPlane {
   }
 
   async claimMany(queue: string, workerId: string, max: number, opts: ClaimOptions = {}): Promise<Claimed[]> {
+    if (opts.waitMs) void this.watchQueue(queue).catch(() => {});
     const got = await this.waiting(() =>
       verb(this.engine.work.claimMany(this.namespace, queue, { workerId, kind: opts.kind, temperature: opts.temperature, leaseMs: opts.leaseMs, waitMs: opts.waitMs ?? 0, max, signal: opts.signal })),
     );
@@ -167,8 +204,8 @@ export class Dispatch implements DispatchPlane {
     this.claims.delete(id);
   }
 
-  async nack(id: string, workerId: string, opts: HolderOptions & { error: string | { message: string; [k: string]: unknown }; retry?: boolean }): Promise<void> {
-    await verb(this.engine.work.nack(this.namespace, id, { workerId, attempt: this.attemptOf(id, workerId, opts.attempt), error: opts.error, retry: opts.retry ?? true }));
+  async nack(id: string, workerId: string, opts: HolderOptions & { error: string | { message: string; [k: string]: unknown }; retry?: boolean; delayMs?: number }): Promise<void> {
+    await verb(this.engine.work.nack(this.namespace, id, { workerId, attempt: this.attemptOf(id, workerId, opts.attempt), error: opts.error, retry: opts.retry ?? true, delayMs: opts.delayMs }));
     this.claims.delete(id);
   }
 
@@ -224,7 +261,7 @@ export class Dispatch implements DispatchPlane {
     this.closed = true;
     this.engine.park.wakeAll();
     if (this.watcher) clearInterval(this.watcher);
-    for (const t of this.leaseTimers.values()) clearTimeout(t.timer);
+    for (const t of this.timers.values()) clearTimeout(t.timer);
     this.db.close();
   }
 
@@ -267,23 +304,36 @@ export class Dispatch implements DispatchPlane {
     return Number((this.db.prepare('PRAGMA data_version').get() as { data_version: number }).data_version);
   }
 
-  /** The local alarm: expire the queue's leases when the next one runs out. */
-  private armExpiry(ns: string, queue: string, deadline: number): void {
+  /**
+   * The local alarm: at `at`, the queue's timed work (due schedule ticks, expired leases, due
+   * delayed jobs, TTLs), then again at its next moment. It runs while this process has the plane
+   * open: a process that claims from a queue keeps its timer going (watchQueue).
+   */
+  private armTimer(ns: string, queue: string, at: number): void {
     const key = `${ns}\u0000${queue}`;
-    const cur = this.leaseTimers.get(key);
-    if (cur && cur.at <= deadline) return;
+    const cur = this.timers.get(key);
+    if (cur && cur.at <= at) return;
     if (cur) clearTimeout(cur.timer);
     const timer = setTimeout(async () => {
-      this.leaseTimers.delete(key);
+      this.timers.delete(key);
       if (this.closed) return;
       try {
-        const next = await this.engine.work.expire(ns, queue);
-        if (next !== null) this.armExpiry(ns, queue, next);
+        await this.engine.admin.fire(ns, queue);
+        const next = await this.engine.work.sweep(ns, queue);
+        if (next !== null) this.armTimer(ns, queue, next);
       } catch {
-        /* the next claim expires leases itself */
+        /* the next claim sweeps the queue itself */
       }
-    }, Math.max(0, deadline - this.now()) + 5);
+    }, Math.max(0, at - this.now()) + 5);
     timer.unref?.();
-    this.leaseTimers.set(key, { at: deadline, timer });
+    this.timers.set(key, { at, timer });
+  }
+
+  /** A queue this process claims from: its timer is armed for whatever it waits for (set by any process). */
+  private async watchQueue(queue: string): Promise<void> {
+    if (this.watched.has(queue)) return;
+    this.watched.add(queue);
+    const next = await this.engine.work.sweep(this.namespace, queue);
+    if (next !== null) this.armTimer(this.namespace, queue, next);
   }
 }

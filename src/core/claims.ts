@@ -1,14 +1,18 @@
 /**
  * How a claim picks its rows: fifo and filo in one guarded UPDATE per row, boltzmann by sampling
- * a priority level first. Every claim plan starts by expiring the queue's overdue leases, so a
- * claim reclaims them itself whether or not an alarm ever fires.
+ * a priority level first. Every claim plan starts with the queue's sweep (`sweep`): overdue
+ * leases expire, due delayed rows move to queued, rows past their TTL fail. So a claim does all
+ * that itself, whether or not an alarm ever fires.
  */
 import type { Limits } from './limits.ts';
 import { followUp, type Plan } from './plan.ts';
-import type { StmtResult } from './port.ts';
-import { claimOrder, claimStmt, toClaimed, type ClaimInput } from './sql/claim.ts';
-import { expireStmt, nextLeaseStmt, type Expired } from './sql/expire.ts';
+import type { StmtResult, Stmt } from './port.ts';
+import { claimOrder, claimStmts, toClaimed, type ClaimInput } from './sql/claim.ts';
+import { expireStmt, type Moved } from './sql/expire.ts';
+import { promoteStmt, ttlStmt } from './sql/promote.ts';
 import { levelsStmt, markSampledStmts } from './sql/sample.ts';
+import { wakeOf, wakeStmt, type Wake } from './sql/wake.ts';
+import type { Hints } from './hints.ts';
 import type { Claimed, ClaimKind } from './types.ts';
 
 export interface ClaimContext {
@@ -25,66 +29,85 @@ export type ClaimRequestInput = ClaimInput & { temperature: number };
 
 export interface ClaimOutcome {
   claimed: Claimed[];
-  /** What the expiry in front of the claim moved (whose waiters the engine wakes). */
-  expired: Expired[];
-  /** With `withNextLease`: the queue's next lease deadline, read in the same batch. */
-  nextLease?: number | null;
+  /** What the sweep in front of the claim moved (whose waiters the engine wakes). */
+  moved: Moved[];
+  /** What the queue waits for, read in the same batch: asked for by a claim about to park, or after a hinted sweep (to refresh the hints). */
+  wake?: Wake;
 }
 
-/** Claims up to `max`; a fifo/filo claim `withNextLease` also reads the next lease deadline, for a claim about to park. */
-export function claimPlan(ctx: ClaimContext, c: ClaimRequestInput, max: number, withNextLease = false): Plan<ClaimOutcome> {
-  if (c.kind === 'boltzmann' && c.temperature > 0) return boltzmannPlan(ctx, c, max, [], 0, null);
+/**
+ * The sweep: expire overdue leases, promote due delayed rows, fail rows past their TTL. With
+ * hints (a single writer's knowledge, hints.ts) only the statements that can do something.
+ */
+export function sweep(now: number, ns: string, queue: string, limits: Limits, known?: Hints): { stmts: Stmt[]; moved: (rs: StmtResult[]) => Moved[] } {
+  const due = (at: number | null | undefined) => !known || (at !== null && at !== undefined && at <= now);
+  const parts: [Stmt, (r: StmtResult) => Moved[]][] = [];
+  if (due(known?.lease)) parts.push([expireStmt(now, ns, queue, limits.defaultMaxAttempts), (r) => r.rows.map((x) => ({ id: String(x.id), state: x.state as Moved['state'] }))]);
+  if (due(known?.due)) parts.push([promoteStmt(now, ns, queue), (r) => r.rows.map((x) => ({ id: String(x.id), state: 'queued' as const }))]);
+  if (due(known?.ttl)) parts.push([ttlStmt(now, ns, queue), (r) => r.rows.map((x) => ({ id: String(x.id), state: 'failed' as const }))]);
+  return { stmts: parts.map(([st]) => st), moved: (rs) => parts.flatMap(([, read], i) => read(rs[i]!)) };
+}
+
+/**
+ * Claims up to `max`. It reads what the queue waits for in the same batch (`wake`) when asked
+ * (`withWake`: a claim about to park) and after a hinted sweep, whose hints it refreshes.
+ */
+export function claimPlan(ctx: ClaimContext, c: ClaimRequestInput, max: number, withWake = false, known?: Hints): Plan<ClaimOutcome> {
+  if (c.kind === 'boltzmann' && c.temperature > 0) return boltzmannPlan(ctx, c, max, [], 0, null, known);
   const kind: ClaimKind = c.kind === 'boltzmann' ? 'fifo' : c.kind; // T = 0: the top level, oldest first
-  const stmts = [expire(ctx), claimStmt(ctx.now, ctx.ns, ctx.queue, { ...c, kind }, ctx.limits.defaultLeaseMs, null, max)];
-  if (withNextLease) stmts.push(nextLeaseStmt(ctx.ns, ctx.queue));
+  const sw = sweep(ctx.now, ctx.ns, ctx.queue, ctx.limits, known);
+  const claim = claimStmts(ctx.now, ctx.ns, ctx.queue, { ...c, kind }, ctx.limits.defaultLeaseMs, null, max, known);
+  const wake = withWake || (known !== undefined && sw.stmts.length > 0);
+  const stmts = [...sw.stmts, ...claim, ...(wake ? [wakeStmt(ctx.ns, ctx.queue)] : [])];
   return {
     stmts,
-    done: ([ex, claimed, next]) => ({
-      claimed: claimOrder(claimed!.rows, kind).map(toClaimed),
-      expired: expiredOf(ex!),
-      ...(next ? { nextLease: deadlineOf(next) } : {}),
+    done: (rs) => ({
+      claimed: claimOrder(rs[sw.stmts.length]!.rows, kind).map(toClaimed),
+      moved: sw.moved(rs),
+      ...(wake ? { wake: wakeOf(rs[rs.length - 1]!.rows[0], ctx.now) } : {}),
     }),
   };
 }
 
-const expire = (ctx: ClaimContext) => expireStmt(ctx.now, ctx.ns, ctx.queue, ctx.limits.defaultMaxAttempts);
-
-export const expiredOf = (r: StmtResult): Expired[] => r.rows.map((x) => ({ id: String(x.id), state: x.state as Expired['state'] }));
+/** Hints for a follow-up round of a sampled claim: its sweep already ran. */
+const SWEPT: Hints = { lease: null, due: null, ttl: null, paused: false, capped: false, rated: false };
 
 /**
  * Boltzmann: pick a priority level with probability ∝ n_level · exp(level / T), where n_level
  * comes from queue_levels (O(levels) rows), then claim that level's oldest row. Every queued
  * row thus has probability ∝ exp(priority / T); T → 0 is fifo, large T approaches uniform.
  */
-function boltzmannPlan(ctx: ClaimContext, c: ClaimRequestInput, max: number, got: Claimed[], tries: number, expired: Expired[] | null): Plan<ClaimOutcome> {
+function boltzmannPlan(ctx: ClaimContext, c: ClaimRequestInput, max: number, got: Claimed[], tries: number, moved: Moved[] | null, known?: Hints): Plan<ClaimOutcome> {
   // Until this engine has seen the queue marked sampled, the batch marks it (see markSampledStmts).
   const key = `${ctx.ns}\u0000${ctx.queue}`;
   const mark = ctx.sampled.has(key) ? [] : markSampledStmts(ctx.now, ctx.ns, ctx.queue);
+  const sw = sweep(ctx.now, ctx.ns, ctx.queue, ctx.limits, moved ? SWEPT : known);
   return {
-    stmts: [expire(ctx), ...mark, levelsStmt(ctx.ns, ctx.queue)],
+    stmts: [...sw.stmts, ...mark, levelsStmt(ctx.ns, ctx.queue)],
     done: (rs) => {
-      const [ex, lv] = [rs[0], rs[rs.length - 1]];
-      const moved = [...(expired ?? []), ...expiredOf(ex!)];
+      const all = [...(moved ?? []), ...sw.moved(rs)];
+      const lv = rs[rs.length - 1];
       ctx.sampled.add(key);
       const levels = lv!.rows.map((r) => ({ p: Number(r.priority), n: Number(r.queued) }));
-      if (!levels.length) return { claimed: got, expired: moved };
+      if (!levels.length) return { claimed: got, moved: all };
       // Draws in order, then one UPDATE per level drawn, claiming that level's oldest rows.
       const picks = sampleLevels(levels, c.temperature, max - got.length, ctx.random);
       const perLevel = new Map<number, number>();
       for (const p of picks) perLevel.set(p, (perLevel.get(p) ?? 0) + 1);
-      const stmts = [...perLevel].map(([p, k]) => claimStmt(ctx.now, ctx.ns, ctx.queue, c, ctx.limits.defaultLeaseMs, p, k));
+      const parts = [...perLevel].map(([p, k]) => claimStmts(ctx.now, ctx.ns, ctx.queue, c, ctx.limits.defaultLeaseMs, p, k, known));
+      const at = parts.map((_, i) => parts.slice(0, i).reduce((n, x) => n + x.length, 0));
       return followUp({
-        stmts,
+        stmts: parts.flat(),
         done: (rs) => {
           // Hand rows out in draw order: the i-th draw of a level gets that level's i-th oldest row.
-          const byLevel = new Map([...perLevel.keys()].map((p, i) => [p, claimOrder(rs[i]!.rows, 'fifo')]));
+          const byLevel = new Map([...perLevel.keys()].map((p, i) => [p, claimOrder(rs[at[i]!]!.rows, 'fifo')]));
           const drawn = picks.flatMap((p) => { const r = byLevel.get(p)!.shift(); return r ? [toClaimed(r)] : []; });
           const more = [...got, ...drawn];
           // A level can empty under us (another claim in the same batch); sample again, a few times.
           if (more.length < max && tries < 3 && more.length < levels.reduce((a, l) => a + l.n, 0)) {
-            return followUp(boltzmannPlan(ctx, c, max, more, tries + 1, moved));
+            return followUp(boltzmannPlan(ctx, c, max, more, tries + 1, all, known));
           }
-          return { claimed: more, expired: moved };
+          return { claimed: more, moved: all };
         },
       });
     },
@@ -113,21 +136,14 @@ export function sampleLevels(levels: { p: number; n: number }[], t: number, k: n
   return out;
 }
 
-/** The queue's earliest lease deadline: how long a parked claim may sleep before expiring it itself. */
-export function nextLeasePlan(ns: string, queue: string): Plan<number | null> {
-  return { stmts: [nextLeaseStmt(ns, queue)], done: ([r]) => deadlineOf(r!) };
-}
+/** What the queue waits for (wake.ts): how long a parked claim may sleep, when the alarm fires. */
+export const wakePlan = (now: number, ns: string, queue: string): Plan<Wake> => ({ stmts: [wakeStmt(ns, queue)], done: ([r]) => wakeOf(r!.rows[0], now) });
 
-/** The `next` column of a nextLeaseStmt result: a deadline, or null when nothing runs. */
-export function deadlineOf(r: StmtResult): number | null {
-  const n = r.rows[0]?.next;
-  return n === null || n === undefined ? null : Number(n);
-}
-
-/** Expires a queue's overdue leases and reads its next deadline (the alarm's sweep). */
-export function sweepPlan(now: number, ns: string, queue: string, limits: Limits): Plan<{ expired: Expired[]; next: number | null }> {
+/** The whole sweep, then what the queue waits for next (the alarm's work). */
+export function sweepPlan(now: number, ns: string, queue: string, limits: Limits): Plan<{ moved: Moved[]; wake: Wake }> {
+  const sw = sweep(now, ns, queue, limits);
   return {
-    stmts: [expireStmt(now, ns, queue, limits.defaultMaxAttempts), nextLeaseStmt(ns, queue)],
-    done: ([ex, next]) => ({ expired: expiredOf(ex!), next: deadlineOf(next!) }),
+    stmts: [...sw.stmts, wakeStmt(ns, queue)],
+    done: (rs) => ({ moved: sw.moved(rs), wake: wakeOf(rs[rs.length - 1]!.rows[0], now) }),
   };
 }

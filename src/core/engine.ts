@@ -12,12 +12,14 @@ import { outcomeOf } from './rows.ts';
 import { isTerminal } from './states.ts';
 import type { Port } from './port.ts';
 import { cancelPlan } from './sql/cancel.ts';
-import { configurePlan } from './sql/configure.ts';
 import { countPlan, getPlan, queueOfPlan, queuesPlan } from './sql/read.ts';
-import { submitPlan, type SubmitInput, type Submitted } from './sql/submit.ts';
+import { submitPlan, type Created, type SubmitInput, type Submitted } from './sql/submit.ts';
+import { retryPlan } from './sql/retry.ts';
+import { Admin } from './admin.ts';
+import { HintBook } from './hints.ts';
 import type { Invocation, Outcome } from './types.ts';
 import * as v from './validate.ts';
-import { settingsInput, submitInput, type SettingsRequest, type SubmitRequest } from './requests.ts';
+import { submitInput, type SettingsRequest, type SubmitRequest } from './requests.ts';
 import { fill, one, parseEach, type Settled } from './settled.ts';
 import { keys } from './waiters.ts';
 import { Journal } from './journal.ts';
@@ -29,8 +31,18 @@ export interface EngineOptions {
   now?: () => number;
   random?: () => number;
   committer?: CommitterOptions;
-  /** Told of every new lease deadline, so a plane can arm a timer (the Durable Object's alarm). */
-  onLease?: (ns: string, queue: string, deadline: number) => void;
+  /**
+   * Told of every moment a queue must be looked at again (a lease deadline, a delayed job due, a
+   * TTL, a schedule tick), so a plane can arm a timer at the earliest: the Durable Object's alarm.
+   */
+  onWake?: (ns: string, queue: string, at: number) => void;
+  /** Told when a job of `queue` failed for good: a plane wakes claims parked on its dead-letter queue, if any. */
+  onFailed?: (ns: string, queue: string) => void;
+  /**
+   * The plane is the single writer of its queues (the queue's Durable Object): it keeps hints of
+   * their timing and settings, and claims leave out the statements that cannot do anything (hints.ts).
+   */
+  singleWriter?: boolean;
 }
 
 export class Engine {
@@ -41,37 +53,65 @@ export class Engine {
   readonly work: Work;
   /** The journal's verbs: append, read, follow, trim (journal.ts). */
   readonly journal: Journal;
+  /** The operators' verbs on a queue: settings, pause, redrive, schedules (admin.ts). */
+  readonly admin: Admin;
   private readonly now: () => number;
+  private readonly onWake: EngineOptions['onWake'];
+  /** A single writer's hints of its queues (hints.ts), or none. */
+  readonly hints: HintBook | undefined;
 
   constructor(port: Port, opts: EngineOptions = {}) {
     this.limits = { ...DEFAULT_LIMITS, ...opts.limits };
     this.now = opts.now ?? Date.now;
     this.committer = new Committer(port, opts.committer);
     this.park = new Parking(this.committer, this.now);
-    this.work = new Work({ committer: this.committer, park: this.park, limits: this.limits, now: this.now, random: opts.random ?? Math.random, onLease: opts.onLease });
+    this.onWake = opts.onWake;
+    this.hints = opts.singleWriter ? new HintBook() : undefined;
+    const parts = { committer: this.committer, park: this.park, limits: this.limits, now: this.now, onWake: opts.onWake, hints: this.hints };
+    this.work = new Work({ ...parts, random: opts.random ?? Math.random, onFailed: opts.onFailed });
     this.journal = new Journal(this.committer, this.park, this.limits, this.now);
+    this.admin = new Admin(parts);
   }
 
   // ---------------------------------------------------------------- producers
 
   async submit(ns: string, queue: string, req: SubmitRequest): Promise<Submitted> {
-    return one(await this.submitted(ns, v.queue(queue, this.limits), [submitInput(req, this.limits)]));
+    return one(await this.submitted(ns, v.queue(queue, this.limits), [submitInput(req, this.limits, this.now())]));
   }
 
   /** Submits many: each item keeps its own id, key, idempotency and error; valid ones go in few set-based INSERTs. */
   async submitMany(ns: string, queue: string, items: SubmitRequest[]): Promise<Settled<Submitted>[]> {
     const q = v.queue(queue, this.limits);
-    const { out, valid, at } = parseEach(v.batch(items, this.limits), (it) => submitInput(it, this.limits));
+    const now = this.now();
+    const { out, valid, at } = parseEach(v.batch(items, this.limits), (it) => submitInput(it, this.limits, now));
     return fill(out, at, valid.length ? await this.submitted(ns, q, valid) : []);
   }
 
-  private submitted(ns: string, q: string, inputs: SubmitInput[]) {
-    return this.park.feed(ns, q, submitPlan(this.now(), ns, q, inputs), inputs.length, (rs) => rs.filter((r) => !(r instanceof Error) && r.created).length);
+  /** Inserts; claims parked on the queue ride along for what was queued; a delayed row or a TTL arms the queue's timer. */
+  private async submitted(ns: string, q: string, inputs: SubmitInput[]): Promise<(Submitted | Error)[]> {
+    const created = (r: Created | Submitted | Error): r is Created => !(r instanceof Error) && r.created;
+    const out = await this.park.feed(ns, q, submitPlan(this.now(), ns, q, inputs), inputs.length, (rs) => rs.filter((r) => created(r) && r.queued).length);
+    for (const r of out.filter(created)) {
+      this.hints?.sooner(ns, q, 'due', r.runAt);
+      this.hints?.sooner(ns, q, 'ttl', r.expiresAt);
+      const at = Math.min(r.runAt ?? Infinity, r.expiresAt ?? Infinity);
+      if (at < Infinity) this.onWake?.(ns, q, at);
+    }
+    return out.map((r) => (r instanceof Error ? r : { id: r.id, created: r.created }));
+  }
+
+  /**
+   * Retries a failed invocation: it goes back to queued with a fresh attempt budget, keeping its id
+   * and its journal. Anything but a failed invocation is a 409.
+   */
+  async retry(ns: string, id: unknown, queue: string | null = null): Promise<void> {
+    const out = await this.committer.run(retryPlan(this.now(), ns, v.id(id, this.limits), queue));
+    this.park.wake(keys.queue(ns, out.queue), 1);
   }
 
   async cancel(ns: string, id: unknown, queue: string | null = null): Promise<boolean> {
     const out = await this.committer.run(cancelPlan(this.now(), ns, v.id(id, this.limits), queue));
-    if (out.cancelled) this.park.finished(ns, String(id));
+    if (out.cancelled) this.park.ended(ns, out.queue, String(id));
     return out.cancelled;
   }
 
@@ -93,13 +133,10 @@ export class Engine {
     };
     return this.park.until({
       key: keys.inv(ns, invId), deadline: this.now() + wait, signal, look,
-      gaveUp: async () => (await look()) ?? { state: last!.state as 'queued' | 'running', timedOut: true },
+      gaveUp: async () => (await look()) ?? { state: last!.state as 'delayed' | 'queued' | 'running', timedOut: true },
     });
   }
 
-  async configure(ns: string, queue: unknown, cfg: SettingsRequest): Promise<void> {
-    await this.committer.run(configurePlan(this.now(), ns, v.queue(queue, this.limits), settingsInput(cfg, this.limits)));
-  }
 
 }
 

@@ -41,6 +41,8 @@ export const badRequest = (message: string) => new LakeshoreError('bad_request',
 export const notFound = (what: string) => new LakeshoreError('not_found', `${what} not found`);
 /** A fencing miss: the caller no longer holds the invocation (re-dispatched, expired or finished). */
 export const fenced = (message: string) => new LakeshoreError('conflict', message);
+/** A transition that the row's state does not allow (a retry of a job that did not fail, say). */
+export const conflict = (message: string) => new LakeshoreError('conflict', message);
 
 export const isErrorCode = (c: unknown): c is ErrorCode => typeof c === 'string' && c in ERROR_CODES;
 

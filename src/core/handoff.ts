@@ -11,9 +11,10 @@
  */
 import { Then, type Plan } from './plan.ts';
 import { readPlan } from './sql/journal-read.ts';
-import { claimOrder, claimStmt, toClaimed, type ClaimInput } from './sql/claim.ts';
+import { claimOrder, claimStmts, toClaimed, type ClaimInput } from './sql/claim.ts';
 import type { Claimed, JournalPage } from './types.ts';
 import type { Waiters } from './waiters.ts';
+import type { Hints } from './hints.ts';
 
 /** What a parked waiter carries so a transition can answer it. */
 export interface Rider<T> {
@@ -44,18 +45,20 @@ export class ParkedClaim implements Rider<Claimed[]> {
   private readonly input: ClaimInput;
   readonly wants: number;
   private readonly defaultLeaseMs: number;
+  private readonly hints: () => Hints | undefined;
 
-  constructor(ns: string, queue: string, input: ClaimInput, max: number, defaultLeaseMs: number) {
+  constructor(ns: string, queue: string, input: ClaimInput, max: number, defaultLeaseMs: number, hints: () => Hints | undefined = () => undefined) {
     this.ns = ns;
     this.queue = queue;
     this.input = input;
     this.wants = max;
     this.defaultLeaseMs = defaultLeaseMs;
+    this.hints = hints;
   }
 
   plan(now: number): Plan<Claimed[]> {
     return {
-      stmts: [claimStmt(now, this.ns, this.queue, this.input, this.defaultLeaseMs, null, this.wants)],
+      stmts: claimStmts(now, this.ns, this.queue, this.input, this.defaultLeaseMs, null, this.wants, this.hints()),
       done: ([r]) => claimOrder(r!.rows, this.input.kind).map(toClaimed),
     };
   }

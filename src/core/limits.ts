@@ -18,6 +18,8 @@ export interface Limits {
   maxBatch: number;
   /** Deepest nesting of a free-form JSON value (a frame's meta, a nack's error object). */
   jsonDepth: number;
+  /** Furthest ahead a delay, a run_at, a backoff or a TTL may reach. */
+  maxDelayMs: number;
   defaultLeaseMs: number;
   maxLeaseMs: number;
   defaultMaxAttempts: number;
@@ -35,6 +37,7 @@ export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
   maxResultWaitMs: 300_000,
   maxBatch: 1000,
   jsonDepth: 64,
+  maxDelayMs: 365 * 86_400_000,
   defaultLeaseMs: 30_000,
   maxLeaseMs: 24 * 3600_000,
   defaultMaxAttempts: 3,

@@ -5,13 +5,14 @@
  */
 import type { Committer } from './committer.ts';
 import { ParkedClaim, ride, type Rider } from './handoff.ts';
-import type { Expired } from './sql/expire.ts';
+import type { Moved } from './sql/expire.ts';
 import type { Plan } from './plan.ts';
 import { keys, Waiters } from './waiters.ts';
 
 /** A wait for a condition that a transition may satisfy: how to look, where to park, when to give up. */
 export interface Wait<T> {
-  key: string;
+  /** Where to park: a key, or one chosen afresh before each nap. */
+  key: string | (() => string);
   deadline: number;
   signal?: AbortSignal | undefined;
   /** Answers, or undefined to park and look again once woken. */
@@ -51,7 +52,7 @@ export class Parking {
       const nap = w.nap ? await w.nap(left) : left;
       if (this.epoch !== seen) continue;
       const rider = w.rider?.();
-      const woken = await this.waiters.wait(w.key, Math.max(1, nap), w.signal, rider);
+      const woken = await this.waiters.wait(typeof w.key === 'function' ? w.key() : w.key, Math.max(1, nap), w.signal, rider);
       if (rider?.riding) await rider.riding;
       if (rider?.value) return rider.value;
       if (!woken && (nap >= left || w.signal?.aborted)) return w.gaveUp();
@@ -79,15 +80,16 @@ export class Parking {
     return out;
   }
 
-  /** Rows an expiry moved: claims wake for the requeued ones, result waits and readers for the failed ones. */
-  expired(ns: string, queue: string, expired: Expired[]): void {
-    let requeued = 0;
-    for (const r of expired) {
-      if (r.state === 'queued') requeued++;
-      else this.finished(ns, r.id);
+  /** Rows a sweep moved: claims wake for the ones now queued, result waits and readers for the failed ones. */
+  moved(ns: string, queue: string, moved: Moved[]): void {
+    let queued = 0;
+    for (const r of moved) {
+      if (r.state === 'queued') queued++;
+      else if (r.state === 'failed') this.finished(ns, r.id);
       this.wake(keys.journal(ns, r.id));
     }
-    if (requeued) this.wake(keys.queue(ns, queue), requeued);
+    if (queued) this.wake(keys.queue(ns, queue), queued);
+    if (moved.length) this.wake(keys.capped(ns, queue), moved.length);
   }
 
   /** Wakes up to `n` waiters of `key`, oldest first. */
@@ -100,6 +102,12 @@ export class Parking {
   finished(ns: string, id: string): void {
     this.wake(keys.inv(ns, id));
     this.wake(keys.journal(ns, id));
+  }
+
+  /** A running invocation of `queue` ended: as finished, and a claim held back by the running cap may go. */
+  ended(ns: string, queue: string, id: string): void {
+    this.finished(ns, id);
+    this.wake(keys.capped(ns, queue), 1);
   }
 
   /** Wakes everything parked (another process changed the store). */

@@ -20,6 +20,14 @@ export interface SubmitRequest {
   key?: unknown;
   priority?: unknown;
   parent?: unknown;
+  /** Not claimable before this many ms from now (or `runAt`, epoch ms; not both). */
+  delayMs?: unknown;
+  runAt?: unknown;
+  /** Fails as Expired if not claimed within this many ms (or by `expiresAt`; not both). */
+  ttlMs?: unknown;
+  expiresAt?: unknown;
+  /** Its own attempt budget (below or above the queue's). */
+  maxAttempts?: unknown;
 }
 
 export interface ClaimRequest {
@@ -69,6 +77,8 @@ export interface AckRequest extends HolderRequest {
 export interface NackRequest extends HolderRequest {
   error: unknown;
   retry?: unknown;
+  /** With retry: wait this long before the next attempt (instead of the queue's backoff). */
+  delayMs?: unknown;
 }
 
 export interface AppendRequest extends HolderRequest {
@@ -79,25 +89,83 @@ export interface AppendRequest extends HolderRequest {
   final?: unknown;
 }
 
+/** Queue settings to change: a field left out keeps its value, a null clears it (the plane's default applies). */
 export interface SettingsRequest {
   leaseMs?: unknown;
   maxAttempts?: unknown;
+  maxRunning?: unknown;
+  claimsPerSecond?: unknown;
+  retryBackoff?: unknown;
+  deadLetterQueue?: unknown;
+  ttlMs?: unknown;
 }
 
-/** A queue's settings; null leaves the plane default in force. */
-export function settingsInput(req: SettingsRequest, limits: Limits): { leaseMs: number | null; maxAttempts: number | null } {
-  const maxAttempts = req.maxAttempts === undefined || req.maxAttempts === null ? null : v.nonNegInt('max_attempts', req.maxAttempts, 0, 1000);
-  if (maxAttempts !== null && maxAttempts < 1) throw badRequest('max_attempts must be at least 1');
-  return { leaseMs: v.leaseMs(req.leaseMs, limits), maxAttempts };
+/** The stored form of settings to change: column -> value, only for the fields given. */
+export type SettingsPatch = Partial<Record<'lease_ms' | 'max_attempts' | 'max_running' | 'claims_per_second' | 'backoff' | 'dead_letter_queue' | 'ttl_ms', number | string | null>>;
+
+/** Most backoff steps stored: past them the last one repeats (it has reached max_ms long before). */
+const BACKOFF_STEPS = 64;
+
+export function backoffInput(b: unknown, limits: Limits): string | null {
+  if (b === null) return null;
+  if (typeof b !== 'object' || Array.isArray(b)) throw badRequest('retry_backoff must be an object {initial_ms, factor, max_ms, jitter} or null');
+  const o = b as Record<string, unknown>;
+  const initialMs = v.durationMs('retry_backoff.initial_ms', o.initialMs, limits) ?? 0;
+  const factor = v.finite('retry_backoff.factor', o.factor, 2);
+  if (factor < 1 || factor > 100) throw badRequest('retry_backoff.factor must be between 1 and 100');
+  const maxMs = v.durationMs('retry_backoff.max_ms', o.maxMs, limits) ?? Math.max(initialMs, 3_600_000);
+  if (maxMs < initialMs) throw badRequest('retry_backoff.max_ms must not be below initial_ms');
+  const jitter = v.finite('retry_backoff.jitter', o.jitter, 0);
+  if (jitter < 0 || jitter > 1) throw badRequest('retry_backoff.jitter must be between 0 and 1');
+  // The delay of each attempt, worked out once here: SQL then looks it up (no math functions needed).
+  const delays: number[] = [];
+  for (let d = initialMs; delays.length < BACKOFF_STEPS; d *= factor) {
+    delays.push(Math.min(maxMs, Math.round(d)));
+    if (d >= maxMs) break;
+  }
+  return JSON.stringify({ initial_ms: initialMs, factor, max_ms: maxMs, jitter, delays });
 }
 
-export function submitInput(req: SubmitRequest, limits: Limits): SubmitInput {
+/** The settings a request changes, checked. */
+export function settingsInput(req: SettingsRequest, limits: Limits, queue: string): SettingsPatch {
+  const p: SettingsPatch = {};
+  const given = (k: keyof SettingsRequest) => req[k] !== undefined;
+  if (given('leaseMs')) p.lease_ms = v.leaseMs(req.leaseMs, limits);
+  if (given('maxAttempts')) p.max_attempts = v.attempts('max_attempts', req.maxAttempts);
+  if (given('maxRunning')) {
+    p.max_running = req.maxRunning === null ? null : v.nonNegInt('max_running', req.maxRunning, 0, 1_000_000);
+    if (p.max_running === 0) throw badRequest('max_running must be at least 1 (pause the queue to stop claims)');
+  }
+  if (given('claimsPerSecond') && req.claimsPerSecond !== null) {
+    const r = v.finite('claims_per_second', req.claimsPerSecond, 0);
+    if (r <= 0 || r > 1_000_000) throw badRequest('claims_per_second must be above 0 and at most 1,000,000');
+    p.claims_per_second = r;
+  } else if (given('claimsPerSecond')) p.claims_per_second = null;
+  if (given('retryBackoff')) p.backoff = backoffInput(req.retryBackoff, limits);
+  if (given('deadLetterQueue')) {
+    p.dead_letter_queue = req.deadLetterQueue === null ? null : v.queue(req.deadLetterQueue, limits);
+    if (p.dead_letter_queue === queue) throw badRequest('dead_letter_queue must be another queue');
+  }
+  if (given('ttlMs')) p.ttl_ms = v.durationMs('ttl_ms', req.ttlMs, limits, 1);
+  return p;
+}
+
+/** A submit, checked; `now` turns a delay or TTL into the moment it names. */
+export function submitInput(req: SubmitRequest, limits: Limits, now: number): SubmitInput {
+  if (req.delayMs != null && req.runAt != null) throw badRequest('give delay_ms or run_at, not both');
+  if (req.ttlMs != null && req.expiresAt != null) throw badRequest('give ttl_ms or expires_at, not both');
+  const delay = v.durationMs('delay_ms', req.delayMs, limits);
+  const runAt = delay !== null ? now + delay : v.moment('run_at', req.runAt, now, limits);
+  const ttl = v.durationMs('ttl_ms', req.ttlMs, limits, 1);
   return {
     id: v.id(req.id, limits),
     envelope: v.bytes('envelope', req.envelope, limits.envelopeBytes),
     key: v.optionalText('key', req.key, limits.keyLength),
     priority: v.finite('priority', req.priority, 0),
     parent: v.optionalText('parent', req.parent, limits.idLength),
+    runAt: runAt !== null && runAt > now ? runAt : null,
+    expiresAt: ttl !== null ? now + ttl : v.moment('expires_at', req.expiresAt, now, limits),
+    maxAttempts: v.attempts('max_attempts', req.maxAttempts),
   };
 }
 
@@ -121,9 +189,9 @@ export function invocationError(e: unknown, limits: Limits): InvocationError {
   throw badRequest('error must be a string or an object with a string message');
 }
 
-export function nackInput(req: NackRequest, limits: Limits): { holder: Holder; error: InvocationError; retry: boolean } {
+export function nackInput(req: NackRequest, limits: Limits): { holder: Holder; error: InvocationError; retry: boolean; delayMs: number | null } {
   if (req.retry !== undefined && req.retry !== null && typeof req.retry !== 'boolean') throw badRequest('retry must be a boolean');
-  return { holder: holder(req), error: invocationError(req.error, limits), retry: typeof req.retry === 'boolean' ? req.retry : true };
+  return { holder: holder(req), error: invocationError(req.error, limits), retry: typeof req.retry === 'boolean' ? req.retry : true, delayMs: v.durationMs('delay_ms', req.delayMs, limits) };
 }
 
 /** A journal cursor (`since`, or an SSE `Last-Event-ID`): the last seq seen, -1 for the start. */

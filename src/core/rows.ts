@@ -46,6 +46,9 @@ export function toInvocation(r: Record<string, unknown>): Invocation {
     updatedAt: Number(row.updated_at),
     startedAt: num(row.started_at),
     finishedAt: num(row.finished_at),
+    runAt: num(row.run_at),
+    expiresAt: num(row.expires_at),
+    maxAttempts: num(row.max_attempts),
   };
 }
 
@@ -53,7 +56,7 @@ export function outcomeOf(r: { state: unknown; result?: unknown; error?: unknown
   const state = r.state as State;
   if (state === 'succeeded') return { state, result: asBytes(r.result) };
   if (state === 'failed' || state === 'cancelled') return { state, error: parseError(r.error) ?? { message: state } };
-  return { state, timedOut: true };
+  return { state: state as 'delayed' | 'queued' | 'running', timedOut: true };
 }
 
 export function toJournalFrame(r: Record<string, unknown>): JournalFrame {

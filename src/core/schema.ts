@@ -25,7 +25,7 @@ export const invocations = sqliteTable(
     parent: text('parent'),
     /** Opaque payload bytes. */
     envelope: blob('envelope', { mode: 'buffer' }).notNull(),
-    /** queued | running | succeeded | failed | cancelled. */
+    /** delayed | queued | running | succeeded | failed | cancelled. */
     state: text('state').notNull(),
     /** Claims so far. */
     attempt: integer('attempt').notNull().default(0),
@@ -45,9 +45,17 @@ export const invocations = sqliteTable(
     finished_at: integer('finished_at'),
     /** Highest journal seq removed by a trim; -1 while nothing was trimmed. */
     trimmed: integer('trimmed').notNull().default(-1),
+    /** While delayed: epoch ms from which the row may be claimed (it is then moved to queued). */
+    run_at: integer('run_at'),
+    /** Epoch ms after which a row still waiting (delayed or queued) fails as Expired; null: never. */
+    expires_at: integer('expires_at'),
+    /** This invocation's attempt budget; null: the queue's, else the plane's. */
+    max_attempts: integer('max_attempts'),
+    /** Attempts spent before the last explicit retry: the budget counts the attempts since. */
+    budget_from: integer('budget_from').notNull().default(0),
   },
   (t) => [
-    check('invocations_state', sql`state IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')`),
+    check('invocations_state', sql`state IN ('delayed', 'queued', 'running', 'succeeded', 'failed', 'cancelled')`),
     uniqueIndex('invocations_ns_id').on(t.ns, t.id),
     uniqueIndex('invocations_ns_queue_key').on(t.ns, t.queue, t.key).where(sql`key IS NOT NULL`),
     // Claims: the queued rows of one queue in claim order. Partial, so a claim reads the same few
@@ -55,6 +63,13 @@ export const invocations = sqliteTable(
     index('invocations_queued').on(t.ns, t.queue, sql`priority DESC`, t.rid).where(sql`state = 'queued'`),
     // Lease expiry: the running rows of one queue by deadline.
     index('invocations_running').on(t.ns, t.queue, t.lease_until).where(sql`state = 'running'`),
+    // Delays: the delayed rows of one queue by due time, so the due ones move to queued in one
+    // guarded statement that reads only them; a plain job never enters it.
+    index('invocations_delayed').on(t.ns, t.queue, t.run_at).where(sql`state = 'delayed'`),
+    // TTL: the waiting rows that have one, by deadline; rows without a TTL never enter it.
+    index('invocations_expiring').on(t.ns, t.queue, t.expires_at).where(sql`expires_at IS NOT NULL AND state IN ('delayed', 'queued')`),
+    // Retry and redrive: the failed rows of one queue, oldest first; only failed rows pay for it.
+    index('invocations_failed').on(t.ns, t.queue, t.rid).where(sql`state = 'failed'`),
   ],
 );
 
@@ -93,8 +108,46 @@ export const queues = sqliteTable(
     updated_at: integer('updated_at').notNull(),
     /** 1 once a boltzmann claim sampled the queue: from then on its `queue_levels` counts are kept. */
     sampled: integer('sampled').notNull().default(0),
+    /** 1 while paused: submits are accepted, claims hand out nothing. */
+    paused: integer('paused').notNull().default(0),
+    /** Most of the queue's invocations running at once, across all workers; null: no cap. */
+    max_running: integer('max_running'),
+    /** Claims handed out per second at most (a token bucket in this row); null: no limit. */
+    claims_per_second: real('claims_per_second'),
+    /** The bucket's tokens, as of `claim_tokens_at`. */
+    claim_tokens: real('claim_tokens'),
+    claim_tokens_at: integer('claim_tokens_at'),
+    /** JSON {initial_ms, factor, max_ms, jitter, delays: [ms per attempt]}: the delay before a retry; null: none. */
+    backoff: text('backoff'),
+    /** Queue a job that fails for good is also submitted to (a dead letter); null: none. */
+    dead_letter_queue: text('dead_letter_queue'),
+    /** Default TTL of a submit that names none, in ms; null: none. */
+    ttl_ms: integer('ttl_ms'),
   },
   (t) => [primaryKey({ columns: [t.ns, t.queue] })],
+);
+
+/** Cron schedules: each tick submits the envelope to the queue, keyed `schedule:<name>:<tick time>`. */
+export const schedules = sqliteTable(
+  'schedules',
+  {
+    ns: text('ns').notNull(),
+    queue: text('queue').notNull(),
+    name: text('name').notNull(),
+    /** A cron expression (croner: 5 or 6 fields). */
+    cron: text('cron').notNull(),
+    /** IANA time zone the expression is read in; null: UTC. */
+    timezone: text('timezone'),
+    envelope: blob('envelope', { mode: 'buffer' }).notNull(),
+    priority: real('priority').notNull().default(0),
+    /** The next tick to submit, epoch ms. */
+    next_at: integer('next_at').notNull(),
+    /** The last tick submitted, epoch ms; null: none yet. */
+    last_at: integer('last_at'),
+    created_at: integer('created_at').notNull(),
+    updated_at: integer('updated_at').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.ns, t.queue, t.name] }), index('schedules_due').on(t.ns, t.queue, t.next_at)],
 );
 
 /**

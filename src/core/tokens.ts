@@ -18,6 +18,8 @@ export const PERMISSIONS = Object.freeze({
   get: ['producer'],
   result: ['producer'],
   cancel: ['producer'],
+  retry: ['producer'],
+  redrive: ['producer'],
   count: ['producer'],
   read: ['producer'],
   trim: ['producer'],
@@ -28,6 +30,8 @@ export const PERMISSIONS = Object.freeze({
   nack: ['worker'],
   append: ['worker'],
   configure: [],
+  pause: [],
+  schedules: [],
   tokens: [],
   stats: ['producer', 'worker'],
 } satisfies Record<string, Role[]>);

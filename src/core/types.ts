@@ -49,6 +49,59 @@ export interface Invocation {
   updatedAt: number;
   startedAt: number | null;
   finishedAt: number | null;
+  /** While delayed: epoch ms from which it may be claimed. */
+  runAt: number | null;
+  /** Epoch ms after which, if still waiting, it fails as Expired; null: never. */
+  expiresAt: number | null;
+  /** Its own attempt budget; null: the queue's, else the plane's. */
+  maxAttempts: number | null;
+}
+
+/** A queue's own settings; null where the plane's default (or nothing) applies. */
+export interface QueueSettings {
+  leaseMs: number | null;
+  maxAttempts: number | null;
+  /** Most of its invocations running at once. */
+  maxRunning: number | null;
+  /** Claims handed out per second at most; claims over it wait. */
+  claimsPerSecond: number | null;
+  /** The delay before a retry (after a nack with retry, or an expired lease). */
+  retryBackoff: Backoff | null;
+  /** Where a job that fails for good is also submitted, as a dead letter. */
+  deadLetterQueue: string | null;
+  /** TTL of a submit that names none. */
+  ttlMs: number | null;
+}
+
+/** Retry backoff: attempt n waits min(maxMs, initialMs * factor^(n-1)), times 1 ± jitter at random. */
+export interface Backoff {
+  initialMs: number;
+  factor: number;
+  maxMs: number;
+  /** 0 to 1: how far a delay may be spread either way. */
+  jitter: number;
+}
+
+/** A queue as an operator sees it: its settings, and whether it is paused. */
+export interface QueueInfo {
+  queue: string;
+  paused: boolean;
+  settings: QueueSettings;
+}
+
+/** A cron schedule of a queue: each tick submits `envelope`, keyed `schedule:<name>:<tick ms>`. */
+export interface Schedule {
+  queue: string;
+  name: string;
+  cron: string;
+  /** IANA zone the expression is read in; null: UTC. */
+  timezone: string | null;
+  envelope: Uint8Array;
+  priority: number;
+  /** The next tick, epoch ms. */
+  nextAt: number;
+  /** The last tick submitted; null: none yet. */
+  lastAt: number | null;
 }
 
 /** The error a failed invocation carries. `type` names its origin (e.g. a worker exception class). */
@@ -79,7 +132,7 @@ export interface HeartbeatAnswer {
 export type Outcome =
   | { state: 'succeeded'; result: Uint8Array | null }
   | { state: 'failed' | 'cancelled'; error: InvocationError }
-  | { state: 'queued' | 'running'; timedOut: true };
+  | { state: 'delayed' | 'queued' | 'running'; timedOut: true };
 
 /** A page of journal frames, plus the row's state so readers know when the stream is over. */
 export interface JournalPage {

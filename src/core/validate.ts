@@ -63,7 +63,7 @@ export function bytes(what: string, v: unknown, max: number): Uint8Array {
 
 export function state(v: unknown, dflt: State): State {
   if (v === undefined || v === null) return dflt;
-  if (typeof v !== 'string' || !isState(v)) throw badRequest(`unknown state ${JSON.stringify(v)}: expected queued, running, succeeded, failed or cancelled`);
+  if (typeof v !== 'string' || !isState(v)) throw badRequest(`unknown state ${JSON.stringify(v)}: expected delayed, queued, running, succeeded, failed or cancelled`);
   return v;
 }
 
@@ -106,6 +106,31 @@ export function leaseMs(v: unknown, l: Limits, what = 'lease_ms'): number | null
 export function batch<T>(items: T[], l: Limits): T[] {
   if (items.length > l.maxBatch) throw badRequest(`a batch holds at most ${l.maxBatch} items; this one holds ${items.length}`);
   return items;
+}
+
+/** A duration in ms (a delay, a TTL) from `min` up to the plane's furthest; null when absent. */
+export function durationMs(what: string, v: unknown, l: Limits, min = 0): number | null {
+  if (v === undefined || v === null) return null;
+  if (typeof v !== 'number' || !Number.isFinite(v)) throw badRequest(`${what} must be a number of milliseconds`);
+  if (v < min) throw badRequest(min === 0 ? `${what} must not be negative` : `${what} must be at least ${min}`);
+  if (v > l.maxDelayMs) throw badRequest(`${what} is ${v} ms; the furthest this plane allows is ${l.maxDelayMs} ms`);
+  return Math.floor(v);
+}
+
+/** A moment (epoch ms) no further ahead than the plane allows; null when absent. */
+export function moment(what: string, v: unknown, now: number, l: Limits): number | null {
+  if (v === undefined || v === null) return null;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) throw badRequest(`${what} must be epoch milliseconds`);
+  if (v > now + l.maxDelayMs) throw badRequest(`${what} is more than ${l.maxDelayMs} ms ahead, the furthest this plane allows`);
+  return v;
+}
+
+/** An attempt budget: 1 to 1,000 attempts; null when absent. */
+export function attempts(what: string, v: unknown): number | null {
+  if (v === undefined || v === null) return null;
+  const n = nonNegInt(what, v, 0, 1000);
+  if (n < 1) throw badRequest(`${what} must be at least 1`);
+  return n;
 }
 
 export function attempt(v: unknown): number | null {

@@ -69,6 +69,8 @@ export class Waiters {
 
 export const keys = {
   queue: (ns: string, queue: string) => `q\u0000${ns}\u0000${queue}`,
+  /** Claims held back by the queue's running cap. */
+  capped: (ns: string, queue: string) => `c\u0000${ns}\u0000${queue}`,
   inv: (ns: string, id: string) => `i\u0000${ns}\u0000${id}`,
   journal: (ns: string, id: string) => `j\u0000${ns}\u0000${id}`,
 };

@@ -38,8 +38,16 @@ export interface SubmitWire {
   key?: Opt<string>;
   priority?: Opt<number>;
   parent?: Opt<string>;
+  delay_ms?: Opt<number>;
+  run_at?: Opt<number>;
+  ttl_ms?: Opt<number>;
+  expires_at?: Opt<number>;
+  max_attempts?: Opt<number>;
 }
-export const SubmitBody = exactly<SubmitWire>()(z.strictObject({ id: z.string(), envelope: b64, key: opt(z.string()), priority: opt(z.number()), parent: opt(z.string()) }));
+export const SubmitBody = exactly<SubmitWire>()(z.strictObject({
+  id: z.string(), envelope: b64, key: opt(z.string()), priority: opt(z.number()), parent: opt(z.string()),
+  delay_ms: opt(z.number()), run_at: opt(z.number()), ttl_ms: opt(z.number()), expires_at: opt(z.number()), max_attempts: opt(z.number()),
+}));
 export const SubmitManyBody = exactly<{ items: SubmitWire[] }>()(z.strictObject({ items: z.array(SubmitBody) }));
 
 export interface AckWire {
@@ -81,9 +89,10 @@ export const AckManyBody = exactly<{ items: (AckBodyWire & { id: string })[] }>(
 
 export type ErrorWire = string | { message: string; [k: string]: unknown };
 const errorValue = z.union([z.string(), freeObject<{ message: string; [k: string]: unknown }>((o) => typeof o.message === 'string', 'must be a string or an object with a string message')]);
-export type NackWire = HolderWire & { error: ErrorWire; retry?: Opt<boolean> };
-export const NackBody = exactly<NackWire>()(z.strictObject({ ...holder, error: errorValue, retry: opt(z.boolean()) }));
-export const NackManyBody = exactly<{ items: (NackWire & { id: string })[] }>()(z.strictObject({ items: z.array(z.strictObject({ id: z.string(), ...holder, error: errorValue, retry: opt(z.boolean()) })) }));
+export type NackWire = HolderWire & { error: ErrorWire; retry?: Opt<boolean>; delay_ms?: Opt<number> };
+const nack = { ...holder, error: errorValue, retry: opt(z.boolean()), delay_ms: opt(z.number()) };
+export const NackBody = exactly<NackWire>()(z.strictObject(nack));
+export const NackManyBody = exactly<{ items: (NackWire & { id: string })[] }>()(z.strictObject({ items: z.array(z.strictObject({ id: z.string(), ...nack })) }));
 
 export type HeartbeatWire = HolderWire & { lease_ms?: Opt<number> };
 export const HeartbeatBody = exactly<HeartbeatWire>()(z.strictObject({ ...holder, lease_ms: opt(z.number()) }));
@@ -93,11 +102,46 @@ export const AppendBody = exactly<AppendWire>()(z.strictObject({ ...holder, seq:
 
 export const TrimBody = exactly<{ keep_last: number }>()(z.strictObject({ keep_last: z.number() }));
 
+export interface BackoffWire {
+  initial_ms?: Opt<number>;
+  factor?: Opt<number>;
+  max_ms?: Opt<number>;
+  jitter?: Opt<number>;
+}
+/** A queue's settings to change: a field left out keeps its value, a null clears it. */
 export interface QueueSettingsWire {
   lease_ms?: Opt<number>;
   max_attempts?: Opt<number>;
+  max_running?: Opt<number>;
+  claims_per_second?: Opt<number>;
+  retry_backoff?: Opt<BackoffWire>;
+  dead_letter_queue?: Opt<string>;
+  ttl_ms?: Opt<number>;
 }
-export const QueueSettingsBody = exactly<QueueSettingsWire>()(z.strictObject({ lease_ms: opt(z.number()), max_attempts: opt(z.number()) }));
+export const QueueSettingsBody = exactly<QueueSettingsWire>()(z.strictObject({
+  lease_ms: opt(z.number()), max_attempts: opt(z.number()), max_running: opt(z.number()), claims_per_second: opt(z.number()),
+  retry_backoff: opt(z.strictObject({ initial_ms: opt(z.number()), factor: opt(z.number()), max_ms: opt(z.number()), jitter: opt(z.number()) })),
+  dead_letter_queue: opt(z.string()), ttl_ms: opt(z.number()),
+}));
+
+export interface RedriveWire {
+  limit?: Opt<number>;
+  /** The state to redrive from: failed, the only one. */
+  state?: Opt<'failed'>;
+  /** On a dead-letter queue: send its dead letters' failed jobs back to their queues. */
+  dead_letters?: Opt<boolean>;
+}
+export const RedriveBody = exactly<RedriveWire>()(z.strictObject({
+  limit: opt(z.number()), state: opt(z.literal('failed', { error: 'state must be "failed": only failed jobs are redriven' })), dead_letters: opt(z.boolean()),
+}));
+
+export interface ScheduleWire {
+  cron: string;
+  timezone?: Opt<string>;
+  envelope: string;
+  priority?: Opt<number>;
+}
+export const ScheduleBody = exactly<ScheduleWire>()(z.strictObject({ cron: z.string(), timezone: opt(z.string()), envelope: b64, priority: opt(z.number()) }));
 
 /** A token's own limits (requests per second, burst, open journal streams); unset ones use the plane's. */
 export interface TokenLimits {

@@ -3,7 +3,10 @@
  * heartbeat, and lease expiry. Each transition is one guarded statement (./sql); what it changed
  * wakes the callers parked on it (park.ts).
  */
-import { claimPlan, nextLeasePlan, sweepPlan } from './claims.ts';
+import { claimPlan, sweepPlan, wakePlan } from './claims.ts';
+import type { Wake } from './sql/wake.ts';
+import type { HintBook } from './hints.ts';
+import type { Moved } from './sql/expire.ts';
 import type { Committer } from './committer.ts';
 import { ParkedClaim } from './handoff.ts';
 import { ACKS_WAIT_MS, type Limits } from './limits.ts';
@@ -17,7 +20,7 @@ import type { Claimed, HeartbeatAnswer } from './types.ts';
 import * as v from './validate.ts';
 import { keys } from './waiters.ts';
 
-export type Nacked = { state: 'queued' | 'failed'; absorbed: boolean };
+export type Nacked = { state: 'queued' | 'delayed' | 'failed'; absorbed: boolean };
 
 export interface WorkOptions {
   committer: Committer;
@@ -25,8 +28,12 @@ export interface WorkOptions {
   limits: Limits;
   now: () => number;
   random: () => number;
-  /** Told of every new lease deadline, so a plane can arm a timer (the Durable Object's alarm). */
-  onLease?: ((ns: string, queue: string, deadline: number) => void) | undefined;
+  /** Told of every moment a queue must be looked at again (a lease deadline, a delayed row due), so a plane can arm a timer (the Durable Object's alarm). */
+  onWake?: ((ns: string, queue: string, at: number) => void) | undefined;
+  /** Told when a job of `queue` failed for good (its queue may have a dead-letter queue to wake). */
+  onFailed?: ((ns: string, queue: string) => void) | undefined;
+  /** A single writer's hints (hints.ts): claims leave out what cannot do anything. */
+  hints?: HintBook | undefined;
 }
 
 export class Work {
@@ -35,7 +42,9 @@ export class Work {
   private readonly limits: Limits;
   private readonly now: () => number;
   private readonly random: () => number;
-  private readonly onLease: WorkOptions['onLease'];
+  private readonly onWake: WorkOptions['onWake'];
+  private readonly onFailed: WorkOptions['onFailed'];
+  private readonly hints: HintBook | undefined;
   /** Queues seen marked sampled (their level counts are kept; see claims.ts). */
   private readonly sampled = new Set<string>();
 
@@ -45,7 +54,9 @@ export class Work {
     this.limits = o.limits;
     this.now = o.now;
     this.random = o.random;
-    this.onLease = o.onLease;
+    this.onWake = o.onWake;
+    this.onFailed = o.onFailed;
+    this.hints = o.hints;
   }
 
   async claim(ns: string, queue: unknown, req: ClaimRequest): Promise<Claimed | null> {
@@ -77,26 +88,35 @@ export class Work {
   private async claimWith(ns: string, { q, max, input, wait }: ClaimArgs, signal?: AbortSignal): Promise<Claimed[]> {
     // fifo and filo claims that park can be handed rows by the next submit (see handoff.ts).
     const rides = input.kind !== 'boltzmann' || input.temperature === 0;
-    let next: number | null | undefined;
+    let wake: Wake | undefined;
     const got = await this.park.until<Claimed[]>({
-      key: keys.queue(ns, q), deadline: this.now() + wait, signal,
+      // A claim held back by the running cap waits for a running job to end, not for new work.
+      key: () => (wake?.capped ? keys.capped(ns, q) : keys.queue(ns, q)),
+      deadline: this.now() + wait,
+      signal,
       look: async () => {
         const ctx = { now: this.now(), ns, queue: q, limits: this.limits, random: this.random, sampled: this.sampled };
-        const out = await this.committer.run(claimPlan(ctx, input, max, wait > 0));
-        this.park.expired(ns, q, out.expired);
-        next = out.nextLease;
+        const out = await this.committer.run(claimPlan(ctx, input, max, wait > 0, this.hints?.get(ns, q)));
+        this.moved(ns, q, out.moved);
+        wake = out.wake;
+        if (wake) this.hints?.learn(ns, q, wake);
         return out.claimed.length ? out.claimed : undefined;
       },
-      // Park until a transition wakes us, or until the queue's next lease runs out: then this
-      // claim expires it itself, whether or not any alarm or other process is still there.
+      // Park until a transition wakes us, or until the queue's next lease runs out or its next
+      // delayed job comes due (then this claim expires or promotes it itself, whether or not any
+      // alarm or other process is still there), or the claim rate has a token again.
       nap: async (left) => {
-        if (next === undefined) next = await this.committer.run(nextLeasePlan(ns, q));
-        return Math.min(left, next === null ? Infinity : next - this.now() + 1);
+        wake ??= await this.committer.run(wakePlan(this.now(), ns, q));
+        const until = wake.paused ? Infinity : Math.min(wake.lease ?? Infinity, wake.due ?? Infinity, wake.tokenAt ?? Infinity);
+        return Math.min(left, until - this.now() + 1);
       },
-      rider: rides ? () => new ParkedClaim(ns, q, { ...input, kind: input.kind === 'filo' ? 'filo' : 'fifo' }, max, this.limits.defaultLeaseMs) : undefined,
+      rider: rides ? () => new ParkedClaim(ns, q, { ...input, kind: input.kind === 'filo' ? 'filo' : 'fifo' }, max, this.limits.defaultLeaseMs, () => this.hints?.get(ns, q)) : undefined,
       gaveUp: async () => [],
     });
-    if (got.length) this.onLease?.(ns, q, Math.max(...got.map((c) => c.leaseUntil)));
+    if (got.length) {
+      this.hints?.sooner(ns, q, 'lease', Math.min(...got.map((c) => c.leaseUntil)));
+      this.onWake?.(ns, q, Math.max(...got.map((c) => c.leaseUntil)));
+    }
     return got;
   }
 
@@ -112,24 +132,32 @@ export class Work {
 
   private async acked(ns: string, items: AckItem[]): Promise<({ absorbed: boolean } | Error)[]> {
     const answers = await this.committer.run(ackPlan(this.now(), ns, items));
-    answers.forEach((r, k) => !(r instanceof Error) && !r.absorbed && this.park.finished(ns, items[k]!.id));
+    answers.forEach((r, k) => !(r instanceof Error) && !r.absorbed && this.park.ended(ns, r.queue, items[k]!.id));
     return answers.map((r) => (r instanceof Error ? r : { absorbed: r.absorbed }));
   }
 
   async nack(ns: string, id: unknown, req: NackRequest): Promise<Nacked> {
     const invId = v.id(id, this.limits);
     const n = nackInput(req, this.limits);
-    const plan = nackPlan(this.now(), ns, invId, req.queue ?? null, n.holder, n.error, n.retry, this.limits.defaultMaxAttempts);
+    const plan = nackPlan(this.now(), ns, invId, req.queue ?? null, n.holder, n.error, n.retry, this.limits.defaultMaxAttempts, n.delayMs);
     // A retry queues the row again: claims parked on its queue ride along when the caller named it.
     const fed = n.retry ? (req.queue ?? null) : null;
     const requeues = (out: Finished) => (!out.absorbed && out.state === 'queued' ? 1 : 0);
     const out = fed ? await this.park.feed(ns, fed, plan, 1, requeues) : await this.committer.run(plan);
     if (!out.absorbed) {
-      if (out.state !== 'queued') this.park.finished(ns, invId);
-      else if (!fed) this.park.wake(keys.queue(ns, out.queue), 1); // feed() has woken the queue already
+      this.park.wake(keys.capped(ns, out.queue), 1); // a running job ended
+      if (out.state === 'failed') {
+        this.park.finished(ns, invId);
+        this.onFailed?.(ns, out.queue);
+      }
+      else if (out.state === 'queued' && !fed) this.park.wake(keys.queue(ns, out.queue), 1); // feed() has woken the queue already
+      if (out.runAt !== null) {
+        this.hints?.sooner(ns, out.queue, 'due', out.runAt);
+        this.onWake?.(ns, out.queue, out.runAt);
+      }
       this.park.wake(keys.journal(ns, invId));
     }
-    return { state: out.state === 'queued' ? 'queued' : 'failed', absorbed: out.absorbed };
+    return { state: out.state === 'succeeded' ? 'failed' : out.state, absorbed: out.absorbed };
   }
 
   /** Nacks many; each item is fenced on its own, and a stale item fails alone. */
@@ -140,14 +168,24 @@ export class Work {
   async heartbeat(ns: string, id: unknown, req: HolderRequest & { leaseMs?: unknown }): Promise<HeartbeatAnswer> {
     const plan = heartbeatPlan(this.now(), ns, v.id(id, this.limits), req.queue ?? null, holder(req), v.leaseMs(req.leaseMs, this.limits), this.limits.defaultLeaseMs);
     const out = await this.committer.run(plan);
-    if (out.leaseUntil !== null && req.queue) this.onLease?.(ns, req.queue, out.leaseUntil);
+    if (out.leaseUntil !== null && req.queue) this.onWake?.(ns, req.queue, out.leaseUntil);
     return out;
   }
 
-  /** Returns expired running rows of a queue to queued (or failed); answers the next deadline. */
-  async expire(ns: string, queue: string): Promise<number | null> {
+  /**
+   * The queue's sweep (the alarm's work, and any claim's): expired leases back to waiting or
+   * failed, due delayed rows to queued, rows past their TTL failed. Answers when the queue must be
+   * looked at next (the next lease, due row, TTL or schedule tick), or null.
+   */
+  async sweep(ns: string, queue: string): Promise<number | null> {
     const out = await this.committer.run(sweepPlan(this.now(), ns, queue, this.limits));
-    this.park.expired(ns, queue, out.expired);
-    return out.next;
+    this.moved(ns, queue, out.moved);
+    this.hints?.learn(ns, queue, out.wake);
+    return out.wake.next;
+  }
+
+  private moved(ns: string, queue: string, moved: Moved[]): void {
+    this.park.moved(ns, queue, moved);
+    if (moved.some((m) => m.state === 'failed')) this.onFailed?.(ns, queue);
   }
 }

@@ -6,6 +6,9 @@
  * queue state. Each method answers a Settled (core/settled.ts): error classes do not cross RPC.
  */
 import { DurableObject } from 'cloudflare:workers';
+import type { ScheduleRequest } from '../core/admin.ts';
+import type { QueueSettings } from '../core/types.ts';
+import { keys } from '../core/waiters.ts';
 import { Engine, type SettingsRequest, type AckRequest, type AppendRequest, type ClaimRequest, type HolderRequest, type NackRequest, type SubmitRequest } from '../core/engine.ts';
 import { settle } from '../core/settled.ts';
 import { D1Port } from './d1-port.ts';
@@ -25,6 +28,8 @@ export class QueueObject extends DurableObject<Env> {
   private alarmAt: number | null = null;
   /** Waits in progress that their caller may call off (abortWait), by the caller's wait id. */
   private readonly waits = new Map<string, AbortController>();
+  /** This queue's settings as last read or written here (every change goes through this object). */
+  private settings: QueueSettings | null = null;
   /** D1 rows read and written by this object's batches, for benchmarks. */
   private readonly rows = { read: 0, written: 0, batches: 0, plans: 0, calls: 0, callMs: 0 };
 
@@ -50,11 +55,20 @@ export class QueueObject extends DurableObject<Env> {
           this.rows.plans += plans;
         },
       },
-      onLease: (_ns, _queue, deadline) => this.armAlarm(deadline),
+      onWake: (_ns, _queue, at) => this.armAlarm(at),
+      singleWriter: true,
+      // A job failed for good: claims parked on this queue's dead-letter queue wake for its dead letter.
+      onFailed: () => {
+        const dlq = this.settings?.deadLetterQueue;
+        if (dlq) this.ctx.waitUntil(this.queueObject(dlq).poke().catch(() => {}));
+      },
     });
     // Alarms may not survive a restart (local workerd drops them): sweep once and re-arm. A throw
     // here resets the object, and the next request retries.
-    void ctx.blockConcurrencyWhile(() => this.sweep());
+    void ctx.blockConcurrencyWhile(async () => {
+      this.settings = (await this.engine.admin.info(this.ns, this.queue)).settings;
+      await this.sweep();
+    });
   }
 
   // ------------------------------------------------------------ producers
@@ -79,8 +93,69 @@ export class QueueObject extends DurableObject<Env> {
     return this.run(() => this.engine.journal.trim(this.ns, id, keepLast, this.queue));
   }
 
+  /** Retries a failed invocation of this queue. */
+  retry(id: string) {
+    return this.run(() => this.engine.retry(this.ns, id, this.queue));
+  }
+
+  // ------------------------------------------------------------ operators
+
+  info() {
+    return this.run(() => this.engine.admin.info(this.ns, this.queue));
+  }
+
   configure(cfg: SettingsRequest) {
-    return this.run(() => this.engine.configure(this.ns, this.queue, cfg));
+    return this.run(async () => {
+      const info = await this.engine.admin.configure(this.ns, this.queue, cfg);
+      this.settings = info.settings;
+      return info;
+    });
+  }
+
+  pause() {
+    return this.run(() => this.engine.admin.pause(this.ns, this.queue));
+  }
+
+  resume() {
+    return this.run(() => this.engine.admin.resume(this.ns, this.queue));
+  }
+
+  redrive(limit: unknown) {
+    return this.run(() => this.engine.admin.redrive(this.ns, this.queue, limit));
+  }
+
+  /** This queue as a dead-letter queue: its dead letters' failed jobs back to their queues (whose objects are woken). */
+  redriveDeadLetters(limit: unknown) {
+    return this.run(async () => {
+      const back = await this.engine.admin.redriveDeadLetters(this.ns, this.queue, limit);
+      for (const q of new Set(back.map((b) => b.queue))) if (q !== this.queue) this.ctx.waitUntil(this.queueObject(q).poke().catch(() => {}));
+      return back;
+    });
+  }
+
+  setSchedule(name: string, req: ScheduleRequest) {
+    return this.run(() => this.engine.admin.setSchedule(this.ns, this.queue, name, req));
+  }
+
+  schedules() {
+    return this.run(() => this.engine.admin.schedules(this.ns, this.queue));
+  }
+
+  removeSchedule(name: string) {
+    return this.run(() => this.engine.admin.removeSchedule(this.ns, this.queue, name));
+  }
+
+  /** Another object changed this queue's rows (a dead letter, a redriven job): parked claims look again. */
+  poke(): void {
+    this.engine.park.wake(keys.queue(this.ns, this.queue));
+  }
+
+  /**
+   * Drops this object's hints of its queue's timing and settings (hints.ts): after its rows were
+   * changed around it (an operator's SQL, a test), its next claim sweeps in full and reads them again.
+   */
+  forgetHints(): void {
+    this.engine.hints?.forget(this.ns, this.queue);
   }
 
   // ------------------------------------------------------------ workers
@@ -145,10 +220,18 @@ export class QueueObject extends DurableObject<Env> {
     await this.sweep();
   }
 
-  /** Expires overdue leases and arms the alarm for the next deadline. */
+  /**
+   * The queue's timed work: submits due schedule ticks, expires overdue leases, promotes due
+   * delayed jobs, fails jobs past their TTL; then arms the alarm for the next of these.
+   */
   private async sweep(): Promise<void> {
-    const next = await this.engine.work.expire(this.ns, this.queue);
+    await this.engine.admin.fire(this.ns, this.queue);
+    const next = await this.engine.work.sweep(this.ns, this.queue);
     if (next !== null) this.armAlarm(next);
+  }
+
+  private queueObject(queue: string): DurableObjectStub<QueueObject> {
+    return (this.env.QUEUE as unknown as DurableObjectNamespace<QueueObject>).getByName(queueObjectName(this.ns, queue));
   }
 
   private armAlarm(deadline: number): void {

@@ -1,7 +1,7 @@
 /** Contract values -> the JSON the HTTP routes answer. Bytes become base64; keys are snake_case. */
 import { toBase64 } from '../core/bytes.ts';
 import type { ErrorBody, Settled } from '../core/settled.ts';
-import type { Claimed, Invocation, JournalFrame, JournalPage, Outcome } from '../core/types.ts';
+import type { Claimed, Invocation, JournalFrame, JournalPage, Outcome, QueueInfo, QueueSettings, Schedule } from '../core/types.ts';
 
 const b64 = (b: Uint8Array | null) => (b === null ? null : toBase64(b));
 
@@ -23,6 +23,32 @@ export const invocationJson = (i: Invocation) => ({
   updated_at: i.updatedAt,
   started_at: i.startedAt,
   finished_at: i.finishedAt,
+  run_at: i.runAt,
+  expires_at: i.expiresAt,
+  max_attempts: i.maxAttempts,
+});
+
+export const settingsJson = (s: QueueSettings) => ({
+  lease_ms: s.leaseMs,
+  max_attempts: s.maxAttempts,
+  max_running: s.maxRunning,
+  claims_per_second: s.claimsPerSecond,
+  retry_backoff: s.retryBackoff && { initial_ms: s.retryBackoff.initialMs, factor: s.retryBackoff.factor, max_ms: s.retryBackoff.maxMs, jitter: s.retryBackoff.jitter },
+  dead_letter_queue: s.deadLetterQueue,
+  ttl_ms: s.ttlMs,
+});
+
+export const queueInfoJson = (q: QueueInfo) => ({ queue: q.queue, paused: q.paused, settings: settingsJson(q.settings) });
+
+export const scheduleJson = (s: Schedule) => ({
+  queue: s.queue,
+  name: s.name,
+  cron: s.cron,
+  timezone: s.timezone,
+  envelope: toBase64(s.envelope),
+  priority: s.priority,
+  next_at: s.nextAt,
+  last_at: s.lastAt,
 });
 
 export const claimedJson = (c: Claimed) => ({

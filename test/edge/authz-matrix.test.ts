@@ -14,7 +14,15 @@ interface Entry {
   /** Names an invocation by id (so a guessed id must be 404). */
   byId?: boolean;
   body?: (id: string) => unknown;
+  /** Brings the route's target into the state its success needs (as root). */
+  setup?: (base: string, q: string, id: string) => Promise<unknown>;
 }
+
+/** Fails the invocation `id` of queue `q` (for retry). */
+const failed = async (base: string, q: string, id: string) => {
+  await call('POST', `${base}/queues/${q}/claim`, { worker_id: 'setup' });
+  await call('POST', `${base}/invocations/${id}/nack`, { worker_id: 'setup', error: 'x', retry: false });
+};
 
 const MATRIX: Record<string, Entry> = {
   'GET /v1/ns/:ns/queues': { roles: ['producer', 'worker'] },
@@ -26,6 +34,14 @@ const MATRIX: Record<string, Entry> = {
   'GET /v1/ns/:ns/queues/:queue/count': { roles: ['producer'] },
   'PUT /v1/ns/:ns/queues/:queue': { roles: [], body: () => ({ lease_ms: 5000 }) },
   'GET /v1/ns/:ns/queues/:queue/stats': { roles: ['producer', 'worker'] },
+  'GET /v1/ns/:ns/queues/:queue': { roles: ['producer', 'worker'] },
+  'POST /v1/ns/:ns/queues/:queue/pause': { roles: [] },
+  'POST /v1/ns/:ns/queues/:queue/resume': { roles: [] },
+  'POST /v1/ns/:ns/queues/:queue/redrive': { roles: ['producer'], body: () => ({ limit: 10 }) },
+  'GET /v1/ns/:ns/queues/:queue/schedules': { roles: [] },
+  'PUT /v1/ns/:ns/queues/:queue/schedules/:name': { roles: [], body: () => ({ cron: '0 0 1 1 *', envelope: b64('x') }) },
+  'DELETE /v1/ns/:ns/queues/:queue/schedules/:name': { roles: [], setup: (base, q) => call('PUT', `${base}/queues/${q}/schedules/nightly`, { cron: '0 0 1 1 *', envelope: b64('x') }) },
+  'POST /v1/ns/:ns/invocations/:id/retry': { roles: ['producer'], byId: true, setup: failed },
   'GET /v1/ns/:ns/invocations/:id': { roles: ['producer'], byId: true },
   'GET /v1/ns/:ns/invocations/:id/result': { roles: ['producer'], byId: true },
   'POST /v1/ns/:ns/invocations/:id/ack': { roles: ['worker'], byId: true, body: () => ({ worker_id: 'w' }) },
@@ -68,7 +84,7 @@ describe('authorization matrix', () => {
       const q = `q${checked}`;
       for (const n of [ns, other]) await call('POST', `/v1/ns/${n}/queues/${q}/invocations`, { id, envelope: b64('x') });
       const query = route.endsWith('/result') ? '?timeout_ms=0' : '';
-      const path = (n: string, inv = id) => template.replace(':ns', n).replace(':queue', q).replace(':id', route.includes('/tokens/') ? tokens.producer.id : inv) + query;
+      const path = (n: string, inv = id) => template.replace(':ns', n).replace(':queue', q).replace(':name', 'nightly').replace(':id', route.includes('/tokens/') ? tokens.producer.id : inv) + query;
       const body = e.body?.(id);
       const as = (t: string | null) => (t === null ? { authorization: '' } : { authorization: `Bearer ${t}` });
 
@@ -93,6 +109,7 @@ describe('authorization matrix', () => {
         expect(guessed.status, `${route} with a guessed id`).toBe(404);
       }
       const role = e.roles[0] ?? 'admin';
+      await e.setup?.(`/v1/ns/${ns}`, q, id);
       if (role === 'worker' && (e.byId || route.endsWith('/ack') || route.endsWith('/nack'))) await call('POST', `/v1/ns/${ns}/queues/${q}/claim`, { worker_id: 'w' }, as(tokens.worker.token));
       const ok = await call(method, path(ns), body, as(tokens[role].token));
       expect(ok.status, `${route} as ${role}: ${JSON.stringify(ok.body)}`).toBeLessThan(300);

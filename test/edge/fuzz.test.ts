@@ -16,7 +16,11 @@ const snapshot = async (ns: string) => {
   const r = await env.DB.prepare(
     `SELECT (SELECT group_concat(id || ':' || state || ':' || attempt || ':' || coalesce(worker_id, '') || ':' || hex(coalesce(result, '')), '|') FROM invocations WHERE ns = ?1)
          || '#' || (SELECT count(*) FROM frames WHERE inv IN (SELECT rid FROM invocations WHERE ns = ?1))
-         || '#' || (SELECT count(*) FROM tokens WHERE ns = ?1) AS s`,
+         || '#' || (SELECT count(*) FROM tokens WHERE ns = ?1)
+         || '#' || (SELECT group_concat(queue || ':' || paused || ':' || coalesce(lease_ms, '') || ':' || coalesce(max_attempts, '') || ':' || coalesce(max_running, '')
+                                        || ':' || coalesce(claims_per_second, '') || ':' || coalesce(backoff, '') || ':' || coalesce(dead_letter_queue, '') || ':' || coalesce(ttl_ms, ''), '|')
+                    FROM queues WHERE ns = ?1)
+         || '#' || (SELECT group_concat(name || ':' || cron || ':' || next_at, '|') FROM schedules WHERE ns = ?1) AS s`,
   ).bind(ns).first<{ s: string | null }>();
   return r?.s ?? '';
 };
@@ -28,7 +32,20 @@ const weird = fc.oneof(
 );
 const num = fc.oneof(fc.integer(), fc.double(), fc.constantFrom(-1, 0, 1, 1e308, -0, 2 ** 53, 60_001)).map((v) => v);
 const value = fc.oneof(weird, num, fc.boolean(), fc.constant(null), fc.array(fc.string(), { maxLength: 3 }), fc.dictionary(fc.string(), fc.string(), { maxKeys: 3 }));
-const fields = ['id', 'envelope', 'key', 'priority', 'parent', 'worker_id', 'kind', 'temperature', 'lease_ms', 'wait_ms', 'max', 'attempt', 'result', 'error', 'retry', 'seq', 'body', 'meta', 'final', 'keep_last', 'items', 'role', 'pools', 'state', 'namespace'];
+const fields = [
+  'id', 'envelope', 'key', 'priority', 'parent', 'worker_id', 'kind', 'temperature', 'lease_ms', 'wait_ms', 'max', 'attempt', 'result', 'error', 'retry', 'seq', 'body',
+  'meta', 'final', 'keep_last', 'items', 'role', 'pools', 'state', 'namespace', 'delay_ms', 'run_at', 'ttl_ms', 'expires_at', 'max_attempts', 'max_running',
+  'claims_per_second', 'retry_backoff', 'dead_letter_queue', 'cron', 'timezone', 'limit', 'dead_letters',
+];
+/** Scheduling input a plane must refuse: negative, NaN or far-future times, bad crons and zones, caps of 0. */
+const scheduling = fc.constantFrom(
+  `{"id":"s1","envelope":"eA==","delay_ms":-1}`, `{"id":"s2","envelope":"eA==","delay_ms":1e300}`, `{"id":"s3","envelope":"eA==","run_at":9e15}`,
+  `{"id":"s4","envelope":"eA==","delay_ms":5,"run_at":5}`, `{"id":"s5","envelope":"eA==","ttl_ms":0}`, `{"id":"s6","envelope":"eA==","max_attempts":0}`,
+  `{"max_running":0}`, `{"max_running":-3}`, `{"claims_per_second":0}`, `{"retry_backoff":{"factor":0.5}}`, `{"retry_backoff":{"initial_ms":-1}}`,
+  `{"retry_backoff":{"jitter":2}}`, `{"dead_letter_queue":"bad name"}`, `{"ttl_ms":-5}`, `{"cron":"every day","envelope":"eA=="}`,
+  `{"cron":"* * * * *","timezone":"Mars/Olympus","envelope":"eA=="}`, `{"cron":"61 * * * *","envelope":"eA=="}`, `{"limit":-1}`, `{"state":"running"}`,
+  `{"worker_id":"w","error":"x","delay_ms":-5}`, `{"worker_id":"w","error":"x","delay_ms":"soon"}`,
+);
 /** Free-form JSON values (meta, an error object), nested up to 6,000 levels, or carrying own __proto__ keys. */
 const deepJson = fc.tuple(fc.integer({ min: 2, max: 6_000 }), fc.boolean()).map(([d, arr]) => (arr ? '['.repeat(d) + '1' + ']'.repeat(d) : '{"a":'.repeat(d) + '1' + '}'.repeat(d)));
 const freeForm = fc.oneof(deepJson, fc.constantFrom('{"__proto__":{"p":1},"k":1}', '{"message":"m","__proto__":{"x":[1]}}', '{"__proto__":null}'));
@@ -41,6 +58,7 @@ const withFreeForm = fc.tuple(freeForm, fc.constantFrom(
 )).map(([v, t]) => t(v));
 const body = fc.oneof(
   withFreeForm,
+  scheduling,
   fc.dictionary(fc.constantFrom(...fields), value, { maxKeys: 6 }).map((o) => JSON.stringify(o)),
   fc.constantFrom('{', '[]', 'null', '"x"', '{"id":', '\u0000', '{"id":"a","envelope":"' + 'A'.repeat(5_000_000) + '"}', 'NaN', '{"priority":NaN}'),
   fc.json(),
@@ -48,7 +66,9 @@ const body = fc.oneof(
 );
 const routes: [string, string][] = [
   ['POST', 'queues/:q/invocations'], ['POST', 'queues/:q/invocations/batch'], ['POST', 'queues/:q/claim'], ['POST', 'queues/:q/ack'], ['POST', 'queues/:q/nack'],
-  ['GET', 'queues/:q/count?state=:s'], ['PUT', 'queues/:q'], ['GET', 'queues/:q/stats'], ['GET', 'queues'],
+  ['GET', 'queues/:q/count?state=:s'], ['PUT', 'queues/:q'], ['GET', 'queues/:q/stats'], ['GET', 'queues'], ['GET', 'queues/:q'],
+  ['POST', 'queues/:q/pause'], ['POST', 'queues/:q/resume'], ['POST', 'queues/:q/redrive'], ['GET', 'queues/:q/schedules'],
+  ['PUT', 'queues/:q/schedules/:id'], ['DELETE', 'queues/:q/schedules/:id'], ['POST', 'invocations/:id/retry'],
   ['GET', 'invocations/:id'], ['GET', 'invocations/:id/result?timeout_ms=:n'], ['POST', 'invocations/:id/ack'], ['POST', 'invocations/:id/nack'],
   ['POST', 'invocations/:id/heartbeat'], ['POST', 'invocations/:id/cancel'], ['POST', 'invocations/:id/journal'],
   ['GET', 'invocations/:id/journal?since=:n'], ['POST', 'invocations/:id/journal/trim'], ['POST', 'tokens'], ['GET', 'tokens'], ['DELETE', 'tokens/:id'],

@@ -208,7 +208,7 @@ class Expire implements fc.AsyncCommand<Model, Real> {
   check = () => true;
   async run(m: Model, r: Real) {
     r.clock.now += this.advance;
-    await r.engine.work.expire(NS, Q);
+    await r.engine.work.sweep(NS, Q);
     expireModel(m, r.clock.now);
   }
   toString = () => `expire(+${this.advance}ms)`;
@@ -310,7 +310,7 @@ describe('model-based: the transition core against a model of the contract', () 
               }
             } else if (op === 'expire') {
               clock.now += 2 * LEASE;
-              await engine.work.expire(NS, Q);
+              await engine.work.sweep(NS, Q);
             } else {
               const target = [...held.entries()][n % Math.max(1, held.size)];
               if (!target) return;

@@ -20,7 +20,7 @@ export interface AckItem {
 export interface Finished {
   queue: string;
   /** The state the row is in now. */
-  state: 'succeeded' | 'failed' | 'queued';
+  state: 'succeeded' | 'failed' | 'queued' | 'delayed';
   /** True when this request repeated one that had already landed. */
   absorbed: boolean;
 }

@@ -1,12 +1,28 @@
 /**
  * One attempt budget for nacks and lease expiry alike: a row may be claimed `max_attempts` times
- * (its queue's setting, else the plane's default). Once the last attempt fails, the row fails for
- * good with `error.type = "AttemptsExhausted"`, carrying the last attempt's own error as `last`.
+ * (its own setting, else its queue's, else the plane's default), counted since its last explicit
+ * retry (`budget_from`). Once the last attempt fails, the row fails for good with
+ * `error.type = "AttemptsExhausted"`, carrying the last attempt's own error as `last`. An attempt
+ * that fails with attempts left waits its queue's backoff (if any) before it may be claimed again.
  */
 
-/** SQL: the budget of the row `t` (a table name or alias); `dflt` is the plane default's parameter. */
+/** SQL: the budget of the row `t` (a table alias); `dflt` is the plane default's parameter. */
 export const budget = (t: string, dflt: string) =>
-  `COALESCE((SELECT max_attempts FROM queues q WHERE q.ns = ${t}.ns AND q.queue = ${t}.queue), ${dflt})`;
+  `COALESCE(${t}.max_attempts, (SELECT max_attempts FROM queues q WHERE q.ns = ${t}.ns AND q.queue = ${t}.queue), ${dflt})`;
+
+/** SQL: the attempts the row `t` has spent against its budget. */
+export const spent = (t: string) => `(${t}.attempt - ${t}.budget_from)`;
+
+/**
+ * SQL: the backoff before the row `t`'s next attempt, in ms: its queue's delay for the attempt
+ * that just failed (the delays are worked out when the setting is made; past the last one it
+ * repeats), spread by the jitter at random; 0 without a backoff. Evaluate it once per row (in a
+ * MATERIALIZED CTE): it draws a random number.
+ */
+export const backoff = (t: string) =>
+  `COALESCE((SELECT CAST(json_extract(q.backoff, '$.delays[' || (min(${spent(t)}, json_array_length(q.backoff, '$.delays')) - 1) || ']')
+                         * (1 + json_extract(q.backoff, '$.jitter') * ((abs(random()) % 2000001) / 1000000.0 - 1)) AS INTEGER)
+               FROM queues q WHERE q.ns = ${t}.ns AND q.queue = ${t}.queue AND q.backoff IS NOT NULL), 0)`;
 
 /** SQL: the error of a row whose last attempt failed with the JSON error `last`. */
 export const exhausted = (last: string, attempt: string, max: string) =>

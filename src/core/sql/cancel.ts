@@ -7,14 +7,14 @@ export interface Cancelled {
   queue: string;
 }
 
-/** cancel: a queued or running row becomes cancelled. False when it had already ended. */
+/** cancel: a delayed, queued or running row becomes cancelled. False when it had already ended. */
 export function cancelPlan(now: number, ns: string, id: string, queue: string | null): Plan<Cancelled> {
   return {
     stmts: [
       stmt(
         `UPDATE invocations SET state = 'cancelled', error = json_object('message', 'cancelled', 'type', 'Cancelled'),
-                lease_until = NULL, updated_at = ?4, finished_at = ?4
-          WHERE ns = ?1 AND id = ?2 AND (?3 IS NULL OR queue = ?3) AND state IN ('queued', 'running')
+                lease_until = NULL, run_at = NULL, updated_at = ?4, finished_at = ?4
+          WHERE ns = ?1 AND id = ?2 AND (?3 IS NULL OR queue = ?3) AND state IN ('delayed', 'queued', 'running')
           RETURNING queue`,
         ns, id, queue, now,
       ),

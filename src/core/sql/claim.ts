@@ -2,6 +2,7 @@
 import { stmt, type Stmt } from '../port.ts';
 import { fromHex } from '../bytes.ts';
 import type { Claimed, ClaimKind } from '../types.ts';
+import type { Hints } from '../hints.ts';
 
 export interface ClaimInput {
   workerId: string;
@@ -27,15 +28,36 @@ export const leaseExpr = (nowP: string, leaseP: string, nsP: string, qP: string,
 export const CLAIM_BYTES = 16 << 20;
 
 /**
+ * SQL: how many rows a claim may take now, at most ?8 (its max): none while the queue is paused,
+ * no more than its running cap leaves (counted in the same statement, so no two claims can pass
+ * it together), no more than its claim rate's bucket holds. One read of the queue's settings row;
+ * the running count only on a capped queue.
+ */
+const ALLOWED = `(SELECT CASE WHEN q.paused = 1 THEN 0 ELSE min(?8,
+     CASE WHEN q.max_running IS NULL THEN ?8
+          ELSE max(0, q.max_running - (SELECT count(*) FROM invocations r WHERE r.ns = ?1 AND r.queue = ?2 AND r.state = 'running')) END,
+     CASE WHEN q.claims_per_second IS NULL THEN ?8 ELSE CAST(${tokens('q', '?4')} AS INTEGER) END) END
+   FROM (SELECT 1) LEFT JOIN queues q ON q.ns = ?1 AND q.queue = ?2)`;
+
+/** SQL: the claim rate's bucket of queue row `q` at `now`: its tokens refilled, up to a second's worth. */
+function tokens(q: string, now: string): string {
+  const burst = `max(1, ${q}.claims_per_second)`;
+  return `min(${burst}, COALESCE(${q}.claim_tokens, ${burst}) + (${now} - COALESCE(${q}.claim_tokens_at, ${now})) * ${q}.claims_per_second / 1000.0)`;
+}
+
+/**
  * claim: move up to `limit` queued rows to running for this worker, in one guarded UPDATE. The
  * subquery picks them through the partial index of queued rows, so it reads a few index entries
  * per row at any depth; `AND state = 'queued'` guards each row itself. `level` pins the priority
  * (boltzmann). filo takes from the top level only, newest first (one index range, no sort). A
- * claim of several stops before its envelopes pass CLAIM_BYTES. RETURNING order is unspecified:
- * `claimOrder` puts the rows in claim order. (A single claim uses `rid = (...)`, which D1 counts
- * as three fewer rows read than `IN`.)
+ * claim of several stops before its envelopes pass CLAIM_BYTES. It takes no more than ALLOWED
+ * (pause, running cap, claim rate), and never a row whose TTL ran out. RETURNING order is
+ * unspecified: `claimOrder` puts the rows in claim order. (A single claim uses `rid = (...)`,
+ * which D1 counts as three fewer rows read than `IN`.) Spend its tokens right after (claimStmts).
  */
-export function claimStmt(now: number, ns: string, queue: string, c: ClaimInput, defaultLeaseMs: number, level: number | null, limit = 1): Stmt {
+export function claimStmt(now: number, ns: string, queue: string, c: ClaimInput, defaultLeaseMs: number, level: number | null, limit = 1, plain = false): Stmt {
+  // `plain`: the queue is known to be neither paused, capped nor rate-limited (hints.ts).
+  const allowed = plain ? '?8' : ALLOWED;
   let where = `ns = ?1 AND queue = ?2 AND state = 'queued'`;
   let order = 'priority DESC, rid ASC';
   if (level !== null) {
@@ -46,20 +68,41 @@ export function claimStmt(now: number, ns: string, queue: string, c: ClaimInput,
     order = 'rid DESC';
   }
   const pick = limit === 1
-    ? `SELECT rid FROM invocations WHERE ${where} ORDER BY ${order} LIMIT ?8`
+    ? `SELECT rid FROM invocations WHERE ${where} ORDER BY ${order} LIMIT ${allowed}`
     : `SELECT rid FROM (SELECT rid, row_number() OVER w AS n, sum(length(envelope)) OVER w AS upto
-                         FROM (SELECT rid, priority, envelope FROM invocations WHERE ${where} ORDER BY ${order} LIMIT ?8)
+                         FROM (SELECT rid, priority, envelope FROM invocations WHERE ${where} ORDER BY ${order} LIMIT ${allowed})
                        WINDOW w AS (ORDER BY ${order}))
         WHERE n = 1 OR upto <= ?9`;
   return stmt(
     `UPDATE invocations
         SET state = 'running', attempt = attempt + 1, worker_id = ?3, started_at = ?4, updated_at = ?4,
             lease_until = ${leaseExpr('?4', '?5', '?1', '?2', '?6')}
-      WHERE rid ${limit === 1 ? '=' : 'IN'} (${pick}) AND state = 'queued'
+      WHERE rid ${limit === 1 ? '=' : 'IN'} (${pick}) AND state = 'queued' AND (expires_at IS NULL OR expires_at > ?4)
       ${RETURNING}`,
     ...[ns, queue, c.workerId, now, c.leaseMs, defaultLeaseMs, level, limit],
     ...(limit === 1 ? [] : [CLAIM_BYTES]),
   );
+}
+
+/**
+ * After a claim statement, in the same batch: takes what it claimed (`changes()`) out of the
+ * queue's claim-rate bucket. A queue without a claim rate is not written.
+ */
+export const spendTokensStmt = (now: number, ns: string, queue: string): Stmt =>
+  stmt(
+    `UPDATE queues SET claim_tokens = ${tokens('queues', '?3')} - changes(), claim_tokens_at = ?3
+      WHERE ns = ?1 AND queue = ?2 AND claims_per_second IS NOT NULL`,
+    ns, queue, now,
+  );
+
+/**
+ * A claim statement and, unless the queue is known to have no claim rate, the bucket spending
+ * that must follow it directly. The claim's result is the first.
+ */
+export function claimStmts(now: number, ns: string, queue: string, c: ClaimInput, defaultLeaseMs: number, level: number | null, limit: number, known?: Hints): Stmt[] {
+  const plain = !!known && !known.paused && !known.capped && !known.rated;
+  const claim = claimStmt(now, ns, queue, c, defaultLeaseMs, level, limit, plain);
+  return known && !known.rated ? [claim] : [claim, spendTokensStmt(now, ns, queue)];
 }
 
 /** Claimed rows in the order the claim kind promises (fifo: priority then age; filo: newest first). */

@@ -1,32 +1,32 @@
 import { stmt, type Stmt } from '../port.ts';
-import { exhausted } from './attempts.ts';
+import { backoff, budget, exhausted, spent } from './attempts.ts';
 
-/** A row an expiry moved, and where to: back to queued, or failed for good. */
-export interface Expired {
+/** A row a sweep moved, and where to: waiting again (queued, or delayed by a backoff; due and promoted), or failed for good. */
+export interface Moved {
   id: string;
-  state: 'queued' | 'failed';
+  state: 'queued' | 'delayed' | 'failed';
 }
 
 /**
- * expire: running rows of a queue whose lease passed go back to queued, or to failed once they
- * used their attempts (attempts.ts). One guarded UPDATE (state = 'running' AND lease_until <= now); it runs
- * from the alarm and also in front of every claim, so expiry never depends on an alarm firing.
+ * expire: running rows of a queue whose lease passed go back to queued (delayed while a backoff
+ * runs), or to failed once they used their attempts (attempts.ts). One guarded UPDATE (state =
+ * 'running' AND lease_until <= now, through the index of running rows by deadline); it runs from
+ * the alarm and also in front of every claim, so expiry never depends on an alarm firing.
  */
 export function expireStmt(now: number, ns: string, queue: string, defaultMaxAttempts: number): Stmt {
   const lost = `json_object('type', 'LeaseExpired', 'message', 'the worker stopped answering: its lease expired')`;
   return stmt(
-    `UPDATE invocations
-        SET state = CASE WHEN attempt >= m.max THEN 'failed' ELSE 'queued' END,
-            error = CASE WHEN attempt >= m.max THEN ${exhausted(lost, 'attempt', 'm.max')} ELSE error END,
-            finished_at = CASE WHEN attempt >= m.max THEN ?3 ELSE NULL END,
+    `WITH x AS MATERIALIZED (
+       SELECT r.rid, ${spent('r')} AS n, ${budget('r', '?4')} AS max, ${backoff('r')} AS delay
+         FROM invocations r WHERE r.ns = ?1 AND r.queue = ?2 AND r.state = 'running' AND r.lease_until <= ?3)
+     UPDATE invocations
+        SET state = CASE WHEN x.n >= x.max THEN 'failed' WHEN x.delay > 0 THEN 'delayed' ELSE 'queued' END,
+            run_at = CASE WHEN x.n < x.max AND x.delay > 0 THEN ?3 + x.delay END,
+            error = CASE WHEN x.n >= x.max THEN ${exhausted(lost, 'x.n', 'x.max')} ELSE error END,
+            finished_at = CASE WHEN x.n >= x.max THEN ?3 END,
             lease_until = NULL, updated_at = ?3
-       FROM (SELECT COALESCE((SELECT max_attempts FROM queues WHERE ns = ?1 AND queue = ?2), ?4) AS max) AS m
-      WHERE ns = ?1 AND queue = ?2 AND state = 'running' AND lease_until <= ?3
-      RETURNING id, state`,
+       FROM x WHERE invocations.rid = x.rid AND invocations.state = 'running'
+      RETURNING invocations.id, invocations.state`,
     ns, queue, now, defaultMaxAttempts,
   );
 }
-
-/** The earliest lease deadline among the queue's running rows, for the alarm. */
-export const nextLeaseStmt = (ns: string, queue: string): Stmt =>
-  stmt(`SELECT min(lease_until) AS next FROM invocations WHERE ns = ?1 AND queue = ?2 AND state = 'running'`, ns, queue);

@@ -1,35 +1,44 @@
-/** nack: the holding worker gives its attempt up, back to queued (retry) or to failed. */
+/** nack: the holding worker gives its attempt up: waiting again (retry), or failed. */
 import { followUp, type Plan } from '../plan.ts';
 import { stmt } from '../port.ts';
 import type { InvocationError } from '../types.ts';
 import type { Finished } from './ack.ts';
-import { diagnose, HELD, sameHolder, staleError, type Holder } from './fence.ts';
-import { budget, exhausted } from './attempts.ts';
+import { diagnose, held, sameHolder, staleError, type Holder } from './fence.ts';
+import { backoff, budget, exhausted, spent } from './attempts.ts';
 
 /**
- * A nack with retry queues the row again while it has attempts left; on its last attempt it
- * fails it (AttemptsExhausted, see attempts.ts), as a nack without retry does at once.
+ * A nack with retry puts the row back while it has attempts left: queued, or delayed for
+ * `delayMs` (else its queue's backoff) first; on its last attempt it fails it (AttemptsExhausted,
+ * see attempts.ts), as a nack without retry does at once. `runAt` in the answer: when a delayed
+ * row comes due.
  */
-export function nackPlan(now: number, ns: string, id: string, queue: string | null, h: Holder, error: InvocationError, retry: boolean, defaultMaxAttempts: number): Plan<Finished> {
-  const again = `?6 = 1 AND attempt < ${budget('invocations', '?9')}`;
+export function nackPlan(now: number, ns: string, id: string, queue: string | null, h: Holder, error: InvocationError, retry: boolean, defaultMaxAttempts: number, delayMs: number | null): Plan<Finished & { runAt: number | null }> {
+  const again = `?6 = 1 AND x.n < x.max`;
   return {
     stmts: [
       stmt(
-        `UPDATE invocations
-            SET state = CASE WHEN ${again} THEN 'queued' ELSE 'failed' END,
-                error = CASE WHEN ?6 = 1 AND NOT (${again}) THEN ${exhausted('?7', 'attempt', budget('invocations', '?9'))} ELSE ?7 END,
+        `WITH x AS MATERIALIZED (
+           SELECT r.rid, ${spent('r')} AS n, ${budget('r', '?9')} AS max, COALESCE(?10, ${backoff('r')}) AS delay
+             FROM invocations r WHERE ${held('r.')})
+         UPDATE invocations
+            SET state = CASE WHEN ${again} THEN (CASE WHEN x.delay > 0 THEN 'delayed' ELSE 'queued' END) ELSE 'failed' END,
+                run_at = CASE WHEN ${again} AND x.delay > 0 THEN ?8 + x.delay END,
+                error = CASE WHEN ?6 = 1 AND NOT (x.n < x.max) THEN ${exhausted('?7', 'x.n', 'x.max')} ELSE ?7 END,
                 lease_until = NULL, updated_at = ?8, finished_at = CASE WHEN ${again} THEN NULL ELSE ?8 END
-          WHERE ${HELD} RETURNING queue, state`,
-        ns, id, queue, h.workerId, h.attempt, retry ? 1 : 0, JSON.stringify(error), now, defaultMaxAttempts,
+           FROM x WHERE invocations.rid = x.rid AND invocations.state = 'running'
+          RETURNING invocations.queue, invocations.state, invocations.run_at`,
+        ns, id, queue, h.workerId, h.attempt, retry ? 1 : 0, JSON.stringify(error), now, defaultMaxAttempts, delayMs,
       ),
     ],
     done: ([u]) => {
       const row = u!.rows[0];
-      if (row) return { queue: String(row.queue), state: row.state as 'queued' | 'failed', absorbed: false };
+      if (row) return { queue: String(row.queue), state: row.state as Finished['state'], absorbed: false, runAt: row.run_at === null ? null : Number(row.run_at) };
       return followUp(
         diagnose(ns, id, queue, (r) => {
-          // A repeat of a nack that landed: it left the row queued or failed (a retry on the last attempt fails it).
-          if ((r.state === 'failed' || (retry && r.state === 'queued')) && sameHolder(r, h)) return { queue: r.queue, state: r.state, absorbed: true };
+          // A repeat of a nack that landed: it left the row waiting (queued or delayed) or failed.
+          if ((r.state === 'failed' || (retry && (r.state === 'queued' || r.state === 'delayed'))) && sameHolder(r, h)) {
+            return { queue: r.queue, state: r.state === 'failed' ? 'failed' : 'queued', absorbed: true, runAt: null };
+          }
           throw staleError('nack', id, r, h);
         }),
       );

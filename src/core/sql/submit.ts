@@ -14,6 +14,11 @@ export interface SubmitInput {
   key: string | null;
   priority: number;
   parent: string | null;
+  /** When it may first be claimed, if later than now: the row starts delayed. */
+  runAt: number | null;
+  /** When it fails as Expired if still waiting; null: the queue's default TTL, else never. */
+  expiresAt: number | null;
+  maxAttempts: number | null;
 }
 
 export interface Submitted {
@@ -22,12 +27,29 @@ export interface Submitted {
   created: boolean;
 }
 
+/** What a created row needs of the engine: claims to wake (queued), or a timer (its run_at, its TTL). */
+export interface Created extends Submitted {
+  queued: boolean;
+  runAt: number | null;
+  expiresAt: number | null;
+}
+
+/**
+ * SQL: the columns every submit inserts, from its values: a row due later starts delayed; a
+ * submit without a TTL takes its queue's default, if any (?ttl: the queue's ttl_ms, read once).
+ */
+const VALUES = (runAt: string, expiresAt: string, now: string) =>
+  `CASE WHEN ${runAt} IS NOT NULL THEN 'delayed' ELSE 'queued' END, 0, ${now}, ${now}, ${runAt},
+   COALESCE(${expiresAt}, ${now} + (SELECT ttl_ms FROM queues WHERE ns = ?1 AND queue = ?2))`;
+
+const COLUMNS = `(ns, queue, id, key, priority, parent, envelope, state, attempt, created_at, updated_at, run_at, expires_at, max_attempts)`;
+
 const insertOne = (now: number, ns: string, queue: string, s: SubmitInput): Stmt =>
   stmt(
-    `INSERT INTO invocations (ns, queue, id, key, priority, parent, envelope, state, attempt, created_at, updated_at)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, COALESCE(?7, X''), 'queued', 0, ?8, ?8)
-     ON CONFLICT DO NOTHING RETURNING id`,
-    ns, queue, s.id, s.key, s.priority, s.parent, s.envelope, now,
+    `INSERT INTO invocations ${COLUMNS}
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, COALESCE(?7, X''), ${VALUES('?9', '?10', '?8')}, ?11)
+     ON CONFLICT DO NOTHING RETURNING id, state, run_at, expires_at`,
+    ns, queue, s.id, s.key, s.priority, s.parent, s.envelope, now, s.runAt, s.expiresAt, s.maxAttempts,
   );
 
 /**
@@ -36,11 +58,11 @@ const insertOne = (now: number, ns: string, queue: string, s: SubmitInput): Stmt
  */
 const insertSet = (now: number, ns: string, queue: string, items: SubmitInput[]): Stmt =>
   stmt(
-    `INSERT INTO invocations (ns, queue, id, key, priority, parent, envelope, state, attempt, created_at, updated_at)
-     SELECT ?1, ?2, value->>0, value->>1, value->>2, value->>3, COALESCE(unhex(value->>4), X''), 'queued', 0, ?4, ?4
+    `INSERT INTO invocations ${COLUMNS}
+     SELECT ?1, ?2, value->>0, value->>1, value->>2, value->>3, COALESCE(unhex(value->>4), X''), ${VALUES('value->>5', 'value->>6', '?4')}, value->>7
        FROM json_each(?3) WHERE true
-     ON CONFLICT DO NOTHING RETURNING id`,
-    ns, queue, JSON.stringify(items.map((s) => [s.id, s.key, s.priority, s.parent, toHex(s.envelope)])), now,
+     ON CONFLICT DO NOTHING RETURNING id, state, run_at, expires_at`,
+    ns, queue, JSON.stringify(items.map((s) => [s.id, s.key, s.priority, s.parent, toHex(s.envelope), s.runAt, s.expiresAt, s.maxAttempts])), now,
   );
 
 /**
@@ -49,14 +71,20 @@ const insertSet = (now: number, ns: string, queue: string, items: SubmitInput[])
  * exactly as a lone submit would be. A created id answers its first item; a repeat of it in the
  * same batch is diagnosed like any other conflict.
  */
-export function submitPlan(now: number, ns: string, queue: string, items: SubmitInput[]): Plan<(Submitted | Error)[]> {
+export function submitPlan(now: number, ns: string, queue: string, items: SubmitInput[]): Plan<(Created | Submitted | Error)[]> {
   const groups = groupBySize(items, (s) => s.envelope.length);
   return {
     stmts: groups.map((g) => (g.alone || g.items.length === 1 ? insertOne(now, ns, queue, g.items[0]!) : insertSet(now, ns, queue, g.items))),
     done: (rs) => {
-      const out = scatter<SubmitInput, Submitted>(groups, items.length, rs, (g, rows) => {
-        const created = new Set(rows.map((r) => String(r.id)));
-        return g.items.map((s) => (created.delete(s.id) ? { id: s.id, created: true } : null));
+      const out = scatter<SubmitInput, Created | Submitted>(groups, items.length, rs, (g, rows) => {
+        const created = new Map(rows.map((r) => [String(r.id), r]));
+        return g.items.map((s) => {
+          const r = created.get(s.id);
+          if (!r) return null;
+          created.delete(s.id);
+          const at = (v: unknown) => (v === null || v === undefined ? null : Number(v));
+          return { id: s.id, created: true, queued: r.state === 'queued', runAt: at(r.run_at), expiresAt: at(r.expires_at) };
+        });
       });
       return fillMissed(out, (i) => existingPlan(ns, queue, items[i]!));
     },

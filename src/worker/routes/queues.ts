@@ -1,23 +1,31 @@
 /** Queue-scoped routes: submit, claim, ack and nack in batches, count, settings. */
 import { Hono } from 'hono';
 import { raise } from '../../core/settled.ts';
-import { AckManyBody, ClaimBody, NackManyBody, QueueSettingsBody, SubmitBody, SubmitManyBody } from '../../core/wire.ts';
+import type { z } from 'zod';
+import { AckManyBody, ClaimBody, NackManyBody, QueueSettingsBody, RedriveBody, ScheduleBody, SubmitBody, SubmitManyBody } from '../../core/wire.ts';
+import type { QueueInfo, Schedule } from '../../core/types.ts';
 import { jsonBody, MAX_BATCH_BODY_BYTES } from '../body.ts';
-import { claimedJson, itemJson } from '../json.ts';
+import { claimedJson, itemJson, queueInfoJson, scheduleJson } from '../json.ts';
 import { queueObject, queueParam, reader, type App } from '../plane.ts';
 import { allow, may } from '../auth.ts';
 
 const acked = (r: { absorbed: boolean }) => ({ ok: true, absorbed: r.absorbed });
+
+/** A submit body, as the engine takes it. */
+const submitRequest = (b: z.output<typeof SubmitBody>) => ({
+  id: b.id, envelope: b.envelope, key: b.key, priority: b.priority, parent: b.parent,
+  delayMs: b.delay_ms, runAt: b.run_at, ttlMs: b.ttl_ms, expiresAt: b.expires_at, maxAttempts: b.max_attempts,
+});
 const nacked = (r: { state: string; absorbed: boolean }) => ({ ok: true, state: r.state, absorbed: r.absorbed });
 
 export const queues = new Hono<App>()
   .get('/', may('queues'), async (c) => c.json({ queues: await reader(c).queues(c.var.ns) }))
   .post('/:queue/invocations', may('submit'), jsonBody(SubmitBody), async (c) => {
-    const out = await raise(queueObject(c, c.var.ns, queueParam(c)).submit(c.req.valid('json')));
+    const out = await raise(queueObject(c, c.var.ns, queueParam(c)).submit(submitRequest(c.req.valid('json'))));
     return c.json(out, out.created ? 201 : 200);
   })
   .post('/:queue/invocations/batch', may('submit'), jsonBody(SubmitManyBody, MAX_BATCH_BODY_BYTES), async (c) => {
-    const out = await raise(queueObject(c, c.var.ns, queueParam(c)).submitMany(c.req.valid('json').items));
+    const out = await raise(queueObject(c, c.var.ns, queueParam(c)).submitMany(c.req.valid('json').items.map(submitRequest)));
     return c.json({ results: out.map((r) => itemJson(r, (v) => v)) });
   })
   .post('/:queue/claim', may('claim'), jsonBody(ClaimBody, MAX_BATCH_BODY_BYTES), async (c) => {
@@ -37,14 +45,43 @@ export const queues = new Hono<App>()
     return c.json({ results: out.map((r) => itemJson(r, acked)) });
   })
   .post('/:queue/nack', may('nack'), jsonBody(NackManyBody, MAX_BATCH_BODY_BYTES), async (c) => {
-    const items = c.req.valid('json').items.map((n) => ({ id: n.id, workerId: n.worker_id, attempt: n.attempt, error: n.error, retry: n.retry }));
+    const items = c.req.valid('json').items.map((n) => ({ id: n.id, workerId: n.worker_id, attempt: n.attempt, error: n.error, retry: n.retry, delayMs: n.delay_ms }));
     const out = await raise(queueObject(c, c.var.ns, queueParam(c)).nackMany(items));
     return c.json({ results: out.map((r) => itemJson(r, nacked)) });
   })
   .get('/:queue/count', may('count'), async (c) => c.json({ count: await reader(c).count(c.var.ns, queueParam(c), c.req.query('state')) }))
+  .get('/:queue', may('queues'), async (c) => c.json(queueInfoJson(await raise<QueueInfo>(queueObject(c, c.var.ns, queueParam(c)).info()))))
   .put('/:queue', may('configure'), jsonBody(QueueSettingsBody), async (c) => {
     const b = c.req.valid('json');
-    await raise(queueObject(c, c.var.ns, queueParam(c)).configure({ leaseMs: b.lease_ms, maxAttempts: b.max_attempts }));
-    return c.json({ ok: true });
+    const backoff = b.retry_backoff && { initialMs: b.retry_backoff.initial_ms, factor: b.retry_backoff.factor, maxMs: b.retry_backoff.max_ms, jitter: b.retry_backoff.jitter };
+    const info = await raise<QueueInfo>(queueObject(c, c.var.ns, queueParam(c)).configure({
+      leaseMs: b.lease_ms, maxAttempts: b.max_attempts, maxRunning: b.max_running, claimsPerSecond: b.claims_per_second,
+      retryBackoff: backoff, deadLetterQueue: b.dead_letter_queue, ttlMs: b.ttl_ms,
+    }));
+    return c.json(queueInfoJson(info));
+  })
+  .post('/:queue/pause', may('pause'), async (c) => {
+    await raise(queueObject(c, c.var.ns, queueParam(c)).pause());
+    return c.json({ paused: true });
+  })
+  .post('/:queue/resume', may('pause'), async (c) => {
+    await raise(queueObject(c, c.var.ns, queueParam(c)).resume());
+    return c.json({ paused: false });
+  })
+  .post('/:queue/redrive', may('redrive'), jsonBody(RedriveBody), async (c) => {
+    const b = c.req.valid('json');
+    const stub = queueObject(c, c.var.ns, queueParam(c));
+    if (b.dead_letters) return c.json({ redriven: await raise<{ id: string; queue: string }[]>(stub.redriveDeadLetters(b.limit)) });
+    return c.json({ redriven: (await raise<string[]>(stub.redrive(b.limit))).map((id) => ({ id, queue: queueParam(c) })) });
+  })
+  .get('/:queue/schedules', may('schedules'), async (c) => c.json({ schedules: (await raise<Schedule[]>(queueObject(c, c.var.ns, queueParam(c)).schedules())).map(scheduleJson) }))
+  .put('/:queue/schedules/:name', may('schedules'), jsonBody(ScheduleBody), async (c) => {
+    const b = c.req.valid('json');
+    const s = await raise<Schedule>(queueObject(c, c.var.ns, queueParam(c)).setSchedule(c.req.param('name'), { cron: b.cron, timezone: b.timezone, envelope: b.envelope, priority: b.priority }));
+    return c.json(scheduleJson(s));
+  })
+  .delete('/:queue/schedules/:name', may('schedules'), async (c) => {
+    await raise(queueObject(c, c.var.ns, queueParam(c)).removeSchedule(c.req.param('name')));
+    return c.json({ removed: true });
   })
   .get('/:queue/stats', may('stats'), async (c) => c.json(await queueObject(c, c.var.ns, queueParam(c)).stats()));

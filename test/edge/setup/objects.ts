@@ -1,5 +1,6 @@
 /** White-box access to a queue's Durable Object and its D1 rows, for tests only. */
 import { env } from 'cloudflare:workers';
+import { runInDurableObject } from 'cloudflare:test';
 import type { QueueObject } from '../../../src/durable/queue-object.ts';
 import { until } from '../../support/wait.ts';
 
@@ -8,9 +9,14 @@ export function queueStub(ns: string, queue: string): DurableObjectStub<QueueObj
   return binding.get(binding.idFromName(`${ns}\u0000${queue}`));
 }
 
-/** Moves a running invocation's lease into the past, as if its worker had gone silent. */
+/**
+ * Moves a running invocation's lease into the past, as if its worker had gone silent. The change
+ * goes around the queue's object, so the object's hints of lease times are dropped (relearned on
+ * its next sweep): left to them, its claims would not look for an expired lease before its time.
+ */
 export async function expireLease(ns: string, id: string): Promise<void> {
-  await env.DB.prepare(`UPDATE invocations SET lease_until = 1 WHERE ns = ?1 AND id = ?2 AND state = 'running'`).bind(ns, id).run();
+  const row = await env.DB.prepare(`UPDATE invocations SET lease_until = 1 WHERE ns = ?1 AND id = ?2 AND state = 'running' RETURNING queue`).bind(ns, id).first<{ queue: string }>();
+  if (row) await runInDurableObject(queueStub(ns, row.queue), (o) => o.forgetHints());
 }
 
 export async function rows(ns: string): Promise<Record<string, unknown>[]> {

@@ -1,0 +1,99 @@
+-- Scheduling: delays (a 'delayed' state, due rows moved to queued), TTLs, per-invocation attempt
+-- budgets and explicit retries, queue settings (pause, caps, claim rate, backoff, dead letters,
+-- default TTL) and cron schedules. The state CHECK changes, so SQLite rebuilds the table (drizzle-kit
+-- generated, then: only the old columns are copied, the priority DESC key unquoted, no PRAGMA
+-- foreign_keys (D1 refuses it; there are no foreign keys), and the level triggers, dropped with the
+-- old table, made again below).
+CREATE TABLE `schedules` (
+	`ns` text NOT NULL,
+	`queue` text NOT NULL,
+	`name` text NOT NULL,
+	`cron` text NOT NULL,
+	`timezone` text,
+	`envelope` blob NOT NULL,
+	`priority` real DEFAULT 0 NOT NULL,
+	`next_at` integer NOT NULL,
+	`last_at` integer,
+	`created_at` integer NOT NULL,
+	`updated_at` integer NOT NULL,
+	PRIMARY KEY(`ns`, `queue`, `name`)
+);
+--> statement-breakpoint
+CREATE INDEX `schedules_due` ON `schedules` (`ns`,`queue`,`next_at`);--> statement-breakpoint
+CREATE TABLE `__new_invocations` (
+	`rid` integer PRIMARY KEY NOT NULL,
+	`ns` text NOT NULL,
+	`queue` text NOT NULL,
+	`id` text NOT NULL,
+	`key` text,
+	`priority` real DEFAULT 0 NOT NULL,
+	`parent` text,
+	`envelope` blob NOT NULL,
+	`state` text NOT NULL,
+	`attempt` integer DEFAULT 0 NOT NULL,
+	`worker_id` text,
+	`lease_until` integer,
+	`result` blob,
+	`error` text,
+	`created_at` integer NOT NULL,
+	`updated_at` integer NOT NULL,
+	`started_at` integer,
+	`finished_at` integer,
+	`trimmed` integer DEFAULT -1 NOT NULL,
+	`run_at` integer,
+	`expires_at` integer,
+	`max_attempts` integer,
+	`budget_from` integer DEFAULT 0 NOT NULL,
+	CONSTRAINT "invocations_state" CHECK(state IN ('delayed', 'queued', 'running', 'succeeded', 'failed', 'cancelled'))
+);
+--> statement-breakpoint
+-- The old table has none of the new columns: they start NULL (budget_from 0).
+INSERT INTO `__new_invocations`("rid", "ns", "queue", "id", "key", "priority", "parent", "envelope", "state", "attempt", "worker_id", "lease_until", "result", "error", "created_at", "updated_at", "started_at", "finished_at", "trimmed") SELECT "rid", "ns", "queue", "id", "key", "priority", "parent", "envelope", "state", "attempt", "worker_id", "lease_until", "result", "error", "created_at", "updated_at", "started_at", "finished_at", "trimmed" FROM `invocations`;--> statement-breakpoint
+DROP TABLE `invocations`;--> statement-breakpoint
+ALTER TABLE `__new_invocations` RENAME TO `invocations`;--> statement-breakpoint
+CREATE UNIQUE INDEX `invocations_ns_id` ON `invocations` (`ns`,`id`);--> statement-breakpoint
+CREATE UNIQUE INDEX `invocations_ns_queue_key` ON `invocations` (`ns`,`queue`,`key`) WHERE key IS NOT NULL;--> statement-breakpoint
+CREATE INDEX `invocations_queued` ON `invocations` (`ns`,`queue`,priority DESC,`rid`) WHERE state = 'queued';--> statement-breakpoint
+CREATE INDEX `invocations_running` ON `invocations` (`ns`,`queue`,`lease_until`) WHERE state = 'running';--> statement-breakpoint
+CREATE INDEX `invocations_delayed` ON `invocations` (`ns`,`queue`,`run_at`) WHERE state = 'delayed';--> statement-breakpoint
+CREATE INDEX `invocations_expiring` ON `invocations` (`ns`,`queue`,`expires_at`) WHERE expires_at IS NOT NULL AND state IN ('delayed', 'queued');--> statement-breakpoint
+CREATE INDEX `invocations_failed` ON `invocations` (`ns`,`queue`,`rid`) WHERE state = 'failed';--> statement-breakpoint
+ALTER TABLE `queues` ADD `paused` integer DEFAULT 0 NOT NULL;--> statement-breakpoint
+ALTER TABLE `queues` ADD `max_running` integer;--> statement-breakpoint
+ALTER TABLE `queues` ADD `claims_per_second` real;--> statement-breakpoint
+ALTER TABLE `queues` ADD `claim_tokens` real;--> statement-breakpoint
+ALTER TABLE `queues` ADD `claim_tokens_at` integer;--> statement-breakpoint
+ALTER TABLE `queues` ADD `backoff` text;--> statement-breakpoint
+ALTER TABLE `queues` ADD `dead_letter_queue` text;--> statement-breakpoint
+ALTER TABLE `queues` ADD `ttl_ms` integer;--> statement-breakpoint
+-- The triggers of migration 0004, again. The insert trigger also fires for a delayed row, so its
+-- queue and priority level are named (for listing) from the start; only a queued row counts.
+CREATE TRIGGER `invocations_levels_insert` AFTER INSERT ON `invocations`
+WHEN NEW.state IN ('queued', 'delayed')
+BEGIN
+  INSERT INTO queue_levels (ns, queue, priority, queued) VALUES (NEW.ns, NEW.queue, NEW.priority, NEW.state = 'queued')
+  ON CONFLICT (ns, queue, priority) DO UPDATE SET queued = queued + 1
+  WHERE NEW.state = 'queued' AND EXISTS (SELECT 1 FROM queues WHERE ns = NEW.ns AND queue = NEW.queue AND sampled = 1);
+END;
+--> statement-breakpoint
+CREATE TRIGGER `invocations_levels_enter` AFTER UPDATE OF state ON `invocations`
+WHEN NEW.state = 'queued' AND OLD.state <> 'queued'
+  AND EXISTS (SELECT 1 FROM queues WHERE ns = NEW.ns AND queue = NEW.queue AND sampled = 1)
+BEGIN
+  INSERT INTO queue_levels (ns, queue, priority, queued) VALUES (NEW.ns, NEW.queue, NEW.priority, 1)
+  ON CONFLICT (ns, queue, priority) DO UPDATE SET queued = queued + 1;
+END;
+--> statement-breakpoint
+CREATE TRIGGER `invocations_levels_leave` AFTER UPDATE OF state ON `invocations`
+WHEN OLD.state = 'queued' AND NEW.state <> 'queued'
+  AND EXISTS (SELECT 1 FROM queues WHERE ns = OLD.ns AND queue = OLD.queue AND sampled = 1)
+BEGIN
+  UPDATE queue_levels SET queued = queued - 1 WHERE ns = OLD.ns AND queue = OLD.queue AND priority = OLD.priority;
+END;
+--> statement-breakpoint
+CREATE TRIGGER `invocations_levels_delete` AFTER DELETE ON `invocations`
+WHEN OLD.state = 'queued'
+  AND EXISTS (SELECT 1 FROM queues WHERE ns = OLD.ns AND queue = OLD.queue AND sampled = 1)
+BEGIN
+  UPDATE queue_levels SET queued = queued - 1 WHERE ns = OLD.ns AND queue = OLD.queue AND priority = OLD.priority;
+END;

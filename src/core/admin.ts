@@ -1,0 +1,157 @@
+/**
+ * The operators' verbs on a queue: its settings (read, change), pause and resume, redrive of
+ * failed jobs and of dead letters, and cron schedules, whose ticks the queue's alarm submits.
+ */
+import { Cron } from 'croner';
+import type { Committer } from './committer.ts';
+import { badRequest } from './errors.ts';
+import type { Limits } from './limits.ts';
+import type { Parking } from './park.ts';
+import { settingsInput, type SettingsRequest } from './requests.ts';
+import { configurePlan, pausePlan, queueInfoPlan } from './sql/configure.ts';
+import { redriveDeadLettersPlan, redrivePlan } from './sql/retry.ts';
+import { dueSchedulesPlan, listSchedulesPlan, removeSchedulePlan, setSchedulePlan, tickPlan } from './sql/schedules.ts';
+import type { QueueInfo, Schedule } from './types.ts';
+import * as v from './validate.ts';
+import { keys } from './waiters.ts';
+import type { HintBook } from './hints.ts';
+
+export interface ScheduleRequest {
+  cron: unknown;
+  timezone?: unknown;
+  envelope: unknown;
+  priority?: unknown;
+}
+
+export interface AdminOptions {
+  committer: Committer;
+  park: Parking;
+  limits: Limits;
+  now: () => number;
+  onWake?: ((ns: string, queue: string, at: number) => void) | undefined;
+  hints?: HintBook | undefined;
+}
+
+/** A cron expression read in `timezone` (IANA; null: UTC); a bad one is a 400 naming what is wrong. */
+function cronOf(expr: unknown, timezone: string | null): Cron {
+  if (typeof expr !== 'string' || !expr.trim()) throw badRequest('cron must be a cron expression, e.g. "*/5 * * * *"');
+  if (timezone !== null) {
+    try {
+      new Intl.DateTimeFormat('en', { timeZone: timezone });
+    } catch {
+      throw badRequest(`unknown time zone ${JSON.stringify(timezone)}: expected an IANA name such as "Europe/Berlin"`);
+    }
+  }
+  try {
+    return new Cron(expr, { paused: true, ...(timezone ? { timezone } : {}) });
+  } catch (e) {
+    throw badRequest(`cron ${JSON.stringify(expr)} is not valid: ${e instanceof Error ? e.message : String(e)}`);
+  }
+}
+
+export class Admin {
+  private readonly o: AdminOptions;
+
+  constructor(o: AdminOptions) {
+    this.o = o;
+  }
+
+  async info(ns: string, queue: unknown): Promise<QueueInfo> {
+    return this.o.committer.run(queueInfoPlan(ns, v.queue(queue, this.o.limits)));
+  }
+
+  /** Changes the settings the request names (a null clears one); answers them all. */
+  async configure(ns: string, queue: unknown, req: SettingsRequest): Promise<QueueInfo> {
+    const q = v.queue(queue, this.o.limits);
+    await this.o.committer.run(configurePlan(this.o.now(), ns, q, settingsInput(req, this.o.limits, q)));
+    // A looser cap or rate may let parked claims go.
+    this.o.park.wake(keys.queue(ns, q));
+    this.o.park.wake(keys.capped(ns, q));
+    const info = await this.info(ns, q);
+    this.o.hints?.settings(ns, q, info.settings, info.paused);
+    return info;
+  }
+
+  /** A paused queue accepts submits but hands out nothing; its parked claims stay parked. */
+  async pause(ns: string, queue: unknown): Promise<void> {
+    const q = v.queue(queue, this.o.limits);
+    await this.o.committer.run(pausePlan(this.o.now(), ns, q, true));
+    this.o.hints?.paused(ns, q, true);
+  }
+
+  /** Resumes a paused queue: its parked claims wake and claim. */
+  async resume(ns: string, queue: unknown): Promise<void> {
+    const q = v.queue(queue, this.o.limits);
+    await this.o.committer.run(pausePlan(this.o.now(), ns, q, false));
+    this.o.hints?.paused(ns, q, false);
+    this.o.park.wake(keys.queue(ns, q));
+  }
+
+  /** Retries up to `limit` failed jobs of the queue, oldest first; answers their ids. */
+  async redrive(ns: string, queue: unknown, limit: unknown): Promise<string[]> {
+    const q = v.queue(queue, this.o.limits);
+    const n = Math.max(1, v.nonNegInt('limit', limit, 100, this.o.limits.maxBatch));
+    const ids = await this.o.committer.run(redrivePlan(this.o.now(), ns, q, n));
+    if (ids.length) this.o.park.wake(keys.queue(ns, q), ids.length);
+    return ids;
+  }
+
+  /**
+   * Sends up to `limit` waiting dead letters of the dead-letter queue `dlq` back: their failed
+   * jobs are retried in their own queues, the dead letters cancelled. Answers the retried jobs.
+   */
+  async redriveDeadLetters(ns: string, dlq: unknown, limit: unknown): Promise<{ id: string; queue: string }[]> {
+    const q = v.queue(dlq, this.o.limits);
+    const n = Math.max(1, v.nonNegInt('limit', limit, 100, this.o.limits.maxBatch));
+    const back = await this.o.committer.run(redriveDeadLettersPlan(this.o.now(), ns, q, n));
+    for (const b of back) this.o.park.wake(keys.queue(ns, b.queue), 1);
+    return back;
+  }
+
+  // ------------------------------------------------------------ schedules
+
+  async setSchedule(ns: string, queue: unknown, name: unknown, req: ScheduleRequest): Promise<Schedule> {
+    const q = v.queue(queue, this.o.limits);
+    const n = v.name('schedule name', name, this.o.limits.queueLength);
+    const timezone = req.timezone === undefined || req.timezone === null ? null : v.text('timezone', req.timezone, 64);
+    const cron = cronOf(req.cron, timezone);
+    const now = this.o.now();
+    const next = cron.nextRun(new Date(now));
+    if (!next) throw badRequest(`cron ${JSON.stringify(req.cron)} never fires again`);
+    await this.o.committer.run(setSchedulePlan(now, ns, q, {
+      name: n, cron: String(req.cron), timezone, envelope: v.bytes('envelope', req.envelope, this.o.limits.envelopeBytes),
+      priority: v.finite('priority', req.priority, 0), nextAt: next.getTime(),
+    }));
+    this.o.onWake?.(ns, q, next.getTime());
+    return (await this.schedules(ns, q)).find((s) => s.name === n)!;
+  }
+
+  /** The queue's schedules with their next ticks. */
+  async schedules(ns: string, queue: unknown): Promise<Schedule[]> {
+    return this.o.committer.run(listSchedulesPlan(ns, v.queue(queue, this.o.limits)));
+  }
+
+  async removeSchedule(ns: string, queue: unknown, name: unknown): Promise<void> {
+    await this.o.committer.run(removeSchedulePlan(ns, v.queue(queue, this.o.limits), v.name('schedule name', name, this.o.limits.queueLength)));
+  }
+
+  /**
+   * Submits the due ticks of the queue's schedules (the alarm's work). A schedule whose ticks
+   * were missed while the plane was down submits the latest of them only, then moves on to its
+   * next tick after now: a cron job is about "now", and a burst of stale runs helps no one.
+   * Answers how many jobs it submitted.
+   */
+  async fire(ns: string, queue: string): Promise<number> {
+    const now = this.o.now();
+    let created = 0;
+    for (const s of await this.o.committer.run(dueSchedulesPlan(now, ns, queue))) {
+      const cron = cronOf(s.cron, s.timezone);
+      const tick = cron.previousRuns(1, new Date(now + 1))[0]?.getTime() ?? s.nextAt;
+      const next = cron.nextRun(new Date(now))?.getTime() ?? Number.MAX_SAFE_INTEGER;
+      if (await this.o.committer.run(tickPlan(now, ns, s, Math.max(tick, s.nextAt), next))) created++;
+      this.o.onWake?.(ns, queue, next);
+    }
+    if (created) this.o.park.wake(keys.queue(ns, queue), created);
+    return created;
+  }
+}
