@@ -97,3 +97,16 @@ WHEN OLD.state = 'queued'
 BEGIN
   UPDATE queue_levels SET queued = queued - 1 WHERE ns = OLD.ns AND queue = OLD.queue AND priority = OLD.priority;
 END;
+--> statement-breakpoint
+-- Dead letters: a job that fails for good is also submitted to its queue's dead-letter queue, in
+-- the same statement that fails it (a nack, an expired lease, a TTL): a new invocation
+-- `dead:<id>:<attempt>` whose parent is the failed job, with its envelope, priority and error.
+CREATE TRIGGER `invocations_dead_letter` AFTER UPDATE OF state ON `invocations`
+WHEN NEW.state = 'failed' AND OLD.state <> 'failed'
+BEGIN
+  INSERT INTO invocations (ns, queue, id, priority, parent, envelope, state, attempt, error, created_at, updated_at)
+  SELECT NEW.ns, q.dead_letter_queue, 'dead:' || NEW.id || ':' || NEW.attempt, NEW.priority, NEW.id, NEW.envelope, 'queued', 0, NEW.error,
+         NEW.updated_at, NEW.updated_at
+    FROM queues q WHERE q.ns = NEW.ns AND q.queue = NEW.queue AND q.dead_letter_queue IS NOT NULL
+  ON CONFLICT DO NOTHING;
+END;

@@ -49,15 +49,18 @@ export function sweep(now: number, ns: string, queue: string, limits: Limits, kn
 }
 
 /**
- * Claims up to `max`. It reads what the queue waits for in the same batch (`wake`) when asked
- * (`withWake`: a claim about to park) and after a hinted sweep, whose hints it refreshes.
+ * Claims up to `max`. `known`: a single writer's hints of the queue (null: it keeps hints, but
+ * knows none of this queue yet; undefined: it keeps none). It reads what the queue waits for in
+ * the same batch (`wake`) when asked (`withWake`: a claim about to park), and where it keeps hints
+ * but has none or its sweep moved rows, to learn them afresh.
  */
-export function claimPlan(ctx: ClaimContext, c: ClaimRequestInput, max: number, withWake = false, known?: Hints): Plan<ClaimOutcome> {
-  if (c.kind === 'boltzmann' && c.temperature > 0) return boltzmannPlan(ctx, c, max, [], 0, null, known);
+export function claimPlan(ctx: ClaimContext, c: ClaimRequestInput, max: number, withWake = false, known?: Hints | null): Plan<ClaimOutcome> {
+  const hints = known ?? undefined;
+  if (c.kind === 'boltzmann' && c.temperature > 0) return boltzmannPlan(ctx, c, max, [], 0, null, hints);
   const kind: ClaimKind = c.kind === 'boltzmann' ? 'fifo' : c.kind; // T = 0: the top level, oldest first
-  const sw = sweep(ctx.now, ctx.ns, ctx.queue, ctx.limits, known);
-  const claim = claimStmts(ctx.now, ctx.ns, ctx.queue, { ...c, kind }, ctx.limits.defaultLeaseMs, null, max, known);
-  const wake = withWake || (known !== undefined && sw.stmts.length > 0);
+  const sw = sweep(ctx.now, ctx.ns, ctx.queue, ctx.limits, hints);
+  const claim = claimStmts(ctx.now, ctx.ns, ctx.queue, { ...c, kind }, ctx.limits.defaultLeaseMs, null, max, hints);
+  const wake = withWake || known === null || (hints !== undefined && sw.stmts.length > 0);
   const stmts = [...sw.stmts, ...claim, ...(wake ? [wakeStmt(ctx.ns, ctx.queue)] : [])];
   return {
     stmts,

@@ -96,7 +96,7 @@ export class Work {
       signal,
       look: async () => {
         const ctx = { now: this.now(), ns, queue: q, limits: this.limits, random: this.random, sampled: this.sampled };
-        const out = await this.committer.run(claimPlan(ctx, input, max, wait > 0, this.hints?.get(ns, q)));
+        const out = await this.committer.run(claimPlan(ctx, input, max, wait > 0, this.hints ? (this.hints.get(ns, q) ?? null) : undefined));
         this.moved(ns, q, out.moved);
         wake = out.wake;
         if (wake) this.hints?.learn(ns, q, wake);

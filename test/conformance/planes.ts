@@ -28,10 +28,13 @@ export interface PlaneHandle {
   /** The plane's clock. */
   now(): number;
   /**
-   * A lease that runs out in the test's time: short where the plane's clock can be moved (elapse
-   * moves it past at once), a few hundred ms over HTTP (elapse waits for it).
+   * A lease (or delay, or TTL) that runs out in the test's time: elapse moves the clock past it at
+   * once where it can, and waits it out over HTTP (1.5 s: long enough that load cannot run past it
+   * between two quick calls of a test).
    */
   shortLeaseMs: number;
+  /** Whether elapse moves the plane's clock (else real time passes). */
+  movableClock: boolean;
 }
 export type PlaneFactory = () => Promise<PlaneHandle>;
 
@@ -54,6 +57,7 @@ export const memoryPlane: PlaneFactory = async () => {
     elapse: async (ms) => clock.advance(ms),
     now: clock.now,
     shortLeaseMs: 1_000,
+    movableClock: true,
   };
 };
 
@@ -75,7 +79,9 @@ export const httpPlane: PlaneFactory = async () => {
       await until(() => Date.now() >= end, `${ms} ms of real time`, ms + 5_000);
     },
     now: Date.now,
-    shortLeaseMs: 300,
+    // Real time: long enough that a loaded machine cannot run past it between two quick calls.
+    shortLeaseMs: 1_500,
+    movableClock: false,
   };
 };
 
@@ -129,5 +135,6 @@ export const twoProcessPlane: PlaneFactory = async () => {
     },
     now: clock.now,
     shortLeaseMs: 1_000,
+    movableClock: true,
   };
 };

@@ -11,6 +11,7 @@ import { ackAndClaim } from './ack-and-claim.ts';
 import { claimKinds } from './claim-kinds.ts';
 import { attempts } from './attempts.ts';
 import { journalRules } from './journal-rules.ts';
+import { scheduling } from './scheduling.ts';
 import type { PlaneFactory, PlaneHandle } from './planes.ts';
 import { until } from '../support/wait.ts';
 
@@ -411,5 +412,6 @@ export function conformance(planeName: string, makePlane: PlaneFactory) {
     ackAndClaim(() => d);
     journalRules(() => d);
     attempts(() => d);
+    scheduling(() => h);
   });
 }

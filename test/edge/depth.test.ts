@@ -1,7 +1,11 @@
-/** Claims cost the same few rows at any queue depth (D1's own rows_read), for every claim kind. */
+/**
+ * Claims cost the same few rows at any queue depth (D1's own rows_read), for every claim kind,
+ * and whatever number of delayed jobs waits behind the ones that came due.
+ */
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import { plane } from './setup/http.ts';
+import { runInDurableObject } from 'cloudflare:test';
 import { queueStub } from './setup/objects.ts';
 
 /** Inserts `n` queued rows at three priorities straight into D1 (a recursive CTE; the triggers keep the level counts). */
@@ -35,4 +39,35 @@ describe('claim cost does not grow with depth', () => {
       expect(deep).toBeLessThanOrEqual(shallow + 2);
     }, 60_000);
   }
+
+  it('a claim reads the same few rows with 10 or 100,000 jobs delayed an hour, promoting the 10 that came due', async () => {
+    const perClaim = async (delayed: number) => {
+      const p = plane();
+      const hour = Date.now() + 3_600_000;
+      await env.DB.prepare(
+        `WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i + 1 < ?3)
+         INSERT INTO invocations (ns, queue, id, envelope, state, run_at, created_at, updated_at)
+         SELECT ?1, ?2, 'later' || i, X'00', 'delayed', ?4 + i, 1, 1 FROM k`,
+      ).bind(p.ns, 'q', delayed, hour).run();
+      const stub = queueStub(p.ns, 'q');
+      await stub.stats(); // the object starts, and learns when its first delayed job is due
+      // Ten come due, written around the object: it is told to forget what it knew.
+      await env.DB.prepare(
+        `WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i + 1 < 10)
+         INSERT INTO invocations (ns, queue, id, envelope, state, run_at, created_at, updated_at)
+         SELECT ?1, ?2, 'due' || i, X'00', 'delayed', 1000 + i, 1, 1 FROM k`,
+      ).bind(p.ns, 'q').run();
+      await runInDurableObject(stub, (o) => o.forgetHints());
+      const before = await stub.stats();
+      for (let i = 0; i < 10; i++) expect((await p.claim('q', 'w')).body.claimed[0].id).toBe(`due${i}`);
+      expect((await p.claim('q', 'w')).body.claimed).toEqual([]);
+      const after = await stub.stats();
+      return (after.read - before.read) / 11;
+    };
+    const shallow = await perClaim(10);
+    const deep = await perClaim(100_000);
+    console.log(`rows read per claim, 10 due: 10 delayed behind them -> ${shallow.toFixed(1)}, 100000 delayed -> ${deep.toFixed(1)}`);
+    expect(deep).toBeLessThanOrEqual(shallow + 1);
+    expect(deep).toBeLessThanOrEqual(14);
+  }, 60_000);
 });

@@ -28,9 +28,16 @@ interface Job {
   worker: string | null;
   leaseUntil: number;
   frames: number[];
+  /** While delayed: when it comes due. */
+  runAt: number;
+  /** Attempts spent before its last retry: the budget counts from here. */
+  budgetFrom: number;
 }
 interface Model {
   jobs: Map<string, Job>;
+  paused: boolean;
+  /** The queue's running cap, or null. */
+  cap: number | null;
 }
 interface Real {
   engine: Engine;
@@ -57,21 +64,26 @@ const code = async (p: Promise<unknown>): Promise<string> => {
 
 const holds = (j: Job | undefined, w: string, attempt: number) => !!j && j.state === 'running' && j.worker === w && j.attempt === attempt;
 
-/** Claim order is fifo: the model expects the oldest queued job. */
+/** Claim order is fifo: the model expects the oldest queued job (a promoted job keeps its place: submit order). */
 const order = (m: Model) => [...m.jobs.entries()].filter(([, j]) => j.state === 'queued').map(([id]) => id);
+const running = (m: Model) => [...m.jobs.values()].filter((j) => j.state === 'running').length;
 
 class Submit implements fc.AsyncCommand<Model, Real> {
   readonly id: string;
-  constructor(id: string) {
+  readonly delayMs: number;
+  constructor(id: string, delayMs: number) {
     this.id = id;
+    this.delayMs = delayMs;
   }
   check = () => true;
   async run(m: Model, r: Real) {
-    const out = await r.engine.submit(NS, Q, { id: this.id, envelope: bytes });
+    const out = await r.engine.submit(NS, Q, { id: this.id, envelope: bytes, delayMs: this.delayMs || undefined });
     expect(out.created).toBe(!m.jobs.has(this.id));
-    if (!m.jobs.has(this.id)) m.jobs.set(this.id, { state: 'queued', attempt: 0, worker: null, leaseUntil: 0, frames: [] });
+    if (!m.jobs.has(this.id)) {
+      m.jobs.set(this.id, { state: this.delayMs ? 'delayed' : 'queued', attempt: 0, worker: null, leaseUntil: 0, frames: [], runAt: r.clock.now + this.delayMs, budgetFrom: 0 });
+    }
   }
-  toString = () => `submit(${this.id})`;
+  toString = () => `submit(${this.id}${this.delayMs ? `, delay ${this.delayMs}` : ''})`;
 }
 
 class Claim implements fc.AsyncCommand<Model, Real> {
@@ -81,11 +93,13 @@ class Claim implements fc.AsyncCommand<Model, Real> {
   }
   check = () => true;
   async run(m: Model, r: Real) {
-    expireModel(m, r.clock.now); // claims reclaim expired leases themselves
-    const expected = order(m)[0];
+    expireModel(m, r.clock.now); // claims reclaim expired leases and promote due jobs themselves
+    const blocked = m.paused || (m.cap !== null && running(m) >= m.cap);
+    const expected = blocked ? undefined : order(m)[0];
     const got = await r.engine.work.claim(NS, Q, { workerId: this.worker });
     expect(got?.id ?? null).toBe(expected ?? null);
     if (got) {
+      expect(m.jobs.get(got.id)!.runAt, 'nothing is claimable before it is due').toBeLessThanOrEqual(r.clock.now);
       const j = m.jobs.get(got.id)!;
       j.state = 'running';
       j.attempt++;
@@ -93,6 +107,7 @@ class Claim implements fc.AsyncCommand<Model, Real> {
       j.leaseUntil = r.clock.now + LEASE;
       expect(got.attempt).toBe(j.attempt);
     }
+    if (got && m.cap !== null) expect(await r.engine.count(NS, Q, 'running'), 'never more than max_running running').toBeLessThanOrEqual(m.cap);
   }
   toString = () => `claim(${this.worker})`;
 }
@@ -145,7 +160,7 @@ class Nack implements fc.AsyncCommand<Model, Real> {
       expect(c).toBe('ok');
       // A requeued row keeps its place in submit order, as the model's Map does; a retry on the
       // last attempt fails the row (one attempt budget for nacks and leases).
-      j.state = this.retry && j.attempt >= MAX_ATTEMPTS ? 'failed' : to;
+      j.state = this.retry && j.attempt - j.budgetFrom >= MAX_ATTEMPTS ? 'failed' : to;
     } else if ((j.state === to || (this.retry && j.state === 'failed')) && j.worker === this.worker) expect(c).toBe('ok');
     else expect(c).toBe('conflict');
   }
@@ -186,18 +201,65 @@ class Cancel implements fc.AsyncCommand<Model, Real> {
   check = () => true;
   async run(m: Model, r: Real) {
     const j = m.jobs.get(this.id);
-    const c = await code(r.engine.cancel(NS, this.id).then((v) => expect(v).toBe(!!j && (j.state === 'queued' || j.state === 'running'))));
+    const waiting = (s: State | undefined) => s === 'delayed' || s === 'queued' || s === 'running';
+    const c = await code(r.engine.cancel(NS, this.id).then((v) => expect(v).toBe(waiting(j?.state))));
     if (!j) return expect(c).toBe('not_found');
     expect(c).toBe('ok');
-    if (j.state === 'queued' || j.state === 'running') j.state = 'cancelled';
+    if (waiting(j.state)) j.state = 'cancelled';
   }
   toString = () => `cancel(${this.id})`;
 }
 
 function expireModel(m: Model, now: number) {
   for (const j of m.jobs.values()) {
-    if (j.state === 'running' && j.leaseUntil <= now) j.state = j.attempt >= MAX_ATTEMPTS ? 'failed' : 'queued';
+    if (j.state === 'running' && j.leaseUntil <= now) j.state = j.attempt - j.budgetFrom >= MAX_ATTEMPTS ? 'failed' : 'queued';
+    if (j.state === 'delayed' && j.runAt <= now) j.state = 'queued';
   }
+}
+
+class Retry implements fc.AsyncCommand<Model, Real> {
+  readonly id: string;
+  constructor(id: string) {
+    this.id = id;
+  }
+  check = () => true;
+  async run(m: Model, r: Real) {
+    const j = m.jobs.get(this.id);
+    const c = await code(r.engine.retry(NS, this.id));
+    if (!j) return expect(c).toBe('not_found');
+    expect(c).toBe(j.state === 'failed' ? 'ok' : 'conflict');
+    if (c === 'ok') {
+      j.state = 'queued';
+      j.budgetFrom = j.attempt; // a fresh budget; a stale worker of an earlier attempt stays fenced (Ack, Nack, Append)
+    }
+  }
+  toString = () => `retry(${this.id})`;
+}
+
+class Pause implements fc.AsyncCommand<Model, Real> {
+  readonly paused: boolean;
+  constructor(paused: boolean) {
+    this.paused = paused;
+  }
+  check = () => true;
+  async run(m: Model, r: Real) {
+    await (this.paused ? r.engine.admin.pause(NS, Q) : r.engine.admin.resume(NS, Q));
+    m.paused = this.paused;
+  }
+  toString = () => (this.paused ? 'pause()' : 'resume()');
+}
+
+class Cap implements fc.AsyncCommand<Model, Real> {
+  readonly cap: number | null;
+  constructor(cap: number | null) {
+    this.cap = cap;
+  }
+  check = () => true;
+  async run(m: Model, r: Real) {
+    await r.engine.admin.configure(NS, Q, { maxRunning: this.cap });
+    m.cap = this.cap;
+  }
+  toString = () => `cap(${this.cap})`;
 }
 
 class Expire implements fc.AsyncCommand<Model, Real> {
@@ -259,7 +321,10 @@ class Read implements fc.AsyncCommand<Model, Real> {
 const id = fc.constantFrom(...IDS);
 const worker = fc.constantFrom(...WORKERS);
 const commands = [
-  id.map((i) => new Submit(i)),
+  fc.tuple(id, fc.constantFrom(0, 0, 500, 2_000)).map(([i, d]) => new Submit(i, d)),
+  id.map((i) => new Retry(i)),
+  fc.boolean().map((p) => new Pause(p)),
+  fc.constantFrom(null, 1, 2).map((c) => new Cap(c)),
   worker.map((w) => new Claim(w)),
   fc.tuple(id, worker, fc.constantFrom(0, 0, 0, -1)).map(([i, w, d]) => new Ack(i, w, d)),
   fc.tuple(id, worker, fc.boolean()).map(([i, w, r]) => new Nack(i, w, r)),
@@ -271,7 +336,7 @@ const commands = [
 ];
 
 async function checkCounts(m: Model, r: Real) {
-  for (const s of ['queued', 'running', 'succeeded', 'failed', 'cancelled'] as const) {
+  for (const s of ['delayed', 'queued', 'running', 'succeeded', 'failed', 'cancelled'] as const) {
     expect(await r.engine.count(NS, Q, s), s).toBe([...m.jobs.values()].filter((j) => j.state === s).length);
   }
 }
@@ -281,7 +346,7 @@ describe('model-based: the transition core against a model of the contract', () 
     await fc.assert(
       fc.asyncProperty(fc.commands(commands, { size: '+1' }), async (cmds) => {
         const real = fresh();
-        const model: Model = { jobs: new Map() };
+        const model: Model = { jobs: new Map(), paused: false, cap: null };
         await fc.asyncModelRun(() => ({ model, real }), cmds);
         await checkCounts(model, real);
       }),
