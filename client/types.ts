@@ -4,6 +4,9 @@ import type { Backoff, Claimed, ClaimKind, Frame, HeartbeatAnswer, Invocation, J
 
 export type { Backoff, Claimed, ClaimKind, Frame, HeartbeatAnswer, Invocation, JournalFrame, JournalPage, QueueInfo, QueueSettings, Schedule, State };
 
+/** Where a nack left the job: waiting for another attempt (queued, or delayed by a backoff), or failed for good. */
+export type NackedState = 'queued' | 'delayed' | 'failed';
+
 export interface SubmitOptions {
   /** Caller-chosen id, unique in the namespace. Resubmitting the same id to the same queue is a no-op. */
   id: string;
@@ -93,8 +96,11 @@ export interface DispatchPlane {
    */
   ackAndClaim(queue: string, workerId: string, acks: AckRequest[], max: number, opts?: ClaimOptions): Promise<{ acks: (Error | null)[]; claimed: Claimed[] }>;
   ack(id: string, workerId: string, opts?: HolderOptions & { result?: Uint8Array | null }): Promise<void>;
-  /** With `retry` (default) the job waits again (`delayMs`, else its queue's backoff) while attempts are left; else it fails. */
-  nack(id: string, workerId: string, opts: HolderOptions & { error: string | { message: string; [k: string]: unknown }; retry?: boolean; delayMs?: number }): Promise<void>;
+  /**
+   * With `retry` (default) the job waits again (`delayMs`, else its queue's backoff) while attempts
+   * are left; else, or on its last attempt, it fails. Answers where it went.
+   */
+  nack(id: string, workerId: string, opts: HolderOptions & { error: string | { message: string; [k: string]: unknown }; retry?: boolean; delayMs?: number }): Promise<NackedState>;
   heartbeat(id: string, workerId: string, opts?: HolderOptions & { leaseMs?: number }): Promise<HeartbeatAnswer>;
   cancel(id: string): Promise<boolean>;
   /** Puts a failed job back in its queue with a fresh attempt budget (same id, journal kept); anything else is a FencingConflictError. */

@@ -24,7 +24,7 @@ const parseJson = (what: string, s: string | undefined, dflt: unknown) => {
 
 export class UsageError extends Error {}
 
-export async function submit(d: DispatchPlane, out: Out, queue: string, fn: string, argsJson: string | undefined, f: { id?: string; key?: string; priority?: string; kwargs?: string; module?: string; timeLimitMs?: string; maxRetries?: string }) {
+export async function submit(d: DispatchPlane, out: Out, queue: string, fn: string, argsJson: string | undefined, f: { id?: string; key?: string; priority?: string; kwargs?: string; module?: string; timeLimitMs?: string; maxRetries?: string; maxAttempts?: string; delayMs?: string; ttlMs?: string }) {
   const args = parseJson('ARGS', argsJson, []);
   const list = Array.isArray(args) ? args : [args];
   const kwargs = parseJson('--kwargs', f.kwargs, {});
@@ -32,7 +32,10 @@ export async function submit(d: DispatchPlane, out: Out, queue: string, fn: stri
     fn, args: list, kwargs, module: f.module ?? null, traceparent: newTraceparent(),
     time_limit_ms: f.timeLimitMs ? Number(f.timeLimitMs) : null, max_retries: f.maxRetries ? Number(f.maxRetries) : null,
   });
-  const id = await d.submit(queue, envelope, { id: f.id ?? crypto.randomUUID(), key: f.key, priority: f.priority === undefined ? undefined : Number(f.priority) });
+  const n = (v: string | undefined) => (v === undefined ? undefined : Number(v));
+  const id = await d.submit(queue, envelope, {
+    id: f.id ?? crypto.randomUUID(), key: f.key, priority: n(f.priority), maxAttempts: n(f.maxAttempts), delayMs: n(f.delayMs), ttlMs: n(f.ttlMs),
+  });
   out.print({ id, queue, fn }, id);
   return EXIT.ok;
 }
@@ -52,7 +55,7 @@ export async function get(d: DispatchPlane, out: Out, id: string) {
   const view = {
     id: inv.id, queue: inv.queue, state: inv.state, attempt: inv.attempt, priority: inv.priority, key: inv.key, parent: inv.parent,
     worker_id: inv.workerId, lease_until: inv.leaseUntil, call, result: safeJson(inv.result), error: inv.error,
-    created_at: inv.createdAt, started_at: inv.startedAt, finished_at: inv.finishedAt,
+    created_at: inv.createdAt, started_at: inv.startedAt, finished_at: inv.finishedAt, run_at: inv.runAt, expires_at: inv.expiresAt, max_attempts: inv.maxAttempts,
   };
   out.print(view, Object.entries(view).filter(([, v]) => v !== null).map(([k, v]) => `${k.padEnd(12)} ${typeof v === 'object' ? JSON.stringify(v) : String(v)}`).join('\n'));
   return EXIT.ok;
@@ -226,7 +229,7 @@ export async function worker(d: DispatchPlane, out: Out, f: WorkerFlags, once: b
   log(`serving ${pools.join(', ')}; ${Object.keys(registry).length} functions from ${f.module ?? '(no module)'}`);
   const n = await runWorker(pools, {
     dispatch: d, registry, root: f.root ? resolve(f.root) : process.cwd(), once,
-    concurrency: f.concurrency ? Number(f.concurrency) : 1, retries: f.retries ? Number(f.retries) : 0,
+    concurrency: f.concurrency ? Number(f.concurrency) : 1, retries: f.retries ? Number(f.retries) : Infinity,
     allowImport: f.allowImport, leaseMs: f.leaseMs ? Number(f.leaseMs) : undefined,
     timeLimitMs: f.timeLimitMs ? Number(f.timeLimitMs) : undefined, graceMs: f.graceMs ? Number(f.graceMs) : undefined,
     workerId: f.workerId, stop: stop.signal, log,

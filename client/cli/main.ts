@@ -5,6 +5,7 @@
  */
 import { Command, CommanderError, Option } from 'commander';
 import * as cmd from './commands.ts';
+import * as op from './operate.ts';
 import { EXIT, exitCodeOf, output } from './output.ts';
 import { planeFromEnv, type PlaneFlags } from '../local/default.ts';
 
@@ -38,9 +39,48 @@ program.command('submit')
   .option('--priority <n>', 'higher is claimed first')
   .option('--module <ref>', 'where the worker may import FN from (path#export), if it allows imports')
   .option('--time-limit-ms <ms>', 'abort and nack the job past this')
-  .option('--max-retries <n>', 'retry a failure while attempt <= n')
+  .option('--max-retries <n>', 'retry a failure only while attempt <= n')
+  .option('--max-attempts <n>', "this job's attempt budget (default: its queue's)")
+  .option('--delay-ms <ms>', 'not claimable before this many ms from now')
+  .option('--ttl-ms <ms>', 'fail as Expired if not claimed within this many ms')
   .action((queue: string, fn: string, args: string | undefined, o: Record<string, string>) =>
     run((g) => cmd.submit(planeOf(g), output(!!g.json), queue, fn, args, o))());
+
+program.command('retry').description('put a failed invocation back in its queue, with a fresh attempt budget').argument('<id>')
+  .action((id: string) => run((g) => op.retry(planeOf(g), output(!!g.json), id))());
+
+program.command('redrive').description("retry a queue's failed invocations, oldest first").argument('<queue>')
+  .option('--limit <n>', 'at most this many', '100')
+  .option('--dead-letters', "on a dead-letter queue: send its dead letters' failed jobs back to their queues")
+  .action((queue: string, o: { limit?: string; deadLetters?: boolean }) => run((g) => op.redrive(planeOf(g), output(!!g.json), queue, o))());
+
+program.command('pause').description('stop handing out jobs of a queue (it still takes submits)').argument('<queue>')
+  .action((queue: string) => run((g) => op.pause(planeOf(g), output(!!g.json), queue, true))());
+
+program.command('resume').description('hand out jobs of a paused queue again').argument('<queue>')
+  .action((queue: string) => run((g) => op.pause(planeOf(g), output(!!g.json), queue, false))());
+
+program.command('queue').description("show a queue's settings; with options, change those first (a value of none clears one)").argument('<queue>')
+  .option('--lease-ms <ms>', 'lease of a claim that names none')
+  .option('--max-attempts <n>', 'attempts before a job fails for good')
+  .option('--max-running <n>', 'most jobs running at once, across all workers')
+  .option('--rate <n>', 'most claims handed out per second')
+  .option('--backoff <spec>', 'delay before a retry: INITIAL_MS[,FACTOR[,MAX_MS[,JITTER]]]')
+  .option('--dead-letter-queue <queue>', 'where a job that fails for good is also submitted')
+  .option('--ttl-ms <ms>', 'a submit without a TTL fails as Expired if not claimed within this')
+  .action((queue: string, o: op.QueueFlags) => run((g) => op.queue(planeOf(g), output(!!g.json), queue, o))());
+
+program.command('schedule').description('cron schedules of a queue: each tick submits FN(ARGS)')
+  .argument('<action>', 'set | list | rm')
+  .argument('<queue>')
+  .argument('[name]', 'schedule name (set, rm)')
+  .option('--cron <expr>', 'cron expression: 5 fields (minute first) or 6 (seconds first)')
+  .option('--tz <zone>', 'IANA time zone the expression is read in (default UTC)')
+  .option('--fn <name>', 'function to submit at each tick')
+  .option('--args <json>', 'JSON array of its arguments')
+  .option('--priority <n>', "priority of each tick's job")
+  .action((action: string, queue: string, name: string | undefined, o: { cron?: string; tz?: string; fn?: string; args?: string; priority?: string }) =>
+    run((g) => op.schedule(planeOf(g), output(!!g.json), action, queue, name, o))());
 
 program.command('get').description('show an invocation').argument('<id>')
   .action((id: string) => run((g) => cmd.get(planeOf(g), output(!!g.json), id))());
@@ -81,7 +121,7 @@ const workerOptions = (c: Command) =>
     .option('--module <file>', 'handlers: every exported function is registered by its name')
     .option('--root <dir>', 'directory that envelope imports resolve under')
     .option('--concurrency <n>', 'jobs at a time', '1')
-    .option('--retries <n>', 'retry a failed job while attempt <= n', '0')
+    .option('--retries <n>', 'retry a failed job only while attempt <= n (default: within its attempt budget on the plane)')
     .option('--allow-import', 'let envelopes name modules to import (code execution; off by default over HTTP)')
     .option('--lease-ms <ms>', 'lease per claim')
     .option('--time-limit-ms <ms>', 'abort and nack a job past this')

@@ -15,7 +15,7 @@ import type { Claimed, Frame, HeartbeatAnswer, Invocation, InvocationError, Jour
 import { errorFor, InvocationCancelledError, InvocationFailedError, LakeshoreError, TimeoutError } from '../errors.ts';
 import type * as wire from '../../src/core/wire.ts';
 import type { TokenLimits } from '../../src/core/wire.ts';
-import type { AckRequest, AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, QueueInfo, ReadOptions, Schedule, ScheduleOptions, SettingsChange, SubmitOptions } from '../types.ts';
+import type { AckRequest, AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, NackedState, QueueInfo, ReadOptions, Schedule, ScheduleOptions, SettingsChange, SubmitOptions } from '../types.ts';
 import type { Batcher } from '../batcher.ts';
 import { b64, batcherFor, enc, frameOf, inParts, pageOf, PART_BYTES, PART_ITEMS, queueInfoOf, scheduleOf, settledOf, type Json } from './wire.ts';
 
@@ -62,8 +62,8 @@ export class HttpDispatch implements DispatchPlane {
   private readonly open = new Set<AbortController>();
   private readonly coalesce: boolean;
   private readonly submitters = new Map<string, Batcher<SubmitItem, string>>();
-  private readonly ackers = new Map<string, Batcher<AckItem, undefined>>();
-  private readonly nackers = new Map<string, Batcher<NackItem, undefined>>();
+  private readonly ackers = new Map<string, Batcher<AckItem, Json>>();
+  private readonly nackers = new Map<string, Batcher<NackItem, Json>>();
 
   constructor(baseUrl: string, opts: HttpDispatchOptions = {}) {
     this.baseUrl = baseUrl.replace(/\/+$/, '');
@@ -280,16 +280,18 @@ export class HttpDispatch implements DispatchPlane {
     return inParts(wires, size, async (part) => settledOf((await this.http.call('POST', `/queues/${enc(queue)}/ack`, { items: part })).results as Json[]), failedItem);
   }
 
-  async nack(id: string, workerId: string, opts: HolderOptions & { error: string | { message: string; [k: string]: unknown }; retry?: boolean; delayMs?: number }): Promise<void> {
+  async nack(id: string, workerId: string, opts: HolderOptions & { error: string | { message: string; [k: string]: unknown }; retry?: boolean; delayMs?: number }): Promise<NackedState> {
     const item: NackItem = { id, workerId, attempt: this.attemptOf(id, workerId, opts.attempt), error: opts.error, retry: opts.retry ?? true, delayMs: opts.delayMs ?? null };
     const queue = this.queues.get(id);
+    let out: Json;
     if (this.coalesce && queue) {
       const b = batcherFor(this.nackers, queue, (items) => this.nackBatch(queue, items));
-      await b.add(item);
+      out = await b.add(item);
     } else {
-      await this.http.call('POST', `/invocations/${enc(id)}/nack${this.q(id)}`, { worker_id: workerId, attempt: item.attempt, error: item.error, retry: item.retry, delay_ms: item.delayMs } satisfies wire.NackWire);
+      out = await this.http.call('POST', `/invocations/${enc(id)}/nack${this.q(id)}`, { worker_id: workerId, attempt: item.attempt, error: item.error, retry: item.retry, delay_ms: item.delayMs } satisfies wire.NackWire);
     }
     this.claims.delete(id);
+    return out.state as NackedState;
   }
 
   /** Nacks many invocations of one queue in one request; each is fenced on its own and fails alone. */

@@ -26,9 +26,9 @@ export function batcherFor<I, O>(map: Map<string, Batcher<I, O>>, queue: string,
 }
 
 /** A batch route's per-item answers as settled results: each item keeps its own error class. */
-export function settledOf(results: Json[]): ({ ok: true; value: undefined } | { ok: false; error: Error })[] {
+export function settledOf(results: Json[]): ({ ok: true; value: Json } | { ok: false; error: Error })[] {
   return results.map((r) => {
-    if (!r.error) return { ok: true as const, value: undefined };
+    if (!r.error) return { ok: true as const, value: r };
     const e = r.error as { code: string; message: string };
     return { ok: false as const, error: errorFor(e.code, e.message) as Error };
   });

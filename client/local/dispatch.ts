@@ -17,7 +17,7 @@ import type { State } from '../../src/core/states.ts';
 import type { Claimed, Frame, HeartbeatAnswer, Invocation, JournalFrame, JournalPage } from '../../src/core/types.ts';
 import * as v from '../../src/core/validate.ts';
 import { asClientError, BadRequestError, errorFor, InvocationCancelledError, InvocationFailedError, TimeoutError } from '../errors.ts';
-import type { AckRequest, AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, QueueInfo, ReadOptions, Schedule, ScheduleOptions, SettingsChange, SubmitOptions } from '../types.ts';
+import type { AckRequest, AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, NackedState, QueueInfo, ReadOptions, Schedule, ScheduleOptions, SettingsChange, SubmitOptions } from '../types.ts';
 import { Batcher } from '../batcher.ts';
 import { migrate } from './migrate.ts';
 import { SqlitePort } from './sqlite-port.ts';
@@ -204,9 +204,10 @@ export class Dispatch implements DispatchPlane {
     this.claims.delete(id);
   }
 
-  async nack(id: string, workerId: string, opts: HolderOptions & { error: string | { message: string; [k: string]: unknown }; retry?: boolean; delayMs?: number }): Promise<void> {
-    await verb(this.engine.work.nack(this.namespace, id, { workerId, attempt: this.attemptOf(id, workerId, opts.attempt), error: opts.error, retry: opts.retry ?? true, delayMs: opts.delayMs }));
+  async nack(id: string, workerId: string, opts: HolderOptions & { error: string | { message: string; [k: string]: unknown }; retry?: boolean; delayMs?: number }): Promise<NackedState> {
+    const out = await verb(this.engine.work.nack(this.namespace, id, { workerId, attempt: this.attemptOf(id, workerId, opts.attempt), error: opts.error, retry: opts.retry ?? true, delayMs: opts.delayMs }));
     this.claims.delete(id);
+    return out.state;
   }
 
   heartbeat(id: string, workerId: string, opts: HolderOptions & { leaseMs?: number } = {}): Promise<HeartbeatAnswer> {

@@ -9,7 +9,7 @@ import { FencingConflictError, NotFoundError } from '../errors.ts';
 import type { DispatchPlane } from '../types.ts';
 import { ChunkWriter } from './chunks.ts';
 import { runInJob } from './context.ts';
-import { resolveHandler, type Registry } from './resolve.ts';
+import { ResolveError, resolveHandler, type Registry } from './resolve.ts';
 
 export interface JobOptions {
   dispatch: DispatchPlane;
@@ -19,7 +19,10 @@ export interface JobOptions {
   registry: Registry;
   root: string;
   allowImport: boolean;
-  /** Retry a failure while attempt <= retries (an envelope's max_retries wins). */
+  /**
+   * A lower cap on retries: a failure is retried while attempt <= retries (and <= the envelope's
+   * max_retries). Infinity leaves it to the plane, which fails the job once its attempt budget is spent.
+   */
   retries: number;
   timeLimitMs: number | null;
   heartbeatMs: number;
@@ -131,14 +134,15 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
       o.log(`job ${c.id} attempt ${c.attempt}: ${err.message}; stopped`);
       return err.why === 'cancelled' ? 'cancelled' : 'lost';
     }
-    const maxRetries = env?.max_retries ?? o.retries;
-    const retry = c.attempt <= maxRetries;
+    // The worker may only lower the plane's attempt budget: with retry, the plane says whether one is
+    // left. A job it cannot start (no such function, an import refused) would fail the same way again.
+    const retry = !(err instanceof ResolveError) && c.attempt <= Math.min(o.retries, env?.max_retries ?? Infinity);
     const error = { message: err.message, type: err.name, stack: err.stack ?? null };
-    o.log(`job ${c.id} attempt ${c.attempt} failed: ${err.name}: ${err.message}${retry ? ' (will retry)' : ''}`);
+    o.log(`job ${c.id} attempt ${c.attempt} failed: ${err.name}: ${err.message}${retry ? ' (retrying if attempts are left)' : ''}`);
     try {
       await append(FrameKind.ERROR, jsonBytes(error), { attempt: c.attempt }, !retry);
-      await d.nack(c.id, workerId, { ...holder, error, retry });
-      return retry ? 'retried' : 'failed';
+      const state = await d.nack(c.id, workerId, { ...holder, error, retry });
+      return state === 'failed' ? 'failed' : 'retried';
     } catch (e2) {
       if (e2 instanceof FencingConflictError || e2 instanceof NotFoundError) return 'lost';
       throw e2;

@@ -19,10 +19,18 @@ export interface WorkerOptions {
   registry?: Registry;
   /** Directory that `module#export` imports resolve under. Default: the current directory. */
   root?: string;
-  /** Run at most one job, then return. */
+  /**
+   * Run at most one job, then return: on an empty queue it waits `onceWaitMs` (default 2 s) for
+   * one, then returns 0, so it works from cron and in tests.
+   */
   once?: boolean;
+  onceWaitMs?: number;
   concurrency?: number;
-  /** Retry a failed job while attempt <= retries. Default 0. */
+  /**
+   * Lowers the plane's attempt budget: a failed job is retried while attempt <= retries. Default:
+   * no lower cap; the plane retries within the job's budget (its own max_attempts, else its
+   * queue's, else 3) and fails it once the budget is spent (AttemptsExhausted).
+   */
   retries?: number;
   /** Aborting it stops the worker gracefully. */
   stop?: AbortSignal;
@@ -44,6 +52,9 @@ export interface WorkerOptions {
   onJob?: (id: string, outcome: JobOutcome, attempt: number) => void;
   log?: (msg: string) => void;
 }
+
+/** How long `once` waits for a job on an empty queue before it returns 0. */
+export const ONCE_WAIT_MS = 2_000;
 
 /** The most one claim asks for (the plane's default batch limit). */
 const MAX_CLAIM = 1000;
@@ -76,11 +87,13 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
   };
   const jobOpts = {
     dispatch: d, ack, workerId, registry: opts.registry ?? {}, root: opts.root ?? process.cwd(),
-    allowImport: opts.allowImport ?? d instanceof Dispatch, retries: opts.retries ?? 0, timeLimitMs: opts.timeLimitMs ?? null,
+    allowImport: opts.allowImport ?? d instanceof Dispatch, retries: opts.retries ?? Infinity, timeLimitMs: opts.timeLimitMs ?? null,
     heartbeatMs: opts.heartbeatMs ?? Math.max(200, Math.floor((leaseMs ?? 30_000) / 3)), leaseMs, hardStop: hard.signal, log,
   };
   let executed = 0;
   let claimedOnce = false;
+  let onceTries = 0;
+  let gaveUp = false;
   const claimWait = opts.claimWaitMs ?? 20_000;
 
   // Claims fill free capacity in batches (claimMany): a busy worker costs one round trip per
@@ -141,8 +154,8 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
   };
   const claimInto = async (want: number) => {
     const pool = pools[turn++ % pools.length]!;
-    // With several pools, wait briefly on each in turn; with one, wait long.
-    const waitMs = pools.length === 1 ? claimWait : Math.min(claimWait, 1_000);
+    // With several pools, wait briefly on each in turn; with one, wait long; once, not long at all.
+    const waitMs = opts.once ? Math.max(0, Math.floor((opts.onceWaitMs ?? ONCE_WAIT_MS) / pools.length)) : pools.length === 1 ? claimWait : Math.min(claimWait, 1_000);
     let got: Claimed[] = [];
     // Acks ride a claim only while work flows (a claim with acks waits at most ACKS_WAIT_MS, then
     // the worker must claim again); a worker that waits for each job sends them alone.
@@ -174,12 +187,13 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
       held -= want - got.length;
     }
     claimedOnce ||= got.length > 0;
+    if (opts.once && ++onceTries >= pools.length) gaveUp = true; // every pool asked once: nothing came
     executed += got.length;
     buffer.push(...got);
     start();
   };
   const claimer = async () => {
-    while (!stop.aborted && !(opts.once && claimedOnce)) {
+    while (!stop.aborted && !(opts.once && (claimedOnce || gaveUp))) {
       const cap = capacity();
       if (held < cap && claims.size < 2 && !(opts.once && claims.size)) {
         const want = Math.min(MAX_CLAIM, cap - held);

@@ -97,6 +97,39 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
     expect(JSON.parse((await cli(['--json', 'result', next, '--timeout', '30'], env)).stdout).result).toBe(5);
   });
 
+  it('operates a queue: settings, a delayed and a failed job, retry, pause and resume, and a cron schedule', async () => {
+    const env = planeEnv(kind);
+    const q = JSON.parse((await cli(['--json', 'queue', 'ops', '--max-attempts', '1', '--max-running', '4', '--backoff', '1000,2,8000'], env)).stdout);
+    expect(q).toMatchObject({ queue: 'ops', paused: false, settings: { maxAttempts: 1, maxRunning: 4, retryBackoff: { initialMs: 1000, factor: 2, maxMs: 8000, jitter: 0 } } });
+    expect(JSON.parse((await cli(['--json', 'queue', 'ops', '--max-running', 'none'], env)).stdout).settings).toMatchObject({ maxRunning: null, maxAttempts: 1 });
+    const later = (await cli(['submit', 'ops', 'add', '[1, 2]', '--delay-ms', '600000'], env)).stdout.trim();
+    expect(JSON.parse((await cli(['--json', 'get', later], env)).stdout)).toMatchObject({ state: 'delayed', run_at: expect.any(Number) });
+    const id = (await cli(['submit', 'ops', 'boom'], env)).stdout.trim();
+    expect((await cli(['worker', 'once', '--queue', 'ops', '--module', HANDLERS], env)).code).toBe(0);
+    expect((await cli(['result', id], env)).code).toBe(1); // failed: its one attempt used
+    expect((await cli(['retry', id], env)).code).toBe(0);
+    expect(JSON.parse((await cli(['--json', 'get', id], env)).stdout)).toMatchObject({ state: 'queued', attempt: 1 });
+    expect((await cli(['retry', id], env)).code).not.toBe(0); // only a failed job is retried
+    expect((await cli(['pause', 'ops'], env)).code).toBe(0);
+    expect((await cli(['worker', 'once', '--queue', 'ops', '--module', HANDLERS], env)).code).toBe(0); // nothing handed out while paused
+    expect(JSON.parse((await cli(['--json', 'get', id], env)).stdout).state).toBe('queued');
+    expect((await cli(['resume', 'ops'], env)).code).toBe(0);
+    expect((await cli(['--json', 'schedule', 'set', 'ops', 'hourly', '--cron', '0 * * * *', '--fn', 'add', '--args', '[1,1]'], env)).code).toBe(0);
+    const listed = JSON.parse((await cli(['--json', 'schedule', 'list', 'ops'], env)).stdout);
+    expect(listed.schedules).toEqual([expect.objectContaining({ name: 'hourly', cron: '0 * * * *', nextAt: expect.any(Number) })]);
+    expect((await cli(['schedule', 'rm', 'ops', 'hourly'], env)).code).toBe(0);
+    expect((await cli(['schedule', 'set', 'ops', 'bad', '--cron', 'whenever', '--fn', 'add'], env)).code).not.toBe(0);
+  });
+
+  it('`worker once` on an empty queue exits 0 after its short wait (2 s), so it runs from cron', async () => {
+    const env = planeEnv(kind);
+    const t0 = Date.now();
+    const r = await cli(['worker', 'once', '--queue', 'empty', '--module', HANDLERS], env);
+    expect(r.code).toBe(0);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(2_000);
+    expect(Date.now() - t0).toBeLessThan(30_000);
+  });
+
   it('answers usage errors and unknown ids with their exit codes', async () => {
     const env = planeEnv(kind);
     expect((await cli(['submit', 'jobs', 'add', '[1,'], env)).code).toBe(2);

@@ -1,0 +1,102 @@
+/** The CLI's commands for operators: retry and redrive, pause and resume, queue settings, cron schedules. */
+import { encodeEnvelope } from '../envelope.ts';
+import type { DispatchPlane, QueueInfo, Schedule, SettingsChange } from '../types.ts';
+import { EXIT, type Out } from './output.ts';
+import { UsageError } from './commands.ts';
+
+const num = (what: string, s: string | undefined): number | undefined => {
+  if (s === undefined) return undefined;
+  const n = Number(s);
+  if (!Number.isFinite(n)) throw new UsageError(`${what} must be a number, got ${JSON.stringify(s)}`);
+  return n;
+};
+/** A setting flag: a number, or "none" to clear the setting. */
+const setting = (what: string, s: string | undefined): number | null | undefined => (s === 'none' ? null : num(what, s));
+
+export async function retry(d: DispatchPlane, out: Out, id: string) {
+  await d.retry(id);
+  out.print({ id, retried: true }, `${id}: back in its queue`);
+  return EXIT.ok;
+}
+
+export async function redrive(d: DispatchPlane, out: Out, queue: string, f: { limit?: string; deadLetters?: boolean }) {
+  const back = await d.redrive(queue, { limit: num('--limit', f.limit), deadLetters: !!f.deadLetters });
+  out.print({ queue, redriven: back }, back.length ? back.map((b) => `${b.id} -> ${b.queue}`).join('\n') : 'nothing to redrive');
+  return EXIT.ok;
+}
+
+export async function pause(d: DispatchPlane, out: Out, queue: string, paused: boolean) {
+  await (paused ? d.pauseQueue(queue) : d.resumeQueue(queue));
+  out.print({ queue, paused }, `${queue}: ${paused ? 'paused' : 'resumed'}`);
+  return EXIT.ok;
+}
+
+export interface QueueFlags {
+  leaseMs?: string;
+  maxAttempts?: string;
+  maxRunning?: string;
+  rate?: string;
+  backoff?: string;
+  deadLetterQueue?: string;
+  ttlMs?: string;
+}
+
+/** `queue <name>` shows the settings; with flags it changes those named first ("none" clears one). */
+export async function queue(d: DispatchPlane, out: Out, name: string, f: QueueFlags) {
+  const change: SettingsChange = {};
+  if (f.leaseMs !== undefined) change.leaseMs = setting('--lease-ms', f.leaseMs);
+  if (f.maxAttempts !== undefined) change.maxAttempts = setting('--max-attempts', f.maxAttempts);
+  if (f.maxRunning !== undefined) change.maxRunning = setting('--max-running', f.maxRunning);
+  if (f.rate !== undefined) change.claimsPerSecond = setting('--rate', f.rate);
+  if (f.ttlMs !== undefined) change.ttlMs = setting('--ttl-ms', f.ttlMs);
+  if (f.deadLetterQueue !== undefined) change.deadLetterQueue = f.deadLetterQueue === 'none' ? null : f.deadLetterQueue;
+  if (f.backoff !== undefined) {
+    // --backoff INITIAL_MS[,FACTOR[,MAX_MS[,JITTER]]] or none
+    const [initialMs, factor, maxMs, jitter] = f.backoff === 'none' ? [] : f.backoff.split(',').map((p) => num('--backoff', p));
+    change.retryBackoff = f.backoff === 'none' ? null : { initialMs, factor, maxMs, jitter };
+  }
+  const info: QueueInfo = Object.keys(change).length ? await d.configureQueue(name, change) : await d.queueInfo(name);
+  const s = info.settings;
+  const b = s.retryBackoff;
+  out.print(info, [
+    `queue            ${info.queue}${info.paused ? ' (paused)' : ''}`,
+    `lease            ${s.leaseMs === null ? 'plane default' : `${s.leaseMs} ms`}`,
+    `max attempts     ${s.maxAttempts ?? 'plane default'}`,
+    `max running      ${s.maxRunning ?? 'no cap'}`,
+    `claims/s         ${s.claimsPerSecond ?? 'no limit'}`,
+    `retry backoff    ${b ? `${b.initialMs} ms x${b.factor} up to ${b.maxMs} ms, jitter ${b.jitter}` : 'none'}`,
+    `dead letters to  ${s.deadLetterQueue ?? 'none'}`,
+    `default ttl      ${s.ttlMs === null ? 'none' : `${s.ttlMs} ms`}`,
+  ].join('\n'));
+  return EXIT.ok;
+}
+
+const scheduleLine = (s: Schedule) =>
+  `${s.name.padEnd(20)} ${s.cron.padEnd(18)} ${(s.timezone ?? 'UTC').padEnd(16)} next ${new Date(s.nextAt).toISOString()}${s.lastAt === null ? '' : `  last ${new Date(s.lastAt).toISOString()}`}`;
+
+export async function schedule(d: DispatchPlane, out: Out, action: string, queue: string, name: string | undefined, f: { cron?: string; tz?: string; fn?: string; args?: string; priority?: string }) {
+  if (action === 'list') {
+    const all = await d.listSchedules(queue);
+    out.print({ queue, schedules: all.map(({ envelope: _e, ...s }) => s) }, all.length ? all.map(scheduleLine).join('\n') : `${queue}: no schedules`);
+    return EXIT.ok;
+  }
+  if (!name) throw new UsageError(`schedule ${action} needs a schedule name`);
+  if (action === 'rm') {
+    await d.removeSchedule(queue, name);
+    out.print({ queue, name, removed: true }, `${queue}/${name}: removed`);
+    return EXIT.ok;
+  }
+  if (action !== 'set') throw new UsageError(`unknown schedule action ${JSON.stringify(action)}: expected set, list or rm`);
+  if (!f.cron || !f.fn) throw new UsageError('schedule set needs --cron and --fn');
+  let args: unknown = [];
+  try {
+    args = f.args === undefined ? [] : JSON.parse(f.args);
+  } catch {
+    throw new UsageError(`--args is not valid JSON: ${f.args}`);
+  }
+  const envelope = encodeEnvelope({ fn: f.fn, args: Array.isArray(args) ? args : [args], kwargs: {} });
+  const s = await d.setSchedule(queue, name, { cron: f.cron, timezone: f.tz ?? null, envelope, priority: num('--priority', f.priority) ?? 0 });
+  const { envelope: _e, ...view } = s;
+  out.print(view, scheduleLine(s));
+  return EXIT.ok;
+}
