@@ -57,7 +57,10 @@ export async function get(d: DispatchPlane, out: Out, id: string) {
     worker_id: inv.workerId, lease_until: inv.leaseUntil, call, result: safeJson(inv.result), error: inv.error,
     created_at: inv.createdAt, started_at: inv.startedAt, finished_at: inv.finishedAt, run_at: inv.runAt, expires_at: inv.expiresAt, max_attempts: inv.maxAttempts,
   };
-  out.print(view, Object.entries(view).filter(([, v]) => v !== null).map(([k, v]) => `${k.padEnd(12)} ${typeof v === 'object' ? JSON.stringify(v) : String(v)}`).join('\n'));
+  // Text shows moments as ISO times (JSON keeps epoch ms).
+  const moments = new Set(['lease_until', 'created_at', 'started_at', 'finished_at', 'run_at', 'expires_at']);
+  const text = (k: string, v: unknown) => (moments.has(k) ? new Date(Number(v)).toISOString() : typeof v === 'object' ? JSON.stringify(v) : String(v));
+  out.print(view, Object.entries(view).filter(([, v]) => v !== null).map(([k, v]) => `${k.padEnd(12)} ${text(k, v)}`).join('\n'));
   return EXIT.ok;
 }
 

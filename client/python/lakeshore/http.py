@@ -56,8 +56,31 @@ def _unb64(s: Optional[str]) -> Optional[bytes]:
     return None if s is None else base64.b64decode(s)
 
 
-def _submit_body(envelope: bytes, id: str, key: Optional[str], priority: float, parent: Optional[str]) -> Dict[str, Any]:
-    return {"id": id, "envelope": _b64(envelope), "key": key, "priority": _finite("priority", priority), "parent": parent}
+def _submit_body(envelope: bytes, id: str, key: Optional[str] = None, priority: float = 0.0, parent: Optional[str] = None, *,
+                 delay: Optional[float] = None, run_at: Optional[float] = None, ttl: Optional[float] = None,
+                 expires_at: Optional[float] = None, max_attempts: Optional[int] = None) -> Dict[str, Any]:
+    """The submit wire body; times are seconds here (epoch seconds for `run_at`, `expires_at`) and ms on the wire."""
+    body: Dict[str, Any] = {"id": id, "envelope": _b64(envelope), "key": key, "priority": _finite("priority", priority), "parent": parent}
+    for name, v in (("delay_ms", delay), ("run_at", run_at), ("ttl_ms", ttl), ("expires_at", expires_at)):
+        if v is not None:
+            body[name] = _ms(name, v)
+    if max_attempts is not None:
+        body["max_attempts"] = max_attempts
+    return body
+
+
+def _ms(name: str, seconds: float) -> int:
+    return int(round(_finite(name, seconds) * 1000))
+
+
+class _Keep:
+    """A setting left out of configure_queue: it keeps its value (None clears it)."""
+
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+KEEP: Any = _Keep()
 
 
 def _finite(name: str, v: float) -> float:
@@ -88,18 +111,25 @@ class HttpDispatch:
 
     # ------------------------------------------------------------------ producers
 
-    def submit(self, queue: str, envelope: bytes, *, id: str, key: Optional[str] = None, priority: float = 0.0, parent: Optional[str] = None) -> str:
-        out = self._call("POST", "/queues/%s/invocations" % _q(queue), _submit_body(envelope, id, key, priority, parent))
+    def submit(self, queue: str, envelope: bytes, *, id: str, key: Optional[str] = None, priority: float = 0.0, parent: Optional[str] = None,
+               delay: Optional[float] = None, run_at: Optional[float] = None, ttl: Optional[float] = None,
+               expires_at: Optional[float] = None, max_attempts: Optional[int] = None) -> str:
+        """Submits one job. `delay` (seconds) or `run_at` (epoch seconds, as time.time()) keeps it
+        delayed until then; `ttl` (seconds) or `expires_at` fails it as Expired if no worker claimed
+        it by then (default: the queue's TTL); `max_attempts` is its own attempt budget."""
+        out = self._call("POST", "/queues/%s/invocations" % _q(queue), _submit_body(
+            envelope, id, key, priority, parent, delay=delay, run_at=run_at, ttl=ttl, expires_at=expires_at, max_attempts=max_attempts))
         self._hint(out["id"], queue)
         return out["id"]
 
     def submit_many(self, queue: str, items: List[Dict[str, Any]]) -> List[Union[str, LakeshoreError]]:
         """Submits many in few requests (up to 500 items and about 30 MiB each): `items` are dicts
-        with `envelope` (bytes) and `id`, and optionally `key`, `priority`, `parent`. Each item keeps
+        with `envelope` (bytes) and `id`, and optionally `key`, `priority`, `parent` and submit's
+        `delay`, `run_at`, `ttl`, `expires_at`, `max_attempts`. Each item keeps
         its own id, key and idempotency, and fails alone: the answer has, per item, its id or its
         error (not raised). A request the plane refuses whole answers its error for its items."""
         out: List[Union[str, LakeshoreError]] = []
-        bodies = [_submit_body(it["envelope"], it["id"], it.get("key"), it.get("priority", 0.0), it.get("parent")) for it in items]
+        bodies = [_submit_body(**it) for it in items]
         for part in _parts(bodies):
             try:
                 results = self._call("POST", "/queues/%s/invocations/batch" % _q(queue), {"items": part})["results"]
@@ -150,6 +180,54 @@ class HttpDispatch:
     def count(self, queue: str, state: str = "queued") -> int:
         return int(self._call("GET", "/queues/%s/count?state=%s" % (_q(queue), _q(state)))["count"])
 
+    def retry(self, inv_id: str) -> None:
+        """Puts a failed job back in its queue with a fresh attempt budget (same id, journal kept);
+        a job in any other state raises FencingConflict."""
+        self._call("POST", "/invocations/%s/retry%s" % (_q(inv_id), self._qs(inv_id)))
+
+    def list_queues(self) -> List[str]:
+        return [str(q) for q in self._call("GET", "/queues")["queues"]]
+
+    # ------------------------------------------------------------------ operators
+
+    def queue_info(self, queue: str) -> Dict[str, Any]:
+        """`{"queue", "paused", "settings": {...}}`, settings in the wire's names and units (ms)."""
+        return self._call("GET", "/queues/%s" % _q(queue))
+
+    def configure_queue(self, queue: str, *, lease_ms: Any = KEEP, max_attempts: Any = KEEP, max_running: Any = KEEP,
+                        claims_per_second: Any = KEEP, retry_backoff: Any = KEEP, dead_letter_queue: Any = KEEP, ttl_ms: Any = KEEP) -> Dict[str, Any]:
+        """Changes the settings named; None clears one (back to the plane's default). `retry_backoff`
+        is a dict of `initial_ms`, `factor`, `max_ms`, `jitter`. Answers queue_info."""
+        named = {"lease_ms": lease_ms, "max_attempts": max_attempts, "max_running": max_running, "claims_per_second": claims_per_second,
+                 "retry_backoff": retry_backoff, "dead_letter_queue": dead_letter_queue, "ttl_ms": ttl_ms}
+        return self._call("PUT", "/queues/%s" % _q(queue), {k: v for k, v in named.items() if v is not KEEP})
+
+    def pause_queue(self, queue: str) -> None:
+        """A paused queue takes submits but hands out nothing until resumed."""
+        self._call("POST", "/queues/%s/pause" % _q(queue))
+
+    def resume_queue(self, queue: str) -> None:
+        self._call("POST", "/queues/%s/resume" % _q(queue))
+
+    def redrive(self, queue: str, *, limit: Optional[int] = None, dead_letters: bool = False) -> List[Dict[str, str]]:
+        """Retries up to `limit` (default 100) failed jobs of the queue, oldest first; with
+        `dead_letters`, on a dead-letter queue, sends its dead letters' jobs back to their queues.
+        Answers the retried jobs as `{"id", "queue"}`."""
+        return self._call("POST", "/queues/%s/redrive" % _q(queue), {"limit": limit, "dead_letters": dead_letters})["redriven"]
+
+    def set_schedule(self, queue: str, name: str, *, cron: str, envelope: bytes, timezone: Optional[str] = None, priority: float = 0.0) -> Dict[str, Any]:
+        """Each tick of `cron` (5 fields, or 6 with seconds first; read in `timezone`, default UTC)
+        submits `envelope`, keyed `schedule:<name>:<tick ms>`."""
+        out = self._call("PUT", "/queues/%s/schedules/%s" % (_q(queue), _q(name)), {
+            "cron": cron, "timezone": timezone, "envelope": _b64(envelope), "priority": _finite("priority", priority)})
+        return _schedule(out)
+
+    def list_schedules(self, queue: str) -> List[Dict[str, Any]]:
+        return [_schedule(s) for s in self._call("GET", "/queues/%s/schedules" % _q(queue))["schedules"]]
+
+    def remove_schedule(self, queue: str, name: str) -> None:
+        self._call("DELETE", "/queues/%s/schedules/%s" % (_q(queue), _q(name)))
+
     # ------------------------------------------------------------------ workers
 
     def claim(self, queue: str, worker_id: str, *, kind: str = "fifo", temperature: float = 1.0, wait: float = 0.0, lease: Optional[float] = None) -> Optional[Claimed]:
@@ -172,10 +250,17 @@ class HttpDispatch:
         with self._lock:
             self._claims.pop(inv_id, None)
 
-    def nack(self, inv_id: str, worker_id: str, *, error: Union[str, Dict[str, Any]], retry: bool = True) -> None:
-        self._call("POST", "/invocations/%s/nack%s" % (_q(inv_id), self._qs(inv_id)), {"worker_id": worker_id, "attempt": self._attempt(inv_id, worker_id), "error": error, "retry": retry})
+    def nack(self, inv_id: str, worker_id: str, *, error: Union[str, Dict[str, Any]], retry: bool = True, delay: Optional[float] = None) -> str:
+        """Gives the job back. With `retry` it waits for another attempt (`delay` seconds, else its
+        queue's backoff) while its budget lasts; else, or on its last attempt, it fails. Answers
+        where it went: "queued", "delayed" or "failed"."""
+        body: Dict[str, Any] = {"worker_id": worker_id, "attempt": self._attempt(inv_id, worker_id), "error": error, "retry": retry}
+        if delay is not None:
+            body["delay_ms"] = _ms("delay", delay)
+        out = self._call("POST", "/invocations/%s/nack%s" % (_q(inv_id), self._qs(inv_id)), body)
         with self._lock:
             self._claims.pop(inv_id, None)
+        return str(out["state"])
 
     def heartbeat(self, inv_id: str, worker_id: str) -> bool:
         """Extends the lease; answers True when the invocation was cancelled (the worker should stop)."""
@@ -315,6 +400,10 @@ class HttpDispatch:
                 if time.monotonic() + pause > give_up:
                     raise
             time.sleep(pause)
+
+
+def _schedule(s: Dict[str, Any]) -> Dict[str, Any]:
+    return {**s, "envelope": _unb64(s.get("envelope"))}
 
 
 def _q(s: str) -> str:

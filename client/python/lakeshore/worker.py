@@ -51,20 +51,31 @@ class _Job:
         self._done.set()
 
 
-def run_worker(dispatch: Any, queue: str, registry: Dict[str, Callable[..., Any]], *, once: bool = False, retries: int = 1,
-               stop: Optional[threading.Event] = None, worker_id: Optional[str] = None, wait: float = 20.0, lease: float = 30.0) -> int:
-    """Serves `queue` until `stop` is set (or one job with `once`); returns the number of jobs run.
+class _Unrunnable(LookupError):
+    """A job this worker cannot start (no such function): another attempt would fail the same way."""
+
+
+def run_worker(dispatch: Any, queue: str, registry: Dict[str, Callable[..., Any]], *, once: bool = False, once_wait: float = 2.0,
+               retries: Optional[int] = None, stop: Optional[threading.Event] = None, worker_id: Optional[str] = None,
+               wait: float = 20.0, lease: float = 30.0) -> int:
+    """Serves `queue` until `stop` is set; returns the number of jobs run. With `once` it runs at
+    most one job: on an empty queue it waits `once_wait` seconds for one, then returns 0.
 
     A plain function's JSON result is acked. A generator streams one VALUE frame per yield, then
-    END. A failure writes an ERROR frame and nacks, retried while attempt <= retries. The job's
-    lease is heartbeaten while it runs; a job cancelled meanwhile stops streaming."""
+    END. A failure writes an ERROR frame and nacks with retry: the plane retries it within the
+    job's attempt budget (its own max_attempts, else its queue's, else 3) and fails it once that
+    is spent. `retries` (and an envelope's `max_retries`) only lower that: no retry after attempt
+    `retries` + 1. A job naming a function the registry lacks fails at once. The job's lease is
+    heartbeaten while it runs; a job cancelled meanwhile stops streaming."""
     worker_id = worker_id or "%s:%d:py" % (socket.gethostname(), os.getpid())
     stop = stop or threading.Event()
     executed = 0
     while not stop.is_set():
         # Long-poll the plane, in slices short enough to notice `stop` promptly.
-        c = dispatch.claim(queue, worker_id, wait=min(wait, 2.0), lease=lease)
+        c = dispatch.claim(queue, worker_id, wait=once_wait if once else min(wait, 2.0), lease=lease)
         if c is None:
+            if once:
+                return 0
             continue
         executed += 1
         _run_one(dispatch, c, worker_id, registry, retries, max(0.2, lease / 3))
@@ -73,14 +84,14 @@ def run_worker(dispatch: Any, queue: str, registry: Dict[str, Callable[..., Any]
     return executed
 
 
-def _run_one(d: Any, c: Any, worker_id: str, registry: Dict[str, Callable[..., Any]], retries: int, heartbeat_s: float) -> None:
+def _run_one(d: Any, c: Any, worker_id: str, registry: Dict[str, Callable[..., Any]], retries: Optional[int], heartbeat_s: float) -> None:
     job = _Job(d, c, worker_id, heartbeat_s)
     env: Dict[str, Any] = {}
     try:
         env = decode_envelope(c.envelope)
         fn = registry.get(env["fn"])
         if fn is None:
-            raise LookupError("function %r is not registered with this worker" % env["fn"])
+            raise _Unrunnable("function %r is not registered with this worker" % env["fn"])
         out = fn(*env.get("args", []), **env.get("kwargs", {}))
         result: Any = out
         if inspect.isgenerator(out):
@@ -100,8 +111,8 @@ def _run_one(d: Any, c: Any, worker_id: str, registry: Dict[str, Callable[..., A
     except (FencingConflict, NotFound):
         return  # the lease was lost or the job cancelled: this attempt writes nothing more
     except Exception as e:
-        max_retries = env.get("max_retries") if isinstance(env.get("max_retries"), int) else retries
-        retry = c.attempt <= max_retries
+        caps = [r for r in (retries, env.get("max_retries")) if isinstance(r, int) and not isinstance(r, bool)]
+        retry = not isinstance(e, _Unrunnable) and all(c.attempt <= r for r in caps)
         error = {"message": str(e), "type": type(e).__name__, "stack": traceback.format_exc()}
         try:
             job.append(ERROR, _json(error), {"attempt": c.attempt}, final=not retry)

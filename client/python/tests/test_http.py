@@ -92,6 +92,62 @@ class Verbs(unittest.TestCase):
             d.result("a")
         self.assertEqual(cm.exception.error["type"], "ValueError")
 
+    def test_nack_with_a_delay_and_the_attempt_budget(self):
+        d = client()
+        d.submit("q", b"x", id="a", max_attempts=2)
+        d.claim("q", "w")
+        self.assertEqual(d.nack("a", "w", error="later", delay=3600), "delayed")
+        row = d.get("a")
+        self.assertEqual(row["state"], "delayed")
+        self.assertGreater(row["run_at"], time.time() * 1000 + 3500 * 1000)
+        self.assertIsNone(d.claim("q", "w"))
+        self.assertEqual(d.count("q", "delayed"), 1)
+
+    def test_delay_ttl_retry(self):
+        d = client()
+        d.submit("q", b"x", id="later", delay=3600)
+        d.submit("q", b"x", id="now", ttl=3600)
+        self.assertEqual(d.get("later")["state"], "delayed")
+        self.assertIsNotNone(d.get("now")["expires_at"])
+        c = d.claim("q", "w")
+        self.assertEqual(c.id, "now")  # the delayed one is not claimable
+        self.assertEqual(d.nack("now", "w", error="bad", retry=False), "failed")
+        with self.assertRaises(ls.FencingConflict):
+            d.retry("later")  # only a failed job is retried
+        d.retry("now")
+        row = d.get("now")
+        self.assertEqual((row["state"], row["attempt"]), ("queued", 1))
+        self.assertEqual(d.claim("q", "w").attempt, 2)
+
+    def test_operators_configure_pause_redrive_and_schedule(self):
+        d = client()
+        info = d.configure_queue("q", max_attempts=1, retry_backoff={"initial_ms": 100}, dead_letter_queue="dead")
+        self.assertEqual(info["settings"]["max_attempts"], 1)
+        self.assertEqual(info["settings"]["retry_backoff"]["factor"], 2)
+        self.assertEqual(d.configure_queue("q", max_attempts=None)["settings"]["max_attempts"], None)  # None clears
+        self.assertEqual(d.queue_info("q")["settings"]["dead_letter_queue"], "dead")  # left out: kept
+        d.configure_queue("q", max_attempts=1)
+        d.pause_queue("q")
+        self.assertTrue(d.queue_info("q")["paused"])
+        d.submit("q", b"x", id="a")
+        self.assertIsNone(d.claim("q", "w"))
+        d.resume_queue("q")
+        d.claim("q", "w")
+        self.assertEqual(d.nack("a", "w", error="boom"), "failed")  # one attempt: the budget is spent
+        self.assertEqual(d.get("a")["error"]["type"], "AttemptsExhausted")
+        self.assertEqual(d.count("dead"), 1)
+        self.assertEqual(d.redrive("dead", dead_letters=True), [{"id": "a", "queue": "q"}])
+        self.assertEqual(d.get("a")["state"], "queued")
+        self.assertIn("dead", d.list_queues())
+        s = d.set_schedule("q", "nightly", cron="0 3 * * *", timezone="Europe/Paris", envelope=b"tick")
+        self.assertEqual((s["name"], s["envelope"], s["timezone"]), ("nightly", b"tick", "Europe/Paris"))
+        self.assertGreater(s["next_at"], time.time() * 1000)
+        self.assertEqual([x["name"] for x in d.list_schedules("q")], ["nightly"])
+        with self.assertRaises(ls.BadRequest):
+            d.set_schedule("q", "bad", cron="every day", envelope=b"")
+        d.remove_schedule("q", "nightly")
+        self.assertEqual(d.list_schedules("q"), [])
+
     def test_cancel(self):
         d = client()
         d.submit("q", b"x", id="a")
@@ -286,6 +342,27 @@ class Worker(unittest.TestCase):
         self.assertEqual(cm.exception.error["type"], "RuntimeError")
         kinds = [ls.decode_frame(f)[0] for _, f in d.journal_read("f", timeout=5)]
         self.assertEqual(kinds, [ls.ERROR, ls.ERROR])
+
+    def test_the_plane_budget_decides_retries_and_an_unknown_function_fails_at_once(self):
+        d = client()
+        calls = []
+
+        def flaky():
+            calls.append(1)
+            raise RuntimeError("attempt %d fails" % len(calls))
+
+        d.submit("q", ls.encode_envelope("flaky"), id="f")
+        d.submit("q", ls.encode_envelope("nobody"), id="n")
+        ran = [ls.run_worker(d, "q", {"flaky": flaky}, once=True) for _ in range(4)]
+        self.assertEqual(ran, [1, 1, 1, 1])  # f three times (the default budget), n once
+        self.assertEqual(len(calls), 3)
+        with self.assertRaises(ls.InvocationFailed) as cm:
+            d.result("f", timeout=5)
+        self.assertEqual((cm.exception.error["type"], cm.exception.error["last"]["type"]), ("AttemptsExhausted", "RuntimeError"))
+        self.assertEqual((d.get("n")["state"], d.get("n")["attempt"]), ("failed", 1))
+        t0 = time.monotonic()
+        self.assertEqual(ls.run_worker(d, "q", {}, once=True, once_wait=0.5), 0)  # an empty queue: it returns
+        self.assertLess(time.monotonic() - t0, 10)
 
 
 @unittest.skipUnless(URL, "needs LAKESHORE_URL")
