@@ -223,11 +223,20 @@ export class HttpDispatch implements DispatchPlane {
     return c ?? null;
   }
 
+  /**
+   * A claim with a signal names itself (claim_id): aborted before its answer is in, it calls the
+   * claim off on the plane too (POST .../claim/cancel), so a parked claim takes no job and one
+   * answered meanwhile gives its jobs back, also where no disconnect reaches the plane (a proxy).
+   */
   async claimMany(queue: string, workerId: string, max: number, opts: ClaimOptions = {}): Promise<Claimed[]> {
-    const out = await this.http.call('POST', `/queues/${enc(queue)}/claim`, this.claimBody(workerId, max, opts), { waitMs: opts.waitMs ?? 0, signal: opts.signal })
-      .catch((e: unknown) => {
-        if (opts.signal?.aborted) return { claimed: [] };
-        throw e;
+    const claimId = opts.signal ? crypto.randomUUID() : undefined;
+    const body = { ...this.claimBody(workerId, max, opts), claim_id: claimId } satisfies wire.ClaimWire;
+    const out = await this.http.call('POST', `/queues/${enc(queue)}/claim`, body, { waitMs: opts.waitMs ?? 0, signal: opts.signal })
+      .catch(async (e: unknown) => {
+        if (!opts.signal?.aborted) throw e;
+        const cancel = { worker_id: workerId, claim_id: claimId! } satisfies wire.ClaimCancelWire;
+        await this.http.call('POST', `/queues/${enc(queue)}/claim/cancel`, cancel).catch(() => {});
+        return { claimed: [] };
       });
     return this.claimed(workerId, out.claimed as Json[]);
   }

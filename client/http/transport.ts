@@ -51,18 +51,18 @@ export class Transport {
     const giveUp = Date.now() + this.retryForMs;
     for (let attempt = 0; ; attempt++) {
       const backoff = Math.min(1_000, 25 * 2 ** attempt) * (0.5 + Math.random() / 2);
-      let res: Response;
+      let out: Json | { error: LakeshoreError; status: number };
       try {
-        res = await this.once(method, path, body, opts);
+        out = await this.once(method, path, body, opts);
       } catch (e) {
         if (!isConnectionError(e) || opts.signal?.aborted || Date.now() + backoff > giveUp) throw e;
         await sleep(backoff, opts.signal);
         continue;
       }
-      if (res.ok) return (await res.json()) as Json;
-      const err = await errorOf(res);
-      const wait = res.status === 429 ? Math.max(backoff, err.retryAfterMs ?? 0) : backoff;
-      if (!(res.status === 429 || res.status === 503) || opts.signal?.aborted || Date.now() + wait > giveUp) throw err;
+      if (!(out.error instanceof LakeshoreError)) return out;
+      const { error, status } = out as { error: LakeshoreError; status: number };
+      const wait = status === 429 ? Math.max(backoff, error.retryAfterMs ?? 0) : backoff;
+      if (!(status === 429 || status === 503) || opts.signal?.aborted || Date.now() + wait > giveUp) throw error;
       await sleep(wait, opts.signal);
     }
   }
@@ -72,25 +72,78 @@ export class Transport {
     return this.fetchImpl(this.base + path, { ...init, headers: { ...this.auth(), ...init.headers } });
   }
 
-  private async once(method: string, path: string, body: unknown, opts: { waitMs?: number; signal?: AbortSignal }): Promise<Response> {
+  /**
+   * One request: its JSON answer, or the error the plane answered and its HTTP status. The caller's signal and the
+   * timeout abort it only until the answer is in: a streamed answer (a claim that waited, see
+   * src/worker/long-poll.ts) is used as soon as its line is read, and the rest of its body is
+   * read to the end, since a client that hangs up inside it would give its jobs back.
+   */
+  private async once(method: string, path: string, body: unknown, opts: { waitMs?: number; signal?: AbortSignal }): Promise<Json | { error: LakeshoreError; status: number }> {
     const limit = this.timeout + (opts.waitMs ?? 0);
-    const signals = [AbortSignal.timeout(limit)];
-    if (opts.signal) signals.push(opts.signal);
+    const ac = new AbortController();
+    let answered = false;
+    const abort = (reason: unknown) => !answered && ac.abort(reason);
+    const onAbort = () => abort(opts.signal!.reason);
+    if (opts.signal?.aborted) onAbort();
+    opts.signal?.addEventListener('abort', onAbort, { once: true });
+    const timer = setTimeout(() => abort(new TimeoutError(`${method} ${path} got no answer within ${limit} ms`)), limit);
     try {
-      return await this.fetch(path, {
+      const res = await this.fetch(path, {
         method,
         headers: body === undefined ? {} : { 'content-type': 'application/json' },
         body: body === undefined ? undefined : JSON.stringify(body, finiteOnly),
-        signal: AbortSignal.any(signals),
+        signal: ac.signal,
       });
+      if (!res.ok) return { error: await errorOf(res), status: res.status };
+      return await answerOf(res, () => (answered = true));
     } catch (e) {
-      if (e instanceof Error && e.name === 'TimeoutError') throw new TimeoutError(`${method} ${path} got no answer within ${limit} ms`);
+      if (ac.signal.reason instanceof TimeoutError) throw ac.signal.reason;
       throw e;
+    } finally {
+      clearTimeout(timer);
+      opts.signal?.removeEventListener('abort', onAbort);
     }
   }
 
   private auth(): Record<string, string> {
     return this.token ? { authorization: `Bearer ${this.token}` } : {};
+  }
+}
+
+/**
+ * A 2xx answer's JSON. A streamed answer is whitespace, one JSON line, then a tail: it is parsed
+ * once its line is in (`answered` is told), and the tail is read to its end in the background. A
+ * streamed `{"error": {code, message}}` is that error. Anything else is read whole.
+ */
+async function answerOf(res: Response, answered: () => void): Promise<Json> {
+  if (!res.body) return {};
+  const reader = res.body.getReader();
+  const dec = new TextDecoder();
+  let text = '';
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    text += dec.decode(value, { stream: true });
+    const nl = text.indexOf('\n');
+    if (nl >= 0 && text.slice(0, nl).trim()) {
+      answered();
+      void drain(reader);
+      const j = JSON.parse(text.slice(0, nl)) as Json;
+      const err = j.error as { code?: string; message?: string } | undefined;
+      if (Object.keys(j).length === 1 && err?.code) throw errorFor(err.code, err.message ?? 'the plane failed the call');
+      return j;
+    }
+  }
+  answered();
+  text += dec.decode();
+  return JSON.parse(text) as Json;
+}
+
+async function drain(reader: ReadableStreamDefaultReader<Uint8Array>) {
+  try {
+    while (!(await reader.read()).done);
+  } catch {
+    /* the connection broke after the answer: nothing more to read */
   }
 }
 

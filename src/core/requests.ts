@@ -40,6 +40,8 @@ export interface ClaimRequest {
   /** Most invocations to claim; default 1. */
   max?: unknown;
   signal?: AbortSignal;
+  /** Told when the claim found nothing and parks to wait (once, before its first wait). */
+  onPark?: () => void;
 }
 
 /** A claim's checked arguments. */

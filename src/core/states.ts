@@ -28,4 +28,6 @@ export const TRANSITIONS = Object.freeze({
   ttl: { from: ['delayed', 'queued'], to: 'failed' },
   cancel: { from: ['delayed', 'queued', 'running'], to: 'cancelled' },
   retry: { from: ['failed'], to: 'queued' },
+  /** A claim's answer that never reached its worker (edge plane: the client was gone). */
+  release: { from: ['running'], to: 'queued' },
 } satisfies Record<string, { from: State[]; to: State }>);

@@ -66,6 +66,8 @@ export interface ClaimWire {
   max?: Opt<number>;
   /** Acks of this worker's finished invocations of the queue, sent with the claim (see ackAndClaim). */
   acks?: Opt<AckWire[]>;
+  /** The caller's name for this claim, so that it can call the claim off (POST .../claim/cancel). */
+  claim_id?: Opt<string>;
 }
 export const ClaimBody = exactly<ClaimWire>()(z.strictObject({
   worker_id: z.string(),
@@ -75,7 +77,15 @@ export const ClaimBody = exactly<ClaimWire>()(z.strictObject({
   wait_ms: opt(z.number()),
   max: opt(z.number()),
   acks: opt(z.array(AckItemBody)),
+  claim_id: opt(z.string()),
 }));
+
+/** Calls off a claim of this worker named by its claim_id. */
+export interface ClaimCancelWire {
+  worker_id: string;
+  claim_id: string;
+}
+export const ClaimCancelBody = exactly<ClaimCancelWire>()(z.strictObject({ worker_id: z.string(), claim_id: z.string() }));
 
 interface HolderWire {
   worker_id: string;

@@ -16,6 +16,7 @@ import { failed, fill, one, parseEach, type Settled } from './settled.ts';
 import { ackPlan, type AckItem, type Finished } from './sql/ack.ts';
 import { heartbeatPlan } from './sql/heartbeat.ts';
 import { nackPlan } from './sql/nack.ts';
+import { releasePlan, type Handed } from './sql/release.ts';
 import type { Claimed, HeartbeatAnswer } from './types.ts';
 import * as v from './validate.ts';
 import { keys } from './waiters.ts';
@@ -66,7 +67,7 @@ export class Work {
 
   /** Claims up to `max` invocations; waits (up to waitMs) only while it has none. */
   async claimMany(ns: string, queue: unknown, req: ClaimRequest): Promise<Claimed[]> {
-    return this.claimWith(ns, claimArgs(queue, req, this.limits), req.signal);
+    return this.claimWith(ns, claimArgs(queue, req, this.limits), req.signal, req.onPark);
   }
 
   /**
@@ -85,7 +86,7 @@ export class Work {
     return { acks: acked, claimed };
   }
 
-  private async claimWith(ns: string, { q, max, input, wait }: ClaimArgs, signal?: AbortSignal): Promise<Claimed[]> {
+  private async claimWith(ns: string, { q, max, input, wait }: ClaimArgs, signal?: AbortSignal, onPark?: () => void): Promise<Claimed[]> {
     // fifo and filo claims that park can be handed rows by the next submit (see handoff.ts).
     const rides = input.kind !== 'boltzmann' || input.temperature === 0;
     let wake: Wake | undefined;
@@ -106,6 +107,8 @@ export class Work {
       // delayed job comes due (then this claim expires or promotes it itself, whether or not any
       // alarm or other process is still there), or the claim rate has a token again.
       nap: async (left) => {
+        onPark?.();
+        onPark = undefined;
         wake ??= await this.committer.run(wakePlan(this.now(), ns, q));
         const until = wake.paused ? Infinity : Math.min(wake.lease ?? Infinity, wake.due ?? Infinity, wake.tokenAt ?? Infinity);
         return Math.min(left, until - this.now() + 1);
@@ -118,6 +121,21 @@ export class Work {
       this.onWake?.(ns, q, Math.max(...got.map((c) => c.leaseUntil)));
     }
     return got;
+  }
+
+  /**
+   * Puts back claims whose answer never reached their worker (its connection was gone): each row
+   * still running under that worker and attempt is queued again, its attempt not charged. Answers
+   * the ids put back; parked claims of the queue wake for them.
+   */
+  async release(ns: string, queue: string, workerId: string, items: Handed[]): Promise<string[]> {
+    if (!items.length) return [];
+    const back = await this.committer.run(releasePlan(this.now(), ns, queue, workerId, items));
+    if (back.length) {
+      this.park.wake(keys.capped(ns, queue), back.length);
+      this.park.wake(keys.queue(ns, queue), back.length);
+    }
+    return back;
   }
 
   async ack(ns: string, id: unknown, req: HolderRequest & { result?: unknown }): Promise<{ absorbed: boolean }> {

@@ -7,14 +7,30 @@
  */
 import { DurableObject } from 'cloudflare:workers';
 import type { ScheduleRequest } from '../core/admin.ts';
-import type { QueueSettings } from '../core/types.ts';
+import type { Claimed, QueueSettings } from '../core/types.ts';
 import { keys } from '../core/waiters.ts';
 import { Engine, type SettingsRequest, type AckRequest, type AppendRequest, type ClaimRequest, type HolderRequest, type NackRequest, type SubmitRequest } from '../core/engine.ts';
 import { settle } from '../core/settled.ts';
 import { D1Port } from './d1-port.ts';
 import { settingsFrom } from './settings.ts';
 
-type Claim = Omit<ClaimRequest, 'signal'>;
+type Claim = Omit<ClaimRequest, 'signal' | 'onPark'>;
+
+/**
+ * How long a claim's answer is remembered for a late abortWait. A client that left while the
+ * answer was on its way is learned of within milliseconds; a client that left after receiving it
+ * no longer has a request to abort.
+ */
+const HANDED_MS = 5_000;
+
+/** Drops a map's entries older than HANDED_MS; insertion order is age order. */
+function forgetOld<V>(m: Map<string, V>, at: (v: V) => number) {
+  const old = Date.now() - HANDED_MS;
+  for (const [k, v] of m) {
+    if (at(v) > old) break;
+    m.delete(k);
+  }
+}
 
 /** The object's name, from which it knows its queue (also inside an alarm, after a restart). */
 export const queueObjectName = (ns: string, queue: string) => `${ns}\u0000${queue}`;
@@ -28,6 +44,13 @@ export class QueueObject extends DurableObject<Env> {
   private alarmAt: number | null = null;
   /** Waits in progress that their caller may call off (abortWait), by the caller's wait id. */
   private readonly waits = new Map<string, AbortController>();
+  /**
+   * Claims answered in the last HANDED_MS, by wait id: if the caller then learns its client was
+   * already gone (abortWait arrives after the answer), their jobs are put back at once.
+   */
+  private readonly handed = new Map<string, { workerId: string; items: { id: string; attempt: number }[]; at: number }>();
+  /** Wait ids called off before their claim arrived (a cancel that overtook it), for HANDED_MS. */
+  private readonly calledOff = new Map<string, number>();
   /** This queue's settings as last read or written here (every change goes through this object). */
   private settings: QueueSettings | null = null;
   /** D1 rows read and written by this object's batches, for benchmarks. */
@@ -160,13 +183,37 @@ export class QueueObject extends DurableObject<Env> {
 
   // ------------------------------------------------------------ workers
 
+  /**
+   * A claim; answers whether it parked on the way (its caller may then have gone meanwhile). With
+   * a `waitId` its caller may call it off (abortWait, when its client goes away): a
+   * parked claim then leaves without a job; jobs it took as the abort came, or that were answered
+   * within HANDED_MS before it, go back at once (release).
+   */
   claim(req: Claim, waitId?: string) {
-    return this.waiting(waitId, (signal) => this.engine.work.claimMany(this.ns, this.queue, { ...req, signal }));
+    if (waitId !== undefined && this.calledOff.delete(waitId)) return Promise.resolve({ ok: true as const, value: { claimed: [] as Claimed[], parked: false } });
+    return this.waiting(waitId, async (signal) => {
+      let parked = false;
+      const got = await this.engine.work.claimMany(this.ns, this.queue, { ...req, signal, onPark: () => (parked = true) });
+      return { claimed: await this.handing(req.workerId, waitId, signal, got), parked };
+    });
   }
 
   /** A worker's acks (of this queue's invocations) and its next claim, in one D1 batch. */
   ackAndClaim(acks: AckRequest[], req: Claim) {
     return this.run(() => this.engine.work.ackAndClaim(this.ns, this.queue, acks, req));
+  }
+
+  /** Claimed jobs on their way to a caller: kept a moment by wait id, or put back if it already left. */
+  private async handing(workerId: unknown, waitId: string | undefined, signal: AbortSignal | undefined, got: Claimed[]): Promise<Claimed[]> {
+    if (!waitId || !got.length || typeof workerId !== 'string') return got;
+    const items = got.map((c) => ({ id: c.id, attempt: c.attempt }));
+    if (signal?.aborted) {
+      await this.engine.work.release(this.ns, this.queue, workerId, items);
+      return [];
+    }
+    this.handed.set(waitId, { workerId, items, at: Date.now() });
+    forgetOld(this.handed, (h) => h.at);
+    return got;
   }
 
   ackMany(items: AckRequest[]) {
@@ -200,13 +247,26 @@ export class QueueObject extends DurableObject<Env> {
 
   /**
    * Calls off a wait this caller started with `waitId` (its client went away): a parked claim
-   * leaves the queue before it can take a job; a reader stops waiting. False if it had ended.
+   * leaves the queue before it can take a job, a claim answered moments ago gives its jobs back,
+   * a reader stops waiting. False if there was nothing to call off.
    */
-  abortWait(waitId: string): boolean {
+  async abortWait(waitId: string): Promise<boolean> {
     const w = this.waits.get(waitId);
-    w?.abort();
-    return w !== undefined;
+    if (w) {
+      w.abort();
+      return true;
+    }
+    const h = this.handed.get(waitId);
+    if (!h) {
+      this.calledOff.set(waitId, Date.now());
+      forgetOld(this.calledOff, (at) => at);
+      return false;
+    }
+    this.handed.delete(waitId);
+    await this.engine.work.release(this.ns, this.queue, h.workerId, h.items);
+    return true;
   }
+
 
   /** D1 rows read and written by this object so far (D1's own result metadata). */
   stats() {

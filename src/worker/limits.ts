@@ -10,6 +10,7 @@ import { STREAM_LEASE_MS, type TokenGate } from '../durable/gate.ts';
 import { settingsFrom } from '../durable/settings.ts';
 import { Admission } from './admission.ts';
 import type { Ctx } from './plane.ts';
+import { later } from './request.ts';
 
 /** Per token (its gate key), this isolate's admission of requests. */
 const admissions = new Map<string, Admission>();
@@ -21,11 +22,6 @@ function gate(c: Ctx, key: string): DurableObjectStub<TokenGate> {
   return ns.get(ns.idFromName(key));
 }
 
-/**
- * Work that must finish although the request that started it may be over (a stream's client gone):
- * kept alive past the response with waitUntil, its failure ignored.
- */
-export const later = (c: Ctx, p: Promise<unknown>) => c.executionCtx.waitUntil(p.catch(() => {}));
 
 const rateLimited = (message: string, retryAfterMs: number) => new LakeshoreError('rate_limited', message, { retryAfterMs });
 

@@ -29,6 +29,7 @@ const MATRIX: Record<string, Entry> = {
   'POST /v1/ns/:ns/queues/:queue/invocations': { roles: ['producer'], body: (id) => ({ id: `${id}-new`, envelope: b64('x') }) },
   'POST /v1/ns/:ns/queues/:queue/invocations/batch': { roles: ['producer'], body: (id) => ({ items: [{ id: `${id}-b`, envelope: b64('x') }] }) },
   'POST /v1/ns/:ns/queues/:queue/claim': { roles: ['worker'], body: () => ({ worker_id: 'w' }) },
+  'POST /v1/ns/:ns/queues/:queue/claim/cancel': { roles: ['worker'], body: () => ({ worker_id: 'w', claim_id: 'c' }) },
   'POST /v1/ns/:ns/queues/:queue/ack': { roles: ['worker'], body: (id) => ({ items: [{ id, worker_id: 'w' }] }) },
   'POST /v1/ns/:ns/queues/:queue/nack': { roles: ['worker'], body: (id) => ({ items: [{ id, worker_id: 'w', error: 'x' }] }) },
   'GET /v1/ns/:ns/queues/:queue/count': { roles: ['producer'] },

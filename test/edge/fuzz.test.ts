@@ -35,7 +35,7 @@ const value = fc.oneof(weird, num, fc.boolean(), fc.constant(null), fc.array(fc.
 const fields = [
   'id', 'envelope', 'key', 'priority', 'parent', 'worker_id', 'kind', 'temperature', 'lease_ms', 'wait_ms', 'max', 'attempt', 'result', 'error', 'retry', 'seq', 'body',
   'meta', 'final', 'keep_last', 'items', 'role', 'pools', 'state', 'namespace', 'delay_ms', 'run_at', 'ttl_ms', 'expires_at', 'max_attempts', 'max_running',
-  'claims_per_second', 'retry_backoff', 'dead_letter_queue', 'cron', 'timezone', 'limit', 'dead_letters',
+  'claims_per_second', 'retry_backoff', 'dead_letter_queue', 'cron', 'timezone', 'limit', 'dead_letters', 'claim_id',
 ];
 /** Scheduling input a plane must refuse: negative, NaN or far-future times, bad crons and zones, caps of 0. */
 const scheduling = fc.constantFrom(
@@ -45,6 +45,7 @@ const scheduling = fc.constantFrom(
   `{"retry_backoff":{"jitter":2}}`, `{"dead_letter_queue":"bad name"}`, `{"ttl_ms":-5}`, `{"cron":"every day","envelope":"eA=="}`,
   `{"cron":"* * * * *","timezone":"Mars/Olympus","envelope":"eA=="}`, `{"cron":"61 * * * *","envelope":"eA=="}`, `{"limit":-1}`, `{"state":"running"}`,
   `{"worker_id":"w","error":"x","delay_ms":-5}`, `{"worker_id":"w","error":"x","delay_ms":"soon"}`,
+  `{"worker_id":"w","claim_id":""}`, `{"worker_id":"w","claim_id":"a\u0000b"}`, `{"worker_id":"w","claim_id":7}`,
 );
 /** Free-form JSON values (meta, an error object), nested up to 6,000 levels, or carrying own __proto__ keys. */
 const deepJson = fc.tuple(fc.integer({ min: 2, max: 6_000 }), fc.boolean()).map(([d, arr]) => (arr ? '['.repeat(d) + '1' + ']'.repeat(d) : '{"a":'.repeat(d) + '1' + '}'.repeat(d)));
@@ -65,7 +66,7 @@ const body = fc.oneof(
   fc.record({ id: weird, envelope: fc.oneof(fc.constant(b64('x')), weird) }).map((o) => JSON.stringify(o)),
 );
 const routes: [string, string][] = [
-  ['POST', 'queues/:q/invocations'], ['POST', 'queues/:q/invocations/batch'], ['POST', 'queues/:q/claim'], ['POST', 'queues/:q/ack'], ['POST', 'queues/:q/nack'],
+  ['POST', 'queues/:q/invocations'], ['POST', 'queues/:q/invocations/batch'], ['POST', 'queues/:q/claim'], ['POST', 'queues/:q/claim/cancel'], ['POST', 'queues/:q/ack'], ['POST', 'queues/:q/nack'],
   ['GET', 'queues/:q/count?state=:s'], ['PUT', 'queues/:q'], ['GET', 'queues/:q/stats'], ['GET', 'queues'], ['GET', 'queues/:q'],
   ['POST', 'queues/:q/pause'], ['POST', 'queues/:q/resume'], ['POST', 'queues/:q/redrive'], ['GET', 'queues/:q/schedules'],
   ['PUT', 'queues/:q/schedules/:id'], ['DELETE', 'queues/:q/schedules/:id'], ['POST', 'invocations/:id/retry'],

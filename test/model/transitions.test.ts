@@ -96,6 +96,11 @@ const run: Record<Verb, (s: State) => Promise<State>> = {
     await swallow(engine.cancel(NS, 'a'));
     return stateOf();
   },
+  release: async (s) => {
+    const { engine, stateOf } = await rowIn(s);
+    await engine.work.release(NS, Q, 'w', [{ id: 'a', attempt: 1 }]);
+    return stateOf();
+  },
 };
 
 describe('the transition table is what the guards admit', () => {
@@ -109,6 +114,19 @@ describe('the transition table is what the guards admit', () => {
       }
     });
   }
+
+  it('release puts back only its own claim, and does not charge the attempt', async () => {
+    const { engine, stateOf } = await rowIn('running', { attempt: 2 }); // its second attempt of 3
+    expect(await engine.work.release(NS, Q, 'w', [{ id: 'a', attempt: 1 }])).toEqual([]); // a stale attempt
+    expect(await engine.work.release(NS, Q, 'other', [{ id: 'a', attempt: 2 }])).toEqual([]); // another worker
+    expect(stateOf()).toBe('running');
+    expect(await engine.work.release(NS, Q, 'w', [{ id: 'a', attempt: 2 }])).toEqual(['a']);
+    // Not charged: the next claim is attempt 3 by number, but only the second against the budget,
+    // so a failure of it still leaves one attempt.
+    const c = await engine.work.claim(NS, Q, { workerId: 'w2' });
+    expect(c?.attempt).toBe(3);
+    expect(await engine.work.nack(NS, 'a', { workerId: 'w2', attempt: 3, error: 'x' })).toMatchObject({ state: 'queued' });
+  });
 
   it('covers every verb of the table', () => {
     expect(Object.keys(TRANSITIONS).filter((v) => !v.startsWith('submit')).sort()).toEqual(Object.keys(run).sort());

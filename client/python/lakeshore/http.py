@@ -230,12 +230,18 @@ class HttpDispatch:
 
     # ------------------------------------------------------------------ workers
 
-    def claim(self, queue: str, worker_id: str, *, kind: str = "fifo", temperature: float = 1.0, wait: float = 0.0, lease: Optional[float] = None) -> Optional[Claimed]:
-        """Claims one invocation. `wait` (seconds, an extension) waits on the plane for work to arrive."""
-        out = self._call("POST", "/queues/%s/claim" % _q(queue), {
+    def claim(self, queue: str, worker_id: str, *, kind: str = "fifo", temperature: float = 1.0, wait: float = 0.0, lease: Optional[float] = None,
+              claim_id: Optional[str] = None) -> Optional[Claimed]:
+        """Claims one invocation. `wait` (seconds, an extension) waits on the plane for work to
+        arrive. A `claim_id` names the claim, so that another thread can call it off while it
+        waits (cancel_claim)."""
+        body: Dict[str, Any] = {
             "worker_id": worker_id, "kind": kind, "temperature": _finite("temperature", temperature),
             "wait_ms": int(wait * 1000), "lease_ms": None if lease is None else int(lease * 1000),
-        }, wait=wait)
+        }
+        if claim_id is not None:
+            body["claim_id"] = claim_id
+        out = self._call("POST", "/queues/%s/claim" % _q(queue), body, wait=wait)
         if not out["claimed"]:
             return None
         c = out["claimed"][0]
@@ -244,6 +250,11 @@ class HttpDispatch:
         with self._lock:
             self._claims[claimed.id] = (worker_id, claimed.attempt)
         return claimed
+
+    def cancel_claim(self, queue: str, worker_id: str, claim_id: str) -> bool:
+        """Calls off this worker's claim named `claim_id`: while it waits it ends with no job, and a
+        job it was answered moments ago goes back to the queue. False if there was nothing to call off."""
+        return bool(self._call("POST", "/queues/%s/claim/cancel" % _q(queue), {"worker_id": worker_id, "claim_id": claim_id})["cancelled"])
 
     def ack(self, inv_id: str, worker_id: str, *, result: Optional[bytes] = None) -> None:
         self._call("POST", "/invocations/%s/ack%s" % (_q(inv_id), self._qs(inv_id)), {"worker_id": worker_id, "attempt": self._attempt(inv_id, worker_id), "result": _b64(result)})
@@ -382,8 +393,7 @@ class HttpDispatch:
             attempt += 1
             req = urllib.request.Request(self._url(path), data=data, method=method, headers=headers)
             try:
-                with urllib.request.urlopen(req, timeout=self.timeout + wait) as resp:
-                    return json.loads(resp.read().decode("utf-8"))
+                return _answer(urllib.request.urlopen(req, timeout=self.timeout + wait))
             except urllib.error.HTTPError as e:
                 err = _error_of(e)
                 retry_after = float(e.headers.get("Retry-After") or 0) if e.code == 429 else 0.0
@@ -400,6 +410,33 @@ class HttpDispatch:
                 if time.monotonic() + pause > give_up:
                     raise
             time.sleep(pause)
+
+
+def _answer(resp: Any) -> Dict[str, Any]:
+    """A 2xx answer's JSON. A claim that waited streams its answer: whitespace, one JSON line, then
+    a short tail that must be read to its end (a client that hangs up inside it gives its jobs
+    back): the line is used at once and the tail read by a daemon thread. A streamed
+    `{"error": {...}}` is that error. A plain answer has no newline and is read whole."""
+    line = resp.readline()
+    if not line.endswith(b"\n"):
+        resp.close()
+        return json.loads(line.decode("utf-8"))
+    threading.Thread(target=_drain, args=(resp,), daemon=True).start()
+    out = json.loads(line.decode("utf-8"))
+    err = out.get("error") if len(out) == 1 else None
+    if isinstance(err, dict) and "code" in err:
+        raise error_for(err["code"], err.get("message", "the plane failed the call"))
+    return out
+
+
+def _drain(resp: Any) -> None:
+    try:
+        while resp.read(4096):
+            pass
+    except (OSError, ValueError):
+        pass
+    finally:
+        resp.close()
 
 
 def _schedule(s: Dict[str, Any]) -> Dict[str, Any]:

@@ -5,6 +5,7 @@ import os
 import socket
 import threading
 import traceback
+import uuid
 from typing import Any, Callable, Dict, Optional
 
 from .envelope import decode_envelope
@@ -59,7 +60,8 @@ def run_worker(dispatch: Any, queue: str, registry: Dict[str, Callable[..., Any]
                retries: Optional[int] = None, stop: Optional[threading.Event] = None, worker_id: Optional[str] = None,
                wait: float = 20.0, lease: float = 30.0) -> int:
     """Serves `queue` until `stop` is set; returns the number of jobs run. With `once` it runs at
-    most one job: on an empty queue it waits `once_wait` seconds for one, then returns 0.
+    most one job: on an empty queue it waits `once_wait` seconds for one, then returns 0. When
+    `stop` is set, the claim waiting on the plane is called off (cancel_claim): it takes no job.
 
     A plain function's JSON result is acked. A generator streams one VALUE frame per yield, then
     END. A failure writes an ERROR frame and nacks with retry: the plane retries it within the
@@ -70,17 +72,46 @@ def run_worker(dispatch: Any, queue: str, registry: Dict[str, Callable[..., Any]
     worker_id = worker_id or "%s:%d:py" % (socket.gethostname(), os.getpid())
     stop = stop or threading.Event()
     executed = 0
-    while not stop.is_set():
-        # Long-poll the plane, in slices short enough to notice `stop` promptly.
-        c = dispatch.claim(queue, worker_id, wait=once_wait if once else min(wait, 2.0), lease=lease)
-        if c is None:
+    claiming: Dict[str, str] = {}  # the claim waiting now, by name, for the stop watcher to call off
+    done = threading.Event()
+
+    def call_off() -> None:
+        # When `stop` is set, the waiting claim is called off on the plane: it takes no job.
+        while not (stop.wait(0.1) or done.is_set()):
+            pass
+        claim_id = claiming.get("id")
+        if claim_id and not done.is_set():
+            try:
+                dispatch.cancel_claim(queue, worker_id, claim_id)
+            except Exception:
+                pass
+
+    can_cancel = hasattr(dispatch, "cancel_claim")
+    if can_cancel:
+        threading.Thread(target=call_off, daemon=True).start()
+    try:
+        while not stop.is_set():
+            claim_id = uuid.uuid4().hex
+            claiming["id"] = claim_id
+            c = dispatch.claim(queue, worker_id, wait=once_wait if once else wait, lease=lease,
+                               **({"claim_id": claim_id} if can_cancel else {}))
+            claiming.pop("id", None)
+            if c is None:
+                if once:
+                    return 0
+                continue
+            if stop.is_set():
+                # Stopped while the answer was on its way: give the job back untouched (a claim
+                # called off moments after its answer puts its job back without charging an attempt).
+                if not (can_cancel and dispatch.cancel_claim(queue, worker_id, claim_id)):
+                    dispatch.nack(c.id, worker_id, error="the worker stopped before starting it", retry=True)
+                break
+            executed += 1
+            _run_one(dispatch, c, worker_id, registry, retries, max(0.2, lease / 3))
             if once:
-                return 0
-            continue
-        executed += 1
-        _run_one(dispatch, c, worker_id, registry, retries, max(0.2, lease / 3))
-        if once:
-            break
+                break
+    finally:
+        done.set()
     return executed
 
 

@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 import unittest
+import urllib.request
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
@@ -27,6 +28,21 @@ def fresh_ns() -> str:
 
 def client(ns: str = "") -> ls.HttpDispatch:
     return ls.HttpDispatch(URL, token=TOKEN, namespace=ns or fresh_ns())
+
+
+def parked(d: ls.HttpDispatch, queue: str) -> int:
+    """Claims waiting in the queue's object now (its stats)."""
+    req = urllib.request.Request("%s/v1/ns/%s/queues/%s/stats" % (URL, d.namespace, queue), headers={"Authorization": "Bearer %s" % TOKEN})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return int(json.loads(resp.read())["waiters"])
+
+
+def wait_until(check, what: str, timeout: float = 20.0) -> None:
+    end = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > end:
+            raise AssertionError("timed out after %ss waiting for %s" % (timeout, what))
+        time.sleep(0.01)
 
 
 def node_cli(ns: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -243,6 +259,29 @@ class Waits(unittest.TestCase):
         self.assertGreater(time.monotonic() - t0, 0.25)
         t.join()
 
+    def test_a_waiting_claim_is_answered_and_kept(self):
+        d = client()
+        got = []
+        t = threading.Thread(target=lambda: got.append(d.claim("q", "w", wait=10)))
+        t.start()
+        wait_until(lambda: parked(d, "q") == 1, "the claim to park")
+        d.submit("q", b"x", id="a")
+        t.join(10)
+        self.assertEqual(got[0].id, "a")
+        time.sleep(0.5)  # past the streamed answer's tail: nothing gave the job back
+        self.assertEqual((d.get("a")["state"], d.get("a")["attempt"]), ("running", 1))
+
+    def test_cancel_claim_calls_off_a_waiting_claim(self):
+        d = client()
+        got = []
+        t = threading.Thread(target=lambda: got.append(d.claim("q", "w", wait=20, claim_id="c1")))
+        t.start()
+        wait_until(lambda: parked(d, "q") == 1, "the claim to park")
+        self.assertTrue(d.cancel_claim("q", "w", "c1"))
+        t.join(5)
+        self.assertEqual(got, [None])
+        self.assertFalse(d.cancel_claim("q", "w", "c1"))  # nothing left to call off
+
     def test_claim_waits_for_a_submit(self):
         d = client()
         threading.Timer(0.3, lambda: client(d.namespace).submit("q", b"x", id="late")).start()
@@ -363,6 +402,19 @@ class Worker(unittest.TestCase):
         t0 = time.monotonic()
         self.assertEqual(ls.run_worker(d, "q", {}, once=True, once_wait=0.5), 0)  # an empty queue: it returns
         self.assertLess(time.monotonic() - t0, 10)
+
+    def test_a_stopped_worker_calls_off_its_waiting_claim(self):
+        d = client()
+        stop = threading.Event()
+        t = threading.Thread(target=ls.run_worker, args=(d, "q", {}), kwargs={"stop": stop})
+        t.start()
+        wait_until(lambda: parked(d, "q") == 1, "the worker's claim to park")
+        stop.set()
+        t.join(10)
+        self.assertFalse(t.is_alive())
+        wait_until(lambda: parked(d, "q") == 0, "the claim to leave", 2)
+        d.submit("q", b"x", id="after")
+        self.assertEqual(d.claim("q", "other", wait=5).attempt, 1)  # the stopped worker never took it
 
 
 @unittest.skipUnless(URL, "needs LAKESHORE_URL")

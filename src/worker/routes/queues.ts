@@ -2,12 +2,14 @@
 import { Hono } from 'hono';
 import { raise } from '../../core/settled.ts';
 import type { z } from 'zod';
-import { AckManyBody, ClaimBody, NackManyBody, QueueSettingsBody, RedriveBody, ScheduleBody, SubmitBody, SubmitManyBody } from '../../core/wire.ts';
+import { AckManyBody, ClaimBody, ClaimCancelBody, NackManyBody, QueueSettingsBody, RedriveBody, ScheduleBody, SubmitBody, SubmitManyBody } from '../../core/wire.ts';
 import type { QueueInfo, Schedule } from '../../core/types.ts';
 import { jsonBody, MAX_BATCH_BODY_BYTES } from '../body.ts';
 import { claimedJson, itemJson, queueInfoJson, scheduleJson } from '../json.ts';
 import { queueObject, queueParam, reader, type App } from '../plane.ts';
 import { allow, may } from '../auth.ts';
+import { longPoll } from '../long-poll.ts';
+import * as v from '../../core/validate.ts';
 
 const acked = (r: { absorbed: boolean }) => ({ ok: true, absorbed: r.absorbed });
 
@@ -17,6 +19,10 @@ const submitRequest = (b: z.output<typeof SubmitBody>) => ({
   delayMs: b.delay_ms, runAt: b.run_at, ttlMs: b.ttl_ms, expiresAt: b.expires_at, maxAttempts: b.max_attempts,
 });
 const nacked = (r: { state: string; absorbed: boolean }) => ({ ok: true, state: r.state, absorbed: r.absorbed });
+
+/** A claim's wait id in its queue object: the worker's own claim_id, else a fresh one. */
+const claimWaitId = (workerId: string, claimId: string | null | undefined) =>
+  claimId === undefined || claimId === null ? crypto.randomUUID() : `${v.workerId(workerId)}\u0000${v.text('claim_id', claimId, 200)}`;
 
 export const queues = new Hono<App>()
   .get('/', may('queues'), async (c) => c.json({ queues: await reader(c).queues(c.var.ns) }))
@@ -33,11 +39,25 @@ export const queues = new Hono<App>()
     const queue = queueParam(c);
     const b = c.req.valid('json');
     const req = { workerId: b.worker_id, kind: b.kind, temperature: b.temperature, leaseMs: b.lease_ms, waitMs: b.wait_ms, max: b.max };
-    if (!b.acks) return c.json({ claimed: (await raise(queueObject(c, ns, queue).claim(req))).map(claimedJson) });
+    const stub = queueObject(c, ns, queue);
+    if (!b.acks) {
+      // A claim that waits streams (long-poll.ts), so a client that goes away is noticed: parked,
+      // its claim leaves the queue; just answered, its jobs go back. A claim_id lets the client
+      // call it off itself (below), where no disconnect reaches the plane.
+      const waitId = claimWaitId(b.worker_id, b.claim_id);
+      const answer = raise(stub.claim(req, waitId)).then((a) => ({ value: a.claimed, parked: a.parked }));
+      if (!b.wait_ms) return c.json({ claimed: (await answer).value.map(claimedJson) });
+      return longPoll(c, answer, (got) => ({ claimed: got.map(claimedJson) }), () => stub.abortWait(waitId));
+    }
     allow(c, ns, 'ack', queue);
     const acks = b.acks.map((a) => ({ id: a.id, workerId: b.worker_id, attempt: a.attempt, result: a.result }));
-    const out = await raise(queueObject(c, ns, queue).ackAndClaim(acks, req));
+    const out = await raise(stub.ackAndClaim(acks, req));
     return c.json({ claimed: out.claimed.map(claimedJson), acks: out.acks.map((r) => itemJson(r, acked)) });
+  })
+  .post('/:queue/claim/cancel', may('claim'), jsonBody(ClaimCancelBody), async (c) => {
+    const b = c.req.valid('json');
+    const waitId = claimWaitId(b.worker_id, b.claim_id);
+    return c.json({ cancelled: await queueObject(c, c.var.ns, queueParam(c)).abortWait(waitId) });
   })
   .post('/:queue/ack', may('ack'), jsonBody(AckManyBody, MAX_BATCH_BODY_BYTES), async (c) => {
     const items = c.req.valid('json').items.map((a) => ({ id: a.id, workerId: a.worker_id, attempt: a.attempt, result: a.result }));

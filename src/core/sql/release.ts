@@ -1,0 +1,29 @@
+/**
+ * release: running -> queued for claims whose answer never reached their worker (its connection
+ * was gone when the claim took them). The attempt is not charged: `budget_from` moves up with it,
+ * so the job's budget is what it was before the claim; the attempt number itself stays, so fencing
+ * stays monotonic (a claim of the same job later has a higher attempt). Guarded like an ack: only
+ * rows still running under that worker and attempt move. The row keeps its place (rid): it is the
+ * next claim's first pick.
+ */
+import type { Plan } from '../plan.ts';
+import { stmt } from '../port.ts';
+
+export interface Handed {
+  id: string;
+  attempt: number;
+}
+
+export const releasePlan = (now: number, ns: string, queue: string, workerId: string, items: Handed[]): Plan<string[]> => ({
+  stmts: [
+    stmt(
+      `UPDATE invocations SET state = 'queued', budget_from = budget_from + 1, lease_until = NULL, updated_at = ?5
+        WHERE rid IN (SELECT r.rid FROM json_each(?4) j JOIN invocations r ON r.ns = ?1 AND r.id = json_extract(j.value, '$[0]')
+                       WHERE r.queue = ?2 AND r.state = 'running' AND r.worker_id = ?3 AND r.attempt = json_extract(j.value, '$[1]'))
+          AND state = 'running'
+        RETURNING id`,
+      ns, queue, workerId, JSON.stringify(items.map((h) => [h.id, h.attempt])), now,
+    ),
+  ],
+  done: ([u]) => u!.rows.map((r) => String(r.id)),
+});
