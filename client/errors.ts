@@ -51,6 +51,13 @@ export class RateLimitedError extends LakeshoreError {
     this.name = 'RateLimitedError';
   }
 }
+/** The plane could not be reached (its connection refused or cut) for as long as the client retried. */
+export class UnavailableError extends LakeshoreError {
+  constructor(message: string, cause?: unknown) {
+    super('unavailable', message, { cause });
+    this.name = 'UnavailableError';
+  }
+}
 /** A wait ran out: `result` before the invocation ended, or a journal read before its stream did. */
 export class TimeoutError extends LakeshoreError {
   constructor(message: string) {
@@ -90,6 +97,7 @@ export function errorFor(code: ErrorCode | string, message: string, extra?: { re
     case 'conflict': return new FencingConflictError(message);
     case 'rate_limited': return new RateLimitedError(message, extra?.retryAfterMs ?? null);
     case 'timeout': return new TimeoutError(message);
+    case 'unavailable': return new UnavailableError(message);
     default: return new LakeshoreError('internal', message);
   }
 }

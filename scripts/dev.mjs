@@ -1,14 +1,54 @@
 // `npm start`: the local edge plane (local D1 with migrations, the Worker in one workerd via
 // scripts/serve.mjs; `npm start -- --wrangler` uses `wrangler dev` instead), URL and token printed.
+//
+//   npm start [-- --port N] [-- --wrangler]      (PORT=N works too)
+//
+// It checks the port before it prints or starts anything, and brings the plane down with it on
+// Ctrl-C, SIGTERM and SIGHUP (a closed terminal); the server also stops if this process dies.
 import { join } from 'node:path';
+import { parseArgs } from 'node:util';
 import { ROOT } from './toolchain.mjs';
-import { devToken, startPlane } from './plane.mjs';
+import { devToken, ensurePortFree, startPlane } from './plane.mjs';
 
-const port = Number(process.env.PORT ?? 8787);
+const usage = 'usage: npm start [-- --port N] [-- --wrangler]\n';
+let values;
+try {
+  ({ values } = parseArgs({ options: { port: { type: 'string' }, wrangler: { type: 'boolean', default: false }, help: { type: 'boolean', short: 'h', default: false } } }));
+} catch (e) {
+  process.stderr.write(`lakeshore: ${e.message}\n${usage}`);
+  process.exit(2);
+}
+if (values.help) {
+  process.stdout.write(usage);
+  process.exit(0);
+}
+const port = Number(values.port ?? process.env.PORT ?? 8787);
+if (!Number.isInteger(port) || port < 1 || port > 65535) {
+  process.stderr.write(`lakeshore: --port must be a port number (1-65535), got ${JSON.stringify(values.port ?? process.env.PORT)}\n`);
+  process.exit(2);
+}
+try {
+  await ensurePortFree(port);
+} catch (e) {
+  process.stderr.write(`lakeshore: ${e.message}\n`);
+  process.exit(1);
+}
+
 const token = devToken();
 const persistTo = process.env.LAKESHORE_STATE ?? join(ROOT, '.wrangler', 'state');
-const server = process.argv.includes('--wrangler') ? 'wrangler' : 'miniflare';
-const plane = await startPlane({ node: process.execPath, env: process.env, port, persistTo, log: 'info', stdio: 'inherit', server });
+const server = values.wrangler ? 'wrangler' : 'miniflare';
+let plane;
+let stopping = false;
+const stop = async (code = 0) => {
+  if (stopping) return;
+  stopping = true;
+  await plane?.stop();
+  process.exit(code);
+};
+for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(sig, () => void stop(0));
+// The servers log warnings and errors only: the one URL to use is in the banner below.
+const env = { ...process.env, WRANGLER_LOG: process.env.WRANGLER_LOG ?? 'warn' };
+plane = await startPlane({ node: process.execPath, env, port, persistTo, log: 'warn', stdio: 'inherit', server, quiet: true });
 process.stdout.write(`
   lakeshore edge plane is up (${server === 'wrangler' ? 'wrangler dev' : 'one workerd'}, local D1 in ${persistTo})
 
@@ -20,7 +60,9 @@ process.stdout.write(`
 
   Ctrl-C stops it.
 `);
-const stop = async () => { await plane.stop(); process.exit(0); };
-process.on('SIGINT', stop);
-process.on('SIGTERM', stop);
-plane.child.on('exit', (code) => process.exit(code ?? 1));
+plane.child.on('exit', (code) => {
+  if (!stopping) {
+    process.stderr.write(`lakeshore: the plane stopped (exit ${code ?? 'by signal'})\n`);
+    process.exit(code || 1);
+  }
+});

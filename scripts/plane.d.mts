@@ -20,12 +20,18 @@ export interface StartOptions {
   stdio?: 'pipe' | 'inherit' | 'ignore';
   server?: 'miniflare' | 'wrangler';
   migrate?: boolean;
+  /** No `ready` line from the server. */
+  quiet?: boolean;
 }
 
 export function quietEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv;
 export function newToken(prefix?: string): string;
 export function devToken(): string;
 export function freePort(): Promise<number>;
+/** What answers on a loopback port: a lakeshore plane, another program, or nothing. */
+export function portHolder(port: number): Promise<'lakeshore' | 'other' | null>;
+/** Throws (code ERR_PORT_IN_USE) with a message saying what holds the port. */
+export function ensurePortFree(port: number): Promise<void>;
 export function applyMigrations(opts: { node: string; env: NodeJS.ProcessEnv; persistTo: string }): Promise<void>;
 export function startPlane(opts: StartOptions): Promise<Plane>;
 export function stopTree(child: ChildProcess): Promise<void>;

@@ -36,6 +36,33 @@ export function devToken() {
   return token;
 }
 
+/** What answers on a port: a lakeshore plane, another program, or nothing (null). */
+export async function portHolder(port) {
+  const free = await new Promise((resolve) => {
+    const srv = createServer();
+    srv.once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
+  });
+  if (free) return null;
+  try {
+    const r = await fetch(`http://127.0.0.1:${port}/health`, { signal: AbortSignal.timeout(2000) });
+    const j = await r.json();
+    if (j?.service === 'lakeshore') return 'lakeshore';
+  } catch { /* not a lakeshore plane */ }
+  return 'other';
+}
+
+/** Refuses a port something already listens on, saying what, before anything is started or printed. */
+export async function ensurePortFree(port) {
+  const holder = await portHolder(port);
+  if (holder === null) return;
+  const err = new Error(holder === 'lakeshore'
+    ? `a lakeshore plane already answers at http://127.0.0.1:${port} (another \`npm start\`?). Use that one, stop it, or start this one elsewhere: npm start -- --port ${port + 1}`
+    : `port ${port} on 127.0.0.1 is in use by another program. Start the plane elsewhere: npm start -- --port ${port + 1}`);
+  err.code = 'ERR_PORT_IN_USE';
+  throw err;
+}
+
 export function freePort() {
   return new Promise((resolve, reject) => {
     const srv = createServer();
@@ -61,7 +88,8 @@ export async function applyMigrations({ node, env, persistTo }) {
  * it so the real dev server stays covered). `vars` are passed as --var NAME:VALUE (tests use it for
  * the token, so they never touch .dev.vars).
  */
-export async function startPlane({ node, env, port, persistTo, vars = {}, log = 'warn', stdio = 'pipe', server = 'miniflare', migrate = true }) {
+export async function startPlane({ node, env, port, persistTo, vars = {}, log = 'warn', stdio = 'pipe', server = 'miniflare', migrate = true, quiet = false }) {
+  if (port !== undefined) await ensurePortFree(port);
   if (migrate) await applyMigrations({ node, env, persistTo });
   port ??= await freePort();
   let args;
@@ -69,12 +97,15 @@ export async function startPlane({ node, env, port, persistTo, vars = {}, log = 
     const inspector = await freePort();
     args = [wrangler, 'dev', '--ip', '127.0.0.1', '--port', String(port), '--inspector-ip', '127.0.0.1', '--inspector-port', String(inspector), '--persist-to', persistTo, '--log-level', log, '--show-interactive-dev-session=false'];
   } else if (server === 'miniflare') {
-    args = [join(ROOT, 'scripts', 'serve.mjs'), '--ip', '127.0.0.1', '--port', String(port), '--persist-to', persistTo, '--log-level', log];
+    args = [join(ROOT, 'scripts', 'serve.mjs'), '--ip', '127.0.0.1', '--port', String(port), '--persist-to', persistTo, '--log-level', log, '--exit-with-parent'];
+    if (quiet) args.push('--quiet');
   } else {
     throw new Error(`unknown server ${JSON.stringify(server)}: expected 'miniflare' or 'wrangler'`);
   }
   for (const [k, v] of Object.entries(vars)) args.push('--var', `${k}:${v}`);
-  const child = spawn(node, args, { cwd: ROOT, env: quietEnv(env), stdio: ['ignore', stdio, stdio], detached: process.platform !== 'win32' });
+  // serve.mjs holds its stdin open to this process and stops when it closes: a plane never outlives
+  // whoever started it, even one killed outright.
+  const child = spawn(node, args, { cwd: ROOT, env: quietEnv(env), stdio: [server === 'miniflare' ? 'pipe' : 'ignore', stdio, stdio], detached: process.platform !== 'win32' });
   let output = '';
   if (stdio === 'pipe') {
     child.stdout.on('data', (d) => { output = (output + d).slice(-20000); });

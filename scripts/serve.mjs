@@ -6,8 +6,11 @@
 //
 //   node scripts/serve.mjs --port 8787 --persist-to DIR [--var NAME:VALUE ...] [--log-level warn]
 //                          [--inspector-port N]   (DevTools for profiling: ws://127.0.0.1:N/core:user:lakeshore)
+//                          [--quiet]              (no `ready` line)
+//                          [--exit-with-parent]   (stdin is a pipe from the parent: its end stops this)
 //
-// Prints `ready <url>` on stdout once it answers. SIGTERM/SIGINT dispose it.
+// Prints `ready <url>` on stdout once it answers. SIGTERM/SIGINT/SIGHUP dispose it, and with
+// --exit-with-parent so does the parent's death (its end of stdin closes), so no workerd outlives it.
 import { build } from 'esbuild';
 import { Log, LogLevel, Miniflare, convertV4MiniflareOptions } from 'miniflare';
 import { join } from 'node:path';
@@ -23,6 +26,8 @@ const { values } = parseArgs({
     var: { type: 'string', multiple: true, default: [] },
     'log-level': { type: 'string', default: 'warn' },
     'inspector-port': { type: 'string' },
+    quiet: { type: 'boolean', default: false },
+    'exit-with-parent': { type: 'boolean', default: false },
   },
 });
 
@@ -75,7 +80,7 @@ const mf = new Miniflare(convertV4MiniflareOptions({
   }],
 }));
 await mf.ready;
-process.stdout.write(`ready http://${values.ip}:${values.port}\n`);
+if (!values.quiet) process.stdout.write(`ready http://${values.ip}:${values.port}\n`);
 
 let stopping = false;
 const stop = async () => {
@@ -86,3 +91,9 @@ const stop = async () => {
 };
 process.on('SIGTERM', stop);
 process.on('SIGINT', stop);
+process.on('SIGHUP', stop);
+if (values['exit-with-parent']) {
+  process.stdin.on('end', stop);
+  process.stdin.on('close', stop);
+  process.stdin.resume();
+}

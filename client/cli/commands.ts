@@ -243,12 +243,10 @@ export async function worker(d: DispatchPlane, out: Out, f: WorkerFlags, once: b
 }
 
 /** `lakeshore dev`: the local edge plane, as `npm start` runs it. */
-export async function dev() {
+export async function dev(args: string[]) {
   const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-  const child = spawn(process.execPath, [join(root, 'scripts', 'dev.mjs')], { stdio: 'inherit', cwd: root });
-  const fwd = (sig: NodeJS.Signals) => child.kill(sig);
-  process.on('SIGINT', fwd);
-  process.on('SIGTERM', fwd);
+  const child = spawn(process.execPath, [join(root, 'scripts', 'run.mjs'), 'dev', ...args], { stdio: 'inherit', cwd: root });
+  for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(sig, () => child.kill(sig));
   return new Promise<number>((r) => child.on('exit', (code) => r(code ?? 0)));
 }
 

@@ -8,6 +8,7 @@ import * as cmd from './commands.ts';
 import * as op from './operate.ts';
 import { EXIT, exitCodeOf, output } from './output.ts';
 import { planeFromEnv, type PlaneFlags } from '../local/default.ts';
+import { UnavailableError } from '../errors.ts';
 
 type Global = PlaneFlags & { json?: boolean };
 
@@ -26,7 +27,15 @@ const run = (fn: (g: Global) => Promise<number>) => async () => {
   const g = program.opts<Global>();
   code = await fn(g);
 };
-const planeOf = (g: Global) => planeFromEnv(process.env, g);
+/** The plane; one that cannot be reached is said at once, while the client retries. */
+let warned = false;
+const planeOf = (g: Global) => planeFromEnv(process.env, {
+  ...g,
+  onUnreachable: (m) => {
+    if (!warned) process.stderr.write(`lakeshore: ${m}\n`);
+    warned = true;
+  },
+});
 
 program.command('submit')
   .description('submit FN(ARGS) to QUEUE; prints the invocation id')
@@ -112,8 +121,10 @@ program.command('token').description('create, list or revoke namespace-scoped to
   .option('--streams <n>', "this token's most open journal streams (create)")
   .action((action: string, id: string | undefined, o: { role?: string; pool?: string[]; name?: string; rps?: string; burst?: string; streams?: string }) => run((g) => cmd.token(planeOf(g), output(!!g.json), action, id, o))());
 
-program.command('dev').description('start the local edge plane (wrangler dev + local D1)')
-  .action(() => run(() => cmd.dev())());
+program.command('dev').description('start the local edge plane (its Worker in one workerd, local D1), as npm start does')
+  .option('--port <n>', 'port on 127.0.0.1', '8787')
+  .option('--wrangler', 'serve it with wrangler dev instead')
+  .action((o: { port: string; wrangler?: boolean }) => run(() => cmd.dev(['--port', o.port, ...(o.wrangler ? ['--wrangler'] : [])]))());
 
 const worker = program.command('worker').description('run a worker');
 const workerOptions = (c: Command) =>
@@ -147,6 +158,7 @@ export async function main(argv: string[]): Promise<number> {
       return EXIT.usage;
     }
     process.stderr.write(`lakeshore: ${e instanceof Error ? e.message : String(e)}\n`);
+    if (e instanceof UnavailableError) process.stderr.write('lakeshore: is the plane running (npm start)? Are LAKESHORE_URL (or --url) and the port right?\n');
     return exitCodeOf(e);
   }
 }

@@ -1,7 +1,7 @@
 /** Terminal or JSON output, exit codes, and a progress line for long waits on a TTY. */
-import { FencingConflictError, ForbiddenError, InvocationCancelledError, InvocationFailedError, NotFoundError, TimeoutError, UnauthorizedError, BadRequestError } from '../errors.ts';
+import { FencingConflictError, ForbiddenError, InvocationCancelledError, InvocationFailedError, NotFoundError, TimeoutError, UnauthorizedError, BadRequestError, UnavailableError } from '../errors.ts';
 
-export const EXIT = Object.freeze({ ok: 0, failed: 1, usage: 2, notFound: 3, timeout: 4, cancelled: 5, unauthorized: 6, conflict: 7 });
+export const EXIT = Object.freeze({ ok: 0, failed: 1, usage: 2, notFound: 3, timeout: 4, cancelled: 5, unauthorized: 6, conflict: 7, unavailable: 8 });
 
 export function exitCodeOf(e: unknown): number {
   if (e instanceof InvocationFailedError) return EXIT.failed;
@@ -11,6 +11,7 @@ export function exitCodeOf(e: unknown): number {
   if (e instanceof UnauthorizedError || e instanceof ForbiddenError) return EXIT.unauthorized;
   if (e instanceof FencingConflictError) return EXIT.conflict;
   if (e instanceof BadRequestError) return EXIT.usage;
+  if (e instanceof UnavailableError) return EXIT.unavailable;
   return EXIT.failed;
 }
 

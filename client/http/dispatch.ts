@@ -33,6 +33,11 @@ export interface HttpDispatchOptions {
   fetch?: typeof fetch;
   /** Merge concurrent submits and acks into batch requests (default true). */
   coalesce?: boolean;
+  /**
+   * Told at once when the plane cannot be reached and a request will be retried (the CLI prints
+   * it); once retries run out the request fails with UnavailableError.
+   */
+  onUnreachable?: (message: string) => void;
 }
 
 type SubmitItem = { envelope: Uint8Array; opts: SubmitOptions };

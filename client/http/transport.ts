@@ -8,7 +8,7 @@
  * acks/nacks/appends are fenced and absorbed when repeated, and a claim whose answer was lost
  * only leaves its rows to lease expiry.
  */
-import { errorFor, LakeshoreError, TimeoutError } from '../errors.ts';
+import { errorFor, LakeshoreError, TimeoutError, UnavailableError } from '../errors.ts';
 import { finiteOnly, type Json } from './wire.ts';
 import { jsonValue } from '../../src/core/validate.ts';
 
@@ -20,6 +20,8 @@ export interface TransportOptions {
   timeout: number;
   retryForMs?: number;
   fetch?: typeof fetch;
+  /** Told at once (once per request) when the plane cannot be reached and the request will be retried. */
+  onUnreachable?: (message: string) => void;
 }
 
 export class Transport {
@@ -28,6 +30,7 @@ export class Transport {
   private readonly timeout: number;
   private readonly retryForMs: number;
   private readonly fetchImpl: typeof fetch;
+  private readonly onUnreachable: ((message: string) => void) | undefined;
 
   /** `base`: the namespace's URL prefix (`…/v1/ns/<ns>`); paths are relative to it. */
   constructor(base: string, opts: TransportOptions) {
@@ -36,6 +39,7 @@ export class Transport {
     this.timeout = opts.timeout;
     this.retryForMs = opts.retryForMs ?? 15_000;
     this.fetchImpl = opts.fetch ?? globalThis.fetch.bind(globalThis);
+    this.onUnreachable = opts.onUnreachable;
   }
 
   /** A JSON request; answers the JSON body of a 2xx, throws the error of anything else. */
@@ -55,7 +59,12 @@ export class Transport {
       try {
         out = await this.once(method, path, body, opts);
       } catch (e) {
-        if (!isConnectionError(e) || opts.signal?.aborted || Date.now() + backoff > giveUp) throw e;
+        if (!isConnectionError(e) || opts.signal?.aborted) throw e;
+        const why = reasonOf(e);
+        if (Date.now() + backoff > giveUp) {
+          throw new UnavailableError(`cannot reach the plane at ${this.origin()}: ${why}${attempt ? ` (tried for ${Math.round(this.retryForMs / 1000)} s)` : ''}`, e);
+        }
+        if (attempt === 0) this.onUnreachable?.(`cannot reach the plane at ${this.origin()} (${why}); retrying for up to ${Math.round(this.retryForMs / 1000)} s`);
         await sleep(backoff, opts.signal);
         continue;
       }
@@ -103,6 +112,10 @@ export class Transport {
       clearTimeout(timer);
       opts.signal?.removeEventListener('abort', onAbort);
     }
+  }
+
+  private origin(): string {
+    return this.base.replace(/\/v1\/ns\/[^/]*$/, '');
   }
 
   private auth(): Record<string, string> {
@@ -163,6 +176,12 @@ export async function errorOf(res: Response): Promise<LakeshoreError> {
 }
 
 /** A failure to reach the plane at all (refused, reset, closed mid-answer), as undici reports it. */
+/** A connection failure in a few words: its system code (ECONNREFUSED) or its message. */
+function reasonOf(e: unknown): string {
+  const cause = (e as { cause?: { code?: string; message?: string } }).cause;
+  return cause?.code ?? cause?.message ?? (e instanceof Error ? e.message : String(e));
+}
+
 function isConnectionError(e: unknown): boolean {
   if (!(e instanceof Error) || e.name === 'AbortError' || e instanceof TimeoutError) return false;
   const code = (e.cause as { code?: string } | undefined)?.code ?? '';

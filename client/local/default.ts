@@ -3,7 +3,8 @@
  * the environment; an empty value counts as unset:
  *   a URL (--url, LAKESHORE_URL)  -> HttpDispatch(url, {token: --token / LAKESHORE_TOKEN, namespace})
  *   otherwise                     -> Dispatch(<home>/dispatch.sqlite), home from --home / LAKESHORE_HOME, else ~/.lakeshore
- * The namespace comes from --namespace / LAKESHORE_NAMESPACE, else `default`.
+ * The namespace comes from --namespace / LAKESHORE_NAMESPACE, else `default`. LAKESHORE_RETRY_FOR_MS
+ * sets how long a request to an unreachable plane is retried (default 15000; 0: not at all).
  */
 import { mkdirSync } from 'node:fs';
 import { homedir } from 'node:os';
@@ -17,6 +18,8 @@ export interface PlaneFlags {
   token?: string;
   namespace?: string;
   home?: string;
+  /** See HttpDispatchOptions.onUnreachable. */
+  onUnreachable?: (message: string) => void;
 }
 
 let plane: DispatchPlane | null = null;
@@ -25,7 +28,10 @@ export function planeFromEnv(env: NodeJS.ProcessEnv = process.env, flags: PlaneF
   const pick = (flag: string | undefined, name: string) => flag || env[name] || undefined;
   const namespace = pick(flags.namespace, 'LAKESHORE_NAMESPACE') ?? 'default';
   const url = pick(flags.url, 'LAKESHORE_URL');
-  if (url) return new HttpDispatch(url, { token: pick(flags.token, 'LAKESHORE_TOKEN'), namespace });
+  if (url) {
+    const retryFor = env.LAKESHORE_RETRY_FOR_MS ? Number(env.LAKESHORE_RETRY_FOR_MS) : undefined;
+    return new HttpDispatch(url, { token: pick(flags.token, 'LAKESHORE_TOKEN'), namespace, onUnreachable: flags.onUnreachable, retryForMs: retryFor });
+  }
   const home = pick(flags.home, 'LAKESHORE_HOME') ?? join(homedir(), '.lakeshore');
   mkdirSync(home, { recursive: true });
   return new Dispatch(join(home, 'dispatch.sqlite'), { namespace });

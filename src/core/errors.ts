@@ -11,6 +11,8 @@ export const ERROR_CODES = Object.freeze({
   payload_too_large: 413,
   rate_limited: 429,
   timeout: 504,
+  /** Client side: the plane could not be reached (connection refused or cut) for as long as the client retried. */
+  unavailable: 503,
   internal: 500,
 } as const);
 export type ErrorCode = keyof typeof ERROR_CODES;

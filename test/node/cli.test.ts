@@ -5,6 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { cli, HANDLERS, planeEnv, start, stop, type PlaneKind, type Running } from './setup/cli.ts';
 import { until } from '../support/wait.ts';
 import { tempDir } from '../support/tmp.ts';
+import { freePort } from '../../scripts/plane.mjs';
 
 const marker = () => join(tempDir('lakeshore-mark-'), 'marks.log');
 const lines = (file: string) => (existsSync(file) ? readFileSync(file, 'utf8').trim().split('\n').filter(Boolean) : []);
@@ -155,5 +156,17 @@ describe('lakeshore token (edge plane)', () => {
     expect((await cli(['token', 'revoke', t.id], env)).code).toBe(0);
     expect((await cli(['stats', 'jobs'], asProducer)).code).toBe(6);
     expect((await cli(['token', 'list'], { ...env, LAKESHORE_URL: '' })).code).toBe(2);
+  });
+});
+
+describe('an unreachable plane', () => {
+  it('is said at once, while the CLI retries; then it fails with a hint and exit code 8', async () => {
+    const env = { ...process.env, LAKESHORE_URL: `http://127.0.0.1:${await freePort()}`, LAKESHORE_TOKEN: 'x', LAKESHORE_RETRY_FOR_MS: '3000' };
+    const r = start(['stats', 'demo'], env);
+    await until(() => r.stderr().includes('cannot reach the plane at'), 'the first word of it', 10_000);
+    expect(r.child.exitCode).toBeNull(); // still retrying: it did not wait until the end to say so
+    expect(await r.exited).toBe(8);
+    expect(r.stderr()).toMatch(/ECONNREFUSED.*retrying for up to 3 s/);
+    expect(r.stderr()).toContain('is the plane running (npm start)?');
   });
 });

@@ -1,7 +1,7 @@
 """lakeshore: a Python client and worker for the lakeshore dispatch plane. Standard library only."""
 from .envelope import decode_envelope, encode_envelope, new_traceparent
 from .errors import (BadRequest, FencingConflict, Forbidden, InvocationCancelled, InvocationFailed, LakeshoreError, NotFound,
-                     PayloadTooLarge, RateLimited, Timeout, Unauthorized)
+                     PayloadTooLarge, RateLimited, Timeout, Unauthorized, Unavailable)
 from .frames import BEGIN, CHUNK, END, ERROR, VALUE, decode_frame, encode_frame
 from .http import Claimed, HttpDispatch
 from .worker import run_worker
@@ -10,5 +10,5 @@ __all__ = [
     "HttpDispatch", "Claimed", "run_worker", "encode_envelope", "decode_envelope", "new_traceparent",
     "encode_frame", "decode_frame", "VALUE", "CHUNK", "BEGIN", "END", "ERROR",
     "LakeshoreError", "BadRequest", "Unauthorized", "Forbidden", "NotFound", "FencingConflict", "PayloadTooLarge",
-    "RateLimited", "Timeout", "InvocationFailed", "InvocationCancelled",
+    "RateLimited", "Timeout", "Unavailable", "InvocationFailed", "InvocationCancelled",
 ]

@@ -47,6 +47,12 @@ class RateLimited(LakeshoreError):
     code, status = "rate_limited", 429
 
 
+class Unavailable(LakeshoreError, ConnectionError):
+    """The plane could not be reached (its connection refused or cut) for as long as the client retried."""
+
+    code, status = "unavailable", 503
+
+
 class Timeout(LakeshoreError, TimeoutError):
     """A wait ran out: `result` before the invocation ended, or a journal read before its stream did."""
 
@@ -68,7 +74,7 @@ class InvocationCancelled(Exception):
         self.id = inv_id
 
 
-_BY_CODE = {c.code: c for c in (BadRequest, Unauthorized, Forbidden, NotFound, FencingConflict, PayloadTooLarge, RateLimited, Timeout)}
+_BY_CODE = {c.code: c for c in (BadRequest, Unauthorized, Forbidden, NotFound, FencingConflict, PayloadTooLarge, RateLimited, Timeout, Unavailable)}
 
 
 def error_for(code: str, message: str) -> LakeshoreError:

@@ -1,6 +1,7 @@
 """HttpDispatch: the dispatch contract over HTTP, with the standard library only."""
 import base64
 import json
+import logging
 import math
 import random
 import socket
@@ -12,7 +13,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
-from .errors import InvocationCancelled, InvocationFailed, LakeshoreError, Timeout, error_for
+from .errors import InvocationCancelled, InvocationFailed, LakeshoreError, Timeout, Unavailable, error_for
 from .frames import decode_frame, encode_frame
 
 # A batch route takes 1,000 items and a 32 MiB body at most: send at most 500 items and ~30 MiB a request.
@@ -33,6 +34,8 @@ def _parts(bodies: List[Dict[str, Any]]) -> Iterator[List[Dict[str, Any]]]:
     if part:
         yield part
 
+
+_log = logging.getLogger("lakeshore")
 
 _SLICE = 50.0  # the longest single long-poll, in seconds; longer waits are made of several
 _BATCH = 500  # items per submit_many request (the plane takes up to 1,000)
@@ -403,12 +406,16 @@ class HttpDispatch:
             except (TimeoutError, socket.timeout):
                 raise Timeout("%s %s got no answer within %ss" % (method, path, self.timeout + wait))
             except (urllib.error.URLError, ConnectionError) as e:
-                # The plane is unreachable (restarting, say): try again for a while.
+                # The plane is unreachable (restarting, say): say so at once, try again for a while.
                 if isinstance(getattr(e, "reason", None), (TimeoutError, socket.timeout)):
                     raise Timeout("%s %s got no answer within %ss" % (method, path, self.timeout + wait))
+                why = str(getattr(e, "reason", None) or e)
                 pause = backoff
                 if time.monotonic() + pause > give_up:
-                    raise
+                    raise Unavailable("cannot reach the plane at %s: %s (tried for %ss). Is it running? Is the URL right?"
+                                      % (self.base_url, why, int(self.retry_for))) from e
+                if attempt == 1:
+                    _log.warning("cannot reach the plane at %s (%s); retrying for up to %ss", self.base_url, why, int(self.retry_for))
             time.sleep(pause)
 
 

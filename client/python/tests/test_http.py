@@ -235,9 +235,14 @@ class Retries(unittest.TestCase):
         s.close()  # nothing listens here
         d = ls.HttpDispatch("http://127.0.0.1:%d" % port, token=TOKEN, retry_for=0.4)
         t0 = time.monotonic()
-        with self.assertRaises(OSError):
+        with self.assertLogs("lakeshore", "WARNING") as logs, self.assertRaises(ls.Unavailable) as cm:
             d.count("q")
         self.assertGreaterEqual(time.monotonic() - t0, 0.2)
+        # Said at once, while retrying; then an error that names the plane and what to check.
+        self.assertEqual(len(logs.records), 1)
+        self.assertIn("cannot reach the plane at http://127.0.0.1:%d" % port, logs.output[0])
+        self.assertIn("Is it running?", str(cm.exception))
+        self.assertIsInstance(cm.exception, ConnectionError)
 
 
 @unittest.skipUnless(URL, "needs LAKESHORE_URL")

@@ -1,0 +1,121 @@
+/**
+ * `npm start` tells the truth and cleans up after itself: a second start on a taken port says what
+ * holds it and starts nothing; a hangup (the terminal closed) or the starter's death leaves no
+ * server or workerd behind.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { freePort } from '../../scripts/plane.mjs';
+import { tempDir } from '../support/tmp.ts';
+import { until } from '../support/wait.ts';
+
+const ROOT = resolve(import.meta.dirname, '..', '..');
+
+interface Started {
+  child: ChildProcess;
+  out: () => string;
+  err: () => string;
+  exited: Promise<number | null>;
+}
+
+/** `npm start -- --port N` as a terminal runs it: a process group of its own, fresh state. */
+function npmStart(port: number, state: string): Started {
+  const child = spawn(process.execPath, [join(ROOT, 'scripts', 'run.mjs'), 'dev', '--port', String(port)], {
+    cwd: ROOT, env: { ...process.env, LAKESHORE_STATE: state }, stdio: ['ignore', 'pipe', 'pipe'], detached: true,
+  });
+  let out = '';
+  let err = '';
+  child.stdout!.on('data', (d) => (out += d));
+  child.stderr!.on('data', (d) => (err += d));
+  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+  return { child, out: () => out, err: () => err, exited };
+}
+
+/** Every live process descended from `pid` (from /proc), with its command line. */
+function descendants(pid: number): { pid: number; cmd: string }[] {
+  const parent = new Map<number, number>();
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (fields[0] !== 'Z') parent.set(Number(d), Number(fields[1]));
+    } catch {
+      /* it ended meanwhile */
+    }
+  }
+  const out: { pid: number; cmd: string }[] = [];
+  const walk = (p: number) => {
+    for (const [c, pp] of parent) {
+      if (pp !== p) continue;
+      let cmd = '';
+      try {
+        cmd = readFileSync(`/proc/${c}/cmdline`, 'utf8').replaceAll('\0', ' ');
+      } catch {
+        continue;
+      }
+      out.push({ pid: c, cmd });
+      walk(c);
+    }
+  };
+  walk(pid);
+  return out;
+}
+
+const alive = (pid: number) => {
+  if (!existsSync(`/proc/${pid}`)) return false;
+  try {
+    return !readFileSync(`/proc/${pid}/stat`, 'utf8').includes(') Z ');
+  } catch {
+    return false;
+  }
+};
+
+describe('npm start', () => {
+  it('refuses a port a plane already holds, before printing a banner, and leaves nothing behind after SIGHUP', async () => {
+    const port = await freePort();
+    const first = npmStart(port, tempDir('lakeshore-start-'));
+    try {
+      await until(() => first.out().includes('Ctrl-C stops it'), 'the first plane to be up', 90_000, 50);
+      // One URL in what it printed, the plane's own.
+      expect(first.out().match(/http:\/\/127\.0\.0\.1:\d+/g)?.every((u) => u === `http://127.0.0.1:${port}`)).toBe(true);
+      expect(first.out() + first.err()).not.toMatch(/\[mf:info\]|Using secrets|npm warn/);
+
+      const second = npmStart(port, tempDir('lakeshore-start-'));
+      expect(await second.exited).toBe(1);
+      expect(second.err()).toContain(`a lakeshore plane already answers at http://127.0.0.1:${port}`);
+      expect(second.err()).toContain(`--port ${port + 1}`);
+      expect(second.out()).not.toContain('is up');
+
+      const tree = descendants(first.child.pid!);
+      expect(tree.some((p) => p.cmd.includes('serve.mjs'))).toBe(true);
+      expect(tree.some((p) => p.cmd.includes('workerd'))).toBe(true);
+      process.kill(-first.child.pid!, 'SIGHUP'); // the terminal closed: its foreground group hangs up
+      await until(() => [first.child.pid!, ...tree.map((p) => p.pid)].every((p) => !alive(p)), 'every process of the plane to exit', 15_000, 50);
+    } finally {
+      try {
+        process.kill(-first.child.pid!, 'SIGKILL');
+      } catch {
+        /* already gone */
+      }
+    }
+  }, 150_000);
+
+  it('a plane whose starter was killed outright stops too', async () => {
+    const port = await freePort();
+    const first = npmStart(port, tempDir('lakeshore-start-'));
+    await until(() => first.out().includes('Ctrl-C stops it'), 'the plane to be up', 90_000, 50);
+    const tree = descendants(first.child.pid!);
+    const dev = tree.find((p) => p.cmd.includes('dev.mjs'))!;
+    expect(dev).toBeDefined();
+    process.kill(dev.pid, 'SIGKILL'); // no handler runs: the server must notice on its own
+    await until(() => tree.filter((p) => p.pid !== first.child.pid).every((p) => !alive(p.pid)), 'the server and workerd to exit', 15_000, 50);
+    try {
+      process.kill(-first.child.pid!, 'SIGKILL');
+    } catch {
+      /* already gone */
+    }
+  }, 150_000);
+});
