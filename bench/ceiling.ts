@@ -10,7 +10,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { encodeEnvelope, HttpDispatch } from '../client/index.ts';
+import { encodeEnvelope, HttpDispatch } from '../client/local/index.ts';
 import { newToken, startPlane } from '../scripts/plane.mjs';
 
 const N = Number(process.argv.find((a) => a.startsWith('--n='))?.slice(4) ?? 8000);

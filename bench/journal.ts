@@ -8,7 +8,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Dispatch, FrameKind, HttpDispatch, type DispatchPlane } from '../client/index.ts';
+import { Dispatch, FrameKind, HttpDispatch, type DispatchPlane } from '../client/local/index.ts';
 import { newToken, startPlane } from '../scripts/plane.mjs';
 
 const arg = (name: string, dflt: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? dflt;

@@ -8,7 +8,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Dispatch } from '../client/index.ts';
+import { Dispatch } from '../client/local/index.ts';
 
 const dir = mkdtempSync(join(process.env.BENCH_STATE_DIR ?? tmpdir(), 'lakeshore-memory-'));
 const d = new Dispatch(join(dir, 'd.sqlite'), { namespace: 'mem' });

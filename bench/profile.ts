@@ -12,7 +12,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { HttpDispatch, runWorker, encodeEnvelope } from '../client/index.ts';
+import { HttpDispatch, runWorker, encodeEnvelope } from '../client/local/index.ts';
 import { applyMigrations, freePort, stopTree } from '../scripts/plane.mjs';
 
 const dir = mkdtempSync(join(tmpdir(), 'lakeshore-profile-'));

@@ -15,7 +15,7 @@ import { fork } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Dispatch, HttpDispatch, runWorker, encodeEnvelope, type DispatchPlane } from '../client/index.ts';
+import { Dispatch, HttpDispatch, runWorker, encodeEnvelope, type DispatchPlane } from '../client/local/index.ts';
 import { newToken, startPlane } from '../scripts/plane.mjs';
 
 const now = () => performance.timeOrigin + performance.now();

@@ -1,10 +1,13 @@
-/** The lakeshore Node client: planes, errors, the frame codec and the contract's types. */
+/**
+ * `lakeshore`: the HTTP client, the Queue API and the worker, for any runtime with fetch (Node >= 18,
+ * Bun, Deno, browsers, Workers); errors, the frame codec and the contract's types. The local
+ * SQLite plane is `lakeshore/local` (client/local/index.ts).
+ */
 export { HttpDispatch, type HttpDispatchOptions } from './http/dispatch.ts';
 export * from './errors.ts';
 export * from './types.ts';
 export { FrameKind, encodeFrame, decodeFrame } from '../src/core/frame.ts';
-export { Dispatch, type DispatchOptions } from './local/dispatch.ts';
-export { defaultDispatch, planeFromEnv } from './local/default.ts';
+export { defaultDispatch, planeFromEnv, type PlaneFlags } from './default.ts';
 export { Queue, Handle, dispatchByName, type Route, type RouteTable, type SubmitCallOptions } from './queue.ts';
 export { encodeEnvelope, decodeEnvelope, jsonBytes, fromJsonBytes, type Envelope } from './envelope.ts';
 export { runWorker, type WorkerOptions } from './worker/run-worker.ts';

@@ -9,8 +9,9 @@
  */
 import { FrameKind } from '../src/core/frame.ts';
 import { decodeEnvelope, encodeEnvelope, fromJsonBytes, newTraceparent } from './envelope.ts';
-import { defaultDispatch } from './local/default.ts';
+import { defaultDispatch } from './default.ts';
 import type { DispatchPlane } from './types.ts';
+import { randomId } from './ids.ts';
 
 export interface SubmitCallOptions {
   id?: string;
@@ -68,7 +69,7 @@ export class Queue {
       fn: fnName(fn), args, kwargs: opts.kwargs, module: opts.module, traceparent: opts.traceparent ?? newTraceparent(),
       time_limit_ms: opts.timeLimitMs, max_retries: opts.maxRetries,
     });
-    const id = await this.dispatch.submit(this.name, envelope, { id: opts.id ?? crypto.randomUUID(), key: opts.key, priority: opts.priority });
+    const id = await this.dispatch.submit(this.name, envelope, { id: opts.id ?? randomId(), key: opts.key, priority: opts.priority });
     return new Handle<T>(id, this.dispatch);
   }
 }

@@ -84,6 +84,8 @@ export interface ReadOptions {
 
 export interface DispatchPlane {
   readonly namespace: string;
+  /** True for a plane in this process (the local SQLite plane): its envelopes come from this machine's own users. */
+  readonly inProcess?: boolean;
   submit(queue: string, envelope: Uint8Array, opts: SubmitOptions): Promise<string>;
   /** Submits many in one request; each item keeps its own id, key and idempotency, and fails alone. */
   submitMany(queue: string, items: { envelope: Uint8Array; opts: SubmitOptions }[]): Promise<({ id: string } | { error: Error })[]>;

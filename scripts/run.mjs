@@ -14,6 +14,7 @@ const tasks = {
   deploy: (t) => run(t.node, [join(ROOT, 'node_modules', 'wrangler', 'bin', 'wrangler.js'), 'deploy', ...rest], { env: t.env }),
   fault: (t) => run(t.node, [join(ROOT, 'scripts', 'fault.mjs'), ...rest], { env: t.env }),
   bench: (t) => run(t.node, [join(ROOT, 'bench', 'run.mjs'), ...rest], { env: t.env }),
+  pack: (t) => run(t.node, [join(ROOT, 'scripts', 'pack.mjs'), ...rest], { env: t.env }),
   node: (t) => run(t.node, rest, { env: t.env }),
 };
 

@@ -1,5 +1,6 @@
 /** The CLI's commands, each a function of parsed flags. */
 import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL, fileURLToPath } from 'node:url';
 import { FrameKind, FRAME_KIND_NAMES } from '../../src/core/frame.ts';
@@ -245,6 +246,9 @@ export async function worker(d: DispatchPlane, out: Out, f: WorkerFlags, once: b
 /** `lakeshore dev`: the local edge plane, as `npm start` runs it. */
 export async function dev(args: string[]) {
   const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+  if (!existsSync(join(root, 'scripts', 'run.mjs'))) {
+    throw new UsageError('`lakeshore dev` runs in a lakeshore checkout (it is `npm start` there); this lakeshore is the installed client');
+  }
   const child = spawn(process.execPath, [join(root, 'scripts', 'run.mjs'), 'dev', ...args], { stdio: 'inherit', cwd: root });
   for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(sig, () => child.kill(sig));
   return new Promise<number>((r) => child.on('exit', (code) => r(code ?? 0)));

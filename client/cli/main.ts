@@ -7,7 +7,7 @@ import { Command, CommanderError, Option } from 'commander';
 import * as cmd from './commands.ts';
 import * as op from './operate.ts';
 import { EXIT, exitCodeOf, output } from './output.ts';
-import { planeFromEnv, type PlaneFlags } from '../local/default.ts';
+import { planeFromEnv, type PlaneFlags } from '../default.ts';
 import { UnavailableError } from '../errors.ts';
 
 type Global = PlaneFlags & { json?: boolean };
@@ -23,10 +23,20 @@ const program = new Command('lakeshore')
   .exitOverride();
 
 let code: number = EXIT.ok;
-const run = (fn: (g: Global) => Promise<number>) => async () => {
+const run = (fn: (g: Global) => Promise<number>, opts: { plane?: boolean } = {}) => async () => {
   const g = program.opts<Global>();
+  if (opts.plane !== false && !(g.url || process.env.LAKESHORE_URL)) await loadLocalPlane();
   code = await fn(g);
 };
+
+/** The local SQLite plane, loaded only when a command needs it (no URL): node:sqlite needs Node >= 22.12. */
+async function loadLocalPlane() {
+  try {
+    await import('../local/default.ts');
+  } catch (e) {
+    throw new cmd.UsageError(`the local SQLite plane needs Node >= 22.12 (node:sqlite), and this is Node ${process.versions.node}: run on Node 22, or use an edge plane with --url or LAKESHORE_URL (${e instanceof Error ? e.message : String(e)})`);
+  }
+}
 /** The plane; one that cannot be reached is said at once, while the client retries. */
 let warned = false;
 const planeOf = (g: Global) => planeFromEnv(process.env, {
@@ -124,7 +134,7 @@ program.command('token').description('create, list or revoke namespace-scoped to
 program.command('dev').description('start the local edge plane (its Worker in one workerd, local D1), as npm start does')
   .option('--port <n>', 'port on 127.0.0.1', '8787')
   .option('--wrangler', 'serve it with wrangler dev instead')
-  .action((o: { port: string; wrangler?: boolean }) => run(() => cmd.dev(['--port', o.port, ...(o.wrangler ? ['--wrangler'] : [])]))());
+  .action((o: { port: string; wrangler?: boolean }) => run(() => cmd.dev(['--port', o.port, ...(o.wrangler ? ['--wrangler'] : [])]), { plane: false })());
 
 const worker = program.command('worker').description('run a worker');
 const workerOptions = (c: Command) =>

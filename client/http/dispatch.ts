@@ -13,8 +13,8 @@ import { decodeFrame } from '../../src/core/frame.ts';
 import type { State } from '../../src/core/states.ts';
 import type { Claimed, Frame, HeartbeatAnswer, Invocation, InvocationError, JournalFrame, JournalPage } from '../../src/core/types.ts';
 import { errorFor, InvocationCancelledError, InvocationFailedError, LakeshoreError, TimeoutError } from '../errors.ts';
-import type * as wire from '../../src/core/wire.ts';
-import type { TokenLimits } from '../../src/core/wire.ts';
+import type * as wire from '../../src/core/wire-types.ts';
+import type { TokenLimits } from '../../src/core/wire-types.ts';
 import type { AckRequest, AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, NackedState, QueueInfo, ReadOptions, Schedule, ScheduleOptions, SettingsChange, SubmitOptions } from '../types.ts';
 import type { Batcher } from '../batcher.ts';
 import { b64, batcherFor, enc, frameOf, inParts, pageOf, PART_BYTES, PART_ITEMS, queueInfoOf, scheduleOf, settledOf, type Json } from './wire.ts';
@@ -22,6 +22,7 @@ import { b64, batcherFor, enc, frameOf, inParts, pageOf, PART_BYTES, PART_ITEMS,
 const failedItem = (error: Error) => ({ ok: false as const, error });
 import { errorOf, Transport } from './transport.ts';
 import { sseEvents } from './sse.ts';
+import { randomId } from '../ids.ts';
 
 export interface HttpDispatchOptions {
   token?: string;
@@ -234,7 +235,7 @@ export class HttpDispatch implements DispatchPlane {
    * answered meanwhile gives its jobs back, also where no disconnect reaches the plane (a proxy).
    */
   async claimMany(queue: string, workerId: string, max: number, opts: ClaimOptions = {}): Promise<Claimed[]> {
-    const claimId = opts.signal ? crypto.randomUUID() : undefined;
+    const claimId = opts.signal ? randomId() : undefined;
     const body = { ...this.claimBody(workerId, max, opts), claim_id: claimId } satisfies wire.ClaimWire;
     const out = await this.http.call('POST', `/queues/${enc(queue)}/claim`, body, { waitMs: opts.waitMs ?? 0, signal: opts.signal })
       .catch(async (e: unknown) => {

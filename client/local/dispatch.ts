@@ -45,6 +45,7 @@ async function verb<T>(p: Promise<T>): Promise<T> {
 export class Dispatch implements DispatchPlane {
   readonly path: string;
   readonly namespace: string;
+  readonly inProcess = true;
   readonly db: DatabaseSync;
   private readonly engine: Engine;
   private readonly claims = new Map<string, { workerId: string; attempt: number }>();

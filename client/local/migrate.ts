@@ -3,11 +3,19 @@
  * each, inside one write transaction so two processes opening a new file do not race.
  */
 import type { DatabaseSync } from 'node:sqlite';
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-export const MIGRATIONS_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'migrations');
+/** The nearest `migrations/` above this module: the repository's, or the one the npm package ships. */
+function migrationsDir(): string {
+  for (let dir = dirname(fileURLToPath(import.meta.url)); ; dir = dirname(dir)) {
+    if (existsSync(join(dir, 'migrations', '0000_init.sql'))) return join(dir, 'migrations');
+    if (dirname(dir) === dir) throw new Error('the SQL migrations are missing: no migrations/ directory above ' + fileURLToPath(import.meta.url));
+  }
+}
+
+export const MIGRATIONS_DIR = migrationsDir();
 
 export function migrate(db: DatabaseSync, dir = MIGRATIONS_DIR): void {
   const files = readdirSync(dir).filter((f) => f.endsWith('.sql')).sort();

@@ -1,5 +1,9 @@
-/** The running job, for handlers: its id, attempt and AbortSignal (cancel, time limit, shutdown). */
-import { AsyncLocalStorage } from 'node:async_hooks';
+/**
+ * The running job, for handlers: its id, attempt and AbortSignal (cancel, time limit, shutdown).
+ * It is kept in an AsyncLocalStorage where the runtime has one (Node, Bun, Deno, Workers with
+ * nodejs_compat), so concurrent jobs each see their own. Elsewhere (a browser) a job is current
+ * from its start until it settles: right for a worker of concurrency 1.
+ */
 
 export interface JobContext {
   id: string;
@@ -17,7 +21,42 @@ export interface JobContext {
   write(data: string | Uint8Array): void;
 }
 
-const store = new AsyncLocalStorage<JobContext>();
+interface Store {
+  run<T>(ctx: JobContext, fn: () => T): T;
+  getStore(): JobContext | undefined;
+}
+
+/** The fallback: the job whose handler started last and has not settled. */
+function plainStore(): Store {
+  let current: JobContext | undefined;
+  return {
+    run(ctx, fn) {
+      current = ctx;
+      const done = () => {
+        if (current === ctx) current = undefined;
+      };
+      const out = fn();
+      if (out instanceof Promise) out.then(done, done);
+      else done();
+      return out;
+    },
+    getStore: () => current,
+  };
+}
+
+let store: Store = plainStore();
+let loading: Promise<void> | null = null;
+
+/** Uses AsyncLocalStorage where the runtime has it (runWorker calls this before its first job). */
+export function loadJobContext(): Promise<void> {
+  loading ??= import('node:async_hooks').then(
+    (m) => {
+      store = new m.AsyncLocalStorage<JobContext>();
+    },
+    () => {},
+  );
+  return loading;
+}
 
 /** The job the calling handler is running for; throws outside a job. */
 export function currentJob(): JobContext {

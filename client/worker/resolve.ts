@@ -3,8 +3,6 @@
  * import of `module#export` resolved under `root` (never outside it). Payloads are data: nothing
  * is eval'ed, and an import is code execution, so it is off unless the operator turns it on.
  */
-import { isAbsolute, relative, resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import type { Envelope } from '../envelope.ts';
 
 export type Handler = (...args: any[]) => unknown;
@@ -24,6 +22,8 @@ export async function resolveHandler(env: Envelope, opts: { registry: Registry; 
   if (!opts.allowImport) {
     throw new ResolveError(`function ${JSON.stringify(env.fn)} is not registered, and importing ${JSON.stringify(env.module)} is off: start the worker with allowImport (--allow-import) to let envelopes name modules`);
   }
+  // Node's path and url modules, loaded only here: a worker that never imports needs neither.
+  const [{ isAbsolute, relative, resolve }, { pathToFileURL }] = await Promise.all([import('node:path'), import('node:url')]);
   const [path, exportName = env.fn] = env.module.split('#');
   const file = resolve(opts.root, path!);
   const rel = relative(opts.root, file);

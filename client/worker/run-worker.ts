@@ -3,15 +3,15 @@
  * It claims with waits (the plane wakes it when work arrives), never a tight poll. On `stop` it
  * claims no more, lets running jobs finish for up to `graceMs`, then aborts them.
  */
-import { hostname } from 'node:os';
-import { Dispatch } from '../local/dispatch.ts';
-import { defaultDispatch } from '../local/default.ts';
+import { defaultDispatch } from '../default.ts';
+import { loadJobContext } from './context.ts';
 import type { Claimed, DispatchPlane } from '../types.ts';
 import { LakeshoreError, TimeoutError } from '../errors.ts';
 import { runJob, type JobOutcome } from './job.ts';
 import { Prefetch } from './prefetch.ts';
 import { ACKS_WAIT_MS } from '../../src/core/limits.ts';
 import type { Registry } from './resolve.ts';
+import { randomId } from '../ids.ts';
 
 export interface WorkerOptions {
   dispatch?: DispatchPlane;
@@ -59,12 +59,20 @@ export const ONCE_WAIT_MS = 2_000;
 /** The most one claim asks for (the plane's default batch limit). */
 const MAX_CLAIM = 1000;
 
+/** This host and process, for worker ids: `host:pid` where the runtime has them. */
+async function hostName(): Promise<string> {
+  const pid = (globalThis as { process?: { pid?: number } }).process?.pid;
+  const host = await import('node:os').then((os) => os.hostname(), () => 'worker');
+  return pid === undefined ? host : `${host}:${pid}`;
+}
+
 /** Runs until `stop` (or one job with `once`); answers the number of jobs it executed. */
 export async function runWorker(queues: string | string[], opts: WorkerOptions = {}): Promise<number> {
   const pools = (Array.isArray(queues) ? queues : [queues]).filter(Boolean);
   if (!pools.length) throw new Error('runWorker needs at least one queue');
   const d = opts.dispatch ?? defaultDispatch();
-  const workerId = opts.workerId ?? `${hostname()}:${process.pid}:${crypto.randomUUID().slice(0, 8)}`;
+  const workerId = opts.workerId ?? `${await hostName()}:${randomId().slice(0, 8)}`;
+  await loadJobContext();
   const concurrency = Math.max(1, opts.concurrency ?? 1);
   const stop = opts.stop ?? new AbortController().signal;
   const hard = new AbortController();
@@ -87,7 +95,7 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
   };
   const jobOpts = {
     dispatch: d, ack, workerId, registry: opts.registry ?? {}, root: opts.root ?? process.cwd(),
-    allowImport: opts.allowImport ?? d instanceof Dispatch, retries: opts.retries ?? Infinity, timeLimitMs: opts.timeLimitMs ?? null,
+    allowImport: opts.allowImport ?? d.inProcess === true, retries: opts.retries ?? Infinity, timeLimitMs: opts.timeLimitMs ?? null,
     heartbeatMs: opts.heartbeatMs ?? Math.max(200, Math.floor((leaseMs ?? 30_000) / 3)), leaseMs, hardStop: hard.signal, log,
   };
   let executed = 0;

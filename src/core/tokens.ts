@@ -5,7 +5,7 @@
  */
 import { toHex } from './bytes.ts';
 import { badRequest, LakeshoreError } from './errors.ts';
-import type { TokenLimits } from './wire.ts';
+import type { TokenLimits } from './wire-types.ts';
 
 export type { TokenLimits };
 

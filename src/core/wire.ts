@@ -1,7 +1,8 @@
 /**
  * Request bodies of the HTTP contract, declared once: each is a TypeScript type of what travels
- * (the HTTP client builds its bodies as these types) and a zod schema that checks it on the plane.
- * `Checks<T>` ties the two: a schema whose input differs from its type does not compile.
+ * (wire-types.ts; the HTTP client builds its bodies as these types) and a zod schema here that
+ * checks it on the plane. `Checks<T>` ties the two: a schema whose input differs from its type
+ * does not compile.
  *
  * Bytes travel as base64 strings; the schemas decode them, so a bad one is refused with the path
  * of the field (`items[3].envelope`). Every other field is checked again by the engine, so both
@@ -12,13 +13,15 @@
 import { z } from 'zod';
 import { fromBase64 } from './bytes.ts';
 import { CLAIM_KINDS, type ClaimKind } from './types.ts';
+import type { SubmitWire, AckWire, ClaimWire, ClaimCancelWire, QueueSettingsWire, RedriveWire, ScheduleWire, TokenWire, AckBodyWire, NackWire, HeartbeatWire, AppendWire } from './wire-types.ts';
+
+export type * from './wire-types.ts';
 
 /** A schema whose input type is exactly T (both ways). */
 type Checks<T> = z.ZodType<unknown, T>;
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 const exactly = <T>() => <S extends Checks<T>>(s: S & (Same<z.input<S>, T> extends true ? unknown : never)): S => s;
 
-type Opt<T> = T | null | undefined;
 const opt = <T extends z.ZodType>(t: T) => t.nullish();
 
 const b64 = z.string().transform((s, ctx) => {
@@ -32,43 +35,14 @@ const b64 = z.string().transform((s, ctx) => {
 const freeObject = <T extends object = Record<string, unknown>>(test: (o: Record<string, unknown>) => boolean = () => true, message = 'must be an object') =>
   z.custom<T>((v) => typeof v === 'object' && v !== null && !Array.isArray(v) && test(v as Record<string, unknown>), { message });
 
-export interface SubmitWire {
-  id: string;
-  envelope: string;
-  key?: Opt<string>;
-  priority?: Opt<number>;
-  parent?: Opt<string>;
-  delay_ms?: Opt<number>;
-  run_at?: Opt<number>;
-  ttl_ms?: Opt<number>;
-  expires_at?: Opt<number>;
-  max_attempts?: Opt<number>;
-}
 export const SubmitBody = exactly<SubmitWire>()(z.strictObject({
   id: z.string(), envelope: b64, key: opt(z.string()), priority: opt(z.number()), parent: opt(z.string()),
   delay_ms: opt(z.number()), run_at: opt(z.number()), ttl_ms: opt(z.number()), expires_at: opt(z.number()), max_attempts: opt(z.number()),
 }));
 export const SubmitManyBody = exactly<{ items: SubmitWire[] }>()(z.strictObject({ items: z.array(SubmitBody) }));
 
-export interface AckWire {
-  id: string;
-  attempt?: Opt<number>;
-  result?: Opt<string>;
-}
 const AckItemBody = exactly<AckWire>()(z.strictObject({ id: z.string(), attempt: opt(z.number()), result: opt(b64) }));
 
-export interface ClaimWire {
-  worker_id: string;
-  kind?: Opt<ClaimKind>;
-  temperature?: Opt<number>;
-  lease_ms?: Opt<number>;
-  wait_ms?: Opt<number>;
-  max?: Opt<number>;
-  /** Acks of this worker's finished invocations of the queue, sent with the claim (see ackAndClaim). */
-  acks?: Opt<AckWire[]>;
-  /** The caller's name for this claim, so that it can call the claim off (POST .../claim/cancel). */
-  claim_id?: Opt<string>;
-}
 export const ClaimBody = exactly<ClaimWire>()(z.strictObject({
   worker_id: z.string(),
   kind: opt(z.enum(CLAIM_KINDS as [ClaimKind, ...ClaimKind[]], { error: (i) => `unknown claim kind ${JSON.stringify(i.input)}: expected ${CLAIM_KINDS.join(', ')}` })),
@@ -80,92 +54,37 @@ export const ClaimBody = exactly<ClaimWire>()(z.strictObject({
   claim_id: opt(z.string()),
 }));
 
-/** Calls off a claim of this worker named by its claim_id. */
-export interface ClaimCancelWire {
-  worker_id: string;
-  claim_id: string;
-}
 export const ClaimCancelBody = exactly<ClaimCancelWire>()(z.strictObject({ worker_id: z.string(), claim_id: z.string() }));
 
-interface HolderWire {
-  worker_id: string;
-  attempt?: Opt<number>;
-}
 const holder = { worker_id: z.string(), attempt: opt(z.number()) };
 
-export type AckBodyWire = HolderWire & { result?: Opt<string> };
 export const AckBody = exactly<AckBodyWire>()(z.strictObject({ ...holder, result: opt(b64) }));
 export const AckManyBody = exactly<{ items: (AckBodyWire & { id: string })[] }>()(z.strictObject({ items: z.array(z.strictObject({ id: z.string(), ...holder, result: opt(b64) })) }));
 
-export type ErrorWire = string | { message: string; [k: string]: unknown };
 const errorValue = z.union([z.string(), freeObject<{ message: string; [k: string]: unknown }>((o) => typeof o.message === 'string', 'must be a string or an object with a string message')]);
-export type NackWire = HolderWire & { error: ErrorWire; retry?: Opt<boolean>; delay_ms?: Opt<number> };
 const nack = { ...holder, error: errorValue, retry: opt(z.boolean()), delay_ms: opt(z.number()) };
 export const NackBody = exactly<NackWire>()(z.strictObject(nack));
 export const NackManyBody = exactly<{ items: (NackWire & { id: string })[] }>()(z.strictObject({ items: z.array(z.strictObject({ id: z.string(), ...nack })) }));
 
-export type HeartbeatWire = HolderWire & { lease_ms?: Opt<number> };
 export const HeartbeatBody = exactly<HeartbeatWire>()(z.strictObject({ ...holder, lease_ms: opt(z.number()) }));
 
-export type AppendWire = HolderWire & { seq?: Opt<number>; kind: number; body: string; meta?: Opt<Record<string, unknown>>; final?: Opt<boolean> };
 export const AppendBody = exactly<AppendWire>()(z.strictObject({ ...holder, seq: opt(z.number()), kind: z.number(), body: b64, meta: opt(freeObject()), final: opt(z.boolean()) }));
 
 export const TrimBody = exactly<{ keep_last: number }>()(z.strictObject({ keep_last: z.number() }));
 
-export interface BackoffWire {
-  initial_ms?: Opt<number>;
-  factor?: Opt<number>;
-  max_ms?: Opt<number>;
-  jitter?: Opt<number>;
-}
-/** A queue's settings to change: a field left out keeps its value, a null clears it. */
-export interface QueueSettingsWire {
-  lease_ms?: Opt<number>;
-  max_attempts?: Opt<number>;
-  max_running?: Opt<number>;
-  claims_per_second?: Opt<number>;
-  retry_backoff?: Opt<BackoffWire>;
-  dead_letter_queue?: Opt<string>;
-  ttl_ms?: Opt<number>;
-}
 export const QueueSettingsBody = exactly<QueueSettingsWire>()(z.strictObject({
   lease_ms: opt(z.number()), max_attempts: opt(z.number()), max_running: opt(z.number()), claims_per_second: opt(z.number()),
   retry_backoff: opt(z.strictObject({ initial_ms: opt(z.number()), factor: opt(z.number()), max_ms: opt(z.number()), jitter: opt(z.number()) })),
   dead_letter_queue: opt(z.string()), ttl_ms: opt(z.number()),
 }));
 
-export interface RedriveWire {
-  limit?: Opt<number>;
-  /** The state to redrive from: failed, the only one. */
-  state?: Opt<'failed'>;
-  /** On a dead-letter queue: send its dead letters' failed jobs back to their queues. */
-  dead_letters?: Opt<boolean>;
-}
 export const RedriveBody = exactly<RedriveWire>()(z.strictObject({
   limit: opt(z.number()), state: opt(z.literal('failed', { error: 'state must be "failed": only failed jobs are redriven' })), dead_letters: opt(z.boolean()),
 }));
 
-export interface ScheduleWire {
-  cron: string;
-  timezone?: Opt<string>;
-  envelope: string;
-  priority?: Opt<number>;
-}
 export const ScheduleBody = exactly<ScheduleWire>()(z.strictObject({ cron: z.string(), timezone: opt(z.string()), envelope: b64, priority: opt(z.number()) }));
 
-/** A token's own limits (requests per second, burst, open journal streams); unset ones use the plane's. */
-export interface TokenLimits {
-  requests_per_second?: number;
-  request_burst?: number;
-  streams?: number;
-}
 const limit = z.number().int().min(1).max(1_000_000);
-export interface TokenWire {
-  role: string;
-  pools?: Opt<string[]>;
-  name?: Opt<string>;
-  limits?: Opt<TokenLimits>;
-}
 export const TokenBody = exactly<TokenWire>()(z.strictObject({
   role: z.string(),
   pools: opt(z.array(z.string())),

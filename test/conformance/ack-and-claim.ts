@@ -1,6 +1,6 @@
 /** Conformance: a worker's acks sent with its next claim (ackAndClaim), the same on every plane. */
 import { beforeEach, describe, expect, it } from 'vitest';
-import { BadRequestError, FencingConflictError, NotFoundError, type DispatchPlane } from '../../client/index.ts';
+import { BadRequestError, FencingConflictError, NotFoundError, type DispatchPlane } from '../../client/local/index.ts';
 
 const bytes = (s: string) => new TextEncoder().encode(s);
 const text = (b: Uint8Array | null) => (b === null ? null : new TextDecoder().decode(b));

@@ -4,7 +4,7 @@
  * error.type = "AttemptsExhausted", its last error kept as `last`.
  */
 import { beforeEach, describe, expect, it } from 'vitest';
-import { InvocationFailedError, type DispatchPlane } from '../../client/index.ts';
+import { InvocationFailedError, type DispatchPlane } from '../../client/local/index.ts';
 
 const bytes = (s: string) => new TextEncoder().encode(s);
 

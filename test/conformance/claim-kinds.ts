@@ -1,6 +1,6 @@
 /** Conformance: claim kinds (fifo, filo, boltzmann), the same on every plane. */
 import { beforeEach, describe, expect, it } from 'vitest';
-import type { DispatchPlane } from '../../client/index.ts';
+import type { DispatchPlane } from '../../client/local/index.ts';
 
 const bytes = (s: string) => new TextEncoder().encode(s);
 

@@ -7,7 +7,7 @@
  *   most 64 levels (deeper is a 400 that changes nothing).
  */
 import { beforeEach, describe, expect, it } from 'vitest';
-import { BadRequestError, FencingConflictError, FrameKind, InvocationFailedError, type DispatchPlane } from '../../client/index.ts';
+import { BadRequestError, FencingConflictError, FrameKind, InvocationFailedError, type DispatchPlane } from '../../client/local/index.ts';
 
 const bytes = (s: string) => new TextEncoder().encode(s);
 const frame = (kind: number, body = '', meta: Record<string, unknown> | null = null) => ({ kind: kind as 0, seq: 0, body: bytes(body), meta });

@@ -15,7 +15,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inject } from 'vitest';
-import { Dispatch, HttpDispatch, errorFor, type DispatchPlane } from '../../client/index.ts';
+import { Dispatch, HttpDispatch, errorFor, type DispatchPlane } from '../../client/local/index.ts';
 import { until } from '../support/wait.ts';
 
 export interface PlaneHandle {

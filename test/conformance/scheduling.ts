@@ -6,7 +6,7 @@
  * and bounded waits for the expected state).
  */
 import { beforeEach, describe, expect, it } from 'vitest';
-import { BadRequestError, FencingConflictError, InvocationFailedError, NotFoundError, type DispatchPlane } from '../../client/index.ts';
+import { BadRequestError, FencingConflictError, InvocationFailedError, NotFoundError, type DispatchPlane } from '../../client/local/index.ts';
 import type { PlaneHandle } from './planes.ts';
 import { until } from '../support/wait.ts';
 

@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   BadRequestError, FencingConflictError, FrameKind, InvocationCancelledError, InvocationFailedError, NotFoundError,
   PayloadTooLargeError, TimeoutError, encodeFrame, type DispatchPlane, type JournalFrame,
-} from '../../client/index.ts';
+} from '../../client/local/index.ts';
 import { ackAndClaim } from './ack-and-claim.ts';
 import { claimKinds } from './claim-kinds.ts';
 import { attempts } from './attempts.ts';

@@ -5,19 +5,19 @@
  */
 import { describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
-import { FrameKind, HttpDispatch } from '../../client/index.ts';
+import { FrameKind, HttpDispatch, UnavailableError } from '../../client/local/index.ts';
 import { client } from '../node/setup/client.ts';
 import { startProxy } from './proxy.ts';
 
 const N = Number(process.env.AMBIGUOUS_N ?? 10);
 
-/** Calls `fn` until it answers; a dropped answer surfaces as a network error, which is retried. */
+/** Calls `fn` until it answers; a dropped answer surfaces as UnavailableError (the connection was cut), which is retried. */
 async function retried<T>(fn: () => Promise<T>): Promise<{ value: T; tries: number }> {
   for (let tries = 1; ; tries++) {
     try {
       return { value: await fn(), tries };
     } catch (e) {
-      if (tries > 5 || !(e instanceof TypeError)) throw e; // fetch failed: the answer was lost
+      if (tries > 5 || !(e instanceof UnavailableError)) throw e; // the answer was lost
     }
   }
 }

@@ -4,7 +4,7 @@
  *   node crash-worker.ts <url> <token> <ns> <queue> <history.jsonl> <jobMs> <leaseMs> <concurrency>
  */
 import { work } from '../support/wait.ts';
-import { currentJob, HttpDispatch, runWorker } from '../../client/index.ts';
+import { currentJob, HttpDispatch, runWorker } from '../../client/local/index.ts';
 import { recorder } from './history.ts';
 
 const [url, token, ns, queue, file, jobMs, leaseMs, concurrency] = process.argv.slice(2) as [string, string, string, string, string, string, string, string];

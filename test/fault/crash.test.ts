@@ -15,7 +15,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { encodeEnvelope, HttpDispatch } from '../../client/index.ts';
+import { encodeEnvelope, HttpDispatch } from '../../client/local/index.ts';
 import { freePort, newToken, startPlane } from '../../scripts/plane.mjs';
 import { check, readHistory, recorder } from './history.ts';
 import { until } from '../support/wait.ts';

@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { until } from '../support/wait.ts';
 import { inject } from 'vitest';
-import { FrameKind, HttpDispatch, type JournalFrame } from '../../client/index.ts';
+import { FrameKind, HttpDispatch, type JournalFrame } from '../../client/local/index.ts';
 import { client } from '../node/setup/client.ts';
 import { startProxy } from './proxy.ts';
 

@@ -6,7 +6,7 @@
 import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
-import { HttpDispatch } from '../../client/index.ts';
+import { HttpDispatch } from '../../client/local/index.ts';
 import { newToken, startPlane } from '../../scripts/plane.mjs';
 import { tempDir } from '../support/tmp.ts';
 import { until, work } from '../support/wait.ts';

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
-import { ForbiddenError, HttpDispatch, UnauthorizedError } from '../../client/index.ts';
+import { ForbiddenError, HttpDispatch, UnauthorizedError } from '../../client/local/index.ts';
 import { bytes, client } from './setup/client.ts';
 
 describe('HttpDispatch', () => {

@@ -4,7 +4,7 @@ import { join, resolve } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { describe, expect, it } from 'vitest';
 import { tempDir } from '../support/tmp.ts';
-import { Dispatch, HttpDispatch, planeFromEnv } from '../../client/index.ts';
+import { Dispatch, HttpDispatch, planeFromEnv } from '../../client/local/index.ts';
 import { streamEnvelope } from '../fixtures/stream-envelope.mjs';
 import { until } from '../support/wait.ts';
 

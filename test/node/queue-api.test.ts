@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { work } from '../support/wait.ts';
 import {
   FrameKind, InvocationFailedError, Queue, currentJob, decodeEnvelope, dispatchByName, runWorker, type RouteTable,
-} from '../../client/index.ts';
+} from '../../client/local/index.ts';
 import { bothPlanes, client } from './setup/client.ts';
 import { tempDir } from '../support/tmp.ts';
 

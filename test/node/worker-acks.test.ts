@@ -1,7 +1,7 @@
 /** runWorker sends a busy worker's acks with its next claim (ackAndClaim), on both planes. */
 import { describe, expect, it } from 'vitest';
 import { until } from '../support/wait.ts';
-import { encodeEnvelope, runWorker } from '../../client/index.ts';
+import { encodeEnvelope, runWorker } from '../../client/local/index.ts';
 import { bothPlanes } from './setup/client.ts';
 
 const planes = bothPlanes('acks');

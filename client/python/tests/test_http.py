@@ -2,9 +2,11 @@
 plus interop with the Node CLI (LAKESHORE_NODE runs bin/lakeshore.mjs)."""
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -420,6 +422,28 @@ class Worker(unittest.TestCase):
         wait_until(lambda: parked(d, "q") == 0, "the claim to leave", 2)
         d.submit("q", b"x", id="after")
         self.assertEqual(d.claim("q", "other", wait=5).attempt, 1)  # the stopped worker never took it
+
+
+@unittest.skipUnless(URL, "needs LAKESHORE_URL")
+class Install(unittest.TestCase):
+    def test_pip_installs_offline_into_a_venv_and_the_readme_example_runs(self):
+        with tempfile.TemporaryDirectory(prefix="lakeshore-venv-") as tmp:
+            venv = os.path.join(tmp, "venv")
+            subprocess.run([sys.executable, "-m", "venv", venv], check=True, capture_output=True, timeout=120)
+            py = os.path.join(venv, "bin", "python")
+            # --no-index: nothing may come from an index, not even a build backend.
+            r = subprocess.run([py, "-m", "pip", "install", "--no-index", os.path.join(ROOT, "client", "python")],
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            with open(os.path.join(ROOT, "client", "python", "README.md"), encoding="utf-8") as f:
+                example = re.search(r"```python\n(.*?)```", f.read(), re.S).group(1)
+            # Run from elsewhere, so `import lakeshore` finds the installed package, not the source tree.
+            r = subprocess.run([py, "-c", example], cwd=tmp, capture_output=True, text=True, timeout=60,
+                               env=dict(os.environ, LAKESHORE_URL=URL, LAKESHORE_TOKEN=TOKEN, PYTHONPATH=""))
+            self.assertEqual(r.stderr, "")
+            self.assertEqual(r.stdout, "[0, 1, 2]\n3\n")
+            where = subprocess.run([py, "-c", "import lakeshore; print(lakeshore.__file__)"], cwd=tmp, capture_output=True, text=True)
+            self.assertIn(os.path.join(venv, "lib"), where.stdout)
 
 
 @unittest.skipUnless(URL, "needs LAKESHORE_URL")

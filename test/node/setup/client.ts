@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { inject } from 'vitest';
-import { Dispatch, HttpDispatch, type DispatchPlane, type HttpDispatchOptions } from '../../../client/index.ts';
+import { Dispatch, HttpDispatch, type DispatchPlane, type HttpDispatchOptions } from '../../../client/local/index.ts';
 import { tempDir } from '../../support/tmp.ts';
 
 let n = 0;

@@ -1,0 +1,108 @@
+/**
+ * The bodies of the HTTP contract as TypeScript types: what travels, in snake_case. The HTTP
+ * client builds its bodies as these; src/core/wire.ts checks them on the plane with zod schemas
+ * tied to these types. No runtime code: the client imports it without zod.
+ */
+import type { ClaimKind } from './types.ts';
+
+export interface SubmitWire {
+  id: string;
+  envelope: string;
+  key?: Opt<string>;
+  priority?: Opt<number>;
+  parent?: Opt<string>;
+  delay_ms?: Opt<number>;
+  run_at?: Opt<number>;
+  ttl_ms?: Opt<number>;
+  expires_at?: Opt<number>;
+  max_attempts?: Opt<number>;
+}
+
+export interface AckWire {
+  id: string;
+  attempt?: Opt<number>;
+  result?: Opt<string>;
+}
+
+export interface ClaimWire {
+  worker_id: string;
+  kind?: Opt<ClaimKind>;
+  temperature?: Opt<number>;
+  lease_ms?: Opt<number>;
+  wait_ms?: Opt<number>;
+  max?: Opt<number>;
+  /** Acks of this worker's finished invocations of the queue, sent with the claim (see ackAndClaim). */
+  acks?: Opt<AckWire[]>;
+  /** The caller's name for this claim, so that it can call the claim off (POST .../claim/cancel). */
+  claim_id?: Opt<string>;
+}
+
+/** Calls off a claim of this worker named by its claim_id. */
+export interface ClaimCancelWire {
+  worker_id: string;
+  claim_id: string;
+}
+
+export interface HolderWire {
+  worker_id: string;
+  attempt?: Opt<number>;
+}
+
+export interface BackoffWire {
+  initial_ms?: Opt<number>;
+  factor?: Opt<number>;
+  max_ms?: Opt<number>;
+  jitter?: Opt<number>;
+}
+
+/** A queue's settings to change: a field left out keeps its value, a null clears it. */
+export interface QueueSettingsWire {
+  lease_ms?: Opt<number>;
+  max_attempts?: Opt<number>;
+  max_running?: Opt<number>;
+  claims_per_second?: Opt<number>;
+  retry_backoff?: Opt<BackoffWire>;
+  dead_letter_queue?: Opt<string>;
+  ttl_ms?: Opt<number>;
+}
+
+export interface RedriveWire {
+  limit?: Opt<number>;
+  /** The state to redrive from: failed, the only one. */
+  state?: Opt<'failed'>;
+  /** On a dead-letter queue: send its dead letters' failed jobs back to their queues. */
+  dead_letters?: Opt<boolean>;
+}
+
+export interface ScheduleWire {
+  cron: string;
+  timezone?: Opt<string>;
+  envelope: string;
+  priority?: Opt<number>;
+}
+
+/** A token's own limits (requests per second, burst, open journal streams); unset ones use the plane's. */
+export interface TokenLimits {
+  requests_per_second?: number;
+  request_burst?: number;
+  streams?: number;
+}
+
+export interface TokenWire {
+  role: string;
+  pools?: Opt<string[]>;
+  name?: Opt<string>;
+  limits?: Opt<TokenLimits>;
+}
+
+export type Opt<T> = T | null | undefined;
+
+export type AckBodyWire = HolderWire & { result?: Opt<string> };
+
+export type ErrorWire = string | { message: string; [k: string]: unknown };
+
+export type NackWire = HolderWire & { error: ErrorWire; retry?: Opt<boolean>; delay_ms?: Opt<number> };
+
+export type HeartbeatWire = HolderWire & { lease_ms?: Opt<number> };
+
+export type AppendWire = HolderWire & { seq?: Opt<number>; kind: number; body: string; meta?: Opt<Record<string, unknown>>; final?: Opt<boolean> };

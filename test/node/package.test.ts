@@ -1,0 +1,114 @@
+/**
+ * The npm package as a user gets it: `npm run pack`'s tarball installed into an empty project
+ * with the system's own Node (20 on these machines) and npm, then the README's tour.mjs run
+ * against a plane, `npx lakeshore --help`, and the types. No warnings anywhere.
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { delimiter, dirname, join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { newToken, startPlane } from '../../scripts/plane.mjs';
+import { tempDir } from '../support/tmp.ts';
+
+const ROOT = resolve(import.meta.dirname, '..', '..');
+
+/** The machine's own Node (not the toolchain's Node 22): the first `node` on PATH outside .toolchain. */
+function systemNode(): string {
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    const bin = join(dir, 'node');
+    if (dir && !dir.includes('.toolchain') && existsSync(bin)) return bin;
+  }
+  return process.execPath;
+}
+
+const NODE = systemNode();
+const nodeVersion = execFileSync(NODE, ['--version'], { encoding: 'utf8' }).trim();
+// The system npm, run by the system Node, with that Node first on PATH (as a user's shell has it).
+const env: NodeJS.ProcessEnv = { ...process.env, PATH: [dirname(NODE), ...(process.env.PATH ?? '').split(delimiter).filter((d) => !d.includes('.toolchain') && !d.includes('node_modules'))].join(delimiter) };
+for (const k of Object.keys(env)) if (k.startsWith('npm_')) delete env[k]; // not the test runner's npm settings
+
+let project = '';
+let installErr = '';
+
+beforeAll(() => {
+  const out = tempDir('lakeshore-pack-');
+  const tarball = execFileSync(process.execPath, [join(ROOT, 'scripts', 'pack.mjs'), '--out', out], { cwd: ROOT, encoding: 'utf8' }).trim().split('\n').pop()!;
+  project = tempDir('lakeshore-project-');
+  writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'tour', private: true, type: 'module' }));
+  const r = spawnSync('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball], { cwd: project, env, encoding: 'utf8' });
+  installErr = r.stderr;
+  if (r.status !== 0) throw new Error(`npm install of the package failed:\n${r.stderr}`);
+}, 180_000);
+
+describe(`the lakeshore package on the system Node (${nodeVersion})`, () => {
+  it('installs with no warning (no EBADENGINE, no install scripts)', () => {
+    expect(installErr).toBe('');
+  });
+
+  describe('against a plane', () => {
+    let plane: Awaited<ReturnType<typeof startPlane>>;
+    const token = newToken('lsk_test_');
+    beforeAll(async () => {
+      plane = await startPlane({ node: process.execPath, env: process.env, persistTo: tempDir('lakeshore-pack-plane-'), vars: { LAKESHORE_TOKEN: token } });
+    }, 120_000);
+    afterAll(async () => plane?.stop());
+
+    it("runs the README's tour.mjs as written, with no warning", () => {
+      const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+      const tour = /cat > \/tmp\/lakeshore-tour\/tour\.mjs <<'JS'\n([\s\S]*?)\nJS\n/.exec(readme)?.[1];
+      expect(tour, 'the tour.mjs block of the README').toBeDefined();
+      writeFileSync(join(project, 'tour.mjs'), tour!);
+      const r = spawnSync(NODE, ['tour.mjs'], { cwd: project, env: { ...env, LAKESHORE_URL: plane.url, LAKESHORE_TOKEN: token }, encoding: 'utf8', timeout: 60_000 });
+      expect(r.stderr).toBe('');
+      expect(r.stdout).toBe('frame 0 1\nresult 3\n');
+      expect(r.status).toBe(0);
+    });
+
+    it('npx lakeshore talks to the plane', () => {
+      const r = spawnSync('npx', ['lakeshore', 'stats', 'tour'], { cwd: project, env: { ...env, LAKESHORE_URL: plane.url, LAKESHORE_TOKEN: token }, encoding: 'utf8', timeout: 60_000 });
+      expect(r.stderr).toBe('');
+      expect(r.stdout).toMatch(/tour\s+0\s+0\s+0\s+\d+/);
+    });
+  });
+
+  it('npx lakeshore --help prints its help and nothing else', () => {
+    const r = spawnSync('npx', ['lakeshore', '--help'], { cwd: project, env, encoding: 'utf8', timeout: 60_000 });
+    expect(r.status).toBe(0);
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toContain('Usage: lakeshore');
+  });
+
+  it('`lakeshore` loads no Node built-in at import time (it runs where only fetch exists); `lakeshore/local` is the only way to node:sqlite', () => {
+    const dist = join(project, 'node_modules', 'lakeshore', 'dist');
+    const seen = new Set<string>();
+    const staticImports = (file: string): string[] => {
+      if (seen.has(file)) return [];
+      seen.add(file);
+      const src = readFileSync(file, 'utf8');
+      const specs = [...src.matchAll(/^\s*(?:import|export)\s[^;]*?from\s*["']([^"']+)["']|^\s*import\s*["']([^"']+)["']/gm)].map((m) => m[1] ?? m[2]!);
+      return specs.flatMap((s) => (s.startsWith('.') ? staticImports(join(dirname(file), s)) : [s]));
+    };
+    const fromRoot = staticImports(join(dist, 'index.js'));
+    expect(fromRoot.filter((s) => s.startsWith('node:'))).toEqual([]);
+    seen.clear();
+    expect(staticImports(join(dist, 'local.js'))).toContain('node:sqlite');
+    expect(readdirSync(join(project, 'node_modules', 'lakeshore', 'migrations')).length).toBeGreaterThan(0);
+  });
+
+  it('typechecks a TypeScript user of `lakeshore` without @types/node', () => {
+    writeFileSync(join(project, 'use.ts'), [
+      "import { HttpDispatch, FrameKind, InvocationFailedError, type Claimed } from 'lakeshore';",
+      "const d = new HttpDispatch('http://127.0.0.1:8787', { token: 't' });",
+      "const c: Claimed | null = await d.claim('q', 'w', { waitMs: 1000 });",
+      'const k: number = FrameKind.VALUE;',
+      'export { c, k, InvocationFailedError };',
+    ].join('\n'));
+    writeFileSync(join(project, 'tsconfig.json'), JSON.stringify({
+      compilerOptions: { target: 'es2022', module: 'nodenext', moduleResolution: 'nodenext', strict: true, noEmit: true, types: [], lib: ['es2023', 'dom'] },
+      files: ['use.ts'],
+    }));
+    const r = spawnSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', project], { encoding: 'utf8' });
+    expect(r.stdout + r.stderr).toBe('');
+    expect(r.status).toBe(0);
+  });
+});
