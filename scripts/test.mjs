@@ -1,10 +1,11 @@
 // `npm test`: every suite, in order, on Node >= 22.12 (scripts/run.mjs bootstraps it).
 //   typecheck   strict TypeScript over the Worker and the Node side
+//   bundle      the deploy bundle (`wrangler deploy --dry-run`): it builds, within its size budget
 //   edge        inside workerd (@cloudflare/vitest-plugin): local D1 and Durable Objects
 //   node        the Node clients against a real `wrangler dev` on a free loopback port
 //   crash       the plane and workers killed under load (test/fault/crash.test.ts), alone
 //   python      the stdlib Python client (python3 -m unittest) against its own `wrangler dev`
-// `npm test -- edge` (or node, crash, python, typecheck) runs one suite.
+// `npm test -- edge` (or node, crash, python, typecheck, bundle) runs one suite.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -16,6 +17,7 @@ mkdirSync(reports, { recursive: true });
 const vitestRun = (config, name) => [vitest, 'run', '-c', config, '--reporter=default', '--reporter=json', `--outputFile.json=${join(reports, `${name}.json`)}`];
 const suites = {
   typecheck: [join(ROOT, 'scripts', 'typecheck.mjs')],
+  bundle: [join(ROOT, 'scripts', 'bundle.mjs')],
   edge: vitestRun('vitest.edge.config.ts', 'edge'),
   node: vitestRun('vitest.node.config.ts', 'node'),
   crash: vitestRun('vitest.crash.config.ts', 'crash'),

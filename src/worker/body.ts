@@ -5,7 +5,7 @@
  */
 import type { MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
-import type { z } from 'zod';
+import type * as z from 'zod/mini';
 import { fromBase64 } from '../core/bytes.ts';
 import { badRequest, LakeshoreError } from '../core/errors.ts';
 import type { App } from './plane.ts';
@@ -36,7 +36,7 @@ async function drain(body: ReadableStream<Uint8Array> | null): Promise<void> {
   await reader.cancel().catch(() => {});
 }
 
-export function jsonBody<S extends z.ZodType>(schema: S, maxBytes = MAX_BODY_BYTES): MiddlewareHandler<App, string, { in: { json: z.input<S> }; out: { json: z.output<S> } }> {
+export function jsonBody<S extends z.ZodMiniType>(schema: S, maxBytes = MAX_BODY_BYTES): MiddlewareHandler<App, string, { in: { json: z.input<S> }; out: { json: z.output<S> } }> {
   const limit = bodyLimit({
     maxSize: maxBytes,
     onError: async (c) => {

@@ -1,7 +1,7 @@
 /** Queue-scoped routes: submit, claim, ack and nack in batches, count, settings. */
 import { Hono } from 'hono';
 import { raise } from '../../core/settled.ts';
-import type { z } from 'zod';
+import type * as z from 'zod/mini';
 import { AckManyBody, ClaimBody, ClaimCancelBody, NackManyBody, QueueSettingsBody, RedriveBody, ScheduleBody, SubmitBody, SubmitManyBody } from '../../core/wire.ts';
 import type { QueueInfo, Schedule } from '../../core/types.ts';
 import { jsonBody, MAX_BATCH_BODY_BYTES } from '../body.ts';
