@@ -32,6 +32,17 @@ def client(ns: str = "") -> ls.HttpDispatch:
     return ls.HttpDispatch(URL, token=TOKEN, namespace=ns or fresh_ns())
 
 
+def always_failing():
+    """A handler that fails every time, and the list of its calls."""
+    calls = []
+
+    def flaky():
+        calls.append(1)
+        raise RuntimeError("attempt %d fails" % len(calls))
+
+    return calls, flaky
+
+
 def parked(d: ls.HttpDispatch, queue: str) -> int:
     """Claims waiting in the queue's object now (its stats)."""
     req = urllib.request.Request("%s/v1/ns/%s/queues/%s/stats" % (URL, d.namespace, queue), headers={"Authorization": "Bearer %s" % TOKEN})
@@ -369,12 +380,7 @@ class Worker(unittest.TestCase):
 
     def test_failures_retry_while_attempt_within_retries(self):
         d = client()
-        calls = []
-
-        def flaky():
-            calls.append(1)
-            raise RuntimeError("attempt %d fails" % len(calls))
-
+        calls, flaky = always_failing()
         d.submit("q", ls.encode_envelope("flaky"), id="f")
         stop = threading.Event()
         t = threading.Thread(target=ls.run_worker, args=(d, "q", {"flaky": flaky}), kwargs={"retries": 1, "stop": stop})
@@ -391,12 +397,7 @@ class Worker(unittest.TestCase):
 
     def test_the_plane_budget_decides_retries_and_an_unknown_function_fails_at_once(self):
         d = client()
-        calls = []
-
-        def flaky():
-            calls.append(1)
-            raise RuntimeError("attempt %d fails" % len(calls))
-
+        calls, flaky = always_failing()
         d.submit("q", ls.encode_envelope("flaky"), id="f")
         d.submit("q", ls.encode_envelope("nobody"), id="n")
         ran = [ls.run_worker(d, "q", {"flaky": flaky}, once=True) for _ in range(4)]

@@ -5,15 +5,8 @@ import { stmt } from '../port.ts';
 import { asBytes } from '../rows.ts';
 import type { Schedule } from '../types.ts';
 
-export interface ScheduleInput {
-  name: string;
-  cron: string;
-  timezone: string | null;
-  envelope: Uint8Array;
-  priority: number;
-  /** Its first tick after now. */
-  nextAt: number;
-}
+/** A schedule to set; its `nextAt` is its first tick after now. */
+export type ScheduleInput = Omit<Schedule, 'queue' | 'lastAt'>;
 
 /** Upsert: a changed schedule starts again from its next tick after now; its last tick is kept. */
 export const setSchedulePlan = (now: number, ns: string, queue: string, s: ScheduleInput): Plan<void> => ({
