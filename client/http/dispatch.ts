@@ -17,12 +17,12 @@ import type * as wire from '../../src/core/wire-types.ts';
 import type { TokenLimits } from '../../src/core/wire-types.ts';
 import type { AckRequest, AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, NackedState, QueueInfo, ReadOptions, Schedule, ScheduleOptions, SettingsChange, SubmitOptions } from '../types.ts';
 import type { Batcher } from '../batcher.ts';
-import { b64, batcherFor, enc, frameOf, inParts, pageOf, PART_BYTES, PART_ITEMS, queueInfoOf, scheduleOf, settledOf, type Json } from './wire.ts';
+import { b64, batcherFor, enc, inParts, pageOf, PART_BYTES, PART_ITEMS, queueInfoOf, scheduleOf, settledOf, type Json } from './wire.ts';
+import { followJournal } from './follow.ts';
+import { Transport } from './transport.ts';
+import { randomId } from '../ids.ts';
 
 const failedItem = (error: Error) => ({ ok: false as const, error });
-import { errorOf, Transport } from './transport.ts';
-import { sseEvents } from './sse.ts';
-import { randomId } from '../ids.ts';
 
 export interface HttpDispatchOptions {
   token?: string;
@@ -342,51 +342,11 @@ export class HttpDispatch implements DispatchPlane {
    * reconnects from the last seq it yielded, so no frame is lost or repeated. Ends after a final
    * frame or once the invocation is terminal.
    */
-  async *journalRead(id: string, opts: ReadOptions = {}): AsyncGenerator<JournalFrame> {
-    let cursor = opts.since ?? -1;
-    const deadline = opts.timeoutMs === undefined ? Infinity : Date.now() + opts.timeoutMs;
-    let failures = 0;
-    for (;;) {
-      if (Date.now() >= deadline) throw new TimeoutError(`journal of ${id} did not end within ${opts.timeoutMs} ms`);
-      const ac = new AbortController();
-      this.open.add(ac);
-      const onAbort = () => ac.abort();
-      opts.signal?.addEventListener('abort', onAbort, { once: true });
-      const timer = deadline === Infinity ? undefined : setTimeout(() => ac.abort(), deadline - Date.now());
-      try {
-        const res = await this.http.fetch(`/invocations/${enc(id)}/journal${this.q(id)}`, {
-          headers: { accept: 'text/event-stream', 'last-event-id': String(cursor) },
-          signal: ac.signal,
-        });
-        if (!res.ok || !res.body) throw await errorOf(res);
-        failures = 0;
-        for await (const ev of sseEvents(res.body, ac.signal)) {
-          if (ev.event === 'frame') {
-            const frame = frameOf(JSON.parse(ev.data) as Json);
-            if (frame.seq <= cursor) continue;
-            cursor = frame.seq;
-            yield frame;
-          } else if (ev.event === 'end') {
-            return;
-          } else if (ev.event === 'error') {
-            const e = (JSON.parse(ev.data) as { error: { code: string; message: string } }).error;
-            throw errorFor(e.code, e.message);
-          }
-        }
-        // The stream closed without an `end` event: the connection dropped. Resume from the cursor.
-      } catch (e) {
-        if (opts.signal?.aborted) return;
-        if (e instanceof LakeshoreError) throw e;
-        if (Date.now() >= deadline) throw new TimeoutError(`journal of ${id} did not end within ${opts.timeoutMs} ms`);
-        if (++failures > 20) throw e;
-        await new Promise((r) => setTimeout(r, Math.min(1000, 25 * 2 ** failures)));
-      } finally {
-        clearTimeout(timer);
-        opts.signal?.removeEventListener('abort', onAbort);
-        this.open.delete(ac);
-        ac.abort();
-      }
-    }
+  journalRead(id: string, opts: ReadOptions = {}): AsyncGenerator<JournalFrame> {
+    return followJournal(id, opts, this.open, (cursor, signal) => this.http.fetch(`/invocations/${enc(id)}/journal${this.q(id)}`, {
+      headers: { accept: 'text/event-stream', 'last-event-id': String(cursor) },
+      signal,
+    }));
   }
 
   async journalPage(id: string, opts: { since?: number; limit?: number } = {}): Promise<JournalPage> {
