@@ -17,6 +17,7 @@ import { ackPlan, type AckItem, type Finished } from './sql/ack.ts';
 import { heartbeatPlan } from './sql/heartbeat.ts';
 import { nackPlan } from './sql/nack.ts';
 import { releasePlan, type Handed } from './sql/release.ts';
+import { withinClaimBytes } from './sql/claim.ts';
 import type { Claimed, HeartbeatAnswer } from './types.ts';
 import * as v from './validate.ts';
 import { keys } from './waiters.ts';
@@ -116,11 +117,14 @@ export class Work {
       rider: rides ? () => new ParkedClaim(ns, q, { ...input, kind: input.kind === 'filo' ? 'filo' : 'fifo' }, max, this.limits.defaultLeaseMs, () => this.hints?.get(ns, q)) : undefined,
       gaveUp: async () => [],
     });
-    if (got.length) {
-      this.hints?.sooner(ns, q, 'lease', Math.min(...got.map((c) => c.leaseUntil)));
-      this.onWake?.(ns, q, Math.max(...got.map((c) => c.leaseUntil)));
+    // One claim hands out at most CLAIM_BYTES of envelopes; what it took beyond goes straight back.
+    const [kept, over] = withinClaimBytes(got);
+    if (over.length) await this.release(ns, q, input.workerId, over.map((c) => ({ id: c.id, attempt: c.attempt })));
+    if (kept.length) {
+      this.hints?.sooner(ns, q, 'lease', Math.min(...kept.map((c) => c.leaseUntil)));
+      this.onWake?.(ns, q, Math.max(...kept.map((c) => c.leaseUntil)));
     }
-    return got;
+    return kept;
   }
 
   /**

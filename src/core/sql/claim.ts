@@ -23,9 +23,19 @@ export const leaseExpr = (nowP: string, leaseP: string, nsP: string, qP: string,
 
 /**
  * Most envelope bytes one claim hands out (at least one row, whatever its size): what a claim
- * answers crosses RPC between the queue object and the Worker, capped at 32 MiB.
+ * answers crosses RPC between the queue object and the Worker, capped at 32 MiB. The claim
+ * statement does not count bytes (that would read every candidate row, not just the index):
+ * `withinClaimBytes` splits what it took, and the rest is released (work.ts).
  */
 export const CLAIM_BYTES = 16 << 20;
+
+/** Claimed rows in claim order: those within CLAIM_BYTES (at least the first), and the rest. */
+export function withinClaimBytes(rows: Claimed[]): [Claimed[], Claimed[]] {
+  let bytes = 0;
+  let n = 0;
+  while (n < rows.length && (n === 0 || bytes + rows[n]!.envelope.length <= CLAIM_BYTES)) bytes += rows[n++]!.envelope.length;
+  return [rows.slice(0, n), rows.slice(n)];
+}
 
 /**
  * SQL: how many rows a claim may take now, at most ?8 (its max): none while the queue is paused,
@@ -49,8 +59,8 @@ function tokens(q: string, now: string): string {
  * claim: move up to `limit` queued rows to running for this worker, in one guarded UPDATE. The
  * subquery picks them through the partial index of queued rows, so it reads a few index entries
  * per row at any depth; `AND state = 'queued'` guards each row itself. `level` pins the priority
- * (boltzmann). filo takes from the top level only, newest first (one index range, no sort). A
- * claim of several stops before its envelopes pass CLAIM_BYTES. It takes no more than ALLOWED
+ * (boltzmann). filo takes from the top level only, newest first (one index range, no sort). It
+ * takes no more than ALLOWED
  * (pause, running cap, claim rate), and never a row whose TTL ran out. RETURNING order is
  * unspecified: `claimOrder` puts the rows in claim order. (A single claim uses `rid = (...)`,
  * which D1 counts as three fewer rows read than `IN`.) Spend its tokens right after (claimStmts).
@@ -67,20 +77,14 @@ export function claimStmt(now: number, ns: string, queue: string, c: ClaimInput,
     where += ` AND priority = (SELECT max(priority) FROM invocations WHERE ns = ?1 AND queue = ?2 AND state = 'queued')`;
     order = 'rid DESC';
   }
-  const pick = limit === 1
-    ? `SELECT rid FROM invocations WHERE ${where} ORDER BY ${order} LIMIT ${allowed}`
-    : `SELECT rid FROM (SELECT rid, row_number() OVER w AS n, sum(length(envelope)) OVER w AS upto
-                         FROM (SELECT rid, priority, envelope FROM invocations WHERE ${where} ORDER BY ${order} LIMIT ${allowed})
-                       WINDOW w AS (ORDER BY ${order}))
-        WHERE n = 1 OR upto <= ?9`;
+  const pick = `SELECT rid FROM invocations WHERE ${where} ORDER BY ${order} LIMIT ${allowed}`;
   return stmt(
     `UPDATE invocations
         SET state = 'running', attempt = attempt + 1, worker_id = ?3, started_at = ?4, updated_at = ?4,
             lease_until = ${leaseExpr('?4', '?5', '?1', '?2', '?6')}
       WHERE rid ${limit === 1 ? '=' : 'IN'} (${pick}) AND state = 'queued' AND (expires_at IS NULL OR expires_at > ?4)
       ${RETURNING}`,
-    ...[ns, queue, c.workerId, now, c.leaseMs, defaultLeaseMs, level, limit],
-    ...(limit === 1 ? [] : [CLAIM_BYTES]),
+    ns, queue, c.workerId, now, c.leaseMs, defaultLeaseMs, level, limit,
   );
 }
 
