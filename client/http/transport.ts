@@ -136,8 +136,11 @@ async function answerOf(res: Response, answered: () => void): Promise<Json> {
   for (;;) {
     const { done, value } = await reader.read();
     if (done) break;
-    text += dec.decode(value, { stream: true });
-    const nl = text.indexOf('\n');
+    // Only the new piece is searched: a plain answer has no newline, and a large one comes in many pieces.
+    const piece = dec.decode(value, { stream: true });
+    const at = piece.indexOf('\n');
+    const nl = at < 0 ? -1 : text.length + at;
+    text += piece;
     if (nl >= 0 && text.slice(0, nl).trim()) {
       answered();
       void drain(reader);
