@@ -82,6 +82,19 @@ export interface ReadOptions {
   signal?: AbortSignal;
 }
 
+/** A stream token (HttpDispatch.streamToken): hand `url` to a browser's EventSource. */
+export interface StreamToken {
+  token: string;
+  /** The journal's SSE URL with the token in its query. */
+  url: string;
+  /** Epoch ms. */
+  expiresAt: number;
+  id: string;
+  queue: string;
+  /** How many streams it may hold open at once. */
+  streams: number;
+}
+
 export interface DispatchPlane {
   readonly namespace: string;
   /** True for a plane in this process (the local SQLite plane): its envelopes come from this machine's own users. */

@@ -286,3 +286,14 @@ export async function token(d: DispatchPlane, out: Out, action: string, arg: str
   }
   throw new UsageError(`unknown token action ${JSON.stringify(action)}: create, list or revoke`);
 }
+
+/** `lakeshore stream-url <id>`: a stream token's URL, for a browser's EventSource (edge plane). */
+export async function streamUrl(d: DispatchPlane, out: Out, id: string, f: { ttl: string; streams?: string }) {
+  if (!(d instanceof HttpDispatch)) throw new UsageError('stream tokens live on the edge plane: pass --url (or set LAKESHORE_URL) and a producer --token');
+  const ttl = Number(f.ttl);
+  if (!Number.isFinite(ttl) || ttl <= 0) throw new UsageError(`--ttl takes seconds, got ${JSON.stringify(f.ttl)}`);
+  const streams = f.streams === undefined ? undefined : Number(f.streams);
+  const t = await d.streamToken(id, { ttlMs: Math.round(ttl * 1000), streams });
+  out.print(t, t.url);
+  return EXIT.ok;
+}

@@ -131,6 +131,11 @@ program.command('token').description('create, list or revoke namespace-scoped to
   .option('--streams <n>', "this token's most open journal streams (create)")
   .action((action: string, id: string | undefined, o: { role?: string; pool?: string[]; name?: string; rps?: string; burst?: string; streams?: string }) => run((g) => cmd.token(planeOf(g), output(!!g.json), action, id, o))());
 
+program.command('stream-url').description("a browser's URL for an invocation's journal: a read-only stream token for it in the query (edge plane)").argument('<id>')
+  .option('--ttl <seconds>', 'how long the token lives (at most 86400)', '900')
+  .option('--streams <n>', 'streams the token may hold open at once')
+  .action((id: string, o: { ttl: string; streams?: string }) => run((g) => cmd.streamUrl(planeOf(g), output(!!g.json), id, o))());
+
 program.command('dev').description('start the local edge plane (its Worker in one workerd, local D1), as npm start does')
   .option('--port <n>', 'port on 127.0.0.1', '8787')
   .option('--wrangler', 'serve it with wrangler dev instead')

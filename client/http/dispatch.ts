@@ -15,7 +15,7 @@ import type { Claimed, Frame, HeartbeatAnswer, Invocation, InvocationError, Jour
 import { errorFor, InvocationCancelledError, InvocationFailedError, LakeshoreError, TimeoutError } from '../errors.ts';
 import type * as wire from '../../src/core/wire-types.ts';
 import type { TokenLimits } from '../../src/core/wire-types.ts';
-import type { AckRequest, AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, NackedState, QueueInfo, ReadOptions, Schedule, ScheduleOptions, SettingsChange, SubmitOptions } from '../types.ts';
+import type { AckRequest, AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, NackedState, QueueInfo, ReadOptions, Schedule, ScheduleOptions, SettingsChange, StreamToken, SubmitOptions } from '../types.ts';
 import type { Batcher } from '../batcher.ts';
 import { b64, batcherFor, enc, inParts, pageOf, PART_BYTES, PART_ITEMS, queueInfoOf, scheduleOf, settledOf, type Json } from './wire.ts';
 import { followJournal } from './follow.ts';
@@ -176,6 +176,12 @@ export class HttpDispatch implements DispatchPlane {
   /** Revokes at once; false when it was already revoked. */
   async revokeToken(id: string): Promise<boolean> {
     return (await this.http.call('DELETE', `/tokens/${enc(id)}`)).revoked === true;
+  }
+
+  /** A read-only token for one invocation, and its journal's SSE URL, for a browser (docs/contract.md). */
+  async streamToken(id: string, opts: { ttlMs?: number; streams?: number } = {}): Promise<StreamToken> {
+    const out = await this.http.call('POST', `/invocations/${enc(id)}/stream-token${this.q(id)}`, { ttl_ms: opts.ttlMs ?? null, streams: opts.streams ?? null } satisfies wire.StreamTokenWire);
+    return { token: String(out.token), url: String(out.url), expiresAt: Number(out.expires_at), id: String(out.id), queue: String(out.queue), streams: Number(out.streams) };
   }
 
   async configureQueue(queue: string, s: SettingsChange): Promise<QueueInfo> {

@@ -1,7 +1,7 @@
 /**
  * A journal read over Server-Sent Events that survives dropped connections: it reconnects from
  * the last seq it yielded (Last-Event-ID), so no frame is lost or repeated, with backoff, up to 20
- * failures in a row. Ends after the `end` event; an `error` event is raised as its error class.
+ * failures in a row. Ends after the `end` event; a `problem` event is raised as its error class.
  */
 import { errorFor, LakeshoreError, TimeoutError } from '../errors.ts';
 import type { JournalFrame } from '../../src/core/types.ts';
@@ -25,6 +25,8 @@ export async function* followJournal(id: string, opts: ReadOptions, open: Set<Ab
     const timer = deadline === Infinity ? undefined : setTimeout(() => ac.abort(), deadline - Date.now());
     try {
       const res = await connect(cursor, ac.signal);
+      // 204: the plane says this reader already had the end (it sends that to a reconnect after `end`).
+      if (res.status === 204) return;
       if (!res.ok || !res.body) throw await errorOf(res);
       failures = 0;
       for await (const ev of sseEvents(res.body, ac.signal)) {
@@ -35,7 +37,7 @@ export async function* followJournal(id: string, opts: ReadOptions, open: Set<Ab
           yield frame;
         } else if (ev.event === 'end') {
           return;
-        } else if (ev.event === 'error') {
+        } else if (ev.event === 'problem') {
           const e = (JSON.parse(ev.data) as { error: { code: string; message: string } }).error;
           throw errorFor(e.code, e.message);
         }

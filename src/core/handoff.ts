@@ -14,6 +14,7 @@ import { readPlan } from './sql/journal-read.ts';
 import { claimOrder, claimStmts, toClaimed, type ClaimInput } from './sql/claim.ts';
 import type { Claimed, JournalPage } from './types.ts';
 import type { Waiters } from './waiters.ts';
+import type { Stmt } from './port.ts';
 import type { Hints } from './hints.ts';
 
 /** What a parked waiter carries so a transition can answer it. */
@@ -29,6 +30,11 @@ export interface Rider<T> {
   riding: Promise<void> | null;
   /** The most rows it can take (a claim's max); unset for riders any write may satisfy. */
   readonly wants?: number;
+  /**
+   * Riders with the same `shares` need the same statements (readers of one journal at one cursor):
+   * one copy of them goes in the batch, and each rider reads its answer from that copy's results.
+   */
+  readonly shares?: string;
 }
 
 const isRider = (d: unknown): d is Rider<unknown> => typeof d === 'object' && d !== null && (d as Rider<unknown>).rider === true;
@@ -70,23 +76,31 @@ export class ParkedClaim implements Rider<Claimed[]> {
   }
 }
 
-/** A journal reader waiting for frames after its cursor; `value` holds what an append handed it. */
+/**
+ * A journal reader waiting for frames after its cursor; `value` holds what an append handed it.
+ * Readers at one cursor share one read (`shares`), so a thousand followers of a job cost an append
+ * what one does. `learn` sees every page a ride read (tails.ts keeps the journal's end from it).
+ */
 export class FollowingReader implements Rider<JournalPage> {
   readonly rider = true as const;
   riding: Promise<void> | null = null;
   value: JournalPage | null = null;
+  readonly shares: string;
   private readonly ns: string;
   private readonly id: string;
   private readonly since: number;
   private readonly limit: number;
   private readonly queue: string | null;
+  private readonly learn: ((page: JournalPage) => void) | undefined;
 
-  constructor(ns: string, id: string, since: number, limit: number, queue: string | null = null) {
+  constructor(ns: string, id: string, since: number, limit: number, queue: string | null = null, learn?: (page: JournalPage) => void) {
     this.ns = ns;
     this.id = id;
     this.since = since;
     this.limit = limit;
     this.queue = queue;
+    this.learn = learn;
+    this.shares = `read\u0000${ns}\u0000${id}\u0000${since}\u0000${limit}\u0000${queue ?? ''}`;
   }
 
   plan(): Plan<JournalPage> {
@@ -94,6 +108,7 @@ export class FollowingReader implements Rider<JournalPage> {
   }
 
   take(page: JournalPage): boolean {
+    this.learn?.(page);
     if (!page.frames.length && !page.done) return false;
     this.value = page;
     return true;
@@ -115,14 +130,24 @@ export interface Ride<T> {
  */
 export function ride<T>(waiters: Waiters, key: string, now: number, plan: Plan<T>, most = Infinity): Ride<T> {
   const parked = waiters.carrying(key, isRider).filter((r) => r.data.riding === null);
-  const going: { r: (typeof parked)[number]; p: Plan<unknown> }[] = [];
+  /** `at`: where its statements' results start, relative to the plan's own; shared ones reuse the first copy's. */
+  const going: { r: (typeof parked)[number]; p: Plan<unknown>; at: number }[] = [];
+  const shared = new Map<string, number>();
+  const stmts: Stmt[] = [];
   // Until their wants exceed it: then if the rows run out, a rider comes back short and says so.
   let room = most;
   for (const r of parked) {
     if (room < 0) break;
     const p = r.data.plan(now);
     if (!p) continue;
-    going.push({ r, p });
+    const s = r.data.shares;
+    let at = s === undefined ? undefined : shared.get(s);
+    if (at === undefined) {
+      at = stmts.length;
+      stmts.push(...p.stmts);
+      if (s !== undefined) shared.set(s, at);
+    }
+    going.push({ r, p, at });
     if (r.data.wants !== undefined) room -= r.data.wants;
   }
   if (!going.length) return { plan, riders: [], release: () => {} };
@@ -136,11 +161,10 @@ export function ride<T>(waiters: Waiters, key: string, now: number, plan: Plan<T
   const n = plan.stmts.length;
   return {
     plan: {
-      stmts: [...plan.stmts, ...going.flatMap(({ p }) => p.stmts)],
+      stmts: [...plan.stmts, ...stmts],
       done: (rs) => {
-        let at = n;
-        for (const { r, p } of going) {
-          const mine = rs.slice(at, (at += p.stmts.length));
+        for (const { r, p, at } of going) {
+          const mine = rs.slice(n + at, n + at + p.stmts.length);
           try {
             const v = p.done(mine);
             if (!(v instanceof Then) && r.data.take(v)) r.wake();

@@ -34,7 +34,10 @@ export class Journal {
     const key = keys.journal(ns, invId);
     // Readers following this journal ride along: they get the new frame in the same round trip.
     const { out } = await this.park.withRiders(key, appendPlan(this.now(), ns, invId, req.queue ?? null, holder(req), frame, this.limits.framesPerInvocation));
-    if (!out.absorbed) this.park.wake(key);
+    if (out.absorbed) return out;
+    // Unless a reader's read rode along and took the new frame into the tail, the tail no longer knows the end.
+    if (!this.park.tails.covers(key, out.seq)) this.park.tails.drop(key);
+    this.park.appended(key);
     return out;
   }
 
@@ -48,21 +51,28 @@ export class Journal {
     const cursor = journalCursor(since);
     const lim = pageLimit(limit);
     const wait = v.waitMs('timeout', timeoutMs, 30_000, this.limits.maxResultWaitMs);
+    const key = keys.journal(ns, invId);
+    const tails = this.park.tails;
     let last: JournalPage;
     return this.park.until({
-      key: keys.journal(ns, invId), deadline: this.now() + wait, signal,
+      key, deadline: this.now() + wait, signal,
       look: async () => {
-        last = await this.committer.run(readPlan(ns, invId, cursor, lim, queue));
+        // The journal's known end answers without a read (tails.ts); past it, read the rows.
+        const known = tails.page(key, cursor, lim);
+        if (known) last = known;
+        else tails.learn(key, cursor, lim, (last = await this.committer.run(readPlan(ns, invId, cursor, lim, queue))));
         return last.frames.length || last.done ? last : undefined;
       },
       // Parked, a reader rides along with the next append to this invocation (handoff.ts).
-      rider: () => new FollowingReader(ns, invId, cursor, lim, queue),
+      rider: () => new FollowingReader(ns, invId, cursor, lim, queue, (page) => tails.learn(key, cursor, lim, page)),
       gaveUp: async () => last,
     });
   }
 
   async trim(ns: string, id: unknown, keepLast: unknown, queue: string | null = null): Promise<number> {
-    const out = await this.committer.run(trimPlan(ns, v.id(id, this.limits), queue, v.nonNegInt('keep_last', keepLast, 0)));
+    const invId = v.id(id, this.limits);
+    const out = await this.committer.run(trimPlan(ns, invId, queue, v.nonNegInt('keep_last', keepLast, 0)));
+    this.park.tails.drop(keys.journal(ns, invId));
     return out.trimmed;
   }
 }

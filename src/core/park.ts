@@ -8,6 +8,7 @@ import { ParkedClaim, ride, type Rider } from './handoff.ts';
 import type { Moved } from './sql/expire.ts';
 import type { Plan } from './plan.ts';
 import { keys, Waiters } from './waiters.ts';
+import { Tails } from './tails.ts';
 
 /** A wait for a condition that a transition may satisfy: how to look, where to park, when to give up. */
 export interface Wait<T> {
@@ -26,6 +27,8 @@ export interface Wait<T> {
 
 export class Parking {
   readonly waiters = new Waiters();
+  /** The known ends of followed journals (tails.ts): dropped by any wake of their key but an append's. */
+  readonly tails = new Tails();
   private readonly committer: Committer;
   private readonly now: () => number;
   /** Bumped on every wake, so a look can tell a change landed while it was in flight. */
@@ -92,10 +95,17 @@ export class Parking {
     if (moved.length) this.wake(keys.capped(ns, queue), moved.length);
   }
 
-  /** Wakes up to `n` waiters of `key`, oldest first. */
+  /** Wakes up to `n` waiters of `key`, oldest first. A journal's key: its tail is no longer known. */
   wake(key: string, n?: number): void {
     this.epoch++;
+    this.tails.drop(key);
     this.waiters.wake(key, n);
+  }
+
+  /** An append to the journal of `key` committed: its readers look again, and its tail (extended by the ride) stays. */
+  appended(key: string): void {
+    this.epoch++;
+    this.waiters.wake(key);
   }
 
   /** An invocation ended: its result waiters and journal readers look again. */
@@ -113,6 +123,7 @@ export class Parking {
   /** Wakes everything parked (another process changed the store). */
   wakeAll(): void {
     this.epoch++;
+    this.tails.clear();
     this.waiters.wakeAll();
   }
 }

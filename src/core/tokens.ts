@@ -34,17 +34,30 @@ export const PERMISSIONS = Object.freeze({
   schedules: [],
   tokens: [],
   stats: ['producer', 'worker'],
+  stream: ['producer'],
 } satisfies Record<string, Role[]>);
 export type Verb = keyof typeof PERMISSIONS;
 
 /** Verbs limited to a worker token's pools when it names some. */
 const POOL_VERBS: ReadonlySet<Verb> = new Set<Verb>(['claim', 'heartbeat', 'ack', 'nack', 'append']);
 
-/** Who is calling: the deployment's root token, or a namespace-scoped token. */
-export type Principal = { kind: 'root' } | { kind: 'token'; id: string; ns: string; role: Role; pools: string[] | null; limits: TokenLimits | null };
+/** What a stream token (src/worker/stream-token.ts) may do, on its one invocation only. */
+export const STREAM_VERBS: ReadonlySet<Verb> = new Set<Verb>(['get', 'result', 'read']);
+
+/** Who is calling: the deployment's root token, a namespace-scoped token, or a stream token for one invocation. */
+export type Principal =
+  | { kind: 'root' }
+  | { kind: 'token'; id: string; ns: string; role: Role; pools: string[] | null; limits: TokenLimits | null }
+  | { kind: 'stream'; jti: string; ns: string; queue: string; id: string; streams: number };
 
 export function authorize(p: Principal, ns: string, verb: Verb, queue?: string): void {
   if (p.kind === 'root') return;
+  if (p.kind === 'stream') {
+    if (!STREAM_VERBS.has(verb)) throw new LakeshoreError('forbidden', `a stream token only reads its invocation's row, result and journal; it may not ${verb}`);
+    // Another namespace, queue or invocation: as if there were nothing there (nothing leaks).
+    if (p.ns !== ns || (queue !== undefined && queue !== p.queue)) throw new LakeshoreError('not_found', 'nothing here for this stream token');
+    return;
+  }
   if (p.ns !== ns) throw new LakeshoreError('forbidden', `token ${p.id} belongs to another namespace`);
   if (p.role === 'admin') return;
   if (!(PERMISSIONS[verb] as readonly Role[]).includes(p.role)) throw new LakeshoreError('forbidden', `a ${p.role} token may not ${verb}`);

@@ -95,6 +95,12 @@ export interface TokenWire {
   limits?: Opt<TokenLimits>;
 }
 
+/** A stream token for one invocation (POST .../invocations/:id/stream-token). */
+export interface StreamTokenWire {
+  ttl_ms?: Opt<number>;
+  streams?: Opt<number>;
+}
+
 export type Opt<T> = T | null | undefined;
 
 export type AckBodyWire = HolderWire & { result?: Opt<string> };

@@ -14,7 +14,7 @@ import * as z from 'zod/mini';
 import en from 'zod/v4/locales/en.js';
 import { fromBase64 } from './bytes.ts';
 import { CLAIM_KINDS, type ClaimKind } from './types.ts';
-import type { SubmitWire, AckWire, ClaimWire, ClaimCancelWire, QueueSettingsWire, RedriveWire, ScheduleWire, TokenWire, AckBodyWire, NackWire, HeartbeatWire, AppendWire } from './wire-types.ts';
+import type { SubmitWire, AckWire, ClaimWire, ClaimCancelWire, QueueSettingsWire, RedriveWire, ScheduleWire, TokenWire, StreamTokenWire, AckBodyWire, NackWire, HeartbeatWire, AppendWire } from './wire-types.ts';
 
 export type * from './wire-types.ts';
 
@@ -90,6 +90,8 @@ export const RedriveBody = exactly<RedriveWire>()(z.strictObject({
 export const ScheduleBody = exactly<ScheduleWire>()(z.strictObject({ cron: z.string(), timezone: opt(z.string()), envelope: b64, priority: opt(z.number()) }));
 
 const limit = z.int().check(z.minimum(1), z.maximum(1_000_000));
+export const StreamTokenBody = exactly<StreamTokenWire>()(z.strictObject({ ttl_ms: opt(z.number()), streams: opt(z.number()) }));
+
 export const TokenBody = exactly<TokenWire>()(z.strictObject({
   role: z.string(),
   pools: opt(z.array(z.string())),

@@ -2,6 +2,7 @@
 import { Hono } from 'hono';
 import { LakeshoreError, toError } from '../core/errors.ts';
 import { authenticate } from './auth.ts';
+import { corsHeaders } from './cors.ts';
 import type { App } from './plane.ts';
 import { invocations } from './routes/invocations.ts';
 import { journal } from './routes/journal.ts';
@@ -12,6 +13,8 @@ export const app = new Hono<App>();
 
 app.get('/health', (c) => c.json({ ok: true, service: 'lakeshore' }));
 
+// CORS first: preflights carry no token, and refusals (401, 429) must reach the page readable.
+app.use('/v1/*', corsHeaders);
 app.use('/v1/*', authenticate);
 app.route('/v1/ns/:ns/queues', queues);
 app.route('/v1/ns/:ns/invocations', invocations);

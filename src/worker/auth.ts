@@ -1,15 +1,18 @@
 /**
- * Authentication and authorization. Every route but /health requires `Authorization: Bearer`.
- * The deployment's LAKESHORE_TOKEN secret is the root token (all namespaces); scoped tokens are
- * looked up by their id on every request, so a revocation takes effect at once.
+ * Authentication and authorization. Every route but /health requires a token, as
+ * `Authorization: Bearer`. The deployment's LAKESHORE_TOKEN secret is the root token (all
+ * namespaces); scoped tokens are looked up by their id on every request, so a revocation takes
+ * effect at once. A stream token (stream-token.ts) may also come as `?access_token=` on a GET, for
+ * a browser's EventSource, which cannot send headers; a full token never may (URLs end up in logs).
  */
 import { createMiddleware } from 'hono/factory';
-import { LakeshoreError } from '../core/errors.ts';
+import { LakeshoreError, notFound } from '../core/errors.ts';
 import { committerRun, nsParam, queueParam } from './plane.ts';
 import { authorize, constantTimeEqual, sha256Hex, tokenId, type Principal, type Verb } from '../core/tokens.ts';
 import { tokenPlan } from '../core/sql/tokens.ts';
 import type { App, Ctx } from './plane.ts';
 import { admit } from './limits.ts';
+import { STREAM_TOKEN_PREFIX, streamKeys, verifyStreamToken } from './stream-token.ts';
 
 /**
  * SHA-256 of presented tokens, remembered per isolate (a bounded map): a client sends the same
@@ -30,8 +33,15 @@ const invalid = () => new LakeshoreError('unauthorized', 'invalid or revoked tok
 export const authenticate = createMiddleware<App>(async (c, next) => {
   const secret = (c.env as unknown as Record<string, string | undefined>).LAKESHORE_TOKEN;
   if (!secret) throw new LakeshoreError('internal', 'the plane has no LAKESHORE_TOKEN secret configured');
-  const m = /^Bearer\s+(\S+)\s*$/i.exec(c.req.header('authorization') ?? '');
+  const header = c.req.header('authorization');
+  const query = c.req.query('access_token');
+  if (query !== undefined && !query.startsWith(STREAM_TOKEN_PREFIX)) {
+    throw new LakeshoreError('unauthorized', 'only a stream token (lss_...) may come in the query string: URLs end up in logs. Send other tokens as Authorization: Bearer <token>');
+  }
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(header ?? '');
+  if (header === undefined && query !== undefined) return await streamToken(c, query, next);
   if (!m) throw new LakeshoreError('unauthorized', 'missing bearer token: send Authorization: Bearer <token>');
+  if (m[1]!.startsWith(STREAM_TOKEN_PREFIX)) return await streamToken(c, m[1]!, next);
   const given = await digest(m[1]!);
   if (constantTimeEqual(given, await digest(secret))) {
     c.set('principal', { kind: 'root' });
@@ -48,6 +58,16 @@ export const authenticate = createMiddleware<App>(async (c, next) => {
   return next();
 });
 
+/** A stream token: its signature and expiry are the whole check (no D1 read); it only reads. */
+async function streamToken(c: Ctx, token: string, next: () => Promise<void>): Promise<void> {
+  if (c.req.method !== 'GET' && c.req.method !== 'HEAD') throw new LakeshoreError('forbidden', 'a stream token only reads: GET its invocation, result or journal');
+  const s = await verifyStreamToken(await streamKeys(c.env), token, Date.now());
+  const principal: Principal = { kind: 'stream', jti: s.jti, ns: s.ns, queue: s.queue, id: s.id, streams: s.streams };
+  c.set('principal', principal);
+  await admit(c, principal);
+  return next();
+}
+
 /** Refuses (403) unless the caller's token may do `verb` in `ns` (on `queue`, for pool-limited verbs). */
 export function allow(c: Ctx, ns: string, verb: Verb, queue?: string): void {
   authorize(c.get('principal') as Principal, ns, verb, queue);
@@ -61,6 +81,9 @@ export const may = (verb: Verb) =>
   createMiddleware<App>(async (c, next) => {
     const ns = nsParam(c);
     allow(c, ns, verb, c.req.param('queue') === undefined ? undefined : queueParam(c));
+    const p = c.get('principal') as Principal;
+    // A stream token reads its one invocation; another id answers as if there were nothing there.
+    if (p.kind === 'stream' && c.req.param('id') !== p.id) throw notFound(`invocation ${JSON.stringify(c.req.param('id'))}`);
     c.set('ns', ns);
     await next();
   });

@@ -36,7 +36,8 @@ async function drain(body: ReadableStream<Uint8Array> | null): Promise<void> {
   await reader.cancel().catch(() => {});
 }
 
-export function jsonBody<S extends z.ZodMiniType>(schema: S, maxBytes = MAX_BODY_BYTES): MiddlewareHandler<App, string, { in: { json: z.input<S> }; out: { json: z.output<S> } }> {
+/** `empty`: what an empty body stands for (a route whose fields are all optional takes none). */
+export function jsonBody<S extends z.ZodMiniType>(schema: S, maxBytes = MAX_BODY_BYTES, empty?: object): MiddlewareHandler<App, string, { in: { json: z.input<S> }; out: { json: z.output<S> } }> {
   const limit = bodyLimit({
     maxSize: maxBytes,
     onError: async (c) => {
@@ -49,7 +50,8 @@ export function jsonBody<S extends z.ZodMiniType>(schema: S, maxBytes = MAX_BODY
     limit(c, async () => {
       let data: unknown;
       try {
-        data = JSON.parse(new TextDecoder('utf-8', { fatal: true, ignoreBOM: false }).decode(await c.req.arrayBuffer()));
+        const text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false }).decode(await c.req.arrayBuffer());
+        data = empty && text.trim() === '' ? empty : JSON.parse(text);
       } catch {
         throw badRequest('request body is not valid JSON');
       }

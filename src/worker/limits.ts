@@ -15,7 +15,7 @@ import { later } from './request.ts';
 /** Per token (its gate key), this isolate's admission of requests. */
 const admissions = new Map<string, Admission>();
 
-export const gateKey = (p: Principal) => (p.kind === 'root' ? 'root' : `token:${p.id}`);
+export const gateKey = (p: Principal) => (p.kind === 'root' ? 'root' : p.kind === 'stream' ? `stream:${p.jti}` : `token:${p.id}`);
 
 function gate(c: Ctx, key: string): DurableObjectStub<TokenGate> {
   const ns = c.env.GATE as unknown as DurableObjectNamespace<TokenGate>;
@@ -25,11 +25,15 @@ function gate(c: Ctx, key: string): DurableObjectStub<TokenGate> {
 
 const rateLimited = (message: string, retryAfterMs: number) => new LakeshoreError('rate_limited', message, { retryAfterMs });
 
-/** The caller's limits: its token's own where set, else the plane's (LIMIT_* vars). */
+/**
+ * The caller's limits: its token's own where set, else the plane's (LIMIT_* vars). A stream token
+ * has its own gate, with the plane's request rate and the stream cap it was minted with.
+ */
 function limitsOf(c: Ctx, p: Principal) {
   const d = settingsFrom(c.env).http;
   const own = p.kind === 'token' ? p.limits : null;
-  return { rate: own?.requests_per_second ?? d.requestsPerSecond, burst: own?.request_burst ?? d.requestBurst, streams: own?.streams ?? d.streamsPerToken };
+  const streams = p.kind === 'stream' ? p.streams : (own?.streams ?? d.streamsPerToken);
+  return { rate: own?.requests_per_second ?? d.requestsPerSecond, burst: own?.request_burst ?? d.requestBurst, streams };
 }
 
 /** Spends one request permit of the caller's token, or throws 429. */

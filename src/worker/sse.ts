@@ -3,11 +3,24 @@
  * client resumes losslessly with `Last-Event-ID` (or `since`). The stream asks the queue object
  * for the next page (it waits there, woken by the append), sends a keepalive comment when a wait
  * ends with nothing, and closes with an `end` event after a final frame or once the invocation is
- * terminal.
+ * terminal. Errors go out as a `problem` event.
  */
 import { LakeshoreError } from '../core/errors.ts';
 import type { JournalPage } from '../core/types.ts';
 import { endJson, frameJson } from './json.ts';
+
+/**
+ * The `end` event's id. A browser's EventSource reconnects after any close, with the last id it
+ * saw as `Last-Event-ID`; a reconnect that carries this id has seen the end and is answered 204 No
+ * Content, which by the SSE spec stops EventSource for good. A reconnect that missed the end
+ * carries a frame's seq and gets the rest of the frames and then the end.
+ */
+export const END_ID = 'end';
+/**
+ * The event a server-side error goes out as: not `error`, which is EventSource's own name for a
+ * failed connection, so a page can tell the two apart.
+ */
+export const PROBLEM = 'problem';
 
 /** How long one wait for frames lasts before a keepalive. */
 export const KEEPALIVE_MS = 15_000;
@@ -50,7 +63,8 @@ export function journalStream(first: JournalPage, since: number, src: JournalSou
           cursor = f.seq;
         }
         if (page.done) {
-          await send(`event: end\ndata: ${JSON.stringify(endJson(page))}\n\n`);
+          // Its id tells a reconnect that the reader saw the end: that one gets 204 (see END_ID).
+          await send(`id: ${END_ID}\nevent: end\ndata: ${JSON.stringify(endJson(page))}\n\n`);
           break;
         }
         page = await src.next(cursor, KEEPALIVE_MS);
@@ -61,7 +75,7 @@ export function journalStream(first: JournalPage, since: number, src: JournalSou
       }
       await writer.close();
     } catch (e) {
-      if (e instanceof LakeshoreError) await send(`event: error\ndata: ${JSON.stringify({ error: e.toJSON() })}\n\n`).catch(() => {});
+      if (e instanceof LakeshoreError) await send(`event: ${PROBLEM}\ndata: ${JSON.stringify({ error: e.toJSON() })}\n\n`).catch(() => {});
       await writer.abort(e).catch(() => {});
     } finally {
       end();

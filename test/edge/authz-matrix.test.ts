@@ -6,6 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { app } from '../../src/worker/app.ts';
 import { b64, call, freshNs } from './setup/http.ts';
+import { eventually } from '../support/wait.ts';
 
 type Role = 'producer' | 'worker' | 'admin';
 interface Entry {
@@ -52,6 +53,7 @@ const MATRIX: Record<string, Entry> = {
   'POST /v1/ns/:ns/invocations/:id/journal': { roles: ['worker'], byId: true, body: () => ({ worker_id: 'w', kind: 0, body: b64('x') }) },
   'GET /v1/ns/:ns/invocations/:id/journal': { roles: ['producer'], byId: true },
   'POST /v1/ns/:ns/invocations/:id/journal/trim': { roles: ['producer'], byId: true, body: () => ({ keep_last: 0 }) },
+  'POST /v1/ns/:ns/invocations/:id/stream-token': { roles: ['producer'], byId: true, body: () => ({ ttl_ms: 60_000 }) },
   'POST /v1/ns/:ns/tokens': { roles: [], body: () => ({ role: 'producer' }) },
   'GET /v1/ns/:ns/tokens': { roles: [] },
   'DELETE /v1/ns/:ns/tokens/:id': { roles: [] },
@@ -119,6 +121,80 @@ describe('authorization matrix', () => {
     expect(crossTenant).toBe(0);
     expect(checked).toBe(Object.keys(MATRIX).length);
   }, 60_000);
+
+  it('lets a stream token read its one invocation (row, result, journal) and nothing else, in the header or the query', async () => {
+    const ns = freshNs();
+    const other = freshNs();
+    for (const n of [ns, other]) for (const id of ['mine', 'theirs']) await call('POST', `/v1/ns/${n}/queues/q/invocations`, { id, envelope: b64('secret args') });
+    const minted = (await call('POST', `/v1/ns/${ns}/invocations/mine/stream-token`, {})).body as { token: string; url: string };
+    expect(minted.url).toBe(`http://plane/v1/ns/${ns}/invocations/mine/journal?access_token=${minted.token}`);
+    const reads = new Set(['GET /v1/ns/:ns/invocations/:id', 'GET /v1/ns/:ns/invocations/:id/result', 'GET /v1/ns/:ns/invocations/:id/journal']);
+    let allowed = 0;
+    for (const [route, e] of Object.entries(MATRIX)) {
+      const [method, template] = route.split(' ') as [string, string];
+      const query = route.endsWith('/result') ? '?timeout_ms=0' : '';
+      const path = (n: string, inv: string) => template.replace(':ns', n).replace(':queue', 'q').replace(':name', 'nightly').replace(':id', inv) + query;
+      for (const [n, inv] of [[ns, 'mine'], [ns, 'theirs'], [other, 'mine']] as const) {
+        const own = n === ns && inv === 'mine';
+        const byHeader = await call(method, path(n, inv), e.body?.(inv), { authorization: `Bearer ${minted.token}` });
+        const byQuery = await call(method, `${path(n, inv)}${query ? '&' : '?'}access_token=${minted.token}`, e.body?.(inv), { authorization: '' });
+        for (const r of [byHeader, byQuery]) {
+          if (own && reads.has(route)) {
+            expect(r.status, `${route} on its own invocation`).toBe(200);
+            allowed++;
+          } else {
+            expect([401, 403, 404], `${route} on ${n === ns ? '' : 'another namespace\'s '}${inv}: ${r.status}`).toContain(r.status);
+            // Nothing of another invocation leaks: not its id, not its arguments.
+            if (!own) expect(JSON.stringify(r.body)).not.toContain(b64('secret args'));
+          }
+        }
+      }
+    }
+    expect(allowed).toBe(6);
+    // Its row comes without the envelope (the arguments); a producer's has it.
+    const row = await call('GET', `/v1/ns/${ns}/invocations/mine?access_token=${minted.token}`, undefined, { authorization: '' });
+    expect(row.body.state).toBe('queued');
+    expect(row.body).not.toHaveProperty('envelope');
+    expect((await call('GET', `/v1/ns/${ns}/invocations/mine`)).body.envelope).toBe(b64('secret args'));
+  }, 60_000);
+
+  it('never takes a full token from the query string, and refuses tampered, expired and foreign-key stream tokens', async () => {
+    const ns = freshNs();
+    await call('POST', `/v1/ns/${ns}/queues/q/invocations`, { id: 'j', envelope: b64('x') });
+    const producer = await mint(ns, 'producer');
+    const path = `/v1/ns/${ns}/invocations/j/journal`;
+    for (const t of [producer.token, 'test-token', 'lsk_x']) {
+      const r = await call('GET', `${path}?access_token=${encodeURIComponent(t)}`, undefined, { authorization: '' });
+      expect(r.status, t).toBe(401);
+      expect(r.body.error.message).toContain('query string');
+    }
+    // Even beside a valid header: a full token in a URL is refused, not ignored.
+    expect((await call('GET', `${path}?access_token=${producer.token}`, undefined, { authorization: `Bearer ${producer.token}` })).status).toBe(401);
+    const { token } = (await call('POST', `/v1/ns/${ns}/invocations/j/stream-token`, { ttl_ms: 1000 })).body as { token: string };
+    const [claims, sig] = token.slice(4).split('.') as [string, string];
+    const flip = (s: string) => `${s.slice(0, -1)}${s.endsWith('A') ? 'B' : 'A'}`;
+    const tamperedSig = `lss_${claims}.${flip(sig)}`;
+    // The claims rewritten (a later expiry, another invocation) with the old signature.
+    const forged = JSON.parse(atob(claims.replace(/-/g, '+').replace(/_/g, '/')));
+    const reclaim = (o: object) => `lss_${btoa(JSON.stringify(o)).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '')}.${sig}`;
+    for (const [what, t] of [['tampered signature', tamperedSig], ['later expiry', reclaim({ ...forged, exp: forged.exp + 3600_000 })], ['another id', reclaim({ ...forged, id: 'k' })]] as const) {
+      const r = await call('GET', `${path}?access_token=${t}`, undefined, { authorization: '' });
+      expect(r.status, what).toBe(401);
+      expect(r.body.error.message, what).toContain('signature');
+    }
+    // Once its TTL (1 s here) has passed, the same token is refused, saying so.
+    const ok = await call('GET', `${path}?access_token=${token}`, undefined, { authorization: '' });
+    expect(ok.status).toBe(200);
+    const expired = await eventually(async () => {
+      const r = await call('GET', `${path}?access_token=${token}`, undefined, { authorization: '' });
+      return r.status === 401 ? r : undefined;
+    }, 'the stream token to expire', 5000);
+    expect(expired.body.error.message).toContain('expired');
+    const bad = await call('POST', `/v1/ns/${ns}/invocations/j/stream-token`, { ttl_ms: 25 * 3600_000 });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.message).toContain('24 hours');
+    expect((await call('POST', `/v1/ns/${ns}/invocations/nope/stream-token`, {})).status).toBe(404);
+  });
 
   it('never takes server-owned fields from a body', async () => {
     const ns = freshNs();

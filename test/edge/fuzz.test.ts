@@ -36,6 +36,7 @@ const fields = [
   'id', 'envelope', 'key', 'priority', 'parent', 'worker_id', 'kind', 'temperature', 'lease_ms', 'wait_ms', 'max', 'attempt', 'result', 'error', 'retry', 'seq', 'body',
   'meta', 'final', 'keep_last', 'items', 'role', 'pools', 'state', 'namespace', 'delay_ms', 'run_at', 'ttl_ms', 'expires_at', 'max_attempts', 'max_running',
   'claims_per_second', 'retry_backoff', 'dead_letter_queue', 'cron', 'timezone', 'limit', 'dead_letters', 'claim_id',
+  'streams',
 ];
 /** Scheduling input a plane must refuse: negative, NaN or far-future times, bad crons and zones, caps of 0. */
 const scheduling = fc.constantFrom(
@@ -73,8 +74,13 @@ const routes: [string, string][] = [
   ['GET', 'invocations/:id'], ['GET', 'invocations/:id/result?timeout_ms=:n'], ['POST', 'invocations/:id/ack'], ['POST', 'invocations/:id/nack'],
   ['POST', 'invocations/:id/heartbeat'], ['POST', 'invocations/:id/cancel'], ['POST', 'invocations/:id/journal'],
   ['GET', 'invocations/:id/journal?since=:n'], ['POST', 'invocations/:id/journal/trim'], ['POST', 'tokens'], ['GET', 'tokens'], ['DELETE', 'tokens/:id'],
+  ['POST', 'invocations/:id/stream-token'], ['GET', 'invocations/inv'], ['GET', 'invocations/inv/journal?since=:n'],
 ];
-const auth = fc.constantFrom('root', 'root', 'root', 'none', 'garbage', 'foreign');
+/**
+ * Who calls: the root token, none, garbage, another namespace's admin; a stream token for `inv`
+ * (as a header or in the query), a tampered one, a full token or garbage in the query.
+ */
+const auth = fc.constantFrom('root', 'root', 'root', 'none', 'garbage', 'foreign', 'stream', 'stream-query', 'tampered-query', 'full-query', 'garbage-query');
 /** Percent-encodes, passing lone surrogates through as raw (invalid) UTF-8 escapes. */
 const enc = (s: string) => {
   try {
@@ -93,12 +99,18 @@ describe('hostile input', () => {
     for (const id of ['inv', 'run', 'done']) await call('POST', `/v1/ns/${ns}/queues/q/invocations`, { id, envelope: b64('x') });
     await call('POST', `/v1/ns/${ns}/queues/q/claim`, { worker_id: 'w', max: 3, lease_ms: 24 * 3600_000 });
     await call('POST', `/v1/ns/${ns}/invocations/done/ack`, { worker_id: 'w' });
+    const stream = (await call('POST', `/v1/ns/${ns}/invocations/inv/stream-token`, {})).body.token as string;
+    const tampered = `${stream.slice(0, -2)}${stream.endsWith('AA') ? 'BB' : 'AA'}`;
+    const inQuery: Record<string, string> = { 'stream-query': stream, 'tampered-query': tampered, 'full-query': 'test-token', 'garbage-query': 'lss_x.y' };
     let n = 0;
     let refused = 0;
     await fc.assert(
       fc.asyncProperty(fc.constantFrom(...routes), weird, weird, num, body, auth, async ([method, tpl], q, id, k, b, who) => {
-        const path = `/v1/ns/${ns}/` + tpl.replace(':q', enc(q)).replace(':id', enc(id)).replace(':s', enc(String(q))).replace(':n', String(k));
-        const headers: Record<string, string> = who === 'root' ? {} : { authorization: who === 'none' ? '' : who === 'garbage' ? 'Bearer lsk_nope' : `Bearer ${foreign}` };
+        let path = `/v1/ns/${ns}/` + tpl.replace(':q', enc(q)).replace(':id', enc(id)).replace(':s', enc(String(q))).replace(':n', String(k));
+        const query = inQuery[who];
+        if (query !== undefined) path += `${path.includes('?') ? '&' : '?'}access_token=${encodeURIComponent(query)}`;
+        const bearer = who === 'root' ? null : who === 'garbage' ? 'lsk_nope' : who === 'foreign' ? foreign : who === 'stream' ? stream : '';
+        const headers: Record<string, string> = bearer === null ? {} : { authorization: bearer ? `Bearer ${bearer}` : '' };
         // Snapshots right around the request, so a lease running out elsewhere in a long run
         // cannot pass for a change made by a refused request.
         const before = await snapshot(ns);

@@ -191,6 +191,13 @@ class HttpDispatch:
     def list_queues(self) -> List[str]:
         return [str(q) for q in self._call("GET", "/queues")["queues"]]
 
+    def stream_token(self, inv_id: str, *, ttl: Optional[float] = None, streams: Optional[int] = None) -> Dict[str, Any]:
+        """A read-only token for one invocation, for a browser: `{"token", "url", "expires_at", "id",
+        "queue", "streams"}`. Hand `url` (the journal's SSE URL, the token in its query) to an
+        EventSource. `ttl` in seconds (default 15 minutes, at most 24 hours)."""
+        body: Dict[str, Any] = {"ttl_ms": None if ttl is None else int(ttl * 1000), "streams": streams}
+        return self._call("POST", "/invocations/%s/stream-token%s" % (_q(inv_id), self._qs(inv_id)), body)
+
     # ------------------------------------------------------------------ operators
 
     def queue_info(self, queue: str) -> Dict[str, Any]:
@@ -313,6 +320,9 @@ class HttpDispatch:
                 resp = urllib.request.urlopen(req, timeout=min(left, 20.0))
             except urllib.error.HTTPError as e:
                 raise _error_of(e)
+            if resp.status == 204:  # the plane says this reader already had the end
+                resp.close()
+                return
             except (OSError, urllib.error.URLError):
                 failures += 1
                 if failures > 20:
@@ -330,7 +340,7 @@ class HttpDispatch:
                         yield f["seq"], encode_frame(f["kind"], f["seq"], base64.b64decode(f["body"]), f.get("meta"))
                     elif event == "end":
                         return
-                    elif event == "error":
+                    elif event == "problem":
                         e = json.loads(data)["error"]
                         raise error_for(e["code"], e["message"])
                     if time.monotonic() >= deadline:

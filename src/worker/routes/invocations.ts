@@ -1,8 +1,9 @@
-/** Invocation-scoped routes: get, result, ack, nack, heartbeat, cancel. Routed by id to the queue's object. */
+/** Invocation-scoped routes: get, result, ack, nack, heartbeat, cancel, retry, stream-token. Routed by id to the queue's object. */
 import { Hono } from 'hono';
 import { notFound } from '../../core/errors.ts';
 import { raise } from '../../core/settled.ts';
-import { AckBody, HeartbeatBody, NackBody } from '../../core/wire.ts';
+import { AckBody, HeartbeatBody, NackBody, StreamTokenBody } from '../../core/wire.ts';
+import { mintStreamToken, newJti, streamCap, streamKeys, streamTtl } from '../stream-token.ts';
 import { jsonBody, numParam } from '../body.ts';
 import { invocationJson, outcomeJson } from '../json.ts';
 import { hint, idParam, locate, queueObject, reader, type App, type Ctx } from '../plane.ts';
@@ -23,7 +24,23 @@ export const invocations = new Hono<App>()
     const id = idParam(c);
     const inv = await reader(c).get(c.var.ns, id, hint(c));
     if (!inv) throw notFound(`invocation ${JSON.stringify(id)}`);
-    return c.json(invocationJson(inv));
+    const json = invocationJson(inv);
+    // A stream token sees the row without its envelope: the arguments may hold what a browser should not.
+    if (c.get('principal').kind === 'stream') return c.json({ ...json, envelope: undefined });
+    return c.json(json);
+  })
+  .post('/:id/stream-token', may('stream'), jsonBody(StreamTokenBody, undefined, {}), async (c) => {
+    const { ns } = c.var;
+    const id = idParam(c);
+    const b = c.req.valid('json');
+    const ttl = streamTtl(b.ttl_ms);
+    const streams = streamCap(b.streams);
+    const inv = await reader(c).get(ns, id, hint(c));
+    if (!inv) throw notFound(`invocation ${JSON.stringify(id)}`);
+    const exp = Date.now() + ttl;
+    const token = await mintStreamToken(await streamKeys(c.env), { ns, queue: inv.queue, id, exp, jti: newJti(), streams });
+    const base = `${new URL(c.req.url).origin}/v1/ns/${encodeURIComponent(ns)}/invocations/${encodeURIComponent(id)}`;
+    return c.json({ token, url: `${base}/journal?access_token=${token}`, expires_at: exp, id, queue: inv.queue, streams }, 201);
   })
   .get('/:id/result', may('result'), async (c) => {
     const { id, stub } = await held(c, 'result');

@@ -10,7 +10,7 @@ import { jsonBody, numParam } from '../body.ts';
 import { pageJson } from '../json.ts';
 import { hint, idParam, locate, queueObject, reader, type App, type Ctx } from '../plane.ts';
 import { allow, may } from '../auth.ts';
-import { journalStream } from '../sse.ts';
+import { END_ID, journalStream } from '../sse.ts';
 import type { JournalPage } from '../../core/types.ts';
 
 /** The read cursor: `Last-Event-ID` (an SSE reconnect) wins over `since`. */
@@ -38,6 +38,8 @@ export const journal = new Hono<App>()
   .get('/:id/journal', may('read'), async (c) => {
     const { ns } = c.var;
     const id = idParam(c);
+    // A reconnect that saw the `end` event: 204, which stops an EventSource for good.
+    if (c.req.header('last-event-id') === END_ID) return c.body(null, 204);
     const since = cursor(c);
     if ((c.req.header('accept') ?? '').includes('text/event-stream')) {
       const queue = await locate(c, ns, id);
