@@ -39,6 +39,11 @@ export class Parking {
     this.now = now;
   }
 
+  /** Bumped by every wake: a look begun at one value has seen every change woken before it. */
+  get changes(): number {
+    return this.epoch;
+  }
+
   /**
    * Looks until it answers: between looks it parks on `key` until a transition wakes it (or a
    * rider is handed the answer), the nap ends, or the deadline passes. A wake that lands while a

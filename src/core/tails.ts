@@ -11,9 +11,10 @@
  * The tail is only a copy of rows read in this process, and it is dropped whenever its journal
  * changes in a way other than an append seen here: any wake of the journal's key (the invocation
  * ended, went back to waiting or was moved by a sweep), a trim, or a change made by another process
- * (wakeAll). An append extends it only through the read that rides with it.
+ * (wakeAll). An append extends it as its batch commits, and a read learns into it as its batch
+ * commits: both in commit order, so the tail is never behind a frame it claims to end after.
  */
-import type { JournalPage } from './types.ts';
+import type { JournalFrame, JournalPage } from './types.ts';
 
 /** Frames kept per journal: enough for the readers that fall a few appends behind. */
 const KEEP = 256;
@@ -37,11 +38,26 @@ export class Tails {
       return;
     }
     const old = this.byKey.get(key);
-    const tip = old ? (old.frames.at(-1)?.seq ?? old.from) : null;
-    let t: Tail;
-    if (old && tip === since) t = { from: old.from, page: meta(page), frames: [...old.frames, ...page.frames] };
-    else if (old && page.frames.length === 0 && since >= old.from && since <= (tip ?? old.from)) return; // nothing new
-    else t = { from: since, page: meta(page), frames: page.frames };
+    // The page holds every frame after `since`: keep the old tail's frames up to there, then the page's.
+    const t: Tail = old && since >= old.from && since <= tipOf(old)
+      ? { from: old.from, page: meta(page), frames: [...old.frames.filter((f) => f.seq <= since), ...page.frames] }
+      : { from: since, page: meta(page), frames: page.frames };
+    this.keep(key, t);
+  }
+
+  /**
+   * A frame an append wrote, seen as its batch committed (in commit order): the tail, if there is
+   * one, now ends with it. A final frame ends what a tail may answer: the tail goes.
+   */
+  appended(key: string, frame: JournalFrame): void {
+    const t = this.byKey.get(key);
+    if (!t || frame.seq <= tipOf(t)) return;
+    if (frame.final) this.byKey.delete(key);
+    else this.keep(key, { ...t, frames: [...t.frames, frame] });
+  }
+
+  private keep(key: string, tail: Tail): void {
+    let t = tail;
     if (t.frames.length > KEEP) {
       const cut = t.frames.length - KEEP;
       t = { ...t, from: t.frames[cut - 1]!.seq, frames: t.frames.slice(cut) };
@@ -58,16 +74,9 @@ export class Tails {
   page(key: string, cursor: number, limit: number): JournalPage | undefined {
     const t = this.byKey.get(key);
     if (!t || cursor < t.from) return undefined;
-    const tip = t.frames.at(-1)?.seq ?? t.from;
-    if (cursor > tip) return undefined;
+    if (cursor > tipOf(t)) return undefined;
     const frames = t.frames.filter((f) => f.seq > cursor).slice(0, limit);
     return { ...t.page, frames, next: frames.at(-1)?.seq ?? cursor };
-  }
-
-  /** Whether the tail of `key` holds the frame `seq` (or one after it). */
-  covers(key: string, seq: number): boolean {
-    const t = this.byKey.get(key);
-    return t !== undefined && (t.frames.at(-1)?.seq ?? t.from) >= seq;
   }
 
   drop(key: string): void {
@@ -79,4 +88,5 @@ export class Tails {
   }
 }
 
+const tipOf = (t: Tail) => t.frames.at(-1)?.seq ?? t.from;
 const meta = (p: JournalPage) => ({ trimmedBefore: p.trimmedBefore, done: false, state: p.state, outcome: null });

@@ -55,3 +55,32 @@ export class TokenGate extends DurableObject<Env> {
     this.streams.delete(id);
   }
 }
+
+/** An open stream's place at its token's gate: the gate's key and the lease's id. */
+export interface StreamLease {
+  key: string;
+  id: string;
+}
+
+/**
+ * Keeps a stream lease while its stream lives: `renew` (call it as bytes flow; it calls the gate at
+ * most every third of a lease) and `close` (once, at the end). `keep` holds a call's promise alive
+ * past the caller's request (waitUntil).
+ */
+export function leaseKeeper(gates: DurableObjectNamespace<TokenGate>, lease: StreamLease, keep: (p: Promise<unknown>) => void) {
+  const g = gates.get(gates.idFromName(lease.key));
+  let renewed = Date.now();
+  let closed = false;
+  return {
+    renew: () => {
+      if (closed || Date.now() - renewed < STREAM_LEASE_MS / 3) return;
+      renewed = Date.now();
+      keep(g.renewStream(lease.id).catch(() => {}));
+    },
+    close: () => {
+      if (closed) return;
+      closed = true;
+      keep(g.closeStream(lease.id).catch(() => {}));
+    },
+  };
+}

@@ -12,6 +12,8 @@ import { keys } from '../core/waiters.ts';
 import { Engine, type SettingsRequest, type AckRequest, type AppendRequest, type ClaimRequest, type HolderRequest, type NackRequest, type SubmitRequest } from '../core/engine.ts';
 import { settle } from '../core/settled.ts';
 import { D1Port } from './d1-port.ts';
+import { JournalStreams } from './journal-streams.ts';
+import { leaseKeeper, type TokenGate } from './gate.ts';
 import { settingsFrom } from './settings.ts';
 
 type Claim = Omit<ClaimRequest, 'signal' | 'onPark'>;
@@ -55,6 +57,8 @@ export class QueueObject extends DurableObject<Env> {
   private settings: QueueSettings | null = null;
   /** D1 rows read and written by this object's batches, for benchmarks. */
   private readonly rows = { read: 0, written: 0, batches: 0, plans: 0, calls: 0, callMs: 0 };
+  /** The SSE readers of this queue's journals. */
+  private readonly streams = new JournalStreams((id, since, waitMs, signal) => this.engine.journal.follow(this.ns, id, since, waitMs, signal, undefined, this.queue));
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -240,7 +244,29 @@ export class QueueObject extends DurableObject<Env> {
     return this.run(() => this.engine.journal.append(this.ns, id, { ...req, queue: this.queue }));
   }
 
-  /** The next page of a journal after `since`, waiting up to `timeoutMs` for one (an SSE stream's step). */
+  /**
+   * An SSE stream of a journal after `since` (journal-streams.ts): its bytes, once the first page
+   * was read (a bad id fails here, before any stream exists).
+   */
+  /**
+   * An SSE stream of a journal, as a fetch (`/journal-stream?id=&since=&gate=&lease=`) whose body
+   * the Worker relays: a reader going away cancels it back here, as through any proxy. The stream
+   * keeps its token's stream lease (gate.ts) while it lives. A bad id fails before any stream
+   * exists: its status and `{error}` body.
+   */
+  override async fetch(req: Request): Promise<Response> {
+    const url = new URL(req.url);
+    const p = url.searchParams;
+    if (url.pathname !== '/journal-stream') return Response.json({ error: { code: 'not_found', message: 'no such path' } }, { status: 404 });
+    const id = p.get('id') ?? '';
+    const since = Number(p.get('since'));
+    const out = await this.run(async () => this.engine.journal.follow(this.ns, id, since, 0, undefined, undefined, this.queue));
+    if (!out.ok) return Response.json({ error: out.error }, { status: 400 });
+    const lease = leaseKeeper(this.env.GATE as unknown as DurableObjectNamespace<TokenGate>, { key: p.get('gate') ?? '', id: p.get('lease') ?? '' }, (x) => this.ctx.waitUntil(x));
+    return new Response(this.streams.open(id, since, out.value, { alive: lease.renew, ended: lease.close }));
+  }
+
+  /** The next page of a journal after `since`, waiting up to `timeoutMs` for one (a JSON read with wait_ms). */
   follow(id: string, since: unknown, timeoutMs: unknown, limit?: unknown, waitId?: string) {
     return this.waiting(waitId, (signal) => this.engine.journal.follow(this.ns, id, since, timeoutMs, signal, limit, this.queue));
   }
@@ -270,7 +296,7 @@ export class QueueObject extends DurableObject<Env> {
 
   /** D1 rows read and written by this object so far (D1's own result metadata). */
   stats() {
-    return { ...this.rows, d1_ms: this.port.busyMs, waiters: this.engine.park.waiters.size };
+    return { ...this.rows, d1_ms: this.port.busyMs, waiters: this.engine.park.waiters.size, streams: this.streams.size };
   }
 
   // ------------------------------------------------------------ leases

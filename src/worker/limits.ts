@@ -6,7 +6,7 @@
  */
 import { LakeshoreError } from '../core/errors.ts';
 import type { Principal } from '../core/tokens.ts';
-import { STREAM_LEASE_MS, type TokenGate } from '../durable/gate.ts';
+import type { StreamLease, TokenGate } from '../durable/gate.ts';
 import { settingsFrom } from '../durable/settings.ts';
 import { Admission } from './admission.ts';
 import type { Ctx } from './plane.ts';
@@ -53,22 +53,17 @@ export async function admit(c: Ctx, p: Principal): Promise<void> {
 }
 
 /**
- * Opens a stream lease for the caller's token (or throws 429). The stream renews it while it
- * lives (at most every third of a lease) and closes it when it ends (see sse.ts); a lease whose
- * stream died without a word runs out by itself.
+ * Opens a stream lease for the caller's token (or throws 429). The queue object serving the stream
+ * renews it while the stream lives and closes it when it ends (durable/journal-streams.ts); a lease
+ * whose stream died without a word runs out by itself.
  */
-export async function openStreamLease(c: Ctx, p: Principal): Promise<{ renew: () => void; close: () => void }> {
+export async function openStreamLease(c: Ctx, p: Principal): Promise<StreamLease> {
   const max = limitsOf(c, p).streams;
-  const g = gate(c, gateKey(p));
-  const lease = await g.openStream(max);
-  if (lease === null) throw rateLimited(`this token already has ${max} journal streams open; close one or retry later`, 1000);
-  let renewed = Date.now();
-  return {
-    renew: () => {
-      if (Date.now() - renewed < STREAM_LEASE_MS / 3) return;
-      renewed = Date.now();
-      later(c, g.renewStream(lease));
-    },
-    close: () => later(c, g.closeStream(lease)),
-  };
+  const key = gateKey(p);
+  const id = await gate(c, key).openStream(max);
+  if (id === null) throw rateLimited(`this token already has ${max} journal streams open; close one or retry later`, 1000);
+  return { key, id };
 }
+
+/** Closes a lease whose stream never started. */
+export const closeStreamLease = (c: Ctx, lease: StreamLease) => later(c, gate(c, lease.key).closeStream(lease.id));

@@ -9,7 +9,7 @@ import type { EventSourceMessage } from 'eventsource-parser';
 import { sseEvents } from '../../client/http/sse.ts';
 import { LakeshoreError } from '../../src/core/errors.ts';
 import type { JournalPage } from '../../src/core/types.ts';
-import { journalStream } from '../../src/worker/sse.ts';
+import { JournalStreams } from '../../src/durable/journal-streams.ts';
 import { b64, call, plane } from './setup/http.ts';
 
 /** The events of a stream, to its end; `broken`: it ended by an error (the plane aborts a stream after a problem). */
@@ -62,14 +62,14 @@ describe('an event stream a browser can live with', () => {
 
   it('sends a server-side error as a `problem` event, never as `error` (EventSource\'s own name)', async () => {
     const page: JournalPage = { frames: [], next: -1, trimmedBefore: -1, done: false, state: 'running', outcome: null };
-    const res = journalStream(page, -1, {
-      next: async () => {
-        throw new LakeshoreError('not_found', 'invocation "a" not found');
-      },
-      abort: () => {},
+    // The channel's follow fails after the first page (say, the invocation was purged meanwhile).
+    const streams = new JournalStreams(async () => {
+      throw new LakeshoreError('not_found', 'invocation "a" not found');
     });
+    const res = new Response(streams.open('a', -1, page));
     const got = await events(res, true);
     expect(got.map((e) => e.event)).toEqual(['problem']);
+    expect(streams.size).toBe(0);
     expect(JSON.parse(got[0]!.data)).toEqual({ error: { code: 'not_found', message: 'invocation "a" not found' } });
   });
 });

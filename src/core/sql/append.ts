@@ -6,6 +6,7 @@ import { LakeshoreError } from '../errors.ts';
 import { followUp, type Plan } from '../plan.ts';
 import { stmt } from '../port.ts';
 import { diagnose, held, holds, sameHolder, staleError, type Holder } from './fence.ts';
+import type { FrameKind, JournalFrame } from '../frame.ts';
 
 export interface AppendInput {
   /** Position; null assigns the next one. Passing it makes a retried append idempotent. */
@@ -22,6 +23,8 @@ export interface Appended {
   final: boolean;
   /** True when a frame with this seq from this attempt was already there (a retry). */
   absorbed: boolean;
+  /** The frame as a read would give it back, when this append wrote it (tails.ts keeps it). */
+  frame?: JournalFrame;
 }
 
 /** The journal's last frame (its seq, attempt and whether it ended the stream), through the primary key: O(1). */
@@ -44,13 +47,18 @@ export function appendPlan(now: number, ns: string, id: string, queue: string | 
            FROM invocations i LEFT JOIN ${LAST} AS l ON l.inv = i.rid
           WHERE ${held('i.')} AND ${seq} > ${TOP} AND ${seq} < ?12 AND NOT (COALESCE(l.final, 0) = 1 AND l.attempt = i.attempt)
          ON CONFLICT (inv, seq) DO NOTHING
-         RETURNING seq, (SELECT queue FROM invocations WHERE rid = inv) AS queue`,
+         RETURNING seq, attempt, (SELECT queue FROM invocations WHERE rid = inv) AS queue`,
         ns, id, queue, h.workerId, h.attempt, a.seq, a.kind, a.body, a.meta === null ? null : JSON.stringify(a.meta), a.final ? 1 : 0, now, maxFrames,
       ),
     ],
     done: ([ins]) => {
       const row = ins!.rows[0];
-      if (row) return { seq: Number(row.seq), queue: String(row.queue), final: a.final, absorbed: false };
+      if (row) {
+        const seq = Number(row.seq);
+        // meta as a read parses it back from its stored JSON.
+        const frame: JournalFrame = { seq, kind: a.kind as FrameKind, body: a.body, meta: a.meta === null ? null : JSON.parse(JSON.stringify(a.meta)), attempt: Number(row.attempt), final: a.final };
+        return { seq, queue: String(row.queue), final: a.final, absorbed: false, frame };
+      }
       return followUp(appendMissed(ns, id, queue, h, a, maxFrames));
     },
   };
