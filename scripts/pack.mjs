@@ -2,6 +2,7 @@
 // Node >= 18, Bun, Deno, browsers and Workers, with .d.ts types:
 //   lakeshore        the HTTP client, the Queue API and the worker (client/index.ts)
 //   lakeshore/local  the local SQLite plane too (client/local/index.ts; node:sqlite, Node >= 22.12)
+//   lakeshore/browser  streamJob for web pages (client/browser/index.ts; no dependencies)
 //   bin lakeshore    the CLI (client/cli/bin.ts; commander is bundled into it)
 // The plane's SQL migrations ship in package/migrations for the local plane.
 //
@@ -25,7 +26,7 @@ const common = { bundle: true, format: 'esm', target: 'es2022', metafile: true, 
 // The library: runtime-neutral, one copy of each class across its entries (so instanceof holds).
 const lib = await build({
   ...common,
-  entryPoints: { index: join(ROOT, 'client', 'index.ts'), local: join(ROOT, 'client', 'local', 'index.ts') },
+  entryPoints: { index: join(ROOT, 'client', 'index.ts'), local: join(ROOT, 'client', 'local', 'index.ts'), browser: join(ROOT, 'client', 'browser', 'index.ts') },
   outdir: DIST,
   splitting: true,
   platform: 'neutral',

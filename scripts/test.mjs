@@ -5,7 +5,8 @@
 //   node        the Node clients against a real `wrangler dev` on a free loopback port
 //   crash       the plane and workers killed under load (test/fault/crash.test.ts), alone
 //   python      the stdlib Python client (python3 -m unittest) against its own `wrangler dev`
-// `npm test -- edge` (or node, crash, python, typecheck, bundle) runs one suite.
+//   browser     real Chromium (Debian's, via playwright-core) streaming a job from another origin
+// `npm test -- edge` (or node, crash, python, browser, typecheck, bundle) runs one suite.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -22,6 +23,7 @@ const suites = {
   node: vitestRun('vitest.node.config.ts', 'node'),
   crash: vitestRun('vitest.crash.config.ts', 'crash'),
   python: [join(ROOT, 'scripts', 'test-python.mjs')],
+  browser: vitestRun('vitest.browser.config.ts', 'browser'),
 };
 const counts = { passed: 0, failed: 0, skipped: 0 };
 function tally(name) {

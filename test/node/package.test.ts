@@ -92,16 +92,21 @@ describe(`the lakeshore package on the system Node (${nodeVersion})`, () => {
     expect(fromRoot.filter((s) => s.startsWith('node:'))).toEqual([]);
     seen.clear();
     expect(staticImports(join(dist, 'local.js'))).toContain('node:sqlite');
+    // lakeshore/browser depends on nothing but the page's EventSource and fetch.
+    seen.clear();
+    expect(staticImports(join(dist, 'browser.js'))).toEqual([]);
     expect(readdirSync(join(project, 'node_modules', 'lakeshore', 'migrations')).length).toBeGreaterThan(0);
   });
 
   it('typechecks a TypeScript user of `lakeshore` without @types/node', () => {
     writeFileSync(join(project, 'use.ts'), [
       "import { HttpDispatch, FrameKind, InvocationFailedError, type Claimed } from 'lakeshore';",
+      "import { streamJob, type StreamFrame } from 'lakeshore/browser';",
+      "const stop: () => void = streamJob('http://127.0.0.1:8787/x', { onFrame: (f: StreamFrame) => f.text() });",
       "const d = new HttpDispatch('http://127.0.0.1:8787', { token: 't' });",
       "const c: Claimed | null = await d.claim('q', 'w', { waitMs: 1000 });",
       'const k: number = FrameKind.VALUE;',
-      'export { c, k, InvocationFailedError };',
+      'export { c, k, InvocationFailedError, stop };',
     ].join('\n'));
     writeFileSync(join(project, 'tsconfig.json'), JSON.stringify({
       compilerOptions: { target: 'es2022', module: 'nodenext', moduleResolution: 'nodenext', strict: true, noEmit: true, types: [], lib: ['es2023', 'dom'] },
