@@ -1,5 +1,5 @@
 // `npm run bench`: the common workload on the local SQLite plane and the local edge plane, plus
-// the journal, simulated-distance and memory measurements of the performance issue.
+// the journal, fan-out (1 and 1,000 readers of one job), simulated-distance and memory measurements.
 //   npm run bench                 3 runs of each case, N=20000 (long)
 //   npm run bench -- --quick      one run of each case, N=2000
 //   npm run bench -- edge-bulk    only the cases named
@@ -22,6 +22,8 @@ const cases = [
   ['edge-idle', workload('--system=lakeshore-edge', '--mode=idle', idle)],
   ['edge-bulk-d1-20ms', workload('--system=lakeshore-edge', '--enqueue=bulk', '--d1-delay-ms=20')],
   ['edge-journal', ['bench/journal.ts', '--system=lakeshore-edge', `--n=${quick ? 100 : 500}`]],
+  ['edge-fanout-1', ['bench/fan-out.ts', '--readers=1', `--n=${quick ? 50 : 200}`]],
+  ['edge-fanout-1000', ['bench/fan-out.ts', '--readers=1000', `--n=${quick ? 50 : 200}`]],
   ['local-memory', ['--expose-gc', 'bench/memory.ts']],
   ['edge-ceiling', ['bench/ceiling.ts', `--n=${quick ? 2000 : 8000}`]],
 ];
@@ -54,6 +56,7 @@ for (const label of [...new Set(rows.map((r) => r.label))]) {
     const q = (k) => med(rs.map((r) => r.rtt_after_20ms_quiet_p50_ms?.[k]));
     parts.push(`enqueue-only single ${med(rs.map((r) => r.enqueue_only.jobs_per_s))} jobs/s, submit round trip ${med(rs.map((r) => r.rtt_p50_ms.submit))} ms (${q('submit')} after 20 ms quiet), D1 read ${med(rs.map((r) => r.rtt_p50_ms.d1_read))} ms (${q('d1_read')}), /health ${med(rs.map((r) => r.rtt_p50_ms.health))} ms (${q('health')})`);
   }
+  if (rs[0].all_readers_ms) parts.push(`all ${rs[0].readers} readers p50 ${med(rs.map((r) => r.all_readers_ms.p50))} ms p99 ${med(rs.map((r) => r.all_readers_ms.p99))} ms`, `D1 rows read per append ${med(rs.map((r) => r.rows_read_per_append))}`);
   if (rs[0].d1) parts.push(`d1 rows read/written per job ${med(rs.map((r) => r.d1.rows_read_per_job))}/${med(rs.map((r) => r.d1.rows_written_per_job))}`);
   process.stderr.write(`[bench] ${label} (median of ${rs.length}): ${parts.join(', ')}\n`);
 }

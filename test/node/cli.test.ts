@@ -122,6 +122,24 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
     expect((await cli(['schedule', 'set', 'ops', 'bad', '--cron', 'whenever', '--fn', 'add'], env)).code).not.toBe(0);
   });
 
+  it('`lakeshore stream-url` prints a URL a browser opens with no other credential (edge plane only)', async () => {
+    const env = planeEnv(kind);
+    const id = (await cli(['submit', 'jobs', 'count', '[1, 0]'], env)).stdout.trim();
+    const r = await cli(['stream-url', id, '--ttl', '60'], env);
+    if (kind === 'local') {
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain('edge plane');
+      return;
+    }
+    expect(r.code, r.stderr).toBe(0);
+    const url = r.stdout.trim();
+    expect(url).toMatch(new RegExp(`/invocations/${id}/journal\\?access_token=lss_`));
+    expect((await cli(['cancel', id], env)).code).toBe(0);
+    const res = await fetch(url, { headers: { accept: 'text/event-stream' } });
+    expect(res.status).toBe(200);
+    expect(await res.text()).toContain('event: end');
+  });
+
   it('`worker once` on an empty queue exits 0 after its short wait (2 s), so it runs from cron', async () => {
     const env = planeEnv(kind);
     const t0 = Date.now();

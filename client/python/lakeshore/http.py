@@ -320,15 +320,15 @@ class HttpDispatch:
                 resp = urllib.request.urlopen(req, timeout=min(left, 20.0))
             except urllib.error.HTTPError as e:
                 raise _error_of(e)
-            if resp.status == 204:  # the plane says this reader already had the end
-                resp.close()
-                return
             except (OSError, urllib.error.URLError):
                 failures += 1
                 if failures > 20:
                     raise
                 time.sleep(min(1.0, 0.025 * 2 ** failures))
                 continue
+            if resp.status == 204:  # the plane says this reader already had the end
+                resp.close()
+                return
             try:
                 failures = 0
                 for event, data in _sse(resp):

@@ -349,6 +349,32 @@ class Waits(unittest.TestCase):
         self.assertEqual(proxy.cut, 3)
         self.assertEqual(seen, [0, 1, 2, 3, 4, 5, 6])
 
+    def test_a_stream_token_reads_one_invocation_from_its_url_alone(self):
+        d = client()
+        d.submit("q", b'{"secret": 1}', id="a")
+        d.submit("q", b"x", id="b")
+        t = d.stream_token("a", ttl=60)
+        self.assertTrue(t["url"].endswith("/invocations/a/journal?access_token=" + t["token"]))
+        self.assertLess(abs(t["expires_at"] - (time.time() * 1000 + 60_000)), 30_000)
+        d.cancel("a")
+        # The URL alone (no Authorization header), as a browser's EventSource opens it.
+        with urllib.request.urlopen(urllib.request.Request(t["url"], headers={"Accept": "text/event-stream"}), timeout=10) as resp:
+            body = resp.read().decode()
+        self.assertIn("id: end\nevent: end\n", body)
+        # A reconnect after the end: 204, and journal_read ends on it too.
+        req = urllib.request.Request(t["url"], headers={"Accept": "text/event-stream", "Last-Event-ID": "end"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            self.assertEqual(resp.status, 204)
+        # It reads its one invocation, without the envelope, and nothing else.
+        s = ls.HttpDispatch(URL, token=t["token"], namespace=d.namespace)
+        row = s.get("a")
+        self.assertEqual((row["state"], row["envelope"]), ("cancelled", None))
+        self.assertIsNone(s.get("b"))
+        with self.assertRaises(ls.Forbidden):
+            s.submit("q", b"x", id="c")
+        with self.assertRaises(ls.BadRequest):
+            d.stream_token("a", ttl=2 * 86400)
+
     def test_trim_falls_back_to_the_row(self):
         d = client()
         d.submit("q", b"x", id="a")
