@@ -5,7 +5,7 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { build } from 'esbuild';
@@ -46,11 +46,20 @@ export interface Site {
   close(): Promise<void>;
 }
 
-/** A static site on its own loopback port: the page and the module. */
+/** The README's example page (its one html block), served as it is printed there. */
+export function readmePage(): string {
+  const m = /```html\n([\s\S]*?)```/.exec(readFileSync(join(ROOT, 'README.md'), 'utf8'));
+  if (!m) throw new Error('README.md has no html block');
+  return m[1]!;
+}
+
+/** A static site on its own loopback port: the test page, the README's page, and the module. */
 export async function site(): Promise<Site> {
   const js = await browserModule();
+  const example = readmePage();
   const server: Server = createServer((req, res) => {
     if (req.url === '/lakeshore-browser.js') res.writeHead(200, { 'content-type': 'text/javascript' }).end(js);
+    else if (req.url?.startsWith('/example.html')) res.writeHead(200, { 'content-type': 'text/html' }).end(example);
     else if (req.url === '/' || req.url?.startsWith('/?')) res.writeHead(200, { 'content-type': 'text/html' }).end(PAGE);
     else res.writeHead(404).end();
   });

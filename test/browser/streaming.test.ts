@@ -110,6 +110,19 @@ describe('a browser streams a job', () => {
     }
   }, 180_000);
 
+  it('runs the README\'s example page as printed: every value, then the end', async () => {
+    const d = await job();
+    const { url } = await d.streamToken('job');
+    const page = await browser.newPage();
+    await page.goto(`${allowed.origin}/example.html?stream=${encodeURIComponent(url)}`);
+    await claimAndAppend(d, 'job', 20);
+    await page.waitForFunction(() => document.getElementById('out')!.textContent!.includes('-- succeeded'), undefined, { timeout: 60_000 });
+    const lines = (await page.textContent('#out'))!.trim().split('\n');
+    expect(lines).toEqual([...Array.from({ length: 20 }, (_, i) => `token ${i} `), '-- succeeded']);
+    await page.screenshot({ path: join(shots, 'readme-example.png') });
+    await page.close();
+  }, 60_000);
+
   it('a bare EventSource that never calls close() makes exactly one request after the end, answered 204', async () => {
     const d = await job();
     const proxy = await startProxy(p.plane.url);
