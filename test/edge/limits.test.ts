@@ -89,6 +89,22 @@ describe('per-token limits', () => {
     await third!.body!.cancel();
   });
 
+  it('a stream token has its own stream cap (`streams` at minting), not its minter\'s', async () => {
+    const ns = freshNs();
+    const minter = await mint(ns, { streams: 1 });
+    expect((await call('POST', `/v1/ns/${ns}/queues/q/invocations`, { id: 'live', envelope: b64('x') })).status).toBe(201);
+    const { token } = (await call('POST', `/v1/ns/${ns}/invocations/live/stream-token`, { streams: 2 }, as(minter))).body;
+    // The minter holds its one stream; the stream token still opens its own two, and no third.
+    const held = await openStream(ns, 'live', minter);
+    expect(held.status).toBe(200);
+    const open = [await openStream(ns, 'live', token), await openStream(ns, 'live', token)];
+    expect(open.map((r) => r.status)).toEqual([200, 200]);
+    const third = await openStream(ns, 'live', token);
+    expect(third.status).toBe(429);
+    expect(((await third.json()) as any).error.message).toContain('2 journal streams');
+    for (const r of [held, ...open]) await r.body!.cancel();
+  });
+
   it('refuses limits that are not positive integers', async () => {
     const ns = freshNs();
     for (const limits of [{ requests_per_second: 0 }, { streams: -1 }, { request_burst: 1.5 }, { other: 1 }]) {
