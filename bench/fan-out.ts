@@ -7,6 +7,7 @@
  *
  *   node scripts/run.mjs node bench/fan-out.ts [--readers=1000] [--n=200]
  */
+import { setMaxListeners } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -33,6 +34,7 @@ const sent = new Float64Array(N);
 const arrivals = Array.from({ length: N }, () => [] as number[]);
 let waiting: { seq: number; done: () => void } | null = null;
 const ac = new AbortController();
+setMaxListeners(R + 10, ac.signal); // every reader listens on it
 const readers = Array.from({ length: R }, async () => {
   const res = await fetch(url, { headers: { accept: 'text/event-stream' }, signal: ac.signal });
   for await (const ev of sseEvents(res.body!, ac.signal)) {

@@ -95,6 +95,16 @@ export interface StreamToken {
   streams: number;
 }
 
+export interface ListOptions {
+  state?: State;
+  /** 1 to 1,000; default 50. */
+  limit?: number;
+  cursor?: string | null;
+}
+
+export type { InvocationSummary, Page as InvocationPage, QueueOverview } from '../src/core/sql/list.ts';
+import type { Page as InvocationPage, QueueOverview } from '../src/core/sql/list.ts';
+
 export interface DispatchPlane {
   readonly namespace: string;
   /** True for a plane in this process (the local SQLite plane): its envelopes come from this machine's own users. */
@@ -135,6 +145,17 @@ export interface DispatchPlane {
   journalTrim(id: string, keepLast: number): Promise<number>;
   /** The namespace's queues that ever held work or settings. */
   listQueues(): Promise<string[]>;
+  /**
+   * Each queue of the namespace (or those named): its delayed, queued and running counts, how long
+   * its longest-waiting job has waited, paused, and its settings.
+   */
+  overview(queues?: string[]): Promise<QueueOverview[]>;
+  /**
+   * A page of a queue's invocations in one state (default queued; claim order for queued, soonest
+   * first for running and delayed, newest first for finished states), without envelopes and
+   * results. Pass the answer's `cursor` for the next page; null: that was the last.
+   */
+  list(queue: string, opts?: ListOptions): Promise<InvocationPage>;
   /** Changes the settings named (a null clears one); answers the queue's settings. */
   configureQueue(queue: string, settings: SettingsChange): Promise<QueueInfo>;
   queueInfo(queue: string): Promise<QueueInfo>;

@@ -101,6 +101,12 @@ program.command('schedule').description('cron schedules of a queue: each tick su
   .action((action: string, queue: string, name: string | undefined, o: { cron?: string; tz?: string; fn?: string; args?: string; priority?: string }) =>
     run((g) => op.schedule(planeOf(g), output(!!g.json), action, queue, name, o))());
 
+program.command('ls').description("a page of a queue's jobs in one state (claim order for queued, newest first for finished ones)").argument('<queue>')
+  .option('--state <state>', 'delayed | queued | running | succeeded | failed | cancelled', 'queued')
+  .option('--limit <n>', 'jobs per page (1-1000)', '50')
+  .option('--cursor <cursor>', 'the next page, from the previous one')
+  .action((queue: string, o: { state: string; limit?: string; cursor?: string }) => run((g) => op.ls(planeOf(g), output(!!g.json), queue, o))());
+
 program.command('get').description('show an invocation').argument('<id>')
   .action((id: string) => run((g) => cmd.get(planeOf(g), output(!!g.json), id))());
 

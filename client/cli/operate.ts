@@ -1,5 +1,6 @@
-/** The CLI's commands for operators: retry and redrive, pause and resume, queue settings, cron schedules. */
+/** The CLI's commands for operators: listing, retry and redrive, pause and resume, queue settings, cron schedules. */
 import { encodeEnvelope } from '../envelope.ts';
+import { isState, STATES } from '../../src/core/states.ts';
 import type { DispatchPlane, QueueInfo, Schedule, SettingsChange } from '../types.ts';
 import { EXIT, type Out } from './output.ts';
 import { UsageError } from './commands.ts';
@@ -12,6 +13,21 @@ const num = (what: string, s: string | undefined): number | undefined => {
 };
 /** A setting flag: a number, or "none" to clear the setting. */
 const setting = (what: string, s: string | undefined): number | null | undefined => (s === 'none' ? null : num(what, s));
+
+/** `lakeshore ls <queue> --state failed`: one page of the queue's jobs in a state; `--cursor` for the next. */
+export async function ls(d: DispatchPlane, out: Out, queue: string, f: { state: string; limit?: string; cursor?: string }) {
+  if (!isState(f.state)) throw new UsageError(`--state must be one of ${STATES.join(', ')}, got ${JSON.stringify(f.state)}`);
+  const page = await d.list(queue, { state: f.state, limit: num('--limit', f.limit), cursor: f.cursor ?? null });
+  if (out.json) {
+    out.print({ queue, state: f.state, items: page.items, cursor: page.cursor });
+    return EXIT.ok;
+  }
+  const when = (ms: number | null) => (ms === null ? '-' : new Date(ms).toISOString());
+  const lines = page.items.map((i) => [i.id, i.state, `attempt ${i.attempt}`, when(i.finishedAt ?? i.updatedAt), i.error?.message ?? ''].join('  '));
+  if (page.cursor) lines.push(`more: lakeshore ls ${queue} --state ${f.state} --cursor ${page.cursor}`);
+  out.print(page, lines.join('\n') || `no ${f.state} jobs in ${queue}`);
+  return EXIT.ok;
+}
 
 export async function retry(d: DispatchPlane, out: Out, id: string) {
   await d.retry(id);

@@ -15,9 +15,9 @@ import type { Claimed, Frame, HeartbeatAnswer, Invocation, InvocationError, Jour
 import { errorFor, InvocationCancelledError, InvocationFailedError, LakeshoreError, TimeoutError } from '../errors.ts';
 import type * as wire from '../../src/core/wire-types.ts';
 import type { TokenLimits } from '../../src/core/wire-types.ts';
-import type { AckRequest, AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, NackedState, QueueInfo, ReadOptions, Schedule, ScheduleOptions, SettingsChange, StreamToken, SubmitOptions } from '../types.ts';
+import type { AckRequest, AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, NackedState, QueueInfo, ReadOptions, Schedule, ScheduleOptions, SettingsChange, StreamToken, SubmitOptions, ListOptions, InvocationPage, QueueOverview } from '../types.ts';
 import type { Batcher } from '../batcher.ts';
-import { b64, batcherFor, enc, inParts, pageOf, PART_BYTES, PART_ITEMS, queueInfoOf, scheduleOf, settledOf, type Json } from './wire.ts';
+import { b64, batcherFor, enc, inParts, invocationOf, overviewOf, pageOf, PART_BYTES, PART_ITEMS, queueInfoOf, scheduleOf, settledOf, summaryOf, type Json } from './wire.ts';
 import { followJournal } from './follow.ts';
 import { Transport } from './transport.ts';
 import { randomId } from '../ids.ts';
@@ -122,16 +122,7 @@ export class HttpDispatch implements DispatchPlane {
 
   async get(id: string): Promise<Invocation | null> {
     try {
-      const r = await this.http.call('GET', `/invocations/${enc(id)}`);
-      return {
-        id: String(r.id), namespace: String(r.namespace), queue: String(r.queue), key: (r.key as string | null) ?? null,
-        priority: Number(r.priority), parent: (r.parent as string | null) ?? null, envelope: b64(r.envelope), state: r.state as State,
-        attempt: Number(r.attempt), workerId: (r.worker_id as string | null) ?? null, leaseUntil: (r.lease_until as number | null) ?? null,
-        result: r.result === null ? null : b64(r.result), error: (r.error as InvocationError | null) ?? null,
-        createdAt: Number(r.created_at), updatedAt: Number(r.updated_at), startedAt: (r.started_at as number | null) ?? null,
-        finishedAt: (r.finished_at as number | null) ?? null, runAt: (r.run_at as number | null) ?? null,
-        expiresAt: (r.expires_at as number | null) ?? null, maxAttempts: (r.max_attempts as number | null) ?? null,
-      };
+      return invocationOf(await this.http.call('GET', `/invocations/${enc(id)}`));
     } catch (e) {
       if (e instanceof LakeshoreError && e.code === 'not_found') return null;
       throw e;
@@ -158,8 +149,18 @@ export class HttpDispatch implements DispatchPlane {
   }
 
   async listQueues(): Promise<string[]> {
-    const out = await this.http.call('GET', '/queues');
-    return (out.queues as string[]).map(String);
+    return (await this.overview()).map((q) => q.queue);
+  }
+
+  async overview(queues?: string[]): Promise<QueueOverview[]> {
+    const all = ((await this.http.call('GET', '/queues')).queues as Json[]).map(overviewOf);
+    return queues?.length ? all.filter((q) => queues.includes(q.queue)) : all;
+  }
+
+  async list(queue: string, opts: ListOptions = {}): Promise<InvocationPage> {
+    const p = new URLSearchParams({ state: opts.state ?? 'queued', ...(opts.limit === undefined ? {} : { limit: String(opts.limit) }), ...(opts.cursor ? { cursor: opts.cursor } : {}) });
+    const out = await this.http.call('GET', `/queues/${enc(queue)}/invocations?${p}`);
+    return { items: (out.items as Json[]).map(summaryOf), cursor: (out.cursor as string | null) ?? null };
   }
 
   // ------------------------------------------------------------ tokens (edge plane only)

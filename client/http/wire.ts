@@ -3,7 +3,8 @@ import { fromBase64 } from '../../src/core/bytes.ts';
 import { errorFor, LakeshoreError } from '../errors.ts';
 import { Batcher } from '../batcher.ts';
 import type { State } from '../../src/core/states.ts';
-import type { InvocationError, JournalFrame, JournalPage, Outcome, QueueInfo, Schedule } from '../../src/core/types.ts';
+import type { Invocation, InvocationError, JournalFrame, JournalPage, Outcome, QueueInfo, Schedule } from '../../src/core/types.ts';
+import type { InvocationSummary, QueueOverview } from '../../src/core/sql/list.ts';
 
 export type Json = Record<string, unknown>;
 
@@ -56,6 +57,27 @@ export const pageOf = (p: Json): JournalPage => ({
   state: p.state as State,
   outcome: outcomeOf((p.outcome as Json | null) ?? null),
 });
+
+const opt = (v: unknown) => (v === null || v === undefined ? null : Number(v));
+
+/** A listing's item (the row without envelope and result), as the plane answers it. */
+export const summaryOf = (r: Json): InvocationSummary => ({
+  id: String(r.id), namespace: String(r.namespace), queue: String(r.queue), key: (r.key as string | null) ?? null,
+  priority: Number(r.priority), parent: (r.parent as string | null) ?? null, state: r.state as State,
+  attempt: Number(r.attempt), workerId: (r.worker_id as string | null) ?? null, leaseUntil: opt(r.lease_until),
+  error: (r.error as InvocationError | null) ?? null, createdAt: Number(r.created_at), updatedAt: Number(r.updated_at),
+  startedAt: opt(r.started_at), finishedAt: opt(r.finished_at), runAt: opt(r.run_at), expiresAt: opt(r.expires_at), maxAttempts: opt(r.max_attempts),
+});
+
+/** An invocation's row, as `get` answers it. */
+export const invocationOf = (r: Json): Invocation => ({
+  ...summaryOf(r), envelope: b64(r.envelope), result: r.result === null || r.result === undefined ? null : b64(r.result),
+});
+
+export const overviewOf = (j: Json): QueueOverview => {
+  const c = j.counts as Json;
+  return { ...queueInfoOf(j), counts: { delayed: Number(c.delayed), queued: Number(c.queued), running: Number(c.running) }, oldestQueuedMs: opt(j.oldest_queued_ms) };
+};
 
 export function queueInfoOf(j: Json): QueueInfo {
   const s = j.settings as Json;

@@ -17,7 +17,7 @@ import type { State } from '../../src/core/states.ts';
 import type { Claimed, Frame, HeartbeatAnswer, Invocation, JournalFrame, JournalPage } from '../../src/core/types.ts';
 import * as v from '../../src/core/validate.ts';
 import { asClientError, BadRequestError, errorFor, InvocationCancelledError, InvocationFailedError, TimeoutError } from '../errors.ts';
-import type { AckRequest, AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, NackedState, QueueInfo, ReadOptions, Schedule, ScheduleOptions, SettingsChange, SubmitOptions } from '../types.ts';
+import type { AckRequest, AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, NackedState, QueueInfo, ReadOptions, Schedule, ScheduleOptions, SettingsChange, SubmitOptions, ListOptions, InvocationPage, QueueOverview } from '../types.ts';
 import { Batcher } from '../batcher.ts';
 import { migrate } from './migrate.ts';
 import { SqlitePort } from './sqlite-port.ts';
@@ -134,6 +134,14 @@ export class Dispatch implements DispatchPlane {
 
   listQueues(): Promise<string[]> {
     return verb(this.engine.queues(this.namespace));
+  }
+
+  overview(queues?: string[]): Promise<QueueOverview[]> {
+    return verb(this.engine.overview(this.namespace, queues));
+  }
+
+  list(queue: string, opts: ListOptions = {}): Promise<InvocationPage> {
+    return verb(this.engine.list(this.namespace, queue, opts.state ?? 'queued', opts.limit, opts.cursor ?? null));
   }
 
   configureQueue(queue: string, s: SettingsChange): Promise<QueueInfo> {

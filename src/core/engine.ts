@@ -13,6 +13,7 @@ import { isTerminal } from './states.ts';
 import type { Port } from './port.ts';
 import { cancelPlan } from './sql/cancel.ts';
 import { countPlan, getPlan, queueOfPlan, queuesPlan } from './sql/read.ts';
+import { listPlan, overviewPlan, type Page, type QueueOverview } from './sql/list.ts';
 import { submitPlan, type Created, type SubmitInput, type Submitted } from './sql/submit.ts';
 import { retryPlan } from './sql/retry.ts';
 import { Admin } from './admin.ts';
@@ -121,6 +122,16 @@ export class Engine {
   /** The queues of a namespace that ever held work or settings. */
   queues = async (ns: string): Promise<string[]> => this.committer.run(queuesPlan(ns));
 
+  /** Each queue of the namespace (or those named): counts per state, its oldest waiting job, settings (sql/list.ts). */
+  async overview(ns: string, queues?: unknown[]): Promise<QueueOverview[]> {
+    const names = queues?.length ? queues.map((q) => v.queue(q, this.limits)) : await this.queues(ns);
+    return names.length ? this.committer.run(overviewPlan(this.now(), ns, names)) : [];
+  }
+
+  /** A page of a queue's invocations in one state (sql/list.ts): `limit` at most 1,000 (default 50). */
+  list = async (ns: string, queue: unknown, state: unknown, limit?: unknown, cursor?: unknown): Promise<Page> =>
+    this.committer.run(listPlan(ns, v.queue(queue, this.limits), v.state(state, 'queued'), v.intInRange('limit', limit, 50, 1, 1000), v.optionalText('cursor', cursor, 500)));
+
   /** Waits until the invocation is terminal, up to `timeoutMs`; then answers its outcome. */
   async result(ns: string, id: unknown, timeoutMs?: unknown, signal?: AbortSignal, queue: string | null = null): Promise<Outcome> {
     const invId = v.id(id, this.limits);
@@ -143,3 +154,4 @@ export class Engine {
 export type { Submitted, Settled, SubmitRequest, SettingsRequest };
 export type { ClaimRequest, HolderRequest, AckRequest, NackRequest, AppendRequest } from './requests.ts';
 export type { Appended } from './sql/append.ts';
+export type { Page, QueueOverview, InvocationSummary } from './sql/list.ts';

@@ -5,6 +5,7 @@
  */
 import { sql } from 'drizzle-orm';
 import { blob, check, index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core';
+import { FINISHED } from './sql/finished.ts';
 
 export const invocations = sqliteTable(
   'invocations',
@@ -68,8 +69,11 @@ export const invocations = sqliteTable(
     index('invocations_delayed').on(t.ns, t.queue, t.run_at).where(sql`state = 'delayed'`),
     // TTL: the waiting rows that have one, by deadline; rows without a TTL never enter it.
     index('invocations_expiring').on(t.ns, t.queue, t.expires_at).where(sql`expires_at IS NOT NULL AND state IN ('delayed', 'queued')`),
-    // Retry and redrive: the failed rows of one queue, oldest first; only failed rows pay for it.
-    index('invocations_failed').on(t.ns, t.queue, t.rid).where(sql`state = 'failed'`),
+    // The finished rows of one queue, per state in submit order: a listing of failed, succeeded or
+    // cancelled jobs (newest first) reads one page of it at any depth, retry and redrive take the
+    // oldest failed ones, and retention purges the oldest finished ones. Each finished job pays
+    // one index entry for it (a plain job writes 7 D1 rows, 6 before it).
+    index('invocations_finished').on(t.ns, t.queue, t.state, t.rid).where(sql.raw(FINISHED)),
   ],
 );
 

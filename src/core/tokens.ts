@@ -35,6 +35,7 @@ export const PERMISSIONS = Object.freeze({
   tokens: [],
   stats: ['producer', 'worker'],
   stream: ['producer'],
+  list: ['producer'],
 } satisfies Record<string, Role[]>);
 export type Verb = keyof typeof PERMISSIONS;
 

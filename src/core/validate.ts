@@ -46,6 +46,12 @@ export function nonNegInt(what: string, v: unknown, dflt: number, max = Number.M
   return v;
 }
 
+export function intInRange(what: string, v: unknown, dflt: number, min: number, max: number): number {
+  const n = nonNegInt(what, v, dflt, max);
+  if (n < min) throw badRequest(`${what} must be at least ${min}`);
+  return n;
+}
+
 /** A wait or timeout in ms: negative or above the plane's limit is an error. */
 export function waitMs(what: string, v: unknown, dflt: number, max: number): number {
   if (v === undefined || v === null) return Math.min(dflt, max);

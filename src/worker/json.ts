@@ -1,6 +1,7 @@
 /** Contract values -> the JSON the HTTP routes answer. Bytes become base64; keys are snake_case. */
 import { toBase64 } from '../core/bytes.ts';
 import type { ErrorBody, Settled } from '../core/settled.ts';
+import type { InvocationSummary, Page, QueueOverview } from '../core/sql/list.ts';
 import type { Claimed, Invocation, JournalFrame, JournalPage, Outcome, QueueInfo, QueueSettings, Schedule } from '../core/types.ts';
 
 const b64 = (b: Uint8Array | null) => (b === null ? null : toBase64(b));
@@ -27,6 +28,32 @@ export const invocationJson = (i: Invocation) => ({
   expires_at: i.expiresAt,
   max_attempts: i.maxAttempts,
 });
+
+/** A listing's item: the row without its envelope and result (get has those). */
+export const summaryJson = (i: InvocationSummary) => ({
+  id: i.id,
+  namespace: i.namespace,
+  queue: i.queue,
+  key: i.key,
+  priority: i.priority,
+  parent: i.parent,
+  state: i.state,
+  attempt: i.attempt,
+  worker_id: i.workerId,
+  lease_until: i.leaseUntil,
+  error: i.error,
+  created_at: i.createdAt,
+  updated_at: i.updatedAt,
+  started_at: i.startedAt,
+  finished_at: i.finishedAt,
+  run_at: i.runAt,
+  expires_at: i.expiresAt,
+  max_attempts: i.maxAttempts,
+});
+
+export const pageOfJson = (p: Page) => ({ items: p.items.map(summaryJson), cursor: p.cursor });
+
+export const overviewJson = (q: QueueOverview) => ({ ...queueInfoJson(q), counts: q.counts, oldest_queued_ms: q.oldestQueuedMs });
 
 export const settingsJson = (s: QueueSettings) => ({
   lease_ms: s.leaseMs,

@@ -121,7 +121,9 @@ export async function verifyStreamToken(keys: Key[], token: string, now: number)
   }
   const key = keys.find((k) => k.kid === c.k);
   const sigBytes = fromB64url(sig);
-  if (!key || !sigBytes || !(await crypto.subtle.verify('HMAC', key.key, sigBytes, signed(claims)))) {
+  // Only the canonical spelling: its last character has spare bits that decoding would ignore.
+  const canonical = sigBytes !== null && b64url(sigBytes) === sig;
+  if (!key || !sigBytes || !canonical || !(await crypto.subtle.verify('HMAC', key.key, sigBytes, signed(claims)))) {
     throw refused('stream token signature does not verify (tampered, or signed with a key this plane no longer holds)');
   }
   if (c.v !== 1 || typeof c.ns !== 'string' || typeof c.q !== 'string' || typeof c.id !== 'string' || typeof c.exp !== 'number' || typeof c.jti !== 'string' || typeof c.s !== 'number') {

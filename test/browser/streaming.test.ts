@@ -191,7 +191,10 @@ describe('a browser is refused what its token does not allow', () => {
     expect(onB.status).toBe(404);
     expect(onB.body).not.toContain('b-args');
     const [claims, sig] = a.token.slice(4).split('.') as [string, string];
-    const tampered = a.url.replace(a.token, `lss_${claims}.${sig.slice(0, -1)}${sig.endsWith('A') ? 'B' : 'A'}`);
+    const flip = (x: string, at: number) => `${x.slice(0, at)}${x[at] === 'A' ? 'B' : 'A'}${x.slice(at + 1)}`;
+    // A changed signature, in its middle and in its last character (whose spare bits decoding would ignore).
+    for (const bad of [flip(sig, 10), flip(sig, sig.length - 1)]) expect((await status(a.url.replace(a.token, `lss_${claims}.${bad}`))).status).toBe(401);
+    const tampered = a.url.replace(a.token, `lss_${claims}.${flip(sig, 20)}`);
     expect((await status(tampered)).status).toBe(401);
     expect((await status(a.url.replace(a.token, producer.token))).status).toBe(401);
     // The expired one, through streamJob: the page hears why, as onError.

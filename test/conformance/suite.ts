@@ -12,6 +12,7 @@ import { claimKinds } from './claim-kinds.ts';
 import { attempts } from './attempts.ts';
 import { journalRules } from './journal-rules.ts';
 import { scheduling } from './scheduling.ts';
+import { views } from './views.ts';
 import type { PlaneFactory, PlaneHandle } from './planes.ts';
 import { until } from '../support/wait.ts';
 
@@ -413,5 +414,6 @@ export function conformance(planeName: string, makePlane: PlaneFactory) {
     journalRules(() => d);
     attempts(() => d);
     scheduling(() => h);
+    views(() => h);
   });
 }

@@ -7,6 +7,8 @@ import { describe, expect, it } from 'vitest';
 import { plane } from './setup/http.ts';
 import { runInDurableObject } from 'cloudflare:test';
 import { queueStub } from './setup/objects.ts';
+import { Engine } from '../../src/core/engine.ts';
+import { D1Port } from '../../src/durable/d1-port.ts';
 
 /** Inserts `n` queued rows at three priorities straight into D1 (a recursive CTE; the triggers keep the level counts). */
 async function fill(ns: string, queue: string, n: number) {
@@ -96,4 +98,36 @@ describe('what a delay costs', () => {
     expect(delayed.written).toBeGreaterThan(queued.written); // the promotion is a real write, counted
     expect(delayed.written).toBeLessThanOrEqual(queued.written + 2); // 8 against 6 on D1's count
   }, 60_000);
+});
+
+describe('what a listing costs', () => {
+  /** D1 rows read by one page of `state` after `pages` pages, on a queue `depth` deep. */
+  async function rowsPerPage(depth: number, state: 'queued' | 'succeeded', pages: number) {
+    const ns = plane().ns;
+    if (state === 'queued') await fill(ns, 'q', depth);
+    else {
+      await env.DB.prepare(
+        `WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i + 1 < ?3)
+         INSERT INTO invocations (ns, queue, id, envelope, state, created_at, updated_at, finished_at) SELECT ?1, ?2, 's' || i, X'00', 'succeeded', 1, 1, 1 FROM k`,
+      ).bind(ns, 'q', depth).run();
+    }
+    let read = 0;
+    const engine = new Engine(new D1Port(env.DB), { committer: { onBatch: (rs) => rs.forEach((r) => (read += r.rowsRead)) } });
+    let cursor: string | null = null;
+    for (let i = 0; i < pages; i++) cursor = (await engine.list(ns, 'q', state, 50, cursor)).cursor;
+    const before = read;
+    const page = await engine.list(ns, 'q', state, 50, cursor);
+    expect(page.items).toHaveLength(50);
+    return read - before;
+  }
+
+  for (const state of ['queued', 'succeeded'] as const) {
+    it(`a page of ${state} jobs reads about a page of rows, at depth 1,000 or 100,000, first page or 50th`, async () => {
+      const shallow = await rowsPerPage(1_000, state, 0);
+      const deep = await rowsPerPage(100_000, state, 50);
+      console.log(`rows read per page of 50 ${state}: depth 1000 first page -> ${shallow}, depth 100000 page 51 -> ${deep}`);
+      expect(deep).toBeLessThanOrEqual(2 * 51 + 2);
+      expect(deep).toBeLessThanOrEqual(shallow * 2 + 4);
+    }, 120_000);
+  }
 });

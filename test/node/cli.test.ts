@@ -122,6 +122,22 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
     expect((await cli(['schedule', 'set', 'ops', 'bad', '--cron', 'whenever', '--fn', 'add'], env)).code).not.toBe(0);
   });
 
+  it('`lakeshore ls` pages through a queue\'s jobs in one state, and says how to get the next page', async () => {
+    const env = planeEnv(kind);
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) ids.push((await cli(['submit', 'listed', 'count', '[1]'], env)).stdout.trim());
+    const first = JSON.parse((await cli(['--json', 'ls', 'listed', '--limit', '2'], env)).stdout);
+    expect(first.items.map((j: { id: string }) => j.id)).toEqual(ids.slice(0, 2));
+    expect(first.cursor).toEqual(expect.any(String));
+    const human = await cli(['ls', 'listed', '--limit', '2'], env);
+    expect(human.stdout).toContain(`more: lakeshore ls listed --state queued --cursor ${first.cursor}`);
+    const rest = JSON.parse((await cli(['--json', 'ls', 'listed', '--cursor', first.cursor], env)).stdout);
+    expect(rest).toMatchObject({ items: [{ id: ids[2], state: 'queued' }], cursor: null });
+    const bad = await cli(['ls', 'listed', '--state', 'sideways'], env);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--state must be one of');
+  });
+
   it('`lakeshore stream-url` prints a URL a browser opens with no other credential (edge plane only)', async () => {
     const env = planeEnv(kind);
     const id = (await cli(['submit', 'jobs', 'count', '[1, 0]'], env)).stdout.trim();

@@ -4,6 +4,7 @@
  * queue object's own rows_read, from the stats route). The readers use one stream token minted
  * for a thousand streams: a stream token has its own cap (docs/contract.md).
  */
+import { setMaxListeners } from 'node:events';
 import { describe, expect, inject, it } from 'vitest';
 import { sseEvents } from '../../client/http/sse.ts';
 import { encodeFrame, FrameKind } from '../../client/local/index.ts';
@@ -39,6 +40,7 @@ async function fanOut(readers: number, frames: number) {
   const { url } = await d.streamToken(id, { streams: readers });
   const stats = async () => (await (await fetch(`${d.baseUrl}/v1/ns/${d.namespace}/queues/${queue}/stats`, { headers: { authorization: `Bearer ${inject('planeToken')}` } })).json()) as Stats;
   const ac = new AbortController();
+  setMaxListeners(readers + 10, ac.signal); // every reader listens on it
   const got = Array.from({ length: readers }, () => [] as number[]);
   const ended = got.map((seqs) => reader(url, seqs, ac));
   // Every reader is parked on the journal before the first frame.

@@ -189,7 +189,21 @@ class HttpDispatch:
         self._call("POST", "/invocations/%s/retry%s" % (_q(inv_id), self._qs(inv_id)))
 
     def list_queues(self) -> List[str]:
-        return [str(q) for q in self._call("GET", "/queues")["queues"]]
+        return [str(q["queue"]) for q in self.overview()]
+
+    def overview(self) -> List[Dict[str, Any]]:
+        """Each queue: `{"queue", "paused", "settings", "counts": {"delayed", "queued", "running"},
+        "oldest_queued_ms"}` (how long its longest-waiting job has waited, or None)."""
+        return list(self._call("GET", "/queues")["queues"])
+
+    def list(self, queue: str, *, state: str = "queued", limit: int = 50, cursor: Optional[str] = None) -> Dict[str, Any]:
+        """A page of the queue's jobs in `state`: `{"items": [row without envelope and result, ...],
+        "cursor"}`; pass `cursor` back for the next page (None: that was the last). Claim order for
+        queued, soonest first for running and delayed, newest first for finished states."""
+        q = {"state": state, "limit": str(limit)}
+        if cursor:
+            q["cursor"] = cursor
+        return self._call("GET", "/queues/%s/invocations?%s" % (_q(queue), urllib.parse.urlencode(q)))
 
     def stream_token(self, inv_id: str, *, ttl: Optional[float] = None, streams: Optional[int] = None) -> Dict[str, Any]:
         """A read-only token for one invocation, for a browser: `{"token", "url", "expires_at", "id",

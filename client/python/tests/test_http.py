@@ -177,6 +177,28 @@ class Verbs(unittest.TestCase):
         d.remove_schedule("q", "nightly")
         self.assertEqual(d.list_schedules("q"), [])
 
+    def test_overview_and_listing(self):
+        d = client()
+        for i in range(5):
+            d.submit("q", b"x", id="j%d" % i, priority=i % 2)
+        d.claim("q", "w")
+        [q] = d.overview()
+        self.assertEqual((q["queue"], q["counts"], q["paused"]), ("q", {"delayed": 0, "queued": 4, "running": 1}, False))
+        self.assertGreaterEqual(q["oldest_queued_ms"], 0)
+        self.assertEqual(d.list_queues(), ["q"])
+        seen, cursor = [], None
+        while True:
+            page = d.list("q", limit=3, cursor=cursor)
+            seen += [j["id"] for j in page["items"]]
+            cursor = page["cursor"]
+            if cursor is None:
+                break
+        self.assertEqual(seen, ["j3", "j0", "j2", "j4"])  # claim order: priority 1 first (j1 was claimed), then 0
+        self.assertNotIn("envelope", page["items"][0])
+        self.assertEqual([j["id"] for j in d.list("q", state="running")["items"]], ["j1"])
+        with self.assertRaises(ls.BadRequest):
+            d.list("q", state="nope")
+
     def test_cancel(self):
         d = client()
         d.submit("q", b"x", id="a")

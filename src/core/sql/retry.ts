@@ -8,6 +8,7 @@
 import { conflict, notFound } from '../errors.ts';
 import { followUp, type Plan } from '../plan.ts';
 import { stmt } from '../port.ts';
+import { FINISHED } from './finished.ts';
 
 const RETRIED = `state = 'queued', budget_from = attempt, run_at = NULL, expires_at = NULL, lease_until = NULL, finished_at = NULL`;
 
@@ -34,7 +35,7 @@ export const redrivePlan = (now: number, ns: string, queue: string, limit: numbe
   stmts: [
     stmt(
       `UPDATE invocations SET ${RETRIED}, updated_at = ?3
-        WHERE rid IN (SELECT rid FROM invocations WHERE ns = ?1 AND queue = ?2 AND state = 'failed' ORDER BY rid LIMIT ?4) AND state = 'failed'
+        WHERE rid IN (SELECT rid FROM invocations INDEXED BY invocations_finished WHERE ns = ?1 AND queue = ?2 AND ${FINISHED} AND state = 'failed' ORDER BY rid LIMIT ?4) AND state = 'failed'
         RETURNING id`,
       ns, queue, now, limit,
     ),

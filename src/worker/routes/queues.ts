@@ -1,11 +1,11 @@
-/** Queue-scoped routes: submit, claim, ack and nack in batches, count, settings. */
+/** Queue-scoped routes: the overview, submit, claim, ack and nack in batches, count, listing, settings. */
 import { Hono } from 'hono';
 import { raise } from '../../core/settled.ts';
 import type * as z from 'zod/mini';
 import { AckManyBody, ClaimBody, ClaimCancelBody, NackManyBody, QueueSettingsBody, RedriveBody, ScheduleBody, SubmitBody, SubmitManyBody } from '../../core/wire.ts';
 import type { QueueInfo, Schedule } from '../../core/types.ts';
-import { jsonBody, MAX_BATCH_BODY_BYTES } from '../body.ts';
-import { claimedJson, itemJson, queueInfoJson, scheduleJson } from '../json.ts';
+import { jsonBody, MAX_BATCH_BODY_BYTES, numParam } from '../body.ts';
+import { claimedJson, itemJson, overviewJson, pageOfJson, queueInfoJson, scheduleJson } from '../json.ts';
 import { queueObject, queueParam, reader, type App } from '../plane.ts';
 import { allow, may } from '../auth.ts';
 import { longPoll } from '../long-poll.ts';
@@ -25,7 +25,9 @@ const claimWaitId = (workerId: string, claimId: string | null | undefined) =>
   claimId === undefined || claimId === null ? crypto.randomUUID() : `${v.workerId(workerId)}\u0000${v.text('claim_id', claimId, 200)}`;
 
 export const queues = new Hono<App>()
-  .get('/', may('queues'), async (c) => c.json({ queues: await reader(c).queues(c.var.ns) }))
+  .get('/', may('queues'), async (c) => c.json({ queues: (await reader(c).overview(c.var.ns)).map(overviewJson) }))
+  .get('/:queue/invocations', may('list'), async (c) =>
+    c.json(pageOfJson(await reader(c).list(c.var.ns, queueParam(c), c.req.query('state') ?? 'queued', numParam(c, 'limit'), c.req.query('cursor')))))
   .post('/:queue/invocations', may('submit'), jsonBody(SubmitBody), async (c) => {
     const out = await raise(queueObject(c, c.var.ns, queueParam(c)).submit(submitRequest(c.req.valid('json'))));
     return c.json(out, out.created ? 201 : 200);

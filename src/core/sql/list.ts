@@ -1,0 +1,134 @@
+/**
+ * Views for operators: a page of one queue's invocations in one state, and each queue's overview.
+ *
+ * A page is a keyset walk of the partial index of its state (schema.ts), never an OFFSET, so a
+ * page deep in a queue of any depth reads about `limit` index entries and rows:
+ *   queued     claim order: priority high first, then submit order   (invocations_queued)
+ *   running    lease deadline, soonest first                          (invocations_running)
+ *   delayed    due time, soonest first                                (invocations_delayed)
+ *   succeeded, failed, cancelled: newest submitted first              (invocations_finished)
+ * The cursor is the last row's sort key, opaque to callers (base64url JSON).
+ *
+ * The overview counts the live states (delayed, queued, running) through the same indexes: its
+ * cost is the queue's backlog (index entries only), never its history. Finished jobs are not
+ * counted here: a count of them would read every finished row kept (listing pages them instead).
+ */
+import { badRequest } from '../errors.ts';
+import type { Plan } from '../plan.ts';
+import { stmt, type Stmt } from '../port.ts';
+import { toInvocation } from '../rows.ts';
+import type { State } from '../states.ts';
+import type { Invocation } from '../types.ts';
+import { queueInfoPlan } from './configure.ts';
+import { FINISHED } from './finished.ts';
+import type { QueueInfo } from '../types.ts';
+
+/** An invocation in a listing: its row without the envelope and result bytes (get has those). */
+export type InvocationSummary = Omit<Invocation, 'envelope' | 'result'>;
+
+export interface Page {
+  items: InvocationSummary[];
+  /** Pass it back for the next page; null when this page was the last. */
+  cursor: string | null;
+}
+
+const COLUMNS = `id, ns, queue, key, priority, parent, state, attempt, worker_id, lease_until, error, created_at, updated_at, started_at, finished_at, run_at, expires_at, max_attempts, rid`;
+
+const summary = (r: Record<string, unknown>): InvocationSummary => {
+  const { envelope: _e, result: _r, ...rest } = toInvocation(r);
+  return rest;
+};
+
+type Key = [number | null, number];
+
+const b64url = (s: string) => btoa(s).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+const encodeCursor = (state: State, key: Key) => b64url(JSON.stringify([state, ...key]));
+
+function decodeCursor(state: State, cursor: string): Key {
+  try {
+    const v = JSON.parse(atob(cursor.replace(/-/g, '+').replace(/_/g, '/'))) as unknown;
+    if (Array.isArray(v) && v.length === 3 && v[0] === state && (v[1] === null || typeof v[1] === 'number') && Number.isInteger(v[2])) return [v[1] as number | null, v[2] as number];
+  } catch {
+    /* below */
+  }
+  throw badRequest(`cursor is not one this listing of ${state} jobs gave out`);
+}
+
+/** The statements of one page: a keyset range per state; queued (mixed order) takes two ranges. */
+function pageStmts(ns: string, queue: string, state: State, limit: number, after: Key | null): Stmt[] {
+  const base = `SELECT ${COLUMNS} FROM invocations WHERE ns = ?1 AND queue = ?2`;
+  switch (state) {
+    case 'queued':
+      if (!after) return [stmt(`${base} AND state = 'queued' ORDER BY priority DESC, rid LIMIT ?3`, ns, queue, limit)];
+      // The rest of the cursor's priority level, then the lower levels: each an index range.
+      return [
+        stmt(`${base} AND state = 'queued' AND priority = ?4 AND rid > ?5 ORDER BY rid LIMIT ?3`, ns, queue, limit, after[0], after[1]),
+        stmt(`${base} AND state = 'queued' AND priority < ?4 ORDER BY priority DESC, rid LIMIT ?3`, ns, queue, limit, after[0]),
+      ];
+    case 'running':
+      return [stmt(`${base} AND state = 'running' AND (?4 IS NULL OR (lease_until, rid) > (?4, ?5)) ORDER BY lease_until, rid LIMIT ?3`, ns, queue, limit, after?.[0] ?? null, after?.[1] ?? 0)];
+    case 'delayed':
+      return [stmt(`${base} AND state = 'delayed' AND (?4 IS NULL OR (run_at, rid) > (?4, ?5)) ORDER BY run_at, rid LIMIT ?3`, ns, queue, limit, after?.[0] ?? null, after?.[1] ?? 0)];
+    default:
+      // SQLite uses a partial index only when the query's WHERE repeats its condition (FINISHED),
+      // and the state is written in, not bound. The index is named: left to itself, the planner
+      // walks the whole table backwards by rowid for the ORDER BY.
+      return [stmt(
+        `SELECT ${COLUMNS} FROM invocations INDEXED BY invocations_finished
+          WHERE ns = ?1 AND queue = ?2 AND ${FINISHED} AND state = '${state}' AND rid < ?4 ORDER BY rid DESC LIMIT ?3`,
+        ns, queue, limit, after?.[1] ?? Number.MAX_SAFE_INTEGER,
+      )];
+  }
+}
+
+const sortKey = (state: State, r: Record<string, unknown>): Key => {
+  const rid = Number(r.rid);
+  if (state === 'queued') return [Number(r.priority), rid];
+  if (state === 'running') return [Number(r.lease_until), rid];
+  if (state === 'delayed') return [Number(r.run_at), rid];
+  return [null, rid];
+};
+
+/** A page of `queue`'s invocations in `state`, after `cursor` (from the previous page). */
+export function listPlan(ns: string, queue: string, state: State, limit: number, cursor: string | null): Plan<Page> {
+  const after = cursor === null ? null : decodeCursor(state, cursor);
+  return {
+    stmts: pageStmts(ns, queue, state, limit + 1, after),
+    done: (rs) => {
+      // One more than the page is read: it says whether another page follows.
+      const rows = rs.flatMap((r) => r.rows).slice(0, limit + 1);
+      const page = rows.slice(0, limit);
+      const last = page[page.length - 1];
+      return { items: page.map(summary), cursor: rows.length > limit && last ? encodeCursor(state, sortKey(state, last)) : null };
+    },
+  };
+}
+
+export const LIVE_STATES = Object.freeze(['delayed', 'queued', 'running'] as const);
+export type LiveState = (typeof LIVE_STATES)[number];
+
+export interface QueueOverview extends QueueInfo {
+  /** Invocations waiting or running, from the rows. */
+  counts: Record<LiveState, number>;
+  /** How long the longest-waiting queued job has waited (since it last became queued), ms; null when none waits. */
+  oldestQueuedMs: number | null;
+}
+
+/** Each named queue's live counts, its oldest waiting job, and its settings. */
+export function overviewPlan(now: number, ns: string, queues: string[]): Plan<QueueOverview[]> {
+  const counts = LIVE_STATES.map((s) => `(SELECT count(*) FROM invocations WHERE ns = ?1 AND queue = ?2 AND state = '${s}') AS "${s}"`).join(', ');
+  const per = queues.map((q) => ({
+    stats: stmt(`SELECT ${counts}, (SELECT min(updated_at) FROM invocations WHERE ns = ?1 AND queue = ?2 AND state = 'queued') AS oldest`, ns, q),
+    info: queueInfoPlan(ns, q),
+  }));
+  return {
+    stmts: per.flatMap((p) => [p.stats, ...p.info.stmts]),
+    done: (rs) =>
+      per.map((p, i) => {
+        const row = rs[i * 2]!.rows[0]!;
+        const info = p.info.done([rs[i * 2 + 1]!]) as QueueInfo;
+        const oldest = row.oldest === null || row.oldest === undefined ? null : Math.max(0, now - Number(row.oldest));
+        return { ...info, counts: Object.fromEntries(LIVE_STATES.map((s) => [s, Number(row[s] ?? 0)])) as Record<LiveState, number>, oldestQueuedMs: oldest };
+      }),
+  };
+}

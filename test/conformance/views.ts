@@ -1,0 +1,109 @@
+/**
+ * Conformance: what an operator sees, the same on every plane. The overview of each queue (live
+ * counts from the rows, the longest wait, settings) and pages of a queue's jobs in one state, in
+ * the documented order, walked with a cursor that neither skips nor repeats a job.
+ */
+import { beforeEach, describe, expect, it } from 'vitest';
+import { BadRequestError, type DispatchPlane, type InvocationSummary, type State } from '../../client/local/index.ts';
+import type { PlaneHandle } from './planes.ts';
+
+const bytes = (s: string) => new TextEncoder().encode(s);
+
+/** Every page of a listing, walked with its cursor. */
+async function walk(d: DispatchPlane, queue: string, state: State, limit: number): Promise<InvocationSummary[][]> {
+  const pages: InvocationSummary[][] = [];
+  let cursor: string | null = null;
+  do {
+    const page = await d.list(queue, { state, limit, cursor });
+    pages.push(page.items);
+    cursor = page.cursor;
+  } while (cursor !== null && pages.length < 100);
+  return pages;
+}
+
+export function views(handle: () => PlaneHandle) {
+  describe('views', () => {
+    let h: PlaneHandle;
+    let d: DispatchPlane;
+    beforeEach(() => {
+      h = handle();
+      d = h.plane;
+    });
+
+    it('the overview counts each queue\'s delayed, queued and running jobs from the rows, with its longest wait and settings', async () => {
+      const t0 = h.now();
+      for (let i = 0; i < 5; i++) await d.submit('a', bytes('x'), { id: `a${i}` });
+      await d.submit('a', bytes('x'), { id: 'later', delayMs: 3_600_000 });
+      await d.claimMany('a', 'w', 2);
+      await d.submit('b', bytes('x'), { id: 'b0' });
+      await d.configureQueue('b', { maxAttempts: 7 });
+      await d.pauseQueue('b');
+      await h.elapse(50);
+      const all = await d.overview();
+      expect(all.map((q) => q.queue).sort()).toEqual(['a', 'b']);
+      const a = all.find((q) => q.queue === 'a')!;
+      expect(a.counts).toEqual({ delayed: 1, queued: 3, running: 2 });
+      expect(a.paused).toBe(false);
+      // The longest-waiting queued job has waited since its submit.
+      expect(a.oldestQueuedMs).toBeGreaterThanOrEqual(50);
+      expect(a.oldestQueuedMs).toBeLessThanOrEqual(h.now() - t0 + 1);
+      const b = all.find((q) => q.queue === 'b')!;
+      expect(b).toMatchObject({ paused: true, counts: { delayed: 0, queued: 1, running: 0 } });
+      expect(b.settings.maxAttempts).toBe(7);
+      expect(await d.listQueues()).toEqual(['a', 'b']);
+      // Nothing waiting: no age.
+      await d.claimMany('b', 'w', 5);
+      await d.resumeQueue('b');
+      await d.claimMany('b', 'w', 5);
+      expect((await d.overview(['b']))[0]).toMatchObject({ queue: 'b', counts: { queued: 0, running: 1 }, oldestQueuedMs: null });
+    });
+
+    it('lists queued jobs in claim order, page by page, each once', async () => {
+      const prios = [0, 2, 1, 2, 0, 1, 2, 0, 1, 0, 2];
+      for (const [i, p] of prios.entries()) await d.submit('q', bytes('x'), { id: `j${i}`, priority: p });
+      const pages = await walk(d, 'q', 'queued', 3);
+      expect(pages.map((p) => p.length)).toEqual([3, 3, 3, 2]);
+      const order = prios.map((p, i) => ({ p, i })).sort((x, y) => y.p - x.p || x.i - y.i).map((x) => `j${x.i}`);
+      expect(pages.flat().map((j) => j.id)).toEqual(order);
+      // The order claims take.
+      const claimed = await d.claimMany('q', 'w', 4);
+      expect(claimed.map((c) => c.id)).toEqual(order.slice(0, 4));
+      expect(pages[0]![0]).toMatchObject({ id: order[0], queue: 'q', namespace: d.namespace, state: 'queued', attempt: 0 });
+      expect(pages[0]![0]).not.toHaveProperty('envelope');
+    });
+
+    it('lists finished jobs newest first, running by lease deadline, delayed by due time', async () => {
+      for (let i = 0; i < 7; i++) await d.submit('q', bytes('x'), { id: `f${i}` });
+      for (let i = 0; i < 7; i++) {
+        const c = (await d.claim('q', 'w'))!;
+        await d.nack(c.id, 'w', { error: `bad ${c.id}`, retry: false });
+      }
+      const failed = await walk(d, 'q', 'failed', 2);
+      expect(failed.flat().map((j) => j.id)).toEqual(['f6', 'f5', 'f4', 'f3', 'f2', 'f1', 'f0']);
+      expect(failed[0]![0]!.error).toMatchObject({ message: 'bad f6' });
+      expect(failed.flat().every((j) => j.finishedAt !== null)).toBe(true);
+      await d.submit('r', bytes('x'), { id: 'long' });
+      await d.submit('r', bytes('x'), { id: 'short' });
+      await d.claim('r', 'w', { leaseMs: 60_000 });
+      await d.claim('r', 'w', { leaseMs: 10_000 });
+      expect((await walk(d, 'r', 'running', 1)).flat().map((j) => j.id)).toEqual(['short', 'long']);
+      await d.submit('r', bytes('x'), { id: 'in2h', delayMs: 7_200_000 });
+      await d.submit('r', bytes('x'), { id: 'in1h', delayMs: 3_600_000 });
+      expect((await walk(d, 'r', 'delayed', 1)).flat().map((j) => j.id)).toEqual(['in1h', 'in2h']);
+      expect((await d.list('r', { state: 'succeeded' })).items).toEqual([]);
+    });
+
+    it('refuses a bad state, limit or cursor, and a cursor of another state', async () => {
+      await d.submit('q', bytes('x'), { id: 'a' });
+      await d.submit('q', bytes('x'), { id: 'b' });
+      const first = await d.list('q', { limit: 1 });
+      expect(first.cursor).not.toBeNull();
+      await expect(d.list('q', { state: 'nope' as State })).rejects.toBeInstanceOf(BadRequestError);
+      await expect(d.list('q', { limit: 0 })).rejects.toBeInstanceOf(BadRequestError);
+      await expect(d.list('q', { limit: 1001 })).rejects.toBeInstanceOf(BadRequestError);
+      await expect(d.list('q', { cursor: 'garbage' })).rejects.toBeInstanceOf(BadRequestError);
+      await expect(d.list('q', { state: 'failed', cursor: first.cursor })).rejects.toBeInstanceOf(BadRequestError);
+      expect((await d.list('q', { cursor: first.cursor })).items.map((j) => j.id)).toEqual(['b']);
+    });
+  });
+}
