@@ -34,6 +34,8 @@ export interface SettingsChange {
   retryBackoff?: Partial<Backoff> | null;
   deadLetterQueue?: string | null;
   ttlMs?: number | null;
+  /** How long finished jobs are kept before they are purged (default 7 days). */
+  retentionMs?: number | null;
 }
 
 export interface ScheduleOptions {

@@ -87,6 +87,7 @@ program.command('queue').description("show a queue's settings; with options, cha
   .option('--backoff <spec>', 'delay before a retry: INITIAL_MS[,FACTOR[,MAX_MS[,JITTER]]]')
   .option('--dead-letter-queue <queue>', 'where a job that fails for good is also submitted')
   .option('--ttl-ms <ms>', 'a submit without a TTL fails as Expired if not claimed within this')
+  .option('--retention-ms <ms>', 'how long finished jobs are kept before they are purged (default 7 days)')
   .action((queue: string, o: op.QueueFlags) => run((g) => op.queue(planeOf(g), output(!!g.json), queue, o))());
 
 program.command('schedule').description('cron schedules of a queue: each tick submits FN(ARGS)')

@@ -55,6 +55,7 @@ export interface QueueFlags {
   backoff?: string;
   deadLetterQueue?: string;
   ttlMs?: string;
+  retentionMs?: string;
 }
 
 /** `queue <name>` shows the settings; with flags it changes those named first ("none" clears one). */
@@ -65,6 +66,7 @@ export async function queue(d: DispatchPlane, out: Out, name: string, f: QueueFl
   if (f.maxRunning !== undefined) change.maxRunning = setting('--max-running', f.maxRunning);
   if (f.rate !== undefined) change.claimsPerSecond = setting('--rate', f.rate);
   if (f.ttlMs !== undefined) change.ttlMs = setting('--ttl-ms', f.ttlMs);
+  if (f.retentionMs !== undefined) change.retentionMs = setting('--retention-ms', f.retentionMs);
   if (f.deadLetterQueue !== undefined) change.deadLetterQueue = f.deadLetterQueue === 'none' ? null : f.deadLetterQueue;
   if (f.backoff !== undefined) {
     // --backoff INITIAL_MS[,FACTOR[,MAX_MS[,JITTER]]] or none
@@ -83,6 +85,7 @@ export async function queue(d: DispatchPlane, out: Out, name: string, f: QueueFl
     `retry backoff    ${b ? `${b.initialMs} ms x${b.factor} up to ${b.maxMs} ms, jitter ${b.jitter}` : 'none'}`,
     `dead letters to  ${s.deadLetterQueue ?? 'none'}`,
     `default ttl      ${s.ttlMs === null ? 'none' : `${s.ttlMs} ms`}`,
+    `retention        ${s.retentionMs === null ? 'plane default (7 days)' : `${s.retentionMs} ms`}`,
   ].join('\n'));
   return EXIT.ok;
 }

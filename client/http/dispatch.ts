@@ -191,7 +191,7 @@ export class HttpDispatch implements DispatchPlane {
     return queueInfoOf(await this.http.call('PUT', `/queues/${enc(queue)}`, {
       lease_ms: s.leaseMs, max_attempts: s.maxAttempts, max_running: s.maxRunning, claims_per_second: s.claimsPerSecond,
       retry_backoff: b && { initial_ms: b.initialMs, factor: b.factor, max_ms: b.maxMs, jitter: b.jitter },
-      dead_letter_queue: s.deadLetterQueue, ttl_ms: s.ttlMs,
+      dead_letter_queue: s.deadLetterQueue, ttl_ms: s.ttlMs, retention_ms: s.retentionMs,
     } satisfies wire.QueueSettingsWire));
   }
 

@@ -89,7 +89,7 @@ export function queueInfoOf(j: Json): QueueInfo {
     settings: {
       leaseMs: n(s.lease_ms), maxAttempts: n(s.max_attempts), maxRunning: n(s.max_running), claimsPerSecond: n(s.claims_per_second),
       retryBackoff: b && { initialMs: Number(b.initial_ms), factor: Number(b.factor), maxMs: Number(b.max_ms), jitter: Number(b.jitter) },
-      deadLetterQueue: (s.dead_letter_queue as string | null) ?? null, ttlMs: n(s.ttl_ms),
+      deadLetterQueue: (s.dead_letter_queue as string | null) ?? null, ttlMs: n(s.ttl_ms), retentionMs: n(s.retention_ms),
     },
   };
 }

@@ -54,6 +54,8 @@ export class Dispatch implements DispatchPlane {
   private dataVersion = -1;
   private readonly timers = new Map<string, { at: number; timer: ReturnType<typeof setTimeout> }>();
   private readonly watched = new Set<string>();
+  /** Per queue, when retention next has work (the last purge pass found); absent: unknown, a pass is due. */
+  private readonly purgeAt = new Map<string, number | null>();
   private closed = false;
   private readonly now: () => number;
   private readonly submitters = new Map<string, Batcher<{ envelope: Uint8Array; opts: SubmitOptions }, string>>();
@@ -83,6 +85,13 @@ export class Dispatch implements DispatchPlane {
       // Dead letters are queued rows of another queue: wake this process's claims, they look again.
       onFailed: () => this.engine.park.wakeAll(),
     });
+    // A job finished: unless a purge pass already knows when it has work next, run one soon.
+    this.engine.park.onFinish = (ns, queue) => {
+      const key = `${ns}\u0000${queue}`;
+      if (this.purgeAt.get(key) !== undefined && this.purgeAt.get(key) !== null) return;
+      this.purgeAt.delete(key);
+      this.armTimer(ns, queue, this.now());
+    };
   }
 
   // ------------------------------------------------------------ producers
@@ -144,8 +153,14 @@ export class Dispatch implements DispatchPlane {
     return verb(this.engine.list(this.namespace, queue, opts.state ?? 'queued', opts.limit, opts.cursor ?? null));
   }
 
-  configureQueue(queue: string, s: SettingsChange): Promise<QueueInfo> {
-    return verb(this.engine.admin.configure(this.namespace, queue, s));
+  async configureQueue(queue: string, s: SettingsChange): Promise<QueueInfo> {
+    const info = await verb(this.engine.admin.configure(this.namespace, queue, s));
+    // A new retention may bring the next purge closer.
+    if (s.retentionMs !== undefined) {
+      this.purgeAt.delete(`${this.namespace}\u0000${queue}`);
+      this.armTimer(this.namespace, queue, this.now());
+    }
+    return info;
   }
 
   queueInfo(queue: string): Promise<QueueInfo> {
@@ -330,7 +345,9 @@ export class Dispatch implements DispatchPlane {
       try {
         await this.engine.admin.fire(ns, queue);
         const next = await this.engine.work.sweep(ns, queue);
-        if (next !== null) this.armTimer(ns, queue, next);
+        const purge = await this.purgeDue(ns, queue);
+        const at = next === null ? purge : purge === null ? next : Math.min(next, purge);
+        if (at !== null) this.armTimer(ns, queue, at);
       } catch {
         /* the next claim sweeps the queue itself */
       }
@@ -339,11 +356,29 @@ export class Dispatch implements DispatchPlane {
     this.timers.set(key, { at, timer });
   }
 
+  /**
+   * Retention (core/sql/purge.ts), when a pass is due: bounded batches of finished jobs past their
+   * retention deleted with their frames. Answers when the next pass is due, or null.
+   */
+  private async purgeDue(ns: string, queue: string): Promise<number | null> {
+    const key = `${ns}\u0000${queue}`;
+    const at = this.purgeAt.get(key);
+    if (at === null || (at !== undefined && at > this.now())) return at;
+    let out = await this.engine.admin.purge(ns, queue);
+    for (let round = 1; out.more && round < 20; round++) out = await this.engine.admin.purge(ns, queue);
+    const next = out.more ? this.now() + 1000 : out.nextAt;
+    this.purgeAt.set(key, next);
+    return next;
+  }
+
   /** A queue this process claims from: its timer is armed for whatever it waits for (set by any process). */
   private async watchQueue(queue: string): Promise<void> {
     if (this.watched.has(queue)) return;
     this.watched.add(queue);
     const next = await this.engine.work.sweep(this.namespace, queue);
     if (next !== null) this.armTimer(this.namespace, queue, next);
+    // Retention for what finished before this process watched the queue.
+    const purge = await this.purgeDue(this.namespace, queue);
+    if (purge !== null) this.armTimer(this.namespace, queue, purge);
   }
 }

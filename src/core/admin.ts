@@ -10,6 +10,10 @@ import type { Parking } from './park.ts';
 import { settingsInput, type SettingsRequest } from './requests.ts';
 import { configurePlan, pausePlan, queueInfoPlan } from './sql/configure.ts';
 import { redriveDeadLettersPlan, redrivePlan } from './sql/retry.ts';
+import { purgePlan, type Purged } from './sql/purge.ts';
+
+/** Finished jobs of one state one retention batch deletes at most. */
+export const PURGE_BATCH = 500;
 import { dueSchedulesPlan, listSchedulesPlan, removeSchedulePlan, setSchedulePlan, tickPlan } from './sql/schedules.ts';
 import type { QueueInfo, Schedule } from './types.ts';
 import * as v from './validate.ts';
@@ -54,6 +58,14 @@ export class Admin {
 
   constructor(o: AdminOptions) {
     this.o = o;
+  }
+
+  /**
+   * One batch of retention (sql/purge.ts): finished jobs of `queue` past its retention deleted with
+   * their frames, at most `batch` per state. Answers whether to run again at once, and when next.
+   */
+  async purge(ns: string, queue: unknown, batch = PURGE_BATCH): Promise<Purged> {
+    return this.o.committer.run(purgePlan(this.o.now(), ns, v.queue(queue, this.o.limits), this.o.limits.defaultRetentionMs, batch));
   }
 
   async info(ns: string, queue: unknown): Promise<QueueInfo> {

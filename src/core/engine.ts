@@ -6,7 +6,7 @@
  * (journal.ts). Every verb is async: a bad argument is a rejected promise, never a throw.
  */
 import { Committer, type CommitterOptions } from './committer.ts';
-import { notFound } from './errors.ts';
+import { invocationNotFound } from './errors.ts';
 import { DEFAULT_LIMITS, type Limits } from './limits.ts';
 import { outcomeOf } from './rows.ts';
 import { isTerminal } from './states.ts';
@@ -139,7 +139,7 @@ export class Engine {
     let last: Invocation | null = null;
     const look = async () => {
       last = await this.get(ns, invId, queue);
-      if (!last) throw notFound(`invocation ${JSON.stringify(invId)}`);
+      if (!last) throw invocationNotFound(invId);
       return isTerminal(last.state) ? outcomeOf({ state: last.state, result: last.result, error: last.error ? JSON.stringify(last.error) : null }) : undefined;
     };
     return this.park.until({

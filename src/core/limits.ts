@@ -23,6 +23,8 @@ export interface Limits {
   defaultLeaseMs: number;
   maxLeaseMs: number;
   defaultMaxAttempts: number;
+  /** How long a finished job is kept (then purged with its frames) on a queue that sets none. */
+  defaultRetentionMs: number;
 }
 
 export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
@@ -41,6 +43,7 @@ export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
   defaultLeaseMs: 30_000,
   maxLeaseMs: 24 * 3600_000,
   defaultMaxAttempts: 3,
+  defaultRetentionMs: 7 * 86_400_000,
 });
 
 /** The longest a claim that carries acks waits for work, so their answers are not held back (ackAndClaim). */

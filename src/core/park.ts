@@ -29,6 +29,8 @@ export class Parking {
   readonly waiters = new Waiters();
   /** The known ends of followed journals (tails.ts): dropped by any wake of their key but an append's. */
   readonly tails = new Tails();
+  /** Told when an invocation of `queue` finished (its retention clock starts): the plane schedules its purge. */
+  onFinish: ((ns: string, queue: string) => void) | null = null;
   private readonly committer: Committer;
   private readonly now: () => number;
   /** Bumped on every wake, so a look can tell a change landed while it was in flight. */
@@ -93,7 +95,10 @@ export class Parking {
     let queued = 0;
     for (const r of moved) {
       if (r.state === 'queued') queued++;
-      else if (r.state === 'failed') this.finished(ns, r.id);
+      else if (r.state === 'failed') {
+        this.finished(ns, r.id);
+        this.onFinish?.(ns, queue);
+      }
       this.wake(keys.journal(ns, r.id));
     }
     if (queued) this.wake(keys.queue(ns, queue), queued);
@@ -122,6 +127,7 @@ export class Parking {
   /** A running invocation of `queue` ended: as finished, and a claim held back by the running cap may go. */
   ended(ns: string, queue: string, id: string): void {
     this.finished(ns, id);
+    this.onFinish?.(ns, queue);
     this.wake(keys.capped(ns, queue), 1);
   }
 

@@ -100,10 +100,11 @@ export interface SettingsRequest {
   retryBackoff?: unknown;
   deadLetterQueue?: unknown;
   ttlMs?: unknown;
+  retentionMs?: unknown;
 }
 
 /** The stored form of settings to change: column -> value, only for the fields given. */
-export type SettingsPatch = Partial<Record<'lease_ms' | 'max_attempts' | 'max_running' | 'claims_per_second' | 'backoff' | 'dead_letter_queue' | 'ttl_ms', number | string | null>>;
+export type SettingsPatch = Partial<Record<'lease_ms' | 'max_attempts' | 'max_running' | 'claims_per_second' | 'backoff' | 'dead_letter_queue' | 'ttl_ms' | 'retention_ms', number | string | null>>;
 
 /** Most backoff steps stored: past them the last one repeats (it has reached max_ms long before). */
 const BACKOFF_STEPS = 64;
@@ -149,6 +150,7 @@ export function settingsInput(req: SettingsRequest, limits: Limits, queue: strin
     if (p.dead_letter_queue === queue) throw badRequest('dead_letter_queue must be another queue');
   }
   if (given('ttlMs')) p.ttl_ms = v.durationMs('ttl_ms', req.ttlMs, limits, 1);
+  if (given('retentionMs')) p.retention_ms = v.durationMs('retention_ms', req.retentionMs, limits, 1);
   return p;
 }
 

@@ -127,6 +127,8 @@ export const queues = sqliteTable(
     dead_letter_queue: text('dead_letter_queue'),
     /** Default TTL of a submit that names none, in ms; null: none. */
     ttl_ms: integer('ttl_ms'),
+    /** How long finished jobs (and their frames) are kept, in ms; null: the plane's default (7 days). */
+    retention_ms: integer('retention_ms'),
   },
   (t) => [primaryKey({ columns: [t.ns, t.queue] })],
 );

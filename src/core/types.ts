@@ -71,6 +71,8 @@ export interface QueueSettings {
   deadLetterQueue: string | null;
   /** TTL of a submit that names none. */
   ttlMs: number | null;
+  /** How long finished jobs are kept before they are purged; null: the plane's default (7 days). */
+  retentionMs: number | null;
 }
 
 /** Retry backoff: attempt n waits min(maxMs, initialMs * factor^(n-1)), times 1 ± jitter at random. */

@@ -64,6 +64,7 @@ export interface QueueSettingsWire {
   retry_backoff?: Opt<BackoffWire>;
   dead_letter_queue?: Opt<string>;
   ttl_ms?: Opt<number>;
+  retention_ms?: Opt<number>;
 }
 
 export interface RedriveWire {

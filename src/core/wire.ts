@@ -80,7 +80,7 @@ export const TrimBody = exactly<{ keep_last: number }>()(z.strictObject({ keep_l
 export const QueueSettingsBody = exactly<QueueSettingsWire>()(z.strictObject({
   lease_ms: opt(z.number()), max_attempts: opt(z.number()), max_running: opt(z.number()), claims_per_second: opt(z.number()),
   retry_backoff: opt(z.strictObject({ initial_ms: opt(z.number()), factor: opt(z.number()), max_ms: opt(z.number()), jitter: opt(z.number()) })),
-  dead_letter_queue: opt(z.string()), ttl_ms: opt(z.number()),
+  dead_letter_queue: opt(z.string()), ttl_ms: opt(z.number()), retention_ms: opt(z.number()),
 }));
 
 export const RedriveBody = exactly<RedriveWire>()(z.strictObject({

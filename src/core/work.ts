@@ -170,6 +170,7 @@ export class Work {
       this.park.wake(keys.capped(ns, out.queue), 1); // a running job ended
       if (out.state === 'failed') {
         this.park.finished(ns, invId);
+        this.park.onFinish?.(ns, out.queue);
         this.onFailed?.(ns, out.queue);
       }
       else if (out.state === 'queued' && !fed) this.park.wake(keys.queue(ns, out.queue), 1); // feed() has woken the queue already

@@ -34,6 +34,9 @@ function forgetOld<V>(m: Map<string, V>, at: (v: V) => number) {
   }
 }
 
+/** Retention batches one alarm runs at most (each up to PURGE_BATCH jobs per finished state). */
+const PURGE_ROUNDS = 20;
+
 /** The object's name, from which it knows its queue (also inside an alarm, after a restart). */
 export const queueObjectName = (ns: string, queue: string) => `${ns}\u0000${queue}`;
 
@@ -44,6 +47,12 @@ export class QueueObject extends DurableObject<Env> {
   readonly queue: string;
   /** The alarm time this instance last set; a cache of a timer, not of queue state. */
   private alarmAt: number | null = null;
+  /**
+   * When retention next has work here (the oldest finished job comes due), as the last purge pass
+   * found (`purgeKnown`); null: none. Until a pass has run, the next job to finish asks for one.
+   */
+  private purgeAt: number | null = null;
+  private purgeKnown = false;
   /** Waits in progress that their caller may call off (abortWait), by the caller's wait id. */
   private readonly waits = new Map<string, AbortController>();
   /**
@@ -90,8 +99,10 @@ export class QueueObject extends DurableObject<Env> {
         if (dlq) this.ctx.waitUntil(this.queueObject(dlq).poke().catch(() => {}));
       },
     });
-    // Alarms may not survive a restart (local workerd drops them): sweep once and re-arm. A throw
-    // here resets the object, and the next request retries.
+    this.engine.park.onFinish = () => this.purgeSoon();
+    // Alarms may not survive a restart (local workerd drops them): sweep once and re-arm. Retention
+    // is looked at again by the first alarm or finished job. A throw here resets the object, and
+    // the next request retries.
     void ctx.blockConcurrencyWhile(async () => {
       this.settings = (await this.engine.admin.info(this.ns, this.queue)).settings;
       await this.sweep();
@@ -135,6 +146,11 @@ export class QueueObject extends DurableObject<Env> {
     return this.run(async () => {
       const info = await this.engine.admin.configure(this.ns, this.queue, cfg);
       this.settings = info.settings;
+      // A new retention may bring the next purge closer.
+      if (cfg.retentionMs !== undefined) {
+        this.purgeKnown = false;
+        this.purgeSoon();
+      }
       return info;
     });
   }
@@ -304,6 +320,29 @@ export class QueueObject extends DurableObject<Env> {
   override async alarm(): Promise<void> {
     this.alarmAt = null;
     await this.sweep();
+    // The first alarm of this instance looks at retention too (the purge alarm it had may be the one firing).
+    if (!this.purgeKnown || (this.purgeAt !== null && this.purgeAt <= Date.now())) await this.purge();
+    if (this.purgeAt !== null) this.armAlarm(this.purgeAt);
+  }
+
+  /** A job finished: unless a purge pass is already due at a known time, ask for one now (it finds the next time). */
+  private purgeSoon(): void {
+    if (this.purgeKnown && this.purgeAt !== null) return;
+    this.purgeKnown = false;
+    this.purgeAt = Date.now();
+    this.armAlarm(this.purgeAt);
+  }
+
+  /**
+   * Retention (core/sql/purge.ts): bounded batches of finished jobs past their retention, with
+   * their frames. Each batch is one D1 batch among the transitions, never one long delete; at most
+   * PURGE_ROUNDS of them per alarm, then the alarm comes back a second later for the rest.
+   */
+  private async purge(): Promise<void> {
+    let out = await this.engine.admin.purge(this.ns, this.queue);
+    for (let round = 1; out.more && round < PURGE_ROUNDS; round++) out = await this.engine.admin.purge(this.ns, this.queue);
+    this.purgeAt = out.more ? Date.now() + 1000 : out.nextAt;
+    this.purgeKnown = true;
   }
 
   /**

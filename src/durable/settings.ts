@@ -54,6 +54,8 @@ function parse(env: Env): Settings {
   const attempts = int(e.DEFAULT_MAX_ATTEMPTS, 'DEFAULT_MAX_ATTEMPTS');
   if (lease) limits.defaultLeaseMs = lease;
   if (attempts) limits.defaultMaxAttempts = attempts;
+  const retention = int(e.DEFAULT_RETENTION_MS, 'DEFAULT_RETENTION_MS');
+  if (retention) limits.defaultRetentionMs = retention;
   const http: HttpLimits = { ...DEFAULT_HTTP_LIMITS, ...overrides<HttpLimits>(e, DEFAULT_HTTP_LIMITS) };
   return { limits, resolved: { ...DEFAULT_LIMITS, ...limits }, http, simulatedDelayMs: int(e.SIMULATED_D1_DELAY_MS, 'SIMULATED_D1_DELAY_MS') ?? 0 };
 }

@@ -6,7 +6,7 @@
  * a browser's EventSource, which cannot send headers; a full token never may (URLs end up in logs).
  */
 import { createMiddleware } from 'hono/factory';
-import { LakeshoreError, notFound } from '../core/errors.ts';
+import { LakeshoreError, invocationNotFound } from '../core/errors.ts';
 import { committerRun, nsParam, queueParam } from './plane.ts';
 import { authorize, constantTimeEqual, sha256Hex, tokenId, type Principal, type Verb } from '../core/tokens.ts';
 import { tokenPlan } from '../core/sql/tokens.ts';
@@ -83,7 +83,7 @@ export const may = (verb: Verb) =>
     allow(c, ns, verb, c.req.param('queue') === undefined ? undefined : queueParam(c));
     const p = c.get('principal') as Principal;
     // A stream token reads its one invocation; another id answers as if there were nothing there.
-    if (p.kind === 'stream' && c.req.param('id') !== p.id) throw notFound(`invocation ${JSON.stringify(c.req.param('id'))}`);
+    if (p.kind === 'stream' && c.req.param('id') !== p.id) throw invocationNotFound(c.req.param('id'));
     c.set('ns', ns);
     await next();
   });

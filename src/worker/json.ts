@@ -63,6 +63,7 @@ export const settingsJson = (s: QueueSettings) => ({
   retry_backoff: s.retryBackoff && { initial_ms: s.retryBackoff.initialMs, factor: s.retryBackoff.factor, max_ms: s.retryBackoff.maxMs, jitter: s.retryBackoff.jitter },
   dead_letter_queue: s.deadLetterQueue,
   ttl_ms: s.ttlMs,
+  retention_ms: s.retentionMs,
 });
 
 export const queueInfoJson = (q: QueueInfo) => ({ queue: q.queue, paused: q.paused, settings: settingsJson(q.settings) });

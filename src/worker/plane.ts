@@ -1,7 +1,7 @@
 /** How the Worker reaches the plane: the queue's Durable Object for transitions, D1 for reads. */
 import type { Context } from 'hono';
 import { Engine } from '../core/engine.ts';
-import { notFound } from '../core/errors.ts';
+import { invocationNotFound } from '../core/errors.ts';
 import * as v from '../core/validate.ts';
 import { D1Port } from '../durable/d1-port.ts';
 import { queueObjectName, type QueueObject } from '../durable/queue-object.ts';
@@ -44,7 +44,7 @@ export async function locate(c: Ctx, ns: string, id: string): Promise<string> {
   const q = hint(c);
   if (q) return q;
   const queue = await reader(c).queueOf(ns, id);
-  if (queue === null) throw notFound(`invocation ${JSON.stringify(id)}`);
+  if (queue === null) throw invocationNotFound(id);
   return queue;
 }
 

@@ -4,7 +4,8 @@
  * the documented order, walked with a cursor that neither skips nor repeats a job.
  */
 import { beforeEach, describe, expect, it } from 'vitest';
-import { BadRequestError, type DispatchPlane, type InvocationSummary, type State } from '../../client/local/index.ts';
+import { BadRequestError, NotFoundError, type DispatchPlane, type InvocationSummary, type State } from '../../client/local/index.ts';
+import { until } from '../support/wait.ts';
 import type { PlaneHandle } from './planes.ts';
 
 const bytes = (s: string) => new TextEncoder().encode(s);
@@ -104,6 +105,54 @@ export function views(handle: () => PlaneHandle) {
       await expect(d.list('q', { cursor: 'garbage' })).rejects.toBeInstanceOf(BadRequestError);
       await expect(d.list('q', { state: 'failed', cursor: first.cursor })).rejects.toBeInstanceOf(BadRequestError);
       expect((await d.list('q', { cursor: first.cursor })).items.map((j) => j.id)).toEqual(['b']);
+    });
+  });
+}
+
+export function retention(handle: () => PlaneHandle) {
+  describe('retention', () => {
+    let h: PlaneHandle;
+    let d: DispatchPlane;
+    beforeEach(() => {
+      h = handle();
+      d = h.plane;
+    });
+
+    it('purges finished jobs past their queue\'s retention with their frames; waiting and running ones stay, and counts stay right', async () => {
+      const info = await d.configureQueue('r', { retentionMs: 300 });
+      expect(info.settings.retentionMs).toBe(300);
+      for (let i = 0; i < 6; i++) await d.submit('r', bytes('x'), { id: `r${i}` });
+      const claimed = await d.claimMany('r', 'w', 4, { leaseMs: 120_000 });
+      expect(claimed.map((c) => c.id)).toEqual(['r0', 'r1', 'r2', 'r3']);
+      await d.journalAppend('r0', 0, { kind: 0, seq: 0, body: bytes('frame'), meta: null }, { workerId: 'w' });
+      await d.ack('r0', 'w', { result: bytes('ok') });
+      await d.nack('r1', 'w', { error: 'no', retry: false });
+      await d.cancel('r4');
+      // Finished: r0, r1, r4. Their retention runs out; the plane's own timer purges them.
+      await h.elapse(301);
+      await until(async () => (await d.get('r0')) === null && (await d.get('r1')) === null && (await d.get('r4')) === null, 'the finished jobs to be purged', 30_000);
+      expect((await d.get('r2'))?.state).toBe('running');
+      expect((await d.get('r5'))?.state).toBe('queued');
+      const [q] = await d.overview(['r']);
+      expect(q!.counts).toEqual({ delayed: 0, queued: 1, running: 2 });
+      for (const s of ['succeeded', 'failed', 'cancelled'] as const) {
+        expect((await d.list('r', { state: s })).items, s).toEqual([]);
+        expect(await d.count('r', s), s).toBe(0);
+      }
+      const gone = await d.result('r0', { timeoutMs: 0 }).then(() => null, (e: unknown) => e);
+      expect(gone).toBeInstanceOf(NotFoundError);
+      expect((gone as Error).message).toContain('retention');
+      await expect(d.journalPage('r0')).rejects.toBeInstanceOf(NotFoundError);
+      // The ones still running finish later, and are kept for their own retention.
+      await d.ack('r2', 'w');
+      expect((await d.get('r2'))?.state).toBe('succeeded');
+    }, 60_000);
+
+    it('takes retention_ms from 1 ms to 365 days, and null for the plane\'s default (7 days)', async () => {
+      await expect(d.configureQueue('r', { retentionMs: 0 })).rejects.toBeInstanceOf(BadRequestError);
+      await expect(d.configureQueue('r', { retentionMs: 400 * 86_400_000 })).rejects.toBeInstanceOf(BadRequestError);
+      expect((await d.configureQueue('r', { retentionMs: 86_400_000 })).settings.retentionMs).toBe(86_400_000);
+      expect((await d.configureQueue('r', { retentionMs: null })).settings.retentionMs).toBeNull();
     });
   });
 }

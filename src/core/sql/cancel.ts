@@ -1,4 +1,4 @@
-import { notFound } from '../errors.ts';
+import { invocationNotFound } from '../errors.ts';
 import { followUp, type Plan } from '../plan.ts';
 import { stmt } from '../port.ts';
 
@@ -26,7 +26,7 @@ export function cancelPlan(now: number, ns: string, id: string, queue: string | 
         stmts: [stmt(`SELECT queue FROM invocations WHERE ns = ?1 AND id = ?2 AND (?3 IS NULL OR queue = ?3)`, ns, id, queue)],
         done: ([r]) => {
           const found = r!.rows[0];
-          if (!found) throw notFound(`invocation ${JSON.stringify(id)}`);
+          if (!found) throw invocationNotFound(id);
           return { cancelled: false, queue: String(found.queue) };
         },
       });

@@ -4,7 +4,7 @@ import { stmt } from '../port.ts';
 import type { SettingsPatch } from '../requests.ts';
 import type { QueueInfo } from '../types.ts';
 
-const COLUMNS = ['lease_ms', 'max_attempts', 'max_running', 'claims_per_second', 'backoff', 'dead_letter_queue', 'ttl_ms'] as const;
+const COLUMNS = ['lease_ms', 'max_attempts', 'max_running', 'claims_per_second', 'backoff', 'dead_letter_queue', 'ttl_ms', 'retention_ms'] as const;
 
 /**
  * configure: the settings the patch names change (a null clears one); the others keep their
@@ -56,6 +56,7 @@ export const queueInfoPlan = (ns: string, queue: string): Plan<QueueInfo> => ({
         retryBackoff: b && { initialMs: b.initial_ms, factor: b.factor, maxMs: b.max_ms, jitter: b.jitter },
         deadLetterQueue: (q.dead_letter_queue as string | null | undefined) ?? null,
         ttlMs: num(q.ttl_ms),
+        retentionMs: num(q.retention_ms),
       },
     };
   },

@@ -4,7 +4,7 @@
  * why (unknown id: 404; someone else's or finished attempt: 409) or to absorb a retried request
  * whose first try already landed.
  */
-import { fenced, notFound } from '../errors.ts';
+import { fenced, invocationNotFound } from '../errors.ts';
 import type { Plan } from '../plan.ts';
 import { stmt, type Stmt, type StmtResult } from '../port.ts';
 import type { State } from '../states.ts';
@@ -39,7 +39,7 @@ export function diagnose<T>(ns: string, id: string, queue: string | null, decide
     stmts,
     done: ([r, x]) => {
       const row = r!.rows[0];
-      if (!row) throw notFound(`invocation ${JSON.stringify(id)}`);
+      if (!row) throw invocationNotFound(id);
       return decide({ rid: Number(row.rid), queue: String(row.queue), state: row.state as State, workerId: (row.worker_id as string | null) ?? null, attempt: Number(row.attempt) }, x);
     },
   };

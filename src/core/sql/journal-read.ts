@@ -1,5 +1,5 @@
 /** read: a page of an invocation's journal after a cursor, with the row's state and outcome. */
-import { notFound } from '../errors.ts';
+import { invocationNotFound } from '../errors.ts';
 import type { Plan } from '../plan.ts';
 import { stmt } from '../port.ts';
 import { outcomeOf, toJournalFrame } from '../rows.ts';
@@ -20,7 +20,7 @@ export function readPlan(ns: string, id: string, since: number, limit: number, q
     ],
     done: ([inv, fr]) => {
       const row = inv!.rows[0];
-      if (!row) throw notFound(`invocation ${JSON.stringify(id)}`);
+      if (!row) throw invocationNotFound(id);
       const frames = fr!.rows.map(toJournalFrame);
       const state = row.state as State;
       const last = frames[frames.length - 1];

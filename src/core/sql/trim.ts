@@ -1,5 +1,5 @@
 /** trim: drop all but the last `keepLast` frames; the row remembers the highest seq dropped. */
-import { notFound } from '../errors.ts';
+import { invocationNotFound } from '../errors.ts';
 import type { Plan } from '../plan.ts';
 import { stmt } from '../port.ts';
 
@@ -26,7 +26,7 @@ export function trimPlan(ns: string, id: string, queue: string | null, keepLast:
     ],
     done: ([u, d]) => {
       const row = u!.rows[0];
-      if (!row) throw notFound(`invocation ${JSON.stringify(id)}`);
+      if (!row) throw invocationNotFound(id);
       return { trimmed: d!.changes, queue: String(row.queue) };
     },
   };

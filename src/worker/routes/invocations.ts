@@ -1,6 +1,6 @@
 /** Invocation-scoped routes: get, result, ack, nack, heartbeat, cancel, retry, stream-token. Routed by id to the queue's object. */
 import { Hono } from 'hono';
-import { notFound } from '../../core/errors.ts';
+import { invocationNotFound } from '../../core/errors.ts';
 import { raise } from '../../core/settled.ts';
 import { AckBody, HeartbeatBody, NackBody, StreamTokenBody } from '../../core/wire.ts';
 import { mintStreamToken, newJti, streamCap, streamKeys, streamTtl } from '../stream-token.ts';
@@ -23,7 +23,7 @@ export const invocations = new Hono<App>()
   .get('/:id', may('get'), async (c) => {
     const id = idParam(c);
     const inv = await reader(c).get(c.var.ns, id, hint(c));
-    if (!inv) throw notFound(`invocation ${JSON.stringify(id)}`);
+    if (!inv) throw invocationNotFound(id);
     const json = invocationJson(inv);
     // A stream token sees the row without its envelope: the arguments may hold what a browser should not.
     if (c.get('principal').kind === 'stream') return c.json({ ...json, envelope: undefined });
@@ -36,7 +36,7 @@ export const invocations = new Hono<App>()
     const ttl = streamTtl(b.ttl_ms);
     const streams = streamCap(b.streams);
     const inv = await reader(c).get(ns, id, hint(c));
-    if (!inv) throw notFound(`invocation ${JSON.stringify(id)}`);
+    if (!inv) throw invocationNotFound(id);
     const exp = Date.now() + ttl;
     const token = await mintStreamToken(await streamKeys(c.env), { ns, queue: inv.queue, id, exp, jti: newJti(), streams });
     const base = `${new URL(c.req.url).origin}/v1/ns/${encodeURIComponent(ns)}/invocations/${encodeURIComponent(id)}`;

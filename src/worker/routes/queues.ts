@@ -78,7 +78,7 @@ export const queues = new Hono<App>()
     const backoff = b.retry_backoff && { initialMs: b.retry_backoff.initial_ms, factor: b.retry_backoff.factor, maxMs: b.retry_backoff.max_ms, jitter: b.retry_backoff.jitter };
     const info = await raise<QueueInfo>(queueObject(c, c.var.ns, queueParam(c)).configure({
       leaseMs: b.lease_ms, maxAttempts: b.max_attempts, maxRunning: b.max_running, claimsPerSecond: b.claims_per_second,
-      retryBackoff: backoff, deadLetterQueue: b.dead_letter_queue, ttlMs: b.ttl_ms,
+      retryBackoff: backoff, deadLetterQueue: b.dead_letter_queue, ttlMs: b.ttl_ms, retentionMs: b.retention_ms,
     }));
     return c.json(queueInfoJson(info));
   })

@@ -1,0 +1,1 @@
+ALTER TABLE `queues` ADD `retention_ms` integer;
