@@ -104,6 +104,7 @@ export class Admin {
     const q = v.queue(queue, this.o.limits);
     const n = Math.max(1, v.nonNegInt('limit', limit, 100, this.o.limits.maxBatch));
     const ids = await this.o.committer.run(redrivePlan(this.o.now(), ns, q, n));
+    this.o.park.events.told(ns, q, ids.map((id) => ({ id, status: 'queued' })));
     if (ids.length) this.o.park.wake(keys.queue(ns, q), ids.length);
     return ids;
   }
@@ -163,6 +164,7 @@ export class Admin {
       if (await this.o.committer.run(tickPlan(now, ns, s, Math.max(tick, s.nextAt), next))) created++;
       this.o.onWake?.(ns, queue, next);
     }
+    this.o.park.events.count(ns, queue, 'submitted', created);
     if (created) this.o.park.wake(keys.queue(ns, queue), created);
     return created;
   }

@@ -42,9 +42,9 @@ export interface ClaimOutcome {
 export function sweep(now: number, ns: string, queue: string, limits: Limits, known?: Hints): { stmts: Stmt[]; moved: (rs: StmtResult[]) => Moved[] } {
   const due = (at: number | null | undefined) => !known || (at !== null && at !== undefined && at <= now);
   const parts: [Stmt, (r: StmtResult) => Moved[]][] = [];
-  if (due(known?.lease)) parts.push([expireStmt(now, ns, queue, limits.defaultMaxAttempts), (r) => r.rows.map((x) => ({ id: String(x.id), state: x.state as Moved['state'] }))]);
-  if (due(known?.due)) parts.push([promoteStmt(now, ns, queue), (r) => r.rows.map((x) => ({ id: String(x.id), state: 'queued' as const }))]);
-  if (due(known?.ttl)) parts.push([ttlStmt(now, ns, queue), (r) => r.rows.map((x) => ({ id: String(x.id), state: 'failed' as const }))]);
+  if (due(known?.lease)) parts.push([expireStmt(now, ns, queue, limits.defaultMaxAttempts), (r) => r.rows.map((x) => ({ id: String(x.id), state: x.state as Moved['state'], cause: 'lease' as const }))]);
+  if (due(known?.due)) parts.push([promoteStmt(now, ns, queue), (r) => r.rows.map((x) => ({ id: String(x.id), state: 'queued' as const, cause: 'due' as const }))]);
+  if (due(known?.ttl)) parts.push([ttlStmt(now, ns, queue), (r) => r.rows.map((x) => ({ id: String(x.id), state: 'failed' as const, cause: 'ttl' as const }))]);
   return { stmts: parts.map(([st]) => st), moved: (rs) => parts.flatMap(([, read], i) => read(rs[i]!)) };
 }
 

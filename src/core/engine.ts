@@ -91,7 +91,17 @@ export class Engine {
   /** Inserts; claims parked on the queue ride along for what was queued; a delayed row or a TTL arms the queue's timer. */
   private async submitted(ns: string, q: string, inputs: SubmitInput[]): Promise<(Submitted | Error)[]> {
     const created = (r: Created | Submitted | Error): r is Created => !(r instanceof Error) && r.created;
-    const out = await this.park.feed(ns, q, submitPlan(this.now(), ns, q, inputs), inputs.length, (rs) => rs.filter((r) => created(r) && r.queued).length);
+    const plan = submitPlan(this.now(), ns, q, inputs);
+    // Told as the batch commits, so before the claims that ride along with it are.
+    const telling: typeof plan = {
+      stmts: plan.stmts,
+      done: (rs) => {
+        const out = plan.done(rs);
+        if (Array.isArray(out)) this.park.events.told(ns, q, out.filter(created).map((r) => ({ id: r.id, status: r.queued ? 'queued' : 'delayed', attempt: 0, submitted: true })));
+        return out;
+      },
+    };
+    const out = await this.park.feed(ns, q, telling, inputs.length, (rs) => rs.filter((r) => created(r) && r.queued).length);
     for (const r of out.filter(created)) {
       this.hints?.sooner(ns, q, 'due', r.runAt);
       this.hints?.sooner(ns, q, 'ttl', r.expiresAt);
@@ -106,13 +116,18 @@ export class Engine {
    * and its journal. Anything but a failed invocation is a 409.
    */
   async retry(ns: string, id: unknown, queue: string | null = null): Promise<void> {
-    const out = await this.committer.run(retryPlan(this.now(), ns, v.id(id, this.limits), queue));
+    const invId = v.id(id, this.limits);
+    const out = await this.committer.run(retryPlan(this.now(), ns, invId, queue));
+    this.park.events.told(ns, out.queue, [{ id: invId, status: 'queued' }]);
     this.park.wake(keys.queue(ns, out.queue), 1);
   }
 
   async cancel(ns: string, id: unknown, queue: string | null = null): Promise<boolean> {
     const out = await this.committer.run(cancelPlan(this.now(), ns, v.id(id, this.limits), queue));
-    if (out.cancelled) this.park.ended(ns, out.queue, String(id));
+    if (out.cancelled) {
+      this.park.events.told(ns, out.queue, [{ id: String(id), status: 'cancelled' }]);
+      this.park.ended(ns, out.queue, String(id));
+    }
     return out.cancelled;
   }
 

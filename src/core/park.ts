@@ -9,6 +9,7 @@ import type { Moved } from './sql/expire.ts';
 import type { Plan } from './plan.ts';
 import { keys, Waiters } from './waiters.ts';
 import { Tails } from './tails.ts';
+import { Feed } from './feed.ts';
 
 /** A wait for a condition that a transition may satisfy: how to look, where to park, when to give up. */
 export interface Wait<T> {
@@ -29,6 +30,8 @@ export class Parking {
   readonly waiters = new Waiters();
   /** The known ends of followed journals (tails.ts): dropped by any wake of their key but an append's. */
   readonly tails = new Tails();
+  /** The lifecycle feed and the transition counters (feed.ts). */
+  readonly events: Feed;
   /** Told when an invocation of `queue` finished (its retention clock starts): the plane schedules its purge. */
   onFinish: ((ns: string, queue: string) => void) | null = null;
   private readonly committer: Committer;
@@ -39,6 +42,7 @@ export class Parking {
   constructor(committer: Committer, now: () => number) {
     this.committer = committer;
     this.now = now;
+    this.events = new Feed(now);
   }
 
   /** Bumped by every wake: a look begun at one value has seen every change woken before it. */

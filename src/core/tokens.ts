@@ -36,6 +36,8 @@ export const PERMISSIONS = Object.freeze({
   stats: ['producer', 'worker'],
   stream: ['producer'],
   list: ['producer'],
+  events: ['producer', 'worker'],
+  metrics: ['producer', 'worker'],
 } satisfies Record<string, Role[]>);
 export type Verb = keyof typeof PERMISSIONS;
 

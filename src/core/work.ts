@@ -121,6 +121,7 @@ export class Work {
     const [kept, over] = withinClaimBytes(got);
     if (over.length) await this.release(ns, q, input.workerId, over.map((c) => ({ id: c.id, attempt: c.attempt })));
     if (kept.length) {
+      this.park.events.told(ns, q, kept.map((c) => ({ id: c.id, status: 'running', attempt: c.attempt, workerId: input.workerId })));
       this.hints?.sooner(ns, q, 'lease', Math.min(...kept.map((c) => c.leaseUntil)));
       this.onWake?.(ns, q, Math.max(...kept.map((c) => c.leaseUntil)));
     }
@@ -135,6 +136,7 @@ export class Work {
   async release(ns: string, queue: string, workerId: string, items: Handed[]): Promise<string[]> {
     if (!items.length) return [];
     const back = await this.committer.run(releasePlan(this.now(), ns, queue, workerId, items));
+    this.park.events.told(ns, queue, back.map((id) => ({ id, status: 'queued' })));
     if (back.length) {
       this.park.wake(keys.capped(ns, queue), back.length);
       this.park.wake(keys.queue(ns, queue), back.length);
@@ -154,7 +156,12 @@ export class Work {
 
   private async acked(ns: string, items: AckItem[]): Promise<({ absorbed: boolean } | Error)[]> {
     const answers = await this.committer.run(ackPlan(this.now(), ns, items));
-    answers.forEach((r, k) => !(r instanceof Error) && !r.absorbed && this.park.ended(ns, r.queue, items[k]!.id));
+    answers.forEach((r, k) => {
+      if (r instanceof Error || r.absorbed) return;
+      const it = items[k]!;
+      this.park.events.told(ns, r.queue, [{ id: it.id, status: 'succeeded', attempt: it.holder.attempt, workerId: it.holder.workerId }]);
+      this.park.ended(ns, r.queue, it.id);
+    });
     return answers.map((r) => (r instanceof Error ? r : { absorbed: r.absorbed }));
   }
 
@@ -167,6 +174,8 @@ export class Work {
     const requeues = (out: Finished) => (!out.absorbed && out.state === 'queued' ? 1 : 0);
     const out = fed ? await this.park.feed(ns, fed, plan, 1, requeues) : await this.committer.run(plan);
     if (!out.absorbed) {
+      const failed = out.state === 'failed';
+      this.park.events.told(ns, out.queue, [{ id: invId, status: failed ? 'failed' : 'retrying', attempt: n.holder.attempt, workerId: n.holder.workerId, error: failed ? n.error : null }]);
       this.park.wake(keys.capped(ns, out.queue), 1); // a running job ended
       if (out.state === 'failed') {
         this.park.finished(ns, invId);
@@ -208,6 +217,7 @@ export class Work {
   }
 
   private moved(ns: string, queue: string, moved: Moved[]): void {
+    this.park.events.told(ns, queue, moved.map((m) => ({ id: m.id, status: m.cause === 'ttl' ? 'expired' : m.cause === 'due' ? 'queued' : m.state === 'failed' ? 'failed' : 'retrying' })));
     this.park.moved(ns, queue, moved);
     if (moved.some((m) => m.state === 'failed')) this.onFailed?.(ns, queue);
   }

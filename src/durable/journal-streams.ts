@@ -28,7 +28,7 @@ export interface ReaderHooks {
   ended(): void;
 }
 
-interface Reader {
+export interface Reader {
   writer: WritableStreamDefaultWriter<Uint8Array>;
   /** The last seq written to it. */
   cursor: number;
@@ -63,18 +63,7 @@ export class JournalStreams {
    * `since`, read by the caller so that a bad id fails before any stream exists).
    */
   open(id: string, since: number, first: JournalPage, hooks?: ReaderHooks): ReadableStream<Uint8Array> {
-    // Writes are never awaited (one slow reader must not hold up the rest); the queue's bound is SLOW_BYTES.
-    const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>(undefined, { highWaterMark: SLOW_BYTES, size: (c) => c.byteLength });
-    const r: Reader = { writer: writable.getWriter(), cursor: since, gone: false, hooks };
-    r.writer.closed.then(
-      () => hooks?.ended(),
-      () => {
-        // The reader went away (its stream was cancelled), or was cut.
-        r.writer.ready.catch(() => {});
-        hooks?.ended();
-        this.leave(id, r);
-      },
-    );
+    const { readable, r } = readerStream(since, hooks, () => this.leave(id, r));
     void this.start(id, r, first);
     return readable;
   }
@@ -148,11 +137,29 @@ export class JournalStreams {
   }
 }
 
-function send(r: Reader, text: string): void {
+/**
+ * A reader's byte stream. Writes are never awaited (one slow reader must not hold up the rest);
+ * the queue's bound is SLOW_BYTES. `gone`: the reader went away (its stream was cancelled), or was cut.
+ */
+export function readerStream(cursor: number, hooks: ReaderHooks | undefined, gone: () => void): { readable: ReadableStream<Uint8Array>; r: Reader } {
+  const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>(undefined, { highWaterMark: SLOW_BYTES, size: (c) => c.byteLength });
+  const r: Reader = { writer: writable.getWriter(), cursor, gone: false, hooks };
+  r.writer.closed.then(
+    () => hooks?.ended(),
+    () => {
+      r.writer.ready.catch(() => {});
+      hooks?.ended();
+      gone();
+    },
+  );
+  return { readable, r };
+}
+
+export function send(r: Reader, text: string): void {
   write(r, enc.encode(text));
 }
 
-function write(r: Reader, bytes: Uint8Array): void {
+export function write(r: Reader, bytes: Uint8Array): void {
   if (r.gone) return;
   // Unread bytes beyond the bound: cut the reader; it resumes with Last-Event-ID.
   if ((r.writer.desiredSize ?? 0) < 0) {
@@ -163,7 +170,7 @@ function write(r: Reader, bytes: Uint8Array): void {
   r.writer.write(bytes).catch(() => (r.gone = true));
 }
 
-function end(r: Reader, event: string | Uint8Array): void {
+export function end(r: Reader, event: string | Uint8Array): void {
   write(r, typeof event === 'string' ? enc.encode(event) : event);
   r.gone = true;
   void r.writer.close().catch(() => {});

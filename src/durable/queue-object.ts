@@ -13,6 +13,7 @@ import { Engine, type SettingsRequest, type AckRequest, type AppendRequest, type
 import { settle } from '../core/settled.ts';
 import { D1Port } from './d1-port.ts';
 import { JournalStreams } from './journal-streams.ts';
+import { FeedStreams } from './feed-streams.ts';
 import { leaseKeeper, type TokenGate } from './gate.ts';
 import { settingsFrom } from './settings.ts';
 
@@ -66,6 +67,8 @@ export class QueueObject extends DurableObject<Env> {
   private settings: QueueSettings | null = null;
   /** D1 rows read and written by this object's batches, for benchmarks. */
   private readonly rows = { read: 0, written: 0, batches: 0, plans: 0, calls: 0, callMs: 0 };
+  /** The lifecycle feed's readers (feed-streams.ts). */
+  private readonly feed: FeedStreams;
   /** The SSE readers of this queue's journals. */
   private readonly streams = new JournalStreams((id, since, waitMs, signal) => this.engine.journal.follow(this.ns, id, since, waitMs, signal, undefined, this.queue));
 
@@ -100,6 +103,7 @@ export class QueueObject extends DurableObject<Env> {
       },
     });
     this.engine.park.onFinish = () => this.purgeSoon();
+    this.feed = new FeedStreams(this.engine.park.events);
     // Alarms may not survive a restart (local workerd drops them): sweep once and re-arm. Retention
     // is looked at again by the first alarm or finished job. A throw here resets the object, and
     // the next request retries.
@@ -273,13 +277,19 @@ export class QueueObject extends DurableObject<Env> {
   override async fetch(req: Request): Promise<Response> {
     const url = new URL(req.url);
     const p = url.searchParams;
+    const lease = () => leaseKeeper(this.env.GATE as unknown as DurableObjectNamespace<TokenGate>, { key: p.get('gate') ?? '', id: p.get('lease') ?? '' }, (x) => this.ctx.waitUntil(x));
+    if (url.pathname === '/events') {
+      const l = lease();
+      l.renew();
+      return new Response(this.feed.open(p.get('last'), { alive: l.renew, ended: l.close }));
+    }
     if (url.pathname !== '/journal-stream') return Response.json({ error: { code: 'not_found', message: 'no such path' } }, { status: 404 });
     const id = p.get('id') ?? '';
     const since = Number(p.get('since'));
     const out = await this.run(async () => this.engine.journal.follow(this.ns, id, since, 0, undefined, undefined, this.queue));
     if (!out.ok) return Response.json({ error: out.error }, { status: 400 });
-    const lease = leaseKeeper(this.env.GATE as unknown as DurableObjectNamespace<TokenGate>, { key: p.get('gate') ?? '', id: p.get('lease') ?? '' }, (x) => this.ctx.waitUntil(x));
-    return new Response(this.streams.open(id, since, out.value, { alive: lease.renew, ended: lease.close }));
+    const l = lease();
+    return new Response(this.streams.open(id, since, out.value, { alive: l.renew, ended: l.close }));
   }
 
   /** The next page of a journal after `since`, waiting up to `timeoutMs` for one (a JSON read with wait_ms). */
@@ -310,9 +320,15 @@ export class QueueObject extends DurableObject<Env> {
   }
 
 
+  /** This queue's transition counters since the object started (they live in its memory), for metrics. */
+  counters() {
+    const [c] = this.engine.park.events.counters(this.ns, this.queue);
+    return { since: this.engine.park.events.since, counts: c?.counts ?? null };
+  }
+
   /** D1 rows read and written by this object so far (D1's own result metadata). */
   stats() {
-    return { ...this.rows, d1_ms: this.port.busyMs, waiters: this.engine.park.waiters.size, streams: this.streams.size };
+    return { ...this.rows, d1_ms: this.port.busyMs, waiters: this.engine.park.waiters.size, streams: this.streams.size, feed_readers: this.feed.size };
   }
 
   // ------------------------------------------------------------ leases

@@ -15,6 +15,8 @@ interface Entry {
   /** Names an invocation by id (so a guessed id must be 404). */
   byId?: boolean;
   body?: (id: string) => unknown;
+  /** A query the route needs (`:queue` is the route's queue). */
+  query?: string;
   /** Brings the route's target into the state its success needs (as root). */
   setup?: (base: string, q: string, id: string) => Promise<unknown>;
 }
@@ -56,6 +58,8 @@ const MATRIX: Record<string, Entry> = {
   'POST /v1/ns/:ns/invocations/:id/journal/trim': { roles: ['producer'], byId: true, body: () => ({ keep_last: 0 }) },
   'POST /v1/ns/:ns/invocations/:id/stream-token': { roles: ['producer'], byId: true, body: () => ({ ttl_ms: 60_000 }) },
   'POST /v1/ns/:ns/tokens': { roles: [], body: () => ({ role: 'producer' }) },
+  'GET /v1/ns/:ns/metrics': { roles: ['producer', 'worker'] },
+  'GET /v1/ns/:ns/events': { roles: ['producer', 'worker'], query: '?queue=:queue' },
   'GET /v1/ns/:ns/tokens': { roles: [] },
   'DELETE /v1/ns/:ns/tokens/:id': { roles: [] },
 };
@@ -87,7 +91,7 @@ describe('authorization matrix', () => {
       const id = `inv${checked}`;
       const q = `q${checked}`;
       for (const n of [ns, other]) await call('POST', `/v1/ns/${n}/queues/${q}/invocations`, { id, envelope: b64('x') });
-      const query = route.endsWith('/result') ? '?timeout_ms=0' : '';
+      const query = route.endsWith('/result') ? '?timeout_ms=0' : (e.query ?? '').replace(':queue', q);
       const path = (n: string, inv = id) => template.replace(':ns', n).replace(':queue', q).replace(':name', 'nightly').replace(':id', route.includes('/tokens/') ? tokens.producer.id : inv) + query;
       const body = e.body?.(id);
       const as = (t: string | null) => (t === null ? { authorization: '' } : { authorization: `Bearer ${t}` });

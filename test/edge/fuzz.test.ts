@@ -74,7 +74,8 @@ const routes: [string, string][] = [
   ['GET', 'invocations/:id'], ['GET', 'invocations/:id/result?timeout_ms=:n'], ['POST', 'invocations/:id/ack'], ['POST', 'invocations/:id/nack'],
   ['POST', 'invocations/:id/heartbeat'], ['POST', 'invocations/:id/cancel'], ['POST', 'invocations/:id/journal'],
   ['GET', 'invocations/:id/journal?since=:n'], ['POST', 'invocations/:id/journal/trim'], ['POST', 'tokens'], ['GET', 'tokens'], ['DELETE', 'tokens/:id'],
-  ['POST', 'invocations/:id/stream-token'], ['GET', 'queues/:q/invocations?state=:s&limit=:n'], ['GET', 'queues/:q/invocations?cursor=:id'], ['GET', 'invocations/inv'], ['GET', 'invocations/inv/journal?since=:n'],
+  ['POST', 'invocations/:id/stream-token'], ['GET', 'queues/:q/invocations?state=:s&limit=:n'], ['GET', 'queues/:q/invocations?cursor=:id'],
+  ['GET', 'metrics'], ['GET', 'events?queue=:q'], ['GET', 'events?queue=:q&kinds=:id'], ['GET', 'events'], ['GET', 'invocations/inv'], ['GET', 'invocations/inv/journal?since=:n'],
 ];
 /**
  * Who calls: the root token, none, garbage, another namespace's admin; a stream token for `inv`

@@ -5,6 +5,8 @@ import { backoff, budget, exhausted, spent } from './attempts.ts';
 export interface Moved {
   id: string;
   state: 'queued' | 'delayed' | 'failed';
+  /** Why: its lease ran out, its delay did, or its TTL did. */
+  cause?: 'lease' | 'due' | 'ttl';
 }
 
 /**

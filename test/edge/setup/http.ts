@@ -19,6 +19,11 @@ export async function call(method: string, path: string, body?: unknown, headers
     headers: { authorization: `Bearer ${TOKEN}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
     body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
   });
+  // A stream (a journal or the feed) answers its status and headers here; its body is let go.
+  if ((res.headers.get('content-type') ?? '').startsWith('text/event-stream')) {
+    await res.body?.cancel();
+    return { status: res.status, body: '', headers: res.headers };
+  }
   const text = await res.text();
   let parsed: unknown = text;
   try {

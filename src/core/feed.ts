@@ -1,0 +1,104 @@
+/**
+ * The lifecycle feed and the transition counters. Every committed transition is counted per
+ * queue (what the metrics' counters read) and, while anyone listens, told as a record:
+ *
+ *   {kind: "job", id, queue, status, attempt, worker_id, error?, at}
+ *
+ * status: queued (submitted, released, retried by hand, or due after a delay), delayed, running,
+ * succeeded, failed, cancelled, retrying (back to waiting after a nack or an expired lease),
+ * expired (its TTL passed while it waited). Records are told after their batch committed, in
+ * commit order. The feed is never load-bearing: a listener's failure is swallowed, and with no
+ * listener no record is even made.
+ */
+import type { InvocationError } from './types.ts';
+
+export type JobStatus = 'queued' | 'delayed' | 'running' | 'succeeded' | 'failed' | 'cancelled' | 'retrying' | 'expired';
+
+export interface JobRecord {
+  kind: 'job';
+  id: string;
+  queue: string;
+  status: JobStatus;
+  attempt: number | null;
+  worker_id: string | null;
+  error?: InvocationError | null;
+  at: number;
+}
+
+/** The counters kept per queue, by the transitions they count. */
+export const COUNTERS = Object.freeze(['submitted', 'claimed', 'succeeded', 'failed', 'retried', 'expired', 'cancelled'] as const);
+export type Counter = (typeof COUNTERS)[number];
+
+const COUNTED: Partial<Record<JobStatus, Counter>> = {
+  running: 'claimed', succeeded: 'succeeded', failed: 'failed', retrying: 'retried', expired: 'expired', cancelled: 'cancelled',
+};
+
+export type Listener = (ns: string, records: JobRecord[]) => void;
+
+export class Feed {
+  private readonly listeners = new Set<Listener>();
+  private readonly counts = new Map<string, Record<Counter, number>>();
+  /** When these counters started (they live in memory: a restart starts them again at 0). */
+  readonly since: number;
+  private readonly now: () => number;
+
+  constructor(now: () => number) {
+    this.now = now;
+    this.since = now();
+  }
+
+  /** Whether anyone listens: callers skip making records when not. */
+  get listening(): boolean {
+    return this.listeners.size > 0;
+  }
+
+  /** Listens until the returned function is called. */
+  on(listener: Listener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Counts `n` transitions of `queue`. */
+  count(ns: string, queue: string, counter: Counter, n = 1): void {
+    if (n <= 0) return;
+    const key = `${ns}\u0000${queue}`;
+    let c = this.counts.get(key);
+    if (!c) this.counts.set(key, (c = Object.fromEntries(COUNTERS.map((k) => [k, 0])) as Record<Counter, number>));
+    c[counter] += n;
+  }
+
+  /** The counters of `queue`, or of every queue of `ns`. */
+  counters(ns: string, queue?: string): { queue: string; counts: Record<Counter, number> }[] {
+    const out: { queue: string; counts: Record<Counter, number> }[] = [];
+    for (const [key, counts] of this.counts) {
+      const [n, q] = key.split('\u0000') as [string, string];
+      if (n === ns && (queue === undefined || q === queue)) out.push({ queue: q, counts: { ...counts } });
+    }
+    return out;
+  }
+
+  /**
+   * Transitions that committed: counted always; told as records to the listeners (made only when
+   * there are some). `submitted` counts submits, which are told with the state they entered.
+   */
+  told(ns: string, queue: string, items: { id: string; status: JobStatus; attempt?: number | null; workerId?: string | null; error?: InvocationError | null; submitted?: boolean }[]): void {
+    if (!items.length) return;
+    for (const it of items) {
+      const counter = it.submitted ? 'submitted' : COUNTED[it.status];
+      if (counter) this.count(ns, queue, counter);
+    }
+    if (!this.listeners.size) return;
+    const at = this.now();
+    const records = items.map((it): JobRecord => ({
+      kind: 'job', id: it.id, queue, status: it.status, attempt: it.attempt ?? null, worker_id: it.workerId ?? null,
+      ...(it.error ? { error: it.error } : {}), at,
+    }));
+    for (const l of this.listeners) {
+      try {
+        l(ns, records);
+      } catch {
+        /* never load-bearing */
+      }
+    }
+  }
+}

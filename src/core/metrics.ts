@@ -1,0 +1,38 @@
+/**
+ * Metrics in the Prometheus text format (0.0.4): per queue, gauges from the rows (jobs waiting or
+ * running, the longest wait, paused) and counters of transitions. The counters live in memory
+ * where the transitions run (the queue object on the edge plane, the process on the local one):
+ * they start again at 0 when that restarts, which Prometheus' rate() and increase() take as a
+ * counter reset; `lakeshore_counters_started_seconds` says when they started.
+ */
+import { COUNTERS, type Counter } from './feed.ts';
+import type { QueueOverview } from './sql/list.ts';
+
+export interface QueueMetrics {
+  overview: QueueOverview;
+  /** The queue's counters and when they started (epoch ms); null: none kept (no transition seen). */
+  counters: { since: number; counts: Record<Counter, number> | null } | null;
+}
+
+const esc = (v: string) => v.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
+
+export function metricsText(ns: string, queues: QueueMetrics[]): string {
+  const lines: string[] = [];
+  const family = (name: string, type: 'gauge' | 'counter', help: string, rows: [Record<string, string>, number][]) => {
+    lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
+    for (const [labels, value] of rows) {
+      const l = Object.entries({ namespace: ns, ...labels }).map(([k, v]) => `${k}="${esc(v)}"`).join(',');
+      lines.push(`${name}{${l}} ${Number.isFinite(value) ? value : 0}`);
+    }
+  };
+  family('lakeshore_jobs', 'gauge', 'Jobs waiting (delayed, queued) or running, counted from the rows.',
+    queues.flatMap((q) => (['delayed', 'queued', 'running'] as const).map((s): [Record<string, string>, number] => [{ queue: q.overview.queue, state: s }, q.overview.counts[s]])));
+  family('lakeshore_oldest_queued_seconds', 'gauge', 'How long the longest-waiting queued job has waited (0: none waits).',
+    queues.map((q) => [{ queue: q.overview.queue }, (q.overview.oldestQueuedMs ?? 0) / 1000]));
+  family('lakeshore_paused', 'gauge', '1 while the queue is paused.', queues.map((q) => [{ queue: q.overview.queue }, q.overview.paused ? 1 : 0]));
+  family('lakeshore_transitions_total', 'counter', 'Transitions since the counters started (they reset when the queue object or process restarts).',
+    queues.flatMap((q) => (q.counters?.counts ? COUNTERS.map((c): [Record<string, string>, number] => [{ queue: q.overview.queue, transition: c }, q.counters!.counts![c]]) : [])));
+  family('lakeshore_counters_started_seconds', 'gauge', 'When the transition counters of the queue started, in Unix seconds.',
+    queues.flatMap((q) => (q.counters ? [[{ queue: q.overview.queue }, Math.floor(q.counters.since / 1000)] as [Record<string, string>, number]] : [])));
+  return `${lines.join('\n')}\n`;
+}

@@ -1,0 +1,107 @@
+/**
+ * The lifecycle feed of one queue (core/feed.ts) as Server-Sent Events, served by the queue
+ * object: one `job` event per committed transition, in commit order, its id `<instance>.<seq>`.
+ *
+ * Resuming: the object keeps the last WINDOW records. A reader that reconnects with
+ * `Last-Event-ID` of this instance within the window gets every record after it, once. A reader
+ * further behind, or whose id is of an earlier instance of the object (it restarted), first gets a
+ * `gap` event (`{"reason": "behind" | "restarted", "resumed_at"}`): it missed records, and should
+ * list again. Records are kept only while readers have been around in the last IDLE_MS: with
+ * nobody listening the feed makes no record at all.
+ */
+import type { Feed, JobRecord } from '../core/feed.ts';
+import { KEEPALIVE, KEEPALIVE_MS, RETRY } from '../worker/sse.ts';
+import { end, readerStream, send, type Reader, type ReaderHooks } from './journal-streams.ts';
+
+/** Records kept for resuming readers. */
+export const FEED_WINDOW = 10_000;
+/** How long records are still kept after the last reader left (for it to come back). */
+const IDLE_MS = 10 * 60_000;
+
+interface Kept {
+  seq: number;
+  text: string;
+}
+
+export class FeedStreams {
+  private readonly feed: Feed;
+  /** This object instance, in every id: an id of another instance is from before a restart. */
+  private instance = newInstance();
+  private seq = 0;
+  private readonly kept: Kept[] = [];
+  private readonly readers = new Set<Reader>();
+  private off: (() => void) | null = null;
+  private idle: ReturnType<typeof setTimeout> | null = null;
+  private keepalive: ReturnType<typeof setInterval> | null = null;
+
+  constructor(feed: Feed) {
+    this.feed = feed;
+  }
+
+  get size(): number {
+    return this.readers.size;
+  }
+
+  /** A reader's stream, resuming after `lastEventId` when it is in the window. */
+  open(lastEventId: string | null, hooks?: ReaderHooks): ReadableStream<Uint8Array> {
+    this.listen();
+    const { readable, r } = readerStream(0, hooks, () => this.leave(r));
+    send(r, RETRY);
+    if (lastEventId) {
+      const [inst, at] = lastEventId.split('.');
+      const after = Number(at);
+      const oldest = this.kept[0]?.seq ?? this.seq + 1;
+      if (inst !== this.instance || !Number.isInteger(after) || after > this.seq) send(r, gap('restarted', this.seq));
+      else if (after < oldest - 1) send(r, gap('behind', this.seq));
+      else for (const k of this.kept) if (k.seq > after) send(r, k.text);
+    }
+    this.readers.add(r);
+    return readable;
+  }
+
+  private listen(): void {
+    if (this.idle) clearTimeout(this.idle);
+    this.idle = null;
+    if (this.off) return;
+    this.off = this.feed.on((_ns, records) => this.told(records));
+    this.keepalive = setInterval(() => {
+      for (const r of this.readers) send(r, KEEPALIVE);
+    }, KEEPALIVE_MS);
+  }
+
+  private told(records: JobRecord[]): void {
+    for (const rec of records) {
+      const seq = ++this.seq;
+      const text = `id: ${this.instance}.${seq}\nevent: ${rec.kind}\ndata: ${JSON.stringify(rec)}\n\n`;
+      this.kept.push({ seq, text });
+      for (const r of this.readers) send(r, text);
+    }
+    if (this.kept.length > FEED_WINDOW) this.kept.splice(0, this.kept.length - FEED_WINDOW);
+  }
+
+  private leave(r: Reader): void {
+    r.gone = true;
+    this.readers.delete(r);
+    if (this.readers.size || this.idle) return;
+    // Nobody listens: keep the records a while for a reader to come back, then make none.
+    this.idle = setTimeout(() => {
+      this.idle = null;
+      if (this.readers.size) return;
+      this.off?.();
+      this.off = null;
+      if (this.keepalive) clearInterval(this.keepalive);
+      this.keepalive = null;
+      this.kept.length = 0;
+      // Records were not kept from here on: an id from before is of another instance (a gap).
+      this.instance = newInstance();
+    }, IDLE_MS);
+  }
+
+  /** Ends every stream (for tests of a reader that must resume). */
+  closeAll(): void {
+    for (const r of this.readers) end(r, '');
+  }
+}
+
+const newInstance = () => Math.floor(Math.random() * 36 ** 6).toString(36);
+const gap = (reason: 'behind' | 'restarted', at: number) => `event: gap\ndata: ${JSON.stringify({ reason, resumed_at: at })}\n\n`;

@@ -1,0 +1,41 @@
+/** What the plane is doing: each queue's lifecycle feed (SSE), and the namespace's metrics (Prometheus text). */
+import { Hono } from 'hono';
+import { badRequest } from '../../core/errors.ts';
+import { metricsText } from '../../core/metrics.ts';
+import { errorOf, type ErrorBody } from '../../core/settled.ts';
+import * as v from '../../core/validate.ts';
+import { may } from '../auth.ts';
+import { closeStreamLease, openStreamLease } from '../limits.ts';
+import { limitsOf, queueObject, reader, type App } from '../plane.ts';
+import { SSE_HEADERS } from '../sse.ts';
+
+const KINDS = new Set(['job']);
+
+export const observe = new Hono<App>()
+  .get('/events', may('events'), async (c) => {
+    const { ns } = c.var;
+    const q = c.req.query('queue');
+    if (!q) throw badRequest('name the queue whose feed to follow: ?queue=<name> (the feed is per queue)');
+    const queue = v.queue(q, limitsOf(c));
+    for (const k of (c.req.query('kinds') ?? 'job').split(',')) if (!KINDS.has(k)) throw badRequest(`unknown kind ${JSON.stringify(k)}: the feed has job records`);
+    const last = c.req.header('last-event-id') ?? '';
+    if (last.length > 64) throw badRequest('Last-Event-ID is not one this feed gave out');
+    const lease = await openStreamLease(c, c.get('principal'));
+    const p = new URLSearchParams({ last, gate: lease.key, lease: lease.id });
+    const res = await queueObject(c, ns, queue).fetch(`https://queue/events?${p}`).catch((e: unknown) => {
+      closeStreamLease(c, lease);
+      throw e;
+    });
+    if (!res.ok) {
+      closeStreamLease(c, lease);
+      throw errorOf(((await res.json()) as { error: ErrorBody }).error);
+    }
+    return new Response(res.body, { headers: SSE_HEADERS });
+  })
+  .get('/metrics', may('metrics'), async (c) => {
+    const { ns } = c.var;
+    const overview = await reader(c).overview(ns);
+    const counters = await Promise.all(overview.map((o) => queueObject(c, ns, o.queue).counters()));
+    const text = metricsText(ns, overview.map((o, i) => ({ overview: o, counters: counters[i]! })));
+    return c.body(text, 200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
+  });

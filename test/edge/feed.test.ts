@@ -1,0 +1,113 @@
+/**
+ * The lifecycle feed of a queue, in workerd: one record per committed transition, in commit order;
+ * a reader cut again and again resumes with Last-Event-ID and loses or repeats none; a reader from
+ * another instance of the object, or behind the window, is told of the gap.
+ */
+import { exports } from 'cloudflare:workers';
+import { describe, expect, it } from 'vitest';
+import type { EventSourceMessage } from 'eventsource-parser';
+import { sseEvents } from '../../client/http/sse.ts';
+import { b64, call, plane } from './setup/http.ts';
+import { queueStub } from './setup/objects.ts';
+import { until } from '../support/wait.ts';
+
+const feed = (ns: string, lastEventId?: string) =>
+  (exports as any).default.fetch(`http://plane/v1/ns/${ns}/events?queue=q`, {
+    headers: { authorization: 'Bearer test-token', accept: 'text/event-stream', ...(lastEventId ? { 'last-event-id': lastEventId } : {}) },
+  }) as Promise<Response>;
+
+/** Reads events until `enough` says so, then cuts the connection. */
+async function readUntil(res: Response, enough: (evs: EventSourceMessage[]) => boolean): Promise<EventSourceMessage[]> {
+  const out: EventSourceMessage[] = [];
+  const ac = new AbortController();
+  for await (const ev of sseEvents(res.body!, ac.signal)) {
+    out.push(ev);
+    if (enough(out)) break;
+  }
+  ac.abort();
+  return out;
+}
+
+/** 1,000 transitions on queue q: 250 submits, 250 claims, 250 acks, then 125 submits and 125 cancels. */
+async function thousandTransitions(ns: string) {
+  const base = `/v1/ns/${ns}`;
+  const items = Array.from({ length: 250 }, (_, i) => ({ id: `j${i}`, envelope: b64('x') }));
+  expect((await call('POST', `${base}/queues/q/invocations/batch`, { items })).status).toBe(200);
+  const claimed: string[] = [];
+  while (claimed.length < 250) claimed.push(...(await call('POST', `${base}/queues/q/claim`, { worker_id: 'w', max: 100 })).body.claimed.map((c: { id: string }) => c.id));
+  for (let i = 0; i < 250; i += 50) {
+    const acks = claimed.slice(i, i + 50).map((id) => ({ id, worker_id: 'w' }));
+    expect((await call('POST', `${base}/queues/q/ack`, { items: acks })).status).toBe(200);
+  }
+  const more = Array.from({ length: 125 }, (_, i) => ({ id: `c${i}`, envelope: b64('x') }));
+  expect((await call('POST', `${base}/queues/q/invocations/batch`, { items: more })).status).toBe(200);
+  for (const m of more) expect((await call('POST', `${base}/invocations/${m.id}/cancel`)).body.cancelled).toBe(true);
+}
+
+const records = (evs: EventSourceMessage[]) => evs.filter((e) => e.event === 'job').map((e) => ({ eventId: e.id!, ...(JSON.parse(e.data) as { id: string; status: string }) }));
+
+describe('lifecycle feed', () => {
+  it('tells 1,000 transitions as 1,000 records in commit order, and a reader cut 20 times gets each once', async () => {
+    const p = plane();
+    // Two readers, both attached before the first transition: one reads the whole feed on one
+    // connection; the other is cut after every 50 records and resumes from the last id it saw.
+    const whole = await feed(p.ns);
+    const first = await feed(p.ns);
+    await until(async () => (await queueStub(p.ns, 'q').stats()).feed_readers >= 2, 'the readers to be attached');
+    const all = readUntil(whole, (evs) => records(evs).length >= 1000);
+    const cut = (async () => {
+      const got: ReturnType<typeof records> = [];
+      let res = first;
+      for (let i = 0; i < 20; i++) {
+        const recs = records(await readUntil(res, (e) => records(e).length >= 50));
+        got.push(...recs);
+        if (i < 19) res = await feed(p.ns, recs.at(-1)!.eventId);
+      }
+      return got;
+    })();
+    await thousandTransitions(p.ns);
+    const recs = records(await all);
+    expect(recs).toHaveLength(1000);
+    const seqs = recs.map((r) => Number(r.eventId.split('.')[1]));
+    expect(seqs).toEqual([...seqs].sort((a, b) => a - b));
+    // Each job's records in the order of its life.
+    const jobs = new Map<string, string[]>();
+    for (const e of (await all).filter((x) => x.event === 'job')) {
+      const rec = JSON.parse(e.data) as { id: string; status: string; queue: string };
+      expect(rec.queue).toBe('q');
+      jobs.set(rec.id, [...(jobs.get(rec.id) ?? []), rec.status]);
+    }
+    for (let i = 0; i < 250; i++) expect(jobs.get(`j${i}`), `j${i}`).toEqual(['queued', 'running', 'succeeded']);
+    for (let i = 0; i < 125; i++) expect(jobs.get(`c${i}`), `c${i}`).toEqual(['queued', 'cancelled']);
+    const cutRecs = await cut;
+    expect(cutRecs.map((r) => r.eventId)).toEqual(recs.map((r) => r.eventId));
+  }, 60_000);
+
+  it('tells a reader from before a restart, or behind the window, that it missed records (gap)', async () => {
+    const p = plane();
+    await p.submit('q', 'a');
+    const fresh = await readUntil(await feed(p.ns, 'zzzzzz.5'), (evs) => evs.some((e) => e.event === 'gap'));
+    expect(JSON.parse(fresh.find((e) => e.event === 'gap')!.data)).toMatchObject({ reason: 'restarted' });
+    // 10,200 records (3,400 jobs submitted, claimed, acked) with a reader attached: past the 10,000 kept.
+    const live = readUntil(await feed(p.ns), (evs) => records(evs).length >= 10_200);
+    await until(async () => (await queueStub(p.ns, 'q').stats()).feed_readers >= 1, 'the reader to be attached');
+    const base = `/v1/ns/${p.ns}`;
+    for (let k = 0; k < 4; k++) {
+      const items = Array.from({ length: k < 3 ? 1000 : 400 }, (_, i) => ({ id: `n${k}-${i}`, envelope: b64('x') }));
+      expect((await call('POST', `${base}/queues/q/invocations/batch`, { items })).status).toBe(200);
+    }
+    let claimed: string[] = [];
+    while (claimed.length < 3400) claimed = claimed.concat((await call('POST', `${base}/queues/q/claim`, { worker_id: 'w', max: 1000 })).body.claimed.map((c: { id: string }) => c.id));
+    for (let i = 0; i < claimed.length; i += 1000) {
+      expect((await call('POST', `${base}/queues/q/ack`, { items: claimed.slice(i, i + 1000).map((id) => ({ id, worker_id: 'w' })) })).status).toBe(200);
+    }
+    const recs = records(await live);
+    const instance = recs[0]!.eventId.split('.')[0]!;
+    const behind = await readUntil(await feed(p.ns, `${instance}.1`), (evs) => evs.some((e) => e.event === 'gap'));
+    expect(JSON.parse(behind.find((e) => e.event === 'gap')!.data)).toMatchObject({ reason: 'behind' });
+    // Within the window: every record after the id, the first one next.
+    const within = await readUntil(await feed(p.ns, recs[500]!.eventId), (evs) => records(evs).length >= 10);
+    expect(within.some((e) => e.event === 'gap')).toBe(false);
+    expect(records(within).map((r) => r.eventId)).toEqual(recs.slice(501, 511).map((r) => r.eventId));
+  }, 60_000);
+});
