@@ -105,6 +105,11 @@ export interface ListOptions {
 }
 
 export type { InvocationSummary, Page as InvocationPage, QueueOverview } from '../src/core/sql/list.ts';
+export type { JobRecord, JobStatus } from '../src/core/feed.ts';
+import type { JobRecord } from '../src/core/feed.ts';
+
+/** An item of a queue's lifecycle feed: a job's transition, or word that records were missed (list again). */
+export type FeedItem = JobRecord | { kind: 'gap'; reason: 'behind' | 'restarted'; resumed_at: number };
 import type { Page as InvocationPage, QueueOverview } from '../src/core/sql/list.ts';
 
 export interface DispatchPlane {
@@ -158,6 +163,14 @@ export interface DispatchPlane {
    * results. Pass the answer's `cursor` for the next page; null: that was the last.
    */
   list(queue: string, opts?: ListOptions): Promise<InvocationPage>;
+  /**
+   * The queue's lifecycle feed, live: a record per committed transition, in commit order, until
+   * `signal` aborts. Over HTTP it resumes after a dropped connection and says `gap` when records
+   * were missed; on the local plane it tells this process's transitions only.
+   */
+  events(queue: string, opts?: { signal?: AbortSignal }): AsyncIterable<FeedItem>;
+  /** The namespace's metrics in the Prometheus text format (docs/contract.md, "Metrics"). */
+  metrics(): Promise<string>;
   /** Changes the settings named (a null clears one); answers the queue's settings. */
   configureQueue(queue: string, settings: SettingsChange): Promise<QueueInfo>;
   queueInfo(queue: string): Promise<QueueInfo>;

@@ -14,11 +14,11 @@ import type { State } from '../../src/core/states.ts';
 import type { Claimed, Frame, HeartbeatAnswer, Invocation, InvocationError, JournalFrame, JournalPage } from '../../src/core/types.ts';
 import { errorFor, InvocationCancelledError, InvocationFailedError, LakeshoreError, TimeoutError } from '../errors.ts';
 import type * as wire from '../../src/core/wire-types.ts';
-import type { TokenLimits } from '../../src/core/wire-types.ts';
-import type { AckRequest, AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, NackedState, QueueInfo, ReadOptions, Schedule, ScheduleOptions, SettingsChange, StreamToken, SubmitOptions, ListOptions, InvocationPage, QueueOverview } from '../types.ts';
+import type { AckRequest, AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, NackedState, ReadOptions, StreamToken, SubmitOptions } from '../types.ts';
 import type { Batcher } from '../batcher.ts';
-import { b64, batcherFor, enc, inParts, invocationOf, overviewOf, pageOf, PART_BYTES, PART_ITEMS, queueInfoOf, scheduleOf, settledOf, summaryOf, type Json } from './wire.ts';
+import { b64, batcherFor, enc, inParts, invocationOf, pageOf, PART_BYTES, PART_ITEMS, settledOf, type Json } from './wire.ts';
 import { followJournal } from './follow.ts';
+import { HttpOperators } from './operators.ts';
 import { Transport } from './transport.ts';
 import { randomId } from '../ids.ts';
 
@@ -56,11 +56,10 @@ const submitWire = (envelope: Uint8Array, opts: SubmitOptions): wire.SubmitWire 
   delay_ms: opts.delayMs, run_at: opts.runAt, ttl_ms: opts.ttlMs, expires_at: opts.expiresAt, max_attempts: opts.maxAttempts,
 });
 
-export class HttpDispatch implements DispatchPlane {
+export class HttpDispatch extends HttpOperators implements DispatchPlane {
   readonly baseUrl: string;
   readonly namespace: string;
   private readonly timeout: number;
-  private readonly http: Transport;
   /** id -> queue, from submits and claims (a routing hint, never trusted for correctness). */
   private readonly queues = new Map<string, string>();
   /** id -> the claim this client made, so appends can be fenced without the caller repeating it. */
@@ -72,11 +71,13 @@ export class HttpDispatch implements DispatchPlane {
   private readonly nackers = new Map<string, Batcher<NackItem, Json>>();
 
   constructor(baseUrl: string, opts: HttpDispatchOptions = {}) {
-    this.baseUrl = baseUrl.replace(/\/+$/, '');
+    const base = baseUrl.replace(/\/+$/, '');
+    const timeout = opts.timeout ?? 30_000;
+    super(new Transport(`${base}/v1/ns/${enc(opts.namespace ?? 'default')}`, { ...opts, timeout }));
+    this.baseUrl = base;
     this.namespace = opts.namespace ?? 'default';
     this.timeout = opts.timeout ?? 30_000;
     this.coalesce = opts.coalesce ?? true;
-    this.http = new Transport(`${this.baseUrl}/v1/ns/${enc(this.namespace)}`, { ...opts, timeout: this.timeout });
   }
 
   // ------------------------------------------------------------ producers
@@ -152,81 +153,14 @@ export class HttpDispatch implements DispatchPlane {
     return (await this.overview()).map((q) => q.queue);
   }
 
-  async overview(queues?: string[]): Promise<QueueOverview[]> {
-    const all = ((await this.http.call('GET', '/queues')).queues as Json[]).map(overviewOf);
-    return queues?.length ? all.filter((q) => queues.includes(q.queue)) : all;
-  }
-
-  async list(queue: string, opts: ListOptions = {}): Promise<InvocationPage> {
-    const p = new URLSearchParams({ state: opts.state ?? 'queued', ...(opts.limit === undefined ? {} : { limit: String(opts.limit) }), ...(opts.cursor ? { cursor: opts.cursor } : {}) });
-    const out = await this.http.call('GET', `/queues/${enc(queue)}/invocations?${p}`);
-    return { items: (out.items as Json[]).map(summaryOf), cursor: (out.cursor as string | null) ?? null };
-  }
-
-  // ------------------------------------------------------------ tokens (edge plane only)
-
-  /** Creates a namespace-scoped token; the answer holds the token itself, shown this once. */
-  async createToken(role: 'producer' | 'worker' | 'admin', opts: { pools?: string[]; name?: string; limits?: TokenLimits } = {}): Promise<{ token: string; id: string; role: string; pools: string[] | null; name: string | null; limits: TokenLimits | null }> {
-    return (await this.http.call('POST', '/tokens', { role, pools: opts.pools ?? null, name: opts.name ?? null, limits: opts.limits ?? null } satisfies wire.TokenWire)) as never;
-  }
-
-  async listTokens(): Promise<{ id: string; role: string; pools: string[] | null; name: string | null; created_at: number; revoked_at: number | null }[]> {
-    return (await this.http.call('GET', '/tokens')).tokens as never;
-  }
-
-  /** Revokes at once; false when it was already revoked. */
-  async revokeToken(id: string): Promise<boolean> {
-    return (await this.http.call('DELETE', `/tokens/${enc(id)}`)).revoked === true;
-  }
-
   /** A read-only token for one invocation, and its journal's SSE URL, for a browser (docs/contract.md). */
   async streamToken(id: string, opts: { ttlMs?: number; streams?: number } = {}): Promise<StreamToken> {
     const out = await this.http.call('POST', `/invocations/${enc(id)}/stream-token${this.q(id)}`, { ttl_ms: opts.ttlMs ?? null, streams: opts.streams ?? null } satisfies wire.StreamTokenWire);
     return { token: String(out.token), url: String(out.url), expiresAt: Number(out.expires_at), id: String(out.id), queue: String(out.queue), streams: Number(out.streams) };
   }
 
-  async configureQueue(queue: string, s: SettingsChange): Promise<QueueInfo> {
-    const b = s.retryBackoff;
-    // A field left out (undefined) is not sent, and keeps its value; a null is sent, and clears it.
-    return queueInfoOf(await this.http.call('PUT', `/queues/${enc(queue)}`, {
-      lease_ms: s.leaseMs, max_attempts: s.maxAttempts, max_running: s.maxRunning, claims_per_second: s.claimsPerSecond,
-      retry_backoff: b && { initial_ms: b.initialMs, factor: b.factor, max_ms: b.maxMs, jitter: b.jitter },
-      dead_letter_queue: s.deadLetterQueue, ttl_ms: s.ttlMs, retention_ms: s.retentionMs,
-    } satisfies wire.QueueSettingsWire));
-  }
-
-  async queueInfo(queue: string): Promise<QueueInfo> {
-    return queueInfoOf(await this.http.call('GET', `/queues/${enc(queue)}`));
-  }
-
-  async pauseQueue(queue: string): Promise<void> {
-    await this.http.call('POST', `/queues/${enc(queue)}/pause`);
-  }
-
-  async resumeQueue(queue: string): Promise<void> {
-    await this.http.call('POST', `/queues/${enc(queue)}/resume`);
-  }
-
-  async redrive(queue: string, opts: { limit?: number; deadLetters?: boolean } = {}): Promise<{ id: string; queue: string }[]> {
-    const out = await this.http.call('POST', `/queues/${enc(queue)}/redrive`, { limit: opts.limit, dead_letters: opts.deadLetters } satisfies wire.RedriveWire);
-    return (out.redriven as Json[]).map((r) => ({ id: String(r.id), queue: String(r.queue) }));
-  }
-
   async retry(id: string): Promise<void> {
     await this.http.call('POST', `/invocations/${enc(id)}/retry${this.q(id)}`);
-  }
-
-  async setSchedule(queue: string, name: string, opts: ScheduleOptions): Promise<Schedule> {
-    const body = { cron: opts.cron, timezone: opts.timezone ?? null, envelope: toBase64(opts.envelope), priority: opts.priority ?? 0 } satisfies wire.ScheduleWire;
-    return scheduleOf(await this.http.call('PUT', `/queues/${enc(queue)}/schedules/${enc(name)}`, body));
-  }
-
-  async listSchedules(queue: string): Promise<Schedule[]> {
-    return ((await this.http.call('GET', `/queues/${enc(queue)}/schedules`)).schedules as Json[]).map(scheduleOf);
-  }
-
-  async removeSchedule(queue: string, name: string): Promise<void> {
-    await this.http.call('DELETE', `/queues/${enc(queue)}/schedules/${enc(name)}`);
   }
 
   // ------------------------------------------------------------ workers

@@ -17,7 +17,8 @@ import type { State } from '../../src/core/states.ts';
 import type { Claimed, Frame, HeartbeatAnswer, Invocation, JournalFrame, JournalPage } from '../../src/core/types.ts';
 import * as v from '../../src/core/validate.ts';
 import { asClientError, BadRequestError, errorFor, InvocationCancelledError, InvocationFailedError, TimeoutError } from '../errors.ts';
-import type { AckRequest, AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, NackedState, QueueInfo, ReadOptions, Schedule, ScheduleOptions, SettingsChange, SubmitOptions, ListOptions, InvocationPage, QueueOverview } from '../types.ts';
+import type { AckRequest, AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, NackedState, QueueInfo, ReadOptions, Schedule, ScheduleOptions, SettingsChange, SubmitOptions, ListOptions, InvocationPage, QueueOverview, FeedItem } from '../types.ts';
+import { feedOf, localMetrics } from './observe.ts';
 import { Batcher } from '../batcher.ts';
 import { migrate } from './migrate.ts';
 import { SqlitePort } from './sqlite-port.ts';
@@ -147,6 +148,14 @@ export class Dispatch implements DispatchPlane {
 
   overview(queues?: string[]): Promise<QueueOverview[]> {
     return verb(this.engine.overview(this.namespace, queues));
+  }
+
+  events(queue: string, opts: { signal?: AbortSignal } = {}): AsyncIterable<FeedItem> {
+    return feedOf(this.engine.park.events, this.namespace, queue, opts.signal);
+  }
+
+  metrics(): Promise<string> {
+    return verb(localMetrics(this.engine, this.namespace));
   }
 
   list(queue: string, opts: ListOptions = {}): Promise<InvocationPage> {

@@ -12,7 +12,7 @@ import { claimKinds } from './claim-kinds.ts';
 import { attempts } from './attempts.ts';
 import { journalRules } from './journal-rules.ts';
 import { scheduling } from './scheduling.ts';
-import { retention, views } from './views.ts';
+import { observing, retention, views } from './views.ts';
 import type { PlaneFactory, PlaneHandle } from './planes.ts';
 import { until } from '../support/wait.ts';
 
@@ -416,5 +416,6 @@ export function conformance(planeName: string, makePlane: PlaneFactory) {
     scheduling(() => h);
     views(() => h);
     retention(() => h);
+    observing(() => h);
   });
 }

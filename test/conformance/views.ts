@@ -4,7 +4,8 @@
  * the documented order, walked with a cursor that neither skips nor repeats a job.
  */
 import { beforeEach, describe, expect, it } from 'vitest';
-import { BadRequestError, NotFoundError, type DispatchPlane, type InvocationSummary, type State } from '../../client/local/index.ts';
+import { BadRequestError, NotFoundError, type DispatchPlane, type FeedItem, type InvocationSummary, type JobRecord, type State } from '../../client/local/index.ts';
+import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 import { until } from '../support/wait.ts';
 import type { PlaneHandle } from './planes.ts';
 
@@ -153,6 +154,64 @@ export function retention(handle: () => PlaneHandle) {
       await expect(d.configureQueue('r', { retentionMs: 400 * 86_400_000 })).rejects.toBeInstanceOf(BadRequestError);
       expect((await d.configureQueue('r', { retentionMs: 86_400_000 })).settings.retentionMs).toBe(86_400_000);
       expect((await d.configureQueue('r', { retentionMs: null })).settings.retentionMs).toBeNull();
+    });
+  });
+}
+
+export function observing(handle: () => PlaneHandle) {
+  describe('feed and metrics', () => {
+    let h: PlaneHandle;
+    let d: DispatchPlane;
+    beforeEach(() => {
+      h = handle();
+      d = h.plane;
+    });
+
+    it('the feed tells each transition of the queue as it commits, in order', async () => {
+      const ac = new AbortController();
+      const it = d.events('e', { signal: ac.signal })[Symbol.asyncIterator]();
+      // The reader is attached once a probe's record reaches it (a bounded wait, probe by probe).
+      let next = it.next();
+      let attached = false;
+      for (let i = 0; i < 50 && !attached; i++) {
+        await d.submit('e', bytes('x'), { id: `probe${i}` });
+        attached = await Promise.race([next.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 200))]);
+      }
+      expect(attached).toBe(true);
+      await d.submit('e', bytes('x'), { id: 'a' });
+      await d.submit('e', bytes('x'), { id: 'later', delayMs: 3_600_000 });
+      await d.cancel('a');
+      await d.cancel('later');
+      const seen: FeedItem[] = [];
+      while (seen.filter((r) => r.kind === 'job' && !r.id.startsWith('probe')).length < 4) {
+        next = it.next();
+        const r = await next;
+        if (r.done) break;
+        seen.push(r.value);
+      }
+      ac.abort();
+      const mine = seen.flatMap((r) => (r.kind === 'job' && !r.id.startsWith('probe') ? [`${r.id}:${r.status}`] : []));
+      expect(mine).toEqual(['a:queued', 'later:delayed', 'a:cancelled', 'later:cancelled']);
+      const rec = seen.find((r) => r.kind === 'job' && r.id === 'a') as JobRecord;
+      expect(rec).toMatchObject({ kind: 'job', queue: 'e', attempt: 0, at: expect.any(Number) });
+    });
+
+    it('metrics parse as the Prometheus text format: gauges from the rows, counters of transitions', async () => {
+      for (let i = 0; i < 3; i++) await d.submit('m', bytes('x'), { id: `m${i}` });
+      await d.submit('m', bytes('x'), { id: 'm-later', delayMs: 3_600_000 });
+      await d.cancel('m2');
+      const families = parsePrometheusTextFormat(await d.metrics());
+      const family = (name: string) => families.find((f) => f.name === name)!;
+      const value = (name: string, labels: Record<string, string>) => Number(family(name).metrics.find((m) => Object.entries(labels).every(([k, v]) => m.labels?.[k] === v))?.value);
+      expect(family('lakeshore_jobs').type).toBe('GAUGE');
+      expect(family('lakeshore_transitions_total').type).toBe('COUNTER');
+      expect(value('lakeshore_jobs', { queue: 'm', state: 'queued', namespace: d.namespace })).toBe(2);
+      expect(value('lakeshore_jobs', { queue: 'm', state: 'delayed' })).toBe(1);
+      expect(value('lakeshore_jobs', { queue: 'm', state: 'running' })).toBe(0);
+      expect(value('lakeshore_transitions_total', { queue: 'm', transition: 'submitted' })).toBe(4);
+      expect(value('lakeshore_transitions_total', { queue: 'm', transition: 'cancelled' })).toBe(1);
+      expect(value('lakeshore_oldest_queued_seconds', { queue: 'm' })).toBeGreaterThanOrEqual(0);
+      expect(value('lakeshore_counters_started_seconds', { queue: 'm' })).toBeGreaterThan(1.7e9);
     });
   });
 }

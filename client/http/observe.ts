@@ -1,0 +1,53 @@
+/**
+ * The HTTP client's reading of a queue's lifecycle feed (GET /events, SSE): records as they
+ * commit, resumed after a dropped connection from the last id it yielded (Last-Event-ID), with a
+ * `gap` item when the plane says records were missed (the reader should list again).
+ */
+import type { FeedItem } from '../types.ts';
+import { LakeshoreError } from '../errors.ts';
+import { sseEvents } from './sse.ts';
+import { errorOf } from './transport.ts';
+import type { Json } from './wire.ts';
+import type { QueueSettingsWire } from '../../src/core/wire-types.ts';
+import type { SettingsChange } from '../types.ts';
+
+/** `connect(lastEventId, signal)`: one request for the feed after that id. */
+export async function* followFeed(signal: AbortSignal | undefined, connect: (last: string | null, signal: AbortSignal) => Promise<Response>): AsyncGenerator<FeedItem> {
+  let last: string | null = null;
+  let failures = 0;
+  while (!signal?.aborted) {
+    const ac = new AbortController();
+    const onAbort = () => ac.abort();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      const res = await connect(last, ac.signal);
+      if (!res.ok || !res.body) throw await errorOf(res);
+      failures = 0;
+      for await (const ev of sseEvents(res.body, ac.signal)) {
+        if (ev.event === 'gap') yield { kind: 'gap', ...(JSON.parse(ev.data) as Json) } as FeedItem;
+        else if (ev.event === 'job') {
+          last = ev.id ?? last;
+          yield JSON.parse(ev.data) as FeedItem;
+        }
+      }
+    } catch (e) {
+      if (signal?.aborted) return;
+      if (e instanceof LakeshoreError) throw e;
+      if (++failures > 20) throw e;
+      await new Promise((r) => setTimeout(r, Math.min(1000, 25 * 2 ** failures)));
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      ac.abort();
+    }
+  }
+}
+
+/** A settings change as the wire has it: a field left out (undefined) is not sent and keeps its value; a null clears it. */
+export function settingsWire(s: SettingsChange): QueueSettingsWire {
+  const b = s.retryBackoff;
+  return {
+    lease_ms: s.leaseMs, max_attempts: s.maxAttempts, max_running: s.maxRunning, claims_per_second: s.claimsPerSecond,
+    retry_backoff: b && { initial_ms: b.initialMs, factor: b.factor, max_ms: b.maxMs, jitter: b.jitter },
+    dead_letter_queue: s.deadLetterQueue, ttl_ms: s.ttlMs, retention_ms: s.retentionMs,
+  };
+}

@@ -1,0 +1,92 @@
+/**
+ * The operators' verbs of the HTTP client (HttpDispatch extends this): the namespace's views,
+ * queue settings, pause and resume, redrive, schedules, tokens, the lifecycle feed and metrics.
+ */
+import { toBase64 } from '../../src/core/bytes.ts';
+import type * as wire from '../../src/core/wire-types.ts';
+import type { TokenLimits } from '../../src/core/wire-types.ts';
+import type { FeedItem, InvocationPage, ListOptions, QueueInfo, QueueOverview, Schedule, ScheduleOptions, SettingsChange } from '../types.ts';
+import { followFeed, settingsWire } from './observe.ts';
+import { errorOf, type Transport } from './transport.ts';
+import { enc, overviewOf, queueInfoOf, scheduleOf, summaryOf, type Json } from './wire.ts';
+
+export class HttpOperators {
+  protected readonly http: Transport;
+
+  constructor(http: Transport) {
+    this.http = http;
+  }
+
+  async overview(queues?: string[]): Promise<QueueOverview[]> {
+    const all = ((await this.http.call('GET', '/queues')).queues as Json[]).map(overviewOf);
+    return queues?.length ? all.filter((q) => queues.includes(q.queue)) : all;
+  }
+
+  async list(queue: string, opts: ListOptions = {}): Promise<InvocationPage> {
+    const p = new URLSearchParams({ state: opts.state ?? 'queued', ...(opts.limit === undefined ? {} : { limit: String(opts.limit) }), ...(opts.cursor ? { cursor: opts.cursor } : {}) });
+    const out = await this.http.call('GET', `/queues/${enc(queue)}/invocations?${p}`);
+    return { items: (out.items as Json[]).map(summaryOf), cursor: (out.cursor as string | null) ?? null };
+  }
+
+  // ------------------------------------------------------------ tokens (edge plane only)
+
+  /** Creates a namespace-scoped token; the answer holds the token itself, shown this once. */
+  async createToken(role: 'producer' | 'worker' | 'admin', opts: { pools?: string[]; name?: string; limits?: TokenLimits } = {}): Promise<{ token: string; id: string; role: string; pools: string[] | null; name: string | null; limits: TokenLimits | null }> {
+    return (await this.http.call('POST', '/tokens', { role, pools: opts.pools ?? null, name: opts.name ?? null, limits: opts.limits ?? null } satisfies wire.TokenWire)) as never;
+  }
+
+  async listTokens(): Promise<{ id: string; role: string; pools: string[] | null; name: string | null; created_at: number; revoked_at: number | null }[]> {
+    return (await this.http.call('GET', '/tokens')).tokens as never;
+  }
+
+  /** Revokes at once; false when it was already revoked. */
+  async revokeToken(id: string): Promise<boolean> {
+    return (await this.http.call('DELETE', `/tokens/${enc(id)}`)).revoked === true;
+  }
+
+  async configureQueue(queue: string, s: SettingsChange): Promise<QueueInfo> {
+    return queueInfoOf(await this.http.call('PUT', `/queues/${enc(queue)}`, settingsWire(s)));
+  }
+
+  /** The queue's lifecycle feed, live (observe.ts); ends when `signal` aborts. */
+  events(queue: string, opts: { signal?: AbortSignal } = {}): AsyncIterable<FeedItem> {
+    return followFeed(opts.signal, (last, signal) => this.http.fetch(`/events?queue=${enc(queue)}`, { headers: { accept: 'text/event-stream', ...(last ? { 'last-event-id': last } : {}) }, signal }));
+  }
+
+  /** The namespace's metrics, in the Prometheus text format. */
+  async metrics(): Promise<string> {
+    const res = await this.http.fetch('/metrics', { headers: {} });
+    if (!res.ok) throw await errorOf(res);
+    return res.text();
+  }
+
+  async queueInfo(queue: string): Promise<QueueInfo> {
+    return queueInfoOf(await this.http.call('GET', `/queues/${enc(queue)}`));
+  }
+
+  async pauseQueue(queue: string): Promise<void> {
+    await this.http.call('POST', `/queues/${enc(queue)}/pause`);
+  }
+
+  async resumeQueue(queue: string): Promise<void> {
+    await this.http.call('POST', `/queues/${enc(queue)}/resume`);
+  }
+
+  async redrive(queue: string, opts: { limit?: number; deadLetters?: boolean } = {}): Promise<{ id: string; queue: string }[]> {
+    const out = await this.http.call('POST', `/queues/${enc(queue)}/redrive`, { limit: opts.limit, dead_letters: opts.deadLetters } satisfies wire.RedriveWire);
+    return (out.redriven as Json[]).map((r) => ({ id: String(r.id), queue: String(r.queue) }));
+  }
+
+  async setSchedule(queue: string, name: string, opts: ScheduleOptions): Promise<Schedule> {
+    const body = { cron: opts.cron, timezone: opts.timezone ?? null, envelope: toBase64(opts.envelope), priority: opts.priority ?? 0 } satisfies wire.ScheduleWire;
+    return scheduleOf(await this.http.call('PUT', `/queues/${enc(queue)}/schedules/${enc(name)}`, body));
+  }
+
+  async listSchedules(queue: string): Promise<Schedule[]> {
+    return ((await this.http.call('GET', `/queues/${enc(queue)}/schedules`)).schedules as Json[]).map(scheduleOf);
+  }
+
+  async removeSchedule(queue: string, name: string): Promise<void> {
+    await this.http.call('DELETE', `/queues/${enc(queue)}/schedules/${enc(name)}`);
+  }
+}
