@@ -52,7 +52,7 @@ plane = await startPlane({ node: process.execPath, env, port, persistTo, log: 'w
 process.stdout.write(`
   lakeshore edge plane is up (${server === 'wrangler' ? 'wrangler dev' : 'one workerd'}, local D1 in ${persistTo})
 
-    URL    ${plane.url}
+    URL    ${plane.url}          (open it in a browser: the dashboard)
     token  ${token}          (from .dev.vars)
 
   export LAKESHORE_URL=${plane.url} LAKESHORE_TOKEN=${token} LAKESHORE_NAMESPACE=default

@@ -6,7 +6,7 @@
 // No dependencies and no syntax newer than Node 18, since it runs before any of them exist.
 import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs';
 import { delimiter, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -70,11 +70,28 @@ export function ensureTypes(nodeBin) {
   writeFileSync(stamp, want);
 }
 
+/**
+ * Builds the dashboard into src/worker/dashboard-assets.gen.ts (scripts/dashboard.mjs) when it is
+ * missing or the dashboard's sources changed since.
+ */
+export function ensureDashboard(nodeBin) {
+  const dir = join(ROOT, 'dashboard');
+  const h = createHash('sha256');
+  for (const f of readdirSync(dir).sort()) h.update(f).update(readFileSync(join(dir, f)));
+  for (const f of ['client/browser/index.ts', 'scripts/dashboard.mjs', 'package-lock.json']) h.update(readFileSync(join(ROOT, f)));
+  const want = h.digest('hex');
+  const stamp = join(ROOT, 'node_modules', '.lakeshore-dashboard');
+  if (existsSync(join(ROOT, 'src', 'worker', 'dashboard-assets.gen.ts')) && existsSync(stamp) && readFileSync(stamp, 'utf8') === want) return;
+  execFileSync(nodeBin, [join(ROOT, 'scripts', 'dashboard.mjs')], { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'], env: envWith(nodeBin) });
+  writeFileSync(stamp, want);
+}
+
 /** Ensures the toolchain, then returns {node, env} for running project commands. */
 export function setup() {
   const node = ensureNode();
   ensureDeps(node);
   ensureTypes(node);
+  ensureDashboard(node);
   return { node, env: envWith(node) };
 }
 

@@ -9,10 +9,13 @@ import { journal } from './routes/journal.ts';
 import { queues } from './routes/queues.ts';
 import { tokens } from './routes/tokens.ts';
 import { observe } from './routes/observe.ts';
+import { dashboard } from './routes/dashboard.ts';
 
 export const app = new Hono<App>();
 
 app.get('/health', (c) => c.json({ ok: true, service: 'lakeshore' }));
+// The dashboard's page and script: no data, no token (the page asks for one).
+app.route('/', dashboard);
 
 // CORS first: preflights carry no token, and refusals (401, 429) must reach the page readable.
 app.use('/v1/*', corsHeaders);

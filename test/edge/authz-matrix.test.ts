@@ -64,8 +64,11 @@ const MATRIX: Record<string, Entry> = {
   'DELETE /v1/ns/:ns/tokens/:id': { roles: [] },
 };
 
+/** Routes with no token: health, and the dashboard's shell (its page and script carry no data; the page asks for a token). */
+const PUBLIC = new Set(['GET /health', 'GET ', 'GET /dashboard.js', 'GET /favicon.ico']);
+
 const routes = () =>
-  [...new Set(app.routes.filter((r) => r.method !== 'ALL').map((r) => `${r.method} ${r.path.replace(/\/$/, '')}`))].filter((r) => r !== 'GET /health');
+  [...new Set(app.routes.filter((r) => r.method !== 'ALL').map((r) => `${r.method} ${r.path.replace(/\/$/, '')}`))].filter((r) => !PUBLIC.has(r));
 
 async function mint(ns: string, role: Role) {
   return (await call('POST', `/v1/ns/${ns}/tokens`, { role })).body as { token: string; id: string };
@@ -202,6 +205,18 @@ describe('authorization matrix', () => {
     expect(bad.status).toBe(400);
     expect(bad.body.error.message).toContain('24 hours');
     expect((await call('POST', `/v1/ns/${ns}/invocations/nope/stream-token`, {})).status).toBe(404);
+  });
+
+  it('serves the dashboard\'s shell without a token, and nothing of any namespace in it', async () => {
+    const ns = freshNs();
+    await call('POST', `/v1/ns/${ns}/queues/secretqueue/invocations`, { id: 'secret-job', envelope: b64('x') });
+    for (const path of ['/', '/dashboard.js']) {
+      const r = await call('GET', path, undefined, { authorization: '' });
+      expect(r.status, path).toBe(200);
+      expect(r.headers.get('content-security-policy'), path).toContain("default-src 'self'");
+      expect(String(r.body), path).not.toContain('secretqueue');
+      expect(String(r.body), path).not.toContain('secret-job');
+    }
   });
 
   it('never takes server-owned fields from a body', async () => {

@@ -1,0 +1,287 @@
+/**
+ * The dashboard: a page the plane serves at `/` (src/worker/routes/dashboard.ts). It uses only the
+ * public HTTP API, through the `lakeshore` client, with the token the user pastes (kept in
+ * sessionStorage, never in a URL or a cookie). Views: queues (live from each queue's feed), a
+ * queue's jobs by state, one job with its live journal, and tokens (admin).
+ */
+import { HttpDispatch } from '../client/http/dispatch.ts';
+import { ForbiddenError, LakeshoreError, UnauthorizedError } from '../client/errors.ts';
+import { FrameKind } from '../src/core/frame.ts';
+import type { Invocation, JournalFrame, QueueOverview, State } from '../client/types.ts';
+import { action, ago, badge, h, span, sparkline, table, when } from './dom.ts';
+
+const STATES: State[] = ['queued', 'running', 'delayed', 'succeeded', 'failed', 'cancelled'];
+const SESSION = 'lakeshore.session';
+const main = () => document.getElementById('main')!;
+
+interface Session {
+  token: string;
+  namespace: string;
+}
+
+let d: HttpDispatch | null = null;
+let admin = false;
+/** What the current view listens to: called off when the view changes. */
+let leave = new AbortController();
+
+function say(e: unknown): void {
+  const box = document.getElementById('notice')!;
+  box.textContent = e instanceof ForbiddenError ? `Not allowed for this token: ${e.message}` : e instanceof Error ? e.message : String(e);
+  box.hidden = false;
+}
+
+// ------------------------------------------------------------------ sign-in
+
+async function signIn(s: Session): Promise<void> {
+  const c = new HttpDispatch(location.origin, { token: s.token, namespace: s.namespace, retryForMs: 0 });
+  await c.overview(); // refused here: 401 for a wrong token, 403 for another namespace's
+  // An admin token may list tokens; anything else is refused: that is how the page knows its controls.
+  admin = await c.listTokens().then(() => true, () => false);
+  d = c;
+  sessionStorage.setItem(SESSION, JSON.stringify(s));
+  document.getElementById('who')!.textContent = `${s.namespace} · ${admin ? 'admin' : 'producer or worker'} token`;
+  document.body.classList.toggle('admin', admin);
+  document.body.classList.add('signed-in');
+}
+
+function signInView(message = ''): void {
+  document.body.classList.remove('signed-in', 'admin');
+  const token = h('input', { id: 'token', type: 'password', autocomplete: 'off', required: true, spellcheck: 'false' });
+  const ns = h('input', { id: 'ns', value: 'default', required: true });
+  const err = h('p', { class: 'error', role: 'alert', id: 'signin-error' }, message);
+  const form = h('form', { class: 'card signin' },
+    h('h1', {}, 'Sign in'),
+    h('p', {}, 'Paste a token. A producer token sees every queue and job and may cancel and retry; an admin token also pauses queues and manages tokens. The token stays in this tab (sessionStorage).'),
+    h('label', { for: 'token' }, 'Token'), token,
+    h('label', { for: 'ns' }, 'Namespace'), ns,
+    h('button', { type: 'submit' }, 'Sign in'), err);
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    err.textContent = '';
+    try {
+      await signIn({ token: token.value.trim(), namespace: ns.value.trim() });
+      location.hash = '#/queues';
+      route();
+    } catch (e) {
+      err.textContent = e instanceof UnauthorizedError ? `That token was refused: ${e.message}` : e instanceof ForbiddenError ? `That token belongs to another namespace: ${e.message}` : `The plane could not be reached: ${(e as Error).message}`;
+    }
+  });
+  main().replaceChildren(form);
+  token.focus();
+}
+
+// ------------------------------------------------------------------ queues
+
+/** Succeeded jobs per 10 s over the last 5 minutes, per queue, counted from the feed. */
+const rate = new Map<string, number[]>();
+function tick(queue: string, now = Date.now()): number[] {
+  const slot = Math.floor(now / 10_000);
+  let r = rate.get(queue);
+  if (!r) rate.set(queue, (r = Array.from({ length: 31 }, () => 0)));
+  const last = (r as number[] & { slot?: number }).slot ?? slot;
+  for (let i = last; i < slot; i++) r.push(0), r.shift();
+  (r as number[] & { slot?: number }).slot = slot;
+  return r;
+}
+
+async function queuesView(): Promise<void> {
+  const box = h('section', { 'aria-labelledby': 'qh' }, h('h1', { id: 'qh' }, 'Queues'));
+  main().replaceChildren(box);
+  const draw = (all: QueueOverview[]) => {
+    const rows = all.map((q) => [
+      h('a', { href: `#/q/${encodeURIComponent(q.queue)}` }, q.queue),
+      String(q.counts.queued), String(q.counts.running), String(q.counts.delayed),
+      span(q.oldestQueuedMs),
+      sparkline(tick(q.queue), `succeeded per 10 s, last 5 minutes, ${q.queue}`),
+      q.paused ? badge('paused') : badge('active', 'ok'),
+      [q.settings.maxRunning ? `max ${q.settings.maxRunning} running` : '', q.settings.claimsPerSecond ? `${q.settings.claimsPerSecond}/s` : ''].filter(Boolean).join(', ') || '—',
+      admin ? action(q.paused ? 'Resume' : 'Pause', async () => (q.paused ? d!.resumeQueue(q.queue) : d!.pauseQueue(q.queue)).then(refresh), say) : h('span', {}, ''),
+    ]);
+    box.replaceChildren(box.firstChild!, all.length
+      ? table(['queue', 'queued', 'running', 'delayed', 'oldest wait', 'succeeded/10 s', 'state', 'caps', admin ? 'admin' : ''], rows, 'Queues, live')
+      : h('p', {}, 'No queues yet: submit a job and it appears here.'));
+  };
+  let pending = false;
+  const refresh = async () => {
+    if (pending) return;
+    pending = true;
+    try {
+      draw(await d!.overview());
+    } finally {
+      pending = false;
+    }
+  };
+  const all = await d!.overview();
+  draw(all);
+  // Live: each queue's feed; a record redraws the counts (a burst once), and feeds the sparkline.
+  const signal = leave.signal;
+  for (const q of all) {
+    void (async () => {
+      for await (const rec of d!.events(q.queue, { signal })) {
+        if (rec.kind === 'job' && rec.status === 'succeeded') tick(q.queue)[30]! += 1;
+        void refresh();
+      }
+    })().catch(() => {});
+  }
+}
+
+// ------------------------------------------------------------------ a queue
+
+async function queueView(queue: string, state: State, cursor: string | null): Promise<void> {
+  const tabs = h('nav', { class: 'tabs', 'aria-label': 'states' }, ...STATES.map((s) =>
+    h('a', { href: `#/q/${encodeURIComponent(queue)}/${s}`, 'aria-current': s === state ? 'page' : null }, s)));
+  const list = h('div');
+  main().replaceChildren(h('section', {}, h('h1', {}, `Queue ${queue}`), tabs, list));
+  const draw = async () => {
+    const page = await d!.list(queue, { state, limit: 25, cursor });
+    const rows = page.items.map((j) => [
+      h('a', { href: `#/i/${encodeURIComponent(j.id)}` }, j.id), badge(j.state), String(j.attempt), j.workerId ?? '—',
+      ago(j.finishedAt ?? j.updatedAt), j.error ? `${j.error.type ?? 'Error'}: ${j.error.message}` : '',
+      state === 'failed' ? action('Retry', () => d!.retry(j.id).then(draw), say) : h('span', {}, ''),
+    ]);
+    list.replaceChildren(
+      state === 'failed' && page.items.length ? action('Retry all failed (redrive)', () => d!.redrive(queue, { limit: 100 }).then(draw), say) : h('span'),
+      page.items.length ? table(['id', 'state', 'attempt', 'worker', 'when', 'error', ''], rows, `${state} jobs of ${queue}`) : h('p', {}, `No ${state} jobs.`),
+      page.cursor ? h('a', { class: 'button', href: `#/q/${encodeURIComponent(queue)}/${state}/${encodeURIComponent(page.cursor)}` }, 'Next page') : h('span'),
+      cursor ? h('a', { class: 'button', href: `#/q/${encodeURIComponent(queue)}/${state}` }, 'First page') : h('span'));
+  };
+  await draw();
+  if (cursor) return;
+  let busy = false;
+  void (async () => {
+    for await (const _ of d!.events(queue, { signal: leave.signal })) {
+      if (busy) continue;
+      busy = true;
+      await draw().catch(say);
+      busy = false;
+    }
+  })().catch(() => {});
+}
+
+// ------------------------------------------------------------------ one job
+
+const text = (b: Uint8Array) => new TextDecoder().decode(b);
+function valueOf(b: Uint8Array): string {
+  const t = text(b);
+  try {
+    return JSON.stringify(JSON.parse(t));
+  } catch {
+    return t;
+  }
+}
+
+async function jobView(id: string): Promise<void> {
+  const facts = h('dl', { class: 'facts' });
+  const controls = h('div', { class: 'controls' });
+  const journal = h('div', { class: 'journal', 'aria-live': 'polite' });
+  main().replaceChildren(h('section', {}, h('h1', {}, `Job ${id}`), controls, facts, h('h2', {}, 'Journal'), journal));
+  const draw = async () => {
+    const inv: Invocation | null = await d!.get(id);
+    if (!inv) {
+      facts.replaceChildren(h('p', {}, 'No such job here (or it was purged after its queue\'s retention).'));
+      return null;
+    }
+    const row = (k: string, v: Node | string) => [h('dt', {}, k), h('dd', {}, v)];
+    facts.replaceChildren(
+      ...row('state', badge(inv.state)), ...row('queue', h('a', { href: `#/q/${encodeURIComponent(inv.queue)}` }, inv.queue)),
+      ...row('attempt', `${inv.attempt}${inv.maxAttempts ? ` of ${inv.maxAttempts}` : ''}`), ...row('worker', inv.workerId ?? '—'),
+      ...row('created', when(inv.createdAt)), ...row('started', when(inv.startedAt)), ...row('finished', when(inv.finishedAt)),
+      ...(inv.error ? row('error', h('span', { class: 'error' }, `${inv.error.type ?? 'Error'}: ${inv.error.message}`)) : []));
+    const live = inv.state === 'queued' || inv.state === 'running' || inv.state === 'delayed';
+    controls.replaceChildren(
+      live ? action('Cancel', () => d!.cancel(id).then(draw), say, 'danger') : h('span'),
+      inv.state === 'failed' ? action('Retry', () => d!.retry(id).then(draw), say) : h('span'));
+    return inv;
+  };
+  const inv = await draw();
+  if (!inv) return;
+  const signal = leave.signal;
+  // The row follows the queue's feed; the journal streams as the worker writes it.
+  void (async () => {
+    for await (const rec of d!.events(inv.queue, { signal })) if (rec.kind === 'job' && rec.id === id) await draw();
+  })().catch(() => {});
+  let attempt = -1;
+  let chunk: HTMLElement | null = null;
+  const show = (f: JournalFrame) => {
+    if (f.attempt !== attempt) {
+      attempt = f.attempt;
+      chunk = null;
+      journal.append(h('div', { class: 'attempt' }, `attempt ${f.attempt}`));
+    }
+    if (f.kind === FrameKind.CHUNK) {
+      if (!chunk) journal.append((chunk = h('pre', { class: 'chunk' })));
+      chunk.textContent += text(f.body);
+      return;
+    }
+    chunk = null;
+    if (f.kind === FrameKind.VALUE) journal.append(h('div', { class: 'value' }, valueOf(f.body)));
+    else if (f.kind === FrameKind.ERROR) journal.append(h('div', { class: 'frame-error' }, `error: ${valueOf(f.body)}`));
+    else if (f.kind === FrameKind.END) journal.append(h('div', { class: 'end' }, 'end'));
+  };
+  try {
+    for await (const f of d!.journalRead(id, { signal })) show(f);
+  } catch (e) {
+    if (!signal.aborted) say(e);
+  }
+}
+
+// ------------------------------------------------------------------ tokens
+
+async function tokensView(): Promise<void> {
+  const out = h('div');
+  const role = h('select', { id: 'role' }, ...['producer', 'worker', 'admin'].map((r) => h('option', { value: r }, r)));
+  const name = h('input', { id: 'tname', placeholder: 'what it is for' });
+  const shown = h('p', { class: 'once', role: 'status' });
+  const form = h('form', { class: 'inline' }, h('label', { for: 'role' }, 'Role'), role, h('label', { for: 'tname' }, 'Name'), name, h('button', { type: 'submit' }, 'Create token'));
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    try {
+      const t = await d!.createToken(role.value as 'producer', { name: name.value || undefined });
+      shown.replaceChildren('New token (shown this once, copy it now): ', h('code', {}, t.token));
+      await draw();
+    } catch (e) {
+      say(e);
+    }
+  });
+  main().replaceChildren(h('section', {}, h('h1', {}, 'Tokens'), form, shown, out));
+  const draw = async () => {
+    const ts = await d!.listTokens();
+    out.replaceChildren(table(['id', 'role', 'pools', 'name', 'created', 'state', ''], ts.map((t) => [
+      h('code', {}, t.id), t.role, t.pools ? t.pools.join(', ') : 'all', t.name ?? '', ago(t.created_at), t.revoked_at ? badge('revoked') : badge('active', 'ok'),
+      t.revoked_at ? h('span') : action('Revoke', () => d!.revokeToken(t.id).then(draw), say, 'danger'),
+    ]), 'Tokens of this namespace'));
+  };
+  await draw();
+}
+
+// ------------------------------------------------------------------ routing
+
+async function route(): Promise<void> {
+  leave.abort();
+  leave = new AbortController();
+  document.getElementById('notice')!.hidden = true;
+  if (!d) return signInView();
+  const [, view, a, b, c] = location.hash.split('/').map(decodeURIComponent);
+  try {
+    if (view === 'q' && a) await queueView(a, (STATES.includes(b as State) ? b : 'queued') as State, c || null);
+    else if (view === 'i' && a) await jobView(a);
+    else if (view === 'tokens' && admin) await tokensView();
+    else await queuesView();
+  } catch (e) {
+    if (e instanceof UnauthorizedError) return signInView(`Signed out: ${e.message}`);
+    say(e instanceof LakeshoreError ? e : e);
+  }
+}
+
+document.getElementById('signout')!.addEventListener('click', () => {
+  sessionStorage.removeItem(SESSION);
+  d = null;
+  location.hash = '';
+  void route();
+});
+window.addEventListener('hashchange', () => void route());
+
+const saved = sessionStorage.getItem(SESSION);
+if (saved) {
+  signIn(JSON.parse(saved) as Session).then(route, () => signInView('Your session ended: sign in again.'));
+} else signInView();

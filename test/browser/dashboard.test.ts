@@ -1,0 +1,157 @@
+/**
+ * The dashboard, in real Chromium, against a plane of its own: signing in, live counts and
+ * journals, cancel and retry from the page, what a producer token may not do, a wrong token.
+ * Screenshots of each page at 1280 and 390 px go to docs/dashboard/.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Browser, Page } from 'playwright-core';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { encodeFrame, FrameKind, HttpDispatch } from '../../client/local/index.ts';
+import { launch, plane, type TestPlane } from './harness.ts';
+
+let browser: Browser;
+let p: TestPlane;
+let n = 0;
+const shots = join(process.cwd(), 'docs', 'dashboard');
+const bytes = (s: string) => new TextEncoder().encode(s);
+
+beforeAll(async () => {
+  p = await plane([]);
+  browser = await launch();
+  mkdirSync(shots, { recursive: true });
+}, 120_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await p?.stop();
+});
+
+const root = (namespace: string) => new HttpDispatch(p.plane.url, { token: p.token, namespace });
+
+async function signIn(token: string, namespace: string, width = 1280): Promise<Page> {
+  const page = await browser.newPage({ viewport: { width, height: width > 600 ? 760 : 844 } });
+  await page.goto(`${p.plane.url}/`);
+  await page.fill('#token', token);
+  await page.fill('#ns', namespace);
+  await page.click('button[type=submit]');
+  return page;
+}
+
+const cell = (page: Page, queue: string, column: number) =>
+  page.evaluate(([q, c]) => {
+    const row = Array.from(document.querySelectorAll('tbody tr')).find((r) => r.querySelector('a')?.textContent === q);
+    return row ? row.querySelectorAll('td')[c as number]!.textContent : null;
+  }, [queue, column] as const);
+
+describe('the dashboard', () => {
+  it('shows a queue\'s counts live, a job\'s frames as they are written, and cancels from the page', async () => {
+    const ns = `dash${n++}`;
+    const d = root(ns);
+    const producer = await d.createToken('producer');
+    await d.submit('training', bytes('{}'), { id: 'warm' });
+    const page = await signIn(producer.token, ns);
+    await page.waitForSelector('table');
+    expect(await cell(page, 'training', 1)).toBe('1');
+    // A submitted job appears in the queue's count, driven by the feed.
+    const t0 = Date.now();
+    await d.submit('training', bytes('{}'), { id: 'run-42' });
+    await page.waitForFunction(() => Array.from(document.querySelectorAll('tbody tr')).some((r) => r.querySelector('td:nth-child(2)')?.textContent === '2'), undefined, { timeout: 10_000 });
+    console.log(`dashboard: a submitted job counted on the page ${Date.now() - t0} ms after its submit`);
+    await page.screenshot({ path: join(shots, 'queues-1280.png') });
+    // Its page: frames as the worker writes them.
+    await d.claimMany('training', 'gpu-1', 2, { leaseMs: 600_000 });
+    await page.goto(`${p.plane.url}/#/i/run-42`);
+    await page.waitForSelector('.facts');
+    for (let s = 0; s < 3; s++) {
+      await d.journalAppend('run-42', s, encodeFrame({ kind: FrameKind.VALUE, seq: s, body: bytes(JSON.stringify({ step: s, loss: +(1 / (s + 1)).toFixed(3) })), meta: null }), { workerId: 'gpu-1' });
+      await page.waitForFunction((k) => document.querySelectorAll('.journal .value').length === k, s + 1, { timeout: 10_000 });
+    }
+    for (let s = 3; s < 8; s++) await d.journalAppend('run-42', s, encodeFrame({ kind: FrameKind.CHUNK, seq: s, body: bytes(`token${s} `), meta: null }), { workerId: 'gpu-1' });
+    await page.waitForFunction(() => document.querySelector('.journal .chunk')?.textContent === 'token3 token4 token5 token6 token7 ', undefined, { timeout: 10_000 });
+    await page.screenshot({ path: join(shots, 'job-1280.png') });
+    await page.click('button:has-text("Cancel")');
+    await page.waitForFunction(() => document.querySelector('.facts .badge')?.textContent === 'cancelled', undefined, { timeout: 10_000 });
+    expect((await d.get('run-42'))!.state).toBe('cancelled');
+    await page.close();
+  }, 90_000);
+
+  it('retries a failed job from the page, and it then succeeds', async () => {
+    const ns = `dash${n++}`;
+    const d = root(ns);
+    const producer = await d.createToken('producer');
+    await d.submit('emails', bytes('{}'), { id: 'bounce' });
+    await d.claim('emails', 'w');
+    await d.nack('bounce', 'w', { error: { message: 'SMTP 550 mailbox unavailable', type: 'SmtpError' }, retry: false });
+    const page = await signIn(producer.token, ns);
+    await page.waitForSelector('table');
+    await page.goto(`${p.plane.url}/#/q/emails/failed`);
+    await page.waitForSelector('text=SmtpError: SMTP 550 mailbox unavailable');
+    await page.screenshot({ path: join(shots, 'queue-1280.png') });
+    await page.click('td button:has-text("Retry")');
+    await page.waitForSelector('text=No failed jobs.');
+    const again = await d.claim('emails', 'w2');
+    expect(again).toMatchObject({ id: 'bounce', attempt: 2 });
+    await d.ack('bounce', 'w2', { result: bytes('"sent"') });
+    expect((await d.get('bounce'))!.state).toBe('succeeded');
+    await page.close();
+  }, 60_000);
+
+  it('shows a producer no admin controls, and the plane refuses an admin request forged from the page (403)', async () => {
+    const ns = `dash${n++}`;
+    const d = root(ns);
+    const producer = await d.createToken('producer');
+    const adminToken = await d.createToken('admin');
+    await d.submit('q', bytes('{}'), { id: 'x' });
+    const page = await signIn(producer.token, ns);
+    await page.waitForSelector('table');
+    expect(await page.locator('button:has-text("Pause")').count()).toBe(0);
+    expect(await page.locator('a:has-text("Tokens")').isVisible()).toBe(false);
+    const forged = await page.evaluate(async ([namespace, token]) => {
+      const r = await fetch(`/v1/ns/${namespace}/queues/q/pause`, { method: 'POST', headers: { authorization: `Bearer ${token}` } });
+      return { status: r.status, body: await r.json() };
+    }, [ns, producer.token] as const);
+    expect(forged.status).toBe(403);
+    expect(forged.body.error.code).toBe('forbidden');
+    expect((await d.queueInfo('q')).paused).toBe(false);
+    // An admin sees them, and its pause works.
+    const admin = await signIn(adminToken.token, ns);
+    await admin.waitForSelector('button:has-text("Pause")');
+    await admin.click('button:has-text("Pause")');
+    await admin.waitForSelector('button:has-text("Resume")');
+    expect((await d.queueInfo('q')).paused).toBe(true);
+    await admin.goto(`${p.plane.url}/#/tokens`);
+    await admin.waitForSelector('text=Create token');
+    await admin.screenshot({ path: join(shots, 'tokens-1280.png') });
+    await page.close();
+    await admin.close();
+  }, 60_000);
+
+  it('says clearly when a token is refused, and fits a 390 px screen', async () => {
+    const page = await signIn('lsk_0000000000000000_wrongwrongwrongwrongwrongwrongwrongwrongwro', 'default', 390);
+    await page.waitForFunction(() => (document.getElementById('signin-error')?.textContent ?? '').length > 0, undefined, { timeout: 10_000 });
+    expect(await page.textContent('#signin-error')).toContain('That token was refused');
+    await page.screenshot({ path: join(shots, 'signin-390.png') });
+    // The narrow pages, signed in.
+    const ns = `dash${n++}`;
+    const d = root(ns);
+    const producer = await d.createToken('producer');
+    await d.submit('emails', bytes('{}'), { id: 'm1' });
+    await d.submit('emails', bytes('{}'), { id: 'bounce' });
+    await d.claimMany('emails', 'w', 2);
+    await d.nack('bounce', 'w', { error: { message: 'SMTP 550 mailbox unavailable', type: 'SmtpError' }, retry: false });
+    const narrow = await signIn(producer.token, ns, 390);
+    await narrow.waitForSelector('table');
+    const overflow = await narrow.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+    expect(overflow).toBeLessThanOrEqual(0); // wide tables scroll in their own box, not the page
+    await narrow.screenshot({ path: join(shots, 'queues-390.png') });
+    await narrow.goto(`${p.plane.url}/#/q/emails/failed`);
+    await narrow.waitForSelector('text=SmtpError');
+    await narrow.screenshot({ path: join(shots, 'queue-390.png') });
+    await narrow.goto(`${p.plane.url}/#/i/bounce`);
+    await narrow.waitForSelector('.facts');
+    await narrow.screenshot({ path: join(shots, 'job-390.png') });
+    await page.close();
+    await narrow.close();
+  }, 60_000);
+});
