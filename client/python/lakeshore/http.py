@@ -205,6 +205,54 @@ class HttpDispatch:
             q["cursor"] = cursor
         return self._call("GET", "/queues/%s/invocations?%s" % (_q(queue), urllib.parse.urlencode(q)))
 
+    def metrics(self) -> str:
+        """The namespace's metrics in the Prometheus text format (docs/contract.md, "Metrics")."""
+        req = urllib.request.Request(self._url("/metrics"), headers=self._headers())
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                return resp.read().decode("utf-8")
+        except urllib.error.HTTPError as e:
+            raise _error_of(e)
+
+    def events(self, queue: str, *, stop: Optional[threading.Event] = None) -> Iterator[Dict[str, Any]]:
+        """The queue's lifecycle feed, live: a record per committed transition, in commit order
+        (`{"kind": "job", "id", "queue", "status", "attempt", "worker_id", "error"?, "at"}`), until
+        `stop` is set (checked between records and keepalives). After a dropped connection it
+        resumes from the last record (Last-Event-ID); `{"kind": "gap", ...}` says records were
+        missed and the caller should list again."""
+        last: Optional[str] = None
+        failures = 0
+        while not (stop and stop.is_set()):
+            headers = {**self._headers(), "Accept": "text/event-stream"}
+            if last:
+                headers["Last-Event-ID"] = last
+            req = urllib.request.Request(self._url("/events?queue=%s" % _q(queue)), headers=headers)
+            try:
+                resp = urllib.request.urlopen(req, timeout=20.0)
+            except urllib.error.HTTPError as e:
+                raise _error_of(e)
+            except (OSError, urllib.error.URLError):
+                failures += 1
+                if failures > 20:
+                    raise
+                time.sleep(min(1.0, 0.025 * 2 ** failures))
+                continue
+            try:
+                failures = 0
+                for event, data, ident in _sse_ids(resp):
+                    if event == "job":
+                        last = ident or last
+                        yield json.loads(data)
+                    elif event == "gap":
+                        yield {"kind": "gap", **json.loads(data)}
+                    if stop and stop.is_set():
+                        return
+            except (OSError, ValueError):
+                failures += 1
+                time.sleep(min(1.0, 0.025 * 2 ** failures))
+            finally:
+                resp.close()
+
     def stream_token(self, inv_id: str, *, ttl: Optional[float] = None, streams: Optional[int] = None) -> Dict[str, Any]:
         """A read-only token for one invocation, for a browser: `{"token", "url", "expires_at", "id",
         "queue", "streams"}`. Hand `url` (the journal's SSE URL, the token in its query) to an
@@ -489,13 +537,19 @@ def _error_of(e: "urllib.error.HTTPError") -> LakeshoreError:
 
 def _sse(resp: Any) -> Iterator[Tuple[str, str]]:
     """(event, data) pairs from a text/event-stream response."""
-    event, data = "message", []
+    for event, data, _ in _sse_ids(resp):
+        yield event, data
+
+
+def _sse_ids(resp: Any) -> Iterator[Tuple[str, str, Optional[str]]]:
+    """(event, data, id) triples from a text/event-stream response."""
+    event, data, ident = "message", [], None
     for raw in resp:
         line = raw.decode("utf-8").rstrip("\r\n")
         if not line:
             if data:
-                yield event, "\n".join(data)
-            event, data = "message", []
+                yield event, "\n".join(data), ident
+            event, data, ident = "message", [], None
         elif line.startswith(":"):
             continue
         else:
@@ -505,3 +559,5 @@ def _sse(resp: Any) -> Iterator[Tuple[str, str]]:
                 event = value
             elif field == "data":
                 data.append(value)
+            elif field == "id":
+                ident = value

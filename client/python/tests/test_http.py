@@ -199,6 +199,31 @@ class Verbs(unittest.TestCase):
         with self.assertRaises(ls.BadRequest):
             d.list("q", state="nope")
 
+    def test_the_feed_tells_transitions_in_order_and_metrics_count_them(self):
+        d = client()
+        stop = threading.Event()
+        seen: list = []
+        reader = client(d.namespace)
+        t = threading.Thread(target=lambda: [seen.append(r) for r in reader.events("f", stop=stop) if not stop.is_set()], daemon=True)
+        t.start()
+        # Attached once a probe's record arrives (bounded, probe by probe).
+        for i in range(50):
+            d.submit("f", b"x", id="probe%d" % i)
+            try:
+                wait_until(lambda: len(seen) > 0, "a probe's record", timeout=0.3)
+                break
+            except AssertionError:
+                continue
+        d.submit("f", b"x", id="a")
+        d.cancel("a")
+        wait_until(lambda: any(r.get("id") == "a" and r.get("status") == "cancelled" for r in seen), "a's records")
+        stop.set()
+        mine = [(r["id"], r["status"]) for r in seen if r.get("kind") == "job" and not r["id"].startswith("probe")]
+        self.assertEqual(mine, [("a", "queued"), ("a", "cancelled")])
+        text = d.metrics()
+        self.assertIn('lakeshore_transitions_total{namespace="%s",queue="f",transition="cancelled"} 1' % d.namespace, text)
+        self.assertIn("# TYPE lakeshore_jobs gauge", text)
+
     def test_cancel(self):
         d = client()
         d.submit("q", b"x", id="a")
