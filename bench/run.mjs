@@ -19,6 +19,7 @@ const cases = [
   ['local-idle', workload('--system=lakeshore-local', '--mode=idle', idle)],
   ['edge-single', workload('--system=lakeshore-edge', '--enqueue=single')],
   ['edge-bulk', workload('--system=lakeshore-edge', '--enqueue=bulk')],
+  ['edge-bulk-listened', workload('--system=lakeshore-edge', '--enqueue=bulk', '--listen=1')],
   ['edge-idle', workload('--system=lakeshore-edge', '--mode=idle', idle)],
   ['edge-bulk-d1-20ms', workload('--system=lakeshore-edge', '--enqueue=bulk', '--d1-delay-ms=20')],
   ['edge-journal', ['bench/journal.ts', '--system=lakeshore-edge', `--n=${quick ? 100 : 500}`]],

@@ -25,6 +25,8 @@ const O = {
   n: Number(arg('n', '20000')), p: Number(arg('p', '8')), w: Number(arg('w', '8')), payload: Number(arg('payload', '100')),
   batch: Number(arg('batch', '100')), idleN: Number(arg('idle-n', '500')), d1DelayMs: Number(arg('d1-delay-ms', '0')),
   label: arg('label', ''), server: arg('server', 'miniflare'), role: arg('role', 'coord'), prefetch: arg('prefetch', 'auto'),
+  /** --listen=1: one reader follows the queue's lifecycle feed for the whole run (its records are counted). */
+  listen: arg('listen', '0') === '1',
 };
 const TOTAL = O.mode === 'idle' ? O.idleN : O.n;
 const log = (...a: unknown[]) => console.error(`[${O.role}]`, ...a);
@@ -91,6 +93,18 @@ async function coordinator() {
   });
   const next = (key: string) => new Promise<any>((r) => { if (buffered.has(key)) { const m = buffered.get(key); buffered.delete(key); r(m); } else inbox.set(key, r); });
   await next('ready');
+  const feed = { records: 0, stop: new AbortController() };
+  if (O.listen) {
+    void (async () => {
+      for await (const r of d.events(queue, { signal: feed.stop.signal })) if (r.kind === 'job') feed.records++;
+    })().catch(() => {});
+    // Attached once a probe's record arrives.
+    for (let i = 0; feed.records === 0 && i < 100; i++) {
+      await d.submit(queue, encodeEnvelope({ fn: 'noop', args: [-1, ''] }), { id: `probe-${i}`, delayMs: 3_600_000 });
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    result.feed_listener = true;
+  }
   let best = { rtt: Infinity, off: 0 };
   for (let i = 0; i < 50; i++) {
     const t0 = now();
@@ -161,6 +175,10 @@ async function coordinator() {
   result.latency_ms = { p50: pct(lat, 50), p95: pct(lat, 95), p99: pct(lat, 99), max: pct(lat, 100), samples: lat.length };
   result.completion = { duplicates: dup, missing, store_succeeded: succeeded };
   result.exactly_once = dup === 0 && missing === 0 && succeeded === TOTAL;
+  if (O.listen) {
+    result.feed_records = feed.records;
+    feed.stop.abort();
+  }
   if (plane) {
     const s = await fetch(`${plane.url}/v1/ns/${ns}/queues/${queue}/stats`, { headers: { authorization: `Bearer ${(conn as { token: string }).token}` } }).then((r) => r.json() as Promise<{ read: number; written: number; batches: number; plans: number; d1_ms: number; calls: number; callMs: number }>);
     result.queue_object = { calls_per_job: +(s.calls / TOTAL).toFixed(2), ms_per_call: +(s.callMs / Math.max(1, s.calls)).toFixed(2) };

@@ -60,11 +60,18 @@ export class Feed {
 
   /** Counts `n` transitions of `queue`. */
   count(ns: string, queue: string, counter: Counter, n = 1): void {
-    if (n <= 0) return;
+    if (n > 0) this.of(ns, queue)[counter] += n;
+  }
+
+  /** The counters of one queue (the last one asked for is remembered: calls come in runs). */
+  private last: { ns: string; queue: string; c: Record<Counter, number> } | null = null;
+  private of(ns: string, queue: string): Record<Counter, number> {
+    if (this.last && this.last.ns === ns && this.last.queue === queue) return this.last.c;
     const key = `${ns}\u0000${queue}`;
     let c = this.counts.get(key);
     if (!c) this.counts.set(key, (c = Object.fromEntries(COUNTERS.map((k) => [k, 0])) as Record<Counter, number>));
-    c[counter] += n;
+    this.last = { ns, queue, c };
+    return c;
   }
 
   /** The counters of `queue`, or of every queue of `ns`. */
@@ -83,9 +90,10 @@ export class Feed {
    */
   told(ns: string, queue: string, items: { id: string; status: JobStatus; attempt?: number | null; workerId?: string | null; error?: InvocationError | null; submitted?: boolean }[]): void {
     if (!items.length) return;
+    const c = this.of(ns, queue);
     for (const it of items) {
       const counter = it.submitted ? 'submitted' : COUNTED[it.status];
-      if (counter) this.count(ns, queue, counter);
+      if (counter) c[counter]++;
     }
     if (!this.listeners.size) return;
     const at = this.now();

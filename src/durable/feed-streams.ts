@@ -11,7 +11,9 @@
  */
 import type { Feed, JobRecord } from '../core/feed.ts';
 import { KEEPALIVE, KEEPALIVE_MS, RETRY } from '../worker/sse.ts';
-import { end, readerStream, send, type Reader, type ReaderHooks } from './journal-streams.ts';
+import { end, readerStream, send, write, type Reader, type ReaderHooks } from './journal-streams.ts';
+
+const enc = new TextEncoder();
 
 /** Records kept for resuming readers. */
 export const FEED_WINDOW = 10_000;
@@ -69,12 +71,18 @@ export class FeedStreams {
     }, KEEPALIVE_MS);
   }
 
+  /** One batch's records: each encoded once, all of them one write per reader. */
   private told(records: JobRecord[]): void {
+    let all = '';
     for (const rec of records) {
       const seq = ++this.seq;
       const text = `id: ${this.instance}.${seq}\nevent: ${rec.kind}\ndata: ${JSON.stringify(rec)}\n\n`;
       this.kept.push({ seq, text });
-      for (const r of this.readers) send(r, text);
+      all += text;
+    }
+    if (all) {
+      const bytes = enc.encode(all);
+      for (const r of this.readers) write(r, bytes);
     }
     if (this.kept.length > FEED_WINDOW) this.kept.splice(0, this.kept.length - FEED_WINDOW);
   }
