@@ -55,6 +55,30 @@ export interface ClaimOptions {
   leaseMs?: number;
   /** Gives up a waiting claim early (e.g. a worker shutting down). */
   signal?: AbortSignal;
+  /** Who the worker is, for the plane's worker list (runWorker sends it at start and now and then). */
+  worker?: WorkerInfo;
+}
+
+export interface WorkerInfo {
+  queues?: string[];
+  host?: string;
+  pid?: number;
+  version?: string;
+  concurrency?: number;
+}
+
+/** A worker as the plane lists it (GET /workers): what it said, when it was last heard from, what it holds. */
+export interface WorkerSeen {
+  worker_id: string;
+  status: 'active' | 'stopped' | 'lost';
+  queues: string[];
+  host: string | null;
+  pid: number | null;
+  version: string | null;
+  concurrency: number | null;
+  first_seen: number;
+  last_seen: number;
+  holding: { id: string; queue: string }[];
 }
 
 export interface HolderOptions {
@@ -105,11 +129,11 @@ export interface ListOptions {
 }
 
 export type { InvocationSummary, Page as InvocationPage, QueueOverview } from '../src/core/sql/list.ts';
-export type { JobRecord, JobStatus } from '../src/core/feed.ts';
-import type { JobRecord } from '../src/core/feed.ts';
+export type { JobRecord, JobStatus, WorkerRecord } from '../src/core/feed.ts';
+import type { JobRecord, WorkerRecord } from '../src/core/feed.ts';
 
-/** An item of a queue's lifecycle feed: a job's transition, or word that records were missed (list again). */
-export type FeedItem = JobRecord | { kind: 'gap'; reason: 'behind' | 'restarted'; resumed_at: number };
+/** An item of a queue's lifecycle feed: a job's transition, a worker's coming and going, or word that records were missed (list again). */
+export type FeedItem = JobRecord | WorkerRecord | { kind: 'gap'; reason: 'behind' | 'restarted'; resumed_at: number };
 import type { Page as InvocationPage, QueueOverview } from '../src/core/sql/list.ts';
 
 export interface DispatchPlane {
@@ -171,6 +195,10 @@ export interface DispatchPlane {
   events(queue: string, opts?: { signal?: AbortSignal }): AsyncIterable<FeedItem>;
   /** The namespace's metrics in the Prometheus text format (docs/contract.md, "Metrics"). */
   metrics(): Promise<string>;
+  /** The workers heard from lately (edge plane; the local plane knows its own process's). */
+  workers?(): Promise<WorkerSeen[]>;
+  /** This worker stops (runWorker says so at shutdown). */
+  workerStopped?(queue: string, workerId: string): Promise<void>;
   /** Changes the settings named (a null clears one); answers the queue's settings. */
   configureQueue(queue: string, settings: SettingsChange): Promise<QueueInfo>;
   queueInfo(queue: string): Promise<QueueInfo>;

@@ -202,7 +202,7 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
   }
 
   private claimBody(workerId: string, max: number, opts: ClaimOptions): wire.ClaimWire {
-    return { worker_id: workerId, kind: opts.kind ?? 'fifo', temperature: opts.temperature ?? 1, wait_ms: opts.waitMs ?? 0, lease_ms: opts.leaseMs ?? null, max };
+    return { worker_id: workerId, kind: opts.kind ?? 'fifo', temperature: opts.temperature ?? 1, wait_ms: opts.waitMs ?? 0, lease_ms: opts.leaseMs ?? null, max, worker: opts.worker ?? null };
   }
 
   private claimed(workerId: string, rows: Json[]): Claimed[] {

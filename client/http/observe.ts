@@ -25,7 +25,7 @@ export async function* followFeed(signal: AbortSignal | undefined, connect: (las
       failures = 0;
       for await (const ev of sseEvents(res.body, ac.signal)) {
         if (ev.event === 'gap') yield { kind: 'gap', ...(JSON.parse(ev.data) as Json) } as FeedItem;
-        else if (ev.event === 'job') {
+        else if (ev.event === 'job' || ev.event === 'worker') {
           last = ev.id ?? last;
           yield JSON.parse(ev.data) as FeedItem;
         }

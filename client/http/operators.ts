@@ -5,7 +5,7 @@
 import { toBase64 } from '../../src/core/bytes.ts';
 import type * as wire from '../../src/core/wire-types.ts';
 import type { TokenLimits } from '../../src/core/wire-types.ts';
-import type { FeedItem, InvocationPage, ListOptions, QueueInfo, QueueOverview, Schedule, ScheduleOptions, SettingsChange } from '../types.ts';
+import type { FeedItem, InvocationPage, ListOptions, QueueInfo, QueueOverview, Schedule, ScheduleOptions, SettingsChange, WorkerSeen } from '../types.ts';
 import { followFeed, settingsWire } from './observe.ts';
 import { errorOf, type Transport } from './transport.ts';
 import { enc, overviewOf, queueInfoOf, scheduleOf, summaryOf, type Json } from './wire.ts';
@@ -51,6 +51,16 @@ export class HttpOperators {
   /** The queue's lifecycle feed, live (observe.ts); ends when `signal` aborts. */
   events(queue: string, opts: { signal?: AbortSignal } = {}): AsyncIterable<FeedItem> {
     return followFeed(opts.signal, (last, signal) => this.http.fetch(`/events?queue=${enc(queue)}`, { headers: { accept: 'text/event-stream', ...(last ? { 'last-event-id': last } : {}) }, signal }));
+  }
+
+  /** The workers heard from lately, each once across its queues (docs/contract.md, "Workers"). */
+  async workers(): Promise<WorkerSeen[]> {
+    return (await this.http.call('GET', '/workers')).workers as WorkerSeen[];
+  }
+
+  /** Tells the plane that this worker stops (runWorker does, at shutdown): the feed says stopped, not lost. */
+  async workerStopped(queue: string, workerId: string): Promise<void> {
+    await this.http.call('POST', `/queues/${enc(queue)}/workers/${enc(workerId)}/stop`);
   }
 
   /** The namespace's metrics, in the Prometheus text format. */

@@ -1,12 +1,12 @@
 /** The local plane's lifecycle feed (in-process: this process's transitions) and metrics. */
-import type { Feed, JobRecord } from '../../src/core/feed.ts';
+import type { Feed, FeedRecord } from '../../src/core/feed.ts';
 import { metricsText } from '../../src/core/metrics.ts';
 import type { Engine } from '../../src/core/engine.ts';
 import type { FeedItem } from '../types.ts';
 
 /** Records of `queue` as this process commits them, until `signal` aborts. */
 export async function* feedOf(feed: Feed, ns: string, queue: string, signal?: AbortSignal): AsyncGenerator<FeedItem> {
-  const waiting: JobRecord[] = [];
+  const waiting: FeedRecord[] = [];
   let wake: (() => void) | null = null;
   const off = feed.on((n, records) => {
     if (n !== ns) return;

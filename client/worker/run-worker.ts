@@ -58,6 +58,10 @@ export const ONCE_WAIT_MS = 2_000;
 
 /** The most one claim asks for (the plane's default batch limit). */
 const MAX_CLAIM = 1000;
+/** How often a worker's claims carry who it is. */
+const INFO_EVERY_MS = 30_000;
+/** The client's version, told to the plane with the worker's identity. */
+const VERSION = '0.1.0';
 
 /** This host and process, for worker ids: `host:pid` where the runtime has them. */
 async function hostName(): Promise<string> {
@@ -103,6 +107,10 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
   let onceTries = 0;
   let gaveUp = false;
   const claimWait = opts.claimWaitMs ?? 20_000;
+  // Who this worker is rides its first claim, and one every INFO_EVERY_MS after (the plane lists it).
+  const proc = (globalThis as { process?: { pid?: number } }).process;
+  const info = { queues: pools, host: (await hostName()).split(':')[0], pid: proc?.pid, version: VERSION, concurrency };
+  let infoAt = 0;
 
   // Claims fill free capacity in batches (claimMany): a busy worker costs one round trip per
   // batch of jobs, not one per job. Up to two claims are in flight at once, each holding the
@@ -175,7 +183,9 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
     }
     try {
       const t0 = performance.now();
-      const claimOpts = { waitMs, leaseMs: leaseMs ?? undefined, signal: stop };
+      const now = Date.now();
+      const worker = now - infoAt >= INFO_EVERY_MS ? ((infoAt = now), info) : undefined;
+      const claimOpts = { waitMs, leaseMs: leaseMs ?? undefined, signal: stop, worker };
       if (riding.length) {
         const out = await d.ackAndClaim(pool, workerId, riding.map((a) => ({ id: a.c.id, attempt: a.c.attempt, result: a.result })), want, claimOpts);
         riding.forEach((a, i) => a.done(out.acks[i] ?? null));
@@ -238,6 +248,8 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
     await slots;
   } finally {
     stop.removeEventListener('abort', onStop);
+    // Stopping, said: the plane's feed tells `stopped` rather than, a minute later, `lost`.
+    if (d.workerStopped) await Promise.all(pools.map((p) => d.workerStopped!(p, workerId).catch(() => {})));
   }
   return executed;
 }

@@ -25,6 +25,17 @@ export interface JobRecord {
   at: number;
 }
 
+/** What the feed says of a worker: it started (first heard from), stopped (said so), or was lost (went silent). */
+export interface WorkerRecord {
+  kind: 'worker';
+  worker_id: string;
+  queue: string;
+  status: 'started' | 'stopped' | 'lost';
+  at: number;
+}
+
+export type FeedRecord = JobRecord | WorkerRecord;
+
 /** The counters kept per queue, by the transitions they count. */
 export const COUNTERS = Object.freeze(['submitted', 'claimed', 'succeeded', 'failed', 'retried', 'expired', 'cancelled'] as const);
 export type Counter = (typeof COUNTERS)[number];
@@ -33,7 +44,7 @@ const COUNTED: Partial<Record<JobStatus, Counter>> = {
   running: 'claimed', succeeded: 'succeeded', failed: 'failed', retrying: 'retried', expired: 'expired', cancelled: 'cancelled',
 };
 
-export type Listener = (ns: string, records: JobRecord[]) => void;
+export type Listener = (ns: string, records: FeedRecord[]) => void;
 
 export class Feed {
   private readonly listeners = new Set<Listener>();
@@ -101,6 +112,15 @@ export class Feed {
       kind: 'job', id: it.id, queue, status: it.status, attempt: it.attempt ?? null, worker_id: it.workerId ?? null,
       ...(it.error ? { error: it.error } : {}), at,
     }));
+    this.tell(ns, records);
+  }
+
+  /** A worker record (durable/workers.ts), to the listeners. */
+  toldWorker(ns: string, record: WorkerRecord): void {
+    if (this.listeners.size) this.tell(ns, [record]);
+  }
+
+  private tell(ns: string, records: FeedRecord[]): void {
     for (const l of this.listeners) {
       try {
         l(ns, records);

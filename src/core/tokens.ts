@@ -38,6 +38,7 @@ export const PERMISSIONS = Object.freeze({
   list: ['producer'],
   events: ['producer', 'worker'],
   metrics: ['producer', 'worker'],
+  workers: ['producer', 'worker'],
 } satisfies Record<string, Role[]>);
 export type Verb = keyof typeof PERMISSIONS;
 

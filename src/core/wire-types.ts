@@ -35,6 +35,16 @@ export interface ClaimWire {
   acks?: Opt<AckWire[]>;
   /** The caller's name for this claim, so that it can call the claim off (POST .../claim/cancel). */
   claim_id?: Opt<string>;
+  /** Who the worker is (sent at its start and now and then): the plane lists it (GET /workers). */
+  worker?: Opt<WorkerInfoWire>;
+}
+
+export interface WorkerInfoWire {
+  queues?: Opt<string[]>;
+  host?: Opt<string>;
+  pid?: Opt<number>;
+  version?: Opt<string>;
+  concurrency?: Opt<number>;
 }
 
 /** Calls off a claim of this worker named by its claim_id. */

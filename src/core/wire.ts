@@ -57,6 +57,7 @@ export const ClaimBody = exactly<ClaimWire>()(z.strictObject({
   max: opt(z.number()),
   acks: opt(z.array(AckItemBody)),
   claim_id: opt(z.string()),
+  worker: opt(z.strictObject({ queues: opt(z.array(z.string())), host: opt(z.string()), pid: opt(z.number()), version: opt(z.string()), concurrency: opt(z.number()) })),
 }));
 
 export const ClaimCancelBody = exactly<ClaimCancelWire>()(z.strictObject({ worker_id: z.string(), claim_id: z.string() }));

@@ -9,7 +9,7 @@
  * list again. Records are kept only while readers have been around in the last IDLE_MS: with
  * nobody listening the feed makes no record at all.
  */
-import type { Feed, JobRecord } from '../core/feed.ts';
+import type { Feed, FeedRecord } from '../core/feed.ts';
 import { KEEPALIVE, KEEPALIVE_MS, RETRY } from '../worker/sse.ts';
 import { end, readerStream, send, write, type Reader, type ReaderHooks } from './journal-streams.ts';
 
@@ -72,7 +72,7 @@ export class FeedStreams {
   }
 
   /** One batch's records: each encoded once, all of them one write per reader. */
-  private told(records: JobRecord[]): void {
+  private told(records: FeedRecord[]): void {
     let all = '';
     for (const rec of records) {
       const seq = ++this.seq;

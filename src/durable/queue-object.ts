@@ -14,6 +14,7 @@ import { settle } from '../core/settled.ts';
 import { D1Port } from './d1-port.ts';
 import { JournalStreams } from './journal-streams.ts';
 import { FeedStreams } from './feed-streams.ts';
+import { WorkerBook, type WorkerInfo } from './workers.ts';
 import { leaseKeeper, type TokenGate } from './gate.ts';
 import { settingsFrom } from './settings.ts';
 
@@ -67,6 +68,8 @@ export class QueueObject extends DurableObject<Env> {
   private settings: QueueSettings | null = null;
   /** D1 rows read and written by this object's batches, for benchmarks. */
   private readonly rows = { read: 0, written: 0, batches: 0, plans: 0, calls: 0, callMs: 0 };
+  /** The workers heard from (workers.ts). */
+  private readonly workers: WorkerBook;
   /** The lifecycle feed's readers (feed-streams.ts). */
   private readonly feed: FeedStreams;
   /** The SSE readers of this queue's journals. */
@@ -104,6 +107,7 @@ export class QueueObject extends DurableObject<Env> {
     });
     this.engine.park.onFinish = () => this.purgeSoon();
     this.feed = new FeedStreams(this.engine.park.events);
+    this.workers = new WorkerBook(this.engine.park.events, this.ns, this.queue);
     // Alarms may not survive a restart (local workerd drops them): sweep once and re-arm. Retention
     // is looked at again by the first alarm or finished job. A throw here resets the object, and
     // the next request retries.
@@ -213,7 +217,8 @@ export class QueueObject extends DurableObject<Env> {
    * parked claim then leaves without a job; jobs it took as the abort came, or that were answered
    * within HANDED_MS before it, go back at once (release).
    */
-  claim(req: Claim, waitId?: string) {
+  claim(req: Claim & { worker?: WorkerInfo | null }, waitId?: string) {
+    this.workers.heard(req.workerId, req.worker);
     if (waitId !== undefined && this.calledOff.delete(waitId)) return Promise.resolve({ ok: true as const, value: { claimed: [] as Claimed[], parked: false } });
     return this.waiting(waitId, async (signal) => {
       let parked = false;
@@ -223,7 +228,8 @@ export class QueueObject extends DurableObject<Env> {
   }
 
   /** A worker's acks (of this queue's invocations) and its next claim, in one D1 batch. */
-  ackAndClaim(acks: AckRequest[], req: Claim) {
+  ackAndClaim(acks: AckRequest[], req: Claim & { worker?: WorkerInfo | null }) {
+    this.workers.heard(req.workerId, req.worker);
     return this.run(() => this.engine.work.ackAndClaim(this.ns, this.queue, acks, req));
   }
 
@@ -241,22 +247,27 @@ export class QueueObject extends DurableObject<Env> {
   }
 
   ackMany(items: AckRequest[]) {
+    this.workers.heard(items[0]?.workerId);
     return this.run(() => this.engine.work.ackMany(this.ns, items.map((it) => ({ ...it, queue: this.queue }))));
   }
 
   nackMany(items: (NackRequest & { id: string })[]) {
+    this.workers.heard(items[0]?.workerId);
     return this.run(() => this.engine.work.nackMany(this.ns, items.map((it) => ({ ...it, queue: this.queue }))));
   }
 
   ack(id: string, req: HolderRequest & { result?: unknown }) {
+    this.workers.heard(req.workerId);
     return this.run(() => this.engine.work.ack(this.ns, id, { ...req, queue: this.queue }));
   }
 
   nack(id: string, req: NackRequest) {
+    this.workers.heard(req.workerId);
     return this.run(() => this.engine.work.nack(this.ns, id, { ...req, queue: this.queue }));
   }
 
   heartbeat(id: string, req: HolderRequest & { leaseMs?: unknown }) {
+    this.workers.heard(req.workerId);
     return this.run(() => this.engine.work.heartbeat(this.ns, id, { ...req, queue: this.queue }));
   }
 
@@ -319,6 +330,19 @@ export class QueueObject extends DurableObject<Env> {
     return true;
   }
 
+
+  /** The workers heard from here, and the running jobs each holds (read from the rows). */
+  workersSeen() {
+    return this.run(async () => {
+      const running = await this.engine.list(this.ns, this.queue, 'running', 1000, null);
+      return { workers: this.workers.list(), running: running.items.map((i) => ({ id: i.id, workerId: i.workerId })) };
+    });
+  }
+
+  /** The worker says it stops (its runtime, at shutdown). */
+  workerStopped(workerId: string) {
+    return this.workers.stopped(workerId);
+  }
 
   /** This queue's transition counters since the object started (they live in its memory), for metrics. */
   counters() {

@@ -59,6 +59,8 @@ const MATRIX: Record<string, Entry> = {
   'POST /v1/ns/:ns/invocations/:id/stream-token': { roles: ['producer'], byId: true, body: () => ({ ttl_ms: 60_000 }) },
   'POST /v1/ns/:ns/tokens': { roles: [], body: () => ({ role: 'producer' }) },
   'GET /v1/ns/:ns/metrics': { roles: ['producer', 'worker'] },
+  'GET /v1/ns/:ns/workers': { roles: ['producer', 'worker'] },
+  'POST /v1/ns/:ns/queues/:queue/workers/:worker/stop': { roles: ['worker'] },
   'GET /v1/ns/:ns/events': { roles: ['producer', 'worker'], query: '?queue=:queue' },
   'GET /v1/ns/:ns/tokens': { roles: [] },
   'DELETE /v1/ns/:ns/tokens/:id': { roles: [] },
@@ -95,7 +97,7 @@ describe('authorization matrix', () => {
       const q = `q${checked}`;
       for (const n of [ns, other]) await call('POST', `/v1/ns/${n}/queues/${q}/invocations`, { id, envelope: b64('x') });
       const query = route.endsWith('/result') ? '?timeout_ms=0' : (e.query ?? '').replace(':queue', q);
-      const path = (n: string, inv = id) => template.replace(':ns', n).replace(':queue', q).replace(':name', 'nightly').replace(':id', route.includes('/tokens/') ? tokens.producer.id : inv) + query;
+      const path = (n: string, inv = id) => template.replace(':ns', n).replace(':queue', q).replace(':name', 'nightly').replace(':worker', 'w').replace(':id', route.includes('/tokens/') ? tokens.producer.id : inv) + query;
       const body = e.body?.(id);
       const as = (t: string | null) => (t === null ? { authorization: '' } : { authorization: `Bearer ${t}` });
 
@@ -141,7 +143,7 @@ describe('authorization matrix', () => {
     for (const [route, e] of Object.entries(MATRIX)) {
       const [method, template] = route.split(' ') as [string, string];
       const query = route.endsWith('/result') ? '?timeout_ms=0' : '';
-      const path = (n: string, inv: string) => template.replace(':ns', n).replace(':queue', 'q').replace(':name', 'nightly').replace(':id', inv) + query;
+      const path = (n: string, inv: string) => template.replace(':ns', n).replace(':queue', 'q').replace(':name', 'nightly').replace(':worker', 'w').replace(':id', inv) + query;
       for (const [n, inv] of [[ns, 'mine'], [ns, 'theirs'], [other, 'mine']] as const) {
         const own = n === ns && inv === 'mine';
         const byHeader = await call(method, path(n, inv), e.body?.(inv), { authorization: `Bearer ${minted.token}` });

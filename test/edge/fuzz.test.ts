@@ -36,7 +36,7 @@ const fields = [
   'id', 'envelope', 'key', 'priority', 'parent', 'worker_id', 'kind', 'temperature', 'lease_ms', 'wait_ms', 'max', 'attempt', 'result', 'error', 'retry', 'seq', 'body',
   'meta', 'final', 'keep_last', 'items', 'role', 'pools', 'state', 'namespace', 'delay_ms', 'run_at', 'ttl_ms', 'expires_at', 'max_attempts', 'max_running',
   'claims_per_second', 'retry_backoff', 'dead_letter_queue', 'cron', 'timezone', 'limit', 'dead_letters', 'claim_id',
-  'streams',
+  'streams', 'worker',
 ];
 /** Scheduling input a plane must refuse: negative, NaN or far-future times, bad crons and zones, caps of 0. */
 const scheduling = fc.constantFrom(
@@ -75,7 +75,7 @@ const routes: [string, string][] = [
   ['POST', 'invocations/:id/heartbeat'], ['POST', 'invocations/:id/cancel'], ['POST', 'invocations/:id/journal'],
   ['GET', 'invocations/:id/journal?since=:n'], ['POST', 'invocations/:id/journal/trim'], ['POST', 'tokens'], ['GET', 'tokens'], ['DELETE', 'tokens/:id'],
   ['POST', 'invocations/:id/stream-token'], ['GET', 'queues/:q/invocations?state=:s&limit=:n'], ['GET', 'queues/:q/invocations?cursor=:id'],
-  ['GET', 'metrics'], ['GET', 'events?queue=:q'], ['GET', 'events?queue=:q&kinds=:id'], ['GET', 'events'], ['GET', 'invocations/inv'], ['GET', 'invocations/inv/journal?since=:n'],
+  ['GET', 'metrics'], ['GET', 'workers'], ['POST', 'queues/:q/workers/:id/stop'], ['GET', 'events?queue=:q'], ['GET', 'events?queue=:q&kinds=:id'], ['GET', 'events'], ['GET', 'invocations/inv'], ['GET', 'invocations/inv/journal?since=:n'],
 ];
 /**
  * Who calls: the root token, none, garbage, another namespace's admin; a stream token for `inv`

@@ -40,7 +40,7 @@ export const queues = new Hono<App>()
     const { ns } = c.var;
     const queue = queueParam(c);
     const b = c.req.valid('json');
-    const req = { workerId: b.worker_id, kind: b.kind, temperature: b.temperature, leaseMs: b.lease_ms, waitMs: b.wait_ms, max: b.max };
+    const req = { workerId: b.worker_id, kind: b.kind, temperature: b.temperature, leaseMs: b.lease_ms, waitMs: b.wait_ms, max: b.max, worker: b.worker };
     const stub = queueObject(c, ns, queue);
     if (!b.acks) {
       // A claim that waits streams (long-poll.ts), so a client that goes away is noticed: parked,
@@ -55,6 +55,10 @@ export const queues = new Hono<App>()
     const acks = b.acks.map((a) => ({ id: a.id, workerId: b.worker_id, attempt: a.attempt, result: a.result }));
     const out = await raise(stub.ackAndClaim(acks, req));
     return c.json({ claimed: out.claimed.map(claimedJson), acks: out.acks.map((r) => itemJson(r, acked)) });
+  })
+  .post('/:queue/workers/:worker/stop', may('claim'), async (c) => {
+    const id = v.workerId(c.req.param('worker'));
+    return c.json({ stopped: await queueObject(c, c.var.ns, queueParam(c)).workerStopped(id) });
   })
   .post('/:queue/claim/cancel', may('claim'), jsonBody(ClaimCancelBody), async (c) => {
     const b = c.req.valid('json');
