@@ -225,6 +225,36 @@ async function jobView(id: string): Promise<void> {
   }
 }
 
+// ------------------------------------------------------------------ workers
+
+async function workersView(): Promise<void> {
+  const out = h('div');
+  main().replaceChildren(h('section', {}, h('h1', {}, 'Workers'), out));
+  const draw = async () => {
+    const ws = await d!.workers();
+    out.replaceChildren(ws.length
+      ? table(['worker', 'state', 'queues', 'host', 'version', 'slots', 'last heard', 'holding'], ws.map((w) => [
+        h('code', {}, w.worker_id), badge(w.status === 'active' ? 'active' : w.status, w.status === 'active' ? 'ok' : w.status === 'lost' ? 'failed' : 'cancelled'),
+        w.queues.join(', '), w.host ? `${w.host}${w.pid ? `:${w.pid}` : ''}` : '—', w.version ?? '—', w.concurrency === null ? '—' : String(w.concurrency), ago(w.last_seen),
+        w.holding.length ? h('span', {}, ...w.holding.slice(0, 5).flatMap((j, i) => [i ? ', ' : '', h('a', { href: `#/i/${encodeURIComponent(j.id)}` }, j.id)]), w.holding.length > 5 ? ` and ${w.holding.length - 5} more` : '') : 'nothing',
+      ]), 'Workers heard from lately')
+      : h('p', {}, 'No worker heard from lately.'));
+  };
+  await draw();
+  // Live: any queue's feed (a worker came, went, or took or finished a job) redraws the list.
+  let busy = false;
+  for (const q of await d!.listQueues()) {
+    void (async () => {
+      for await (const _ of d!.events(q, { signal: leave.signal })) {
+        if (busy) continue;
+        busy = true;
+        await draw().catch(say);
+        busy = false;
+      }
+    })().catch(() => {});
+  }
+}
+
 // ------------------------------------------------------------------ tokens
 
 async function tokensView(): Promise<void> {
@@ -266,6 +296,7 @@ async function route(): Promise<void> {
     if (view === 'q' && a) await queueView(a, (STATES.includes(b as State) ? b : 'queued') as State, c || null);
     else if (view === 'i' && a) await jobView(a);
     else if (view === 'tokens' && admin) await tokensView();
+    else if (view === 'workers') await workersView();
     else await queuesView();
   } catch (e) {
     if (e instanceof UnauthorizedError) return signInView(`Signed out: ${e.message}`);

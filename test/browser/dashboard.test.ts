@@ -127,6 +127,23 @@ describe('the dashboard', () => {
     await admin.close();
   }, 60_000);
 
+  it('lists the workers heard from, with what each holds, and follows a worker that stops', async () => {
+    const ns = `dash${n++}`;
+    const d = root(ns);
+    const producer = await d.createToken('producer');
+    await d.submit('training', bytes('{}'), { id: 'run-7' });
+    await d.claimMany('training', 'gpu-box-7:4242:a1b2', 1, { leaseMs: 600_000, worker: { queues: ['training'], host: 'gpu-box-7', pid: 4242, version: '0.1.0', concurrency: 4 } });
+    const page = await signIn(producer.token, ns);
+    await page.waitForSelector('table');
+    await page.click('a:has-text("Workers")');
+    await page.waitForSelector('text=gpu-box-7:4242');
+    expect(await page.textContent('tbody')).toContain('run-7');
+    await page.screenshot({ path: join(shots, 'workers-1280.png') });
+    await d.workerStopped('training', 'gpu-box-7:4242:a1b2');
+    await page.waitForFunction(() => document.querySelector('tbody .badge')?.textContent === 'stopped', undefined, { timeout: 10_000 });
+    await page.close();
+  }, 60_000);
+
   it('says clearly when a token is refused, and fits a 390 px screen', async () => {
     const page = await signIn('lsk_0000000000000000_wrongwrongwrongwrongwrongwrongwrongwrongwro', 'default', 390);
     await page.waitForFunction(() => (document.getElementById('signin-error')?.textContent ?? '').length > 0, undefined, { timeout: 10_000 });

@@ -36,7 +36,7 @@ const PAGE = `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>lakeshore</title><style>${CSS}</style></head>
 <body><header><strong>lakeshore</strong>
-<nav class="private" aria-label="main"><a href="#/queues">Queues</a><a class="admin-only" href="#/tokens">Tokens</a></nav>
+<nav class="private" aria-label="main"><a href="#/queues">Queues</a><a href="#/workers">Workers</a><a class="admin-only" href="#/tokens">Tokens</a></nav>
 <span id="who" class="private"></span><button id="signout" class="private" type="button">Sign out</button></header>
 <main><p id="notice" role="alert" hidden></p><div id="main"><noscript>The dashboard needs JavaScript.</noscript></div></main>
 <script type="module" src="/dashboard.js"></script></body></html>`;
