@@ -195,10 +195,13 @@ export interface DispatchPlane {
   events(queue: string, opts?: { signal?: AbortSignal }): AsyncIterable<FeedItem>;
   /** The namespace's metrics in the Prometheus text format (docs/contract.md, "Metrics"). */
   metrics(): Promise<string>;
-  /** The workers heard from lately (edge plane; the local plane knows its own process's). */
-  workers?(): Promise<WorkerSeen[]>;
-  /** This worker stops (runWorker says so at shutdown). */
-  workerStopped?(queue: string, workerId: string): Promise<void>;
+  /**
+   * The workers heard from lately, each once across its queues: what it said of itself, when last
+   * heard, what it holds. On the local plane, the workers this process heard from.
+   */
+  workers(): Promise<WorkerSeen[]>;
+  /** This worker stops (runWorker says so at shutdown): the feed tells stopped, not lost. */
+  workerStopped(queue: string, workerId: string): Promise<void>;
   /** Changes the settings named (a null clears one); answers the queue's settings. */
   configureQueue(queue: string, settings: SettingsChange): Promise<QueueInfo>;
   queueInfo(queue: string): Promise<QueueInfo>;

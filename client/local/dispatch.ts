@@ -17,8 +17,9 @@ import type { State } from '../../src/core/states.ts';
 import type { Claimed, Frame, HeartbeatAnswer, Invocation, JournalFrame, JournalPage } from '../../src/core/types.ts';
 import * as v from '../../src/core/validate.ts';
 import { asClientError, BadRequestError, errorFor, InvocationCancelledError, InvocationFailedError, TimeoutError } from '../errors.ts';
-import type { AckRequest, AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, NackedState, QueueInfo, ReadOptions, Schedule, ScheduleOptions, SettingsChange, SubmitOptions, ListOptions, InvocationPage, QueueOverview, FeedItem } from '../types.ts';
-import { feedOf, localMetrics } from './observe.ts';
+import type { AckRequest, AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, NackedState, QueueInfo, ReadOptions, Schedule, ScheduleOptions, SettingsChange, SubmitOptions, ListOptions, InvocationPage, QueueOverview, FeedItem, WorkerSeen } from '../types.ts';
+import { feedOf, localMetrics, LocalWorkers } from './observe.ts';
+import { LocalRetention } from './retention.ts';
 import { Batcher } from '../batcher.ts';
 import { migrate } from './migrate.ts';
 import { SqlitePort } from './sqlite-port.ts';
@@ -55,8 +56,10 @@ export class Dispatch implements DispatchPlane {
   private dataVersion = -1;
   private readonly timers = new Map<string, { at: number; timer: ReturnType<typeof setTimeout> }>();
   private readonly watched = new Set<string>();
-  /** Per queue, when retention next has work (the last purge pass found); absent: unknown, a pass is due. */
-  private readonly purgeAt = new Map<string, number | null>();
+  /** When each queue's next retention pass is due (retention.ts). */
+  private readonly retention: LocalRetention;
+  /** The workers this process heard from (GET /workers on the edge plane). */
+  private readonly workersSeen: LocalWorkers;
   private closed = false;
   private readonly now: () => number;
   private readonly submitters = new Map<string, Batcher<{ envelope: Uint8Array; opts: SubmitOptions }, string>>();
@@ -86,12 +89,11 @@ export class Dispatch implements DispatchPlane {
       // Dead letters are queued rows of another queue: wake this process's claims, they look again.
       onFailed: () => this.engine.park.wakeAll(),
     });
+    this.workersSeen = new LocalWorkers(this.engine, this.namespace);
+    this.retention = new LocalRetention(this.engine, this.now);
     // A job finished: unless a purge pass already knows when it has work next, run one soon.
     this.engine.park.onFinish = (ns, queue) => {
-      const key = `${ns}\u0000${queue}`;
-      if (this.purgeAt.get(key) !== undefined && this.purgeAt.get(key) !== null) return;
-      this.purgeAt.delete(key);
-      this.armTimer(ns, queue, this.now());
+      if (this.retention.unknown(ns, queue)) this.armTimer(ns, queue, this.now());
     };
   }
 
@@ -158,6 +160,15 @@ export class Dispatch implements DispatchPlane {
     return verb(localMetrics(this.engine, this.namespace));
   }
 
+  /** The workers this process heard from (a worker in another process is heard there). */
+  workers(): Promise<WorkerSeen[]> {
+    return verb(this.workersSeen.list());
+  }
+
+  async workerStopped(queue: string, workerId: string): Promise<void> {
+    this.workersSeen.stopped(queue, workerId);
+  }
+
   list(queue: string, opts: ListOptions = {}): Promise<InvocationPage> {
     return verb(this.engine.list(this.namespace, queue, opts.state ?? 'queued', opts.limit, opts.cursor ?? null));
   }
@@ -166,8 +177,7 @@ export class Dispatch implements DispatchPlane {
     const info = await verb(this.engine.admin.configure(this.namespace, queue, s));
     // A new retention may bring the next purge closer.
     if (s.retentionMs !== undefined) {
-      this.purgeAt.delete(`${this.namespace}\u0000${queue}`);
-      this.armTimer(this.namespace, queue, this.now());
+      if (this.retention.unknown(this.namespace, queue, true)) this.armTimer(this.namespace, queue, this.now());
     }
     return info;
   }
@@ -213,6 +223,7 @@ export class Dispatch implements DispatchPlane {
   }
 
   async claimMany(queue: string, workerId: string, max: number, opts: ClaimOptions = {}): Promise<Claimed[]> {
+    this.workersSeen.heard(queue, workerId, opts.worker);
     if (opts.waitMs) void this.watchQueue(queue).catch(() => {});
     const got = await this.waiting(() =>
       verb(this.engine.work.claimMany(this.namespace, queue, { workerId, kind: opts.kind, temperature: opts.temperature, leaseMs: opts.leaseMs, waitMs: opts.waitMs ?? 0, max, signal: opts.signal })),
@@ -222,6 +233,7 @@ export class Dispatch implements DispatchPlane {
   }
 
   async ackAndClaim(queue: string, workerId: string, acks: AckRequest[], max: number, opts: ClaimOptions = {}): Promise<{ acks: (Error | null)[]; claimed: Claimed[] }> {
+    this.workersSeen.heard(queue, workerId, opts.worker);
     const items = acks.map((a) => ({ id: a.id, workerId, attempt: this.attemptOf(a.id, workerId, a.attempt), result: a.result ?? null }));
     const out = await this.waiting(() =>
       verb(this.engine.work.ackAndClaim(this.namespace, queue, items, { workerId, kind: opts.kind, temperature: opts.temperature, leaseMs: opts.leaseMs, waitMs: opts.waitMs ?? 0, max })),
@@ -233,17 +245,20 @@ export class Dispatch implements DispatchPlane {
 
   /** Concurrent acks go to the engine together, as one fenced UPDATE; each keeps its own answer. */
   async ack(id: string, workerId: string, opts: HolderOptions & { result?: Uint8Array | null } = {}): Promise<void> {
+    this.workersSeen.touch(workerId);
     await this.acker.add({ id, workerId, attempt: this.attemptOf(id, workerId, opts.attempt), result: opts.result ?? null });
     this.claims.delete(id);
   }
 
   async nack(id: string, workerId: string, opts: HolderOptions & { error: string | { message: string; [k: string]: unknown }; retry?: boolean; delayMs?: number }): Promise<NackedState> {
+    this.workersSeen.touch(workerId);
     const out = await verb(this.engine.work.nack(this.namespace, id, { workerId, attempt: this.attemptOf(id, workerId, opts.attempt), error: opts.error, retry: opts.retry ?? true, delayMs: opts.delayMs }));
     this.claims.delete(id);
     return out.state;
   }
 
   heartbeat(id: string, workerId: string, opts: HolderOptions & { leaseMs?: number } = {}): Promise<HeartbeatAnswer> {
+    this.workersSeen.touch(workerId);
     return verb(this.engine.work.heartbeat(this.namespace, id, { workerId, attempt: this.attemptOf(id, workerId, opts.attempt), leaseMs: opts.leaseMs }));
   }
 
@@ -354,7 +369,7 @@ export class Dispatch implements DispatchPlane {
       try {
         await this.engine.admin.fire(ns, queue);
         const next = await this.engine.work.sweep(ns, queue);
-        const purge = await this.purgeDue(ns, queue);
+        const purge = await this.retention.due(ns, queue);
         const at = next === null ? purge : purge === null ? next : Math.min(next, purge);
         if (at !== null) this.armTimer(ns, queue, at);
       } catch {
@@ -365,21 +380,6 @@ export class Dispatch implements DispatchPlane {
     this.timers.set(key, { at, timer });
   }
 
-  /**
-   * Retention (core/sql/purge.ts), when a pass is due: bounded batches of finished jobs past their
-   * retention deleted with their frames. Answers when the next pass is due, or null.
-   */
-  private async purgeDue(ns: string, queue: string): Promise<number | null> {
-    const key = `${ns}\u0000${queue}`;
-    const at = this.purgeAt.get(key);
-    if (at === null || (at !== undefined && at > this.now())) return at;
-    let out = await this.engine.admin.purge(ns, queue);
-    for (let round = 1; out.more && round < 20; round++) out = await this.engine.admin.purge(ns, queue);
-    const next = out.more ? this.now() + 1000 : out.nextAt;
-    this.purgeAt.set(key, next);
-    return next;
-  }
-
   /** A queue this process claims from: its timer is armed for whatever it waits for (set by any process). */
   private async watchQueue(queue: string): Promise<void> {
     if (this.watched.has(queue)) return;
@@ -387,7 +387,7 @@ export class Dispatch implements DispatchPlane {
     const next = await this.engine.work.sweep(this.namespace, queue);
     if (next !== null) this.armTimer(this.namespace, queue, next);
     // Retention for what finished before this process watched the queue.
-    const purge = await this.purgeDue(this.namespace, queue);
+    const purge = await this.retention.due(this.namespace, queue);
     if (purge !== null) this.armTimer(this.namespace, queue, purge);
   }
 }

@@ -2,7 +2,8 @@
 import type { Feed, FeedRecord } from '../../src/core/feed.ts';
 import { metricsText } from '../../src/core/metrics.ts';
 import type { Engine } from '../../src/core/engine.ts';
-import type { FeedItem } from '../types.ts';
+import type { FeedItem, WorkerSeen } from '../types.ts';
+import { mergeWorkers, WorkerBook, type WorkerInfo } from '../../src/core/workers.ts';
 
 /** Records of `queue` as this process commits them, until `signal` aborts. */
 export async function* feedOf(feed: Feed, ns: string, queue: string, signal?: AbortSignal): AsyncGenerator<FeedItem> {
@@ -32,4 +33,39 @@ export async function localMetrics(engine: Engine, ns: string): Promise<string> 
   const overview = await engine.overview(ns);
   const feed = engine.park.events;
   return metricsText(ns, overview.map((o) => ({ overview: o, counters: { since: feed.since, counts: feed.counters(ns, o.queue)[0]?.counts ?? null } })));
+}
+
+/** The workers this process heard from, per queue (core/workers.ts): the local plane's GET /workers. */
+export class LocalWorkers {
+  private readonly books = new Map<string, WorkerBook>();
+  private readonly engine: Engine;
+  private readonly ns: string;
+
+  constructor(engine: Engine, ns: string) {
+    this.engine = engine;
+    this.ns = ns;
+  }
+
+  /** A claim of `workerId` on `queue`, with its card if it sent one. */
+  heard(queue: string, workerId: string, info?: WorkerInfo | null): void {
+    let b = this.books.get(queue);
+    if (!b) this.books.set(queue, (b = new WorkerBook(this.engine.park.events, this.ns, queue)));
+    b.heard(workerId, info);
+  }
+
+  /** An ack, nack or heartbeat of `workerId`: heard wherever it is known. */
+  touch(workerId: string): void {
+    for (const b of this.books.values()) if (b.knows(workerId)) b.heard(workerId);
+  }
+
+  stopped(queue: string, workerId: string): void {
+    this.books.get(queue)?.stopped(workerId);
+  }
+
+  async list(): Promise<WorkerSeen[]> {
+    const seen = await Promise.all([...this.books].map(async ([queue, b]) => ({
+      queue, workers: b.list(), running: (await this.engine.list(this.ns, queue, 'running', 1000, null)).items.map((i) => ({ id: i.id, workerId: i.workerId })),
+    })));
+    return mergeWorkers(seen);
+  }
 }

@@ -249,7 +249,7 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
   } finally {
     stop.removeEventListener('abort', onStop);
     // Stopping, said: the plane's feed tells `stopped` rather than, a minute later, `lost`.
-    if (d.workerStopped) await Promise.all(pools.map((p) => d.workerStopped!(p, workerId).catch(() => {})));
+    await Promise.all(pools.map((p) => d.workerStopped(p, workerId).catch(() => {})));
   }
   return executed;
 }

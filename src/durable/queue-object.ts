@@ -14,7 +14,7 @@ import { settle } from '../core/settled.ts';
 import { D1Port } from './d1-port.ts';
 import { JournalStreams } from './journal-streams.ts';
 import { FeedStreams } from './feed-streams.ts';
-import { WorkerBook, type WorkerInfo } from './workers.ts';
+import { WorkerBook, type WorkerInfo } from '../core/workers.ts';
 import { leaseKeeper, type TokenGate } from './gate.ts';
 import { settingsFrom } from './settings.ts';
 

@@ -18,6 +18,9 @@ const methods: Record<string, (...a: any[]) => Promise<unknown>> = {
   nack: (...a) => d.nack(a[0], a[1], a[2]),
   heartbeat: (...a) => d.heartbeat(a[0], a[1], a[2]),
   journalAppend: (...a) => d.journalAppend(a[0], a[1], a[2], a[3]),
+  // The workers this process heard from (its claims are the worker's).
+  workers: () => d.workers(),
+  workerStopped: (...a) => d.workerStopped(a[0], a[1]),
 };
 
 process.on('message', async (m: Call | { close: true } | { n: number; advance: number } | { n: number; parked: true }) => {

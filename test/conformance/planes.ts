@@ -85,7 +85,7 @@ export const httpPlane: PlaneFactory = async () => {
   };
 };
 
-const WORKER_VERBS = new Set(['claim', 'claimMany', 'ack', 'nack', 'heartbeat', 'journalAppend']);
+const WORKER_VERBS = new Set(['claim', 'claimMany', 'ack', 'nack', 'heartbeat', 'journalAppend', 'workers', 'workerStopped']);
 
 export const twoProcessPlane: PlaneFactory = async () => {
   const dir = mkdtempSync(join(tmpdir(), 'lakeshore-conf-'));

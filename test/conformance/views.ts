@@ -196,6 +196,16 @@ export function observing(handle: () => PlaneHandle) {
       expect(rec).toMatchObject({ kind: 'job', queue: 'e', attempt: 0, at: expect.any(Number) });
     });
 
+    it('lists the workers heard from, with their card and what each holds; a stop is told', async () => {
+      await d.submit('wq', bytes('x'), { id: 'held' });
+      await d.claimMany('wq', 'w-a', 1, { leaseMs: 60_000, worker: { queues: ['wq'], host: 'h1', pid: 7, version: '0.1.0', concurrency: 2 } });
+      const w = (await d.workers()).find((x) => x.worker_id === 'w-a');
+      expect(w).toMatchObject({ status: 'active', queues: ['wq'], host: 'h1', pid: 7, version: '0.1.0', concurrency: 2, holding: [{ id: 'held', queue: 'wq' }] });
+      expect(h.now() - w!.last_seen).toBeLessThan(60_000);
+      await d.workerStopped('wq', 'w-a');
+      expect((await d.workers()).find((x) => x.worker_id === 'w-a')!.status).toBe('stopped');
+    });
+
     it('metrics parse as the Prometheus text format: gauges from the rows, counters of transitions', async () => {
       for (let i = 0; i < 3; i++) await d.submit('m', bytes('x'), { id: `m${i}` });
       await d.submit('m', bytes('x'), { id: 'm-later', delayMs: 3_600_000 });

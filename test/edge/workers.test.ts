@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import type { EventSourceMessage } from 'eventsource-parser';
 import { sseEvents } from '../../client/http/sse.ts';
 import { Feed, type FeedRecord } from '../../src/core/feed.ts';
-import { LOST_MS, WorkerBook } from '../../src/durable/workers.ts';
+import { LOST_MS, WorkerBook } from '../../src/core/workers.ts';
 import { call, plane } from './setup/http.ts';
 import { queueStub } from './setup/objects.ts';
 import { until } from '../support/wait.ts';

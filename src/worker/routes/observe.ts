@@ -3,7 +3,7 @@ import { Hono } from 'hono';
 import { badRequest } from '../../core/errors.ts';
 import { metricsText } from '../../core/metrics.ts';
 import { errorOf, raise, type ErrorBody } from '../../core/settled.ts';
-import type { SeenWorker } from '../../durable/workers.ts';
+import { mergeWorkers } from '../../core/workers.ts';
 import * as v from '../../core/validate.ts';
 import { may } from '../auth.ts';
 import { closeStreamLease, openStreamLease } from '../limits.ts';
@@ -11,30 +11,6 @@ import { limitsOf, queueObject, reader, type App } from '../plane.ts';
 import { SSE_HEADERS } from '../sse.ts';
 
 const KINDS = new Set(['job', 'worker']);
-
-/** Each worker once, across the queues that heard from it: what it said, when last heard, what it holds. */
-function workersJson(seen: { queue: string; workers: SeenWorker[]; running: { id: string; workerId: string | null }[] }[]) {
-  const by = new Map<string, { w: SeenWorker; queues: Set<string>; holding: { id: string; queue: string }[] }>();
-  for (const s of seen) {
-    for (const w of s.workers) {
-      const cur = by.get(w.workerId);
-      if (!cur) by.set(w.workerId, { w, queues: new Set([s.queue]), holding: [] });
-      else {
-        cur.queues.add(s.queue);
-        // The latest word of it, and what it said of itself wherever it said it.
-        const [newer, older] = w.lastSeen > cur.w.lastSeen ? [w, cur.w] : [cur.w, w];
-        const info = { ...older.info };
-        for (const [k, v] of Object.entries(newer.info)) if (v !== null && v !== undefined) (info as Record<string, unknown>)[k] = v;
-        cur.w = { ...newer, info, firstSeen: Math.min(w.firstSeen, cur.w.firstSeen) };
-      }
-    }
-    for (const r of s.running) if (r.workerId) by.get(r.workerId)?.holding.push({ id: r.id, queue: s.queue });
-  }
-  return [...by.values()].sort((a, b) => b.w.lastSeen - a.w.lastSeen).map(({ w, queues, holding }) => ({
-    worker_id: w.workerId, status: w.status, queues: [...queues].sort(), host: w.info.host ?? null, pid: w.info.pid ?? null,
-    version: w.info.version ?? null, concurrency: w.info.concurrency ?? null, first_seen: w.firstSeen, last_seen: w.lastSeen, holding,
-  }));
-}
 
 export const observe = new Hono<App>()
   .get('/events', may('events'), async (c) => {
@@ -60,7 +36,7 @@ export const observe = new Hono<App>()
   .get('/workers', may('workers'), async (c) => {
     const { ns } = c.var;
     const seen = await Promise.all((await reader(c).queues(ns)).map(async (queue) => ({ queue, ...(await raise(queueObject(c, ns, queue).workersSeen())) })));
-    return c.json({ workers: workersJson(seen) });
+    return c.json({ workers: mergeWorkers(seen) });
   })
   .get('/metrics', may('metrics'), async (c) => {
     const { ns } = c.var;

@@ -1,10 +1,10 @@
 /**
- * The workers a queue object has seen: who they say they are (sent along their claims, at start
+ * The workers a queue object (or a local plane's process) has seen: who they say they are (sent along their claims, at start
  * and now and then after), when each was last heard from (any claim, ack, nack or heartbeat of
  * theirs), and whether they stopped. Kept in the object's memory, like its counters: a worker is
  * known again from its next call after a restart. A worker not heard from for LOST_MS is lost.
  */
-import type { Feed } from '../core/feed.ts';
+import type { Feed } from './feed.ts';
 
 export interface WorkerInfo {
   queues?: string[] | null;
@@ -59,6 +59,10 @@ export class WorkerBook {
     this.tell(workerId, 'started');
   }
 
+  knows(workerId: string): boolean {
+    return this.seen.has(workerId);
+  }
+
   /** The worker said it stops. */
   stopped(workerId: string, now = Date.now()): boolean {
     const w = this.seen.get(workerId);
@@ -83,6 +87,30 @@ export class WorkerBook {
   private tell(workerId: string, status: 'started' | 'stopped' | 'lost'): void {
     this.feed.toldWorker(this.ns, { kind: 'worker', worker_id: workerId, queue: this.queue, status, at: Date.now() });
   }
+}
+
+/** Each worker once, across the queues that heard from it: what it said, when last heard, what it holds. */
+export function mergeWorkers(seen: { queue: string; workers: SeenWorker[]; running: { id: string; workerId: string | null }[] }[]) {
+  const by = new Map<string, { w: SeenWorker; queues: Set<string>; holding: { id: string; queue: string }[] }>();
+  for (const s of seen) {
+    for (const w of s.workers) {
+      const cur = by.get(w.workerId);
+      if (!cur) by.set(w.workerId, { w, queues: new Set([s.queue]), holding: [] });
+      else {
+        cur.queues.add(s.queue);
+        // The latest word of it, and what it said of itself wherever it said it.
+        const [newer, older] = w.lastSeen > cur.w.lastSeen ? [w, cur.w] : [cur.w, w];
+        const info = { ...older.info };
+        for (const [k, v] of Object.entries(newer.info)) if (v !== null && v !== undefined) (info as Record<string, unknown>)[k] = v;
+        cur.w = { ...newer, info, firstSeen: Math.min(w.firstSeen, cur.w.firstSeen) };
+      }
+    }
+    for (const r of s.running) if (r.workerId) by.get(r.workerId)?.holding.push({ id: r.id, queue: s.queue });
+  }
+  return [...by.values()].sort((a, b) => b.w.lastSeen - a.w.lastSeen).map(({ w, queues, holding }) => ({
+    worker_id: w.workerId, status: w.status, queues: [...queues].sort(), host: w.info.host ?? null, pid: w.info.pid ?? null,
+    version: w.info.version ?? null, concurrency: w.info.concurrency ?? null, first_seen: w.firstSeen, last_seen: w.lastSeen, holding,
+  }));
 }
 
 /** What a worker says of itself, within bounds (it is the caller's word, shown to operators). */
