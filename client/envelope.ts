@@ -5,7 +5,7 @@
  *
  *   {"v": 1, "fn": "train", "args": [...], "kwargs": {...},
  *    "module": "./handlers.js#train" | "pkg.mod:train" | null,
- *    "traceparent": "00-<trace>-<span>-01" | null,
+ *    "traceparent": "00-<trace>-<span>-01" | null, "origin": "app's own correlation" | null,
  *    "time_limit_ms": 60000 | null, "max_retries": 2 | null}
  */
 import { BadRequestError } from './errors.ts';
@@ -20,6 +20,8 @@ export interface Envelope {
   module: string | null;
   /** W3C trace context of the submitter, so the worker's spans join its trace. */
   traceparent: string | null;
+  /** The application's own correlation string, carried as it is (onDone sees it). */
+  origin: string | null;
   /** Abort and nack the job when it runs longer than this. */
   time_limit_ms: number | null;
   /** Retry a failed job while its attempt is at most this. */
@@ -35,7 +37,7 @@ export function encodeEnvelope(e: EnvelopeInput): Uint8Array {
   if (typeof e.fn !== 'string' || !e.fn) throw new BadRequestError('an envelope needs a function name (fn)');
   const full: Envelope = {
     v: 1, fn: e.fn, args: e.args ?? [], kwargs: e.kwargs ?? {}, module: e.module ?? null, traceparent: e.traceparent ?? null,
-    time_limit_ms: e.time_limit_ms ?? null, max_retries: e.max_retries ?? null,
+    origin: e.origin ?? null, time_limit_ms: e.time_limit_ms ?? null, max_retries: e.max_retries ?? null,
   };
   return enc.encode(JSON.stringify(full));
 }
@@ -53,6 +55,7 @@ export function decodeEnvelope(bytes: Uint8Array): Envelope {
   if (e.kwargs !== undefined && e.kwargs !== null && (typeof e.kwargs !== 'object' || Array.isArray(e.kwargs))) throw new BadRequestError('envelope kwargs must be an object');
   return {
     v: 1, fn: e.fn, args: e.args ?? [], kwargs: e.kwargs ?? {}, module: e.module ?? null, traceparent: e.traceparent ?? null,
+    origin: typeof e.origin === 'string' ? e.origin : null,
     time_limit_ms: typeof e.time_limit_ms === 'number' ? e.time_limit_ms : null, max_retries: typeof e.max_retries === 'number' ? e.max_retries : null,
   };
 }

@@ -11,4 +11,5 @@ export { defaultDispatch, planeFromEnv, type PlaneFlags } from './default.ts';
 export { Queue, Handle, dispatchByName, type Route, type RouteTable, type SubmitCallOptions } from './queue.ts';
 export { encodeEnvelope, decodeEnvelope, jsonBytes, fromJsonBytes, type Envelope } from './envelope.ts';
 export { runWorker, type WorkerOptions } from './worker/run-worker.ts';
+export type { OnDone, DoneJob } from './worker/job.ts';
 export { currentJob, type JobContext } from './worker/context.ts';

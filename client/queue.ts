@@ -9,6 +9,8 @@
  */
 import { FrameKind } from '../src/core/frame.ts';
 import { decodeEnvelope, encodeEnvelope, fromJsonBytes, newTraceparent } from './envelope.ts';
+import { enqueueSpan } from './tracing.ts';
+import { jobOrNull } from './worker/context.ts';
 import { defaultDispatch } from './default.ts';
 import type { DispatchPlane } from './types.ts';
 import { randomId } from './ids.ts';
@@ -22,6 +24,10 @@ export interface SubmitCallOptions {
   timeLimitMs?: number;
   maxRetries?: number;
   traceparent?: string;
+  /** The submitting invocation; inside a running job it is that job unless given. */
+  parent?: string;
+  /** The application's own correlation string, carried in the envelope (runWorker's onDone sees it). */
+  origin?: string;
 }
 
 export class Handle<T = unknown> {
@@ -64,13 +70,21 @@ export class Queue {
     return this.submitWith<T>({}, fn, ...args);
   }
 
+  /**
+   * Submits in a PRODUCER span `enqueue <fn>` (tracing.ts) whose context rides the envelope. Inside
+   * a running job, the job is the new one's parent.
+   */
   async submitWith<T = unknown>(opts: SubmitCallOptions, fn: string | ((...a: never[]) => unknown), ...args: unknown[]): Promise<Handle<T>> {
-    const envelope = encodeEnvelope({
-      fn: fnName(fn), args, kwargs: opts.kwargs, module: opts.module, traceparent: opts.traceparent ?? newTraceparent(),
-      time_limit_ms: opts.timeLimitMs, max_retries: opts.maxRetries,
+    const name = fnName(fn);
+    const parent = opts.parent ?? jobOrNull()?.id;
+    return enqueueSpan(name, this.name, async (spanTp) => {
+      const envelope = encodeEnvelope({
+        fn: name, args, kwargs: opts.kwargs, module: opts.module, traceparent: opts.traceparent ?? spanTp ?? newTraceparent(),
+        origin: opts.origin, time_limit_ms: opts.timeLimitMs, max_retries: opts.maxRetries,
+      });
+      const id = await this.dispatch.submit(this.name, envelope, { id: opts.id ?? randomId(), key: opts.key, priority: opts.priority, parent });
+      return new Handle<T>(id, this.dispatch);
     });
-    const id = await this.dispatch.submit(this.name, envelope, { id: opts.id ?? randomId(), key: opts.key, priority: opts.priority });
-    return new Handle<T>(id, this.dispatch);
   }
 }
 

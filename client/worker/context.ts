@@ -13,6 +13,8 @@ export interface JobContext {
   signal: AbortSignal;
   kwargs: Record<string, unknown>;
   traceparent: string | null;
+  /** The application's correlation string from the envelope (SubmitCallOptions.origin). */
+  origin: string | null;
   /**
    * Streams bytes (a string as UTF-8) to the journal as CHUNK frames, in order. Writes made
    * while a frame is on its way are coalesced into the next one, so many small writes cost few
@@ -59,6 +61,9 @@ export function loadJobContext(): Promise<void> {
 }
 
 /** The job the calling handler is running for; throws outside a job. */
+/** The running job, or null outside one. */
+export const jobOrNull = (): JobContext | null => store.getStore() ?? null;
+
 export function currentJob(): JobContext {
   const c = store.getStore();
   if (!c) throw new Error('currentJob() called outside a lakeshore job');

@@ -2,6 +2,7 @@
  * Runs one claimed invocation: decode, resolve, call, then journal and ack or nack. While it runs,
  * heartbeats extend the lease and report cancellation; a time limit aborts it.
  */
+import { runSpan } from '../tracing.ts';
 import { FrameKind } from '../../src/core/frame.ts';
 import type { Claimed } from '../../src/core/types.ts';
 import { decodeEnvelope, jsonBytes, type Envelope } from '../envelope.ts';
@@ -27,6 +28,8 @@ export interface JobOptions {
   timeLimitMs: number | null;
   heartbeatMs: number;
   leaseMs: number | null;
+  /** Sees each job's outcome; for a failure, 'handled' fails it without a retry (runWorker's onDone). */
+  onDone?: OnDone;
   /** Aborts every running job (the worker's hard stop after its grace period). */
   hardStop: AbortSignal;
   log: (msg: string) => void;
@@ -50,6 +53,20 @@ const isIterator = (v: unknown): v is AsyncIterator<unknown> | Iterator<unknown>
  * `handlerDone` is called once the handler has settled, before the ack or nack goes out: the
  * worker may start its next job while the answer is in flight (the lease is kept until it lands).
  */
+/** A job as onDone sees it. */
+export interface DoneJob {
+  id: string;
+  queue: string;
+  attempt: number;
+  fn: string | null;
+  origin: string | null;
+}
+
+/** runWorker's onDone: sees each outcome; answering 'handled' to a failure fails the job without a retry. */
+export type OnDone = (job: DoneJob, outcome: { state: 'succeeded'; result: unknown } | { state: 'failed'; error: Error }) => 'handled' | void | Promise<'handled' | void>;
+
+const jobOf = (c: Claimed, env: Envelope | null): DoneJob => ({ id: c.id, queue: c.queue, attempt: c.attempt, fn: env?.fn ?? null, origin: env?.origin ?? null });
+
 export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void = () => {}): Promise<JobOutcome> {
   const { dispatch: d, workerId } = o;
   const holder = { attempt: c.attempt };
@@ -87,6 +104,7 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
     }
   }, o.heartbeatMs);
   let limit: ReturnType<typeof setTimeout> | undefined;
+  let span: ReturnType<typeof runSpan> | null = null;
 
   try {
     env = decodeEnvelope(c.envelope);
@@ -94,20 +112,23 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
     if (maxMs) limit = setTimeout(() => abort('time_limit', `the job ran past its time limit of ${maxMs} ms`), maxMs);
     const fn = await resolveHandler(env, o);
     const args = Object.keys(env.kwargs).length ? [...env.args, env.kwargs] : env.args;
-    const ctx = { id: c.id, queue: c.queue, attempt: c.attempt, signal: ac.signal, kwargs: env.kwargs, traceparent: env.traceparent, write: (data: string | Uint8Array) => chunks.write(data) };
+    const ctx = { id: c.id, queue: c.queue, attempt: c.attempt, signal: ac.signal, kwargs: env.kwargs, traceparent: env.traceparent, origin: env.origin, write: (data: string | Uint8Array) => chunks.write(data) };
+    // The job runs in a CONSUMER span `run <fn>`, child of its submitter's (tracing.ts).
+    span = runSpan(env.fn, env.traceparent, { id: c.id, queue: c.queue, attempt: c.attempt });
+    const inSpan = span.within;
     // The handler runs until it settles or the job is aborted, whichever comes first.
     const aborted = new Promise<never>((_, reject) => {
       if (ac.signal.aborted) reject(ac.signal.reason);
       ac.signal.addEventListener('abort', () => reject(ac.signal.reason), { once: true });
     });
     aborted.catch(() => {});
-    const out = await Promise.race([runInJob(ctx, () => fn(...args)), aborted]);
+    const out = await Promise.race([inSpan(() => runInJob(ctx, () => fn(...args))), aborted]);
     let result: unknown = out;
     if (isIterator(out)) {
       await append(FrameKind.BEGIN, new Uint8Array(), { attempt: c.attempt });
       const it = out as AsyncIterator<unknown>;
       for (;;) {
-        const step = await Promise.race([runInJob(ctx, () => it.next()), aborted]);
+        const step = await Promise.race([inSpan(() => runInJob(ctx, () => it.next())), aborted]);
         if (step.done) {
           result = step.value;
           break;
@@ -118,6 +139,8 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
     }
     await chunks.flush();
     handlerDone();
+    span.end();
+    await Promise.resolve(o.onDone?.(jobOf(c, env), { state: 'succeeded', result })).catch(() => {});
     try {
       await o.ack(c, jsonBytes(result));
     } catch (e) {
@@ -136,7 +159,10 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
     }
     // The worker may only lower the plane's attempt budget: with retry, the plane says whether one is
     // left. A job it cannot start (no such function, an import refused) would fail the same way again.
-    const retry = !(err instanceof ResolveError) && c.attempt <= Math.min(o.retries, env?.max_retries ?? Infinity);
+    span?.end(err);
+    // The application may record a failure as a fact rather than have it retried (onDone: 'handled').
+    const verdict = await Promise.resolve(o.onDone?.(jobOf(c, env), { state: 'failed', error: err })).catch(() => undefined);
+    const retry = verdict !== 'handled' && !(err instanceof ResolveError) && c.attempt <= Math.min(o.retries, env?.max_retries ?? Infinity);
     const error = { message: err.message, type: err.name, stack: err.stack ?? null };
     o.log(`job ${c.id} attempt ${c.attempt} failed: ${err.name}: ${err.message}${retry ? ' (retrying if attempts are left)' : ''}`);
     try {

@@ -7,7 +7,7 @@ import { defaultDispatch } from '../default.ts';
 import { loadJobContext } from './context.ts';
 import type { Claimed, DispatchPlane } from '../types.ts';
 import { LakeshoreError, TimeoutError } from '../errors.ts';
-import { runJob, type JobOutcome } from './job.ts';
+import { runJob, type JobOutcome, type OnDone } from './job.ts';
 import { Prefetch } from './prefetch.ts';
 import { ACKS_WAIT_MS } from '../../src/core/limits.ts';
 import type { Registry } from './resolve.ts';
@@ -50,6 +50,12 @@ export interface WorkerOptions {
    */
   prefetch?: number | 'auto';
   onJob?: (id: string, outcome: JobOutcome, attempt: number) => void;
+  /**
+   * Sees each job's outcome as its handler ends (before the ack or nack). For a failure it may
+   * answer 'handled': the job fails without a retry, the application having recorded the failure
+   * as a fact instead of retrying a side effect.
+   */
+  onDone?: OnDone;
   log?: (msg: string) => void;
 }
 
@@ -100,7 +106,7 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
   const jobOpts = {
     dispatch: d, ack, workerId, registry: opts.registry ?? {}, root: opts.root ?? process.cwd(),
     allowImport: opts.allowImport ?? d.inProcess === true, retries: opts.retries ?? Infinity, timeLimitMs: opts.timeLimitMs ?? null,
-    heartbeatMs: opts.heartbeatMs ?? Math.max(200, Math.floor((leaseMs ?? 30_000) / 3)), leaseMs, hardStop: hard.signal, log,
+    heartbeatMs: opts.heartbeatMs ?? Math.max(200, Math.floor((leaseMs ?? 30_000) / 3)), leaseMs, hardStop: hard.signal, log, onDone: opts.onDone,
   };
   let executed = 0;
   let claimedOnce = false;

@@ -9,10 +9,12 @@ def new_traceparent() -> str:
 
 
 def encode_envelope(fn: str, args: Sequence[Any] = (), kwargs: Optional[Dict[str, Any]] = None, *, module: Optional[str] = None,
-                    traceparent: Optional[str] = None, time_limit_ms: Optional[int] = None, max_retries: Optional[int] = None) -> bytes:
+                    traceparent: Optional[str] = None, time_limit_ms: Optional[int] = None, max_retries: Optional[int] = None,
+                    origin: Optional[str] = None) -> bytes:
+    """`origin`: the application's own correlation string, carried as it is (run_worker's on_done sees it)."""
     return json.dumps({
         "v": 1, "fn": fn, "args": list(args), "kwargs": dict(kwargs or {}), "module": module,
-        "traceparent": traceparent or new_traceparent(), "time_limit_ms": time_limit_ms, "max_retries": max_retries,
+        "traceparent": traceparent or new_traceparent(), "origin": origin, "time_limit_ms": time_limit_ms, "max_retries": max_retries,
     }, separators=(",", ":")).encode("utf-8")
 
 

@@ -58,7 +58,7 @@ class _Unrunnable(LookupError):
 
 def run_worker(dispatch: Any, queue: str, registry: Dict[str, Callable[..., Any]], *, once: bool = False, once_wait: float = 2.0,
                retries: Optional[int] = None, stop: Optional[threading.Event] = None, worker_id: Optional[str] = None,
-               wait: float = 20.0, lease: float = 30.0) -> int:
+               wait: float = 20.0, lease: float = 30.0, on_done: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]] = None) -> int:
     """Serves `queue` until `stop` is set; returns the number of jobs run. With `once` it runs at
     most one job: on an empty queue it waits `once_wait` seconds for one, then returns 0. When
     `stop` is set, the claim waiting on the plane is called off (cancel_claim): it takes no job.
@@ -68,7 +68,12 @@ def run_worker(dispatch: Any, queue: str, registry: Dict[str, Callable[..., Any]
     job's attempt budget (its own max_attempts, else its queue's, else 3) and fails it once that
     is spent. `retries` (and an envelope's `max_retries`) only lower that: no retry after attempt
     `retries` + 1. A job naming a function the registry lacks fails at once. The job's lease is
-    heartbeaten while it runs; a job cancelled meanwhile stops streaming."""
+    heartbeaten while it runs; a job cancelled meanwhile stops streaming.
+
+    `on_done(job, outcome)` sees each job as its handler ends: `job` is `{"id", "queue",
+    "attempt", "fn", "origin"}`, `outcome` `{"state": "succeeded", "result"}` or `{"state":
+    "failed", "error"}`. For a failure it may return "handled": the job fails without a retry, the
+    application having recorded the failure as a fact instead of retrying a side effect."""
     worker_id = worker_id or "%s:%d:py" % (socket.gethostname(), os.getpid())
     stop = stop or threading.Event()
     executed = 0
@@ -107,7 +112,7 @@ def run_worker(dispatch: Any, queue: str, registry: Dict[str, Callable[..., Any]
                     dispatch.nack(c.id, worker_id, error="the worker stopped before starting it", retry=True)
                 break
             executed += 1
-            _run_one(dispatch, c, worker_id, registry, retries, max(0.2, lease / 3))
+            _run_one(dispatch, c, worker_id, registry, retries, max(0.2, lease / 3), on_done)
             if once:
                 break
     finally:
@@ -115,7 +120,18 @@ def run_worker(dispatch: Any, queue: str, registry: Dict[str, Callable[..., Any]
     return executed
 
 
-def _run_one(d: Any, c: Any, worker_id: str, registry: Dict[str, Callable[..., Any]], retries: Optional[int], heartbeat_s: float) -> None:
+def _told(on_done: Any, c: Any, env: Dict[str, Any], outcome: Dict[str, Any]) -> Any:
+    """Tells on_done a job's outcome; what it answers (or None when it raised)."""
+    if on_done is None:
+        return None
+    try:
+        return on_done({"id": c.id, "queue": c.queue, "attempt": c.attempt, "fn": env.get("fn"), "origin": env.get("origin")}, outcome)
+    except Exception:
+        return None
+
+
+def _run_one(d: Any, c: Any, worker_id: str, registry: Dict[str, Callable[..., Any]], retries: Optional[int], heartbeat_s: float,
+             on_done: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]] = None) -> None:
     job = _Job(d, c, worker_id, heartbeat_s)
     env: Dict[str, Any] = {}
     try:
@@ -138,12 +154,14 @@ def _run_one(d: Any, c: Any, worker_id: str, registry: Dict[str, Callable[..., A
             job.append(END, b"", None, final=True)
         if job.cancelled.is_set() or job.lost.is_set():
             return
+        _told(on_done, c, env, {"state": "succeeded", "result": result})
         d.ack(c.id, worker_id, result=_json(result))
     except (FencingConflict, NotFound):
         return  # the lease was lost or the job cancelled: this attempt writes nothing more
     except Exception as e:
         caps = [r for r in (retries, env.get("max_retries")) if isinstance(r, int) and not isinstance(r, bool)]
-        retry = not isinstance(e, _Unrunnable) and all(c.attempt <= r for r in caps)
+        handled = _told(on_done, c, env, {"state": "failed", "error": e}) == "handled"
+        retry = not handled and not isinstance(e, _Unrunnable) and all(c.attempt <= r for r in caps)
         error = {"message": str(e), "type": type(e).__name__, "stack": traceback.format_exc()}
         try:
             job.append(ERROR, _json(error), {"attempt": c.attempt}, final=not retry)

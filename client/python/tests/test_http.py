@@ -484,6 +484,25 @@ class Worker(unittest.TestCase):
         self.assertEqual(ls.run_worker(d, "q", {}, once=True, once_wait=0.5), 0)  # an empty queue: it returns
         self.assertLess(time.monotonic() - t0, 10)
 
+    def test_on_done_sees_outcomes_and_a_handled_failure_is_not_retried(self):
+        d = client()
+        d.submit("q", ls.encode_envelope("charge", origin="order-77"), id="bad")
+        d.submit("q", ls.encode_envelope("ok", origin="order-78"), id="good")
+        seen = []
+
+        def on_done(job, outcome):
+            seen.append("%s:%s:%s" % (job["fn"], outcome["state"], job["origin"]))
+            return "handled" if outcome["state"] == "failed" else None
+
+        def charge():
+            raise RuntimeError("card declined")
+
+        for _ in range(2):
+            ls.run_worker(client(d.namespace), "q", {"charge": charge, "ok": lambda: "fine"}, once=True, on_done=on_done)
+        self.assertEqual(sorted(seen), ["charge:failed:order-77", "ok:succeeded:order-78"])
+        row = d.get("bad")
+        self.assertEqual((row["state"], row["attempt"]), ("failed", 1))  # not retried: handled
+
     def test_a_stopped_worker_calls_off_its_waiting_claim(self):
         d = client()
         stop = threading.Event()

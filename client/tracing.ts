@@ -1,0 +1,59 @@
+/**
+ * Traces, through `@opentelemetry/api`: a no-op unless the application registers a tracer
+ * provider (and, for spans to nest across awaits, a context manager). A submit makes a PRODUCER
+ * span `enqueue <fn>` and carries its context in the envelope's `traceparent`; a worker runs the
+ * job in a CONSUMER span `run <fn>` whose parent is that context. A job submitted from inside a
+ * running job is submitted inside its `run` span, so a cascade is one trace.
+ */
+import { context, SpanKind, SpanStatusCode, trace, TraceFlags, type Context, type Span } from '@opentelemetry/api';
+
+const tracer = () => trace.getTracer('lakeshore', '0.1.0');
+
+/** A span's context as a W3C traceparent, or null for a span that records nothing (no provider). */
+export function traceparentOf(span: Span): string | null {
+  const sc = span.spanContext();
+  if (!trace.isSpanContextValid(sc)) return null;
+  return `00-${sc.traceId}-${sc.spanId}-${sc.traceFlags & TraceFlags.SAMPLED ? '01' : '00'}`;
+}
+
+/** The remote parent a traceparent names, as a context (the active one when it names none). */
+export function contextOf(traceparent: string | null): Context {
+  const m = traceparent ? /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/.exec(traceparent) : null;
+  if (!m) return context.active();
+  return trace.setSpanContext(context.active(), { traceId: m[1]!, spanId: m[2]!, traceFlags: parseInt(m[3]!, 16), isRemote: true });
+}
+
+function failed(span: Span, e: unknown): void {
+  span.recordException(e instanceof Error ? e : String(e));
+  span.setStatus({ code: SpanStatusCode.ERROR, message: e instanceof Error ? e.message : String(e) });
+}
+
+/** Runs a submit in a PRODUCER span `enqueue <fn>`; `submit` gets the traceparent to put in the envelope. */
+export function enqueueSpan<T>(fn: string, queue: string, submit: (traceparent: string | null) => Promise<T>): Promise<T> {
+  return tracer().startActiveSpan(`enqueue ${fn}`, { kind: SpanKind.PRODUCER, attributes: { 'messaging.system': 'lakeshore', 'messaging.destination.name': queue, 'messaging.operation.type': 'send' } }, async (span) => {
+    try {
+      return await submit(traceparentOf(span));
+    } catch (e) {
+      failed(span, e);
+      throw e;
+    } finally {
+      span.end();
+    }
+  });
+}
+
+/** A job's CONSUMER span `run <fn>`, child of the submitter's traceparent: run code in it with `within`, then `end`. */
+export function runSpan(fn: string, traceparent: string | null, attrs: { id: string; queue: string; attempt: number }) {
+  const span = tracer().startSpan(`run ${fn}`, {
+    kind: SpanKind.CONSUMER,
+    attributes: { 'messaging.system': 'lakeshore', 'messaging.destination.name': attrs.queue, 'messaging.message.id': attrs.id, 'lakeshore.attempt': attrs.attempt },
+  }, contextOf(traceparent));
+  const ctx = trace.setSpan(contextOf(traceparent), span);
+  return {
+    within: <T>(f: () => T): T => context.with(ctx, f),
+    end: (e?: unknown) => {
+      if (e !== undefined) failed(span, e);
+      span.end();
+    },
+  };
+}

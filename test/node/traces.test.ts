@@ -1,0 +1,94 @@
+/**
+ * Traces (client/tracing.ts) with the OpenTelemetry SDK's in-memory exporter: a producer span, its
+ * consumer span and a child job's spans form one tree; a job submitted inside a job gets it as
+ * `parent`. And the done hook: a failure answered 'handled' fails without a retry.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { context, SpanKind, trace } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { Dispatch, Handle, Queue, runWorker, type DoneJob } from '../../client/local/index.ts';
+
+const exporter = new InMemorySpanExporter();
+const manager = new AsyncLocalStorageContextManager();
+
+beforeAll(() => {
+  trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }));
+  context.setGlobalContextManager(manager.enable());
+});
+
+afterAll(() => {
+  trace.disable();
+  context.disable();
+});
+
+const parentOf = (s: ReadableSpan) => (s as unknown as { parentSpanContext?: { spanId: string } }).parentSpanContext?.spanId;
+
+describe('traces', () => {
+  it('a submit, its job, and a job that job submits form one trace tree; the child job names its parent', async () => {
+    const d = new Dispatch(':memory:', { namespace: 'traces' });
+    const q = new Queue('t', { dispatch: d });
+    const registry = {
+      parentJob: async () => (await new Queue('t', { dispatch: d }).submit('childJob', 21)).id,
+      childJob: (x: number) => x * 2,
+    };
+    const stop = new AbortController();
+    const worker = runWorker('t', { dispatch: d, registry, concurrency: 2, stop: stop.signal, claimWaitMs: 200 });
+    const tracer = trace.getTracer('test');
+    let parentId = '';
+    const childId = await tracer.startActiveSpan('request', async (root) => {
+      const h = await q.submit<string>('parentJob');
+      parentId = h.id;
+      const id = await h.result({ timeoutMs: 20_000 });
+      root.end();
+      return id;
+    });
+    expect(await new Handle<number>(childId, d).result({ timeoutMs: 20_000 })).toBe(42);
+    expect((await d.get(childId))!.parent).toBe(parentId);
+    stop.abort();
+    await worker;
+    await d.close();
+    const spans = exporter.getFinishedSpans();
+    const one = (name: string) => {
+      const s = spans.filter((x) => x.name === name);
+      expect(s, name).toHaveLength(1);
+      return s[0]!;
+    };
+    const request = one('request');
+    const enqParent = one('enqueue parentJob');
+    const runParent = one('run parentJob');
+    const enqChild = one('enqueue childJob');
+    const runChild = one('run childJob');
+    expect([enqParent.kind, runParent.kind, enqChild.kind, runChild.kind]).toEqual([SpanKind.PRODUCER, SpanKind.CONSUMER, SpanKind.PRODUCER, SpanKind.CONSUMER]);
+    expect(parentOf(enqParent)).toBe(request.spanContext().spanId);
+    expect(parentOf(runParent)).toBe(enqParent.spanContext().spanId);
+    expect(parentOf(enqChild)).toBe(runParent.spanContext().spanId);
+    expect(parentOf(runChild)).toBe(enqChild.spanContext().spanId);
+    expect(new Set([request, enqParent, runParent, enqChild, runChild].map((s) => s.spanContext().traceId)).size).toBe(1);
+    expect(runChild.attributes['messaging.message.id']).toBe(childId);
+  }, 30_000);
+
+  it('runWorker onDone sees each outcome with the envelope\'s origin; a failure answered \'handled\' fails at once, without a retry', async () => {
+    const d = new Dispatch(':memory:', { namespace: 'done' });
+    const q = new Queue('t', { dispatch: d });
+    const seen: { job: DoneJob; state: string }[] = [];
+    const stop = new AbortController();
+    const worker = runWorker('t', {
+      dispatch: d, stop: stop.signal, claimWaitMs: 200,
+      registry: { charge: () => { throw new Error('card declined'); }, ok: () => 'fine' },
+      onDone: (job, outcome) => {
+        seen.push({ job, state: outcome.state });
+        return outcome.state === 'failed' && job.fn === 'charge' ? 'handled' : undefined;
+      },
+    });
+    const bad = await q.submitWith({ origin: 'order-77' }, 'charge');
+    const good = await q.submitWith({ origin: 'order-78' }, 'ok');
+    await expect(bad.result({ timeoutMs: 20_000 })).rejects.toThrow('card declined');
+    expect(await good.result({ timeoutMs: 20_000 })).toBe('fine');
+    stop.abort();
+    await worker;
+    expect((await d.get(bad.id))!).toMatchObject({ state: 'failed', attempt: 1 }); // the queue's budget is 3: not retried
+    expect(seen.map((s) => `${s.job.fn}:${s.state}:${s.job.origin}`).sort()).toEqual(['charge:failed:order-77', 'ok:succeeded:order-78']);
+    await d.close();
+  }, 30_000);
+});
