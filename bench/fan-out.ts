@@ -34,7 +34,7 @@ const sent = new Float64Array(N);
 const arrivals = Array.from({ length: N }, () => [] as number[]);
 let waiting: { seq: number; done: () => void } | null = null;
 const ac = new AbortController();
-setMaxListeners(R + 10, ac.signal); // every reader listens on it
+setMaxListeners(R * 3 + 10, ac.signal); // every reader listens on it (fetch and its parser)
 const readers = Array.from({ length: R }, async () => {
   const res = await fetch(url, { headers: { accept: 'text/event-stream' }, signal: ac.signal });
   for await (const ev of sseEvents(res.body!, ac.signal)) {

@@ -218,8 +218,15 @@ async function jobView(id: string): Promise<void> {
     else if (f.kind === FrameKind.ERROR) journal.append(h('div', { class: 'frame-error' }, `error: ${valueOf(f.body)}`));
     else if (f.kind === FrameKind.END) journal.append(h('div', { class: 'end' }, 'end'));
   };
+  journal.replaceChildren(h('p', { class: 'muted' }, 'No frames yet.'));
+  let first = true;
   try {
-    for await (const f of d!.journalRead(id, { signal })) show(f);
+    for await (const f of d!.journalRead(id, { signal })) {
+      if (first) journal.replaceChildren();
+      first = false;
+      show(f);
+    }
+    if (first) journal.replaceChildren(h('p', { class: 'muted' }, 'This job wrote no frames.'));
   } catch (e) {
     if (!signal.aborted) say(e);
   }

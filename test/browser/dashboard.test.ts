@@ -123,6 +123,8 @@ describe('the dashboard', () => {
     await admin.goto(`${p.plane.url}/#/tokens`);
     await admin.waitForSelector('text=Create token');
     await admin.screenshot({ path: join(shots, 'tokens-1280.png') });
+    await admin.setViewportSize({ width: 390, height: 844 });
+    await admin.screenshot({ path: join(shots, 'tokens-390.png') });
     await page.close();
     await admin.close();
   }, 60_000);
@@ -139,6 +141,8 @@ describe('the dashboard', () => {
     await page.waitForSelector('text=gpu-box-7:4242');
     expect(await page.textContent('tbody')).toContain('run-7');
     await page.screenshot({ path: join(shots, 'workers-1280.png') });
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.screenshot({ path: join(shots, 'workers-390.png') });
     await d.workerStopped('training', 'gpu-box-7:4242:a1b2');
     await page.waitForFunction(() => document.querySelector('tbody .badge')?.textContent === 'stopped', undefined, { timeout: 10_000 });
     await page.close();
@@ -149,6 +153,8 @@ describe('the dashboard', () => {
     await page.waitForFunction(() => (document.getElementById('signin-error')?.textContent ?? '').length > 0, undefined, { timeout: 10_000 });
     expect(await page.textContent('#signin-error')).toContain('That token was refused');
     await page.screenshot({ path: join(shots, 'signin-390.png') });
+    await page.setViewportSize({ width: 1280, height: 760 });
+    await page.screenshot({ path: join(shots, 'signin-1280.png') });
     // The narrow pages, signed in.
     const ns = `dash${n++}`;
     const d = root(ns);

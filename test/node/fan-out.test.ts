@@ -40,7 +40,7 @@ async function fanOut(readers: number, frames: number) {
   const { url } = await d.streamToken(id, { streams: readers });
   const stats = async () => (await (await fetch(`${d.baseUrl}/v1/ns/${d.namespace}/queues/${queue}/stats`, { headers: { authorization: `Bearer ${inject('planeToken')}` } })).json()) as Stats;
   const ac = new AbortController();
-  setMaxListeners(readers + 10, ac.signal); // every reader listens on it
+  setMaxListeners(readers * 3 + 10, ac.signal); // every reader listens on it (fetch and its parser)
   const got = Array.from({ length: readers }, () => [] as number[]);
   const ended = got.map((seqs) => reader(url, seqs, ac));
   // Every reader is parked on the journal before the first frame.
