@@ -91,6 +91,7 @@ async function queuesView(): Promise<void> {
     const rows = all.map((q) => [
       h('a', { href: `#/q/${encodeURIComponent(q.queue)}` }, q.queue),
       String(q.counts.queued), String(q.counts.running), String(q.counts.delayed),
+      q.counts.failed ? h('a', { href: `#/q/${encodeURIComponent(q.queue)}/failed`, class: 'error' }, String(q.counts.failed)) : '0',
       span(q.oldestQueuedMs),
       sparkline(tick(q.queue), `succeeded per 10 s, last 5 minutes, ${q.queue}`),
       q.paused ? badge('paused') : badge('active', 'ok'),
@@ -98,7 +99,7 @@ async function queuesView(): Promise<void> {
       admin ? action(q.paused ? 'Resume' : 'Pause', async () => (q.paused ? d!.resumeQueue(q.queue) : d!.pauseQueue(q.queue)).then(refresh), say) : h('span', {}, ''),
     ]);
     box.replaceChildren(box.firstChild!, all.length
-      ? table(['queue', 'queued', 'running', 'delayed', 'oldest wait', 'succeeded/10 s', 'state', 'caps', admin ? 'admin' : ''], rows, 'Queues, live')
+      ? table(['queue', 'queued', 'running', 'delayed', 'failed', 'oldest wait', 'succeeded/10 s', 'state', 'caps', admin ? 'admin' : ''], rows, 'Queues, live')
       : h('p', {}, 'No queues yet: submit a job and it appears here.'));
   };
   let pending = false;

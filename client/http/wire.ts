@@ -76,7 +76,7 @@ export const invocationOf = (r: Json): Invocation => ({
 
 export const overviewOf = (j: Json): QueueOverview => {
   const c = j.counts as Json;
-  return { ...queueInfoOf(j), counts: { delayed: Number(c.delayed), queued: Number(c.queued), running: Number(c.running) }, oldestQueuedMs: opt(j.oldest_queued_ms) };
+  return { ...queueInfoOf(j), counts: { delayed: Number(c.delayed), queued: Number(c.queued), running: Number(c.running), failed: Number(c.failed) }, oldestQueuedMs: opt(j.oldest_queued_ms) };
 };
 
 export function queueInfoOf(j: Json): QueueInfo {

@@ -25,8 +25,8 @@ export function metricsText(ns: string, queues: QueueMetrics[]): string {
       lines.push(`${name}{${l}} ${Number.isFinite(value) ? value : 0}`);
     }
   };
-  family('lakeshore_jobs', 'gauge', 'Jobs waiting (delayed, queued) or running, counted from the rows.',
-    queues.flatMap((q) => (['delayed', 'queued', 'running'] as const).map((s): [Record<string, string>, number] => [{ queue: q.overview.queue, state: s }, q.overview.counts[s]])));
+  family('lakeshore_jobs', 'gauge', 'Jobs waiting (delayed, queued), running, or failed and kept, counted from the rows.',
+    queues.flatMap((q) => (['delayed', 'queued', 'running', 'failed'] as const).map((s): [Record<string, string>, number] => [{ queue: q.overview.queue, state: s }, q.overview.counts[s]])));
   family('lakeshore_oldest_queued_seconds', 'gauge', 'How long the longest-waiting queued job has waited (0: none waits).',
     queues.map((q) => [{ queue: q.overview.queue }, (q.overview.oldestQueuedMs ?? 0) / 1000]));
   family('lakeshore_paused', 'gauge', '1 while the queue is paused.', queues.map((q) => [{ queue: q.overview.queue }, q.overview.paused ? 1 : 0]));

@@ -38,13 +38,16 @@ export function views(handle: () => PlaneHandle) {
       await d.submit('a', bytes('x'), { id: 'later', delayMs: 3_600_000 });
       await d.claimMany('a', 'w', 2);
       await d.submit('b', bytes('x'), { id: 'b0' });
+      await d.submit('c', bytes('x'), { id: 'c0' });
+      await d.nack((await d.claim('c', 'w'))!.id, 'w', { error: 'no', retry: false });
       await d.configureQueue('b', { maxAttempts: 7 });
       await d.pauseQueue('b');
       await h.elapse(50);
       const all = await d.overview();
-      expect(all.map((q) => q.queue).sort()).toEqual(['a', 'b']);
+      expect(all.map((q) => q.queue).sort()).toEqual(['a', 'b', 'c']);
+      expect(all.find((q) => q.queue === 'c')!.counts).toEqual({ delayed: 0, queued: 0, running: 0, failed: 1 });
       const a = all.find((q) => q.queue === 'a')!;
-      expect(a.counts).toEqual({ delayed: 1, queued: 3, running: 2 });
+      expect(a.counts).toEqual({ delayed: 1, queued: 3, running: 2, failed: 0 });
       expect(a.paused).toBe(false);
       // The longest-waiting queued job has waited since its submit.
       expect(a.oldestQueuedMs).toBeGreaterThanOrEqual(50);
@@ -52,7 +55,7 @@ export function views(handle: () => PlaneHandle) {
       const b = all.find((q) => q.queue === 'b')!;
       expect(b).toMatchObject({ paused: true, counts: { delayed: 0, queued: 1, running: 0 } });
       expect(b.settings.maxAttempts).toBe(7);
-      expect(await d.listQueues()).toEqual(['a', 'b']);
+      expect(await d.listQueues()).toEqual(['a', 'b', 'c']);
       // Nothing waiting: no age.
       await d.claimMany('b', 'w', 5);
       await d.resumeQueue('b');
@@ -135,7 +138,7 @@ export function retention(handle: () => PlaneHandle) {
       expect((await d.get('r2'))?.state).toBe('running');
       expect((await d.get('r5'))?.state).toBe('queued');
       const [q] = await d.overview(['r']);
-      expect(q!.counts).toEqual({ delayed: 0, queued: 1, running: 2 });
+      expect(q!.counts).toEqual({ delayed: 0, queued: 1, running: 2, failed: 0 });
       for (const s of ['succeeded', 'failed', 'cancelled'] as const) {
         expect((await d.list('r', { state: s })).items, s).toEqual([]);
         expect(await d.count('r', s), s).toBe(0);

@@ -183,7 +183,7 @@ class Verbs(unittest.TestCase):
             d.submit("q", b"x", id="j%d" % i, priority=i % 2)
         d.claim("q", "w")
         [q] = d.overview()
-        self.assertEqual((q["queue"], q["counts"], q["paused"]), ("q", {"delayed": 0, "queued": 4, "running": 1}, False))
+        self.assertEqual((q["queue"], q["counts"], q["paused"]), ("q", {"delayed": 0, "queued": 4, "running": 1, "failed": 0}, False))
         self.assertGreaterEqual(q["oldest_queued_ms"], 0)
         self.assertEqual(d.list_queues(), ["q"])
         seen, cursor = [], None

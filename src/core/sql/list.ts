@@ -10,8 +10,9 @@
  * The cursor is the last row's sort key, opaque to callers (base64url JSON).
  *
  * The overview counts the live states (delayed, queued, running) through the same indexes: its
- * cost is the queue's backlog (index entries only), never its history. Finished jobs are not
- * counted here: a count of them would read every finished row kept (listing pages them instead).
+ * cost is the queue's backlog (index entries only). Of the finished states it counts the failed
+ * jobs kept (what an operator looks for; their number is bounded by retention), not the succeeded
+ * or cancelled ones: a count of those would read every one kept (listing pages them instead).
  */
 import { badRequest } from '../errors.ts';
 import type { Plan } from '../plan.ts';
@@ -104,11 +105,11 @@ export function listPlan(ns: string, queue: string, state: State, limit: number,
   };
 }
 
-export const LIVE_STATES = Object.freeze(['delayed', 'queued', 'running'] as const);
+export const LIVE_STATES = Object.freeze(['delayed', 'queued', 'running', 'failed'] as const);
 export type LiveState = (typeof LIVE_STATES)[number];
 
 export interface QueueOverview extends QueueInfo {
-  /** Invocations waiting or running, from the rows. */
+  /** Invocations waiting, running, and failed (kept until retention), from the rows. */
   counts: Record<LiveState, number>;
   /** How long the longest-waiting queued job has waited (since it last became queued), ms; null when none waits. */
   oldestQueuedMs: number | null;
@@ -116,7 +117,10 @@ export interface QueueOverview extends QueueInfo {
 
 /** Each named queue's live counts, its oldest waiting job, and its settings. */
 export function overviewPlan(now: number, ns: string, queues: string[]): Plan<QueueOverview[]> {
-  const counts = LIVE_STATES.map((s) => `(SELECT count(*) FROM invocations WHERE ns = ?1 AND queue = ?2 AND state = '${s}') AS "${s}"`).join(', ');
+  const counts = LIVE_STATES.map((s) =>
+    s === 'failed'
+      ? `(SELECT count(*) FROM invocations INDEXED BY invocations_finished WHERE ns = ?1 AND queue = ?2 AND ${FINISHED} AND state = 'failed') AS "failed"`
+      : `(SELECT count(*) FROM invocations WHERE ns = ?1 AND queue = ?2 AND state = '${s}') AS "${s}"`).join(', ');
   const per = queues.map((q) => ({
     stats: stmt(`SELECT ${counts}, (SELECT min(updated_at) FROM invocations WHERE ns = ?1 AND queue = ?2 AND state = 'queued') AS oldest`, ns, q),
     info: queueInfoPlan(ns, q),
