@@ -19,7 +19,7 @@ import * as v from '../../src/core/validate.ts';
 import { asClientError, BadRequestError, errorFor, InvocationCancelledError, InvocationFailedError, TimeoutError } from '../errors.ts';
 import type { AckRequest, AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, NackedState, QueueInfo, ReadOptions, Schedule, ScheduleOptions, SettingsChange, SubmitOptions, ListOptions, InvocationPage, QueueOverview, FeedItem, WorkerSeen } from '../types.ts';
 import { feedOf, localMetrics, LocalWorkers } from './observe.ts';
-import { LocalRetention } from './retention.ts';
+import { RetentionClock } from '../../src/core/retention.ts';
 import { Batcher } from '../batcher.ts';
 import { migrate } from './migrate.ts';
 import { SqlitePort } from './sqlite-port.ts';
@@ -56,8 +56,8 @@ export class Dispatch implements DispatchPlane {
   private dataVersion = -1;
   private readonly timers = new Map<string, { at: number; timer: ReturnType<typeof setTimeout> }>();
   private readonly watched = new Set<string>();
-  /** When each queue's next retention pass is due (retention.ts). */
-  private readonly retention: LocalRetention;
+  /** When each queue's next retention pass is due (core/retention.ts). */
+  private readonly retention = new Map<string, RetentionClock>();
   /** The workers this process heard from (GET /workers on the edge plane). */
   private readonly workersSeen: LocalWorkers;
   private closed = false;
@@ -90,11 +90,8 @@ export class Dispatch implements DispatchPlane {
       onFailed: () => this.engine.park.wakeAll(),
     });
     this.workersSeen = new LocalWorkers(this.engine, this.namespace);
-    this.retention = new LocalRetention(this.engine, this.now);
     // A job finished: unless a purge pass already knows when it has work next, run one soon.
-    this.engine.park.onFinish = (ns, queue) => {
-      if (this.retention.unknown(ns, queue)) this.armTimer(ns, queue, this.now());
-    };
+    this.engine.park.onFinish = (ns, queue) => this.clock(ns, queue).soon();
   }
 
   // ------------------------------------------------------------ producers
@@ -177,7 +174,7 @@ export class Dispatch implements DispatchPlane {
     const info = await verb(this.engine.admin.configure(this.namespace, queue, s));
     // A new retention may bring the next purge closer.
     if (s.retentionMs !== undefined) {
-      if (this.retention.unknown(this.namespace, queue, true)) this.armTimer(this.namespace, queue, this.now());
+      this.clock(this.namespace, queue).soon(true);
     }
     return info;
   }
@@ -369,7 +366,7 @@ export class Dispatch implements DispatchPlane {
       try {
         await this.engine.admin.fire(ns, queue);
         const next = await this.engine.work.sweep(ns, queue);
-        const purge = await this.retention.due(ns, queue);
+        const purge = await this.clock(ns, queue).due();
         const at = next === null ? purge : purge === null ? next : Math.min(next, purge);
         if (at !== null) this.armTimer(ns, queue, at);
       } catch {
@@ -380,6 +377,14 @@ export class Dispatch implements DispatchPlane {
     this.timers.set(key, { at, timer });
   }
 
+  /** The retention clock of a queue (it arms this process's timer for the queue). */
+  private clock(ns: string, queue: string): RetentionClock {
+    const key = `${ns}\u0000${queue}`;
+    let c = this.retention.get(key);
+    if (!c) this.retention.set(key, (c = new RetentionClock(() => this.engine.admin.purge(ns, queue), this.now, (at) => this.armTimer(ns, queue, at))));
+    return c;
+  }
+
   /** A queue this process claims from: its timer is armed for whatever it waits for (set by any process). */
   private async watchQueue(queue: string): Promise<void> {
     if (this.watched.has(queue)) return;
@@ -387,7 +392,6 @@ export class Dispatch implements DispatchPlane {
     const next = await this.engine.work.sweep(this.namespace, queue);
     if (next !== null) this.armTimer(this.namespace, queue, next);
     // Retention for what finished before this process watched the queue.
-    const purge = await this.retention.due(this.namespace, queue);
-    if (purge !== null) this.armTimer(this.namespace, queue, purge);
+    await this.clock(this.namespace, queue).due();
   }
 }

@@ -15,6 +15,7 @@ import { D1Port } from './d1-port.ts';
 import { JournalStreams } from './journal-streams.ts';
 import { FeedStreams } from './feed-streams.ts';
 import { WorkerBook, type WorkerInfo } from '../core/workers.ts';
+import { RetentionClock } from '../core/retention.ts';
 import { leaseKeeper, type TokenGate } from './gate.ts';
 import { settingsFrom } from './settings.ts';
 
@@ -36,9 +37,6 @@ function forgetOld<V>(m: Map<string, V>, at: (v: V) => number) {
   }
 }
 
-/** Retention batches one alarm runs at most (each up to PURGE_BATCH jobs per finished state). */
-const PURGE_ROUNDS = 20;
-
 /** The object's name, from which it knows its queue (also inside an alarm, after a restart). */
 export const queueObjectName = (ns: string, queue: string) => `${ns}\u0000${queue}`;
 
@@ -49,12 +47,8 @@ export class QueueObject extends DurableObject<Env> {
   readonly queue: string;
   /** The alarm time this instance last set; a cache of a timer, not of queue state. */
   private alarmAt: number | null = null;
-  /**
-   * When retention next has work here (the oldest finished job comes due), as the last purge pass
-   * found (`purgeKnown`); null: none. Until a pass has run, the next job to finish asks for one.
-   */
-  private purgeAt: number | null = null;
-  private purgeKnown = false;
+  /** When this queue's next retention pass is due (core/retention.ts). */
+  private readonly retention: RetentionClock;
   /** Waits in progress that their caller may call off (abortWait), by the caller's wait id. */
   private readonly waits = new Map<string, AbortController>();
   /**
@@ -105,7 +99,8 @@ export class QueueObject extends DurableObject<Env> {
         if (dlq) this.ctx.waitUntil(this.queueObject(dlq).poke().catch(() => {}));
       },
     });
-    this.engine.park.onFinish = () => this.purgeSoon();
+    this.retention = new RetentionClock(() => this.engine.admin.purge(this.ns, this.queue), Date.now, (at) => this.armAlarm(at));
+    this.engine.park.onFinish = () => this.retention.soon();
     this.feed = new FeedStreams(this.engine.park.events);
     this.workers = new WorkerBook(this.engine.park.events, this.ns, this.queue);
     // Alarms may not survive a restart (local workerd drops them): sweep once and re-arm. Retention
@@ -155,10 +150,7 @@ export class QueueObject extends DurableObject<Env> {
       const info = await this.engine.admin.configure(this.ns, this.queue, cfg);
       this.settings = info.settings;
       // A new retention may bring the next purge closer.
-      if (cfg.retentionMs !== undefined) {
-        this.purgeKnown = false;
-        this.purgeSoon();
-      }
+      if (cfg.retentionMs !== undefined) this.retention.soon(true);
       return info;
     });
   }
@@ -360,30 +352,11 @@ export class QueueObject extends DurableObject<Env> {
   override async alarm(): Promise<void> {
     this.alarmAt = null;
     await this.sweep();
-    // The first alarm of this instance looks at retention too (the purge alarm it had may be the one firing).
-    if (!this.purgeKnown || (this.purgeAt !== null && this.purgeAt <= Date.now())) await this.purge();
-    if (this.purgeAt !== null) this.armAlarm(this.purgeAt);
+    // Retention, when due; the first alarm of this instance looks too (the purge alarm it had may be the one firing).
+    const purge = await this.retention.due();
+    if (purge !== null) this.armAlarm(purge);
   }
 
-  /** A job finished: unless a purge pass is already due at a known time, ask for one now (it finds the next time). */
-  private purgeSoon(): void {
-    if (this.purgeKnown && this.purgeAt !== null) return;
-    this.purgeKnown = false;
-    this.purgeAt = Date.now();
-    this.armAlarm(this.purgeAt);
-  }
-
-  /**
-   * Retention (core/sql/purge.ts): bounded batches of finished jobs past their retention, with
-   * their frames. Each batch is one D1 batch among the transitions, never one long delete; at most
-   * PURGE_ROUNDS of them per alarm, then the alarm comes back a second later for the rest.
-   */
-  private async purge(): Promise<void> {
-    let out = await this.engine.admin.purge(this.ns, this.queue);
-    for (let round = 1; out.more && round < PURGE_ROUNDS; round++) out = await this.engine.admin.purge(this.ns, this.queue);
-    this.purgeAt = out.more ? Date.now() + 1000 : out.nextAt;
-    this.purgeKnown = true;
-  }
 
   /**
    * The queue's timed work: submits due schedule ticks, expires overdue leases, promotes due

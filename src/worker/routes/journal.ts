@@ -2,14 +2,14 @@
 import { Hono } from 'hono';
 import { badRequest } from '../../core/errors.ts';
 import { journalCursor } from '../../core/requests.ts';
-import { errorOf, raise, type ErrorBody } from '../../core/settled.ts';
+import { raise } from '../../core/settled.ts';
 import { AppendBody, TrimBody } from '../../core/wire.ts';
-import { closeStreamLease, openStreamLease } from '../limits.ts';
+import { relayStream } from '../relay.ts';
 import { jsonBody, numParam } from '../body.ts';
 import { pageJson } from '../json.ts';
 import { hint, idParam, locate, queueObject, reader, type App, type Ctx } from '../plane.ts';
 import { allow, may } from '../auth.ts';
-import { END_ID, SSE_HEADERS } from '../sse.ts';
+import { END_ID } from '../sse.ts';
 import type { JournalPage } from '../../core/types.ts';
 
 /** The read cursor: `Last-Event-ID` (an SSE reconnect) wins over `since`. */
@@ -41,21 +41,9 @@ export const journal = new Hono<App>()
     if (c.req.header('last-event-id') === END_ID) return c.body(null, 204);
     const since = cursor(c);
     if ((c.req.header('accept') ?? '').includes('text/event-stream')) {
-      const queue = await locate(c, ns, id);
-      // The stream counts against its token while it lives (src/worker/limits.ts).
-      const lease = await openStreamLease(c, c.get('principal'));
       // The queue object serves the stream and keeps its lease (durable/journal-streams.ts); this
-      // Worker relays the bytes.
-      const q = new URLSearchParams({ id, since: String(since), gate: lease.key, lease: lease.id });
-      const res = await queueObject(c, ns, queue).fetch(`https://queue/journal-stream?${q}`).catch((e: unknown) => {
-        closeStreamLease(c, lease);
-        throw e;
-      });
-      if (!res.ok) {
-        closeStreamLease(c, lease);
-        throw errorOf(((await res.json()) as { error: ErrorBody }).error);
-      }
-      return new Response(res.body, { headers: SSE_HEADERS });
+      // Worker relays the bytes. The stream counts against its token while it lives.
+      return relayStream(c, ns, await locate(c, ns, id), '/journal-stream', { id, since: String(since) });
     }
     const wait = numParam(c, 'wait_ms');
     const limit = numParam(c, 'limit');

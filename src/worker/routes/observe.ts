@@ -2,13 +2,12 @@
 import { Hono } from 'hono';
 import { badRequest } from '../../core/errors.ts';
 import { metricsText } from '../../core/metrics.ts';
-import { errorOf, raise, type ErrorBody } from '../../core/settled.ts';
+import { raise } from '../../core/settled.ts';
 import { mergeWorkers } from '../../core/workers.ts';
 import * as v from '../../core/validate.ts';
 import { may } from '../auth.ts';
-import { closeStreamLease, openStreamLease } from '../limits.ts';
+import { relayStream } from '../relay.ts';
 import { limitsOf, queueObject, reader, type App } from '../plane.ts';
-import { SSE_HEADERS } from '../sse.ts';
 
 const KINDS = new Set(['job', 'worker']);
 
@@ -21,17 +20,7 @@ export const observe = new Hono<App>()
     for (const k of (c.req.query('kinds') ?? 'job').split(',')) if (!KINDS.has(k)) throw badRequest(`unknown kind ${JSON.stringify(k)}: the feed has job and worker records`);
     const last = c.req.header('last-event-id') ?? '';
     if (last.length > 64) throw badRequest('Last-Event-ID is not one this feed gave out');
-    const lease = await openStreamLease(c, c.get('principal'));
-    const p = new URLSearchParams({ last, gate: lease.key, lease: lease.id });
-    const res = await queueObject(c, ns, queue).fetch(`https://queue/events?${p}`).catch((e: unknown) => {
-      closeStreamLease(c, lease);
-      throw e;
-    });
-    if (!res.ok) {
-      closeStreamLease(c, lease);
-      throw errorOf(((await res.json()) as { error: ErrorBody }).error);
-    }
-    return new Response(res.body, { headers: SSE_HEADERS });
+    return relayStream(c, ns, queue, '/events', { last });
   })
   .get('/workers', may('workers'), async (c) => {
     const { ns } = c.var;
