@@ -6,29 +6,6 @@ import type { Claimed, Invocation, JournalFrame, JournalPage, Outcome, QueueInfo
 
 const b64 = (b: Uint8Array | null) => (b === null ? null : toBase64(b));
 
-export const invocationJson = (i: Invocation) => ({
-  id: i.id,
-  namespace: i.namespace,
-  queue: i.queue,
-  key: i.key,
-  priority: i.priority,
-  parent: i.parent,
-  envelope: b64(i.envelope),
-  state: i.state,
-  attempt: i.attempt,
-  worker_id: i.workerId,
-  lease_until: i.leaseUntil,
-  result: b64(i.result),
-  error: i.error,
-  created_at: i.createdAt,
-  updated_at: i.updatedAt,
-  started_at: i.startedAt,
-  finished_at: i.finishedAt,
-  run_at: i.runAt,
-  expires_at: i.expiresAt,
-  max_attempts: i.maxAttempts,
-});
-
 /** A listing's item: the row without its envelope and result (get has those). */
 export const summaryJson = (i: InvocationSummary) => ({
   id: i.id,
@@ -50,6 +27,9 @@ export const summaryJson = (i: InvocationSummary) => ({
   expires_at: i.expiresAt,
   max_attempts: i.maxAttempts,
 });
+
+/** The whole row: a listing's item with its envelope and result. */
+export const invocationJson = (i: Invocation) => ({ ...summaryJson(i), envelope: b64(i.envelope), result: b64(i.result) });
 
 export const pageOfJson = (p: Page) => ({ items: p.items.map(summaryJson), cursor: p.cursor });
 
