@@ -7,7 +7,7 @@
 import { HttpDispatch } from '../client/http/dispatch.ts';
 import { ForbiddenError, LakeshoreError, UnauthorizedError } from '../client/errors.ts';
 import { FrameKind } from '../src/core/frame.ts';
-import type { Invocation, JournalFrame, QueueOverview, State } from '../client/types.ts';
+import type { FeedItem, Invocation, JournalFrame, QueueOverview, State } from '../client/types.ts';
 import { action, ago, badge, h, span, sparkline, table, when } from './dom.ts';
 
 const STATES: State[] = ['queued', 'running', 'delayed', 'succeeded', 'failed', 'cancelled'];
@@ -28,6 +28,35 @@ function say(e: unknown): void {
   const box = document.getElementById('notice')!;
   box.textContent = e instanceof ForbiddenError ? `Not allowed for this token: ${e.message}` : e instanceof Error ? e.message : String(e);
   box.hidden = false;
+}
+
+/**
+ * A view's redraw, driven by the feeds of `queues` until the view changes: a burst of records is
+ * one redraw, and a record that arrives during a redraw brings one more after it (never lost).
+ */
+function redrawOn(queues: string[], draw: () => Promise<unknown>, seen: (queue: string, rec: FeedItem) => void = () => {}): void {
+  let running = false;
+  let again = false;
+  const redraw = async () => {
+    if (running) {
+      again = true;
+      return;
+    }
+    running = true;
+    do {
+      again = false;
+      await draw().catch(say);
+    } while (again);
+    running = false;
+  };
+  for (const q of queues) {
+    void (async () => {
+      for await (const rec of d!.events(q, { signal: leave.signal })) {
+        seen(q, rec);
+        void redraw();
+      }
+    })().catch(() => {});
+  }
 }
 
 // ------------------------------------------------------------------ sign-in
@@ -102,28 +131,13 @@ async function queuesView(): Promise<void> {
       ? table(['queue', 'queued', 'running', 'delayed', 'failed', 'oldest wait', 'succeeded/10 s', 'state', 'caps', admin ? 'admin' : ''], rows, 'Queues, live')
       : h('p', {}, 'No queues yet: submit a job and it appears here.'));
   };
-  let pending = false;
-  const refresh = async () => {
-    if (pending) return;
-    pending = true;
-    try {
-      draw(await d!.overview());
-    } finally {
-      pending = false;
-    }
-  };
+  const refresh = async () => draw(await d!.overview());
   const all = await d!.overview();
   draw(all);
-  // Live: each queue's feed; a record redraws the counts (a burst once), and feeds the sparkline.
-  const signal = leave.signal;
-  for (const q of all) {
-    void (async () => {
-      for await (const rec of d!.events(q.queue, { signal })) {
-        if (rec.kind === 'job' && rec.status === 'succeeded') tick(q.queue)[30]! += 1;
-        void refresh();
-      }
-    })().catch(() => {});
-  }
+  // Live: each queue's feed redraws the counts, and feeds the sparkline.
+  redrawOn(all.map((q) => q.queue), refresh, (queue, rec) => {
+    if (rec.kind === 'job' && rec.status === 'succeeded') tick(queue)[30]! += 1;
+  });
 }
 
 // ------------------------------------------------------------------ a queue
@@ -147,16 +161,7 @@ async function queueView(queue: string, state: State, cursor: string | null): Pr
       cursor ? h('a', { class: 'button', href: `#/q/${encodeURIComponent(queue)}/${state}` }, 'First page') : h('span'));
   };
   await draw();
-  if (cursor) return;
-  let busy = false;
-  void (async () => {
-    for await (const _ of d!.events(queue, { signal: leave.signal })) {
-      if (busy) continue;
-      busy = true;
-      await draw().catch(say);
-      busy = false;
-    }
-  })().catch(() => {});
+  if (!cursor) redrawOn([queue], draw);
 }
 
 // ------------------------------------------------------------------ one job
@@ -250,17 +255,7 @@ async function workersView(): Promise<void> {
   };
   await draw();
   // Live: any queue's feed (a worker came, went, or took or finished a job) redraws the list.
-  let busy = false;
-  for (const q of await d!.listQueues()) {
-    void (async () => {
-      for await (const _ of d!.events(q, { signal: leave.signal })) {
-        if (busy) continue;
-        busy = true;
-        await draw().catch(say);
-        busy = false;
-      }
-    })().catch(() => {});
-  }
+  redrawOn(await d!.listQueues(), draw);
 }
 
 // ------------------------------------------------------------------ tokens
