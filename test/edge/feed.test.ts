@@ -6,7 +6,7 @@
 import { exports } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import type { EventSourceMessage } from 'eventsource-parser';
-import { sseEvents } from '../../client/http/sse.ts';
+import { readEvents } from './setup/sse.ts';
 import { b64, call, plane } from './setup/http.ts';
 import { queueStub } from './setup/objects.ts';
 import { until } from '../support/wait.ts';
@@ -15,18 +15,6 @@ const feed = (ns: string, lastEventId?: string) =>
   (exports as any).default.fetch(`http://plane/v1/ns/${ns}/events?queue=q`, {
     headers: { authorization: 'Bearer test-token', accept: 'text/event-stream', ...(lastEventId ? { 'last-event-id': lastEventId } : {}) },
   }) as Promise<Response>;
-
-/** Reads events until `enough` says so, then cuts the connection. */
-async function readUntil(res: Response, enough: (evs: EventSourceMessage[]) => boolean): Promise<EventSourceMessage[]> {
-  const out: EventSourceMessage[] = [];
-  const ac = new AbortController();
-  for await (const ev of sseEvents(res.body!, ac.signal)) {
-    out.push(ev);
-    if (enough(out)) break;
-  }
-  ac.abort();
-  return out;
-}
 
 /** 1,000 transitions on queue q: 250 submits, 250 claims, 250 acks, then 125 submits and 125 cancels. */
 async function thousandTransitions(ns: string) {
@@ -54,12 +42,12 @@ describe('lifecycle feed', () => {
     const whole = await feed(p.ns);
     const first = await feed(p.ns);
     await until(async () => (await queueStub(p.ns, 'q').stats()).feed_readers >= 2, 'the readers to be attached');
-    const all = readUntil(whole, (evs) => records(evs).length >= 1000);
+    const all = readEvents(whole, (evs) => records(evs).length >= 1000);
     const cut = (async () => {
       const got: ReturnType<typeof records> = [];
       let res = first;
       for (let i = 0; i < 20; i++) {
-        const recs = records(await readUntil(res, (e) => records(e).length >= 50));
+        const recs = records(await readEvents(res, (e) => records(e).length >= 50));
         got.push(...recs);
         if (i < 19) res = await feed(p.ns, recs.at(-1)!.eventId);
       }
@@ -86,10 +74,10 @@ describe('lifecycle feed', () => {
   it('tells a reader from before a restart, or behind the window, that it missed records (gap)', async () => {
     const p = plane();
     await p.submit('q', 'a');
-    const fresh = await readUntil(await feed(p.ns, 'zzzzzz.5'), (evs) => evs.some((e) => e.event === 'gap'));
+    const fresh = await readEvents(await feed(p.ns, 'zzzzzz.5'), (evs) => evs.some((e) => e.event === 'gap'));
     expect(JSON.parse(fresh.find((e) => e.event === 'gap')!.data)).toMatchObject({ reason: 'restarted' });
     // 10,200 records (3,400 jobs submitted, claimed, acked) with a reader attached: past the 10,000 kept.
-    const live = readUntil(await feed(p.ns), (evs) => records(evs).length >= 10_200);
+    const live = readEvents(await feed(p.ns), (evs) => records(evs).length >= 10_200);
     await until(async () => (await queueStub(p.ns, 'q').stats()).feed_readers >= 1, 'the reader to be attached');
     const base = `/v1/ns/${p.ns}`;
     for (let k = 0; k < 4; k++) {
@@ -103,10 +91,10 @@ describe('lifecycle feed', () => {
     }
     const recs = records(await live);
     const instance = recs[0]!.eventId.split('.')[0]!;
-    const behind = await readUntil(await feed(p.ns, `${instance}.1`), (evs) => evs.some((e) => e.event === 'gap'));
+    const behind = await readEvents(await feed(p.ns, `${instance}.1`), (evs) => evs.some((e) => e.event === 'gap'));
     expect(JSON.parse(behind.find((e) => e.event === 'gap')!.data)).toMatchObject({ reason: 'behind' });
     // Within the window: every record after the id, the first one next.
-    const within = await readUntil(await feed(p.ns, recs[500]!.eventId), (evs) => records(evs).length >= 10);
+    const within = await readEvents(await feed(p.ns, recs[500]!.eventId), (evs) => records(evs).length >= 10);
     expect(within.some((e) => e.event === 'gap')).toBe(false);
     expect(records(within).map((r) => r.eventId)).toEqual(recs.slice(501, 511).map((r) => r.eventId));
   }, 60_000);

@@ -2,21 +2,8 @@
 import { describe, expect, it } from 'vitest';
 import { b64, call, plane, TOKEN, unb64 } from './setup/http.ts';
 import { exports } from 'cloudflare:workers';
-import type { EventSourceMessage } from 'eventsource-parser';
-import { sseEvents } from '../../client/http/sse.ts';
+import { readEvents } from './setup/sse.ts';
 import { frameCount, parkedOn } from './setup/objects.ts';
-
-/** Reads SSE events (with the client's parser) until `stop` says so; returns them and cancels the stream. */
-async function readEvents(res: Response, stop: (events: EventSourceMessage[]) => boolean) {
-  const events: EventSourceMessage[] = [];
-  const ac = new AbortController();
-  for await (const ev of sseEvents(res.body!, ac.signal)) {
-    events.push(ev);
-    if (stop(events)) break;
-  }
-  ac.abort();
-  return events;
-}
 
 const sse = (ns: string, id: string, lastEventId?: string) =>
   (exports as any).default.fetch(`http://plane/v1/ns/${ns}/invocations/${id}/journal`, {
