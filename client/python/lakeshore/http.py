@@ -227,18 +227,10 @@ class HttpDispatch:
             if last:
                 headers["Last-Event-ID"] = last
             req = urllib.request.Request(self._url("/events?queue=%s" % _q(queue)), headers=headers)
-            try:
-                resp = urllib.request.urlopen(req, timeout=20.0)
-            except urllib.error.HTTPError as e:
-                raise _error_of(e)
-            except (OSError, urllib.error.URLError):
-                failures += 1
-                if failures > 20:
-                    raise
-                time.sleep(min(1.0, 0.025 * 2 ** failures))
+            resp, failures = _open_stream(req, 20.0, failures)
+            if resp is None:
                 continue
             try:
-                failures = 0
                 for event, data, ident in _sse_ids(resp):
                     if event == "job":
                         last = ident or last
@@ -379,21 +371,13 @@ class HttpDispatch:
             req = urllib.request.Request(self._url("/invocations/%s/journal%s" % (_q(inv_id), self._qs(inv_id))), headers={
                 **self._headers(), "Accept": "text/event-stream", "Last-Event-ID": str(cursor),
             })
-            try:
-                resp = urllib.request.urlopen(req, timeout=min(left, 20.0))
-            except urllib.error.HTTPError as e:
-                raise _error_of(e)
-            except (OSError, urllib.error.URLError):
-                failures += 1
-                if failures > 20:
-                    raise
-                time.sleep(min(1.0, 0.025 * 2 ** failures))
+            resp, failures = _open_stream(req, min(left, 20.0), failures)
+            if resp is None:
                 continue
             if resp.status == 204:  # the plane says this reader already had the end
                 resp.close()
                 return
             try:
-                failures = 0
                 for event, data in _sse(resp):
                     if event == "frame":
                         f = json.loads(data)
@@ -533,6 +517,20 @@ def _error_of(e: "urllib.error.HTTPError") -> LakeshoreError:
         return error_for(err.get("code", "internal"), err.get("message", "HTTP %d" % e.code))
     except Exception:
         return LakeshoreError("HTTP %d" % e.code, status=e.code)
+
+
+def _open_stream(req: "urllib.request.Request", timeout: float, failures: int) -> Tuple[Any, int]:
+    """Opens an event stream: (response, 0). A refusal raises its error class; a connection that
+    failed is waited out with backoff, (None, failures + 1), and raised after 20 in a row."""
+    try:
+        return urllib.request.urlopen(req, timeout=timeout), 0
+    except urllib.error.HTTPError as e:
+        raise _error_of(e)
+    except (OSError, urllib.error.URLError):
+        if failures >= 20:
+            raise
+        time.sleep(min(1.0, 0.025 * 2 ** (failures + 1)))
+        return None, failures + 1
 
 
 def _sse(resp: Any) -> Iterator[Tuple[str, str]]:
