@@ -7,7 +7,7 @@
 import { HttpDispatch } from '../client/http/dispatch.ts';
 import { ForbiddenError, LakeshoreError, UnauthorizedError } from '../client/errors.ts';
 import { FrameKind } from '../src/core/frame.ts';
-import type { FeedItem, Invocation, JournalFrame, QueueOverview, State } from '../client/types.ts';
+import type { Invocation, JournalFrame, QueueOverview, State } from '../client/types.ts';
 import { action, ago, badge, h, span, sparkline, table, when } from './dom.ts';
 
 const STATES: State[] = ['queued', 'running', 'delayed', 'succeeded', 'failed', 'cancelled'];
@@ -34,7 +34,7 @@ function say(e: unknown): void {
  * A view's redraw, driven by the feeds of `queues` until the view changes: a burst of records is
  * one redraw, and a record that arrives during a redraw brings one more after it (never lost).
  */
-function redrawOn(queues: string[], draw: () => Promise<unknown>, seen: (queue: string, rec: FeedItem) => void = () => {}): void {
+function redrawOn(queues: string[], draw: () => Promise<unknown>): void {
   let running = false;
   let again = false;
   const redraw = async () => {
@@ -51,10 +51,7 @@ function redrawOn(queues: string[], draw: () => Promise<unknown>, seen: (queue: 
   };
   for (const q of queues) {
     void (async () => {
-      for await (const rec of d!.events(q, { signal: leave.signal })) {
-        seen(q, rec);
-        void redraw();
-      }
+      for await (const _ of d!.events(q, { signal: leave.signal })) void redraw();
     })().catch(() => {});
   }
 }
@@ -101,17 +98,8 @@ function signInView(message = ''): void {
 
 // ------------------------------------------------------------------ queues
 
-/** Succeeded jobs per 10 s over the last 5 minutes, per queue, counted from the feed. */
-const rate = new Map<string, number[]>();
-function tick(queue: string, now = Date.now()): number[] {
-  const slot = Math.floor(now / 10_000);
-  let r = rate.get(queue);
-  if (!r) rate.set(queue, (r = Array.from({ length: 31 }, () => 0)));
-  const last = (r as number[] & { slot?: number }).slot ?? slot;
-  for (let i = last; i < slot; i++) r.push(0), r.shift();
-  (r as number[] & { slot?: number }).slot = slot;
-  return r;
-}
+/** A count from the overview: succeeded and cancelled are counted up to a cap, past which there are at least that many. */
+const count = (q: QueueOverview, s: State) => `${q.counts[s].toLocaleString('en')}${q.capped.includes(s) ? '+' : ''}`;
 
 async function queuesView(): Promise<void> {
   const box = h('section', { 'aria-labelledby': 'qh' }, h('h1', { id: 'qh' }, 'Queues'));
@@ -119,25 +107,24 @@ async function queuesView(): Promise<void> {
   const draw = (all: QueueOverview[]) => {
     const rows = all.map((q) => [
       h('a', { href: `#/q/${encodeURIComponent(q.queue)}` }, q.queue),
-      String(q.counts.queued), String(q.counts.running), String(q.counts.delayed),
-      q.counts.failed ? h('a', { href: `#/q/${encodeURIComponent(q.queue)}/failed`, class: 'error' }, String(q.counts.failed)) : '0',
+      count(q, 'queued'), count(q, 'running'), count(q, 'delayed'), count(q, 'succeeded'),
+      q.counts.failed ? h('a', { href: `#/q/${encodeURIComponent(q.queue)}/failed`, class: 'error' }, count(q, 'failed')) : '0',
+      count(q, 'cancelled'),
       span(q.oldestQueuedMs),
-      sparkline(tick(q.queue), `succeeded per 10 s, last 5 minutes, ${q.queue}`),
+      sparkline(q.recent.succeeded, `jobs succeeded per 10 s over the last 5 minutes in ${q.queue}: ${q.recent.succeeded.reduce((a, b) => a + b, 0)}`),
       q.paused ? badge('paused') : badge('active', 'ok'),
       [q.settings.maxRunning ? `max ${q.settings.maxRunning} running` : '', q.settings.claimsPerSecond ? `${q.settings.claimsPerSecond}/s` : ''].filter(Boolean).join(', ') || '—',
       admin ? action(q.paused ? 'Resume' : 'Pause', async () => (q.paused ? d!.resumeQueue(q.queue) : d!.pauseQueue(q.queue)).then(refresh), say) : h('span', {}, ''),
     ]);
     box.replaceChildren(box.firstChild!, all.length
-      ? table(['queue', 'queued', 'running', 'delayed', 'failed', 'oldest wait', 'succeeded/10 s', 'state', 'caps', admin ? 'admin' : ''], rows, 'Queues, live')
+      ? table(['queue', 'queued', 'running', 'delayed', 'succeeded', 'failed', 'cancelled', 'oldest wait', 'succeeded/10 s', 'state', 'caps', admin ? 'admin' : ''], rows, 'Queues, live')
       : h('p', {}, 'No queues yet: submit a job and it appears here.'));
   };
   const refresh = async () => draw(await d!.overview());
   const all = await d!.overview();
   draw(all);
-  // Live: each queue's feed redraws the counts, and feeds the sparkline.
-  redrawOn(all.map((q) => q.queue), refresh, (queue, rec) => {
-    if (rec.kind === 'job' && rec.status === 'succeeded') tick(queue)[30]! += 1;
-  });
+  // Live: each queue's feed redraws the counts and the sparkline (the plane keeps the last 5 minutes).
+  redrawOn(all.map((q) => q.queue), refresh);
 }
 
 // ------------------------------------------------------------------ a queue

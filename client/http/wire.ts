@@ -2,7 +2,7 @@
 import { fromBase64 } from '../../src/core/bytes.ts';
 import { errorFor, LakeshoreError } from '../errors.ts';
 import { Batcher } from '../batcher.ts';
-import type { State } from '../../src/core/states.ts';
+import { STATES, type State } from '../../src/core/states.ts';
 import type { Invocation, InvocationError, JournalFrame, JournalPage, Outcome, QueueInfo, Schedule } from '../../src/core/types.ts';
 import type { InvocationSummary, QueueOverview } from '../../src/core/sql/list.ts';
 
@@ -76,7 +76,15 @@ export const invocationOf = (r: Json): Invocation => ({
 
 export const overviewOf = (j: Json): QueueOverview => {
   const c = j.counts as Json;
-  return { ...queueInfoOf(j), counts: { delayed: Number(c.delayed), queued: Number(c.queued), running: Number(c.running), failed: Number(c.failed) }, oldestQueuedMs: opt(j.oldest_queued_ms) };
+  const r = j.recent as Json;
+  const nums = (a: unknown) => (a as unknown[]).map(Number);
+  return {
+    ...queueInfoOf(j),
+    counts: Object.fromEntries(STATES.map((s) => [s, Number(c[s])])) as QueueOverview['counts'],
+    capped: j.capped as QueueOverview['capped'],
+    oldestQueuedMs: opt(j.oldest_queued_ms),
+    recent: { bucketMs: Number(r.bucket_ms), until: Number(r.until), succeeded: nums(r.succeeded), failed: nums(r.failed) },
+  };
 };
 
 export function queueInfoOf(j: Json): QueueInfo {

@@ -137,10 +137,14 @@ export class Engine {
   /** The queues of a namespace that ever held work or settings. */
   queues = async (ns: string): Promise<string[]> => this.committer.run(queuesPlan(ns));
 
-  /** Each queue of the namespace (or those named): counts per state, its oldest waiting job, settings (sql/list.ts). */
+  /**
+   * Each queue of the namespace (or those named): counts per state, its oldest waiting job,
+   * settings (sql/list.ts), and the jobs finished lately by this engine's transitions.
+   */
   async overview(ns: string, queues?: unknown[]): Promise<QueueOverview[]> {
     const names = queues?.length ? queues.map((q) => v.queue(q, this.limits)) : await this.queues(ns);
-    return names.length ? this.committer.run(overviewPlan(this.now(), ns, names)) : [];
+    const rows = names.length ? await this.committer.run(overviewPlan(this.now(), ns, names)) : [];
+    return rows.map((o) => ({ ...o, recent: this.park.events.recent(ns, o.queue) }));
   }
 
   /** A page of a queue's invocations in one state (sql/list.ts): `limit` at most 1,000 (default 50). */

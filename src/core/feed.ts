@@ -46,9 +46,33 @@ const COUNTED: Partial<Record<JobStatus, Counter>> = {
 
 export type Listener = (ns: string, records: FeedRecord[]) => void;
 
+/**
+ * The recent throughput kept per queue: jobs finished per RECENT_BUCKET_MS, the last
+ * RECENT_BUCKETS of them (5 minutes), succeeded and failed (a TTL's expiry is a failure), in
+ * memory beside the counters: a restart starts it empty.
+ */
+export const RECENT_BUCKET_MS = 10_000;
+export const RECENT_BUCKETS = 30;
+
+/** Jobs that succeeded and failed per bucket, oldest first; the last bucket is the one ending at `until` (still filling). */
+export interface Recent {
+  bucketMs: number;
+  until: number;
+  succeeded: number[];
+  failed: number[];
+}
+
+interface Ring {
+  /** The bucket number (time / RECENT_BUCKET_MS) of the last slot. */
+  slot: number;
+  succeeded: number[];
+  failed: number[];
+}
+
 export class Feed {
   private readonly listeners = new Set<Listener>();
   private readonly counts = new Map<string, Record<Counter, number>>();
+  private readonly rings = new Map<string, Ring>();
   /** When these counters started (they live in memory: a restart starts them again at 0). */
   readonly since: number;
   private readonly now: () => number;
@@ -95,6 +119,36 @@ export class Feed {
     return out;
   }
 
+  /** The jobs of `queue` that finished lately, per bucket (what a dashboard's sparkline starts from). */
+  recent(ns: string, queue: string): Recent {
+    const now = this.now();
+    const ring = this.rings.has(`${ns}\u0000${queue}`) ? this.ring(ns, queue, now) : null;
+    const zeros = () => new Array<number>(RECENT_BUCKETS).fill(0);
+    return {
+      bucketMs: RECENT_BUCKET_MS,
+      until: (Math.floor(now / RECENT_BUCKET_MS) + 1) * RECENT_BUCKET_MS,
+      succeeded: ring ? [...ring.succeeded] : zeros(),
+      failed: ring ? [...ring.failed] : zeros(),
+    };
+  }
+
+  /** The ring of `queue`, rolled forward to the bucket of `now`. */
+  private ring(ns: string, queue: string, now: number): Ring {
+    const key = `${ns}\u0000${queue}`;
+    const slot = Math.floor(now / RECENT_BUCKET_MS);
+    let r = this.rings.get(key);
+    if (!r) this.rings.set(key, (r = { slot, succeeded: new Array<number>(RECENT_BUCKETS).fill(0), failed: new Array<number>(RECENT_BUCKETS).fill(0) }));
+    const shift = Math.min(slot - r.slot, RECENT_BUCKETS);
+    if (shift > 0) {
+      for (const a of [r.succeeded, r.failed]) {
+        a.splice(0, shift);
+        for (let i = 0; i < shift; i++) a.push(0);
+      }
+      r.slot = slot;
+    }
+    return r;
+  }
+
   /**
    * Transitions that committed: counted always; told as records to the listeners (made only when
    * there are some). `submitted` counts submits, which are told with the state they entered.
@@ -102,12 +156,21 @@ export class Feed {
   told(ns: string, queue: string, items: { id: string; status: JobStatus; attempt?: number | null; workerId?: string | null; error?: InvocationError | null; submitted?: boolean }[]): void {
     if (!items.length) return;
     const c = this.of(ns, queue);
+    let done = 0;
+    let failed = 0;
     for (const it of items) {
       const counter = it.submitted ? 'submitted' : COUNTED[it.status];
       if (counter) c[counter]++;
+      if (counter === 'succeeded') done++;
+      else if (counter === 'failed' || counter === 'expired') failed++;
+    }
+    const at = done || failed || this.listeners.size ? this.now() : 0;
+    if (done || failed) {
+      const ring = this.ring(ns, queue, at);
+      ring.succeeded[RECENT_BUCKETS - 1]! += done;
+      ring.failed[RECENT_BUCKETS - 1]! += failed;
     }
     if (!this.listeners.size) return;
-    const at = this.now();
     const records = items.map((it): JobRecord => ({
       kind: 'job', id: it.id, queue, status: it.status, attempt: it.attempt ?? null, worker_id: it.workerId ?? null,
       ...(it.error ? { error: it.error } : {}), at,

@@ -336,10 +336,11 @@ export class QueueObject extends DurableObject<Env> {
     return this.workers.stopped(workerId);
   }
 
-  /** This queue's transition counters since the object started (they live in its memory), for metrics. */
+  /** This queue's transition counters since the object started and its jobs finished lately (they live in its memory). */
   counters() {
-    const [c] = this.engine.park.events.counters(this.ns, this.queue);
-    return { since: this.engine.park.events.since, counts: c?.counts ?? null };
+    const feed = this.engine.park.events;
+    const [c] = feed.counters(this.ns, this.queue);
+    return { since: feed.since, counts: c?.counts ?? null, recent: feed.recent(this.ns, this.queue) };
   }
 
   /** D1 rows read and written by this object so far (D1's own result metadata). */

@@ -33,7 +33,10 @@ export const invocationJson = (i: Invocation) => ({ ...summaryJson(i), envelope:
 
 export const pageOfJson = (p: Page) => ({ items: p.items.map(summaryJson), cursor: p.cursor });
 
-export const overviewJson = (q: QueueOverview) => ({ ...queueInfoJson(q), counts: q.counts, oldest_queued_ms: q.oldestQueuedMs });
+export const overviewJson = (q: QueueOverview) => ({
+  ...queueInfoJson(q), counts: q.counts, capped: q.capped, oldest_queued_ms: q.oldestQueuedMs,
+  recent: { bucket_ms: q.recent.bucketMs, until: q.recent.until, succeeded: q.recent.succeeded, failed: q.recent.failed },
+});
 
 export const settingsJson = (s: QueueSettings) => ({
   lease_ms: s.leaseMs,

@@ -8,6 +8,7 @@ import { queueObjectName, type QueueObject } from '../durable/queue-object.ts';
 import { settingsFrom } from '../durable/settings.ts';
 import type { Plan } from '../core/plan.ts';
 import type { Limits } from '../core/limits.ts';
+import type { QueueMetrics } from '../core/metrics.ts';
 import type { Principal } from '../core/tokens.ts';
 
 /** `ns`: the route's namespace, set once the caller may act in it (auth.ts `may`). */
@@ -50,3 +51,15 @@ export async function locate(c: Ctx, ns: string, id: string): Promise<string> {
 
 /** Runs a plan straight on D1 (token lookups and management need no queue object). */
 export const committerRun = <T>(c: Ctx, plan: Plan<T>): Promise<T> => reader(c).committer.run(plan);
+
+/**
+ * Each queue's overview (rows, read from D1 here) with what its queue object keeps in memory: the
+ * transition counters and the jobs finished lately (the object runs the transitions; this isolate does not).
+ */
+export async function liveOverview(c: Ctx, ns: string): Promise<QueueMetrics[]> {
+  const overview = await reader(c).overview(ns);
+  return Promise.all(overview.map(async (o) => {
+    const { since, counts, recent } = await queueObject(c, ns, o.queue).counters();
+    return { overview: { ...o, recent }, counters: { since, counts } };
+  }));
+}

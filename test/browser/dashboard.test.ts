@@ -50,6 +50,11 @@ describe('the dashboard', () => {
     const d = root(ns);
     const producer = await d.createToken('producer');
     await d.submit('training', bytes('{}'), { id: 'warm' });
+    // Another queue with work done, for the screenshot.
+    await d.submitMany('embeddings', Array.from({ length: 14 }, (_, i) => ({ envelope: bytes('{}'), opts: { id: `emb-${i}` } })));
+    const got = await d.claimMany('embeddings', 'cpu-1', 12, { leaseMs: 600_000 });
+    for (const g of got.slice(0, 9)) await d.ack(g.id, 'cpu-1');
+    await d.nack(got[9]!.id, 'cpu-1', { error: { type: 'ValueError', message: 'empty text' }, retry: false });
     const page = await signIn(producer.token, ns);
     await page.waitForSelector('table');
     expect(await cell(page, 'training', 1)).toBe('1');
@@ -94,6 +99,16 @@ describe('the dashboard', () => {
     expect(again).toMatchObject({ id: 'bounce', attempt: 2 });
     await d.ack('bounce', 'w2', { result: bytes('"sent"') });
     expect((await d.get('bounce'))!.state).toBe('succeeded');
+    // The queues page counts it succeeded, and its sparkline (seeded by the plane, not by what
+    // this page saw) shows it: a page opened after the fact.
+    await d.submit('emails', bytes('{}'), { id: 'dropped' });
+    await d.cancel('dropped');
+    const later = await signIn(producer.token, ns);
+    await later.waitForSelector('table');
+    expect([await cell(later, 'emails', 4), await cell(later, 'emails', 5), await cell(later, 'emails', 6)]).toEqual(['1', '0', '1']);
+    expect(await later.getAttribute('svg.spark', 'aria-label')).toMatch(/in emails: 1$/);
+    expect(await later.evaluate(() => document.querySelector('svg.spark polyline')!.getAttribute('points')!.split(' ').some((p) => Number(p.split(',')[1]) < 12))).toBe(true);
+    await later.close();
     await page.close();
   }, 60_000);
 

@@ -21,6 +21,8 @@ const methods: Record<string, (...a: any[]) => Promise<unknown>> = {
   // The workers this process heard from (its claims are the worker's).
   workers: () => d.workers(),
   workerStopped: (...a) => d.workerStopped(a[0], a[1]),
+  // The rows are the file's; `recent` counts this process's transitions.
+  overview: (...a) => d.overview(a[0]),
 };
 
 process.on('message', async (m: Call | { close: true } | { n: number; advance: number } | { n: number; parked: true }) => {

@@ -85,7 +85,12 @@ export const httpPlane: PlaneFactory = async () => {
   };
 };
 
-const WORKER_VERBS = new Set(['claim', 'claimMany', 'ack', 'nack', 'heartbeat', 'journalAppend', 'workers', 'workerStopped']);
+/**
+ * Run in the second process. The overview too: its `recent` counts the transitions of the process
+ * that ran them (the local plane keeps it in memory, as its metrics' counters), and the worker
+ * verbs run there.
+ */
+const WORKER_VERBS = new Set(['claim', 'claimMany', 'ack', 'nack', 'heartbeat', 'journalAppend', 'workers', 'workerStopped', 'overview']);
 
 export const twoProcessPlane: PlaneFactory = async () => {
   const dir = mkdtempSync(join(tmpdir(), 'lakeshore-conf-'));

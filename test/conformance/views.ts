@@ -45,9 +45,10 @@ export function views(handle: () => PlaneHandle) {
       await h.elapse(50);
       const all = await d.overview();
       expect(all.map((q) => q.queue).sort()).toEqual(['a', 'b', 'c']);
-      expect(all.find((q) => q.queue === 'c')!.counts).toEqual({ delayed: 0, queued: 0, running: 0, failed: 1 });
+      expect(all.find((q) => q.queue === 'c')!.counts).toEqual({ delayed: 0, queued: 0, running: 0, succeeded: 0, failed: 1, cancelled: 0 });
       const a = all.find((q) => q.queue === 'a')!;
-      expect(a.counts).toEqual({ delayed: 1, queued: 3, running: 2, failed: 0 });
+      expect(a.counts).toEqual({ delayed: 1, queued: 3, running: 2, succeeded: 0, failed: 0, cancelled: 0 });
+      expect(a.capped).toEqual([]);
       expect(a.paused).toBe(false);
       // The longest-waiting queued job has waited since its submit.
       expect(a.oldestQueuedMs).toBeGreaterThanOrEqual(50);
@@ -62,6 +63,41 @@ export function views(handle: () => PlaneHandle) {
       await d.claimMany('b', 'w', 5);
       expect((await d.overview(['b']))[0]).toMatchObject({ queue: 'b', counts: { queued: 0, running: 1 }, oldestQueuedMs: null });
     });
+
+    it('the overview counts finished jobs, and the jobs finished lately per 10 s where the transitions ran', async () => {
+      for (let i = 0; i < 4; i++) await d.submit('f', bytes('x'), { id: `f${i}` });
+      const [a, b, c] = await d.claimMany('f', 'w', 3);
+      await d.ack(a!.id, 'w');
+      await d.ack(b!.id, 'w');
+      await d.nack(c!.id, 'w', { error: 'no', retry: false });
+      await d.cancel('f3');
+      const [f] = await d.overview(['f']);
+      expect(f!.counts).toEqual({ delayed: 0, queued: 0, running: 0, succeeded: 2, failed: 1, cancelled: 1 });
+      const sum = (xs: number[]) => xs.reduce((x, y) => x + y, 0);
+      expect(f!.recent).toMatchObject({ bucketMs: 10_000 });
+      expect(f!.recent.succeeded).toHaveLength(30);
+      expect([sum(f!.recent.succeeded), sum(f!.recent.failed)]).toEqual([2, 1]);
+      // The last bucket is the one filling now.
+      expect(f!.recent.until - 10_000).toBeLessThanOrEqual(h.now());
+      expect(f!.recent.until).toBeGreaterThan(h.now() - 1_000);
+      expect(f!.recent.succeeded[29]! + f!.recent.succeeded[28]!).toBe(2);
+    });
+
+    it('counts succeeded jobs up to 10,000, and past that says there are at least that many', async () => {
+      const ids = Array.from({ length: 10_001 }, (_, i) => `s${i}`);
+      for (let i = 0; i < ids.length; i += 1000) await d.submitMany('big', ids.slice(i, i + 1000).map((id) => ({ envelope: bytes('x'), opts: { id } })));
+      const ack = async (n: number) => {
+        for (let done = 0; done < n;) {
+          const got = await d.claimMany('big', 'w', Math.min(1000, n - done));
+          await Promise.all(got.map((g) => d.ack(g.id, 'w')));
+          done += got.length;
+        }
+      };
+      await ack(10_000);
+      expect((await d.overview(['big']))[0]).toMatchObject({ counts: { succeeded: 10_000, queued: 1 }, capped: [] });
+      await ack(1);
+      expect((await d.overview(['big']))[0]).toMatchObject({ counts: { succeeded: 10_000, queued: 0 }, capped: ['succeeded'] });
+    }, 120_000);
 
     it('lists queued jobs in claim order, page by page, each once', async () => {
       const prios = [0, 2, 1, 2, 0, 1, 2, 0, 1, 0, 2];

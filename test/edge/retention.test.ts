@@ -41,7 +41,7 @@ describe('retention', () => {
     expect(frames!.n).toBe(0);
     expect((await call('GET', `${base}/invocations/running`)).body.state).toBe('running');
     expect((await call('GET', `${base}/invocations/waiting`)).body.state).toBe('queued');
-    expect((await call('GET', `${base}/queues`)).body.queues[0].counts).toEqual({ delayed: 0, queued: 2, running: 1, failed: 0 });
+    expect((await call('GET', `${base}/queues`)).body.queues[0].counts).toEqual({ delayed: 0, queued: 2, running: 1, succeeded: 0, failed: 0, cancelled: 0 });
     for (const s of ['succeeded', 'failed', 'cancelled']) expect((await p.count('q', s)).body.count, s).toBe(0);
     const gone = await call('GET', `${base}/invocations/old7`);
     expect(gone.status).toBe(404);

@@ -192,8 +192,11 @@ class HttpDispatch:
         return [str(q["queue"]) for q in self.overview()]
 
     def overview(self) -> List[Dict[str, Any]]:
-        """Each queue: `{"queue", "paused", "settings", "counts": {"delayed", "queued", "running"},
-        "oldest_queued_ms"}` (how long its longest-waiting job has waited, or None)."""
+        """Each queue: `{"queue", "paused", "settings", "counts": {"delayed", "queued", "running",
+        "succeeded", "failed", "cancelled"}, "capped", "oldest_queued_ms", "recent"}`: succeeded and
+        cancelled are counted up to 10,000 (`capped` names those at the cap); `oldest_queued_ms` is
+        how long the longest-waiting job has waited, or None; `recent` is `{"bucket_ms", "until",
+        "succeeded": [...], "failed": [...]}`, the jobs finished per 10 s over the last 5 minutes."""
         return list(self._call("GET", "/queues")["queues"])
 
     def list(self, queue: str, *, state: str = "queued", limit: int = 50, cursor: Optional[str] = None) -> Dict[str, Any]:

@@ -181,9 +181,12 @@ class Verbs(unittest.TestCase):
         d = client()
         for i in range(5):
             d.submit("q", b"x", id="j%d" % i, priority=i % 2)
+        c = d.claim("q", "w")
+        d.ack(c.id, "w")
         d.claim("q", "w")
         [q] = d.overview()
-        self.assertEqual((q["queue"], q["counts"], q["paused"]), ("q", {"delayed": 0, "queued": 4, "running": 1, "failed": 0}, False))
+        self.assertEqual((q["queue"], q["counts"], q["paused"]), ("q", {"delayed": 0, "queued": 3, "running": 1, "succeeded": 1, "failed": 0, "cancelled": 0}, False))
+        self.assertEqual((q["capped"], sum(q["recent"]["succeeded"]), len(q["recent"]["failed"])), ([], 1, 30))
         self.assertGreaterEqual(q["oldest_queued_ms"], 0)
         self.assertEqual(d.list_queues(), ["q"])
         seen, cursor = [], None
@@ -193,9 +196,10 @@ class Verbs(unittest.TestCase):
             cursor = page["cursor"]
             if cursor is None:
                 break
-        self.assertEqual(seen, ["j3", "j0", "j2", "j4"])  # claim order: priority 1 first (j1 was claimed), then 0
+        self.assertEqual(seen, ["j0", "j2", "j4"])  # claim order: the priority-1 jobs (j1, j3) were claimed
         self.assertNotIn("envelope", page["items"][0])
-        self.assertEqual([j["id"] for j in d.list("q", state="running")["items"]], ["j1"])
+        self.assertEqual([j["id"] for j in d.list("q", state="running")["items"]], ["j3"])
+        self.assertEqual([j["id"] for j in d.list("q", state="succeeded")["items"]], ["j1"])
         with self.assertRaises(ls.BadRequest):
             d.list("q", state="nope")
 

@@ -10,19 +10,21 @@
  * The cursor is the last row's sort key, opaque to callers (base64url JSON).
  *
  * The overview counts the live states (delayed, queued, running) through the same indexes: its
- * cost is the queue's backlog (index entries only). Of the finished states it counts the failed
- * jobs kept (what an operator looks for; their number is bounded by retention), not the succeeded
- * or cancelled ones: a count of those would read every one kept (listing pages them instead).
+ * cost is the queue's backlog (index entries only). Of the finished states it counts every failed
+ * job kept (what an operator looks for; their number is bounded by retention) and the succeeded
+ * and cancelled ones up to FINISHED_COUNT_CAP each: a full count of those would read every one
+ * kept, so past the cap the overview says "at least" (`capped`) and listing pages them.
  */
 import { badRequest } from '../errors.ts';
 import type { Plan } from '../plan.ts';
 import { stmt, type Stmt } from '../port.ts';
 import { toInvocation } from '../rows.ts';
-import type { State } from '../states.ts';
+import { STATES, type State } from '../states.ts';
 import type { Invocation } from '../types.ts';
 import { queueInfoPlan } from './configure.ts';
 import { FINISHED } from './finished.ts';
 import type { QueueInfo } from '../types.ts';
+import type { Recent } from '../feed.ts';
 
 /** An invocation in a listing: its row without the envelope and result bytes (get has those). */
 export type InvocationSummary = Omit<Invocation, 'envelope' | 'result'>;
@@ -105,22 +107,29 @@ export function listPlan(ns: string, queue: string, state: State, limit: number,
   };
 }
 
-export const LIVE_STATES = Object.freeze(['delayed', 'queued', 'running', 'failed'] as const);
-export type LiveState = (typeof LIVE_STATES)[number];
+/** Succeeded and cancelled jobs are counted up to this many each (index entries read); past it the count says "at least". */
+export const FINISHED_COUNT_CAP = 10_000;
+const CAPPED_STATES = ['succeeded', 'cancelled'] as const;
 
 export interface QueueOverview extends QueueInfo {
-  /** Invocations waiting, running, and failed (kept until retention), from the rows. */
-  counts: Record<LiveState, number>;
+  /** Invocations in each state, from the rows (finished ones until retention purges them); succeeded and cancelled up to FINISHED_COUNT_CAP. */
+  counts: Record<State, number>;
+  /** The states whose count reached FINISHED_COUNT_CAP: there are at least that many. */
+  capped: State[];
+  /** Jobs finished lately, per 10 s, counted where the transitions run (feed.ts); filled in by the engine. */
+  recent: Recent;
   /** How long the longest-waiting queued job has waited (since it last became queued), ms; null when none waits. */
   oldestQueuedMs: number | null;
 }
 
 /** Each named queue's live counts, its oldest waiting job, and its settings. */
-export function overviewPlan(now: number, ns: string, queues: string[]): Plan<QueueOverview[]> {
-  const counts = LIVE_STATES.map((s) =>
-    s === 'failed'
-      ? `(SELECT count(*) FROM invocations INDEXED BY invocations_finished WHERE ns = ?1 AND queue = ?2 AND ${FINISHED} AND state = 'failed') AS "failed"`
-      : `(SELECT count(*) FROM invocations WHERE ns = ?1 AND queue = ?2 AND state = '${s}') AS "${s}"`).join(', ');
+export function overviewPlan(now: number, ns: string, queues: string[]): Plan<Omit<QueueOverview, 'recent'>[]> {
+  const finished = (s: string) => `FROM invocations INDEXED BY invocations_finished WHERE ns = ?1 AND queue = ?2 AND ${FINISHED} AND state = '${s}'`;
+  const counts = STATES.map((s) =>
+    s === 'failed' ? `(SELECT count(*) ${finished(s)}) AS "${s}"`
+      // One more than the cap is read: it says whether the cap was reached.
+      : s === 'succeeded' || s === 'cancelled' ? `(SELECT count(*) FROM (SELECT 1 ${finished(s)} LIMIT ${FINISHED_COUNT_CAP + 1})) AS "${s}"`
+        : `(SELECT count(*) FROM invocations WHERE ns = ?1 AND queue = ?2 AND state = '${s}') AS "${s}"`).join(', ');
   const per = queues.map((q) => ({
     stats: stmt(`SELECT ${counts}, (SELECT min(updated_at) FROM invocations WHERE ns = ?1 AND queue = ?2 AND state = 'queued') AS oldest`, ns, q),
     info: queueInfoPlan(ns, q),
@@ -132,7 +141,9 @@ export function overviewPlan(now: number, ns: string, queues: string[]): Plan<Qu
         const row = rs[i * 2]!.rows[0]!;
         const info = p.info.done([rs[i * 2 + 1]!]) as QueueInfo;
         const oldest = row.oldest === null || row.oldest === undefined ? null : Math.max(0, now - Number(row.oldest));
-        return { ...info, counts: Object.fromEntries(LIVE_STATES.map((s) => [s, Number(row[s] ?? 0)])) as Record<LiveState, number>, oldestQueuedMs: oldest };
+        const counts = Object.fromEntries(STATES.map((s) => [s, Math.min(Number(row[s] ?? 0), FINISHED_COUNT_CAP)])) as Record<State, number>;
+        const capped = CAPPED_STATES.filter((s) => Number(row[s] ?? 0) > FINISHED_COUNT_CAP);
+        return { ...info, counts, capped, oldestQueuedMs: oldest };
       }),
   };
 }

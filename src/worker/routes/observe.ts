@@ -7,7 +7,7 @@ import { mergeWorkers } from '../../core/workers.ts';
 import * as v from '../../core/validate.ts';
 import { may } from '../auth.ts';
 import { relayStream } from '../relay.ts';
-import { limitsOf, queueObject, reader, type App } from '../plane.ts';
+import { limitsOf, liveOverview, queueObject, reader, type App } from '../plane.ts';
 
 const KINDS = new Set(['job', 'worker']);
 
@@ -29,8 +29,6 @@ export const observe = new Hono<App>()
   })
   .get('/metrics', may('metrics'), async (c) => {
     const { ns } = c.var;
-    const overview = await reader(c).overview(ns);
-    const counters = await Promise.all(overview.map((o) => queueObject(c, ns, o.queue).counters()));
-    const text = metricsText(ns, overview.map((o, i) => ({ overview: o, counters: counters[i]! })));
+    const text = metricsText(ns, await liveOverview(c, ns));
     return c.body(text, 200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
   });

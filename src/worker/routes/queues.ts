@@ -6,7 +6,7 @@ import { AckManyBody, ClaimBody, ClaimCancelBody, NackManyBody, QueueSettingsBod
 import type { QueueInfo, Schedule } from '../../core/types.ts';
 import { jsonBody, MAX_BATCH_BODY_BYTES, numParam } from '../body.ts';
 import { claimedJson, itemJson, overviewJson, pageOfJson, queueInfoJson, scheduleJson } from '../json.ts';
-import { queueObject, queueParam, reader, type App } from '../plane.ts';
+import { liveOverview, queueObject, queueParam, reader, type App } from '../plane.ts';
 import { allow, may } from '../auth.ts';
 import { longPoll } from '../long-poll.ts';
 import * as v from '../../core/validate.ts';
@@ -25,7 +25,7 @@ const claimWaitId = (workerId: string, claimId: string | null | undefined) =>
   claimId === undefined || claimId === null ? crypto.randomUUID() : `${v.workerId(workerId)}\u0000${v.text('claim_id', claimId, 200)}`;
 
 export const queues = new Hono<App>()
-  .get('/', may('queues'), async (c) => c.json({ queues: (await reader(c).overview(c.var.ns)).map(overviewJson) }))
+  .get('/', may('queues'), async (c) => c.json({ queues: (await liveOverview(c, c.var.ns)).map((q) => overviewJson(q.overview)) }))
   .get('/:queue/invocations', may('list'), async (c) =>
     c.json(pageOfJson(await reader(c).list(c.var.ns, queueParam(c), c.req.query('state') ?? 'queued', numParam(c, 'limit'), c.req.query('cursor')))))
   .post('/:queue/invocations', may('submit'), jsonBody(SubmitBody), async (c) => {
