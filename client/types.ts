@@ -133,7 +133,18 @@ export type { JobRecord, JobStatus, WorkerRecord } from '../src/core/feed.ts';
 import type { JobRecord, WorkerRecord } from '../src/core/feed.ts';
 
 /** An item of a queue's lifecycle feed: a job's transition, a worker's coming and going, or word that records were missed (list again). */
-export type FeedItem = JobRecord | WorkerRecord | { kind: 'gap'; reason: 'behind' | 'restarted'; resumed_at: number };
+/**
+ * A feed's record, or a `gap`: records were missed (`behind`: the reader fell out of the window;
+ * `restarted`: the queue object restarted) or may be missing (`joined`: a queue that started
+ * while a namespace-wide reader was connected); `queue` names the queue on a namespace-wide feed.
+ */
+export type FeedItem = JobRecord | WorkerRecord | { kind: 'gap'; reason: 'behind' | 'restarted' | 'joined'; resumed_at?: number; queue?: string };
+
+export interface FeedOptions {
+  signal?: AbortSignal;
+  /** Only these kinds of records (default: both). */
+  kinds?: ('job' | 'worker')[];
+}
 import type { Page as InvocationPage, QueueOverview } from '../src/core/sql/list.ts';
 
 export interface DispatchPlane {
@@ -188,11 +199,12 @@ export interface DispatchPlane {
    */
   list(queue: string, opts?: ListOptions): Promise<InvocationPage>;
   /**
-   * The queue's lifecycle feed, live: a record per committed transition, in commit order, until
-   * `signal` aborts. Over HTTP it resumes after a dropped connection and says `gap` when records
-   * were missed; on the local plane it tells this process's transitions only.
+   * The lifecycle feed of `queue` (null: of every queue of the namespace), live: a record per
+   * committed transition, each queue's in commit order, until `signal` aborts; `kinds` keeps only
+   * job or worker records. Over HTTP it resumes after a dropped connection and says `gap` when
+   * records were missed; on the local plane it tells this process's transitions only.
    */
-  events(queue: string, opts?: { signal?: AbortSignal }): AsyncIterable<FeedItem>;
+  events(queue: string | null, opts?: FeedOptions): AsyncIterable<FeedItem>;
   /** The namespace's metrics in the Prometheus text format (docs/contract.md, "Metrics"). */
   metrics(): Promise<string>;
   /**

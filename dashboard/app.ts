@@ -31,10 +31,11 @@ function say(e: unknown): void {
 }
 
 /**
- * A view's redraw, driven by the feeds of `queues` until the view changes: a burst of records is
- * one redraw, and a record that arrives during a redraw brings one more after it (never lost).
+ * A view's redraw, driven by the feed of `queue` (null: of the namespace, one stream whatever the
+ * number of queues) until the view changes: a burst of records is one redraw, and a record that
+ * arrives during a redraw brings one more after it (never lost).
  */
-function redrawOn(queues: string[], draw: () => Promise<unknown>): void {
+function redrawOn(queue: string | null, draw: () => Promise<unknown>): void {
   let running = false;
   let again = false;
   const redraw = async () => {
@@ -49,11 +50,9 @@ function redrawOn(queues: string[], draw: () => Promise<unknown>): void {
     } while (again);
     running = false;
   };
-  for (const q of queues) {
-    void (async () => {
-      for await (const _ of d!.events(q, { signal: leave.signal })) void redraw();
-    })().catch(() => {});
-  }
+  void (async () => {
+    for await (const _ of d!.events(queue, { signal: leave.signal })) void redraw();
+  })().catch(() => {});
 }
 
 // ------------------------------------------------------------------ sign-in
@@ -124,7 +123,7 @@ async function queuesView(): Promise<void> {
   const all = await d!.overview();
   draw(all);
   // Live: each queue's feed redraws the counts and the sparkline (the plane keeps the last 5 minutes).
-  redrawOn(all.map((q) => q.queue), refresh);
+  redrawOn(null, refresh);
 }
 
 // ------------------------------------------------------------------ a queue
@@ -148,7 +147,7 @@ async function queueView(queue: string, state: State, cursor: string | null): Pr
       cursor ? h('a', { class: 'button', href: `#/q/${encodeURIComponent(queue)}/${state}` }, 'First page') : h('span'));
   };
   await draw();
-  if (!cursor) redrawOn([queue], draw);
+  if (!cursor) redrawOn(queue, draw);
 }
 
 // ------------------------------------------------------------------ one job
@@ -242,7 +241,7 @@ async function workersView(): Promise<void> {
   };
   await draw();
   // Live: any queue's feed (a worker came, went, or took or finished a job) redraws the list.
-  redrawOn(await d!.listQueues(), draw);
+  redrawOn(null, draw);
 }
 
 // ------------------------------------------------------------------ tokens

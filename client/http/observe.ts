@@ -1,6 +1,6 @@
 /**
- * The HTTP client's reading of a queue's lifecycle feed (GET /events, SSE): records as they
- * commit, resumed after a dropped connection from the last id it yielded (Last-Event-ID), with a
+ * The HTTP client's reading of a lifecycle feed (GET /events, SSE): records as they commit,
+ * resumed after a dropped connection from the last id it was given (Last-Event-ID), with a
  * `gap` item when the plane says records were missed (the reader should list again).
  */
 import type { FeedItem } from '../types.ts';
@@ -24,11 +24,9 @@ export async function* followFeed(signal: AbortSignal | undefined, connect: (las
       if (!res.ok || !res.body) throw await errorOf(res);
       failures = 0;
       for await (const ev of sseEvents(res.body, ac.signal)) {
+        last = ev.id || last;
         if (ev.event === 'gap') yield { kind: 'gap', ...(JSON.parse(ev.data) as Json) } as FeedItem;
-        else if (ev.event === 'job' || ev.event === 'worker') {
-          last = ev.id ?? last;
-          yield JSON.parse(ev.data) as FeedItem;
-        }
+        else if (ev.event === 'job' || ev.event === 'worker') yield JSON.parse(ev.data) as FeedItem;
       }
     } catch (e) {
       if (signal?.aborted) return;

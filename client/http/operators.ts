@@ -5,7 +5,7 @@
 import { toBase64 } from '../../src/core/bytes.ts';
 import type * as wire from '../../src/core/wire-types.ts';
 import type { TokenLimits } from '../../src/core/wire-types.ts';
-import type { FeedItem, InvocationPage, ListOptions, QueueInfo, QueueOverview, Schedule, ScheduleOptions, SettingsChange, WorkerSeen } from '../types.ts';
+import type { FeedItem, FeedOptions, InvocationPage, ListOptions, QueueInfo, QueueOverview, Schedule, ScheduleOptions, SettingsChange, WorkerSeen } from '../types.ts';
 import { followFeed, settingsWire } from './observe.ts';
 import { errorOf, type Transport } from './transport.ts';
 import { enc, overviewOf, queueInfoOf, scheduleOf, summaryOf, type Json } from './wire.ts';
@@ -49,8 +49,11 @@ export class HttpOperators {
   }
 
   /** The queue's lifecycle feed, live (observe.ts); ends when `signal` aborts. */
-  events(queue: string, opts: { signal?: AbortSignal } = {}): AsyncIterable<FeedItem> {
-    return followFeed(opts.signal, (last, signal) => this.http.fetch(`/events?queue=${enc(queue)}`, { headers: { accept: 'text/event-stream', ...(last ? { 'last-event-id': last } : {}) }, signal }));
+  events(queue: string | null, opts: FeedOptions = {}): AsyncIterable<FeedItem> {
+    const q = new URLSearchParams(queue === null ? {} : { queue });
+    if (opts.kinds) q.set('kinds', opts.kinds.join(','));
+    const query = q.size ? `?${q}` : '';
+    return followFeed(opts.signal, (last, signal) => this.http.fetch(`/events${query}`, { headers: { accept: 'text/event-stream', ...(last ? { 'last-event-id': last } : {}) }, signal }));
   }
 
   /** The workers heard from lately, each once across its queues (docs/contract.md, "Workers"). */

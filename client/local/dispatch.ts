@@ -17,7 +17,7 @@ import type { State } from '../../src/core/states.ts';
 import type { Claimed, Frame, HeartbeatAnswer, Invocation, JournalFrame, JournalPage } from '../../src/core/types.ts';
 import * as v from '../../src/core/validate.ts';
 import { asClientError, BadRequestError, errorFor, InvocationCancelledError, InvocationFailedError, TimeoutError } from '../errors.ts';
-import type { AckRequest, AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, NackedState, QueueInfo, ReadOptions, Schedule, ScheduleOptions, SettingsChange, SubmitOptions, ListOptions, InvocationPage, QueueOverview, FeedItem, WorkerSeen } from '../types.ts';
+import type { AckRequest, AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, NackedState, QueueInfo, ReadOptions, Schedule, ScheduleOptions, SettingsChange, SubmitOptions, ListOptions, InvocationPage, QueueOverview, FeedItem, FeedOptions, WorkerSeen } from '../types.ts';
 import { feedOf, localMetrics, LocalWorkers } from './observe.ts';
 import { RetentionClock } from '../../src/core/retention.ts';
 import { Batcher } from '../batcher.ts';
@@ -149,8 +149,8 @@ export class Dispatch implements DispatchPlane {
     return verb(this.engine.overview(this.namespace, queues));
   }
 
-  events(queue: string, opts: { signal?: AbortSignal } = {}): AsyncIterable<FeedItem> {
-    return feedOf(this.engine.park.events, this.namespace, queue, opts.signal);
+  async *events(queue: string | null, opts: FeedOptions = {}): AsyncGenerator<FeedItem> {
+    yield* feedOf(this.engine.park.events, this.namespace, queue === null ? null : v.queue(queue, this.engine.limits), opts);
   }
 
   metrics(): Promise<string> {

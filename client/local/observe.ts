@@ -2,16 +2,19 @@
 import type { Feed, FeedRecord } from '../../src/core/feed.ts';
 import { metricsText } from '../../src/core/metrics.ts';
 import type { Engine } from '../../src/core/engine.ts';
-import type { FeedItem, WorkerSeen } from '../types.ts';
+import type { FeedItem, FeedOptions, WorkerSeen } from '../types.ts';
+import { BadRequestError } from '../errors.ts';
 import { mergeWorkers, WorkerBook, type WorkerInfo } from '../../src/core/workers.ts';
 
-/** Records of `queue` as this process commits them, until `signal` aborts. */
-export async function* feedOf(feed: Feed, ns: string, queue: string, signal?: AbortSignal): AsyncGenerator<FeedItem> {
+/** Records of `queue` (null: every queue of `ns`) as this process commits them, until `signal` aborts. */
+export async function* feedOf(feed: Feed, ns: string, queue: string | null, opts: FeedOptions): AsyncGenerator<FeedItem> {
+  const { signal } = opts;
+  const kinds = kindsOf(opts.kinds);
   const waiting: FeedRecord[] = [];
   let wake: (() => void) | null = null;
   const off = feed.on((n, records) => {
     if (n !== ns) return;
-    for (const r of records) if (r.queue === queue) waiting.push(r);
+    for (const r of records) if ((queue === null || r.queue === queue) && kinds.has(r.kind)) waiting.push(r);
     wake?.();
   });
   const onAbort = () => wake?.();
@@ -26,6 +29,14 @@ export async function* feedOf(feed: Feed, ns: string, queue: string, signal?: Ab
     off();
     signal?.removeEventListener('abort', onAbort);
   }
+}
+
+/** The kinds a reader asked for; an unknown one is refused as over HTTP. */
+export function kindsOf(kinds: FeedOptions['kinds']): Set<string> {
+  const out = new Set<string>(kinds ?? ['job', 'worker']);
+  for (const k of out) if (k !== 'job' && k !== 'worker') throw new BadRequestError(`unknown kind ${JSON.stringify(k)}: the feed has job and worker records (kinds=job,worker)`);
+  if (!out.size) throw new BadRequestError('kinds names no kind: the feed has job and worker records');
+  return out;
 }
 
 /** The namespace's metrics: gauges from the rows, counters from this process's transitions. */

@@ -1,6 +1,8 @@
 /**
  * The lifecycle feed of one queue (core/feed.ts) as Server-Sent Events, served by the queue
  * object: one `job` event per committed transition, in commit order, its id `<instance>.<seq>`.
+ * A stream starts with a `position` event (data `{}`) whose id is where it starts, so a reader
+ * that saw no record still resumes from there.
  *
  * Resuming: the object keeps the last WINDOW records. A reader that reconnects with
  * `Last-Event-ID` of this instance within the window gets every record after it, once. A reader
@@ -20,8 +22,12 @@ export const FEED_WINDOW = 10_000;
 /** How long records are still kept after the last reader left (for it to come back). */
 const IDLE_MS = 10 * 60_000;
 
+/** Which records a reader asked for (`?kinds=`): both kinds, or one. */
+export type Kinds = 'all' | 'job' | 'worker';
+
 interface Kept {
   seq: number;
+  kind: FeedRecord['kind'];
   text: string;
 }
 
@@ -31,7 +37,7 @@ export class FeedStreams {
   private instance = newInstance();
   private seq = 0;
   private readonly kept: Kept[] = [];
-  private readonly readers = new Set<Reader>();
+  private readonly readers = new Map<Reader, Kinds>();
   private off: (() => void) | null = null;
   private idle: ReturnType<typeof setTimeout> | null = null;
   private keepalive: ReturnType<typeof setInterval> | null = null;
@@ -44,20 +50,23 @@ export class FeedStreams {
     return this.readers.size;
   }
 
-  /** A reader's stream, resuming after `lastEventId` when it is in the window. */
-  open(lastEventId: string | null, hooks?: ReaderHooks): ReadableStream<Uint8Array> {
+  /** A reader's stream of the records of `kinds`, resuming after `lastEventId` when it is in the window. */
+  open(lastEventId: string | null, hooks?: ReaderHooks, kinds: Kinds = 'all'): ReadableStream<Uint8Array> {
     this.listen();
     const { readable, r } = readerStream(0, hooks, () => this.leave(r));
-    send(r, RETRY);
+    // What a reader gets first goes out as one write: the retry, the records it missed (or a gap),
+    // and where it starts (a reconnect with that id resumes there even if no record came since).
+    let first = RETRY;
     if (lastEventId) {
       const [inst, at] = lastEventId.split('.');
       const after = Number(at);
       const oldest = this.kept[0]?.seq ?? this.seq + 1;
-      if (inst !== this.instance || !Number.isInteger(after) || after > this.seq) send(r, gap('restarted', this.seq));
-      else if (after < oldest - 1) send(r, gap('behind', this.seq));
-      else for (const k of this.kept) if (k.seq > after) send(r, k.text);
+      if (inst !== this.instance || !Number.isInteger(after) || after > this.seq) first += gap('restarted', this.seq);
+      else if (after < oldest - 1) first += gap('behind', this.seq);
+      else for (const k of this.kept) if (k.seq > after && (kinds === 'all' || kinds === k.kind)) first += k.text;
     }
-    this.readers.add(r);
+    send(r, `${first}id: ${this.instance}.${this.seq}\nevent: position\ndata: {}\n\n`);
+    this.readers.set(r, kinds);
     return readable;
   }
 
@@ -67,23 +76,22 @@ export class FeedStreams {
     if (this.off) return;
     this.off = this.feed.on((_ns, records) => this.told(records));
     this.keepalive = setInterval(() => {
-      for (const r of this.readers) send(r, KEEPALIVE);
+      for (const r of this.readers.keys()) send(r, KEEPALIVE);
     }, KEEPALIVE_MS);
   }
 
-  /** One batch's records: each encoded once, all of them one write per reader. */
+  /** One batch's records: each encoded once, all of them (of the kinds it asked for) one write per reader. */
   private told(records: FeedRecord[]): void {
-    let all = '';
+    const texts: Record<Kinds, string> = { all: '', job: '', worker: '' };
     for (const rec of records) {
       const seq = ++this.seq;
       const text = `id: ${this.instance}.${seq}\nevent: ${rec.kind}\ndata: ${JSON.stringify(rec)}\n\n`;
-      this.kept.push({ seq, text });
-      all += text;
+      this.kept.push({ seq, kind: rec.kind, text });
+      texts.all += text;
+      texts[rec.kind] += text;
     }
-    if (all) {
-      const bytes = enc.encode(all);
-      for (const r of this.readers) write(r, bytes);
-    }
+    const bytes: Partial<Record<Kinds, Uint8Array>> = {};
+    for (const [r, kinds] of this.readers) if (texts[kinds]) write(r, (bytes[kinds] ??= enc.encode(texts[kinds])));
     if (this.kept.length > FEED_WINDOW) this.kept.splice(0, this.kept.length - FEED_WINDOW);
   }
 
@@ -107,7 +115,7 @@ export class FeedStreams {
 
   /** Ends every stream (for tests of a reader that must resume). */
   closeAll(): void {
-    for (const r of this.readers) end(r, '');
+    for (const r of this.readers.keys()) end(r, '');
   }
 }
 

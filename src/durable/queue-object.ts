@@ -13,7 +13,7 @@ import { Engine, type SettingsRequest, type AckRequest, type AppendRequest, type
 import { settle } from '../core/settled.ts';
 import { D1Port } from './d1-port.ts';
 import { JournalStreams } from './journal-streams.ts';
-import { FeedStreams } from './feed-streams.ts';
+import { FeedStreams, type Kinds } from './feed-streams.ts';
 import { WorkerBook, type WorkerInfo } from '../core/workers.ts';
 import { RetentionClock } from '../core/retention.ts';
 import { leaseKeeper, type TokenGate } from './gate.ts';
@@ -282,9 +282,10 @@ export class QueueObject extends DurableObject<Env> {
     const p = url.searchParams;
     const lease = () => leaseKeeper(this.env.GATE as unknown as DurableObjectNamespace<TokenGate>, { key: p.get('gate') ?? '', id: p.get('lease') ?? '' }, (x) => this.ctx.waitUntil(x));
     if (url.pathname === '/events') {
-      const l = lease();
-      l.renew();
-      return new Response(this.feed.open(p.get('last'), { alive: l.renew, ended: l.close }));
+      // A namespace-wide reader's Worker keeps its lease itself (it merges many queues): no gate then.
+      const l = p.get('gate') ? lease() : null;
+      l?.renew();
+      return new Response(this.feed.open(p.get('last'), l ? { alive: l.renew, ended: l.close } : undefined, (p.get('kinds') ?? 'all') as Kinds));
     }
     if (url.pathname !== '/journal-stream') return Response.json({ error: { code: 'not_found', message: 'no such path' } }, { status: 404 });
     const id = p.get('id') ?? '';
@@ -322,7 +323,6 @@ export class QueueObject extends DurableObject<Env> {
     return true;
   }
 
-
   /** The workers heard from here, and the running jobs each holds (read from the rows). */
   workersSeen() {
     return this.run(async () => {
@@ -357,7 +357,6 @@ export class QueueObject extends DurableObject<Env> {
     const purge = await this.retention.due();
     if (purge !== null) this.armAlarm(purge);
   }
-
 
   /**
    * The queue's timed work: submits due schedule ticks, expires overdue leases, promotes due

@@ -35,6 +35,11 @@ export interface PlaneHandle {
   shortLeaseMs: number;
   /** Whether elapse moves the plane's clock (else real time passes). */
   movableClock: boolean;
+  /**
+   * The plane as this process runs it: on the two-process plane, the verbs all run here (a local
+   * plane's feed tells its own process's transitions); elsewhere, the plane itself.
+   */
+  inProcess?: DispatchPlane;
 }
 export type PlaneFactory = () => Promise<PlaneHandle>;
 
@@ -141,5 +146,6 @@ export const twoProcessPlane: PlaneFactory = async () => {
     now: clock.now,
     shortLeaseMs: 1_000,
     movableClock: true,
+    inProcess: local,
   };
 };

@@ -235,6 +235,64 @@ export function observing(handle: () => PlaneHandle) {
       expect(rec).toMatchObject({ kind: 'job', queue: 'e', attempt: 0, at: expect.any(Number) });
     });
 
+    it('the namespace-wide feed tells every queue\'s transitions, of a queue that starts meanwhile too; kinds keep one kind', async () => {
+      await d.submit('n1', bytes('x'), { id: 'n1-old' });
+      await d.cancel('n1-old');
+      const ac = new AbortController();
+      const it = d.events(null, { signal: ac.signal })[Symbol.asyncIterator]();
+      const seen: FeedItem[] = [];
+      // One read at a time: a read that a probe's wait gave up on is still the next one.
+      let pending: Promise<IteratorResult<FeedItem>> | null = null;
+      const next = () => (pending ??= it.next());
+      /** Submits probes to `queue` until one is told (the reader follows the queue from then on). */
+      const attach = async (queue: string) => {
+        for (let i = 0; i < 50; i++) {
+          await d.submit(queue, bytes('x'), { id: `${queue}-probe${i}` });
+          const deadline = Date.now() + 200;
+          while (Date.now() < deadline) {
+            const r = await Promise.race([next(), new Promise<null>((res) => setTimeout(() => res(null), deadline - Date.now()))]);
+            if (r === null) break;
+            pending = null;
+            if (r.done) return false;
+            seen.push(r.value);
+            if (r.value.kind === 'job' && r.value.queue === queue && r.value.id.startsWith(`${queue}-probe`)) return true;
+          }
+        }
+        return false;
+      };
+      expect(await attach('n1')).toBe(true);
+      // n2 starts now: over HTTP the stream looks for new queues every 2 s and joins them.
+      expect(await attach('n2')).toBe(true);
+      await d.submit('n1', bytes('x'), { id: 'a' });
+      await d.submit('n2', bytes('x'), { id: 'b' });
+      await d.cancel('b');
+      await d.cancel('a');
+      const mine = () => seen.flatMap((r) => (r.kind === 'job' && !r.id.includes('probe') ? [`${r.queue}/${r.id}:${r.status}`] : []));
+      while (mine().length < 4) {
+        const r = await next();
+        pending = null;
+        if (r.done) break;
+        seen.push(r.value);
+      }
+      ac.abort();
+      expect(mine().filter((x) => x.startsWith('n1/'))).toEqual(['n1/a:queued', 'n1/a:cancelled']);
+      expect(mine().filter((x) => x.startsWith('n2/'))).toEqual(['n2/b:queued', 'n2/b:cancelled']);
+      // kinds: only worker records (a claim that carries its worker's card is one), in this process.
+      const w = h.inProcess ?? d;
+      const ac2 = new AbortController();
+      const workersOnly = w.events('k', { signal: ac2.signal, kinds: ['worker'] })[Symbol.asyncIterator]();
+      const first = workersOnly.next();
+      let told: FeedItem | null = null;
+      for (let i = 0; i < 50 && !told; i++) {
+        await w.submit('k', bytes('x'), { id: `k${i}` });
+        await w.claimMany('k', `wk${i}`, 1, { worker: { queues: ['k'] } });
+        told = await Promise.race([first, new Promise<null>((res) => setTimeout(() => res(null), 200))]).then((r) => (r && !r.done ? r.value : null));
+      }
+      ac2.abort();
+      expect(told).toMatchObject({ kind: 'worker', queue: 'k', status: 'started' });
+      await expect(d.events('k', { kinds: ['jobs' as 'job'] })[Symbol.asyncIterator]().next()).rejects.toBeInstanceOf(BadRequestError);
+    });
+
     it('lists the workers heard from, with their card and what each holds; a stop is told', async () => {
       await d.submit('wq', bytes('x'), { id: 'held' });
       await d.claimMany('wq', 'w-a', 1, { leaseMs: 60_000, worker: { queues: ['wq'], host: 'h1', pid: 7, version: '0.1.0', concurrency: 2 } });

@@ -15,8 +15,8 @@ interface Entry {
   /** Names an invocation by id (so a guessed id must be 404). */
   byId?: boolean;
   body?: (id: string) => unknown;
-  /** A query the route needs (`:queue` is the route's queue). */
-  query?: string;
+  /** A query the route needs (`:queue` is the route's queue), or each of its variants. */
+  query?: string | string[];
   /** Brings the route's target into the state its success needs (as root). */
   setup?: (base: string, q: string, id: string) => Promise<unknown>;
 }
@@ -61,7 +61,8 @@ const MATRIX: Record<string, Entry> = {
   'GET /v1/ns/:ns/metrics': { roles: ['producer', 'worker'] },
   'GET /v1/ns/:ns/workers': { roles: ['producer', 'worker'] },
   'POST /v1/ns/:ns/queues/:queue/workers/:worker/stop': { roles: ['worker'] },
-  'GET /v1/ns/:ns/events': { roles: ['producer', 'worker'], query: '?queue=:queue' },
+  // One queue's feed, and the namespace's.
+  'GET /v1/ns/:ns/events': { roles: ['producer', 'worker'], query: ['?queue=:queue', ''] },
   'GET /v1/ns/:ns/tokens': { roles: [] },
   'DELETE /v1/ns/:ns/tokens/:id': { roles: [] },
 };
@@ -91,41 +92,43 @@ describe('authorization matrix', () => {
     let crossTenant = 0;
     let checked = 0;
     for (const [route, e] of Object.entries(MATRIX)) {
-      const [method, template] = route.split(' ') as [string, string];
-      // A fresh queue and invocation per route, in both namespaces.
-      const id = `inv${checked}`;
-      const q = `q${checked}`;
-      for (const n of [ns, other]) await call('POST', `/v1/ns/${n}/queues/${q}/invocations`, { id, envelope: b64('x') });
-      const query = route.endsWith('/result') ? '?timeout_ms=0' : (e.query ?? '').replace(':queue', q);
-      const path = (n: string, inv = id) => template.replace(':ns', n).replace(':queue', q).replace(':name', 'nightly').replace(':worker', 'w').replace(':id', route.includes('/tokens/') ? tokens.producer.id : inv) + query;
-      const body = e.body?.(id);
-      const as = (t: string | null) => (t === null ? { authorization: '' } : { authorization: `Bearer ${t}` });
+      for (const [k, variant] of (Array.isArray(e.query) ? e.query : [e.query ?? '']).entries()) {
+        const [method, template] = route.split(' ') as [string, string];
+        // A fresh queue and invocation per route (and variant), in both namespaces.
+        const id = `inv${checked}-${k}`;
+        const q = `q${checked}-${k}`;
+        for (const n of [ns, other]) await call('POST', `/v1/ns/${n}/queues/${q}/invocations`, { id, envelope: b64('x') });
+        const query = route.endsWith('/result') ? '?timeout_ms=0' : variant.replace(':queue', q);
+        const path = (n: string, inv = id) => template.replace(':ns', n).replace(':queue', q).replace(':name', 'nightly').replace(':worker', 'w').replace(':id', route.includes('/tokens/') ? tokens.producer.id : inv) + query;
+        const body = e.body?.(id);
+        const as = (t: string | null) => (t === null ? { authorization: '' } : { authorization: `Bearer ${t}` });
 
-      const none = await call(method, path(ns), body, as(null));
-      expect(none.status, `${route} without a token`).toBe(401);
-      const gone = await call(method, path(ns), body, as(revoked.token));
-      expect(gone.status, `${route} with a revoked token`).toBe(401);
-      const cross = await call(method, path(other), body, as(tokens.admin.token));
-      if (cross.status < 300) crossTenant++;
-      expect(cross.status, `${route} on another namespace`).toBe(403);
-      const foreignIn = await call(method, path(ns), body, as(foreign.token));
-      if (foreignIn.status < 300) crossTenant++;
-      expect(foreignIn.status, `${route} with another namespace's token`).toBe(403);
-      for (const role of ['producer', 'worker'] as const) {
-        if (e.roles.includes(role)) continue;
-        const wrong = await call(method, path(ns), body, as(tokens[role].token));
-        expect(wrong.status, `${route} as ${role}`).toBe(403);
-        expect(wrong.body.error.code).toBe('forbidden');
+        const none = await call(method, path(ns), body, as(null));
+        expect(none.status, `${route} without a token`).toBe(401);
+        const gone = await call(method, path(ns), body, as(revoked.token));
+        expect(gone.status, `${route} with a revoked token`).toBe(401);
+        const cross = await call(method, path(other), body, as(tokens.admin.token));
+        if (cross.status < 300) crossTenant++;
+        expect(cross.status, `${route} on another namespace`).toBe(403);
+        const foreignIn = await call(method, path(ns), body, as(foreign.token));
+        if (foreignIn.status < 300) crossTenant++;
+        expect(foreignIn.status, `${route} with another namespace's token`).toBe(403);
+        for (const role of ['producer', 'worker'] as const) {
+          if (e.roles.includes(role)) continue;
+          const wrong = await call(method, path(ns), body, as(tokens[role].token));
+          expect(wrong.status, `${route} as ${role}`).toBe(403);
+          expect(wrong.body.error.code).toBe('forbidden');
+        }
+        if (e.byId) {
+          const guessed = await call(method, path(ns, `guess-${id}`), body, as(tokens.admin.token));
+          expect(guessed.status, `${route} with a guessed id`).toBe(404);
+        }
+        const role = e.roles[0] ?? 'admin';
+        await e.setup?.(`/v1/ns/${ns}`, q, id);
+        if (role === 'worker' && (e.byId || route.endsWith('/ack') || route.endsWith('/nack'))) await call('POST', `/v1/ns/${ns}/queues/${q}/claim`, { worker_id: 'w' }, as(tokens.worker.token));
+        const ok = await call(method, path(ns), body, as(tokens[role].token));
+        expect(ok.status, `${route} as ${role}: ${JSON.stringify(ok.body)}`).toBeLessThan(300);
       }
-      if (e.byId) {
-        const guessed = await call(method, path(ns, `guess-${id}`), body, as(tokens.admin.token));
-        expect(guessed.status, `${route} with a guessed id`).toBe(404);
-      }
-      const role = e.roles[0] ?? 'admin';
-      await e.setup?.(`/v1/ns/${ns}`, q, id);
-      if (role === 'worker' && (e.byId || route.endsWith('/ack') || route.endsWith('/nack'))) await call('POST', `/v1/ns/${ns}/queues/${q}/claim`, { worker_id: 'w' }, as(tokens.worker.token));
-      const ok = await call(method, path(ns), body, as(tokens[role].token));
-      expect(ok.status, `${route} as ${role}: ${JSON.stringify(ok.body)}`).toBeLessThan(300);
       checked++;
     }
     expect(crossTenant).toBe(0);

@@ -217,26 +217,33 @@ class HttpDispatch:
         except urllib.error.HTTPError as e:
             raise _error_of(e)
 
-    def events(self, queue: str, *, stop: Optional[threading.Event] = None) -> Iterator[Dict[str, Any]]:
-        """The queue's lifecycle feed, live: a record per committed transition, in commit order
-        (`{"kind": "job", "id", "queue", "status", "attempt", "worker_id", "error"?, "at"}`), until
-        `stop` is set (checked between records and keepalives). After a dropped connection it
-        resumes from the last record (Last-Event-ID); `{"kind": "gap", ...}` says records were
-        missed and the caller should list again."""
+    def events(self, queue: Optional[str] = None, *, kinds: Optional[List[str]] = None,
+               stop: Optional[threading.Event] = None) -> Iterator[Dict[str, Any]]:
+        """The lifecycle feed of `queue` (None: of every queue of the namespace), live: a record
+        per committed transition, each queue's in commit order (`{"kind": "job", "id", "queue",
+        "status", "attempt", "worker_id", "error"?, "at"}`, and `{"kind": "worker", ...}`; `kinds`
+        keeps only some), until `stop` is set (checked between records and keepalives). After a
+        dropped connection it resumes where it was (Last-Event-ID); `{"kind": "gap", ...}` says
+        records were missed (or, for a queue that started meanwhile, may be) and the caller should
+        list again."""
+        params = {} if queue is None else {"queue": queue}
+        if kinds:
+            params["kinds"] = ",".join(kinds)
+        path = "/events" + ("?" + urllib.parse.urlencode(params) if params else "")
         last: Optional[str] = None
         failures = 0
         while not (stop and stop.is_set()):
             headers = {**self._headers(), "Accept": "text/event-stream"}
             if last:
                 headers["Last-Event-ID"] = last
-            req = urllib.request.Request(self._url("/events?queue=%s" % _q(queue)), headers=headers)
+            req = urllib.request.Request(self._url(path), headers=headers)
             resp, failures = _open_stream(req, 20.0, failures)
             if resp is None:
                 continue
             try:
                 for event, data, ident in _sse_ids(resp):
-                    if event == "job":
-                        last = ident or last
+                    last = ident or last
+                    if event in ("job", "worker"):
                         yield json.loads(data)
                     elif event == "gap":
                         yield {"kind": "gap", **json.loads(data)}

@@ -228,6 +228,35 @@ class Verbs(unittest.TestCase):
         self.assertIn('lakeshore_transitions_total{namespace="%s",queue="f",transition="cancelled"} 1' % d.namespace, text)
         self.assertIn("# TYPE lakeshore_jobs gauge", text)
 
+    def test_the_namespace_wide_feed_tells_every_queue(self):
+        d = client()
+        d.submit("g1", b"x", id="old")  # g1 exists before the reader comes
+        stop = threading.Event()
+        seen: list = []
+        reader = client(d.namespace)
+        t = threading.Thread(target=lambda: [seen.append(r) for r in reader.events(kinds=["job"], stop=stop) if not stop.is_set()], daemon=True)
+        t.start()
+        for q in ("g1", "g2"):  # g2 starts while the reader is connected: joined within 2 s
+            for i in range(60):
+                d.submit(q, b"x", id="%s-probe%d" % (q, i))
+                try:
+                    wait_until(lambda: any(r.get("queue") == q for r in seen if r.get("kind") == "job"), "a probe of %s" % q, timeout=0.2)
+                    break
+                except AssertionError:
+                    continue
+        d.submit("g1", b"x", id="a")
+        d.submit("g2", b"x", id="b")
+        d.cancel("b")
+        wait_until(lambda: any(r.get("id") == "b" and r.get("status") == "cancelled" for r in seen), "b's records")
+        stop.set()
+        mine = [(r["queue"], r["id"], r["status"]) for r in seen if r.get("kind") == "job" and "probe" not in r["id"]]
+        # Each queue's records in its commit order (the queues interleave as their records arrive).
+        self.assertEqual([m for m in mine if m[0] == "g1"], [("g1", "a", "queued")])
+        self.assertEqual([m for m in mine if m[0] == "g2"], [("g2", "b", "queued"), ("g2", "b", "cancelled")])
+        self.assertTrue(all(r["kind"] in ("job", "gap") for r in seen))
+        with self.assertRaises(ls.BadRequest):
+            next(iter(reader.events(kinds=["jobs"])))
+
     def test_cancel(self):
         d = client()
         d.submit("q", b"x", id="a")

@@ -1,4 +1,4 @@
-/** What the plane is doing: each queue's lifecycle feed (SSE), and the namespace's metrics (Prometheus text). */
+/** What the plane is doing: the lifecycle feed of a queue or the namespace (SSE), workers, and the namespace's metrics (Prometheus text). */
 import { Hono } from 'hono';
 import { badRequest } from '../../core/errors.ts';
 import { metricsText } from '../../core/metrics.ts';
@@ -7,20 +7,29 @@ import { mergeWorkers } from '../../core/workers.ts';
 import * as v from '../../core/validate.ts';
 import { may } from '../auth.ts';
 import { relayStream } from '../relay.ts';
+import { namespaceFeed, positionsOf } from '../ns-feed.ts';
+import type { Kinds } from '../../durable/feed-streams.ts';
 import { limitsOf, liveOverview, queueObject, reader, type App } from '../plane.ts';
 
 const KINDS = new Set(['job', 'worker']);
 
+/** `?kinds=job,worker` (the default: both), `job` or `worker`. */
+function kindsOf(param: string | undefined): Kinds {
+  const asked = new Set((param ?? 'job,worker').split(','));
+  for (const k of asked) if (!KINDS.has(k)) throw badRequest(`unknown kind ${JSON.stringify(k)}: the feed has job and worker records (kinds=job,worker)`);
+  return asked.size === 2 ? 'all' : ([...asked][0] as Kinds);
+}
+
 export const observe = new Hono<App>()
   .get('/events', may('events'), async (c) => {
     const { ns } = c.var;
-    const q = c.req.query('queue');
-    if (!q) throw badRequest('name the queue whose feed to follow: ?queue=<name> (the feed is per queue)');
-    const queue = v.queue(q, limitsOf(c));
-    for (const k of (c.req.query('kinds') ?? 'job').split(',')) if (!KINDS.has(k)) throw badRequest(`unknown kind ${JSON.stringify(k)}: the feed has job and worker records`);
+    const kinds = kindsOf(c.req.query('kinds'));
     const last = c.req.header('last-event-id') ?? '';
+    const q = c.req.query('queue');
+    if (q === undefined) return namespaceFeed(c, ns, positionsOf(last), kinds);
+    const queue = v.queue(q, limitsOf(c));
     if (last.length > 64) throw badRequest('Last-Event-ID is not one this feed gave out');
-    return relayStream(c, ns, queue, '/events', { last });
+    return relayStream(c, ns, queue, '/events', { last, kinds });
   })
   .get('/workers', may('workers'), async (c) => {
     const { ns } = c.var;

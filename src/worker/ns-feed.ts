@@ -1,0 +1,128 @@
+/**
+ * The namespace-wide lifecycle feed (`GET /events` without `?queue=`): this Worker follows the
+ * feed of every queue of the namespace, each served by its queue object (durable/feed-streams.ts),
+ * and writes their records into one stream: each queue's records in its commit order, the queues
+ * interleaved as their records arrive.
+ *
+ * Resuming: an event's id is the reader's position in every queue's feed, `<queue>=<id>` joined by
+ * `,` (queue names hold no `=` or `,`), so a reconnect with `Last-Event-ID` resumes every queue
+ * where it was; each queue's own window and `gap` rules apply, a gap carrying its `queue`. Queues
+ * that start while the stream is open are looked for every RELIST_MS and joined from then on, with
+ * a `gap` `{reason: "joined", queue}`: records of that queue from before may be missing.
+ *
+ * The stream holds one of its token's stream leases (gate.ts), kept here, not by the objects.
+ */
+import { createParser } from 'eventsource-parser';
+import { badRequest } from '../core/errors.ts';
+import type { Kinds } from '../durable/feed-streams.ts';
+import { leaseKeeper, type TokenGate } from '../durable/gate.ts';
+import { openStreamLease } from './limits.ts';
+import { queueObject, reader, type Ctx } from './plane.ts';
+import { KEEPALIVE, KEEPALIVE_MS, RETRY, SSE_HEADERS } from './sse.ts';
+
+/** How often the namespace's queues are listed again, for queues that started since. */
+export const RELIST_MS = 2_000;
+/** The most queues one namespace-wide stream follows (its ids grow with them); past it, name a queue. */
+export const MAX_FEED_QUEUES = 200;
+
+const enc = new TextEncoder();
+const POSITION = /^[A-Za-z0-9][A-Za-z0-9._:-]*=[a-z0-9]+\.\d+$/;
+
+/** A namespace-wide Last-Event-ID: each queue's position. */
+export function positionsOf(last: string): Map<string, string> {
+  const out = new Map<string, string>();
+  if (!last) return out;
+  if (last.length > MAX_FEED_QUEUES * 160) throw badRequest('Last-Event-ID is not one this feed gave out');
+  for (const part of last.split(',')) {
+    if (!POSITION.test(part)) throw badRequest('Last-Event-ID is not one this feed gave out');
+    const at = part.indexOf('=');
+    out.set(part.slice(0, at), part.slice(at + 1));
+  }
+  return out;
+}
+
+/** The namespace's feed for a reader at `positions` (positionsOf its Last-Event-ID). */
+export async function namespaceFeed(c: Ctx, ns: string, positions: Map<string, string>, kinds: Kinds): Promise<Response> {
+  const first = await reader(c).queues(ns);
+  if (first.length > MAX_FEED_QUEUES) throw badRequest(`this namespace has ${first.length} queues; a namespace-wide feed follows at most ${MAX_FEED_QUEUES}: name one with ?queue=`);
+  const lease = await openStreamLease(c, c.get('principal'));
+  const keeper = leaseKeeper(c.env.GATE as unknown as DurableObjectNamespace<TokenGate>, lease, (p) => c.executionCtx.waitUntil(p));
+  const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
+  const w = writable.getWriter();
+  const done = new AbortController();
+  const stop = () => {
+    if (done.signal.aborted) return;
+    done.abort();
+    keeper.close();
+    void w.close().catch(() => {});
+  };
+  // A reader that went away fails the next write (a keepalive at the latest): everything stops.
+  const write = (text: string) => {
+    if (done.signal.aborted) return;
+    keeper.renew();
+    w.write(enc.encode(text)).catch(stop);
+  };
+  w.closed.catch(stop);
+  const id = () => [...positions].map(([q, p]) => `${q}=${p}`).join(',');
+
+  /** Follows one queue's feed until the stream ends, reconnecting from its position. */
+  const follow = async (queue: string) => {
+    for (let failures = 0; !done.signal.aborted; failures++) {
+      try {
+        const q = new URLSearchParams({ kinds, last: positions.get(queue) ?? '' });
+        const res = await queueObject(c, ns, queue).fetch(`https://queue/events?${q}`, { signal: done.signal });
+        if (!res.ok || !res.body) throw new Error(`the feed of ${queue} answered ${res.status}`);
+        const parser = createParser({
+          onEvent: (ev) => {
+            if (ev.event === 'gap') return write(`event: gap\ndata: ${JSON.stringify({ ...(JSON.parse(ev.data) as object), queue })}\n\n`);
+            if (ev.id) positions.set(queue, ev.id);
+            if (ev.event === 'position') return;
+            write(`id: ${id()}\nevent: ${ev.event}\ndata: ${ev.data}\n\n`);
+            failures = 0;
+          },
+        });
+        const body = res.body.getReader();
+        const dec = new TextDecoder();
+        try {
+          for (;;) {
+            const { done: end, value } = await body.read();
+            if (end) break;
+            parser.feed(dec.decode(value, { stream: true }));
+          }
+        } finally {
+          void body.cancel().catch(() => {});
+        }
+      } catch {
+        if (done.signal.aborted) return;
+      }
+      // The object's stream ended (it restarted, or was moved): back from the position, after a pause.
+      await pause(Math.min(1_000, 50 * 2 ** failures), done.signal);
+    }
+  };
+
+  write(RETRY);
+  const following = new Set(first);
+  for (const q of first) void follow(q);
+  const keepalive = setInterval(() => write(KEEPALIVE), KEEPALIVE_MS);
+  const relist = setInterval(() => {
+    void reader(c).queues(ns).then((all) => {
+      for (const q of all) {
+        if (following.has(q) || following.size >= MAX_FEED_QUEUES) continue;
+        following.add(q);
+        write(`event: gap\ndata: ${JSON.stringify({ reason: 'joined', queue: q })}\n\n`);
+        void follow(q);
+      }
+    }, () => {});
+  }, RELIST_MS);
+  done.signal.addEventListener('abort', () => {
+    clearInterval(keepalive);
+    clearInterval(relist);
+  });
+  return new Response(readable, { headers: SSE_HEADERS });
+}
+
+const pause = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((r) => {
+    const t = setTimeout(r, ms);
+    signal.addEventListener('abort', () => (clearTimeout(t), r()), { once: true });
+  });

@@ -1,0 +1,120 @@
+/**
+ * The namespace-wide lifecycle feed, in workerd: one stream with every queue's records, each
+ * queue's in commit order; a reader cut again and again resumes every queue with Last-Event-ID
+ * and loses or repeats none; a queue object whose stream ends is followed again from its position;
+ * a queue that starts while the stream is open joins it; `kinds` keeps one kind of record.
+ */
+import { exports } from 'cloudflare:workers';
+import { runInDurableObject } from 'cloudflare:test';
+import { describe, expect, it } from 'vitest';
+import type { EventSourceMessage } from 'eventsource-parser';
+import { readEvents } from './setup/sse.ts';
+import { b64, call, plane } from './setup/http.ts';
+import { queueStub } from './setup/objects.ts';
+import { until } from '../support/wait.ts';
+
+const feed = (ns: string, opts: { last?: string; query?: string } = {}) =>
+  (exports as any).default.fetch(`http://plane/v1/ns/${ns}/events${opts.query ?? ''}`, {
+    headers: { authorization: 'Bearer test-token', accept: 'text/event-stream', ...(opts.last ? { 'last-event-id': opts.last } : {}) },
+  }) as Promise<Response>;
+
+type Rec = { eventId: string; id: string; queue: string; status: string };
+const records = (evs: EventSourceMessage[]): Rec[] => evs.filter((e) => e.event === 'job').map((e) => ({ eventId: e.id!, ...(JSON.parse(e.data) as { id: string; queue: string; status: string }) }));
+const byQueue = (recs: Rec[], q: string) => recs.filter((r) => r.queue === q).map((r) => `${r.id}:${r.status}`);
+
+/** Submits, claims and acks `n` jobs on each of `queues`, in rounds that alternate between them. */
+async function work(ns: string, queues: string[], n: number, tag: string) {
+  const base = `/v1/ns/${ns}`;
+  for (let i = 0; i < n; i += 25) {
+    for (const q of queues) {
+      const items = Array.from({ length: Math.min(25, n - i) }, (_, k) => ({ id: `${tag}-${q}-${i + k}`, envelope: b64('x') }));
+      expect((await call('POST', `${base}/queues/${q}/invocations/batch`, { items })).status).toBe(200);
+      const got = (await call('POST', `${base}/queues/${q}/claim`, { worker_id: 'w', max: 25 })).body.claimed as { id: string }[];
+      expect((await call('POST', `${base}/queues/${q}/ack`, { items: got.map((c) => ({ id: c.id, worker_id: 'w' })) })).status).toBe(200);
+    }
+  }
+}
+
+const readers = async (ns: string, q: string) => (await queueStub(ns, q).stats()).feed_readers;
+
+describe('namespace-wide lifecycle feed', () => {
+  it('merges every queue\'s records, each queue in commit order, and a reader cut 10 times resumes every queue once', async () => {
+    const p = plane();
+    // Two queues that exist before the readers come (a job each, cancelled: nothing left to claim).
+    for (const q of ['a', 'b']) {
+      await p.submit(q, `${q}0`);
+      await p.cancel(`${q}0`);
+    }
+    const whole = await feed(p.ns);
+    const first = await feed(p.ns);
+    await until(async () => (await readers(p.ns, 'a')) >= 2 && (await readers(p.ns, 'b')) >= 2, 'both readers on both queues');
+    const total = 2 * 3 * 100;
+    const all = readEvents(whole, (evs) => records(evs).length >= total);
+    const cut = (async () => {
+      const got: Rec[] = [];
+      let res = first;
+      for (let i = 0; i < 10; i++) {
+        const recs = records(await readEvents(res, (e) => records(e).length >= total / 10));
+        got.push(...recs);
+        if (i < 9) res = await feed(p.ns, { last: recs.at(-1)!.eventId });
+      }
+      return got;
+    })();
+    await work(p.ns, ['a', 'b'], 100, 'j');
+    const recs = records(await all);
+    expect(recs).toHaveLength(total);
+    for (const q of ['a', 'b']) {
+      const want = Array.from({ length: 100 }, (_, i) => [`j-${q}-${i}:queued`]).flat();
+      expect(byQueue(recs, q).filter((r) => r.endsWith(':queued'))).toEqual(want);
+      // Every job's life in order.
+      for (let i = 0; i < 100; i++) expect(byQueue(recs, q).filter((r) => r.startsWith(`j-${q}-${i}:`))).toEqual([`j-${q}-${i}:queued`, `j-${q}-${i}:running`, `j-${q}-${i}:succeeded`]);
+    }
+    // An id holds the reader's place in each queue.
+    expect(recs.at(-1)!.eventId).toMatch(/^(a|b)=[a-z0-9]+\.\d+,(a|b)=[a-z0-9]+\.\d+$/);
+    const cutRecs = await cut;
+    for (const q of ['a', 'b']) expect(byQueue(cutRecs, q)).toEqual(byQueue(recs, q));
+    expect(cutRecs).toHaveLength(total);
+  }, 60_000);
+
+  it('follows a queue object again from its position when its stream ends, and joins a queue that starts', async () => {
+    const p = plane();
+    await p.submit('a', 'a0');
+    await p.cancel('a0');
+    const res = await feed(p.ns);
+    await until(async () => (await readers(p.ns, 'a')) >= 1, 'the reader on a');
+    const seen = readEvents(res, (evs) => records(evs).some((r) => r.id === 'c-probe-done'));
+    await work(p.ns, ['a'], 25, 'before');
+    // The object ends its streams (as a restart or a move would): the Worker reconnects from its position.
+    await runInDurableObject(queueStub(p.ns, 'a'), (o) => (o as unknown as { feed: { closeAll(): void } }).feed.closeAll());
+    await work(p.ns, ['a'], 25, 'after');
+    // A queue that starts now: the stream looks for new queues every 2 s, and follows it from then on.
+    await p.submit('c', 'c-first');
+    await until(async () => (await readers(p.ns, 'c')) >= 1, 'the stream to follow c', 10_000);
+    await p.submit('c', 'c-probe-done');
+    const evs = await seen;
+    const recs = records(evs);
+    const lives = byQueue(recs, 'a');
+    expect(lives).toHaveLength(150);
+    expect(new Set(lives).size).toBe(150);
+    expect(evs.filter((e) => e.event === 'gap').map((e) => JSON.parse(e.data))).toContainEqual({ reason: 'joined', queue: 'c' });
+    expect(byQueue(recs, 'c').at(-1)).toBe('c-probe-done:queued');
+  }, 60_000);
+
+  it('keeps one kind of record with ?kinds=, refuses an unknown kind, and a Last-Event-ID it did not give out', async () => {
+    const p = plane();
+    await p.submit('w', 'x');
+    const res = await feed(p.ns, { query: '?kinds=worker' });
+    await until(async () => (await readers(p.ns, 'w')) >= 1, 'the reader');
+    const got = readEvents(res, (evs) => evs.some((e) => e.event === 'worker'));
+    await p.submit('w', 'y');
+    await p.claim('w', 'gpu-1', { worker: { queues: ['w'], host: 'h' } });
+    const evs = await got;
+    expect(evs.filter((e) => e.event === 'job')).toEqual([]);
+    expect(JSON.parse(evs.find((e) => e.event === 'worker')!.data)).toMatchObject({ kind: 'worker', worker_id: 'gpu-1', status: 'started' });
+    for (const [query, last] of [['?kinds=jobs', ''], ['', 'a=b'], ['', 'no-equals'], ['?queue=', '']]) {
+      const r = await feed(p.ns, { query, last });
+      expect(r.status, `${query} ${last}`).toBe(400);
+      expect((await r.json() as { error: { code: string } }).error.code).toBe('bad_request');
+    }
+  }, 30_000);
+});
