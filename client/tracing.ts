@@ -49,7 +49,10 @@ export function runSpan(fn: string, traceparent: string | null, attrs: { id: str
     attributes: { 'messaging.system': 'lakeshore', 'messaging.destination.name': attrs.queue, 'messaging.message.id': attrs.id, 'lakeshore.attempt': attrs.attempt },
   }, contextOf(traceparent));
   const ctx = trace.setSpan(contextOf(traceparent), span);
+  const sc = span.spanContext();
   return {
+    /** The trace the job runs in: its span's, else its submitter's (a traceparent with no provider here), else null. */
+    traceId: trace.isSpanContextValid(sc) ? sc.traceId : (traceparent && /^00-([0-9a-f]{32})-/.exec(traceparent)?.[1]) || null,
     within: <T>(f: () => T): T => context.with(ctx, f),
     end: (e?: unknown) => {
       if (e !== undefined) failed(span, e);

@@ -129,8 +129,8 @@ export interface ListOptions {
 }
 
 export type { InvocationSummary, Page as InvocationPage, QueueOverview } from '../src/core/sql/list.ts';
-export type { JobRecord, JobStatus, WorkerRecord } from '../src/core/feed.ts';
-import type { JobRecord, WorkerRecord } from '../src/core/feed.ts';
+export type { JobRecord, JobStatus, LogLevel, LogLine, LogRecord, WorkerRecord } from '../src/core/feed.ts';
+import type { JobRecord, LogLine, LogRecord, WorkerRecord } from '../src/core/feed.ts';
 
 /** An item of a queue's lifecycle feed: a job's transition, a worker's coming and going, or word that records were missed (list again). */
 /**
@@ -138,7 +138,7 @@ import type { JobRecord, WorkerRecord } from '../src/core/feed.ts';
  * `restarted`: the queue object restarted) or may be missing (`joined`: a queue that started
  * while a namespace-wide reader was connected); `queue` names the queue on a namespace-wide feed.
  */
-export type FeedItem = JobRecord | WorkerRecord | { kind: 'gap'; reason: 'behind' | 'restarted' | 'joined'; resumed_at?: number; queue?: string };
+export type FeedItem = JobRecord | WorkerRecord | LogRecord | { kind: 'gap'; reason: 'behind' | 'restarted' | 'joined'; resumed_at?: number; queue?: string };
 
 export interface FeedOptions {
   signal?: AbortSignal;
@@ -214,6 +214,8 @@ export interface DispatchPlane {
   workers(): Promise<WorkerSeen[]>;
   /** This worker stops (runWorker says so at shutdown): the feed tells stopped, not lost. */
   workerStopped(queue: string, workerId: string): Promise<void>;
+  /** Log lines of this worker's jobs of `queue`, for the feed's readers (runWorker sends currentJob().log's, best effort). */
+  workerLog(queue: string, workerId: string, lines: LogLine[]): Promise<void>;
   /** Changes the settings named (a null clears one); answers the queue's settings. */
   configureQueue(queue: string, settings: SettingsChange): Promise<QueueInfo>;
   queueInfo(queue: string): Promise<QueueInfo>;

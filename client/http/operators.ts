@@ -5,7 +5,7 @@
 import { toBase64 } from '../../src/core/bytes.ts';
 import type * as wire from '../../src/core/wire-types.ts';
 import type { TokenLimits } from '../../src/core/wire-types.ts';
-import type { FeedItem, FeedOptions, InvocationPage, ListOptions, QueueInfo, QueueOverview, Schedule, ScheduleOptions, SettingsChange, WorkerSeen } from '../types.ts';
+import type { FeedItem, FeedOptions, InvocationPage, LogLine, ListOptions, QueueInfo, QueueOverview, Schedule, ScheduleOptions, SettingsChange, WorkerSeen } from '../types.ts';
 import { followFeed, settingsWire } from './observe.ts';
 import { errorOf, type Transport } from './transport.ts';
 import { enc, overviewOf, queueInfoOf, scheduleOf, summaryOf, type Json } from './wire.ts';
@@ -64,6 +64,10 @@ export class HttpOperators {
   /** Tells the plane that this worker stops (runWorker does, at shutdown): the feed says stopped, not lost. */
   async workerStopped(queue: string, workerId: string): Promise<void> {
     await this.http.call('POST', `/queues/${enc(queue)}/workers/${enc(workerId)}/stop`);
+  }
+
+  async workerLog(queue: string, workerId: string, lines: LogLine[]): Promise<void> {
+    await this.http.call('POST', `/queues/${enc(queue)}/workers/${enc(workerId)}/log`, { lines });
   }
 
   /** The namespace's metrics, in the Prometheus text format. */

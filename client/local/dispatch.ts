@@ -17,7 +17,7 @@ import type { State } from '../../src/core/states.ts';
 import type { Claimed, Frame, HeartbeatAnswer, Invocation, JournalFrame, JournalPage } from '../../src/core/types.ts';
 import * as v from '../../src/core/validate.ts';
 import { asClientError, BadRequestError, errorFor, InvocationCancelledError, InvocationFailedError, TimeoutError } from '../errors.ts';
-import type { AckRequest, AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, NackedState, QueueInfo, ReadOptions, Schedule, ScheduleOptions, SettingsChange, SubmitOptions, ListOptions, InvocationPage, QueueOverview, FeedItem, FeedOptions, WorkerSeen } from '../types.ts';
+import type { AckRequest, AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, NackedState, QueueInfo, ReadOptions, Schedule, ScheduleOptions, SettingsChange, SubmitOptions, ListOptions, InvocationPage, QueueOverview, FeedItem, FeedOptions, LogLine, WorkerSeen } from '../types.ts';
 import { feedOf, localMetrics, LocalWorkers } from './observe.ts';
 import { RetentionClock } from '../../src/core/retention.ts';
 import { Batcher } from '../batcher.ts';
@@ -162,9 +162,8 @@ export class Dispatch implements DispatchPlane {
     return verb(this.workersSeen.list());
   }
 
-  async workerStopped(queue: string, workerId: string): Promise<void> {
-    this.workersSeen.stopped(queue, workerId);
-  }
+  workerStopped = async (queue: string, workerId: string): Promise<void> => this.workersSeen.stopped(queue, workerId);
+  workerLog = (queue: string, workerId: string, lines: LogLine[]): Promise<void> => verb(this.workersSeen.log(queue, workerId, lines));
 
   list(queue: string, opts: ListOptions = {}): Promise<InvocationPage> {
     return verb(this.engine.list(this.namespace, queue, opts.state ?? 'queued', opts.limit, opts.cursor ?? null));

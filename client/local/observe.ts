@@ -1,5 +1,6 @@
 /** The local plane's lifecycle feed (in-process: this process's transitions) and metrics. */
-import type { Feed, FeedRecord } from '../../src/core/feed.ts';
+import { logLines, type Feed, type FeedRecord, type LogLine } from '../../src/core/feed.ts';
+import * as v from '../../src/core/validate.ts';
 import { metricsText } from '../../src/core/metrics.ts';
 import type { Engine } from '../../src/core/engine.ts';
 import type { FeedItem, FeedOptions, WorkerSeen } from '../types.ts';
@@ -71,6 +72,12 @@ export class LocalWorkers {
 
   stopped(queue: string, workerId: string): void {
     this.books.get(queue)?.stopped(workerId);
+  }
+
+  /** Log lines of a worker's jobs, for this process's feed readers. */
+  async log(queue: string, workerId: string, lines: LogLine[]): Promise<void> {
+    const limits = this.engine.limits;
+    this.engine.park.events.toldLog(this.ns, v.queue(queue, limits), v.workerId(workerId), logLines(lines, limits));
   }
 
   async list(): Promise<WorkerSeen[]> {

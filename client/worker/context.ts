@@ -21,6 +21,11 @@ export interface JobContext {
    * rows. Throws if an earlier chunk could not be written (the lease was lost, say).
    */
   write(data: string | Uint8Array): void;
+  /**
+   * Logs a line: to stderr at once, and to the plane's lifecycle feed as a `worker` record
+   * `{level, message, id, trace_id}` (best effort, batched: client/worker/logs.ts). Level: info.
+   */
+  log(message: string, level?: 'debug' | 'info' | 'warn' | 'error'): void;
 }
 
 interface Store {

@@ -5,11 +5,13 @@
 import { runSpan } from '../tracing.ts';
 import { FrameKind } from '../../src/core/frame.ts';
 import type { Claimed } from '../../src/core/types.ts';
+import type { LogLevel } from '../../src/core/feed.ts';
 import { decodeEnvelope, jsonBytes, type Envelope } from '../envelope.ts';
 import { FencingConflictError, NotFoundError } from '../errors.ts';
 import type { DispatchPlane } from '../types.ts';
 import { ChunkWriter } from './chunks.ts';
 import { runInJob } from './context.ts';
+import type { LogShipper } from './logs.ts';
 import { ResolveError, resolveHandler, type Registry } from './resolve.ts';
 
 export interface JobOptions {
@@ -33,6 +35,8 @@ export interface JobOptions {
   /** Aborts every running job (the worker's hard stop after its grace period). */
   hardStop: AbortSignal;
   log: (msg: string) => void;
+  /** Where the handlers' currentJob().log lines go (stderr and the feed). */
+  logs: LogShipper;
 }
 
 export type JobOutcome = 'succeeded' | 'failed' | 'retried' | 'cancelled' | 'lost';
@@ -112,9 +116,14 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
     if (maxMs) limit = setTimeout(() => abort('time_limit', `the job ran past its time limit of ${maxMs} ms`), maxMs);
     const fn = await resolveHandler(env, o);
     const args = Object.keys(env.kwargs).length ? [...env.args, env.kwargs] : env.args;
-    const ctx = { id: c.id, queue: c.queue, attempt: c.attempt, signal: ac.signal, kwargs: env.kwargs, traceparent: env.traceparent, origin: env.origin, write: (data: string | Uint8Array) => chunks.write(data) };
     // The job runs in a CONSUMER span `run <fn>`, child of its submitter's (tracing.ts).
     span = runSpan(env.fn, env.traceparent, { id: c.id, queue: c.queue, attempt: c.attempt });
+    const traceId = span.traceId;
+    const ctx = {
+      id: c.id, queue: c.queue, attempt: c.attempt, signal: ac.signal, kwargs: env.kwargs, traceparent: env.traceparent, origin: env.origin,
+      write: (data: string | Uint8Array) => chunks.write(data),
+      log: (message: unknown, level: LogLevel = 'info') => o.logs.log(c.queue, c.id, level, typeof message === 'string' ? message : String(message), traceId),
+    };
     const inSpan = span.within;
     // The handler runs until it settles or the job is aborted, whichever comes first.
     const aborted = new Promise<never>((_, reject) => {

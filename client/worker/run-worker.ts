@@ -9,6 +9,7 @@ import type { Claimed, DispatchPlane } from '../types.ts';
 import { LakeshoreError, TimeoutError } from '../errors.ts';
 import { runJob, type JobOutcome, type OnDone } from './job.ts';
 import { Prefetch } from './prefetch.ts';
+import { LogShipper } from './logs.ts';
 import { ACKS_WAIT_MS } from '../../src/core/limits.ts';
 import type { Registry } from './resolve.ts';
 import { randomId } from '../ids.ts';
@@ -107,6 +108,7 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
     dispatch: d, ack, workerId, registry: opts.registry ?? {}, root: opts.root ?? process.cwd(),
     allowImport: opts.allowImport ?? d.inProcess === true, retries: opts.retries ?? Infinity, timeLimitMs: opts.timeLimitMs ?? null,
     heartbeatMs: opts.heartbeatMs ?? Math.max(200, Math.floor((leaseMs ?? 30_000) / 3)), leaseMs, hardStop: hard.signal, log, onDone: opts.onDone,
+    logs: new LogShipper(d, workerId),
   };
   let executed = 0;
   let claimedOnce = false;
@@ -254,6 +256,7 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
     await slots;
   } finally {
     stop.removeEventListener('abort', onStop);
+    await jobOpts.logs.flush();
     // Stopping, said: the plane's feed tells `stopped` rather than, a minute later, `lost`.
     await Promise.all(pools.map((p) => d.workerStopped(p, workerId).catch(() => {})));
   }

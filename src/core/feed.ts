@@ -10,7 +10,10 @@
  * commit order. The feed is never load-bearing: a listener's failure is swallowed, and with no
  * listener no record is even made.
  */
+import { badRequest } from './errors.ts';
+import type { Limits } from './limits.ts';
 import type { InvocationError } from './types.ts';
+import * as v from './validate.ts';
 
 export type JobStatus = 'queued' | 'delayed' | 'running' | 'succeeded' | 'failed' | 'cancelled' | 'retrying' | 'expired';
 
@@ -34,7 +37,54 @@ export interface WorkerRecord {
   at: number;
 }
 
-export type FeedRecord = JobRecord | WorkerRecord;
+/** A line a job's handler logged (currentJob().log), told by its worker: best effort, as the worker's stderr keeps its copy. */
+export interface LogRecord {
+  kind: 'worker';
+  worker_id: string;
+  queue: string;
+  /** The job whose handler logged it. */
+  id: string;
+  level: LogLevel;
+  message: string;
+  /** The trace the line was logged in (the job's run span), when it had one. */
+  trace_id?: string;
+  at: number;
+}
+
+export const LOG_LEVELS = Object.freeze(['debug', 'info', 'warn', 'error'] as const);
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/** A log line as a worker sends it. */
+export interface LogLine {
+  id: string;
+  level: LogLevel;
+  message: string;
+  trace_id?: string | null;
+  /** When it was logged (the worker's clock); the plane's when left out. */
+  at?: number | null;
+}
+
+export type FeedRecord = JobRecord | WorkerRecord | LogRecord;
+
+/** The most lines one call sends, and the longest message kept (a longer one is cut, marked with …). */
+export const MAX_LOG_LINES = 100;
+export const MAX_LOG_MESSAGE = 4096;
+
+/** Checks a worker's log lines (both planes): a bad one refuses the call, naming it. */
+export function logLines(raw: unknown, limits: Limits): LogLine[] {
+  if (!Array.isArray(raw)) throw badRequest('lines must be an array of {id, level, message, trace_id?, at?}');
+  if (raw.length > MAX_LOG_LINES) throw badRequest(`at most ${MAX_LOG_LINES} log lines per call (got ${raw.length})`);
+  return raw.map((l: Record<string, unknown>, i) => {
+    const at = `lines[${i}]`;
+    if (typeof l !== 'object' || l === null) throw badRequest(`${at} must be an object`);
+    if (!(LOG_LEVELS as readonly unknown[]).includes(l.level)) throw badRequest(`${at}.level must be one of ${LOG_LEVELS.join(', ')}`);
+    if (typeof l.message !== 'string') throw badRequest(`${at}.message must be a string`);
+    if (l.trace_id != null && !(typeof l.trace_id === 'string' && /^[0-9a-f]{32}$/.test(l.trace_id))) throw badRequest(`${at}.trace_id must be 32 lowercase hex digits`);
+    if (l.at != null && !(typeof l.at === 'number' && Number.isFinite(l.at) && l.at >= 0)) throw badRequest(`${at}.at must be a time in ms`);
+    const message = l.message.length > MAX_LOG_MESSAGE ? `${l.message.slice(0, MAX_LOG_MESSAGE - 1)}…` : l.message;
+    return { id: v.id(l.id, limits), level: l.level as LogLevel, message, trace_id: (l.trace_id as string | null | undefined) ?? null, at: (l.at as number | null | undefined) ?? null };
+  });
+}
 
 /** The counters kept per queue, by the transitions they count. */
 export const COUNTERS = Object.freeze(['submitted', 'claimed', 'succeeded', 'failed', 'retried', 'expired', 'cancelled'] as const);
@@ -176,6 +226,15 @@ export class Feed {
       ...(it.error ? { error: it.error } : {}), at,
     }));
     this.tell(ns, records);
+  }
+
+  /** Log lines of a worker's jobs, to the listeners (none kept, none made while nobody listens). */
+  toldLog(ns: string, queue: string, workerId: string, lines: LogLine[]): void {
+    if (!this.listeners.size || !lines.length) return;
+    const now = this.now();
+    this.tell(ns, lines.map((l): LogRecord => ({
+      kind: 'worker', worker_id: workerId, queue, id: l.id, level: l.level, message: l.message, ...(l.trace_id ? { trace_id: l.trace_id } : {}), at: l.at ?? now,
+    })));
   }
 
   /** A worker record (durable/workers.ts), to the listeners. */

@@ -48,6 +48,11 @@ export interface WorkerInfoWire {
 }
 
 /** Calls off a claim of this worker named by its claim_id. */
+/** Log lines of a worker's jobs, for the feed (POST /queues/:queue/workers/:worker/log). */
+export interface WorkerLogWire {
+  lines: { id: string; level: string; message: string; trace_id?: string | null; at?: number | null }[];
+}
+
 export interface ClaimCancelWire {
   worker_id: string;
   claim_id: string;

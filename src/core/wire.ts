@@ -14,7 +14,7 @@ import * as z from 'zod/mini';
 import en from 'zod/v4/locales/en.js';
 import { fromBase64 } from './bytes.ts';
 import { CLAIM_KINDS, type ClaimKind } from './types.ts';
-import type { SubmitWire, AckWire, ClaimWire, ClaimCancelWire, QueueSettingsWire, RedriveWire, ScheduleWire, TokenWire, StreamTokenWire, AckBodyWire, NackWire, HeartbeatWire, AppendWire } from './wire-types.ts';
+import type { SubmitWire, AckWire, ClaimWire, ClaimCancelWire, WorkerLogWire, QueueSettingsWire, RedriveWire, ScheduleWire, TokenWire, StreamTokenWire, AckBodyWire, NackWire, HeartbeatWire, AppendWire } from './wire-types.ts';
 
 export type * from './wire-types.ts';
 
@@ -61,6 +61,10 @@ export const ClaimBody = exactly<ClaimWire>()(z.strictObject({
 }));
 
 export const ClaimCancelBody = exactly<ClaimCancelWire>()(z.strictObject({ worker_id: z.string(), claim_id: z.string() }));
+
+export const WorkerLogBody = exactly<WorkerLogWire>()(z.strictObject({
+  lines: z.array(z.strictObject({ id: z.string(), level: z.string(), message: z.string(), trace_id: opt(z.string()), at: opt(z.number()) })),
+}));
 
 const holder = { worker_id: z.string(), attempt: opt(z.number()) };
 

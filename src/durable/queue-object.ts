@@ -14,6 +14,7 @@ import { settle } from '../core/settled.ts';
 import { D1Port } from './d1-port.ts';
 import { JournalStreams } from './journal-streams.ts';
 import { FeedStreams, type Kinds } from './feed-streams.ts';
+import type { LogLine } from '../core/feed.ts';
 import { WorkerBook, type WorkerInfo } from '../core/workers.ts';
 import { RetentionClock } from '../core/retention.ts';
 import { leaseKeeper, type TokenGate } from './gate.ts';
@@ -331,10 +332,10 @@ export class QueueObject extends DurableObject<Env> {
     });
   }
 
-  /** The worker says it stops (its runtime, at shutdown). */
-  workerStopped(workerId: string) {
-    return this.workers.stopped(workerId);
-  }
+  /** The worker says it stops (its runtime, at shutdown). RPC methods are the prototype's: no arrow fields. */
+  workerStopped(workerId: string) { return this.workers.stopped(workerId); }
+  /** Log lines of the worker's jobs, for the feed's readers (checked by the route: core/feed.ts logLines). */
+  workerLog(workerId: string, lines: LogLine[]) { this.engine.park.events.toldLog(this.ns, this.queue, workerId, lines); }
 
   /** This queue's transition counters since the object started and its jobs finished lately (they live in its memory). */
   counters() {

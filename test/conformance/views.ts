@@ -293,6 +293,25 @@ export function observing(handle: () => PlaneHandle) {
       await expect(d.events('k', { kinds: ['jobs' as 'job'] })[Symbol.asyncIterator]().next()).rejects.toBeInstanceOf(BadRequestError);
     });
 
+    it('tells a worker\'s log lines on the feed as worker records; bad lines are refused', async () => {
+      const w = h.inProcess ?? d;
+      const ac = new AbortController();
+      const it = w.events('lg', { signal: ac.signal, kinds: ['worker'] })[Symbol.asyncIterator]();
+      const first = it.next();
+      const traceId = 'a'.repeat(32);
+      let told: FeedItem | null = null;
+      // Attached once a line reaches it (bounded, line by line).
+      for (let i = 0; i < 50 && !told; i++) {
+        await w.workerLog('lg', 'gpu-1', [{ id: `job-${i}`, level: 'warn', message: `step ${i}: loss is nan`, trace_id: traceId }]);
+        told = await Promise.race([first, new Promise<null>((res) => setTimeout(() => res(null), 200))]).then((r) => (r && !r.done ? r.value : null));
+      }
+      ac.abort();
+      expect(told).toMatchObject({ kind: 'worker', worker_id: 'gpu-1', queue: 'lg', level: 'warn', message: expect.stringMatching(/^step \d+: loss is nan$/), trace_id: traceId, at: expect.any(Number) });
+      for (const bad of [[{ id: 'j', level: 'loud', message: 'x' }], [{ id: 'j', level: 'info', message: 'x', trace_id: 'xyz' }], Array.from({ length: 101 }, () => ({ id: 'j', level: 'info', message: 'x' }))]) {
+        await expect(w.workerLog('lg', 'gpu-1', bad as never)).rejects.toBeInstanceOf(BadRequestError);
+      }
+    });
+
     it('lists the workers heard from, with their card and what each holds; a stop is told', async () => {
       await d.submit('wq', bytes('x'), { id: 'held' });
       await d.claimMany('wq', 'w-a', 1, { leaseMs: 60_000, worker: { queues: ['wq'], host: 'h1', pid: 7, version: '0.1.0', concurrency: 2 } });

@@ -61,6 +61,7 @@ const MATRIX: Record<string, Entry> = {
   'GET /v1/ns/:ns/metrics': { roles: ['producer', 'worker'] },
   'GET /v1/ns/:ns/workers': { roles: ['producer', 'worker'] },
   'POST /v1/ns/:ns/queues/:queue/workers/:worker/stop': { roles: ['worker'] },
+  'POST /v1/ns/:ns/queues/:queue/workers/:worker/log': { roles: ['worker'], body: () => ({ lines: [{ id: 'j', level: 'info', message: 'step 1' }] }) },
   // One queue's feed, and the namespace's.
   'GET /v1/ns/:ns/events': { roles: ['producer', 'worker'], query: ['?queue=:queue', ''] },
   'GET /v1/ns/:ns/tokens': { roles: [] },

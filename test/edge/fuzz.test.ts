@@ -36,7 +36,7 @@ const fields = [
   'id', 'envelope', 'key', 'priority', 'parent', 'worker_id', 'kind', 'temperature', 'lease_ms', 'wait_ms', 'max', 'attempt', 'result', 'error', 'retry', 'seq', 'body',
   'meta', 'final', 'keep_last', 'items', 'role', 'pools', 'state', 'namespace', 'delay_ms', 'run_at', 'ttl_ms', 'expires_at', 'max_attempts', 'max_running',
   'claims_per_second', 'retry_backoff', 'dead_letter_queue', 'cron', 'timezone', 'limit', 'dead_letters', 'claim_id',
-  'streams', 'worker',
+  'streams', 'worker', 'lines', 'level', 'message', 'trace_id',
 ];
 /** Scheduling input a plane must refuse: negative, NaN or far-future times, bad crons and zones, caps of 0. */
 const scheduling = fc.constantFrom(
@@ -47,6 +47,9 @@ const scheduling = fc.constantFrom(
   `{"cron":"* * * * *","timezone":"Mars/Olympus","envelope":"eA=="}`, `{"cron":"61 * * * *","envelope":"eA=="}`, `{"limit":-1}`, `{"state":"running"}`,
   `{"worker_id":"w","error":"x","delay_ms":-5}`, `{"worker_id":"w","error":"x","delay_ms":"soon"}`,
   `{"worker_id":"w","claim_id":""}`, `{"worker_id":"w","claim_id":"a\u0000b"}`, `{"worker_id":"w","claim_id":7}`,
+  `{"lines":[{"id":"inv","level":"loud","message":"m"}]}`, `{"lines":[{"id":"inv","level":"info","message":"m","trace_id":"XYZ"}]}`,
+  `{"lines":[{"id":"","level":"info","message":"m"}]}`, `{"lines":[{"id":"inv","level":"info","message":7}]}`, `{"lines":"x"}`,
+  `{"lines":[${Array.from({ length: 101 }, () => '{"id":"inv","level":"info","message":"m"}').join(',')}]}`,
 );
 /** Free-form JSON values (meta, an error object), nested up to 6,000 levels, or carrying own __proto__ keys. */
 const deepJson = fc.tuple(fc.integer({ min: 2, max: 6_000 }), fc.boolean()).map(([d, arr]) => (arr ? '['.repeat(d) + '1' + ']'.repeat(d) : '{"a":'.repeat(d) + '1' + '}'.repeat(d)));
@@ -75,7 +78,7 @@ const routes: [string, string][] = [
   ['POST', 'invocations/:id/heartbeat'], ['POST', 'invocations/:id/cancel'], ['POST', 'invocations/:id/journal'],
   ['GET', 'invocations/:id/journal?since=:n'], ['POST', 'invocations/:id/journal/trim'], ['POST', 'tokens'], ['GET', 'tokens'], ['DELETE', 'tokens/:id'],
   ['POST', 'invocations/:id/stream-token'], ['GET', 'queues/:q/invocations?state=:s&limit=:n'], ['GET', 'queues/:q/invocations?cursor=:id'],
-  ['GET', 'metrics'], ['GET', 'workers'], ['POST', 'queues/:q/workers/:id/stop'], ['GET', 'events?queue=:q'], ['GET', 'events?queue=:q&kinds=:id'], ['GET', 'events'], ['GET', 'invocations/inv'], ['GET', 'invocations/inv/journal?since=:n'],
+  ['GET', 'metrics'], ['GET', 'workers'], ['POST', 'queues/:q/workers/:id/stop'], ['POST', 'queues/:q/workers/:id/log'], ['GET', 'events?queue=:q'], ['GET', 'events?queue=:q&kinds=:id'], ['GET', 'events'], ['GET', 'invocations/inv'], ['GET', 'invocations/inv/journal?since=:n'],
 ];
 /**
  * Who calls: the root token, none, garbage, another namespace's admin; a stream token for `inv`

@@ -67,6 +67,6 @@ describe('workers', () => {
     expect(book.list(2_000 + LOST_MS)[0]!.status).toBe('lost');
     book.heard('w', null, 3_000 + LOST_MS);
     expect(book.list(3_000 + LOST_MS)[0]).toMatchObject({ status: 'active', info: { host: 'h' } });
-    expect(told.map((r) => (r.kind === 'worker' ? r.status : r.kind))).toEqual(['started', 'lost', 'started']);
+    expect(told.map((r) => (r.kind === 'worker' && 'status' in r ? r.status : r.kind))).toEqual(['started', 'lost', 'started']);
   });
 });

@@ -1,13 +1,14 @@
 /**
  * Traces (client/tracing.ts) with the OpenTelemetry SDK's in-memory exporter: a producer span, its
  * consumer span and a child job's spans form one tree; a job submitted inside a job gets it as
- * `parent`. And the done hook: a failure answered 'handled' fails without a retry.
+ * `parent`; a handler's log lines carry their trace. And the done hook: a failure answered
+ * 'handled' fails without a retry.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { context, SpanKind, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
-import { Dispatch, Handle, Queue, runWorker, type DoneJob } from '../../client/local/index.ts';
+import { currentJob, Dispatch, Handle, Queue, runWorker, type DoneJob, type FeedItem, type LogRecord } from '../../client/local/index.ts';
 
 const exporter = new InMemorySpanExporter();
 const manager = new AsyncLocalStorageContextManager();
@@ -66,6 +67,40 @@ describe('traces', () => {
     expect(parentOf(runChild)).toBe(enqChild.spanContext().spanId);
     expect(new Set([request, enqParent, runParent, enqChild, runChild].map((s) => s.spanContext().traceId)).size).toBe(1);
     expect(runChild.attributes['messaging.message.id']).toBe(childId);
+  }, 30_000);
+
+  it('a handler\'s currentJob().log lines go to stderr and to the feed, with the trace they were logged in', async () => {
+    const d = new Dispatch(':memory:', { namespace: 'logs' });
+    const q = new Queue('t', { dispatch: d });
+    const ac = new AbortController();
+    const feed = d.events('t', { signal: ac.signal, kinds: ['worker'] })[Symbol.asyncIterator]();
+    const stderr: string[] = [];
+    const write = console.error;
+    console.error = (...a: unknown[]) => void stderr.push(a.join(' '));
+    const stop = new AbortController();
+    const worker = runWorker('t', {
+      dispatch: d, stop: stop.signal, claimWaitMs: 200,
+      registry: { train: () => { currentJob().log('epoch 1 loss 0.5'); currentJob().log('nan in grads', 'warn'); return 'done'; } },
+    });
+    try {
+      const root = trace.getTracer('test').startSpan('request');
+      const h = await context.with(trace.setSpan(context.active(), root), () => q.submit<string>('train'));
+      expect(await h.result({ timeoutMs: 20_000 })).toBe('done');
+      root.end();
+      const got: FeedItem[] = [];
+      while (got.filter((r) => r.kind === 'worker' && 'level' in r).length < 2) got.push((await feed.next()).value as FeedItem);
+      const lines = got.filter((r): r is LogRecord => r.kind === 'worker' && 'level' in r);
+      expect(lines.map((l) => [l.id, l.level, l.message, l.queue])).toEqual([[h.id, 'info', 'epoch 1 loss 0.5', 't'], [h.id, 'warn', 'nan in grads', 't']]);
+      // The trace of the job's run span: the request's.
+      expect(lines.every((l) => l.trace_id === root.spanContext().traceId)).toBe(true);
+      expect(stderr).toContain(`[t/${h.id}] warn: nan in grads`);
+    } finally {
+      console.error = write;
+      ac.abort();
+      stop.abort();
+      await worker;
+      await d.close();
+    }
   }, 30_000);
 
   it('runWorker onDone sees each outcome with the envelope\'s origin; a failure answered \'handled\' fails at once, without a retry', async () => {

@@ -2,11 +2,12 @@
 import { Hono } from 'hono';
 import { raise } from '../../core/settled.ts';
 import type * as z from 'zod/mini';
-import { AckManyBody, ClaimBody, ClaimCancelBody, NackManyBody, QueueSettingsBody, RedriveBody, ScheduleBody, SubmitBody, SubmitManyBody } from '../../core/wire.ts';
+import { AckManyBody, ClaimBody, ClaimCancelBody, WorkerLogBody, NackManyBody, QueueSettingsBody, RedriveBody, ScheduleBody, SubmitBody, SubmitManyBody } from '../../core/wire.ts';
 import type { QueueInfo, Schedule } from '../../core/types.ts';
 import { jsonBody, MAX_BATCH_BODY_BYTES, numParam } from '../body.ts';
 import { claimedJson, itemJson, overviewJson, pageOfJson, queueInfoJson, scheduleJson } from '../json.ts';
-import { liveOverview, queueObject, queueParam, reader, type App } from '../plane.ts';
+import { limitsOf, liveOverview, queueObject, queueParam, reader, type App } from '../plane.ts';
+import { logLines } from '../../core/feed.ts';
 import { allow, may } from '../auth.ts';
 import { longPoll } from '../long-poll.ts';
 import * as v from '../../core/validate.ts';
@@ -59,6 +60,12 @@ export const queues = new Hono<App>()
   .post('/:queue/workers/:worker/stop', may('claim'), async (c) => {
     const id = v.workerId(c.req.param('worker'));
     return c.json({ stopped: await queueObject(c, c.var.ns, queueParam(c)).workerStopped(id) });
+  })
+  .post('/:queue/workers/:worker/log', may('claim'), jsonBody(WorkerLogBody), async (c) => {
+    const id = v.workerId(c.req.param('worker'));
+    const lines = logLines(c.req.valid('json').lines, limitsOf(c));
+    await queueObject(c, c.var.ns, queueParam(c)).workerLog(id, lines);
+    return c.json({ told: lines.length });
   })
   .post('/:queue/claim/cancel', may('claim'), jsonBody(ClaimCancelBody), async (c) => {
     const b = c.req.valid('json');
