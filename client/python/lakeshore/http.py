@@ -255,6 +255,11 @@ class HttpDispatch:
             finally:
                 resp.close()
 
+    def worker_log(self, queue: str, worker_id: str, lines: List[Dict[str, Any]]) -> None:
+        """Puts log lines of this worker's jobs on the feed (`[{"id", "level", "message",
+        "trace_id"?, "at"?}]`, at most 100; run_worker sends current_job().log's)."""
+        self._call("POST", "/queues/%s/workers/%s/log" % (_q(queue), _q(worker_id)), {"lines": lines})
+
     def stream_token(self, inv_id: str, *, ttl: Optional[float] = None, streams: Optional[int] = None) -> Dict[str, Any]:
         """A read-only token for one invocation, for a browser: `{"token", "url", "expires_at", "id",
         "queue", "streams"}`. Hand `url` (the journal's SSE URL, the token in its query) to an

@@ -1,16 +1,107 @@
 """run_worker: claims from a pool and runs the named functions of a registry."""
+import contextvars
 import inspect
 import json
 import os
 import socket
+import sys
 import threading
+import time
 import traceback
 import uuid
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .envelope import decode_envelope
 from .errors import FencingConflict, NotFound
 from .frames import BEGIN, END, ERROR, VALUE, encode_frame
+from .tracing import run_span
+
+LOG_LEVELS = ("debug", "info", "warn", "error")
+LOG_FLUSH_S = 0.2
+LOG_BATCH = 100
+LOG_BUFFER = 1000
+
+
+class _LogShipper:
+    """A worker's job log lines: to stderr at once, to the plane's feed in batches, best effort
+    (docs/contract.md, "Workers"): after LOG_FLUSH_S or LOG_BATCH lines, in order; a failed call
+    is dropped and at most LOG_BUFFER lines wait (stderr keeps every line)."""
+
+    def __init__(self, d: Any, worker_id: str):
+        self.d, self.worker_id = d, worker_id
+        self.waiting: List[Tuple[str, Dict[str, Any]]] = []
+        self.dropped = 0
+        self._lock = threading.Lock()
+        self._send = threading.Lock()
+        self._timer: Optional[threading.Timer] = None
+
+    def log(self, queue: str, inv_id: str, level: str, message: str, trace_id: Optional[str]) -> None:
+        if level not in LOG_LEVELS:
+            raise ValueError("level must be one of %s" % ", ".join(LOG_LEVELS))
+        sys.stderr.write("[%s/%s] %s: %s\n" % (queue, inv_id, level, message))
+        line = {"id": inv_id, "level": level, "message": message, "trace_id": trace_id, "at": int(time.time() * 1000)}
+        with self._lock:
+            self.waiting.append((queue, line))
+            if len(self.waiting) > LOG_BUFFER:
+                self.dropped += len(self.waiting) - LOG_BUFFER
+                del self.waiting[: len(self.waiting) - LOG_BUFFER]
+            full = len(self.waiting) >= LOG_BATCH
+            if not full and self._timer is None:
+                self._timer = threading.Timer(LOG_FLUSH_S, self.flush)
+                self._timer.daemon = True
+                self._timer.start()
+        if full:
+            self.flush()
+
+    def flush(self) -> None:
+        """Sends what waits (calls go one after another: the feed tells the lines in order)."""
+        with self._send:
+            with self._lock:
+                if self._timer is not None:
+                    self._timer.cancel()
+                    self._timer = None
+                batch, self.waiting = self.waiting, []
+            send = getattr(self.d, "worker_log", None)
+            by_queue: Dict[str, List[Dict[str, Any]]] = {}
+            for queue, line in batch:
+                by_queue.setdefault(queue, []).append(line)
+            for queue, lines in by_queue.items():
+                for i in range(0, len(lines), LOG_BATCH):
+                    part = lines[i:i + LOG_BATCH]
+                    try:
+                        if send is None:
+                            raise AttributeError("this plane takes no log lines")
+                        send(queue, self.worker_id, part)
+                    except Exception:
+                        self.dropped += len(part)
+
+
+class JobContext:
+    """The running job, for its handler (current_job()): who it is, and `log`."""
+
+    def __init__(self, claimed: Any, env: Dict[str, Any], trace_id: Optional[str], logs: _LogShipper):
+        self.id, self.queue, self.attempt = claimed.id, claimed.queue, claimed.attempt
+        self.kwargs: Dict[str, Any] = env.get("kwargs", {})
+        self.traceparent: Optional[str] = env.get("traceparent")
+        self.origin: Optional[str] = env.get("origin")
+        self.trace_id = trace_id
+        self._logs = logs
+
+    def log(self, message: Any, level: str = "info") -> None:
+        """Logs a line: to stderr at once, and to the plane's lifecycle feed as a worker record
+        `{level, message, id, trace_id}` (best effort). Levels: debug, info, warn, error."""
+        self._logs.log(self.queue, self.id, level, message if isinstance(message, str) else str(message), self.trace_id)
+
+
+_current: "contextvars.ContextVar[Optional[JobContext]]" = contextvars.ContextVar("lakeshore_job", default=None)
+
+
+def current_job() -> JobContext:
+    """The job the calling handler runs for (run_worker sets it); RuntimeError outside a job."""
+    job = _current.get()
+    if job is None:
+        raise RuntimeError("current_job() called outside a lakeshore job")
+    return job
 
 
 def _json(v: Any) -> bytes:
@@ -76,6 +167,7 @@ def run_worker(dispatch: Any, queue: str, registry: Dict[str, Callable[..., Any]
     application having recorded the failure as a fact instead of retrying a side effect."""
     worker_id = worker_id or "%s:%d:py" % (socket.gethostname(), os.getpid())
     stop = stop or threading.Event()
+    logs = _LogShipper(dispatch, worker_id)
     executed = 0
     claiming: Dict[str, str] = {}  # the claim waiting now, by name, for the stop watcher to call off
     done = threading.Event()
@@ -112,11 +204,12 @@ def run_worker(dispatch: Any, queue: str, registry: Dict[str, Callable[..., Any]
                     dispatch.nack(c.id, worker_id, error="the worker stopped before starting it", retry=True)
                 break
             executed += 1
-            _run_one(dispatch, c, worker_id, registry, retries, max(0.2, lease / 3), on_done)
+            _run_one(dispatch, c, worker_id, registry, retries, max(0.2, lease / 3), on_done, logs)
             if once:
                 break
     finally:
         done.set()
+        logs.flush()
     return executed
 
 
@@ -131,7 +224,23 @@ def _told(on_done: Any, c: Any, env: Dict[str, Any], outcome: Dict[str, Any]) ->
 
 
 def _run_one(d: Any, c: Any, worker_id: str, registry: Dict[str, Callable[..., Any]], retries: Optional[int], heartbeat_s: float,
-             on_done: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]] = None) -> None:
+             on_done: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]], logs: _LogShipper) -> None:
+    env: Dict[str, Any] = {}
+    try:
+        env = decode_envelope(c.envelope)
+    except Exception:
+        pass  # _attempt fails it with the decoding error
+    # The job runs in a CONSUMER span `run <fn>`, child of its submitter's (tracing.py).
+    with run_span(env.get("fn") or "?", env.get("traceparent"), {"id": c.id, "queue": c.queue, "attempt": c.attempt}) as trace_id:
+        token = _current.set(JobContext(c, env, trace_id, logs))
+        try:
+            _attempt(d, c, worker_id, registry, retries, heartbeat_s, on_done)
+        finally:
+            _current.reset(token)
+
+
+def _attempt(d: Any, c: Any, worker_id: str, registry: Dict[str, Callable[..., Any]], retries: Optional[int], heartbeat_s: float,
+             on_done: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]]) -> None:
     job = _Job(d, c, worker_id, heartbeat_s)
     env: Dict[str, Any] = {}
     try:

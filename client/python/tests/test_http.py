@@ -467,8 +467,107 @@ class Waits(unittest.TestCase):
         self.assertEqual(d.result("a"), b"whole")
 
 
+OTEL_SCRIPT = r"""
+import json, os, sys
+import lakeshore as ls
+from opentelemetry import trace
+d = ls.HttpDispatch(os.environ["LAKESHORE_URL"], token=os.environ["LAKESHORE_TOKEN"], namespace=sys.argv[1])
+tracer = trace.get_tracer("app")
+with tracer.start_as_current_span("request") as root:
+    d.submit("q", ls.encode_envelope("train"), id="parent")
+seen = {}
+def train():
+    seen.setdefault("trace_id", ls.current_job().trace_id)
+    if ls.current_job().id == "parent":
+        d.submit("q", ls.encode_envelope("train"), id="child")  # inside the job's run span
+    return 1
+ls.run_worker(d, "q", {"train": train}, once=True)
+ls.run_worker(d, "q", {"train": train}, once=True)
+spans = {s.name + ":" + str(s.attributes.get("messaging.message.id", "")): s for s in getattr(trace, "FINISHED", [])}
+def ids(s):
+    c = s.get_span_context()
+    return {"trace": "%032x" % c.trace_id, "span": "%016x" % c.span_id, "parent": "%016x" % s.parent.span_id if s.parent else None, "kind": s.kind.name}
+print(json.dumps({"root": ids(root), "run_parent": ids(spans["run train:parent"]), "run_child": ids(spans["run train:child"]), "job_trace": seen["trace_id"]}))
+"""
+
+
+@unittest.skipUnless(URL, "needs LAKESHORE_URL")
+class Traces(unittest.TestCase):
+    def test_with_opentelemetry_a_job_runs_in_a_consumer_span_of_its_submitter_and_its_child_joins_the_trace(self):
+        # opentelemetry is optional and not installable here (no PyPI): a stand-in of the API calls
+        # lakeshore makes (tests/otel_standin) records the spans.
+        standin = os.path.join(os.path.dirname(__file__), "otel_standin")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([standin, os.path.join(os.path.dirname(__file__), "..")])}
+        out = subprocess.run([sys.executable, "-c", OTEL_SCRIPT, fresh_ns()], env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        got = json.loads(out.stdout)
+        root, run_parent, run_child = got["root"], got["run_parent"], got["run_child"]
+        self.assertEqual((run_parent["kind"], run_child["kind"]), ("CONSUMER", "CONSUMER"))
+        self.assertEqual(run_parent["parent"], root["span"])  # the envelope carried the request's span
+        self.assertEqual(run_child["parent"], run_parent["span"])  # submitted inside the parent's run span
+        self.assertEqual({root["trace"], run_parent["trace"], run_child["trace"], got["job_trace"]}, {root["trace"]})
+
+    @unittest.skipUnless(__import__("importlib").util.find_spec("opentelemetry") and __import__("importlib").util.find_spec("opentelemetry.sdk"),
+                         "opentelemetry-sdk is not installed (PyPI is not reachable here); the stand-in test covers the calls")
+    def test_with_the_real_opentelemetry_sdk(self):
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)
+        d = client()
+        with trace.get_tracer("app").start_as_current_span("request") as root:
+            d.submit("q", ls.encode_envelope("train"), id="p")
+        ls.run_worker(d, "q", {"train": lambda: 1}, once=True)
+        [run] = [s for s in exporter.get_finished_spans() if s.name == "run train"]
+        self.assertEqual(run.kind, trace.SpanKind.CONSUMER)
+        self.assertEqual(run.parent.span_id, root.get_span_context().span_id)
+        self.assertEqual(run.context.trace_id, root.get_span_context().trace_id)
+
+
 @unittest.skipUnless(URL, "needs LAKESHORE_URL")
 class Worker(unittest.TestCase):
+    def test_a_handlers_log_lines_go_to_stderr_and_the_feed_with_its_trace(self):
+        import contextlib
+        import io
+        d = client()
+        stop = threading.Event()
+        seen: list = []
+        reader = client(d.namespace)
+        t = threading.Thread(target=lambda: [seen.append(r) for r in reader.events("lq", kinds=["worker"], stop=stop) if not stop.is_set()], daemon=True)
+        t.start()
+        # Attached once a probe line arrives (bounded, line by line).
+        for i in range(50):
+            d.worker_log("lq", "probe", [{"id": "probe", "level": "info", "message": "probe %d" % i}])
+            try:
+                wait_until(lambda: len(seen) > 0, "a probe line", timeout=0.3)
+                break
+            except AssertionError:
+                continue
+        tp = ls.new_traceparent()
+        d.submit("lq", ls.encode_envelope("train", traceparent=tp), id="j")
+
+        def train():
+            ls.current_job().log("epoch 1 loss 0.5")
+            ls.current_job().log("nan in grads", "warn")
+            return 1
+
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            ls.run_worker(d, "lq", {"train": train}, once=True)
+        wait_until(lambda: any(r.get("message") == "nan in grads" for r in seen), "the job's lines")
+        stop.set()
+        lines = [(r["id"], r["level"], r["message"], r.get("trace_id")) for r in seen if r.get("id") == "j"]
+        self.assertEqual(lines, [("j", "info", "epoch 1 loss 0.5", tp[3:35]), ("j", "warn", "nan in grads", tp[3:35])])
+        self.assertIn("[lq/j] warn: nan in grads", err.getvalue())
+        with self.assertRaises(RuntimeError):
+            ls.current_job()
+        with self.assertRaises(ls.BadRequest):
+            d.worker_log("lq", "w", [{"id": "j", "level": "loud", "message": "x"}])
+
     def test_generator_streams_values_then_end(self):
         d = client()
 
