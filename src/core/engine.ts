@@ -97,7 +97,11 @@ export class Engine {
       stmts: plan.stmts,
       done: (rs) => {
         const out = plan.done(rs);
-        if (Array.isArray(out)) this.park.events.told(ns, q, out.filter(created).map((r) => ({ id: r.id, status: r.queued ? 'queued' : 'delayed', attempt: 0, submitted: true })));
+        if (Array.isArray(out)) {
+          // Envelopes only while anyone listens: a record then carries its trace id.
+          const env = this.park.events.listening ? new Map(inputs.map((i) => [i.id, i.envelope])) : null;
+          this.park.events.told(ns, q, out.filter(created).map((r) => ({ id: r.id, status: r.queued ? 'queued' : 'delayed', attempt: 0, submitted: true, envelope: env?.get(r.id) })));
+        }
         return out;
       },
     };

@@ -25,6 +25,8 @@ export interface JobRecord {
   attempt: number | null;
   worker_id: string | null;
   error?: InvocationError | null;
+  /** The trace the job belongs to (its envelope's traceparent), when the feed knows it. */
+  trace_id?: string;
   at: number;
 }
 
@@ -95,6 +97,16 @@ const COUNTED: Partial<Record<JobStatus, Counter>> = {
 };
 
 export type Listener = (ns: string, records: FeedRecord[]) => void;
+
+/** Jobs whose trace id the feed remembers for their later records (while anyone listens). */
+export const TRACES = 10_000;
+const TRACEPARENT = /"traceparent"\s*:\s*"00-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}"/;
+const utf8 = new TextDecoder();
+
+/** The trace id of an envelope's traceparent (docs/envelope.md), if it has one. */
+export function traceIdOf(envelope: Uint8Array): string | null {
+  return TRACEPARENT.exec(utf8.decode(envelope))?.[1] ?? null;
+}
 
 /**
  * The recent throughput kept per queue: jobs finished per RECENT_BUCKET_MS, the last
@@ -203,7 +215,7 @@ export class Feed {
    * Transitions that committed: counted always; told as records to the listeners (made only when
    * there are some). `submitted` counts submits, which are told with the state they entered.
    */
-  told(ns: string, queue: string, items: { id: string; status: JobStatus; attempt?: number | null; workerId?: string | null; error?: InvocationError | null; submitted?: boolean }[]): void {
+  told(ns: string, queue: string, items: { id: string; status: JobStatus; attempt?: number | null; workerId?: string | null; error?: InvocationError | null; submitted?: boolean; envelope?: Uint8Array }[]): void {
     if (!items.length) return;
     const c = this.of(ns, queue);
     let done = 0;
@@ -221,11 +233,32 @@ export class Feed {
       ring.failed[RECENT_BUCKETS - 1]! += failed;
     }
     if (!this.listeners.size) return;
-    const records = items.map((it): JobRecord => ({
-      kind: 'job', id: it.id, queue, status: it.status, attempt: it.attempt ?? null, worker_id: it.workerId ?? null,
-      ...(it.error ? { error: it.error } : {}), at,
-    }));
+    const records = items.map((it): JobRecord => {
+      const traceId = this.traceOf(ns, it.id, it.status, it.envelope);
+      return {
+        kind: 'job', id: it.id, queue, status: it.status, attempt: it.attempt ?? null, worker_id: it.workerId ?? null,
+        ...(it.error ? { error: it.error } : {}), ...(traceId ? { trace_id: traceId } : {}), at,
+      };
+    });
     this.tell(ns, records);
+  }
+
+  /**
+   * The trace a job's record belongs to: read from its envelope's traceparent where the record has
+   * it (a submit, a claim), else remembered from one (the last TRACES jobs, only while anyone
+   * listens; forgotten when the job ends).
+   */
+  private readonly traces = new Map<string, string>();
+  private traceOf(ns: string, id: string, status: JobStatus, envelope: Uint8Array | undefined): string | null {
+    const key = `${ns}\u0000${id}`;
+    let t = envelope ? traceIdOf(envelope) : null;
+    if (t) {
+      this.traces.delete(key);
+      this.traces.set(key, t);
+      if (this.traces.size > TRACES) this.traces.delete(this.traces.keys().next().value!);
+    } else t = this.traces.get(key) ?? null;
+    if (status === 'succeeded' || status === 'failed' || status === 'cancelled' || status === 'expired') this.traces.delete(key);
+    return t;
   }
 
   /** Log lines of a worker's jobs, to the listeners (none kept, none made while nobody listens). */

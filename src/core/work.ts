@@ -121,7 +121,7 @@ export class Work {
     const [kept, over] = withinClaimBytes(got);
     if (over.length) await this.release(ns, q, input.workerId, over.map((c) => ({ id: c.id, attempt: c.attempt })));
     if (kept.length) {
-      this.park.events.told(ns, q, kept.map((c) => ({ id: c.id, status: 'running', attempt: c.attempt, workerId: input.workerId })));
+      this.park.events.told(ns, q, kept.map((c) => ({ id: c.id, status: 'running', attempt: c.attempt, workerId: input.workerId, envelope: c.envelope })));
       this.hints?.sooner(ns, q, 'lease', Math.min(...kept.map((c) => c.leaseUntil)));
       this.onWake?.(ns, q, Math.max(...kept.map((c) => c.leaseUntil)));
     }

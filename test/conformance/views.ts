@@ -217,7 +217,9 @@ export function observing(handle: () => PlaneHandle) {
         attached = await Promise.race([next.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 200))]);
       }
       expect(attached).toBe(true);
-      await d.submit('e', bytes('x'), { id: 'a' });
+      // An envelope with a traceparent: its records carry the trace id, its later ones too.
+      const traceId = 'c0ffee'.padEnd(32, '0');
+      await d.submit('e', bytes(JSON.stringify({ v: 1, fn: 'f', args: [], kwargs: {}, traceparent: `00-${traceId}-${'b'.repeat(16)}-01` })), { id: 'a' });
       await d.submit('e', bytes('x'), { id: 'later', delayMs: 3_600_000 });
       await d.cancel('a');
       await d.cancel('later');
@@ -233,6 +235,8 @@ export function observing(handle: () => PlaneHandle) {
       expect(mine).toEqual(['a:queued', 'later:delayed', 'a:cancelled', 'later:cancelled']);
       const rec = seen.find((r) => r.kind === 'job' && r.id === 'a') as JobRecord;
       expect(rec).toMatchObject({ kind: 'job', queue: 'e', attempt: 0, at: expect.any(Number) });
+      const traces = seen.flatMap((r) => (r.kind === 'job' && !r.id.startsWith('probe') ? [`${r.id}:${r.trace_id ?? '-'}`] : []));
+      expect(traces).toEqual([`a:${traceId}`, 'later:-', `a:${traceId}`, 'later:-']);
     });
 
     it('the namespace-wide feed tells every queue\'s transitions, of a queue that starts meanwhile too; kinds keep one kind', async () => {
