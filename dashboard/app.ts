@@ -166,7 +166,9 @@ async function jobView(id: string): Promise<void> {
   const facts = h('dl', { class: 'facts' });
   const controls = h('div', { class: 'controls' });
   const journal = h('div', { class: 'journal', 'aria-live': 'polite' });
-  main().replaceChildren(h('section', {}, h('h1', {}, `Job ${id}`), controls, facts, h('h2', {}, 'Journal'), journal));
+  const logs = h('ol', { class: 'logs' });
+  const logBox = h('section', { hidden: true }, h('h2', {}, 'Log (live: lines logged while this page is open)'), logs);
+  main().replaceChildren(h('section', {}, h('h1', {}, `Job ${id}`), controls, facts, h('h2', {}, 'Journal'), journal, logBox));
   const draw = async () => {
     const inv: Invocation | null = await d!.get(id);
     if (!inv) {
@@ -188,9 +190,15 @@ async function jobView(id: string): Promise<void> {
   const inv = await draw();
   if (!inv) return;
   const signal = leave.signal;
-  // The row follows the queue's feed; the journal streams as the worker writes it.
+  // The row follows the queue's feed, and so does the handler's log; the journal streams as the worker writes it.
   void (async () => {
-    for await (const rec of d!.events(inv.queue, { signal })) if (rec.kind === 'job' && rec.id === id) await draw();
+    for await (const rec of d!.events(inv.queue, { signal })) {
+      if (rec.kind === 'job' && rec.id === id) await draw();
+      else if (rec.kind === 'worker' && 'level' in rec && rec.id === id) {
+        logBox.hidden = false;
+        logs.append(h('li', { class: `log ${rec.level}` }, h('time', { datetime: new Date(rec.at).toISOString() }, new Date(rec.at).toLocaleTimeString()), ` ${rec.level} `, rec.message));
+      }
+    }
   })().catch(() => {});
   let attempt = -1;
   let chunk: HTMLElement | null = null;

@@ -74,6 +74,10 @@ describe('the dashboard', () => {
     }
     for (let s = 3; s < 8; s++) await d.journalAppend('run-42', s, encodeFrame({ kind: FrameKind.CHUNK, seq: s, body: bytes(`token${s} `), meta: null }), { workerId: 'gpu-1' });
     await page.waitForFunction(() => document.querySelector('.journal .chunk')?.textContent === 'token3 token4 token5 token6 token7 ', undefined, { timeout: 10_000 });
+    // The handler's log lines, live from the feed.
+    await d.workerLog('training', 'gpu-1', [{ id: 'run-42', level: 'info', message: 'loaded 12,000 samples' }, { id: 'run-42', level: 'warn', message: 'grad norm 41.2 > 10, clipped' }]);
+    await page.waitForFunction(() => document.querySelectorAll('.logs li').length === 2, undefined, { timeout: 10_000 });
+    expect(await page.textContent('.logs li.warn')).toContain('grad norm 41.2 > 10, clipped');
     await page.screenshot({ path: join(shots, 'job-1280.png') });
     await page.click('button:has-text("Cancel")');
     await page.waitForFunction(() => document.querySelector('.facts .badge')?.textContent === 'cancelled', undefined, { timeout: 10_000 });

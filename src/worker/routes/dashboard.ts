@@ -26,7 +26,7 @@ input,select{font:inherit;padding:.35rem .5rem;border:1px solid #8c959f;border-r
 .signin button{margin-top:1rem}.error,.frame-error{color:var(--bad)}#notice{background:#fff4f4;border:1px solid #f1aeb5;padding:.5rem .8rem;border-radius:6px;margin:0 0 1rem}
 .facts{display:grid;grid-template-columns:max-content 1fr;gap:.3rem 1rem}.facts dt{color:var(--muted)}.facts dd{margin:0}
 .journal{border:1px solid var(--line);border-radius:6px;padding:.5rem .8rem;max-height:60vh;overflow:auto;font:13px/1.5 ui-monospace,monospace}
-.journal .attempt{color:var(--muted);border-top:1px dashed var(--line);margin:.4rem 0;padding-top:.2rem}.journal .chunk{white-space:pre-wrap;margin:.2rem 0}.journal .end{color:var(--ok)}
+.journal .attempt{color:var(--muted);border-top:1px dashed var(--line);margin:.4rem 0;padding-top:.2rem}.journal .chunk{white-space:pre-wrap;margin:.2rem 0}.journal .end{color:var(--ok)}.logs{list-style:none;padding:0;margin:0;font:13px ui-monospace,monospace}.logs li{padding:.15rem 0;overflow-wrap:anywhere}.logs time{color:var(--muted)}.logs .warn{color:#8a5a00}.logs .error{color:var(--bad)}
 .once code{background:#fff8c5;padding:.2rem .4rem;word-break:break-all}.spark{width:100px;height:24px}.spark polyline{fill:none;stroke:var(--accent);stroke-width:1.5}
 .muted{color:var(--muted);margin:.2rem 0}.sr{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0)}
 @media (max-width:600px){main{padding:.6rem}#who{margin-left:0;width:100%}}
