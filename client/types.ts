@@ -1,8 +1,8 @@
 /** What both planes' clients offer: the dispatch contract in camelCase, bytes as Uint8Array. */
 import type { State } from '../src/core/states.ts';
-import type { Backoff, Claimed, ClaimKind, Frame, HeartbeatAnswer, Invocation, JournalFrame, JournalPage, QueueInfo, QueueSettings, Schedule } from '../src/core/types.ts';
+import type { Backoff, Claimed, ClaimKind, ClaimKindName, Frame, HeartbeatAnswer, Invocation, JournalFrame, JournalPage, QueueInfo, QueueSettings, Schedule } from '../src/core/types.ts';
 
-export type { Backoff, Claimed, ClaimKind, Frame, HeartbeatAnswer, Invocation, JournalFrame, JournalPage, QueueInfo, QueueSettings, Schedule, State };
+export type { Backoff, Claimed, ClaimKind, ClaimKindName, Frame, HeartbeatAnswer, Invocation, JournalFrame, JournalPage, QueueInfo, QueueSettings, Schedule, State };
 
 /** Where a nack left the job: waiting for another attempt (queued, or delayed by a backoff), or failed for good. */
 export type NackedState = 'queued' | 'delayed' | 'failed';
@@ -48,7 +48,8 @@ export interface ScheduleOptions {
 }
 
 export interface ClaimOptions {
-  kind?: ClaimKind;
+  /** fifo (default; `priority` is its other name), filo or boltzmann. */
+  kind?: ClaimKindName;
   temperature?: number;
   /** Wait up to this long for work when the queue is empty. Default 0: answer at once. */
   waitMs?: number;
@@ -103,7 +104,7 @@ export interface AppendOptions extends HolderOptions {
 export interface ReadOptions {
   /** Read frames after this seq; -1 (default) reads from the start. */
   since?: number;
-  /** Give up (TimeoutError) if the stream has not ended by then. Default: no limit. */
+  /** Give up (TimeoutError) when this long passes with no frame and no end: each frame starts it again. Default: no limit. */
   timeoutMs?: number;
   signal?: AbortSignal;
 }

@@ -2,6 +2,7 @@
  * A journal read over Server-Sent Events that survives dropped connections: it reconnects from
  * the last seq it yielded (Last-Event-ID), so no frame is lost or repeated, with backoff, up to 20
  * failures in a row. Ends after the `end` event; a `problem` event is raised as its error class.
+ * `timeoutMs` bounds silence, not the whole read: a stream that keeps writing frames never times out.
  */
 import { errorFor, LakeshoreError, TimeoutError } from '../errors.ts';
 import type { JournalFrame } from '../../src/core/types.ts';
@@ -13,8 +14,10 @@ import { frameOf, type Json } from './wire.ts';
 /** `connect(cursor, signal)`: one request for the stream after `cursor`; `open` holds the live ones (close() aborts them). */
 export async function* followJournal(id: string, opts: ReadOptions, open: Set<AbortController>, connect: (cursor: number, signal: AbortSignal) => Promise<Response>): AsyncGenerator<JournalFrame> {
   let cursor = opts.since ?? -1;
-  const deadline = opts.timeoutMs === undefined ? Infinity : Date.now() + opts.timeoutMs;
-  const late = () => new TimeoutError(`journal of ${id} did not end within ${opts.timeoutMs} ms`);
+  // The timeout is of silence: each frame starts it again.
+  const quiet = () => (opts.timeoutMs === undefined ? Infinity : Date.now() + opts.timeoutMs);
+  let deadline = quiet();
+  const late = () => new TimeoutError(`journal of ${id} wrote nothing for ${opts.timeoutMs} ms and has not ended`);
   let failures = 0;
   for (;;) {
     if (Date.now() >= deadline) throw late();
@@ -22,7 +25,12 @@ export async function* followJournal(id: string, opts: ReadOptions, open: Set<Ab
     open.add(ac);
     const onAbort = () => ac.abort();
     opts.signal?.addEventListener('abort', onAbort, { once: true });
-    const timer = deadline === Infinity ? undefined : setTimeout(() => ac.abort(), deadline - Date.now());
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const arm = () => {
+      clearTimeout(timer);
+      if (deadline !== Infinity) timer = setTimeout(() => ac.abort(), deadline - Date.now());
+    };
+    arm();
     try {
       const res = await connect(cursor, ac.signal);
       // 204: the plane says this reader already had the end (it sends that to a reconnect after `end`).
@@ -34,6 +42,8 @@ export async function* followJournal(id: string, opts: ReadOptions, open: Set<Ab
           const frame = frameOf(JSON.parse(ev.data) as Json);
           if (frame.seq <= cursor) continue;
           cursor = frame.seq;
+          deadline = quiet();
+          arm();
           yield frame;
         } else if (ev.event === 'end') {
           return;

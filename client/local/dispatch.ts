@@ -275,11 +275,14 @@ export class Dispatch implements DispatchPlane {
 
   async *journalRead(id: string, opts: ReadOptions = {}): AsyncGenerator<JournalFrame> {
     let cursor = opts.since ?? -1;
-    const deadline = opts.timeoutMs === undefined ? Infinity : Date.now() + opts.timeoutMs;
+    // The timeout is of silence: each frame starts it again.
+    const quiet = () => (opts.timeoutMs === undefined ? Infinity : Date.now() + opts.timeoutMs);
+    let deadline = quiet();
     for (;;) {
       const left = deadline - Date.now();
-      if (left <= 0) throw new TimeoutError(`journal of ${id} did not end within ${opts.timeoutMs} ms`);
+      if (left <= 0) throw new TimeoutError(`journal of ${id} wrote nothing for ${opts.timeoutMs} ms and has not ended`);
       const page = await this.waiting(() => verb(this.engine.journal.follow(this.namespace, id, cursor, Math.min(left, this.engine.limits.maxResultWaitMs), opts.signal)));
+      if (page.frames.length) deadline = quiet();
       for (const f of page.frames) {
         cursor = f.seq;
         yield f;

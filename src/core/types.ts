@@ -21,6 +21,9 @@ export type { Frame, JournalFrame } from './frame.ts';
 
 export type ClaimKind = 'fifo' | 'filo' | 'boltzmann';
 export const CLAIM_KINDS: readonly ClaimKind[] = Object.freeze(['fifo', 'filo', 'boltzmann']);
+/** What a claim may ask for: a kind, or `priority`, the contract's name for fifo (it takes the highest priority first, then the oldest). */
+export type ClaimKindName = ClaimKind | 'priority';
+export const CLAIM_KIND_NAMES: readonly ClaimKindName[] = Object.freeze([...CLAIM_KINDS, 'priority']);
 
 /** An invocation as the contract presents it (what `get` answers). */
 export interface Invocation {

@@ -74,8 +74,8 @@ export function state(v: unknown, dflt: State): State {
 }
 
 export function claimKind(v: unknown): ClaimKind {
-  if (v === undefined || v === null) return 'fifo';
-  if (typeof v !== 'string' || !(CLAIM_KINDS as readonly string[]).includes(v)) throw badRequest(`unknown claim kind ${JSON.stringify(v)}: expected fifo, filo or boltzmann`);
+  if (v === undefined || v === null || v === 'priority') return 'fifo';
+  if (typeof v !== 'string' || !(CLAIM_KINDS as readonly string[]).includes(v)) throw badRequest(`unknown claim kind ${JSON.stringify(v)}: expected fifo (or its alias priority), filo or boltzmann`);
   return v as ClaimKind;
 }
 

@@ -3,7 +3,7 @@
  * client builds its bodies as these; src/core/wire.ts checks them on the plane with zod schemas
  * tied to these types. No runtime code: the client imports it without zod.
  */
-import type { ClaimKind } from './types.ts';
+import type { ClaimKindName } from './types.ts';
 
 export interface SubmitWire {
   id: string;
@@ -26,7 +26,7 @@ export interface AckWire {
 
 export interface ClaimWire {
   worker_id: string;
-  kind?: Opt<ClaimKind>;
+  kind?: Opt<ClaimKindName>;
   temperature?: Opt<number>;
   lease_ms?: Opt<number>;
   wait_ms?: Opt<number>;

@@ -13,7 +13,7 @@
 import * as z from 'zod/mini';
 import en from 'zod/v4/locales/en.js';
 import { fromBase64 } from './bytes.ts';
-import { CLAIM_KINDS, type ClaimKind } from './types.ts';
+import { CLAIM_KIND_NAMES, type ClaimKindName } from './types.ts';
 import type { SubmitWire, AckWire, ClaimWire, ClaimCancelWire, WorkerLogWire, QueueSettingsWire, RedriveWire, ScheduleWire, TokenWire, StreamTokenWire, AckBodyWire, NackWire, HeartbeatWire, AppendWire } from './wire-types.ts';
 
 export type * from './wire-types.ts';
@@ -50,7 +50,7 @@ const AckItemBody = exactly<AckWire>()(z.strictObject({ id: z.string(), attempt:
 
 export const ClaimBody = exactly<ClaimWire>()(z.strictObject({
   worker_id: z.string(),
-  kind: opt(z.enum(CLAIM_KINDS as [ClaimKind, ...ClaimKind[]], { error: (i) => `unknown claim kind ${JSON.stringify(i.input)}: expected ${CLAIM_KINDS.join(', ')}` })),
+  kind: opt(z.enum(CLAIM_KIND_NAMES as [ClaimKindName, ...ClaimKindName[]], { error: (i) => `unknown claim kind ${JSON.stringify(i.input)}: expected ${CLAIM_KIND_NAMES.join(', ')}` })),
   temperature: opt(z.number()),
   lease_ms: opt(z.number()),
   wait_ms: opt(z.number()),

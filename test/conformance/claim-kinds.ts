@@ -14,7 +14,7 @@ export function claimKinds(plane: () => DispatchPlane) {
     const load = async (pairs: [string, number][]) => {
       for (const [id, p] of pairs) await d.submit('q', bytes('x'), { id, priority: p });
     };
-    const order = async (kind: 'fifo' | 'filo' | 'boltzmann', n: number, temperature?: number) => {
+    const order = async (kind: 'fifo' | 'filo' | 'boltzmann' | 'priority', n: number, temperature?: number) => {
       const ids: string[] = [];
       for (let i = 0; i < n; i++) ids.push((await d.claim('q', 'w', { kind, temperature }))!.id);
       return ids;
@@ -23,6 +23,12 @@ export function claimKinds(plane: () => DispatchPlane) {
     it('fifo: highest priority first, ties oldest first', async () => {
       await load([['a', 0], ['b', 1], ['c', 0], ['d', 1], ['e', -1], ['f', 3]]);
       expect(await order('fifo', 6)).toEqual(['f', 'b', 'd', 'a', 'c', 'e']);
+    });
+
+    it('priority is the contract\'s other name for fifo', async () => {
+      await load([['a', 0], ['b', 1], ['c', 0], ['d', 1], ['e', -1], ['f', 3]]);
+      expect(await order('priority', 6)).toEqual(['f', 'b', 'd', 'a', 'c', 'e']);
+      await expect(d.claim('q', 'w', { kind: 'lifo' as 'fifo' })).rejects.toMatchObject({ code: 'bad_request' });
     });
 
     it('filo: highest priority first, ties newest first', async () => {

@@ -7,7 +7,8 @@
  *   most 64 levels (deeper is a 400 that changes nothing).
  */
 import { beforeEach, describe, expect, it } from 'vitest';
-import { BadRequestError, FencingConflictError, FrameKind, InvocationFailedError, type DispatchPlane } from '../../client/local/index.ts';
+import { BadRequestError, FencingConflictError, FrameKind, InvocationFailedError, TimeoutError, type DispatchPlane } from '../../client/local/index.ts';
+import { work } from '../support/wait.ts';
 
 const bytes = (s: string) => new TextEncoder().encode(s);
 const frame = (kind: number, body = '', meta: Record<string, unknown> | null = null) => ({ kind: kind as 0, seq: 0, body: bytes(body), meta });
@@ -27,6 +28,25 @@ export function journalRules(plane: () => DispatchPlane) {
       d = plane();
       await d.submit('q', bytes('x'), { id: 'a' });
       await d.claim('q', 'w');
+    });
+
+    it('a read’s timeout bounds silence, not the stream: a stream that keeps writing outlives it, a silent one times out', async () => {
+      const read = async (id: string, timeoutMs: number) => {
+        const seqs: number[] = [];
+        for await (const f of d.journalRead(id, { timeoutMs })) seqs.push(f.seq);
+        return seqs;
+      };
+      // A live stream of 1.8 s, a frame every 300 ms, read with a 1 s timeout.
+      const live = read('a', 1_000);
+      for (let i = 0; i < 6; i++) {
+        await work(300); // the producer's pace
+        await d.journalAppend('a', i, frame(FrameKind.VALUE, `step ${i}`), { final: i === 5 });
+      }
+      expect(await live).toEqual([0, 1, 2, 3, 4, 5]);
+      await d.submit('q', bytes('x'), { id: 'silent' });
+      const t0 = Date.now();
+      await expect(read('silent', 300)).rejects.toBeInstanceOf(TimeoutError);
+      expect(Date.now() - t0).toBeGreaterThanOrEqual(290);
     });
 
     it('refuses a seq behind the journal’s last one (a reader may be past it), and absorbs a retry of a stored one', async () => {

@@ -174,7 +174,7 @@ export function retention(handle: () => PlaneHandle) {
       expect((await d.get('r2'))?.state).toBe('running');
       expect((await d.get('r5'))?.state).toBe('queued');
       const [q] = await d.overview(['r']);
-      expect(q!.counts).toEqual({ delayed: 0, queued: 1, running: 2, failed: 0 });
+      expect(q!.counts).toEqual({ delayed: 0, queued: 1, running: 2, succeeded: 0, failed: 0, cancelled: 0 });
       for (const s of ['succeeded', 'failed', 'cancelled'] as const) {
         expect((await d.list('r', { state: s })).items, s).toEqual([]);
         expect(await d.count('r', s), s).toBe(0);

@@ -13,7 +13,8 @@ import tarfile
 import zipfile
 
 _HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_PACKAGE = "lakeshore"
+# `lakeshore`, and `dreamlake.lakeshore`, the contract's import name for the same modules.
+_PACKAGES = ("lakeshore", "dreamlake")
 
 
 def _project():
@@ -48,7 +49,7 @@ _WHEEL = "Wheel-Version: 1.0\nGenerator: lakeshore_build\nRoot-Is-Purelib: true\
 
 
 def _sources():
-    for root, dirs, files in os.walk(os.path.join(_HERE, _PACKAGE)):
+    for root, dirs, files in (w for p in _PACKAGES for w in os.walk(os.path.join(_HERE, p))):
         dirs[:] = [d for d in dirs if d != "__pycache__"]
         for f in sorted(files):
             if f.endswith(".py"):

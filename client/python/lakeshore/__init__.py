@@ -3,13 +3,13 @@ from .envelope import decode_envelope, encode_envelope
 from .tracing import new_traceparent
 from .errors import (BadRequest, FencingConflict, Forbidden, InvocationCancelled, InvocationFailed, LakeshoreError, NotFound,
                      PayloadTooLarge, RateLimited, Timeout, Unauthorized, Unavailable)
-from .frames import BEGIN, CHUNK, END, ERROR, VALUE, decode_frame, encode_frame
+from .frames import BEGIN, CHUNK, END, ERROR, VALUE, FrameKind, decode_frame, encode_frame
 from .http import Claimed, HttpDispatch
 from .worker import JobContext, current_job, run_worker
 
 __all__ = [
     "HttpDispatch", "Claimed", "run_worker", "current_job", "JobContext", "encode_envelope", "decode_envelope", "new_traceparent",
-    "encode_frame", "decode_frame", "VALUE", "CHUNK", "BEGIN", "END", "ERROR",
+    "encode_frame", "decode_frame", "FrameKind", "VALUE", "CHUNK", "BEGIN", "END", "ERROR",
     "LakeshoreError", "BadRequest", "Unauthorized", "Forbidden", "NotFound", "FencingConflict", "PayloadTooLarge",
     "RateLimited", "Timeout", "Unavailable", "InvocationFailed", "InvocationCancelled",
 ]

@@ -375,14 +375,16 @@ class HttpDispatch:
     def journal_read(self, inv_id: str, *, since: int = -1, timeout: float = 30.0, poll: float = 0.02) -> Iterator[Tuple[int, bytes]]:
         """Yields (seq, frame bytes) as frames are written, over Server-Sent Events. After a dropped
         connection it resumes from the last seq it yielded. Ends after a final frame or when the
-        invocation ends; raises Timeout if that takes longer than `timeout` seconds."""
+        invocation ends; raises Timeout when `timeout` seconds pass with no frame (each frame starts
+        it again: a stream that keeps writing never times out). `poll` is accepted for the
+        contract's signature and unused (the plane pushes)."""
         cursor = since
         deadline = time.monotonic() + timeout
         failures = 0
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise Timeout("journal of %s did not end within %ss" % (inv_id, timeout))
+                raise Timeout("journal of %s wrote nothing for %ss and has not ended" % (inv_id, timeout))
             req = urllib.request.Request(self._url("/invocations/%s/journal%s" % (_q(inv_id), self._qs(inv_id))), headers={
                 **self._headers(), "Accept": "text/event-stream", "Last-Event-ID": str(cursor),
             })
@@ -393,12 +395,13 @@ class HttpDispatch:
                 resp.close()
                 return
             try:
-                for event, data in _sse(resp):
+                for event, data in _sse(resp, comments=True):
                     if event == "frame":
                         f = json.loads(data)
                         if f["seq"] <= cursor:
                             continue
                         cursor = f["seq"]
+                        deadline = time.monotonic() + timeout
                         yield f["seq"], encode_frame(f["kind"], f["seq"], base64.b64decode(f["body"]), f.get("meta"))
                     elif event == "end":
                         return
@@ -406,7 +409,7 @@ class HttpDispatch:
                         e = json.loads(data)["error"]
                         raise error_for(e["code"], e["message"])
                     if time.monotonic() >= deadline:
-                        raise Timeout("journal of %s did not end within %ss" % (inv_id, timeout))
+                        raise Timeout("journal of %s wrote nothing for %ss and has not ended" % (inv_id, timeout))
             except (OSError, ValueError) as e:
                 if isinstance(e, LakeshoreError):
                     raise
@@ -548,13 +551,14 @@ def _open_stream(req: "urllib.request.Request", timeout: float, failures: int) -
         return None, failures + 1
 
 
-def _sse(resp: Any) -> Iterator[Tuple[str, str]]:
-    """(event, data) pairs from a text/event-stream response."""
-    for event, data, _ in _sse_ids(resp):
+def _sse(resp: Any, comments: bool = False) -> Iterator[Tuple[str, str]]:
+    """(event, data) pairs from a text/event-stream response; with `comments`, a keepalive comment
+    is (":", "") (a reader with a deadline looks at the clock then)."""
+    for event, data, _ in _sse_ids(resp, comments):
         yield event, data
 
 
-def _sse_ids(resp: Any) -> Iterator[Tuple[str, str, Optional[str]]]:
+def _sse_ids(resp: Any, comments: bool = False) -> Iterator[Tuple[str, str, Optional[str]]]:
     """(event, data, id) triples from a text/event-stream response."""
     event, data, ident = "message", [], None
     for raw in resp:
@@ -564,7 +568,8 @@ def _sse_ids(resp: Any) -> Iterator[Tuple[str, str, Optional[str]]]:
                 yield event, "\n".join(data), ident
             event, data, ident = "message", [], None
         elif line.startswith(":"):
-            continue
+            if comments:
+                yield ":", "", None
         else:
             field, _, value = line.partition(":")
             value = value[1:] if value.startswith(" ") else value

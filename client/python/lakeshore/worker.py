@@ -143,6 +143,35 @@ class _Job:
         self._done.set()
 
 
+class TimeLimitExceeded(Exception):
+    """A job ran past its envelope's time_limit_ms."""
+
+
+def _within(deadline: Optional[float], limit_ms: Optional[int], call: Callable[[], Any]) -> Any:
+    """Runs `call` (in this job's context), raising TimeLimitExceeded once `deadline` (monotonic)
+    passes. Python cannot stop a thread: past the limit the call is left running in a daemon
+    thread, its outcome discarded, and the job fails."""
+    if deadline is None:
+        return call()
+    box: Dict[str, Any] = {}
+    ctx = contextvars.copy_context()
+
+    def run() -> None:
+        try:
+            box["value"] = ctx.run(call)
+        except BaseException as e:  # re-raised in the worker's thread, StopIteration included
+            box["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(max(0.0, deadline - time.monotonic()))
+    if t.is_alive():
+        raise TimeLimitExceeded("the job ran past its time limit of %d ms" % limit_ms)
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
 class _Unrunnable(LookupError):
     """A job this worker cannot start (no such function): another attempt would fail the same way."""
 
@@ -159,7 +188,10 @@ def run_worker(dispatch: Any, queue: str, registry: Dict[str, Callable[..., Any]
     job's attempt budget (its own max_attempts, else its queue's, else 3) and fails it once that
     is spent. `retries` (and an envelope's `max_retries`) only lower that: no retry after attempt
     `retries` + 1. A job naming a function the registry lacks fails at once. The job's lease is
-    heartbeaten while it runs; a job cancelled meanwhile stops streaming.
+    heartbeaten while it runs; a job cancelled meanwhile stops streaming. An envelope's
+    `time_limit_ms` is kept: past it the job fails with TimeLimitExceeded (retried within the
+    budget like any failure); Python cannot stop a thread, so the handler is left to finish in a
+    daemon thread and what it does then is discarded.
 
     `on_done(job, outcome)` sees each job as its handler ends: `job` is `{"id", "queue",
     "attempt", "fn", "origin"}`, `outcome` `{"state": "succeeded", "result"}` or `{"state":
@@ -248,7 +280,9 @@ def _attempt(d: Any, c: Any, worker_id: str, registry: Dict[str, Callable[..., A
         fn = registry.get(env["fn"])
         if fn is None:
             raise _Unrunnable("function %r is not registered with this worker" % env["fn"])
-        out = fn(*env.get("args", []), **env.get("kwargs", {}))
+        limit_ms = env.get("time_limit_ms")
+        deadline = time.monotonic() + limit_ms / 1000.0 if isinstance(limit_ms, (int, float)) and limit_ms > 0 else None
+        out = _within(deadline, limit_ms, lambda: fn(*env.get("args", []), **env.get("kwargs", {})))
         result: Any = out
         if inspect.isgenerator(out):
             job.append(BEGIN, b"", {"attempt": c.attempt})
@@ -257,7 +291,7 @@ def _attempt(d: Any, c: Any, worker_id: str, registry: Dict[str, Callable[..., A
                     if job.cancelled.is_set() or job.lost.is_set():
                         out.close()
                         return
-                    job.append(VALUE, _json(next(out)))
+                    job.append(VALUE, _json(_within(deadline, limit_ms, lambda: next(out))))
             except StopIteration as stop_it:
                 result = stop_it.value
             job.append(END, b"", None, final=True)

@@ -257,6 +257,34 @@ class Verbs(unittest.TestCase):
         with self.assertRaises(ls.BadRequest):
             next(iter(reader.events(kinds=["jobs"])))
 
+    def test_journal_read_timeout_bounds_silence_not_the_stream(self):
+        d = client()
+        d.submit("q", b"x", id="live")
+        d.claim("q", "w")
+
+        def produce():
+            for i in range(6):
+                time.sleep(0.3)  # the producer's pace
+                d.journal_append("live", i, ls.encode_frame(ls.VALUE, i, b"%d" % i), final=i == 5)
+
+        threading.Thread(target=produce, daemon=True).start()
+        seqs = [seq for seq, _ in d.journal_read("live", timeout=1.0)]  # a 1.8 s stream
+        self.assertEqual(seqs, [0, 1, 2, 3, 4, 5])
+        d.submit("q", b"x", id="silent")
+        t0 = time.monotonic()
+        with self.assertRaises(ls.Timeout):
+            list(d.journal_read("silent", timeout=0.3))
+        self.assertGreaterEqual(time.monotonic() - t0, 0.29)
+
+    def test_the_contract_import_name_and_frame_kinds(self):
+        import dreamlake.lakeshore as dl
+        from dreamlake.lakeshore import FrameKind, HttpDispatch
+        self.assertIs(dl, ls)
+        self.assertIs(HttpDispatch, ls.HttpDispatch)
+        kind, seq, body, _ = ls.decode_frame(ls.encode_frame(FrameKind.ERROR, 3, b"e"))
+        self.assertIs(kind, FrameKind.ERROR)
+        self.assertEqual((kind, seq, body), (4, 3, b"e"))
+
     def test_cancel(self):
         d = client()
         d.submit("q", b"x", id="a")
@@ -530,6 +558,36 @@ class Traces(unittest.TestCase):
 
 @unittest.skipUnless(URL, "needs LAKESHORE_URL")
 class Worker(unittest.TestCase):
+    def test_time_limit_ms_fails_a_job_that_runs_past_it(self):
+        d = client()
+        d.submit("q", ls.encode_envelope("slow", time_limit_ms=500), id="s")
+        d.submit("q", ls.encode_envelope("steps", time_limit_ms=500), id="g")
+        slept = threading.Event()
+
+        def slow():
+            time.sleep(3)  # the job's own work, past its limit
+            slept.set()
+            return "late"
+
+        def steps():
+            for i in range(10):
+                time.sleep(0.2)
+                yield i
+
+        t0 = time.monotonic()
+        for _ in range(2):
+            ls.run_worker(d, "q", {"slow": slow, "steps": steps}, once=True, retries=0)
+        self.assertLess(time.monotonic() - t0, 2.5)
+        for inv in ("s", "g"):
+            with self.assertRaises(ls.InvocationFailed) as cm:
+                d.result(inv, timeout=10)
+            self.assertEqual(cm.exception.error["type"], "TimeLimitExceeded")
+        frames = [ls.decode_frame(f) for _, f in d.journal_read("g", timeout=5)]
+        self.assertEqual([f[0] for f in frames][:1], [ls.BEGIN])
+        self.assertLess(len([f for f in frames if f[0] == ls.VALUE]), 4)
+        self.assertEqual(frames[-1][0], ls.ERROR)
+        self.assertFalse(slept.is_set())
+
     def test_a_handlers_log_lines_go_to_stderr_and_the_feed_with_its_trace(self):
         import contextlib
         import io
