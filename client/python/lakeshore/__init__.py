@@ -1,14 +1,17 @@
-"""lakeshore: a Python client and worker for the lakeshore dispatch plane. Standard library only."""
+"""lakeshore: a Python client and worker for the lakeshore dispatch plane. Standard library only
+(opentelemetry and cloudpickle are used when installed)."""
 from .envelope import decode_envelope, encode_envelope
 from .tracing import new_traceparent
 from .errors import (BadRequest, FencingConflict, Forbidden, InvocationCancelled, InvocationFailed, LakeshoreError, NotFound,
                      PayloadTooLarge, RateLimited, Timeout, Unauthorized, Unavailable)
 from .frames import BEGIN, CHUNK, END, ERROR, VALUE, FrameKind, decode_frame, encode_frame
 from .http import Claimed, HttpDispatch
-from .worker import JobContext, current_job, run_worker
+from .plane import default_dispatch
+from .queue import Handle, SyncQueue
+from .worker import JobContext, TimeLimitExceeded, current_job, run_worker
 
 __all__ = [
-    "HttpDispatch", "Claimed", "run_worker", "current_job", "JobContext", "encode_envelope", "decode_envelope", "new_traceparent",
+    "HttpDispatch", "Claimed", "SyncQueue", "Handle", "default_dispatch", "run_worker", "current_job", "JobContext", "TimeLimitExceeded", "encode_envelope", "decode_envelope", "new_traceparent",
     "encode_frame", "decode_frame", "FrameKind", "VALUE", "CHUNK", "BEGIN", "END", "ERROR",
     "LakeshoreError", "BadRequest", "Unauthorized", "Forbidden", "NotFound", "FencingConflict", "PayloadTooLarge",
     "RateLimited", "Timeout", "Unavailable", "InvocationFailed", "InvocationCancelled",

@@ -7,12 +7,14 @@ from .tracing import current_traceparent, new_traceparent
 
 def encode_envelope(fn: str, args: Sequence[Any] = (), kwargs: Optional[Dict[str, Any]] = None, *, module: Optional[str] = None,
                     traceparent: Optional[str] = None, time_limit_ms: Optional[int] = None, max_retries: Optional[int] = None,
-                    origin: Optional[str] = None) -> bytes:
+                    origin: Optional[str] = None, extra: Optional[Dict[str, Any]] = None) -> bytes:
     """`origin`: the application's own correlation string, carried as it is (run_worker's on_done sees it).
-    `traceparent`: by default the active span's (opentelemetry, when installed), else a fresh trace."""
+    `traceparent`: by default the active span's (opentelemetry, when installed), else a fresh trace.
+    `extra`: further fields (a by-value function's `pickled` and `runtime`, docs/envelope.md)."""
     return json.dumps({
         "v": 1, "fn": fn, "args": list(args), "kwargs": dict(kwargs or {}), "module": module,
         "traceparent": traceparent or current_traceparent() or new_traceparent(), "origin": origin, "time_limit_ms": time_limit_ms, "max_retries": max_retries,
+        **(extra or {}),
     }, separators=(",", ":")).encode("utf-8")
 
 

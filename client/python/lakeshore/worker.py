@@ -14,6 +14,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from .envelope import decode_envelope
 from .errors import FencingConflict, NotFound
 from .frames import BEGIN, END, ERROR, VALUE, encode_frame
+from .plane import is_local
+from .resolve import Resolver, Unrunnable
 from .tracing import run_span
 
 LOG_LEVELS = ("debug", "info", "warn", "error")
@@ -172,31 +174,51 @@ def _within(deadline: Optional[float], limit_ms: Optional[int], call: Callable[[
     return box.get("value")
 
 
-class _Unrunnable(LookupError):
-    """A job this worker cannot start (no such function): another attempt would fail the same way."""
+def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str, Callable[..., Any]]] = None, *,
+               root: Optional[str] = None, once: bool = False, poll: float = 0.05, retries: Optional[int] = 1,
+               stop: Optional[threading.Event] = None, allow_pickled: Optional[bool] = None, runtime_policy: str = "minor",
+               once_wait: float = 2.0, worker_id: Optional[str] = None, wait: float = 20.0, lease: float = 30.0,
+               on_done: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]] = None) -> int:
+    """Serves a queue until `stop` (a threading.Event) is set; returns the number of jobs run.
 
+    The contract's form is `run_worker(q, root=..., registry=...)` with `q` a SyncQueue; the
+    older `run_worker(dispatch, "queue", registry)` still works. With `once` it runs at most one
+    job: on an empty queue it waits `once_wait` seconds for one, then returns 0. When `stop` is
+    set, the claim waiting on the plane is called off (cancel_claim): it takes no job. `poll` is
+    accepted for the contract's signature: claims wait on the plane, which wakes them.
 
-def run_worker(dispatch: Any, queue: str, registry: Dict[str, Callable[..., Any]], *, once: bool = False, once_wait: float = 2.0,
-               retries: Optional[int] = None, stop: Optional[threading.Event] = None, worker_id: Optional[str] = None,
-               wait: float = 20.0, lease: float = 30.0, on_done: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]] = None) -> int:
-    """Serves `queue` until `stop` is set; returns the number of jobs run. With `once` it runs at
-    most one job: on an empty queue it waits `once_wait` seconds for one, then returns 0. When
-    `stop` is set, the claim waiting on the plane is called off (cancel_claim): it takes no job.
+    Functions resolve from the registry, then `module:qualname` imported under `root` (allowed
+    when a root is given or the plane is local); a by-value (pickled) function runs only where
+    `allow_pickled` allows (default: on a local plane only) and its runtime stamp passes
+    `runtime_policy` (resolve.py). A job this worker cannot run fails at once.
 
     A plain function's JSON result is acked. A generator streams one VALUE frame per yield, then
     END. A failure writes an ERROR frame and nacks with retry: the plane retries it within the
     job's attempt budget (its own max_attempts, else its queue's, else 3) and fails it once that
-    is spent. `retries` (and an envelope's `max_retries`) only lower that: no retry after attempt
-    `retries` + 1. A job naming a function the registry lacks fails at once. The job's lease is
-    heartbeaten while it runs; a job cancelled meanwhile stops streaming. An envelope's
+    is spent. `retries` (default 1, as the contract) and an envelope's `max_retries` only lower
+    that: no retry after attempt `retries` + 1 (None: the plane's budget alone). The job's lease
+    is heartbeaten while it runs; a job cancelled meanwhile stops streaming. An envelope's
     `time_limit_ms` is kept: past it the job fails with TimeLimitExceeded (retried within the
     budget like any failure); Python cannot stop a thread, so the handler is left to finish in a
-    daemon thread and what it does then is discarded.
+    daemon thread and what it does then is discarded. A job runs in an opentelemetry CONSUMER
+    span when that is installed (tracing.py), and current_job() is the job it runs.
 
     `on_done(job, outcome)` sees each job as its handler ends: `job` is `{"id", "queue",
     "attempt", "fn", "origin"}`, `outcome` `{"state": "succeeded", "result"}` or `{"state":
     "failed", "error"}`. For a failure it may return "handled": the job fails without a retry, the
     application having recorded the failure as a fact instead of retrying a side effect."""
+    from .queue import SyncQueue
+    if isinstance(q, SyncQueue):
+        if queue is not None:
+            raise TypeError("run_worker(q, ...): the SyncQueue names the queue")
+        dispatch, queue = q.dispatch, q.name
+    else:
+        dispatch = q
+        if not isinstance(queue, str):
+            raise TypeError("run_worker needs a SyncQueue, or a dispatch and a queue name")
+    local = is_local(dispatch)
+    resolve = Resolver(registry, root, allow_import=root is not None or local,
+                       allow_pickled=local if allow_pickled is None else allow_pickled, runtime_policy=runtime_policy)
     worker_id = worker_id or "%s:%d:py" % (socket.gethostname(), os.getpid())
     stop = stop or threading.Event()
     logs = _LogShipper(dispatch, worker_id)
@@ -236,7 +258,7 @@ def run_worker(dispatch: Any, queue: str, registry: Dict[str, Callable[..., Any]
                     dispatch.nack(c.id, worker_id, error="the worker stopped before starting it", retry=True)
                 break
             executed += 1
-            _run_one(dispatch, c, worker_id, registry, retries, max(0.2, lease / 3), on_done, logs)
+            _run_one(dispatch, c, worker_id, resolve, retries, max(0.2, lease / 3), on_done, logs)
             if once:
                 break
     finally:
@@ -255,7 +277,7 @@ def _told(on_done: Any, c: Any, env: Dict[str, Any], outcome: Dict[str, Any]) ->
         return None
 
 
-def _run_one(d: Any, c: Any, worker_id: str, registry: Dict[str, Callable[..., Any]], retries: Optional[int], heartbeat_s: float,
+def _run_one(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optional[int], heartbeat_s: float,
              on_done: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]], logs: _LogShipper) -> None:
     env: Dict[str, Any] = {}
     try:
@@ -266,20 +288,18 @@ def _run_one(d: Any, c: Any, worker_id: str, registry: Dict[str, Callable[..., A
     with run_span(env.get("fn") or "?", env.get("traceparent"), {"id": c.id, "queue": c.queue, "attempt": c.attempt}) as trace_id:
         token = _current.set(JobContext(c, env, trace_id, logs))
         try:
-            _attempt(d, c, worker_id, registry, retries, heartbeat_s, on_done)
+            _attempt(d, c, worker_id, resolve, retries, heartbeat_s, on_done)
         finally:
             _current.reset(token)
 
 
-def _attempt(d: Any, c: Any, worker_id: str, registry: Dict[str, Callable[..., Any]], retries: Optional[int], heartbeat_s: float,
+def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optional[int], heartbeat_s: float,
              on_done: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]]) -> None:
     job = _Job(d, c, worker_id, heartbeat_s)
     env: Dict[str, Any] = {}
     try:
         env = decode_envelope(c.envelope)
-        fn = registry.get(env["fn"])
-        if fn is None:
-            raise _Unrunnable("function %r is not registered with this worker" % env["fn"])
+        fn = resolve(env)
         limit_ms = env.get("time_limit_ms")
         deadline = time.monotonic() + limit_ms / 1000.0 if isinstance(limit_ms, (int, float)) and limit_ms > 0 else None
         out = _within(deadline, limit_ms, lambda: fn(*env.get("args", []), **env.get("kwargs", {})))
@@ -304,7 +324,7 @@ def _attempt(d: Any, c: Any, worker_id: str, registry: Dict[str, Callable[..., A
     except Exception as e:
         caps = [r for r in (retries, env.get("max_retries")) if isinstance(r, int) and not isinstance(r, bool)]
         handled = _told(on_done, c, env, {"state": "failed", "error": e}) == "handled"
-        retry = not handled and not isinstance(e, _Unrunnable) and all(c.attempt <= r for r in caps)
+        retry = not handled and not isinstance(e, Unrunnable) and all(c.attempt <= r for r in caps)
         error = {"message": str(e), "type": type(e).__name__, "stack": traceback.format_exc()}
         try:
             job.append(ERROR, _json(error), {"attempt": c.attempt}, final=not retry)

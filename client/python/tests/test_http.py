@@ -520,6 +520,96 @@ print(json.dumps({"root": ids(root), "run_parent": ids(spans["run train:parent"]
 
 
 @unittest.skipUnless(URL, "needs LAKESHORE_URL")
+class Readme(unittest.TestCase):
+    def test_every_python_snippet_of_the_readme_runs_verbatim_and_prints_what_it_says(self):
+        with open(os.path.join(os.path.dirname(__file__), "..", "README.md"), encoding="utf-8") as f:
+            blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
+        self.assertGreaterEqual(len(blocks), 2)
+        env = {**os.environ, "PYTHONPATH": os.path.join(os.path.dirname(__file__), ".."), "LAKESHORE_NAMESPACE": ""}
+        for block in blocks:
+            want = [m.group(1).strip() for m in re.finditer(r"^print\(.*\)\s+#\s*(.*)$", block, re.M)]
+            out = subprocess.run([sys.executable, "-c", block], env=env, capture_output=True, text=True, timeout=60)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertEqual(out.stdout.strip().splitlines(), want, block)
+
+
+@unittest.skipUnless(URL, "needs LAKESHORE_URL")
+class Queues(unittest.TestCase):
+    """SyncQueue and the contract's run_worker(q, root=...)."""
+
+    def test_a_function_submitted_by_reference_is_imported_under_the_workers_root(self):
+        root = tempfile.mkdtemp(prefix="lakeshore-pyroot-")
+        mod = "tasks_%s" % uuid.uuid4().hex[:8]
+        with open(os.path.join(root, mod + ".py"), "w") as f:
+            f.write("def add(a, b):\n    return a + b\n\ndef count(n):\n    for i in range(n):\n        yield i * i\n")
+        q = ls.SyncQueue("refs", dispatch=client())
+        h = q.submit("%s:add" % mod, 2, b=3)
+        g = q.submit("%s:count" % mod, 4)
+        # An HTTP plane imports nothing without a root: the registry alone.
+        self.assertEqual(ls.run_worker(q, registry={"add": lambda a, b: a - b}, once=True), 1)
+        self.assertEqual(h.result(timeout=10), -1)
+        self.assertEqual(ls.run_worker(q, root=root, once=True), 1)
+        self.assertEqual(list(g.stream(timeout=10)), [0, 1, 4, 9])
+        self.assertEqual(g.result(timeout=10), None)
+        self.assertNotIn(root, sys.path)
+        h2 = q.submit("%s:add" % mod, 1, 1)
+        self.assertEqual(ls.run_worker(q, once=True), 1)  # no root, no registry entry: fails at once, saying why
+        with self.assertRaises(ls.InvocationFailed) as cm:
+            h2.result(timeout=10)
+        self.assertIn("without a root", cm.exception.error["message"])
+        self.assertEqual(q.dispatch.get(h2.id)["attempt"], 1)
+
+    def test_by_value_functions_run_only_where_allowed_and_under_the_runtime_policy(self):
+        import platform
+        import cloudpickle
+        q = ls.SyncQueue("pickles", dispatch=client())
+        marker = os.path.join(tempfile.mkdtemp(prefix="lakeshore-pickle-"), "ran")
+
+        def touch(x):
+            with open(marker, "a") as f:
+                f.write("ran\n")
+            return x * 2
+
+        def submit(runtime=None):
+            if runtime is None:
+                return q.submit_with({"by_value": True}, touch, 21)
+            env = ls.encode_envelope("touch", [21], extra={"pickled": __import__("base64").b64encode(cloudpickle.dumps(touch)).decode(), "runtime": runtime})
+            return ls.Handle(q.dispatch.submit(q.name, env, id="p-%s" % uuid.uuid4().hex), q.dispatch)
+
+        def outcome(h, **kw):
+            self.assertEqual(ls.run_worker(q, once=True, retries=0, **kw), 1)
+            try:
+                return h.result(timeout=10)
+            except ls.InvocationFailed as e:
+                return e.error["message"]
+
+        # An HTTP plane runs no pickle unless told to: refused, never unpickled.
+        self.assertIn("does not run pickled functions", outcome(submit()))
+        self.assertFalse(os.path.exists(marker))
+        self.assertEqual(outcome(submit(), allow_pickled=True), 42)
+        mine = {"python": platform.python_version(), "cloudpickle": cloudpickle.__version__}
+        major, minor, _ = (platform.python_version_tuple())
+        patch_off = {**mine, "python": "%s.%s.999" % (major, minor)}
+        other_minor = {**mine, "python": "%s.%d.0" % (major, int(minor) + 1)}
+        other_pickle = {**mine, "cloudpickle": "0.0.1"}
+        cases = [
+            ("strict", mine, 42), ("strict", patch_off, "runtime_policy 'strict'"), ("strict", other_pickle, "runtime_policy 'strict'"),
+            ("minor", patch_off, 42), ("minor", other_pickle, 42), ("minor", other_minor, "runtime_policy 'minor'"),
+            ("off", other_minor, 42),
+        ]
+        for policy, stamp, want in cases:
+            got = outcome(submit(stamp), allow_pickled=True, runtime_policy=policy)
+            if isinstance(want, str):
+                self.assertIn(want, got, (policy, stamp))
+            else:
+                self.assertEqual(got, want, (policy, stamp))
+        with open(marker) as f:
+            self.assertEqual(f.read().count("ran"), 1 + sum(1 for _, _, w in cases if not isinstance(w, str)))
+        with self.assertRaises(ValueError):
+            ls.run_worker(q, once=True, runtime_policy="loose")
+
+
+@unittest.skipUnless(URL, "needs LAKESHORE_URL")
 class Traces(unittest.TestCase):
     def test_with_opentelemetry_a_job_runs_in_a_consumer_span_of_its_submitter_and_its_child_joins_the_trace(self):
         # opentelemetry is optional and not installable here (no PyPI): a stand-in of the API calls
@@ -663,9 +753,13 @@ class Worker(unittest.TestCase):
         calls, flaky = always_failing()
         d.submit("q", ls.encode_envelope("flaky"), id="f")
         d.submit("q", ls.encode_envelope("nobody"), id="n")
-        ran = [ls.run_worker(d, "q", {"flaky": flaky}, once=True) for _ in range(4)]
+        ran = [ls.run_worker(d, "q", {"flaky": flaky}, once=True, retries=None) for _ in range(4)]
         self.assertEqual(ran, [1, 1, 1, 1])  # f three times (the default budget), n once
         self.assertEqual(len(calls), 3)
+        # The contract's default, retries=1, lowers the budget to two attempts.
+        d.submit("q", ls.encode_envelope("flaky"), id="f2")
+        self.assertEqual([ls.run_worker(d, "q", {"flaky": flaky}, once=True) for _ in range(2)], [1, 1])
+        self.assertEqual((d.get("f2")["state"], d.get("f2")["attempt"], len(calls)), ("failed", 2, 5))
         with self.assertRaises(ls.InvocationFailed) as cm:
             d.result("f", timeout=5)
         self.assertEqual((cm.exception.error["type"], cm.exception.error["last"]["type"]), ("AttemptsExhausted", "RuntimeError"))

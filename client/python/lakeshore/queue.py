@@ -1,0 +1,116 @@
+"""SyncQueue: the producer's API of the dispatch contract. Submit a function call, by name or by
+reference, then wait for its result or stream its values.
+
+>>> q = SyncQueue("gpu")                       # the process's default plane
+>>> h = q.submit("train", epochs=3)            # or q.submit(train, epochs=3)
+>>> for loss in h.stream(): print(loss)
+>>> h.result()
+"""
+import base64
+import json
+import platform
+import uuid
+from typing import Any, Callable, Dict, Iterator, Optional, Union
+
+from .envelope import encode_envelope
+from .frames import VALUE, decode_frame
+from .plane import default_dispatch
+
+Fn = Union[str, Callable[..., Any]]
+
+
+def _json_value(data: Optional[bytes]) -> Any:
+    return None if data is None or data == b"" else json.loads(data.decode("utf-8"))
+
+
+class Handle:
+    """A submitted invocation: its id, and what it gives back."""
+
+    def __init__(self, inv_id: str, dispatch: Any):
+        self.id = inv_id
+        self.dispatch = dispatch
+
+    def result(self, timeout: float = 3600.0) -> Any:
+        """The decoded return value; raises InvocationFailed, InvocationCancelled or Timeout."""
+        return _json_value(self.dispatch.result(self.id, timeout=timeout))
+
+    def stream(self, timeout: Optional[float] = None) -> Iterator[Any]:
+        """The values the job yields, decoded, as it yields them (a retried attempt starts its
+        values over). `timeout` bounds silence between frames (None: no bound)."""
+        for _, frame in self.dispatch.journal_read(self.id, **({} if timeout is None else {"timeout": timeout})):
+            kind, _, body, _ = decode_frame(frame)
+            if kind == VALUE:
+                yield _json_value(body)
+
+    def cancel(self) -> bool:
+        return bool(self.dispatch.cancel(self.id))
+
+    def __repr__(self) -> str:
+        return "Handle(%r)" % self.id
+
+
+def function_ref(fn: Fn) -> Dict[str, Optional[str]]:
+    """What an envelope says of `fn`: its name (what a registry knows it by) and, for a function
+    defined in an importable module, `module:qualname` (what a worker with a root may import)."""
+    if isinstance(fn, str):
+        # "pkg.mod:Class.method" names its function "method" (what a registry knows it by).
+        return {"fn": fn.rsplit(":", 1)[1].rsplit(".", 1)[-1], "module": fn} if ":" in fn else {"fn": fn, "module": None}
+    name = getattr(fn, "__name__", None)
+    if not name:
+        raise TypeError("submit needs a function or a function's name, got %r" % (fn,))
+    mod, qual = getattr(fn, "__module__", None), getattr(fn, "__qualname__", name)
+    importable = mod and mod != "__main__" and "<" not in qual
+    return {"fn": name, "module": "%s:%s" % (mod, qual) if importable else None}
+
+
+def runtime_stamp() -> Dict[str, str]:
+    """The interpreter a pickled function was made by (checked by the worker's runtime_policy)."""
+    import cloudpickle  # only for by-value functions
+    return {"python": platform.python_version(), "cloudpickle": cloudpickle.__version__}
+
+
+class SyncQueue:
+    """A named queue on a plane (the process's default one unless `dispatch` is given)."""
+
+    def __init__(self, name: str, dispatch: Any = None):
+        self.name = name
+        self.dispatch = dispatch if dispatch is not None else default_dispatch()
+
+    def submit(self, fn: Fn, *args: Any, **kwargs: Any) -> Handle:
+        """Submits `fn(*args, **kwargs)`: `fn` is a function (its name and module are sent, not its
+        code) or a name a worker's registry knows."""
+        return self.submit_with({}, fn, *args, **kwargs)
+
+    def submit_with(self, options: Dict[str, Any], fn: Fn, *args: Any, **kwargs: Any) -> Handle:
+        """Submits with options: `id`, `key`, `priority`, `parent`, `delay`, `run_at`, `ttl`,
+        `expires_at`, `max_attempts` (as HttpDispatch.submit), `time_limit_ms`, `max_retries`,
+        `origin`, `traceparent`, and `by_value=True`: the function itself travels, pickled with
+        cloudpickle, for workers that allow it (running a pickle is running its code: it is off
+        by default on an HTTP plane; docs/envelope.md)."""
+        opts = dict(options)
+        ref = function_ref(fn)
+        extra: Dict[str, Any] = {}
+        if opts.pop("by_value", False):
+            if isinstance(fn, str):
+                raise TypeError("by_value needs the function itself, not its name")
+            import cloudpickle
+            extra = {"pickled": base64.b64encode(cloudpickle.dumps(fn)).decode("ascii"), "runtime": runtime_stamp()}
+        envelope = encode_envelope(
+            ref["fn"] or "", args, kwargs, module=ref["module"], traceparent=opts.pop("traceparent", None),
+            time_limit_ms=opts.pop("time_limit_ms", None), max_retries=opts.pop("max_retries", None),
+            origin=opts.pop("origin", None), extra=extra,
+        )
+        inv_id = opts.pop("id", None) or "inv-%s" % uuid.uuid4().hex
+        parent = opts.pop("parent", None)
+        if parent is None:
+            from .worker import _current
+            job = _current.get()
+            parent = job.id if job is not None else None
+        return Handle(self.dispatch.submit(self.name, envelope, id=inv_id, parent=parent, **opts), self.dispatch)
+
+    def stream(self, inv: Union[Handle, str], timeout: Optional[float] = None) -> Iterator[Any]:
+        """The values of `inv` (a Handle or an id), as Handle.stream."""
+        return (inv if isinstance(inv, Handle) else Handle(inv, self.dispatch)).stream(timeout)
+
+    def __repr__(self) -> str:
+        return "SyncQueue(%r)" % self.name

@@ -1,0 +1,102 @@
+"""How a worker finds the function a job names (docs/envelope.md, "What a worker does"):
+
+1. A by-value function (`pickled`, made by SyncQueue.submit_with({"by_value": True}, fn)) runs only
+   where the worker allows it: `allow_pickled`, by default True on a local plane and False on an
+   HTTP one, since unpickling runs the pickle's code. Its `runtime` stamp is checked first by
+   `runtime_policy`: "strict" (the same Python and cloudpickle versions), "minor" (the same
+   Python major.minor; the default) or "off".
+2. Otherwise the registry, by the envelope's `fn`.
+3. Otherwise `module` (`pkg.mod:qualname`) imported with the worker's `root` first on sys.path,
+   where imports are allowed: a root was given, or the plane is local.
+
+A job this worker cannot or may not run fails at once (no retry: another attempt would fail the
+same way), with a message that says why; a refused pickle is never unpickled.
+"""
+import base64
+import importlib
+import platform
+import sys
+import threading
+from typing import Any, Callable, Dict, Optional
+
+POLICIES = ("strict", "minor", "off")
+_import_lock = threading.Lock()
+
+
+class Unrunnable(LookupError):
+    """A job this worker cannot start: another attempt would fail the same way."""
+
+
+class Resolver:
+    def __init__(self, registry: Optional[Dict[str, Callable[..., Any]]], root: Optional[str], allow_import: bool,
+                 allow_pickled: bool, runtime_policy: str):
+        if runtime_policy not in POLICIES:
+            raise ValueError("runtime_policy must be one of %s, got %r" % (", ".join(POLICIES), runtime_policy))
+        self.registry = dict(registry or {})
+        self.root = root
+        self.allow_import = allow_import
+        self.allow_pickled = allow_pickled
+        self.policy = runtime_policy
+
+    def __call__(self, env: Dict[str, Any]) -> Callable[..., Any]:
+        if env.get("pickled") is not None:
+            return self._unpickle(env)
+        fn = self.registry.get(env["fn"])
+        if fn is not None:
+            return fn
+        module = env.get("module")
+        if isinstance(module, str) and ":" in module:
+            if not self.allow_import:
+                raise Unrunnable("function %r is not registered with this worker, and it imports no module on an HTTP plane "
+                                 "without a root (run_worker(root=...), --root)" % env["fn"])
+            return self._import(module)
+        raise Unrunnable("function %r is not registered with this worker" % env["fn"])
+
+    def _unpickle(self, env: Dict[str, Any]) -> Callable[..., Any]:
+        if not self.allow_pickled:
+            raise Unrunnable("this worker does not run pickled functions: unpickling runs the sender's code, so on an HTTP plane "
+                             "it needs allow_pickled=True (--allow-pickled)")
+        try:
+            import cloudpickle
+        except ImportError:
+            raise Unrunnable("the job's function was pickled, and cloudpickle is not installed on this worker")
+        stamp = env.get("runtime") or {}
+        mine = {"python": platform.python_version(), "cloudpickle": cloudpickle.__version__}
+        if self.policy == "strict" and (stamp.get("python"), stamp.get("cloudpickle")) != (mine["python"], mine["cloudpickle"]):
+            raise Unrunnable("runtime_policy 'strict': the function was pickled by Python %s with cloudpickle %s, this worker runs "
+                             "Python %s with cloudpickle %s" % (stamp.get("python"), stamp.get("cloudpickle"), mine["python"], mine["cloudpickle"]))
+        if self.policy == "minor" and _minor(stamp.get("python")) != _minor(mine["python"]):
+            raise Unrunnable("runtime_policy 'minor': the function was pickled by Python %s, this worker runs Python %s"
+                             % (stamp.get("python"), mine["python"]))
+        try:
+            fn = cloudpickle.loads(base64.b64decode(env["pickled"]))
+        except Exception as e:
+            raise Unrunnable("the pickled function could not be loaded: %s: %s" % (type(e).__name__, e))
+        if not callable(fn):
+            raise Unrunnable("the pickled value is not a function")
+        return fn
+
+    def _import(self, ref: str) -> Callable[..., Any]:
+        mod_name, _, qual = ref.partition(":")
+        with _import_lock:
+            added = self.root is not None and self.root not in sys.path
+            if added:
+                sys.path.insert(0, self.root)
+            try:
+                obj: Any = importlib.import_module(mod_name)
+            except ImportError as e:
+                raise Unrunnable("could not import %s%s: %s" % (mod_name, " under %s" % self.root if self.root else "", e))
+            finally:
+                if added:
+                    sys.path.remove(self.root)
+        for part in qual.split("."):
+            obj = getattr(obj, part, None)
+            if obj is None:
+                raise Unrunnable("%s has no %s" % (mod_name, qual))
+        if not callable(obj):
+            raise Unrunnable("%s is not a function" % ref)
+        return obj
+
+
+def _minor(version: Optional[str]) -> Optional[str]:
+    return ".".join(version.split(".")[:2]) if isinstance(version, str) else None
