@@ -9,6 +9,7 @@ import * as op from './operate.ts';
 import { EXIT, exitCodeOf, output } from './output.ts';
 import { planeFromEnv, type PlaneFlags } from '../default.ts';
 import { UnavailableError } from '../errors.ts';
+import { supervisePython, type PythonFlags } from './supervise.ts';
 
 type Global = PlaneFlags & { json?: boolean };
 
@@ -159,11 +160,18 @@ const workerOptions = (c: Command) =>
     .option('--lease-ms <ms>', 'lease per claim')
     .option('--time-limit-ms <ms>', 'abort and nack a job past this')
     .option('--grace-ms <ms>', 'on SIGTERM/SIGINT, wait this long for running jobs', '30000')
-    .option('--worker-id <id>', 'name this worker (default host:pid:random)');
-workerOptions(worker.command('start').description('serve pools until SIGTERM/SIGINT, then drain'))
-  .action((o: cmd.WorkerFlags) => run((g) => cmd.worker(planeOf(g), output(!!g.json), o, false))());
-workerOptions(worker.command('once').description('run one job, then exit'))
-  .action((o: cmd.WorkerFlags) => run((g) => cmd.worker(planeOf(g), output(!!g.json), o, true))());
+    .option('--worker-id <id>', 'name this worker (default host:pid:random)')
+    .addOption(new Option('--runtime <runtime>', 'node, or python: run `python -m lakeshore.daemon` and restart it when it dies').choices(['node', 'python']).default('node'))
+    .option('--python <path>', 'the Python interpreter for --runtime python (env LAKESHORE_PYTHON, default python3)')
+    .option('--allow-pickled', 'python: run by-value (pickled) functions; this runs the sender\'s code')
+    .addOption(new Option('--runtime-policy <policy>', 'python: how a pickled function\'s interpreter must match').choices(['strict', 'minor', 'off']));
+type WorkerOpts = cmd.WorkerFlags & PythonFlags & { runtime: 'node' | 'python' };
+/** A Node worker in this process, or a supervised Python one. */
+const serve = (o: WorkerOpts, once: boolean) => (o.runtime === 'python'
+  ? run((g) => supervisePython(o, { url: g.url ?? process.env.LAKESHORE_URL, token: g.token ?? process.env.LAKESHORE_TOKEN, namespace: g.namespace ?? process.env.LAKESHORE_NAMESPACE }, once), { plane: false })
+  : run((g) => cmd.worker(planeOf(g), output(!!g.json), o, once)))();
+workerOptions(worker.command('start').description('serve pools until SIGTERM/SIGINT, then drain')).action((o: WorkerOpts) => serve(o, false));
+workerOptions(worker.command('once').description('run one job, then exit (an empty queue: exit 0 after 2 s)')).action((o: WorkerOpts) => serve(o, true));
 
 export async function main(argv: string[]): Promise<number> {
   // A closed pipe (`lakeshore stats --watch | head`) ends the command quietly.

@@ -1,0 +1,102 @@
+/**
+ * `lakeshore worker start|once --runtime python`: runs `python -m lakeshore.daemon` and looks
+ * after it. Flags pass through; a daemon that dies (a crash, a kill) is started again after a
+ * backoff (250 ms, doubling to 30 s, back to 250 ms once a daemon has lived a minute); SIGTERM or
+ * SIGINT are passed on so the running job finishes and its answer goes out, then the supervisor
+ * exits 0 (a daemon still running after the grace period is killed). A daemon that exits 2 (bad
+ * flags or setup) is not restarted: its error is the supervisor's.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { delimiter, dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { UsageError } from './commands.ts';
+
+export interface PythonFlags {
+  queue?: string[];
+  root?: string;
+  retries?: string;
+  workerId?: string;
+  graceMs?: string;
+  allowPickled?: boolean;
+  runtimePolicy?: string;
+  python?: string;
+}
+
+export interface PlaneFlags {
+  url?: string;
+  token?: string;
+  namespace?: string;
+}
+
+const FIRST_BACKOFF_MS = 250;
+const MAX_BACKOFF_MS = 30_000;
+const HEALTHY_MS = 60_000;
+
+/** The daemon's argv: the pool, and every flag it shares with the Node worker. */
+export function daemonArgs(f: PythonFlags, plane: PlaneFlags, once: boolean, env: NodeJS.ProcessEnv): string[] {
+  const pools = f.queue?.length ? f.queue : (env.LAKESHORE_POOLS ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  if (pools.length !== 1) throw new UsageError(`--runtime python serves one queue per worker: name it with --queue (got ${pools.length}); start one worker per queue`);
+  const args = ['-m', 'lakeshore.daemon', '--queue', pools[0]!];
+  if (f.root) args.push('--root', resolve(f.root));
+  if (once) args.push('--once');
+  if (plane.url) args.push('--url', plane.url);
+  if (plane.namespace) args.push('--namespace', plane.namespace);
+  if (f.retries) args.push('--retries', f.retries);
+  if (f.workerId) args.push('--worker-id', f.workerId);
+  if (f.allowPickled) args.push('--allow-pickled');
+  if (f.runtimePolicy) args.push('--runtime-policy', f.runtimePolicy);
+  return args;
+}
+
+/** Where this lakeshore's Python package is, when it ships one (a checkout, the npm package). */
+function pythonPath(env: NodeJS.ProcessEnv): string | undefined {
+  const here = dirname(fileURLToPath(import.meta.url));
+  const pkg = [join(here, '..', 'python'), join(here, '..', '..', 'client', 'python')].find((p) => existsSync(join(p, 'lakeshore', 'daemon.py')));
+  return pkg ? [pkg, env.PYTHONPATH].filter(Boolean).join(delimiter) : env.PYTHONPATH;
+}
+
+export async function supervisePython(f: PythonFlags, plane: PlaneFlags, once: boolean, env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  const args = daemonArgs(f, plane, once, env);
+  const python = f.python ?? env.LAKESHORE_PYTHON ?? 'python3';
+  // The token goes by the environment, not argv (a process list shows argv).
+  const childEnv = { ...env, PYTHONPATH: pythonPath(env), ...(plane.token ? { LAKESHORE_TOKEN: plane.token } : {}) };
+  const grace = f.graceMs ? Number(f.graceMs) : 30_000;
+  const log = (m: string) => process.stderr.write(`[lakeshore worker] ${m}\n`);
+  let stopping = false;
+  let child: ChildProcess | null = null;
+  let wake: (() => void) | null = null;
+  const onSignal = (sig: NodeJS.Signals) => {
+    if (stopping) return;
+    stopping = true;
+    log(`${sig}: passing it on to the Python worker; waiting up to ${grace} ms for its job`);
+    child?.kill('SIGTERM');
+    setTimeout(() => child?.kill('SIGKILL'), grace).unref();
+    wake?.();
+  };
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+  process.on('SIGINT', () => onSignal('SIGINT'));
+  let backoff = FIRST_BACKOFF_MS;
+  for (;;) {
+    const started = Date.now();
+    child = spawn(python, args, { env: childEnv, stdio: ['ignore', 'inherit', 'inherit'] });
+    log(`python worker started (pid ${child.pid}): ${python} ${args.join(' ')}`);
+    const exit = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; error?: Error }>((r) => {
+      child!.once('exit', (code, signal) => r({ code, signal }));
+      child!.once('error', (error) => r({ code: null, signal: null, error }));
+    });
+    if (exit.error) throw new UsageError(`could not start ${python}: ${exit.error.message} (set --python or LAKESHORE_PYTHON)`);
+    if (stopping) return 0;
+    if (once) return exit.code ?? 1;
+    if (exit.code === 2) return 2;
+    if (Date.now() - started >= HEALTHY_MS) backoff = FIRST_BACKOFF_MS;
+    log(`python worker ${exit.signal ? `killed by ${exit.signal}` : `exited ${exit.code}`}; starting it again in ${backoff} ms`);
+    await new Promise<void>((r) => {
+      const t = setTimeout(r, backoff);
+      wake = () => (clearTimeout(t), r());
+    });
+    wake = null;
+    if (stopping) return 0;
+    backoff = Math.min(MAX_BACKOFF_MS, backoff * 2);
+  }
+}

@@ -1,0 +1,67 @@
+"""`python -m lakeshore.daemon`: a Python worker process serving one queue.
+
+    python -m lakeshore.daemon --queue gpu [--root /data] [--once] [--url URL --token TOKEN]
+                               [--namespace NS] [--allow-pickled] [--runtime-policy minor]
+
+Flags win over the environment (LAKESHORE_URL, LAKESHORE_TOKEN, LAKESHORE_NAMESPACE). Functions
+resolve as run_worker's (resolve.py): the registry (none here), then `module:qualname` imported
+under --root. --allow-pickled lets it run by-value functions: unpickling runs the sender's code,
+so it is off unless asked for on an HTTP plane. SIGTERM or SIGINT stop its claims; the job running
+finishes (its answer goes out), then it exits 0. `lakeshore worker start --runtime python`
+supervises it.
+"""
+import argparse
+import os
+import signal
+import sys
+import threading
+from typing import List, Optional
+
+from .http import HttpDispatch
+from .plane import default_dispatch
+from .queue import SyncQueue
+from .resolve import POLICIES
+from .worker import run_worker
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m lakeshore.daemon", description="Serve a lakeshore queue with Python functions.")
+    p.add_argument("--queue", required=True, help="the queue to serve")
+    p.add_argument("--root", help="import module:qualname functions from under this directory")
+    p.add_argument("--once", action="store_true", help="run at most one job (an empty queue: exit 0 after a 2 s wait)")
+    p.add_argument("--url", help="the plane's address (default: LAKESHORE_URL)")
+    p.add_argument("--token", help="a worker token (default: LAKESHORE_TOKEN)")
+    p.add_argument("--namespace", help="the namespace (default: LAKESHORE_NAMESPACE, else 'default')")
+    p.add_argument("--allow-pickled", action="store_true", help="run by-value (pickled) functions: this runs the sender's code")
+    p.add_argument("--runtime-policy", choices=POLICIES, default="minor", help="how a pickled function's interpreter must match this one")
+    p.add_argument("--retries", type=int, default=1, help="retry a failing job at most this often (the plane's budget may be lower)")
+    p.add_argument("--worker-id", help="this worker's id (default: host:pid:py)")
+    a = p.parse_args(argv)
+    url = a.url or os.environ.get("LAKESHORE_URL")
+    if url:
+        d = HttpDispatch(url, token=a.token or os.environ.get("LAKESHORE_TOKEN"),
+                         namespace=a.namespace or os.environ.get("LAKESHORE_NAMESPACE") or "default")
+    else:
+        try:
+            d = default_dispatch()
+        except RuntimeError as e:
+            print("lakeshore.daemon: %s" % e, file=sys.stderr)
+            return 2
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        print("lakeshore.daemon: %s: no more claims; finishing the running job" % signal.Signals(signum).name, file=sys.stderr, flush=True)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    root = os.path.abspath(a.root) if a.root else None
+    print("lakeshore.daemon: serving %s on %s (pid %d)" % (a.queue, url or "the local plane", os.getpid()), file=sys.stderr, flush=True)
+    n = run_worker(SyncQueue(a.queue, dispatch=d), root=root, once=a.once, stop=stop, retries=a.retries,
+                   allow_pickled=True if a.allow_pickled else None, runtime_policy=a.runtime_policy, worker_id=a.worker_id)
+    print("lakeshore.daemon: ran %d job%s; stopped" % (n, "" if n == 1 else "s"), file=sys.stderr, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

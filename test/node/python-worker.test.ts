@@ -1,0 +1,78 @@
+/**
+ * `lakeshore worker start --runtime python`: the CLI runs `python -m lakeshore.daemon` (real
+ * python3, real processes, the edge plane of the test's wrangler dev), passes flags through,
+ * restarts it when it is killed, and on SIGTERM lets the running job finish before it exits 0.
+ */
+import { writeFileSync, readFileSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { cli, planeEnv, start, stop, type Running } from './setup/cli.ts';
+import { until } from '../support/wait.ts';
+import { tempDir } from '../support/tmp.ts';
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+const pids = (r: Running) => [...r.stderr().matchAll(/python worker started \(pid (\d+)\)/g)].map((m) => Number(m[1]));
+
+describe('lakeshore worker --runtime python', () => {
+  const running: Running[] = [];
+  afterEach(async () => {
+    for (const r of running.splice(0)) {
+      for (const pid of pids(r)) if (alive(pid)) process.kill(pid, 'SIGKILL');
+      await stop(r);
+    }
+  });
+
+  it('runs Python functions imported under --root, restarts a killed daemon, and drains on SIGTERM', async () => {
+    const env = planeEnv('edge');
+    const root = tempDir('lakeshore-pyroot-');
+    const mod = `pytasks_${process.pid}`;
+    const mark = join(tempDir('lakeshore-mark-'), 'marks.log');
+    writeFileSync(join(root, `${mod}.py`), [
+      'import time',
+      'def add(a, b):',
+      '    return a + b',
+      'def slow(ms, mark):',
+      '    time.sleep(ms / 1000)',
+      '    open(mark, "a").write("done\\n")',
+      '    return "slow"',
+      '',
+    ].join('\n'));
+    const sup = start(['worker', 'start', '--runtime', 'python', '--queue', 'py', '--root', root], env);
+    running.push(sup);
+    const submit = async (fn: string, args: unknown[]) => (await cli(['submit', 'py', fn, JSON.stringify(args), '--module', `${mod}:${fn}`], env)).stdout.trim();
+    const result = async (id: string) => JSON.parse((await cli(['--json', 'result', id, '--timeout', '30'], env)).stdout) as { state: string; result: unknown };
+
+    expect(await result(await submit('add', [2, 3]))).toMatchObject({ state: 'succeeded', result: 5 });
+    // Killed outright, the daemon is started again.
+    await until(() => pids(sup).length === 1, 'the first daemon');
+    const first = pids(sup)[0]!;
+    process.kill(first, 'SIGKILL');
+    await until(() => pids(sup).length === 2, 'the daemon started again', 20_000);
+    expect(sup.stderr()).toContain('killed by SIGKILL; starting it again');
+    expect(await result(await submit('add', [40, 2]))).toMatchObject({ state: 'succeeded', result: 42 });
+    // SIGTERM while a job runs: the job finishes and is acked, then everything exits 0.
+    const slow = await submit('slow', [1500, mark]);
+    await until(async () => JSON.parse((await cli(['--json', 'get', slow], env)).stdout).state === 'running', 'the slow job to run');
+    sup.child.kill('SIGTERM');
+    expect(await sup.exited).toBe(0);
+    expect(existsSync(mark) ? readFileSync(mark, 'utf8') : '').toBe('done\n');
+    expect(await result(slow)).toMatchObject({ state: 'succeeded', result: 'slow' });
+    expect(pids(sup).filter(alive)).toEqual([]);
+  }, 90_000);
+
+  it('`worker once --runtime python` on an empty queue exits 0 after its short wait', async () => {
+    const env = planeEnv('edge');
+    const t0 = Date.now();
+    const r = await cli(['worker', 'once', '--runtime', 'python', '--queue', 'empty'], env);
+    expect(r.code, r.stderr).toBe(0);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(2_000);
+    expect(r.stderr).toContain('ran 0 jobs');
+  }, 60_000);
+});
