@@ -52,7 +52,7 @@ def _sources():
     for root, dirs, files in (w for p in _PACKAGES for w in os.walk(os.path.join(_HERE, p))):
         dirs[:] = [d for d in dirs if d != "__pycache__"]
         for f in sorted(files):
-            if f.endswith(".py"):
+            if f.endswith((".py", ".json")):  # sql.json: the local plane's SQL
                 full = os.path.join(root, f)
                 yield full, os.path.relpath(full, _HERE).replace(os.sep, "/")
 

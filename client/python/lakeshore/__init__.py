@@ -6,12 +6,13 @@ from .errors import (BadRequest, FencingConflict, Forbidden, InvocationCancelled
                      PayloadTooLarge, RateLimited, Timeout, Unauthorized, Unavailable)
 from .frames import BEGIN, CHUNK, END, ERROR, VALUE, FrameKind, decode_frame, encode_frame
 from .http import Claimed, HttpDispatch
+from .local import Dispatch
 from .plane import default_dispatch
 from .queue import Handle, SyncQueue
 from .worker import JobContext, TimeLimitExceeded, current_job, run_worker
 
 __all__ = [
-    "HttpDispatch", "Claimed", "SyncQueue", "Handle", "default_dispatch", "run_worker", "current_job", "JobContext", "TimeLimitExceeded", "encode_envelope", "decode_envelope", "new_traceparent",
+    "Dispatch", "HttpDispatch", "Claimed", "SyncQueue", "Handle", "default_dispatch", "run_worker", "current_job", "JobContext", "TimeLimitExceeded", "encode_envelope", "decode_envelope", "new_traceparent",
     "encode_frame", "decode_frame", "FrameKind", "VALUE", "CHUNK", "BEGIN", "END", "ERROR",
     "LakeshoreError", "BadRequest", "Unauthorized", "Forbidden", "NotFound", "FencingConflict", "PayloadTooLarge",
     "RateLimited", "Timeout", "Unavailable", "InvocationFailed", "InvocationCancelled",

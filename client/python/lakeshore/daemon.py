@@ -42,11 +42,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         d = HttpDispatch(url, token=a.token or os.environ.get("LAKESHORE_TOKEN"),
                          namespace=a.namespace or os.environ.get("LAKESHORE_NAMESPACE") or "default")
     else:
-        try:
-            d = default_dispatch()
-        except RuntimeError as e:
-            print("lakeshore.daemon: %s" % e, file=sys.stderr)
-            return 2
+        d = default_dispatch()
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:

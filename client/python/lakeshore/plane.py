@@ -27,9 +27,9 @@ def _resolve() -> Any:
         from .http import HttpDispatch
         return HttpDispatch(url, token=os.environ.get("LAKESHORE_TOKEN"), namespace=os.environ.get("LAKESHORE_NAMESPACE") or "default")
     home = os.environ.get("LAKESHORE_HOME") or os.path.join(os.path.expanduser("~"), ".lakeshore")
-    raise RuntimeError(
-        "no LAKESHORE_URL set, and the Python local plane (%s) is not available yet: set LAKESHORE_URL "
-        "(and LAKESHORE_TOKEN) to a plane's address, or pass dispatch=HttpDispatch(...)" % os.path.join(home, "dispatch.sqlite"))
+    os.makedirs(home, exist_ok=True)
+    from .local import Dispatch
+    return Dispatch(os.path.join(home, "dispatch.sqlite"), ns=os.environ.get("LAKESHORE_NAMESPACE") or "default")
 
 
 def is_local(dispatch: Any) -> bool:

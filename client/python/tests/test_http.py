@@ -14,8 +14,10 @@ import urllib.request
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(__file__))
 
 import lakeshore as ls  # noqa: E402
+from support import TempDirs  # noqa: E402
 
 URL = os.environ.get("LAKESHORE_URL", "")
 TOKEN = os.environ.get("LAKESHORE_TOKEN", "")
@@ -534,11 +536,11 @@ class Readme(unittest.TestCase):
 
 
 @unittest.skipUnless(URL, "needs LAKESHORE_URL")
-class Queues(unittest.TestCase):
+class Queues(TempDirs):
     """SyncQueue and the contract's run_worker(q, root=...)."""
 
     def test_a_function_submitted_by_reference_is_imported_under_the_workers_root(self):
-        root = tempfile.mkdtemp(prefix="lakeshore-pyroot-")
+        root = self.temp_dir("lakeshore-pyroot-")
         mod = "tasks_%s" % uuid.uuid4().hex[:8]
         with open(os.path.join(root, mod + ".py"), "w") as f:
             f.write("def add(a, b):\n    return a + b\n\ndef count(n):\n    for i in range(n):\n        yield i * i\n")
@@ -563,7 +565,7 @@ class Queues(unittest.TestCase):
         import platform
         import cloudpickle
         q = ls.SyncQueue("pickles", dispatch=client())
-        marker = os.path.join(tempfile.mkdtemp(prefix="lakeshore-pickle-"), "ran")
+        marker = os.path.join(self.temp_dir("lakeshore-pickle-"), "ran")
 
         def touch(x):
             with open(marker, "a") as f:

@@ -1,0 +1,362 @@
+"""Dispatch: the local plane in Python, on a SQLite file (or ":memory:"), with the standard
+library's sqlite3.
+
+It runs the TypeScript core's own SQL: the migrations and, for each verb, the statements its plans
+build (each transition one guarded statement), loaded from sql.json, which
+`scripts/python-sql.ts` writes from src/core and a test keeps current. What is Python here is the
+order of a verb's statements and the reading of their answers (which diagnosis a miss gets). So a
+Python process and a Node process on one file share one queue: the same rows, the same guards, the
+same transactions. Blocking calls (claim with `wait`, `result`, `journal_read`) look again every
+`poll` seconds: another process's commit is seen at the next look.
+
+>>> d = Dispatch("./jobs.sqlite")
+>>> d.submit("cpu", encode_envelope("add", [1, 2]), id="job-1")
+"""
+import binascii
+import json
+import math
+import os
+import re
+import sqlite3
+import threading
+import time
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+from .errors import BadRequest, FencingConflict, InvocationCancelled, InvocationFailed, LakeshoreError, NotFound, PayloadTooLarge, Timeout
+from .frames import decode_frame, encode_frame
+from .http import Claimed
+
+with open(os.path.join(os.path.dirname(__file__), "sql.json"), encoding="utf-8") as _f:
+    SQL = json.load(_f)
+
+LIMITS = SQL["limits"]
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")
+_TERMINAL = ("succeeded", "failed", "cancelled")
+
+
+def _name(what: str, v: Any, max_len: int = 128) -> str:
+    if not isinstance(v, str) or not v or len(v) > max_len or not _NAME.match(v):
+        raise BadRequest("%s %r may hold only letters, digits and . _ : - and must start with a letter or digit" % (what, v))
+    return v
+
+
+def _text(what: str, v: Any, max_len: int = 200) -> str:
+    if not isinstance(v, str) or not v or len(v) > max_len:
+        raise BadRequest("%s must be a non-empty string of at most %d characters" % (what, max_len))
+    return v
+
+
+def _number(what: str, v: Any, minimum: Optional[float] = None) -> float:
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or (minimum is not None and v < minimum):
+        raise BadRequest("%s must be a finite number%s" % (what, "" if minimum is None else " >= %s" % minimum))
+    return v
+
+
+def _ms(v: Optional[float]) -> Optional[int]:
+    return None if v is None else int(round(v * 1000))
+
+
+class _Rows(list):  # type: ignore[type-arg]
+    """A statement's rows, and how many rows it changed."""
+
+    def __init__(self, rows: Sequence[sqlite3.Row], changes: int):
+        super().__init__(rows)
+        self.changes = changes
+
+
+class Dispatch:
+    """The local plane: the contract's verbs on a SQLite file shared by Python and Node processes."""
+
+    in_process = True
+
+    def __init__(self, path: str = ":memory:", *, ns: str = "default", namespace: Optional[str] = None, busy_timeout: float = 10.0):
+        if sqlite3.sqlite_version_info < (3, 38, 0):
+            raise RuntimeError("the local plane needs SQLite >= 3.38 (its JSON operators); this Python has SQLite %s" % sqlite3.sqlite_version)
+        self.path = path
+        self.namespace = _name("namespace", namespace or ns, 64)
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=busy_timeout)
+        self._db.row_factory = sqlite3.Row
+        if path != ":memory:":
+            self._db.execute("PRAGMA journal_mode = WAL")
+            self._db.execute("PRAGMA synchronous = NORMAL")
+        self._migrate()
+        self._claims: Dict[str, Tuple[str, int]] = {}  # id -> (worker id, attempt) of claims made here
+        self._closed = False
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _migrate(self) -> None:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("CREATE TABLE IF NOT EXISTS d1_migrations (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT UNIQUE, "
+                                 "applied_at TEXT DEFAULT CURRENT_TIMESTAMP NOT NULL)")
+                done = {r[0] for r in self._db.execute("SELECT name FROM d1_migrations")}
+                for m in SQL["migrations"]:
+                    if m["name"] in done:
+                        continue
+                    for part in m["sql"].split("--> statement-breakpoint"):
+                        if part.strip():
+                            self._db.execute(part)
+                    self._db.execute("INSERT INTO d1_migrations (name) VALUES (?)", (m["name"],))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def _run(self, verb: str, values: Dict[str, Any]) -> List["_Rows"]:
+        """The verb's statements in one write transaction: each statement's rows (and `changes`)."""
+        with self._lock:
+            if self._closed:
+                raise LakeshoreError("unavailable", "this Dispatch is closed")
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                out = []
+                for st in SQL["verbs"][verb]:
+                    cur = self._db.execute(st["sql"], [self._value(p, values) for p in st["params"]])
+                    out.append(_Rows(cur.fetchall(), cur.rowcount))
+                self._db.execute("COMMIT")
+                return out
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def _value(self, param: str, values: Dict[str, Any]) -> Any:
+        if param == "null":
+            return None
+        if param.startswith("="):
+            return int(param[1:])
+        if param == "ns":
+            return self.namespace
+        if param in LIMITS:
+            return LIMITS[param]
+        if param == "now":
+            return int(time.time() * 1000)
+        return values[param]
+
+    def _holder(self, inv_id: str, worker_id: str) -> Dict[str, Any]:
+        held = self._claims.get(inv_id)
+        return {"worker_id": _text("worker_id", worker_id), "attempt": held[1] if held and held[0] == worker_id else None}
+
+    @staticmethod
+    def _stale(verb: str, inv_id: str, row: sqlite3.Row, h: Dict[str, Any]) -> LakeshoreError:
+        """Why a holder's verb missed (src/core/sql/fence.ts staleError)."""
+        if row["state"] != "running":
+            return FencingConflict("%s refused: invocation %s is %s, not running" % (verb, json.dumps(inv_id), row["state"]))
+        if not Dispatch._same(row, h):
+            other = "" if row["worker_id"] == h["worker_id"] else " of another worker"
+            return FencingConflict("%s refused: invocation %s is held by attempt %d%s; this worker's lease was lost" % (verb, json.dumps(inv_id), row["attempt"], other))
+        return FencingConflict("%s refused for invocation %s" % (verb, json.dumps(inv_id)))
+
+    @staticmethod
+    def _same(row: sqlite3.Row, h: Dict[str, Any]) -> bool:
+        return row["worker_id"] == h["worker_id"] and (h["attempt"] is None or row["attempt"] == h["attempt"])
+
+    def _found(self, verb: str, inv_id: str, queue: Optional[str] = None) -> sqlite3.Row:
+        rows = self._run(verb, {"id": inv_id, "queue": queue})[0]
+        if not rows:
+            raise NotFound("invocation %s not found" % json.dumps(inv_id))
+        return rows[0]
+
+    # ------------------------------------------------------------------ producers
+
+    def submit(self, queue: str, envelope: bytes, *, id: str, key: Optional[str] = None, priority: float = 0.0, parent: Optional[str] = None,
+               delay: Optional[float] = None, run_at: Optional[float] = None, ttl: Optional[float] = None,
+               expires_at: Optional[float] = None, max_attempts: Optional[int] = None) -> str:
+        """Submits one job; idempotent on `key` (per queue) and on `id`. Times as HttpDispatch.submit."""
+        queue, inv_id = _name("queue", queue), _text("id", id)
+        now = time.time()
+        if delay is not None and run_at is not None:
+            raise BadRequest("give delay or run_at, not both")
+        due = now + _number("delay", delay, 0) if delay is not None else (_number("run_at", run_at) if run_at is not None else None)
+        expiry = now + _number("ttl", ttl, 0.001) if ttl is not None else (_number("expires_at", expires_at) if expires_at is not None else None)
+        values = {"queue": queue, "id": inv_id, "key": key, "priority": _number("priority", priority), "parent": parent,
+                  "envelope": bytes(envelope), "run_at": _ms(due) if due is not None and due > now else None,
+                  "expires_at": _ms(expiry), "max_attempts": max_attempts}
+        if self._run("submit", values)[0]:
+            return inv_id
+        by_key, by_id = self._run("submit_existing", values)
+        if by_key:
+            return str(by_key[0]["id"])
+        if by_id and by_id[0]["queue"] == queue:
+            return inv_id
+        if by_id:
+            raise FencingConflict("id %s already names an invocation in another queue" % json.dumps(inv_id))
+        raise FencingConflict("submit of %s conflicted with a concurrent change; retry it" % json.dumps(inv_id))
+
+    def cancel(self, inv_id: str) -> bool:
+        if self._run("cancel", {"id": inv_id, "queue": None})[0]:
+            return True
+        self._found("cancel_missed", inv_id)
+        return False
+
+    def get(self, inv_id: str) -> Optional[Dict[str, Any]]:
+        rows = self._run("get", {"id": inv_id, "queue": None})[0]
+        if not rows:
+            return None
+        r = dict(rows[0])
+        out = {k: r.get(k) for k in ("id", "queue", "key", "priority", "parent", "state", "attempt", "worker_id", "lease_until",
+                                      "created_at", "updated_at", "started_at", "finished_at", "run_at", "expires_at", "max_attempts")}
+        out["namespace"] = r["ns"]
+        out["envelope"] = bytes(r["envelope"] or b"")
+        out["result"] = None if r["result"] is None else bytes(r["result"])
+        out["error"] = None if r["error"] is None else json.loads(r["error"])
+        return out
+
+    def result(self, inv_id: str, *, timeout: float = 30.0, poll: float = 0.02) -> bytes:
+        """The result of a succeeded invocation, waiting up to `timeout` seconds for it to end."""
+        deadline = time.monotonic() + timeout
+        while True:
+            row = self.get(inv_id)
+            if row is None:
+                raise NotFound("invocation %s not found" % json.dumps(inv_id))
+            if row["state"] == "succeeded":
+                return row["result"] or b""
+            if row["state"] == "failed":
+                raise InvocationFailed(inv_id, row["error"] or {"message": "failed"})
+            if row["state"] == "cancelled":
+                raise InvocationCancelled(inv_id)
+            if time.monotonic() >= deadline:
+                raise Timeout("invocation %s is still %s after %ss" % (inv_id, row["state"], timeout))
+            time.sleep(poll)
+
+    def count(self, queue: str, state: str = "queued") -> int:
+        if state not in ("delayed", "queued", "running", "succeeded", "failed", "cancelled"):
+            raise BadRequest("unknown state %r" % state)
+        return int(self._run("count", {"queue": _name("queue", queue), "state": state})[0][0]["n"])
+
+    # ------------------------------------------------------------------ workers
+
+    def claim(self, queue: str, worker_id: str, *, kind: str = "fifo", temperature: float = 1.0, wait: float = 0.0, lease: Optional[float] = None,
+              poll: float = 0.02, **_: Any) -> Optional[Claimed]:
+        """Claims the next job (fifo, or its alias priority: highest priority first, then oldest;
+        filo: newest first), waiting up to `wait` seconds for one."""
+        if kind == "priority":
+            kind = "fifo"
+        if kind not in ("fifo", "filo"):
+            raise BadRequest("unknown claim kind %r: the Python local plane has fifo (or priority) and filo" % kind)
+        values = {"queue": _name("queue", queue), "worker_id": _text("worker_id", worker_id),
+                  "lease_ms": None if lease is None else _ms(_number("lease", lease, 0.001))}
+        verb = "claim_" + kind
+        at = next(i for i, st in enumerate(SQL["verbs"][verb]) if st["sql"].startswith("UPDATE invocations SET state = 'running'"))
+        deadline = time.monotonic() + max(0.0, wait)
+        while True:
+            rows = self._run(verb, values)[at]
+            if rows:
+                r = rows[0]
+                c = Claimed(id=r["id"], envelope=binascii.unhexlify(r["envelope_hex"] or ""), attempt=int(r["attempt"]), queue=r["queue"],
+                            lease_until=int(r["lease_until"]), priority=float(r["priority"]))
+                self._claims[c.id] = (worker_id, c.attempt)
+                return c
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(poll)
+
+    def ack(self, inv_id: str, worker_id: str, *, result: Optional[bytes] = None) -> None:
+        h = self._holder(inv_id, worker_id)
+        if self._run("ack", {"id": inv_id, "queue": None, "result": result, **h})[0]:
+            return
+        row = self._found("ack_missed", inv_id)
+        if not (row["state"] == "succeeded" and self._same(row, h)):
+            raise self._stale("ack", inv_id, row, h)
+
+    def nack(self, inv_id: str, worker_id: str, *, error: Union[str, Dict[str, Any]], retry: bool = True, delay: Optional[float] = None) -> str:
+        """Gives a job back: "queued" or "delayed" (retried within its attempt budget) or "failed"."""
+        err = {"message": error} if isinstance(error, str) else error
+        if not isinstance(err, dict) or not isinstance(err.get("message"), str):
+            raise BadRequest("error must be a string or an object with a string message")
+        h = self._holder(inv_id, worker_id)
+        values = {"id": inv_id, "queue": None, "error_json": json.dumps(err), "delay_ms": None if delay is None else _ms(_number("delay", delay, 0)), **h}
+        rows = self._run("nack_retry" if retry else "nack_fail", values)[0]
+        if rows:
+            return str(rows[0]["state"])
+        row = self._found("nack_missed", inv_id)
+        if (row["state"] == "failed" or (retry and row["state"] in ("queued", "delayed"))) and self._same(row, h):
+            return "failed" if row["state"] == "failed" else "queued"
+        raise self._stale("nack", inv_id, row, h)
+
+    def heartbeat(self, inv_id: str, worker_id: str) -> bool:
+        """Extends the lease; True when the job was cancelled meanwhile (stop working on it)."""
+        h = self._holder(inv_id, worker_id)
+        if self._run("heartbeat", {"id": inv_id, "queue": None, "lease_ms": None, **h})[0]:
+            return False
+        row = self._found("heartbeat_missed", inv_id)
+        if row["state"] == "cancelled" and self._same(row, h):
+            return True
+        raise self._stale("heartbeat", inv_id, row, h)
+
+    # ------------------------------------------------------------------ the journal
+
+    def journal_append(self, inv_id: str, seq: Optional[int], frame_bytes: bytes, *, final: bool = False) -> int:
+        """Appends a frame as the worker that claimed `inv_id` here; `seq=None` takes the next."""
+        held = self._claims.get(inv_id)
+        if held is None:
+            raise BadRequest("journal_append(%s): this Dispatch did not claim %s" % (inv_id, inv_id))
+        kind, _, body, meta = decode_frame(frame_bytes)
+        h = {"worker_id": held[0], "attempt": held[1]}
+        values = {"id": inv_id, "queue": None, "seq": seq, "kind": int(kind), "body": body, "meta_json": None if meta is None else json.dumps(meta), **h}
+        rows = self._run("append_final" if final else "append", values)[0]
+        if rows:
+            return int(rows[0]["seq"])
+        found, facts = self._run("append_missed", values)
+        if not found:
+            raise NotFound("invocation %s not found" % json.dumps(inv_id))
+        row, f = found[0], facts[0]
+        taken = f["attempt"] is not None
+        if seq is not None and taken and self._same(row, h) and f["attempt"] == row["attempt"]:
+            return seq
+        if not (row["state"] == "running" and self._same(row, h)):
+            raise self._stale("append", inv_id, row, h)
+        top = max(-1 if f["last_seq"] is None else f["last_seq"], f["trimmed"])
+        at = seq if seq is not None else top + 1
+        if at >= LIMITS["max_frames"]:
+            raise PayloadTooLarge("the journal of invocation %s is full: at most %d frames" % (json.dumps(inv_id), LIMITS["max_frames"]))
+        if taken:
+            raise FencingConflict("seq %d of invocation %s was already written by attempt %s" % (at, json.dumps(inv_id), f["attempt"]))
+        if f["last_final"] == 1 and f["last_attempt"] == row["attempt"]:
+            raise FencingConflict("attempt %d of invocation %s already ended its stream: nothing may follow it" % (row["attempt"], json.dumps(inv_id)))
+        if at <= top:
+            raise FencingConflict("seq %d of invocation %s is not after the journal's last seq %d: a reader may already be past it" % (at, json.dumps(inv_id), top))
+        raise self._stale("append", inv_id, row, h)
+
+    def journal_read(self, inv_id: str, *, since: int = -1, timeout: float = 30.0, poll: float = 0.02) -> Iterator[Tuple[int, bytes]]:
+        """Yields (seq, frame bytes) as frames are written, until a final frame or the end of the
+        invocation; raises Timeout when `timeout` seconds pass with no frame."""
+        cursor, deadline = since, time.monotonic() + timeout
+        while True:
+            inv, frames = self._run("read", {"id": inv_id, "queue": None, "since": cursor, "limit": 1000})
+            if not inv:
+                raise NotFound("invocation %s not found" % json.dumps(inv_id))
+            for f in frames:
+                cursor = f["seq"]
+                deadline = time.monotonic() + timeout
+                yield f["seq"], encode_frame(f["kind"], f["seq"], bytes(f["body"] or b""), None if f["meta"] is None else json.loads(f["meta"]))
+                if f["final"]:
+                    return
+            if len(frames) < 1000 and inv[0]["state"] in _TERMINAL:
+                return
+            if not frames:
+                if time.monotonic() >= deadline:
+                    raise Timeout("journal of %s wrote nothing for %ss and has not ended" % (inv_id, timeout))
+                time.sleep(poll)
+
+    def journal_trim(self, inv_id: str, *, keep_last: int = 0) -> int:
+        if not isinstance(keep_last, int) or keep_last < 0:
+            raise BadRequest("keep_last must be an integer >= 0")
+        updated, deleted = self._run("trim", {"id": inv_id, "queue": None, "keep_last": keep_last})
+        if not updated:
+            raise NotFound("invocation %s not found" % json.dumps(inv_id))
+        return deleted.changes
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._db.close()
+
+    def __enter__(self) -> "Dispatch":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,133 @@
+"""The Python local plane (lakeshore.Dispatch) on SQLite, and its SQL: the core's, from sql.json.
+Python↔Node on one file, both ways and racing, lives in test/node/python-local.test.ts."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(__file__))
+
+import lakeshore as ls  # noqa: E402
+from support import TempDirs  # noqa: E402
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+
+
+class LocalPlane(unittest.TestCase):
+    def setUp(self):
+        self.d = ls.Dispatch(":memory:")
+
+    def tearDown(self):
+        self.d.close()
+
+    def test_the_contract_verbs_with_their_guards(self):
+        d = self.d
+        self.assertEqual(d.submit("q", b"x", id="a", key="k"), "a")
+        self.assertEqual(d.submit("q", b"y", id="b", key="k"), "a")  # the key answers the first
+        self.assertEqual(d.count("q"), 1)
+        c = d.claim("q", "w", kind="priority")
+        self.assertEqual((c.id, c.attempt, c.queue, c.envelope), ("a", 1, "q", b"x"))
+        self.assertIsNone(d.claim("q", "w2"))
+        self.assertEqual(d.journal_append("a", None, ls.encode_frame(ls.VALUE, 0, b"1")), 0)
+        self.assertEqual(d.journal_append("a", 5, ls.encode_frame(ls.VALUE, 5, b"5")), 5)
+        self.assertEqual(d.journal_append("a", 5, ls.encode_frame(ls.VALUE, 5, b"5")), 5)  # a retry: absorbed
+        with self.assertRaises(ls.FencingConflict):
+            d.journal_append("a", 3, ls.encode_frame(ls.VALUE, 3, b"3"))  # behind the last seq
+        self.assertFalse(d.heartbeat("a", "w"))
+        with self.assertRaises(ls.FencingConflict):
+            d.ack("a", "intruder")
+        d.ack("a", "w", result=b"done")
+        d.ack("a", "w", result=b"done")  # a repeat: absorbed
+        self.assertEqual(d.result("a"), b"done")
+        self.assertEqual([(s, ls.decode_frame(f)[0]) for s, f in d.journal_read("a")], [(0, ls.FrameKind.VALUE), (5, ls.FrameKind.VALUE)])
+        self.assertEqual(d.journal_trim("a", keep_last=1), 1)
+        self.assertEqual([s for s, _ in d.journal_read("a")], [5])
+        self.assertEqual(d.get("a")["state"], "succeeded")
+        self.assertIsNone(d.get("nope"))
+        with self.assertRaises(ls.NotFound):
+            d.cancel("nope")
+
+    def test_the_attempt_budget_fails_a_job_once_spent(self):
+        d = self.d
+        d.submit("q", b"x", id="f")
+        states = []
+        for _ in range(3):
+            c = d.claim("q", "w")
+            states.append(d.nack(c.id, "w", error={"message": "boom", "type": "E"}))
+        self.assertEqual(states, ["queued", "queued", "failed"])
+        with self.assertRaises(ls.InvocationFailed) as cm:
+            d.result("f", timeout=1)
+        self.assertEqual((cm.exception.error["type"], cm.exception.error["last"]["message"]), ("AttemptsExhausted", "boom"))
+
+    def test_delays_ttl_and_waiting_claims(self):
+        d = self.d
+        d.submit("q", b"x", id="later", delay=0.3)
+        self.assertEqual(d.count("q", "delayed"), 1)
+        self.assertIsNone(d.claim("q", "w"))
+        t0 = time.monotonic()
+        c = d.claim("q", "w", wait=5)  # it comes due while the claim waits
+        self.assertEqual(c.id, "later")
+        self.assertGreaterEqual(time.monotonic() - t0, 0.2)
+        d.submit("q", b"x", id="stale", ttl=0.05)
+        time.sleep(0.1)  # its TTL runs out
+        self.assertIsNone(d.claim("q", "w"))
+        self.assertEqual(d.get("stale")["error"]["type"], "Expired")
+
+    def test_a_cancelled_job_tells_its_worker_at_the_next_heartbeat(self):
+        d = self.d
+        d.submit("q", b"x", id="c")
+        d.claim("q", "w")
+        self.assertTrue(d.cancel("c"))
+        self.assertFalse(d.cancel("c"))
+        self.assertTrue(d.heartbeat("c", "w"))
+        with self.assertRaises(ls.InvocationCancelled):
+            d.result("c", timeout=1)
+
+    def test_sync_queue_and_run_worker_on_the_local_plane_run_by_value_functions(self):
+        q = ls.SyncQueue("gpu", dispatch=self.d)
+        h = q.submit_with({"by_value": True}, lambda x: x * 3, 14)
+        g = q.submit_with({"by_value": True}, lambda n: (i for i in range(n)), 3)
+        self.assertEqual(ls.run_worker(q, once=True), 1)
+        self.assertEqual(ls.run_worker(q, once=True), 1)
+        self.assertEqual(h.result(timeout=5), 42)
+        self.assertEqual(list(g.stream(timeout=5)), [0, 1, 2])
+
+    def test_the_sql_artifact_is_the_cores(self):
+        # scripts/python-sql.ts --check regenerates it from src/core and compares (node test too).
+        with open(os.path.join(os.path.dirname(ls.__file__), "sql.json"), encoding="utf-8") as f:
+            artifact = json.load(f)
+        names = sorted(os.listdir(os.path.join(ROOT, "migrations")))
+        self.assertEqual([m["name"] for m in artifact["migrations"]], [n for n in names if n.endswith(".sql")])
+
+
+class ThreeLines(TempDirs):
+    """The contract's example, run as written: `q = SyncQueue("gpu")` on the process-default
+    plane (here a file, $LAKESHORE_HOME/dispatch.sqlite), then `run_worker(q, root="/data")`."""
+
+    SCRIPT = 'from dreamlake.lakeshore import Dispatch, HttpDispatch, SyncQueue, run_worker\nq = SyncQueue("gpu")                                  # process-default plane\nrun_worker(q, root="/data")\n'
+
+    def test_the_three_lines_serve_the_default_plane(self):
+        home = self.temp_dir("lakeshore-py3-")
+        tasks = self.temp_dir("lakeshore-pytasks-")
+        with open(os.path.join(tasks, "three_line_tasks.py"), "w") as f:
+            f.write("def double(x):\n    return 2 * x\n")
+        env = {**os.environ, "LAKESHORE_HOME": home, "LAKESHORE_URL": "", "LAKESHORE_NAMESPACE": "",
+               "PYTHONPATH": os.pathsep.join([os.path.join(os.path.dirname(__file__), ".."), tasks])}
+        d = ls.Dispatch(os.path.join(home, "dispatch.sqlite"))
+        h = ls.SyncQueue("gpu", dispatch=d).submit("three_line_tasks:double", 21)
+        p = subprocess.Popen([sys.executable, "-c", self.SCRIPT], env=env)
+        try:
+            self.assertEqual(h.result(timeout=30), 42)
+        finally:
+            p.kill()
+            p.wait()
+            d.close()
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,117 @@
+/**
+ * Writes client/python/lakeshore/sql.json: the SQL the Python local plane runs, taken from the
+ * TypeScript core rather than written twice. The migrations (the files D1 and the Node local
+ * plane apply) and, for each verb, the statements the core's plans build for one item on a plane
+ * with no single writer (the local plane's case), each with the names of its parameters.
+ *
+ * A plan builder is called with a sentinel for every input; each bound parameter is mapped back
+ * to the input it came from, so Python binds them by name. A parameter that is no input (a value
+ * the builder computed) fails the generation: the artifact never carries a guess.
+ *
+ *   npm run python-sql                # writes the artifact (after a change to src/core's SQL or the migrations)
+ *   npm run python-sql -- --check     # exits 1 when it is stale (test/node/python-local.test.ts runs it)
+ */
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { DEFAULT_LIMITS } from '../src/core/limits.ts';
+import { claimPlan } from '../src/core/claims.ts';
+import { submitPlan } from '../src/core/sql/submit.ts';
+import { ackPlan } from '../src/core/sql/ack.ts';
+import { nackPlan } from '../src/core/sql/nack.ts';
+import { heartbeatPlan } from '../src/core/sql/heartbeat.ts';
+import { cancelPlan } from '../src/core/sql/cancel.ts';
+import { appendPlan } from '../src/core/sql/append.ts';
+import { readPlan } from '../src/core/sql/journal-read.ts';
+import { trimPlan } from '../src/core/sql/trim.ts';
+import { countPlan, getPlan } from '../src/core/sql/read.ts';
+import type { Plan } from '../src/core/plan.ts';
+import type { Stmt } from '../src/core/port.ts';
+
+const root = join(import.meta.dirname, '..');
+const OUT = join(root, 'client', 'python', 'lakeshore', 'sql.json');
+
+// Sentinels: one distinct value per input. Numbers are large and odd so no arithmetic collides.
+const S = {
+  now: 9_000_000_000_001, ns: '«ns»', queue: '«queue»', id: '«id»', key: '«key»', priority: 9_000_000_000_003.5, parent: '«parent»',
+  envelope: new Uint8Array([0xfe, 0xed, 0x01]), run_at: 9_000_000_000_005, expires_at: 9_000_000_000_007, max_attempts: 9_000_000_009,
+  worker_id: '«worker_id»', attempt: 9_000_000_011, lease_ms: 9_000_000_013, default_lease_ms: 9_000_000_015, result: new Uint8Array([0xfe, 0xed, 0x02]),
+  error: '«error»', default_max_attempts: 9_000_000_017, delay_ms: 9_000_000_019, seq: 9_000_000_021, kind: 9_000_000_023, body: new Uint8Array([0xfe, 0xed, 0x03]),
+  meta: '«meta»', final: 9_000_000_025, max_frames: 9_000_000_027, since: 9_000_000_029, limit: 9_000_000_031, keep_last: 9_000_000_033, state: 'queued',
+  error_json: '{"message":"«error»"}', meta_json: '"«meta»"',
+} as const;
+
+const nameOf = (v: unknown): string => {
+  for (const [k, s] of Object.entries(S)) {
+    if (s instanceof Uint8Array ? v instanceof Uint8Array && v.length === s.length && v.every((b, i) => b === s[i]) : Object.is(v, s)) return k;
+  }
+  if (v === null) return 'null';
+  if (typeof v === 'number' && Number.isInteger(v) && Math.abs(v) < 1_000_000) return `=${v}`; // a constant the builder chose
+  throw new Error(`a parameter that is no input: ${JSON.stringify(v)}`);
+};
+
+const statement = (s: Stmt) => ({ sql: s.sql.replace(/\s+/g, ' ').trim(), params: s.args.map(nameOf) });
+const statements = (p: Plan<unknown>) => p.stmts.map(statement);
+/** The plan a plan's answer to empty results asks for next (the diagnosis of a miss). */
+function followUp(p: Plan<unknown>): { sql: string; params: string[] }[] {
+  const next = p.done(p.stmts.map(() => ({ rows: [], changes: 0 }) as never)) as unknown;
+  const plan = (next as { plan?: Plan<unknown> }).plan;
+  if (!plan) throw new Error('expected a follow-up plan');
+  return statements(plan);
+}
+
+const holder = { workerId: S.worker_id, attempt: S.attempt };
+const submitItem = { id: S.id, envelope: S.envelope, key: S.key, priority: S.priority, parent: S.parent, runAt: S.run_at, expiresAt: S.expires_at, maxAttempts: S.max_attempts };
+const claimCtx = { now: S.now, ns: S.ns, queue: S.queue, limits: { ...DEFAULT_LIMITS, defaultLeaseMs: S.default_lease_ms, defaultMaxAttempts: S.default_max_attempts }, random: Math.random, sampled: new Set<string>() };
+const submit = submitPlan(S.now, S.ns, S.queue, [submitItem]);
+const ack = ackPlan(S.now, S.ns, [{ id: S.id, queue: S.queue, holder, result: S.result }]);
+const nackRetry = nackPlan(S.now, S.ns, S.id, S.queue, holder, { message: S.error }, true, S.default_max_attempts, S.delay_ms);
+const heartbeat = heartbeatPlan(S.now, S.ns, S.id, S.queue, holder, S.lease_ms, S.default_lease_ms);
+const cancel = cancelPlan(S.now, S.ns, S.id, S.queue);
+const frame = { seq: S.seq, kind: S.kind as 0, body: S.body, meta: S.meta as never };
+const append = appendPlan(S.now, S.ns, S.id, S.queue, holder, { ...frame, final: true }, S.max_frames);
+
+const artifact = {
+  generated_by: 'scripts/python-sql.ts from src/core: do not edit (npm run python-sql)',
+  limits: { default_lease_ms: DEFAULT_LIMITS.defaultLeaseMs, default_max_attempts: DEFAULT_LIMITS.defaultMaxAttempts, max_frames: DEFAULT_LIMITS.framesPerInvocation },
+  migrations: readdirSync(join(root, 'migrations')).filter((f) => f.endsWith('.sql')).sort().map((name) => ({ name, sql: readFileSync(join(root, 'migrations', name), 'utf8') })),
+  verbs: {
+    submit: statements(submit),
+    submit_existing: followUp(submit),
+    claim_fifo: statements(claimPlan(claimCtx, { workerId: S.worker_id, kind: 'fifo', leaseMs: S.lease_ms, temperature: 1 }, 1)),
+    claim_filo: statements(claimPlan(claimCtx, { workerId: S.worker_id, kind: 'filo', leaseMs: S.lease_ms, temperature: 1 }, 1)),
+    ack: statements(ack),
+    ack_missed: followUp(ack),
+    nack_retry: statements(nackRetry),
+    nack_fail: statements(nackPlan(S.now, S.ns, S.id, S.queue, holder, { message: S.error }, false, S.default_max_attempts, S.delay_ms)),
+    nack_missed: followUp(nackRetry),
+    heartbeat: statements(heartbeat),
+    heartbeat_missed: followUp(heartbeat),
+    cancel: statements(cancel),
+    cancel_missed: followUp(cancel),
+    append: statements(appendPlan(S.now, S.ns, S.id, S.queue, holder, { ...frame, final: false }, S.max_frames)),
+    append_final: statements(append),
+    append_missed: followUp(append),
+    read: statements(readPlan(S.ns, S.id, S.since, S.limit, S.queue)),
+    trim: statements(trimPlan(S.ns, S.id, S.queue, S.keep_last)),
+    get: statements(getPlan(S.ns, S.id, S.queue)),
+    count: statements(countPlan(S.ns, S.queue, S.state)),
+  },
+};
+
+const text = `${JSON.stringify(artifact, null, 1)}\n`;
+if (process.argv.includes('--check')) {
+  let old = '';
+  try {
+    old = readFileSync(OUT, 'utf8');
+  } catch {
+    /* missing: stale */
+  }
+  if (old !== text) {
+    console.error(`${OUT} is stale: run \`npm run python-sql\` and commit it`);
+    process.exit(1);
+  }
+  console.log('client/python/lakeshore/sql.json is up to date');
+} else {
+  writeFileSync(OUT, text);
+  console.log(`wrote ${OUT}: ${artifact.migrations.length} migrations, ${Object.keys(artifact.verbs).length} verbs`);
+}

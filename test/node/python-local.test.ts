@@ -1,0 +1,130 @@
+/**
+ * Python and Node on one SQLite file: the Python local plane (client/python/lakeshore/local.py)
+ * runs the core's SQL from sql.json, so a Python producer's job runs on a Node worker and the other
+ * way round, blocking calls wake across the two, and claimers in both languages racing for the same
+ * jobs never get the same one. Real processes: python3, and the lakeshore CLI or a Node script.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { join, resolve } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { Dispatch, encodeEnvelope } from '../../client/local/index.ts';
+import { cli, HANDLERS, start, stop } from './setup/cli.ts';
+import { freshNs } from './setup/client.ts';
+import { tempDir } from '../support/tmp.ts';
+import { until } from '../support/wait.ts';
+
+const ROOT = resolve(import.meta.dirname, '..', '..');
+const PYTHONPATH = join(ROOT, 'client', 'python');
+
+/** Runs Python code with the checkout's package; its stdout, after it exits 0. */
+function python(code: string, args: string[] = []): Promise<string> {
+  return new Promise((ok, fail) => {
+    const p = spawn('python3', ['-c', code, ...args], { env: { ...process.env, PYTHONPATH }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    p.stdout.on('data', (d) => (out += d));
+    p.stderr.on('data', (d) => (err += d));
+    p.on('exit', (c) => (c === 0 ? ok(out) : fail(new Error(`python exited ${c}: ${err}`))));
+  });
+}
+
+const homeEnv = (home: string, ns: string) => ({ ...process.env, LAKESHORE_URL: '', LAKESHORE_TOKEN: '', LAKESHORE_HOME: home, LAKESHORE_NAMESPACE: ns });
+
+describe('Python and Node on one file', () => {
+  it('the SQL the Python plane runs is the core\'s (sql.json is current)', () => {
+    const r = spawnSync(process.execPath, ['--experimental-strip-types', '--no-warnings', join(ROOT, 'scripts', 'python-sql.ts'), '--check'], { encoding: 'utf8' });
+    expect(r.status, r.stderr).toBe(0);
+  });
+
+  it('a Python producer\'s job runs on a Node worker, its result waited for in Python', async () => {
+    const home = tempDir('lakeshore-pyfile-');
+    const ns = freshNs();
+    const file = join(home, 'dispatch.sqlite');
+    // Python submits and waits for the result (polling the file); the Node worker starts after.
+    const waiting = python(`
+import sys, lakeshore as ls
+d = ls.Dispatch(sys.argv[1], ns=sys.argv[2])
+d.submit("jobs", ls.encode_envelope("add", [2, 3]), id="from-python")
+print(d.result("from-python", timeout=60).decode())
+`, [file, ns]);
+    const r = await cli(['worker', 'once', '--queue', 'jobs', '--module', HANDLERS], homeEnv(home, ns));
+    expect(r.code, r.stderr).toBe(0);
+    expect((await waiting).trim()).toBe('5');
+    const d = new Dispatch(file, { namespace: ns });
+    expect((await d.get('from-python'))).toMatchObject({ state: 'succeeded', attempt: 1 });
+    await d.close();
+  }, 60_000);
+
+  it('a Node producer\'s job runs on a Python worker; a Node worker waiting on a claim wakes for a Python submit', async () => {
+    const home = tempDir('lakeshore-pyfile-');
+    const ns = freshNs();
+    const file = join(home, 'dispatch.sqlite');
+    const env = homeEnv(home, ns);
+    const id = (await cli(['submit', 'gen', 'count', '[3]'], env)).stdout.trim();
+    await python(`
+import sys, lakeshore as ls
+d = ls.Dispatch(sys.argv[1], ns=sys.argv[2])
+def count(n, delay_ms=0):
+    for i in range(n):
+        yield i
+    return n
+assert ls.run_worker(ls.SyncQueue("gen", dispatch=d), registry={"count": count}, once=True) == 1
+`, [file, ns]);
+    const res = await cli(['--json', 'result', id], env);
+    expect(JSON.parse(res.stdout)).toMatchObject({ state: 'succeeded', result: 3 });
+    const tail = await cli(['--json', 'tail', id], env);
+    expect(tail.stdout.trim().split('\n').map((l) => JSON.parse(l).kind)).toEqual(['BEGIN', 'VALUE', 'VALUE', 'VALUE', 'END']);
+    // A Node worker already waiting: a Python submit wakes it.
+    const worker = start(['worker', 'start', '--queue', 'jobs', '--module', HANDLERS], env);
+    try {
+      const out = await python(`
+import sys, lakeshore as ls
+d = ls.Dispatch(sys.argv[1], ns=sys.argv[2])
+h = ls.SyncQueue("jobs", dispatch=d).submit("add", 20, 22)
+print(h.result(timeout=60))
+`, [file, ns]);
+      expect(out.trim()).toBe('42');
+    } finally {
+      await stop(worker, 'SIGTERM');
+    }
+  }, 60_000);
+
+  it('claimers in Python and Node racing on one file never get the same job', async () => {
+    const home = tempDir('lakeshore-pyfile-');
+    const ns = freshNs();
+    const file = join(home, 'dispatch.sqlite');
+    const d = new Dispatch(file, { namespace: ns });
+    const N = 2000;
+    for (let i = 0; i < N; i += 500) await d.submitMany('race', Array.from({ length: 500 }, (_, k) => ({ envelope: encodeEnvelope({ fn: 'f' }), opts: { id: `r${i + k}` } })));
+    const py = python(`
+import sys, json, lakeshore as ls
+d = ls.Dispatch(sys.argv[1], ns=sys.argv[2])
+got = []
+while True:
+    c = d.claim("race", "py")
+    if c is None:
+        break
+    got.append([c.id, c.attempt])
+print(json.dumps(got))
+`, [file, ns]);
+    const node: [string, number][] = [];
+    // Node joins once Python is claiming: then both take from what is left.
+    await until(async () => (await d.count('race', 'running')) > 0, 'the Python claimer to start');
+    for (;;) {
+      const c = await d.claim('race', 'node');
+      if (!c) break;
+      node.push([c.id, c.attempt]);
+    }
+    const pyGot = JSON.parse(await py) as [string, number][];
+    const all = [...pyGot, ...node];
+    console.log(`racing claimers: python took ${pyGot.length}, node ${node.length} of ${N}`);
+    expect(all.length).toBe(N);
+    expect(new Set(all.map(([id]) => id)).size).toBe(N);
+    expect(all.every(([, attempt]) => attempt === 1)).toBe(true);
+    // Both took part (the race was a race).
+    expect(pyGot.length).toBeGreaterThan(0);
+    expect(node.length).toBeGreaterThan(0);
+    expect(await d.count('race', 'running')).toBe(N);
+    await d.close();
+  }, 60_000);
+});
