@@ -107,18 +107,17 @@ class LocalPlane(unittest.TestCase):
 
 class ThreeLines(TempDirs):
     """The contract's example, run as written: `q = SyncQueue("gpu")` on the process-default
-    plane (here a file, $LAKESHORE_HOME/dispatch.sqlite), then `run_worker(q, root="/data")`."""
+    plane (a file, $LAKESHORE_HOME/dispatch.sqlite, or the edge plane of LAKESHORE_URL), then
+    `run_worker(q, root="/data")`; the job's module is importable from the worker's path."""
 
     SCRIPT = 'from dreamlake.lakeshore import Dispatch, HttpDispatch, SyncQueue, run_worker\nq = SyncQueue("gpu")                                  # process-default plane\nrun_worker(q, root="/data")\n'
 
-    def test_the_three_lines_serve_the_default_plane(self):
-        home = self.temp_dir("lakeshore-py3-")
+    def serve(self, d, env):
+        """Runs the lines in a process of their own while `d` submits a job to "gpu" and waits for it."""
         tasks = self.temp_dir("lakeshore-pytasks-")
         with open(os.path.join(tasks, "three_line_tasks.py"), "w") as f:
             f.write("def double(x):\n    return 2 * x\n")
-        env = {**os.environ, "LAKESHORE_HOME": home, "LAKESHORE_URL": "", "LAKESHORE_NAMESPACE": "",
-               "PYTHONPATH": os.pathsep.join([os.path.join(os.path.dirname(__file__), ".."), tasks])}
-        d = ls.Dispatch(os.path.join(home, "dispatch.sqlite"))
+        env = {**os.environ, **env, "PYTHONPATH": os.pathsep.join([os.path.join(os.path.dirname(__file__), ".."), tasks])}
         h = ls.SyncQueue("gpu", dispatch=d).submit("three_line_tasks:double", 21)
         p = subprocess.Popen([sys.executable, "-c", self.SCRIPT], env=env)
         try:
@@ -126,7 +125,18 @@ class ThreeLines(TempDirs):
         finally:
             p.kill()
             p.wait()
-            d.close()
+
+    def test_the_three_lines_serve_a_local_file(self):
+        home = self.temp_dir("lakeshore-py3-")
+        d = ls.Dispatch(os.path.join(home, "dispatch.sqlite"))
+        self.addCleanup(d.close)
+        self.serve(d, {"LAKESHORE_HOME": home, "LAKESHORE_URL": "", "LAKESHORE_NAMESPACE": ""})
+
+    @unittest.skipUnless(os.environ.get("LAKESHORE_URL"), "needs LAKESHORE_URL (the suite's wrangler dev)")
+    def test_the_three_lines_serve_the_edge_plane(self):
+        ns = "py3" + os.urandom(6).hex()
+        d = ls.HttpDispatch(os.environ["LAKESHORE_URL"], token=os.environ["LAKESHORE_TOKEN"], namespace=ns)
+        self.serve(d, {"LAKESHORE_NAMESPACE": ns})
 
 
 if __name__ == "__main__":
