@@ -67,6 +67,17 @@ describe('lakeshore worker --runtime python', () => {
     expect(pids(sup).filter(alive)).toEqual([]);
   }, 90_000);
 
+  it('on the local plane (no URL) the Python daemon serves the same file the Node CLI submits to', async () => {
+    const env = planeEnv('local');
+    const root = tempDir('lakeshore-pyroot-');
+    writeFileSync(join(root, 'local_tasks.py'), 'def shout(s):\n    return s.upper() + "!"\n');
+    const id = (await cli(['submit', 'py', 'shout', '["hi"]', '--module', 'local_tasks:shout'], env)).stdout.trim();
+    const r = await cli(['worker', 'once', '--runtime', 'python', '--queue', 'py', '--root', root], env);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toContain('on the local plane');
+    expect(JSON.parse((await cli(['--json', 'result', id], env)).stdout)).toMatchObject({ state: 'succeeded', result: 'HI!' });
+  }, 60_000);
+
   it('`worker once --runtime python` on an empty queue exits 0 after its short wait', async () => {
     const env = planeEnv('edge');
     const t0 = Date.now();
