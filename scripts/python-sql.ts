@@ -72,13 +72,18 @@ const append = appendPlan(S.now, S.ns, S.id, S.queue, holder, { ...frame, final:
 
 const artifact = {
   generated_by: 'scripts/python-sql.ts from src/core: do not edit (npm run python-sql)',
-  limits: { default_lease_ms: DEFAULT_LIMITS.defaultLeaseMs, default_max_attempts: DEFAULT_LIMITS.defaultMaxAttempts, max_frames: DEFAULT_LIMITS.framesPerInvocation },
+  limits: {
+    default_lease_ms: DEFAULT_LIMITS.defaultLeaseMs, default_max_attempts: DEFAULT_LIMITS.defaultMaxAttempts, max_frames: DEFAULT_LIMITS.framesPerInvocation,
+    envelope_bytes: DEFAULT_LIMITS.envelopeBytes, result_bytes: DEFAULT_LIMITS.resultBytes, frame_bytes: DEFAULT_LIMITS.frameBytes,
+  },
   migrations: readdirSync(join(root, 'migrations')).filter((f) => f.endsWith('.sql')).sort().map((name) => ({ name, sql: readFileSync(join(root, 'migrations', name), 'utf8') })),
   verbs: {
     submit: statements(submit),
     submit_existing: followUp(submit),
     claim_fifo: statements(claimPlan(claimCtx, { workerId: S.worker_id, kind: 'fifo', leaseMs: S.lease_ms, temperature: 1 }, 1)),
     claim_filo: statements(claimPlan(claimCtx, { workerId: S.worker_id, kind: 'filo', leaseMs: S.lease_ms, temperature: 1 }, 1)),
+    claim_many_fifo: statements(claimPlan(claimCtx, { workerId: S.worker_id, kind: 'fifo', leaseMs: S.lease_ms, temperature: 1 }, S.limit)),
+    claim_many_filo: statements(claimPlan(claimCtx, { workerId: S.worker_id, kind: 'filo', leaseMs: S.lease_ms, temperature: 1 }, S.limit)),
     ack: statements(ack),
     ack_missed: followUp(ack),
     nack_retry: statements(nackRetry),

@@ -40,15 +40,41 @@ def _name(what: str, v: Any, max_len: int = 128) -> str:
     return v
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]|[\ud800-\udfff]")
+
+
 def _text(what: str, v: Any, max_len: int = 200) -> str:
     if not isinstance(v, str) or not v or len(v) > max_len:
         raise BadRequest("%s must be a non-empty string of at most %d characters" % (what, max_len))
+    if _CONTROL.search(v):
+        raise BadRequest("%s must not contain control characters or invalid unicode" % what)
     return v
 
 
 def _number(what: str, v: Any, minimum: Optional[float] = None) -> float:
     if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or (minimum is not None and v < minimum):
         raise BadRequest("%s must be a finite number%s" % (what, "" if minimum is None else " >= %s" % minimum))
+    return v
+
+
+def max_wait(wait: float) -> float:
+    if _number("wait", wait, 0) > 60:
+        raise BadRequest("wait is at most 60 seconds")
+    return wait
+
+
+JSON_DEPTH = 64
+
+
+def _shallow(what: str, v: Any) -> Any:
+    """A JSON value nested at most JSON_DEPTH levels (the core's LIMIT_JSON_DEPTH), checked without recursion."""
+    stack = [(v, 1)]
+    while stack:
+        x, d = stack.pop()
+        if isinstance(x, (dict, list)):
+            if d > JSON_DEPTH:
+                raise BadRequest("%s is nested more than %d levels deep" % (what, JSON_DEPTH))
+            stack.extend((y, d + 1) for y in (x.values() if isinstance(x, dict) else x))
     return v
 
 
@@ -135,9 +161,12 @@ class Dispatch:
             return int(time.time() * 1000)
         return values[param]
 
-    def _holder(self, inv_id: str, worker_id: str) -> Dict[str, Any]:
+    def _holder(self, inv_id: str, worker_id: str, attempt: Optional[int] = None) -> Dict[str, Any]:
+        """Who holds the job: the worker, and its attempt (given, else the one it claimed here, else any)."""
         held = self._claims.get(inv_id)
-        return {"worker_id": _text("worker_id", worker_id), "attempt": held[1] if held and held[0] == worker_id else None}
+        if attempt is None and held and held[0] == worker_id:
+            attempt = held[1]
+        return {"worker_id": _text("worker_id", worker_id), "attempt": attempt}
 
     @staticmethod
     def _stale(verb: str, inv_id: str, row: sqlite3.Row, h: Dict[str, Any]) -> LakeshoreError:
@@ -166,6 +195,8 @@ class Dispatch:
                expires_at: Optional[float] = None, max_attempts: Optional[int] = None) -> str:
         """Submits one job; idempotent on `key` (per queue) and on `id`. Times as HttpDispatch.submit."""
         queue, inv_id = _name("queue", queue), _text("id", id)
+        if len(envelope) > LIMITS["envelope_bytes"]:
+            raise PayloadTooLarge("envelope is %d bytes; at most %d" % (len(envelope), LIMITS["envelope_bytes"]))
         now = time.time()
         if delay is not None and run_at is not None:
             raise BadRequest("give delay or run_at, not both")
@@ -184,6 +215,18 @@ class Dispatch:
         if by_id:
             raise FencingConflict("id %s already names an invocation in another queue" % json.dumps(inv_id))
         raise FencingConflict("submit of %s conflicted with a concurrent change; retry it" % json.dumps(inv_id))
+
+    def submit_many(self, queue: str, items: List[Dict[str, Any]]) -> List[Union[str, LakeshoreError]]:
+        """Submits many: `items` are dicts of submit's arguments (`envelope`, `id`, ...); each keeps
+        its own id, key and idempotency and fails alone (its error in its place, not raised)."""
+        out: List[Union[str, LakeshoreError]] = []
+        for it in items:
+            it = dict(it)
+            try:
+                out.append(self.submit(queue, it.pop("envelope"), **it))
+            except LakeshoreError as e:
+                out.append(e)
+        return out
 
     def cancel(self, inv_id: str) -> bool:
         if self._run("cancel", {"id": inv_id, "queue": None})[0]:
@@ -206,6 +249,8 @@ class Dispatch:
 
     def result(self, inv_id: str, *, timeout: float = 30.0, poll: float = 0.02) -> bytes:
         """The result of a succeeded invocation, waiting up to `timeout` seconds for it to end."""
+        if _number("timeout", timeout, 0) > 300:
+            raise BadRequest("timeout is at most 300 seconds")
         deadline = time.monotonic() + timeout
         while True:
             row = self.get(inv_id)
@@ -232,41 +277,55 @@ class Dispatch:
               poll: float = 0.02, **_: Any) -> Optional[Claimed]:
         """Claims the next job (fifo, or its alias priority: highest priority first, then oldest;
         filo: newest first), waiting up to `wait` seconds for one."""
+        got = self.claim_many(queue, worker_id, 1, kind=kind, wait=wait, lease=lease, poll=poll)
+        return got[0] if got else None
+
+    def claim_many(self, queue: str, worker_id: str, max: int, *, kind: str = "fifo", wait: float = 0.0, lease: Optional[float] = None,
+                   poll: float = 0.02) -> List[Claimed]:
+        """Claims up to `max` jobs in one guarded statement, in claim order; waits up to `wait`
+        seconds while there is none."""
         if kind == "priority":
             kind = "fifo"
         if kind not in ("fifo", "filo"):
             raise BadRequest("unknown claim kind %r: the Python local plane has fifo (or priority) and filo" % kind)
-        values = {"queue": _name("queue", queue), "worker_id": _text("worker_id", worker_id),
+        if not isinstance(max, int) or isinstance(max, bool) or not 1 <= max <= 1000:
+            raise BadRequest("max must be an integer from 1 to 1000")
+        values = {"queue": _name("queue", queue), "worker_id": _text("worker_id", worker_id), "limit": max,
                   "lease_ms": None if lease is None else _ms(_number("lease", lease, 0.001))}
-        verb = "claim_" + kind
+        verb = ("claim_" if max == 1 else "claim_many_") + kind
         at = next(i for i, st in enumerate(SQL["verbs"][verb]) if st["sql"].startswith("UPDATE invocations SET state = 'running'"))
-        deadline = time.monotonic() + max(0.0, wait)
+        deadline = time.monotonic() + max_wait(wait)
         while True:
             rows = self._run(verb, values)[at]
             if rows:
-                r = rows[0]
-                c = Claimed(id=r["id"], envelope=binascii.unhexlify(r["envelope_hex"] or ""), attempt=int(r["attempt"]), queue=r["queue"],
-                            lease_until=int(r["lease_until"]), priority=float(r["priority"]))
-                self._claims[c.id] = (worker_id, c.attempt)
-                return c
+                # In claim order (src/core/sql/claim.ts claimOrder): RETURNING's order is unspecified.
+                rows = sorted(rows, key=(lambda r: -r["rid"]) if kind == "filo" else (lambda r: (-r["priority"], r["rid"])))
+                out = [Claimed(id=r["id"], envelope=binascii.unhexlify(r["envelope_hex"] or ""), attempt=int(r["attempt"]), queue=r["queue"],
+                               lease_until=int(r["lease_until"]), priority=float(r["priority"])) for r in rows]
+                for c in out:
+                    self._claims[c.id] = (worker_id, c.attempt)
+                return out
             if time.monotonic() >= deadline:
-                return None
+                return []
             time.sleep(poll)
 
-    def ack(self, inv_id: str, worker_id: str, *, result: Optional[bytes] = None) -> None:
-        h = self._holder(inv_id, worker_id)
+    def ack(self, inv_id: str, worker_id: str, *, result: Optional[bytes] = None, attempt: Optional[int] = None) -> None:
+        if result is not None and len(result) > LIMITS["result_bytes"]:
+            raise PayloadTooLarge("result is %d bytes; at most %d" % (len(result), LIMITS["result_bytes"]))
+        h = self._holder(inv_id, worker_id, attempt)
         if self._run("ack", {"id": inv_id, "queue": None, "result": result, **h})[0]:
             return
         row = self._found("ack_missed", inv_id)
         if not (row["state"] == "succeeded" and self._same(row, h)):
             raise self._stale("ack", inv_id, row, h)
 
-    def nack(self, inv_id: str, worker_id: str, *, error: Union[str, Dict[str, Any]], retry: bool = True, delay: Optional[float] = None) -> str:
+    def nack(self, inv_id: str, worker_id: str, *, error: Union[str, Dict[str, Any]], retry: bool = True, delay: Optional[float] = None,
+             attempt: Optional[int] = None) -> str:
         """Gives a job back: "queued" or "delayed" (retried within its attempt budget) or "failed"."""
-        err = {"message": error} if isinstance(error, str) else error
+        err = {"message": error} if isinstance(error, str) else _shallow("error", error)
         if not isinstance(err, dict) or not isinstance(err.get("message"), str):
             raise BadRequest("error must be a string or an object with a string message")
-        h = self._holder(inv_id, worker_id)
+        h = self._holder(inv_id, worker_id, attempt)
         values = {"id": inv_id, "queue": None, "error_json": json.dumps(err), "delay_ms": None if delay is None else _ms(_number("delay", delay, 0)), **h}
         rows = self._run("nack_retry" if retry else "nack_fail", values)[0]
         if rows:
@@ -276,25 +335,41 @@ class Dispatch:
             return "failed" if row["state"] == "failed" else "queued"
         raise self._stale("nack", inv_id, row, h)
 
-    def heartbeat(self, inv_id: str, worker_id: str) -> bool:
+    def heartbeat(self, inv_id: str, worker_id: str, *, lease: Optional[float] = None, attempt: Optional[int] = None) -> bool:
         """Extends the lease; True when the job was cancelled meanwhile (stop working on it)."""
-        h = self._holder(inv_id, worker_id)
-        if self._run("heartbeat", {"id": inv_id, "queue": None, "lease_ms": None, **h})[0]:
-            return False
+        return self.heartbeat_lease(inv_id, worker_id, lease=lease, attempt=attempt)[1]
+
+    def heartbeat_lease(self, inv_id: str, worker_id: str, *, lease: Optional[float] = None, attempt: Optional[int] = None) -> Tuple[Optional[int], bool]:
+        """A heartbeat's whole answer: the new lease deadline (epoch ms; None once cancelled), and whether it was cancelled."""
+        h = self._holder(inv_id, worker_id, attempt)
+        rows = self._run("heartbeat", {"id": inv_id, "queue": None, "lease_ms": None if lease is None else _ms(_number("lease", lease, 0.001)), **h})[0]
+        if rows:
+            return int(rows[0]["lease_until"]), False
         row = self._found("heartbeat_missed", inv_id)
         if row["state"] == "cancelled" and self._same(row, h):
-            return True
+            return None, True
         raise self._stale("heartbeat", inv_id, row, h)
 
     # ------------------------------------------------------------------ the journal
 
-    def journal_append(self, inv_id: str, seq: Optional[int], frame_bytes: bytes, *, final: bool = False) -> int:
-        """Appends a frame as the worker that claimed `inv_id` here; `seq=None` takes the next."""
+    def journal_append(self, inv_id: str, seq: Optional[int], frame_bytes: bytes, *, final: bool = False,
+                       worker_id: Optional[str] = None, attempt: Optional[int] = None) -> int:
+        """Appends a frame as the worker that claimed `inv_id` here (or `worker_id`); `seq=None` takes the next."""
         held = self._claims.get(inv_id)
-        if held is None:
-            raise BadRequest("journal_append(%s): this Dispatch did not claim %s" % (inv_id, inv_id))
-        kind, _, body, meta = decode_frame(frame_bytes)
-        h = {"worker_id": held[0], "attempt": held[1]}
+        if worker_id is None and held is None:
+            raise BadRequest("journal_append(%s): no worker_id given and this Dispatch did not claim %s" % (inv_id, inv_id))
+        if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool) or seq < 0):
+            raise BadRequest("seq must be an integer >= 0, or None for the next")
+        try:
+            kind, _, body, meta = decode_frame(frame_bytes)
+        except ValueError as e:
+            raise BadRequest("frame bytes are not a frame [kind, seq, body_base64, meta]: %s" % e)
+        if meta is not None and not isinstance(meta, dict):
+            raise BadRequest("frame meta must be an object or null")
+        _shallow("meta", meta)
+        if len(body) > LIMITS["frame_bytes"]:
+            raise PayloadTooLarge("frame body is %d bytes; at most %d" % (len(body), LIMITS["frame_bytes"]))
+        h = self._holder(inv_id, worker_id if worker_id is not None else held[0], attempt)
         values = {"id": inv_id, "queue": None, "seq": seq, "kind": int(kind), "body": body, "meta_json": None if meta is None else json.dumps(meta), **h}
         rows = self._run("append_final" if final else "append", values)[0]
         if rows:
@@ -323,23 +398,44 @@ class Dispatch:
     def journal_read(self, inv_id: str, *, since: int = -1, timeout: float = 30.0, poll: float = 0.02) -> Iterator[Tuple[int, bytes]]:
         """Yields (seq, frame bytes) as frames are written, until a final frame or the end of the
         invocation; raises Timeout when `timeout` seconds pass with no frame."""
+        for f in self.journal_follow(inv_id, since=since, timeout=timeout, poll=poll):
+            yield f["seq"], encode_frame(f["kind"], f["seq"], f["body"], f["meta"])
+
+    def journal_follow(self, inv_id: str, *, since: int = -1, timeout: float = 30.0, poll: float = 0.02) -> Iterator[Dict[str, Any]]:
+        """journal_read's frames as journal_page gives them (with `attempt` and `final`)."""
         cursor, deadline = since, time.monotonic() + timeout
         while True:
-            inv, frames = self._run("read", {"id": inv_id, "queue": None, "since": cursor, "limit": 1000})
-            if not inv:
-                raise NotFound("invocation %s not found" % json.dumps(inv_id))
-            for f in frames:
+            page = self.journal_page(inv_id, since=cursor)
+            for f in page["frames"]:
                 cursor = f["seq"]
                 deadline = time.monotonic() + timeout
-                yield f["seq"], encode_frame(f["kind"], f["seq"], bytes(f["body"] or b""), None if f["meta"] is None else json.loads(f["meta"]))
-                if f["final"]:
-                    return
-            if len(frames) < 1000 and inv[0]["state"] in _TERMINAL:
+                yield f
+            if page["done"]:
                 return
-            if not frames:
+            if not page["frames"]:
                 if time.monotonic() >= deadline:
                     raise Timeout("journal of %s wrote nothing for %ss and has not ended" % (inv_id, timeout))
                 time.sleep(poll)
+
+    def journal_page(self, inv_id: str, *, since: int = -1, limit: int = 1000) -> Dict[str, Any]:
+        """One read of the journal (src/core/sql/journal-read.ts): `{"frames": [...], "next",
+        "trimmed_before", "done", "state", "outcome"}`; frames as dicts of seq, kind, body, meta,
+        attempt, final."""
+        if not isinstance(limit, int) or not 1 <= limit <= 10_000:
+            raise BadRequest("limit must be an integer from 1 to 10000")
+        inv, frames = self._run("read", {"id": inv_id, "queue": None, "since": since, "limit": limit})
+        if not inv:
+            raise NotFound("invocation %s not found" % json.dumps(inv_id))
+        row = inv[0]
+        out = [{"seq": f["seq"], "kind": f["kind"], "body": bytes(f["body"] or b""), "meta": None if f["meta"] is None else json.loads(f["meta"]),
+                "attempt": f["attempt"], "final": bool(f["final"])} for f in frames]
+        terminal = row["state"] in _TERMINAL
+        done = bool(out and out[-1]["final"]) or (terminal and len(out) < limit)
+        outcome = None
+        if done and terminal:
+            outcome = {"state": row["state"], **({"result": None if row["result"] is None else bytes(row["result"])} if row["state"] == "succeeded"
+                                                  else {"error": json.loads(row["error"]) if row["error"] else {"message": row["state"]}})}
+        return {"frames": out, "next": out[-1]["seq"] if out else since, "trimmed_before": row["trimmed"], "done": done, "state": row["state"], "outcome": outcome}
 
     def journal_trim(self, inv_id: str, *, keep_last: int = 0) -> int:
         if not isinstance(keep_last, int) or keep_last < 0:
