@@ -8,14 +8,14 @@ import { InvocationFailedError, type DispatchPlane } from '../../client/local/in
 
 const bytes = (s: string) => new TextEncoder().encode(s);
 
-export function attempts(plane: () => DispatchPlane) {
+export function attempts(plane: () => DispatchPlane, lacks: ReadonlySet<string> = new Set()) {
   describe('attempt budget', () => {
     let d: DispatchPlane;
     beforeEach(() => {
       d = plane();
     });
 
-    it('a nack with retry on the last attempt fails the job: AttemptsExhausted, with the last error', async () => {
+    it.skipIf(lacks.has('configure'))('a nack with retry on the last attempt fails the job: AttemptsExhausted, with the last error', async () => {
       await d.configureQueue('q', { maxAttempts: 1 });
       await d.submit('q', bytes('x'), { id: 'one' });
       await d.claim('q', 'w');

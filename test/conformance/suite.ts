@@ -26,7 +26,13 @@ async function drain(it: AsyncIterable<JournalFrame>): Promise<JournalFrame[]> {
   return out;
 }
 
-export function conformance(planeName: string, makePlane: PlaneFactory) {
+/**
+ * `lacks`: parts of the contract a plane does not have yet, by name (a Python local plane's list is
+ * in python-plane.ts); those tests are skipped on it, visibly, and every other one runs.
+ */
+export function conformance(planeName: string, makePlane: PlaneFactory, lacks: ReadonlySet<string> = new Set()) {
+  const part = (name: string) => (lacks.has(name) ? describe.skip : describe);
+  const unless = (name: string) => it.skipIf(lacks.has(name));
   describe(`conformance: ${planeName}`, () => {
     let h: PlaneHandle;
     let d: DispatchPlane;
@@ -316,7 +322,7 @@ export function conformance(planeName: string, makePlane: PlaneFactory) {
         expect(await d.claim('q', 'live')).toMatchObject({ id: 'a', attempt: 2 });
       });
 
-      it('fails the invocation with a reason once its attempts are used up', async () => {
+      unless('configure')('fails the invocation with a reason once its attempts are used up', async () => {
         await d.configureQueue('q', { maxAttempts: 1 });
         await d.submit('q', bytes('x'), { id: 'a' });
         await d.claim('q', 'dead', { leaseMs: h.shortLeaseMs });
@@ -336,7 +342,7 @@ export function conformance(planeName: string, makePlane: PlaneFactory) {
         await expect(d.ack('a', 'w')).rejects.toBeInstanceOf(FencingConflictError);
       });
 
-      it('a queue setting sets the default lease', async () => {
+      unless('configure')('a queue setting sets the default lease', async () => {
         await d.configureQueue('q', { leaseMs: 20_000 });
         await d.submit('q', bytes('x'), { id: 'a' });
         const t0 = h.now();
@@ -409,13 +415,13 @@ export function conformance(planeName: string, makePlane: PlaneFactory) {
       });
     });
 
-    claimKinds(() => d);
-    ackAndClaim(() => d);
+    claimKinds(() => d, lacks);
+    part('ackAndClaim')('(ack and claim)', () => ackAndClaim(() => d));
     journalRules(() => d);
-    attempts(() => d);
-    scheduling(() => h);
-    views(() => h);
-    retention(() => h);
-    observing(() => h);
+    attempts(() => d, lacks);
+    part('scheduling')('(scheduling)', () => scheduling(() => h));
+    part('views')('(views)', () => views(() => h));
+    part('retention')('(retention)', () => retention(() => h));
+    part('observing')('(feed and metrics)', () => observing(() => h));
   });
 }

@@ -1,0 +1,155 @@
+/**
+ * The fourth target: the Python local plane (client/python/lakeshore/local.py), a separate python3
+ * process on a SQLite file, driven through client/python/tests/bridge.py (JSON lines). Each verb
+ * of the TypeScript interface becomes the Python verb of the contract with the same meaning (ms
+ * to seconds, camelCase to snake_case); answers and errors come back as the same values and classes.
+ *
+ * What the Python plane does not have yet is listed in PYTHON_LACKS: those parts of the suite are
+ * skipped on this target, by name, and nothing else is.
+ */
+import { spawn } from 'node:child_process';
+import { join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import {
+  errorFor, InvocationCancelledError, InvocationFailedError,
+  type Claimed, type DispatchPlane, type Invocation, type JournalFrame, type JournalPage, type State,
+} from '../../client/local/index.ts';
+import { tempDir } from '../support/tmp.ts';
+import { until } from '../support/wait.ts';
+import type { PlaneFactory } from './planes.ts';
+
+/** What the Python local plane lacks, by the suite's feature names (docs/contract.md, "The Python local plane"). */
+export const PYTHON_LACKS: ReadonlySet<string> = new Set([
+  'ackAndClaim', 'boltzmann', 'configure', 'scheduling', 'views', 'retention', 'observing', 'retry', 'claimBytes',
+]);
+
+type Json = any;
+const b64 = (b: Uint8Array) => ({ $b: Buffer.from(b).toString('base64') });
+const unb64 = (v: Json): Uint8Array => new Uint8Array(Buffer.from(v.$b, 'base64'));
+const s = (ms: number | undefined | null) => (ms === undefined || ms === null ? undefined : ms / 1000);
+
+let n = 0;
+let calls = 0;
+const freshNs = () => `py${process.pid}x${Date.now().toString(36)}${(n++).toString(36)}`;
+
+const claimedOf = (c: Json): Claimed => ({ id: c.id, queue: c.queue, envelope: unb64(c.envelope), attempt: c.attempt, leaseUntil: c.lease_until, priority: c.priority });
+const frameOf = (f: Json): JournalFrame => ({ seq: f.seq, kind: f.kind, body: unb64(f.body), meta: f.meta, attempt: f.attempt, final: f.final });
+
+export const pythonPlane: PlaneFactory = async () => {
+  const dir = tempDir('lakeshore-pyconf-');
+  const namespace = freshNs();
+  const root = resolve(import.meta.dirname, '..', '..', 'client', 'python');
+  const child = spawn('python3', [join(root, 'tests', 'bridge.py'), join(dir, 'dispatch.sqlite'), namespace], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const pending = new Map<number, { ok: (v: Json) => void; fail: (e: Error) => void; frame?: (f: Json) => void }>();
+  createInterface({ input: child.stdout! }).on('line', (line) => {
+    const m = JSON.parse(line);
+    const p = pending.get(m.n);
+    if (!p) return;
+    if (m.frame) return p.frame?.(m.frame);
+    pending.delete(m.n);
+    if (m.ok) return p.ok(m.v);
+    if (m.code === 'invocation_failed') return p.fail(new InvocationFailedError(String(m.message).match(/invocation (\S+)/)?.[1] ?? '', m.error));
+    if (m.code === 'invocation_cancelled') return p.fail(new InvocationCancelledError(String(m.message).match(/invocation (\S+)/)?.[1] ?? ''));
+    p.fail(errorFor(m.code, m.message));
+  });
+  const call = (m: string, a: Json[] = [], k: Json = {}, frame?: (f: Json) => void) =>
+    new Promise<Json>((ok, fail) => {
+      const id = ++calls;
+      pending.set(id, { ok, fail, frame });
+      child.stdin!.write(`${JSON.stringify({ n: id, m, a, k })}\n`);
+    });
+  const unsupported = (verb: string) => () => Promise.reject(new Error(`${verb} is not on the Python local plane yet (PYTHON_LACKS)`));
+
+  const verbs: Partial<DispatchPlane> & Record<string, unknown> = {
+    namespace,
+    inProcess: true,
+    submit: (queue, envelope, o) => call('submit', [queue, b64(envelope)], {
+      id: o.id, key: o.key ?? null, priority: o.priority ?? 0, parent: o.parent ?? null, delay: s(o.delayMs), run_at: s(o.runAt), ttl: s(o.ttlMs), expires_at: s(o.expiresAt), max_attempts: o.maxAttempts ?? null,
+    }),
+    submitMany: async (queue, items) => (await call('submit_many', [queue, items.map(({ envelope, opts: o }) => ({
+      envelope: b64(envelope), id: o.id, key: o.key ?? null, priority: o.priority ?? 0, parent: o.parent ?? null, delay: s(o.delayMs), run_at: s(o.runAt), ttl: s(o.ttlMs), expires_at: s(o.expiresAt), max_attempts: o.maxAttempts ?? null,
+    }))])).map((r: Json) => (typeof r === 'string' ? { id: r } : { error: errorFor(r.$error, r.message) })),
+    claim: async (queue, workerId, o = {}) => {
+      const c = await call('claim', [queue, workerId], { kind: o.kind ?? 'fifo', wait: s(o.waitMs) ?? 0, lease: s(o.leaseMs) });
+      return c ? claimedOf(c) : null;
+    },
+    claimMany: async (queue, workerId, max, o = {}) => (await call('claim_many', [queue, workerId, max], { kind: o.kind ?? 'fifo', wait: s(o.waitMs) ?? 0, lease: s(o.leaseMs) })).map(claimedOf),
+    ack: async (id, workerId, o = {}) => void (await call('ack', [id, workerId], { result: o.result ? b64(o.result) : null, attempt: o.attempt ?? null })),
+    nack: (id, workerId, o) => call('nack', [id, workerId], { error: o.error, retry: o.retry ?? true, delay: s(o.delayMs), attempt: o.attempt ?? null }),
+    heartbeat: async (id, workerId, o = {}) => {
+      const [leaseUntil, cancelled] = await call('heartbeat_lease', [id, workerId], { lease: s(o.leaseMs), attempt: o.attempt ?? null });
+      return { leaseUntil, cancelled };
+    },
+    cancel: (id) => call('cancel', [id]),
+    get: async (id) => {
+      const r = await call('get', [id]);
+      if (!r) return null;
+      return {
+        id: r.id, namespace: r.namespace, queue: r.queue, key: r.key, priority: r.priority, parent: r.parent, envelope: unb64(r.envelope), state: r.state as State,
+        attempt: r.attempt, workerId: r.worker_id, leaseUntil: r.lease_until, result: r.result ? unb64(r.result) : null, error: r.error, createdAt: r.created_at,
+        updatedAt: r.updated_at, startedAt: r.started_at, finishedAt: r.finished_at, runAt: r.run_at, expiresAt: r.expires_at, maxAttempts: r.max_attempts,
+      } satisfies Invocation;
+    },
+    result: async (id, o = {}) => {
+      const bytes = unb64(await call('result', [id], { timeout: s(o.timeoutMs) ?? 30 }));
+      // Python answers b"" for an ack without a result; the row says which it was.
+      return bytes.length ? bytes : ((await call('get', [id]))?.result ? bytes : null);
+    },
+    count: (queue, state = 'queued') => call('count', [queue, state]),
+    journalAppend: async (id, seq, frame, o = {}) => {
+      // The frame's bytes as the contract writes them, unchecked here: the Python plane checks them.
+      const bytes = frame instanceof Uint8Array ? frame : new TextEncoder().encode(JSON.stringify([frame.kind, seq ?? 0, Buffer.from(frame.body).toString('base64'), frame.meta ?? null]));
+      const kind = (JSON.parse(new TextDecoder().decode(bytes)) as [number])[0];
+      const final = o.final ?? (kind === 3 || kind === 4);
+      return call('journal_append', [id, seq, b64(bytes)], { final, worker_id: o.workerId ?? null, attempt: o.attempt ?? null });
+    },
+    journalRead: (id, o = {}) => {
+      const frames: JournalFrame[] = [];
+      let wake: (() => void) | null = null;
+      let end = null as { error?: Error } | null;
+      call('journal_read', [id], { since: o.since ?? -1, timeout: s(o.timeoutMs) ?? 3600 }, (f) => {
+        frames.push(frameOf(f));
+        wake?.();
+      }).then(() => (end = {}), (e: Error) => (end = { error: e })).finally(() => wake?.());
+      return (async function* () {
+        for (;;) {
+          while (frames.length) yield frames.shift()!;
+          if (end) {
+            if (end.error) throw end.error;
+            return;
+          }
+          await new Promise<void>((r) => (wake = r));
+        }
+      })();
+    },
+    journalPage: async (id, o = {}) => {
+      const p = await call('journal_page', [id], { since: o.since ?? -1, limit: o.limit ?? 1000 });
+      const oc = p.outcome;
+      return {
+        frames: p.frames.map(frameOf), next: p.next, trimmedBefore: p.trimmed_before, done: p.done, state: p.state,
+        outcome: oc === null ? null : oc.state === 'succeeded' ? { state: 'succeeded', result: oc.result ? unb64(oc.result) : null } : { state: oc.state, error: oc.error },
+      } as JournalPage;
+    },
+    journalTrim: (id, keepLast) => call('journal_trim', [id], { keep_last: keepLast }),
+    close: async () => {},
+  };
+  const plane = new Proxy(verbs, {
+    get: (t, prop) => (typeof prop === 'string' && !(prop in t) && prop !== 'then' ? unsupported(prop) : Reflect.get(t, prop)),
+  }) as unknown as DispatchPlane;
+  await until(async () => (await call('_parked')) === 0, 'the Python bridge to answer', 20_000);
+  return {
+    plane,
+    async dispose() {
+      child.stdin!.write(`${JSON.stringify({ m: '_close' })}\n`);
+      await new Promise((r) => (child.exitCode !== null ? r(null) : child.once('exit', r)));
+    },
+    parked: () => call('_parked'),
+    elapse: async (ms) => {
+      const end = Date.now() + ms;
+      await until(() => Date.now() >= end, `${ms} ms of real time`, ms + 5_000);
+    },
+    now: Date.now,
+    shortLeaseMs: 1_500,
+    movableClock: false,
+  };
+};
