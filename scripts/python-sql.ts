@@ -24,6 +24,7 @@ import { appendPlan } from '../src/core/sql/append.ts';
 import { readPlan } from '../src/core/sql/journal-read.ts';
 import { trimPlan } from '../src/core/sql/trim.ts';
 import { countPlan, getPlan } from '../src/core/sql/read.ts';
+import { configurePlan, pausePlan, queueInfoPlan } from '../src/core/sql/configure.ts';
 import type { Plan } from '../src/core/plan.ts';
 import type { Stmt } from '../src/core/port.ts';
 
@@ -37,7 +38,7 @@ const S = {
   worker_id: '«worker_id»', attempt: 9_000_000_011, lease_ms: 9_000_000_013, default_lease_ms: 9_000_000_015, result: new Uint8Array([0xfe, 0xed, 0x02]),
   error: '«error»', default_max_attempts: 9_000_000_017, delay_ms: 9_000_000_019, seq: 9_000_000_021, kind: 9_000_000_023, body: new Uint8Array([0xfe, 0xed, 0x03]),
   meta: '«meta»', final: 9_000_000_025, max_frames: 9_000_000_027, since: 9_000_000_029, limit: 9_000_000_031, keep_last: 9_000_000_033, state: 'queued',
-  error_json: '{"message":"«error»"}', meta_json: '"«meta»"',
+  error_json: '{"message":"«error»"}', meta_json: '"«meta»"', patch_json: '{"lease_ms":9000000035}',
 } as const;
 
 const nameOf = (v: unknown): string => {
@@ -99,6 +100,10 @@ const artifact = {
     read: statements(readPlan(S.ns, S.id, S.since, S.limit, S.queue)),
     trim: statements(trimPlan(S.ns, S.id, S.queue, S.keep_last)),
     get: statements(getPlan(S.ns, S.id, S.queue)),
+    configure: statements(configurePlan(S.now, S.ns, S.queue, { lease_ms: 9_000_000_035 })),
+    pause: statements(pausePlan(S.now, S.ns, S.queue, true)),
+    resume: statements(pausePlan(S.now, S.ns, S.queue, false)),
+    queue_info: statements(queueInfoPlan(S.ns, S.queue)),
     count: statements(countPlan(S.ns, S.queue, S.state)),
   },
 };

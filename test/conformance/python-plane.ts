@@ -12,7 +12,7 @@ import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import {
   errorFor, InvocationCancelledError, InvocationFailedError,
-  type Claimed, type DispatchPlane, type Invocation, type JournalFrame, type JournalPage, type State,
+  type Claimed, type DispatchPlane, type Invocation, type QueueInfo, type JournalFrame, type JournalPage, type State,
 } from '../../client/local/index.ts';
 import { tempDir } from '../support/tmp.ts';
 import { until } from '../support/wait.ts';
@@ -20,7 +20,7 @@ import type { PlaneFactory } from './planes.ts';
 
 /** What the Python local plane lacks, by the suite's feature names (docs/contract.md, "The Python local plane"). */
 export const PYTHON_LACKS: ReadonlySet<string> = new Set([
-  'ackAndClaim', 'boltzmann', 'configure', 'scheduling', 'views', 'retention', 'observing', 'retry', 'claimBytes',
+  'ackAndClaim', 'boltzmann', 'scheduling', 'views', 'retention', 'observing', 'retry', 'claimBytes',
 ]);
 
 type Json = any;
@@ -33,6 +33,17 @@ let calls = 0;
 const freshNs = () => `py${process.pid}x${Date.now().toString(36)}${(n++).toString(36)}`;
 
 const claimedOf = (c: Json): Claimed => ({ id: c.id, queue: c.queue, envelope: unb64(c.envelope), attempt: c.attempt, leaseUntil: c.lease_until, priority: c.priority });
+const queueInfoOf = (q: Json): QueueInfo => {
+  const t = q.settings;
+  const b = t.retry_backoff;
+  return {
+    queue: q.queue, paused: q.paused,
+    settings: {
+      leaseMs: t.lease_ms, maxAttempts: t.max_attempts, maxRunning: t.max_running, claimsPerSecond: t.claims_per_second,
+      retryBackoff: b && { initialMs: b.initial_ms, factor: b.factor, maxMs: b.max_ms, jitter: b.jitter }, deadLetterQueue: t.dead_letter_queue, ttlMs: t.ttl_ms, retentionMs: t.retention_ms,
+    },
+  };
+};
 const frameOf = (f: Json): JournalFrame => ({ seq: f.seq, kind: f.kind, body: unb64(f.body), meta: f.meta, attempt: f.attempt, final: f.final });
 
 export const pythonPlane: PlaneFactory = async () => {
@@ -131,6 +142,19 @@ export const pythonPlane: PlaneFactory = async () => {
       } as JournalPage;
     },
     journalTrim: (id, keepLast) => call('journal_trim', [id], { keep_last: keepLast }),
+    configureQueue: async (queue, c) => {
+      const b = c.retryBackoff;
+      const wire: Json = {
+        lease_ms: c.leaseMs, max_attempts: c.maxAttempts, max_running: c.maxRunning, claims_per_second: c.claimsPerSecond,
+        retry_backoff: b === undefined ? undefined : b && { initial_ms: b.initialMs, factor: b.factor, max_ms: b.maxMs, jitter: b.jitter },
+        dead_letter_queue: c.deadLetterQueue, ttl_ms: c.ttlMs, retention_ms: c.retentionMs,
+      };
+      // A setting left out keeps its value: it is not sent (a null clears it).
+      return queueInfoOf(await call('configure_queue', [queue], Object.fromEntries(Object.entries(wire).filter(([, v]) => v !== undefined))));
+    },
+    queueInfo: async (queue) => queueInfoOf(await call('queue_info', [queue])),
+    pauseQueue: async (queue) => void (await call('pause_queue', [queue])),
+    resumeQueue: async (queue) => void (await call('resume_queue', [queue])),
     close: async () => {},
   };
   const plane = new Proxy(verbs, {

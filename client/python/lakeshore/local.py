@@ -14,72 +14,21 @@ same transactions. Blocking calls (claim with `wait`, `result`, `journal_read`) 
 """
 import binascii
 import json
-import math
 import os
-import re
 import sqlite3
 import threading
 import time
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+from .checks import _name, _number, _settings, _shallow, _text, max_wait, _ms
 from .errors import BadRequest, FencingConflict, InvocationCancelled, InvocationFailed, LakeshoreError, NotFound, PayloadTooLarge, Timeout
-from .frames import decode_frame, encode_frame
 from .http import Claimed
+from .journal import JournalVerbs
 
 with open(os.path.join(os.path.dirname(__file__), "sql.json"), encoding="utf-8") as _f:
     SQL = json.load(_f)
 
 LIMITS = SQL["limits"]
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")
-_TERMINAL = ("succeeded", "failed", "cancelled")
-
-
-def _name(what: str, v: Any, max_len: int = 128) -> str:
-    if not isinstance(v, str) or not v or len(v) > max_len or not _NAME.match(v):
-        raise BadRequest("%s %r may hold only letters, digits and . _ : - and must start with a letter or digit" % (what, v))
-    return v
-
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]|[\ud800-\udfff]")
-
-
-def _text(what: str, v: Any, max_len: int = 200) -> str:
-    if not isinstance(v, str) or not v or len(v) > max_len:
-        raise BadRequest("%s must be a non-empty string of at most %d characters" % (what, max_len))
-    if _CONTROL.search(v):
-        raise BadRequest("%s must not contain control characters or invalid unicode" % what)
-    return v
-
-
-def _number(what: str, v: Any, minimum: Optional[float] = None) -> float:
-    if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or (minimum is not None and v < minimum):
-        raise BadRequest("%s must be a finite number%s" % (what, "" if minimum is None else " >= %s" % minimum))
-    return v
-
-
-def max_wait(wait: float) -> float:
-    if _number("wait", wait, 0) > 60:
-        raise BadRequest("wait is at most 60 seconds")
-    return wait
-
-
-JSON_DEPTH = 64
-
-
-def _shallow(what: str, v: Any) -> Any:
-    """A JSON value nested at most JSON_DEPTH levels (the core's LIMIT_JSON_DEPTH), checked without recursion."""
-    stack = [(v, 1)]
-    while stack:
-        x, d = stack.pop()
-        if isinstance(x, (dict, list)):
-            if d > JSON_DEPTH:
-                raise BadRequest("%s is nested more than %d levels deep" % (what, JSON_DEPTH))
-            stack.extend((y, d + 1) for y in (x.values() if isinstance(x, dict) else x))
-    return v
-
-
-def _ms(v: Optional[float]) -> Optional[int]:
-    return None if v is None else int(round(v * 1000))
 
 
 class _Rows(list):  # type: ignore[type-arg]
@@ -90,7 +39,7 @@ class _Rows(list):  # type: ignore[type-arg]
         self.changes = changes
 
 
-class Dispatch:
+class Dispatch(JournalVerbs):
     """The local plane: the contract's verbs on a SQLite file shared by Python and Node processes."""
 
     in_process = True
@@ -108,6 +57,7 @@ class Dispatch:
             self._db.execute("PRAGMA synchronous = NORMAL")
         self._migrate()
         self._claims: Dict[str, Tuple[str, int]] = {}  # id -> (worker id, attempt) of claims made here
+        self._limits = LIMITS
         self._closed = False
 
     # ------------------------------------------------------------------ plumbing
@@ -271,6 +221,33 @@ class Dispatch:
             raise BadRequest("unknown state %r" % state)
         return int(self._run("count", {"queue": _name("queue", queue), "state": state})[0][0]["n"])
 
+    # ------------------------------------------------------------------ operators
+
+    def queue_info(self, queue: str) -> Dict[str, Any]:
+        """`{"queue", "paused", "settings": {...every setting by its wire name, None when unset}}`."""
+        rows = self._run("queue_info", {"queue": _name("queue", queue)})[0]
+        q = dict(rows[0]) if rows else {}
+        b = json.loads(q["backoff"]) if q.get("backoff") else None
+        settings = {k: q.get(k) for k in ("lease_ms", "max_attempts", "max_running", "claims_per_second", "dead_letter_queue", "ttl_ms", "retention_ms")}
+        settings["retry_backoff"] = b and {k: b[k] for k in ("initial_ms", "factor", "max_ms", "jitter")}
+        return {"queue": queue, "paused": q.get("paused") == 1, "settings": settings}
+
+    def configure_queue(self, queue: str, **settings: Any) -> Dict[str, Any]:
+        """Changes the settings named (by their wire names: lease_ms, max_attempts, max_running,
+        claims_per_second, retry_backoff, dead_letter_queue, ttl_ms, retention_ms); None clears
+        one. Checked as the core checks them (src/core/requests.ts settingsInput). Answers queue_info."""
+        queue = _name("queue", queue)
+        patch = _settings(queue, settings)
+        self._run("configure", {"queue": queue, "patch_json": json.dumps(patch)})
+        return self.queue_info(queue)
+
+    def pause_queue(self, queue: str) -> None:
+        """A paused queue takes submits but hands out nothing until resumed."""
+        self._run("pause", {"queue": _name("queue", queue)})
+
+    def resume_queue(self, queue: str) -> None:
+        self._run("resume", {"queue": _name("queue", queue)})
+
     # ------------------------------------------------------------------ workers
 
     def claim(self, queue: str, worker_id: str, *, kind: str = "fifo", temperature: float = 1.0, wait: float = 0.0, lease: Optional[float] = None,
@@ -349,101 +326,6 @@ class Dispatch:
         if row["state"] == "cancelled" and self._same(row, h):
             return None, True
         raise self._stale("heartbeat", inv_id, row, h)
-
-    # ------------------------------------------------------------------ the journal
-
-    def journal_append(self, inv_id: str, seq: Optional[int], frame_bytes: bytes, *, final: bool = False,
-                       worker_id: Optional[str] = None, attempt: Optional[int] = None) -> int:
-        """Appends a frame as the worker that claimed `inv_id` here (or `worker_id`); `seq=None` takes the next."""
-        held = self._claims.get(inv_id)
-        if worker_id is None and held is None:
-            raise BadRequest("journal_append(%s): no worker_id given and this Dispatch did not claim %s" % (inv_id, inv_id))
-        if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool) or seq < 0):
-            raise BadRequest("seq must be an integer >= 0, or None for the next")
-        try:
-            kind, _, body, meta = decode_frame(frame_bytes)
-        except ValueError as e:
-            raise BadRequest("frame bytes are not a frame [kind, seq, body_base64, meta]: %s" % e)
-        if meta is not None and not isinstance(meta, dict):
-            raise BadRequest("frame meta must be an object or null")
-        _shallow("meta", meta)
-        if len(body) > LIMITS["frame_bytes"]:
-            raise PayloadTooLarge("frame body is %d bytes; at most %d" % (len(body), LIMITS["frame_bytes"]))
-        h = self._holder(inv_id, worker_id if worker_id is not None else held[0], attempt)
-        values = {"id": inv_id, "queue": None, "seq": seq, "kind": int(kind), "body": body, "meta_json": None if meta is None else json.dumps(meta), **h}
-        rows = self._run("append_final" if final else "append", values)[0]
-        if rows:
-            return int(rows[0]["seq"])
-        found, facts = self._run("append_missed", values)
-        if not found:
-            raise NotFound("invocation %s not found" % json.dumps(inv_id))
-        row, f = found[0], facts[0]
-        taken = f["attempt"] is not None
-        if seq is not None and taken and self._same(row, h) and f["attempt"] == row["attempt"]:
-            return seq
-        if not (row["state"] == "running" and self._same(row, h)):
-            raise self._stale("append", inv_id, row, h)
-        top = max(-1 if f["last_seq"] is None else f["last_seq"], f["trimmed"])
-        at = seq if seq is not None else top + 1
-        if at >= LIMITS["max_frames"]:
-            raise PayloadTooLarge("the journal of invocation %s is full: at most %d frames" % (json.dumps(inv_id), LIMITS["max_frames"]))
-        if taken:
-            raise FencingConflict("seq %d of invocation %s was already written by attempt %s" % (at, json.dumps(inv_id), f["attempt"]))
-        if f["last_final"] == 1 and f["last_attempt"] == row["attempt"]:
-            raise FencingConflict("attempt %d of invocation %s already ended its stream: nothing may follow it" % (row["attempt"], json.dumps(inv_id)))
-        if at <= top:
-            raise FencingConflict("seq %d of invocation %s is not after the journal's last seq %d: a reader may already be past it" % (at, json.dumps(inv_id), top))
-        raise self._stale("append", inv_id, row, h)
-
-    def journal_read(self, inv_id: str, *, since: int = -1, timeout: float = 30.0, poll: float = 0.02) -> Iterator[Tuple[int, bytes]]:
-        """Yields (seq, frame bytes) as frames are written, until a final frame or the end of the
-        invocation; raises Timeout when `timeout` seconds pass with no frame."""
-        for f in self.journal_follow(inv_id, since=since, timeout=timeout, poll=poll):
-            yield f["seq"], encode_frame(f["kind"], f["seq"], f["body"], f["meta"])
-
-    def journal_follow(self, inv_id: str, *, since: int = -1, timeout: float = 30.0, poll: float = 0.02) -> Iterator[Dict[str, Any]]:
-        """journal_read's frames as journal_page gives them (with `attempt` and `final`)."""
-        cursor, deadline = since, time.monotonic() + timeout
-        while True:
-            page = self.journal_page(inv_id, since=cursor)
-            for f in page["frames"]:
-                cursor = f["seq"]
-                deadline = time.monotonic() + timeout
-                yield f
-            if page["done"]:
-                return
-            if not page["frames"]:
-                if time.monotonic() >= deadline:
-                    raise Timeout("journal of %s wrote nothing for %ss and has not ended" % (inv_id, timeout))
-                time.sleep(poll)
-
-    def journal_page(self, inv_id: str, *, since: int = -1, limit: int = 1000) -> Dict[str, Any]:
-        """One read of the journal (src/core/sql/journal-read.ts): `{"frames": [...], "next",
-        "trimmed_before", "done", "state", "outcome"}`; frames as dicts of seq, kind, body, meta,
-        attempt, final."""
-        if not isinstance(limit, int) or not 1 <= limit <= 10_000:
-            raise BadRequest("limit must be an integer from 1 to 10000")
-        inv, frames = self._run("read", {"id": inv_id, "queue": None, "since": since, "limit": limit})
-        if not inv:
-            raise NotFound("invocation %s not found" % json.dumps(inv_id))
-        row = inv[0]
-        out = [{"seq": f["seq"], "kind": f["kind"], "body": bytes(f["body"] or b""), "meta": None if f["meta"] is None else json.loads(f["meta"]),
-                "attempt": f["attempt"], "final": bool(f["final"])} for f in frames]
-        terminal = row["state"] in _TERMINAL
-        done = bool(out and out[-1]["final"]) or (terminal and len(out) < limit)
-        outcome = None
-        if done and terminal:
-            outcome = {"state": row["state"], **({"result": None if row["result"] is None else bytes(row["result"])} if row["state"] == "succeeded"
-                                                  else {"error": json.loads(row["error"]) if row["error"] else {"message": row["state"]}})}
-        return {"frames": out, "next": out[-1]["seq"] if out else since, "trimmed_before": row["trimmed"], "done": done, "state": row["state"], "outcome": outcome}
-
-    def journal_trim(self, inv_id: str, *, keep_last: int = 0) -> int:
-        if not isinstance(keep_last, int) or keep_last < 0:
-            raise BadRequest("keep_last must be an integer >= 0")
-        updated, deleted = self._run("trim", {"id": inv_id, "queue": None, "keep_last": keep_last})
-        if not updated:
-            raise NotFound("invocation %s not found" % json.dumps(inv_id))
-        return deleted.changes
 
     def close(self) -> None:
         with self._lock:

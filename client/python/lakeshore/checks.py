@@ -1,0 +1,154 @@
+"""Input checks of the Python local plane: the core's (src/core/validate.ts, requests.ts), so a
+bad argument gets the same BadRequest on every plane."""
+import json
+import math
+import re
+from typing import Any, Dict, List, Optional
+
+from .errors import BadRequest
+
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")
+
+
+def _name(what: str, v: Any, max_len: int = 128) -> str:
+    if not isinstance(v, str) or not v or len(v) > max_len or not _NAME.match(v):
+        raise BadRequest("%s %r may hold only letters, digits and . _ : - and must start with a letter or digit" % (what, v))
+    return v
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]|[\ud800-\udfff]")
+
+
+def _text(what: str, v: Any, max_len: int = 200) -> str:
+    if not isinstance(v, str) or not v or len(v) > max_len:
+        raise BadRequest("%s must be a non-empty string of at most %d characters" % (what, max_len))
+    if _CONTROL.search(v):
+        raise BadRequest("%s must not contain control characters or invalid unicode" % what)
+    return v
+
+
+def _number(what: str, v: Any, minimum: Optional[float] = None) -> float:
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or (minimum is not None and v < minimum):
+        raise BadRequest("%s must be a finite number%s" % (what, "" if minimum is None else " >= %s" % minimum))
+    return v
+
+
+def max_wait(wait: float) -> float:
+    if _number("wait", wait, 0) > 60:
+        raise BadRequest("wait is at most 60 seconds")
+    return wait
+
+
+JSON_DEPTH = 64
+
+
+def _shallow(what: str, v: Any) -> Any:
+    """A JSON value nested at most JSON_DEPTH levels (the core's LIMIT_JSON_DEPTH), checked without recursion."""
+    stack = [(v, 1)]
+    while stack:
+        x, d = stack.pop()
+        if isinstance(x, (dict, list)):
+            if d > JSON_DEPTH:
+                raise BadRequest("%s is nested more than %d levels deep" % (what, JSON_DEPTH))
+            stack.extend((y, d + 1) for y in (x.values() if isinstance(x, dict) else x))
+    return v
+
+
+MAX_DELAY_MS = 365 * 86_400_000
+MAX_LEASE_MS = 24 * 3_600_000
+BACKOFF_STEPS = 64
+
+
+def _int(what: str, v: Any, lo: int, hi: int) -> int:
+    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+        raise BadRequest("%s must be a non-negative integer" % what)
+    if v > hi:
+        raise BadRequest("%s must be at most %d" % (what, hi))
+    if v < lo:
+        raise BadRequest("%s must be at least %d" % (what, lo))
+    return v
+
+
+def _duration(what: str, v: Any, lo: float = 0) -> Optional[int]:
+    if v is None:
+        return None
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
+        raise BadRequest("%s must be a number of milliseconds" % what)
+    if v < lo:
+        raise BadRequest("%s must not be negative" % what if lo == 0 else "%s must be at least %s" % (what, lo))
+    if v > MAX_DELAY_MS:
+        raise BadRequest("%s is %s ms; the furthest this plane allows is %d ms" % (what, v, MAX_DELAY_MS))
+    return int(math.floor(v))
+
+
+def _backoff(b: Any) -> Optional[str]:
+    """A retry backoff, checked, with each attempt's delay worked out (SQL looks it up): the core's backoffInput."""
+    if b is None:
+        return None
+    if not isinstance(b, dict):
+        raise BadRequest("retry_backoff must be an object {initial_ms, factor, max_ms, jitter} or null")
+    initial = _duration("retry_backoff.initial_ms", b.get("initial_ms")) or 0
+    factor = b.get("factor", 2) if b.get("factor") is not None else 2
+    _number("retry_backoff.factor", factor)
+    if not 1 <= factor <= 100:
+        raise BadRequest("retry_backoff.factor must be between 1 and 100")
+    max_ms = _duration("retry_backoff.max_ms", b.get("max_ms"))
+    max_ms = max(initial, 3_600_000) if max_ms is None else max_ms
+    if max_ms < initial:
+        raise BadRequest("retry_backoff.max_ms must not be below initial_ms")
+    jitter = b.get("jitter", 0) if b.get("jitter") is not None else 0
+    _number("retry_backoff.jitter", jitter)
+    if not 0 <= jitter <= 1:
+        raise BadRequest("retry_backoff.jitter must be between 0 and 1")
+    delays: List[int] = []
+    d = float(initial)
+    while len(delays) < BACKOFF_STEPS:
+        delays.append(int(min(max_ms, _round(d))))
+        if d >= max_ms:
+            break
+        d *= factor
+    return json.dumps({"initial_ms": initial, "factor": factor, "max_ms": max_ms, "jitter": jitter, "delays": delays}, separators=(",", ":"))
+
+
+def _round(x: float) -> int:
+    """JavaScript's Math.round (half up), not Python's (half to even)."""
+    return int(math.floor(x + 0.5))
+
+
+def _settings(queue: str, s: Dict[str, Any]) -> Dict[str, Any]:
+    """The core's settingsInput: what a patch changes, checked; a key given as None clears that setting."""
+    known = ("lease_ms", "max_attempts", "max_running", "claims_per_second", "retry_backoff", "dead_letter_queue", "ttl_ms", "retention_ms")
+    for k in s:
+        if k not in known:
+            raise BadRequest("unknown queue setting %r" % k)
+    p: Dict[str, Any] = {}
+    if "lease_ms" in s:
+        p["lease_ms"] = None if s["lease_ms"] is None else _int("lease_ms", s["lease_ms"], 1, MAX_LEASE_MS)
+    if "max_attempts" in s:
+        p["max_attempts"] = None if s["max_attempts"] is None else _int("max_attempts", s["max_attempts"], 1, 1000)
+    if "max_running" in s:
+        if s["max_running"] == 0:
+            raise BadRequest("max_running must be at least 1 (pause the queue to stop claims)")
+        p["max_running"] = None if s["max_running"] is None else _int("max_running", s["max_running"], 1, 1_000_000)
+    if "claims_per_second" in s:
+        r = s["claims_per_second"]
+        if r is not None and (_number("claims_per_second", r) <= 0 or r > 1_000_000):
+            raise BadRequest("claims_per_second must be above 0 and at most 1,000,000")
+        p["claims_per_second"] = r
+    if "retry_backoff" in s:
+        p["backoff"] = _backoff(s["retry_backoff"])
+    if "dead_letter_queue" in s:
+        dlq = s["dead_letter_queue"]
+        if dlq is not None and _name("dead_letter_queue", dlq) == queue:
+            raise BadRequest("dead_letter_queue must be another queue")
+        p["dead_letter_queue"] = dlq
+    if "ttl_ms" in s:
+        p["ttl_ms"] = _duration("ttl_ms", s["ttl_ms"], 1)
+    if "retention_ms" in s:
+        p["retention_ms"] = _duration("retention_ms", s["retention_ms"], 1)
+    return p
+
+
+def _ms(v: Optional[float]) -> Optional[int]:
+    return None if v is None else int(round(v * 1000))
