@@ -25,6 +25,8 @@ import { readPlan } from '../src/core/sql/journal-read.ts';
 import { trimPlan } from '../src/core/sql/trim.ts';
 import { countPlan, getPlan } from '../src/core/sql/read.ts';
 import { configurePlan, pausePlan, queueInfoPlan } from '../src/core/sql/configure.ts';
+import { releasePlan } from '../src/core/sql/release.ts';
+import { CLAIM_BYTES } from '../src/core/sql/claim.ts';
 import type { Plan } from '../src/core/plan.ts';
 import type { Stmt } from '../src/core/port.ts';
 
@@ -38,7 +40,7 @@ const S = {
   worker_id: '«worker_id»', attempt: 9_000_000_011, lease_ms: 9_000_000_013, default_lease_ms: 9_000_000_015, result: new Uint8Array([0xfe, 0xed, 0x02]),
   error: '«error»', default_max_attempts: 9_000_000_017, delay_ms: 9_000_000_019, seq: 9_000_000_021, kind: 9_000_000_023, body: new Uint8Array([0xfe, 0xed, 0x03]),
   meta: '«meta»', final: 9_000_000_025, max_frames: 9_000_000_027, since: 9_000_000_029, limit: 9_000_000_031, keep_last: 9_000_000_033, state: 'queued',
-  error_json: '{"message":"«error»"}', meta_json: '"«meta»"', patch_json: '{"lease_ms":9000000035}',
+  error_json: '{"message":"«error»"}', meta_json: '"«meta»"', patch_json: '{"lease_ms":9000000035}', handed_json: '[["«id»",9000000011]]',
 } as const;
 
 const nameOf = (v: unknown): string => {
@@ -75,7 +77,7 @@ const artifact = {
   generated_by: 'scripts/python-sql.ts from src/core: do not edit (npm run python-sql)',
   limits: {
     default_lease_ms: DEFAULT_LIMITS.defaultLeaseMs, default_max_attempts: DEFAULT_LIMITS.defaultMaxAttempts, max_frames: DEFAULT_LIMITS.framesPerInvocation,
-    envelope_bytes: DEFAULT_LIMITS.envelopeBytes, result_bytes: DEFAULT_LIMITS.resultBytes, frame_bytes: DEFAULT_LIMITS.frameBytes,
+    envelope_bytes: DEFAULT_LIMITS.envelopeBytes, result_bytes: DEFAULT_LIMITS.resultBytes, frame_bytes: DEFAULT_LIMITS.frameBytes, claim_bytes: CLAIM_BYTES,
   },
   migrations: readdirSync(join(root, 'migrations')).filter((f) => f.endsWith('.sql')).sort().map((name) => ({ name, sql: readFileSync(join(root, 'migrations', name), 'utf8') })),
   verbs: {
@@ -104,6 +106,7 @@ const artifact = {
     pause: statements(pausePlan(S.now, S.ns, S.queue, true)),
     resume: statements(pausePlan(S.now, S.ns, S.queue, false)),
     queue_info: statements(queueInfoPlan(S.ns, S.queue)),
+    release: statements(releasePlan(S.now, S.ns, S.queue, S.worker_id, [{ id: S.id, attempt: S.attempt }])),
     count: statements(countPlan(S.ns, S.queue, S.state)),
   },
 };

@@ -279,9 +279,17 @@ class Dispatch(JournalVerbs):
                 rows = sorted(rows, key=(lambda r: -r["rid"]) if kind == "filo" else (lambda r: (-r["priority"], r["rid"])))
                 out = [Claimed(id=r["id"], envelope=binascii.unhexlify(r["envelope_hex"] or ""), attempt=int(r["attempt"]), queue=r["queue"],
                                lease_until=int(r["lease_until"]), priority=float(r["priority"])) for r in rows]
-                for c in out:
+                # One claim hands out at most claim_bytes of envelopes (at least one job); the rest goes back uncharged.
+                kept, total = 0, 0
+                while kept < len(out) and (kept == 0 or total + len(out[kept].envelope) <= LIMITS["claim_bytes"]):
+                    total += len(out[kept].envelope)
+                    kept += 1
+                if kept < len(out):
+                    self._run("release", {"queue": values["queue"], "worker_id": worker_id,
+                                          "handed_json": json.dumps([[c.id, c.attempt] for c in out[kept:]])})
+                for c in out[:kept]:
                     self._claims[c.id] = (worker_id, c.attempt)
-                return out
+                return out[:kept]
             if time.monotonic() >= deadline:
                 return []
             time.sleep(poll)
