@@ -20,7 +20,7 @@ import type { PlaneFactory } from './planes.ts';
 
 /** What the Python local plane lacks, by the suite's feature names (docs/contract.md, "The Python local plane"). */
 export const PYTHON_LACKS: ReadonlySet<string> = new Set([
-  'ackAndClaim', 'boltzmann', 'scheduling', 'views', 'retention', 'observing', 'retry',
+  'boltzmann', 'scheduling', 'views', 'retention', 'observing', 'retry',
 ]);
 
 type Json = any;
@@ -85,6 +85,12 @@ export const pythonPlane: PlaneFactory = async () => {
       return c ? claimedOf(c) : null;
     },
     claimMany: async (queue, workerId, max, o = {}) => (await call('claim_many', [queue, workerId, max], { kind: o.kind ?? 'fifo', wait: s(o.waitMs) ?? 0, lease: s(o.leaseMs) })).map(claimedOf),
+    ackAndClaim: async (queue, workerId, acks, max, o = {}) => {
+      const [answers, claimed] = await call('ack_and_claim', [queue, workerId, acks.map((a) => ({ id: a.id, attempt: a.attempt ?? null, result: a.result ? b64(a.result) : null })), max], {
+        kind: o.kind ?? 'fifo', wait: s(o.waitMs) ?? 0, lease: s(o.leaseMs),
+      });
+      return { acks: answers.map((e: Json) => (e === null ? null : errorFor(e.$error, e.message))), claimed: claimed.map(claimedOf) };
+    },
     ack: async (id, workerId, o = {}) => void (await call('ack', [id, workerId], { result: o.result ? b64(o.result) : null, attempt: o.attempt ?? null })),
     nack: (id, workerId, o) => call('nack', [id, workerId], { error: o.error, retry: o.retry ?? true, delay: s(o.delayMs), attempt: o.attempt ?? null }),
     heartbeat: async (id, workerId, o = {}) => {

@@ -294,15 +294,36 @@ class Dispatch(JournalVerbs):
                 return []
             time.sleep(poll)
 
-    def ack(self, inv_id: str, worker_id: str, *, result: Optional[bytes] = None, attempt: Optional[int] = None) -> None:
+    def ack(self, inv_id: str, worker_id: str, *, result: Optional[bytes] = None, attempt: Optional[int] = None, queue: Optional[str] = None) -> None:
+        """Finishes the job with its result, as the worker holding it (`queue`, when given, narrows the guard)."""
         if result is not None and len(result) > LIMITS["result_bytes"]:
             raise PayloadTooLarge("result is %d bytes; at most %d" % (len(result), LIMITS["result_bytes"]))
         h = self._holder(inv_id, worker_id, attempt)
-        if self._run("ack", {"id": inv_id, "queue": None, "result": result, **h})[0]:
+        if self._run("ack", {"id": inv_id, "queue": queue, "result": result, **h})[0]:
             return
-        row = self._found("ack_missed", inv_id)
+        row = self._found("ack_missed", inv_id, queue)
         if not (row["state"] == "succeeded" and self._same(row, h)):
             raise self._stale("ack", inv_id, row, h)
+
+    def ack_and_claim(self, queue: str, worker_id: str, acks: List[Dict[str, Any]], max: int, *, kind: str = "fifo", wait: float = 0.0,
+                      lease: Optional[float] = None) -> Tuple[List[Optional[LakeshoreError]], List[Claimed]]:
+        """A worker's acks (`{"id", "attempt"?, "result"?}`, each fenced alone, on this queue) and
+        its next claim: the acks land first; with acks aboard the claim waits at most 25 ms. Bad
+        claim arguments refuse the whole call before any ack lands."""
+        _name("queue", queue)
+        if not isinstance(max, int) or isinstance(max, bool) or not 1 <= max <= 1000:
+            raise BadRequest("max must be an integer from 1 to 1000")
+        if lease is not None:
+            _number("lease", lease, 0.001)
+        max_wait(wait)
+        answers: List[Optional[LakeshoreError]] = []
+        for a in acks:
+            try:
+                self.ack(a["id"], worker_id, result=a.get("result"), attempt=a.get("attempt"), queue=queue)
+                answers.append(None)
+            except LakeshoreError as e:
+                answers.append(e)
+        return answers, self.claim_many(queue, worker_id, max, kind=kind, wait=min(wait, 0.025) if acks else wait, lease=lease)
 
     def nack(self, inv_id: str, worker_id: str, *, error: Union[str, Dict[str, Any]], retry: bool = True, delay: Optional[float] = None,
              attempt: Optional[int] = None) -> str:
