@@ -20,7 +20,7 @@ import type { PlaneFactory } from './planes.ts';
 
 /** What the Python local plane lacks, by the suite's feature names (docs/contract.md, "The Python local plane"). */
 export const PYTHON_LACKS: ReadonlySet<string> = new Set([
-  'boltzmann', 'scheduling', 'views', 'retention', 'observing', 'retry',
+  'boltzmann', 'schedules', 'views', 'retention', 'observing', 'retry',
 ]);
 
 type Json = any;
@@ -67,7 +67,8 @@ export const pythonPlane: PlaneFactory = async () => {
     new Promise<Json>((ok, fail) => {
       const id = ++calls;
       pending.set(id, { ok, fail, frame });
-      child.stdin!.write(`${JSON.stringify({ n: id, m, a, k })}\n`);
+      // JSON has no NaN or Infinity: they travel as {"$f": "NaN"}, so the Python plane sees what the caller passed.
+      child.stdin!.write(`${JSON.stringify({ n: id, m, a, k }, (_key, v) => (typeof v === 'number' && !Number.isFinite(v) ? { $f: String(v) } : v))}\n`);
     });
   const unsupported = (verb: string) => () => Promise.reject(new Error(`${verb} is not on the Python local plane yet (PYTHON_LACKS)`));
 

@@ -419,7 +419,7 @@ export function conformance(planeName: string, makePlane: PlaneFactory, lacks: R
     part('ackAndClaim')('(ack and claim)', () => ackAndClaim(() => d));
     journalRules(() => d);
     attempts(() => d, lacks);
-    part('scheduling')('(scheduling)', () => scheduling(() => h));
+    scheduling(() => h, lacks);
     part('views')('(views)', () => views(() => h));
     part('retention')('(retention)', () => retention(() => h));
     part('observing')('(feed and metrics)', () => observing(() => h));

@@ -82,6 +82,16 @@ def _duration(what: str, v: Any, lo: float = 0) -> Optional[int]:
     return int(math.floor(v))
 
 
+def _moment(what: str, seconds: Optional[float], now_ms: int) -> Optional[int]:
+    """An epoch time in seconds (as time.time()), as ms, no further ahead than the plane allows."""
+    if seconds is None:
+        return None
+    ms = _ms(_number(what, seconds, 0))
+    if ms > now_ms + MAX_DELAY_MS:
+        raise BadRequest("%s is more than %d ms ahead, the furthest this plane allows" % (what, MAX_DELAY_MS))
+    return ms
+
+
 def _backoff(b: Any) -> Optional[str]:
     """A retry backoff, checked, with each attempt's delay worked out (SQL looks it up): the core's backoffInput."""
     if b is None:

@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from .checks import _name, _number, _settings, _shallow, _text, max_wait, _ms
+from .checks import _duration, _int, _moment, _name, _number, _settings, _shallow, _text, max_wait, _ms
 from .errors import BadRequest, FencingConflict, InvocationCancelled, InvocationFailed, LakeshoreError, NotFound, PayloadTooLarge, Timeout
 from .http import Claimed
 from .journal import JournalVerbs
@@ -147,14 +147,20 @@ class Dispatch(JournalVerbs):
         queue, inv_id = _name("queue", queue), _text("id", id)
         if len(envelope) > LIMITS["envelope_bytes"]:
             raise PayloadTooLarge("envelope is %d bytes; at most %d" % (len(envelope), LIMITS["envelope_bytes"]))
-        now = time.time()
+        now = int(time.time() * 1000)
         if delay is not None and run_at is not None:
             raise BadRequest("give delay or run_at, not both")
-        due = now + _number("delay", delay, 0) if delay is not None else (_number("run_at", run_at) if run_at is not None else None)
-        expiry = now + _number("ttl", ttl, 0.001) if ttl is not None else (_number("expires_at", expires_at) if expires_at is not None else None)
-        values = {"queue": queue, "id": inv_id, "key": key, "priority": _number("priority", priority), "parent": parent,
-                  "envelope": bytes(envelope), "run_at": _ms(due) if due is not None and due > now else None,
-                  "expires_at": _ms(expiry), "max_attempts": max_attempts}
+        if ttl is not None and expires_at is not None:
+            raise BadRequest("give ttl or expires_at, not both")
+        # The core's submitInput, in ms: durations up to a year ahead, moments no further.
+        wait = _duration("delay", _ms(_number("delay", delay))) if delay is not None else None
+        due = now + wait if wait is not None else _moment("run_at", run_at, now)
+        life = _duration("ttl", _ms(_number("ttl", ttl)), 1) if ttl is not None else None
+        values = {"queue": queue, "id": inv_id, "key": None if key is None else _text("key", key), "priority": _number("priority", priority),
+                  "parent": None if parent is None else _text("parent", parent), "envelope": bytes(envelope),
+                  "run_at": due if due is not None and due > now else None,
+                  "expires_at": now + life if life is not None else _moment("expires_at", expires_at, now),
+                  "max_attempts": None if max_attempts is None else _int("max_attempts", max_attempts, 1, 1000)}
         if self._run("submit", values)[0]:
             return inv_id
         by_key, by_id = self._run("submit_existing", values)

@@ -41,6 +41,8 @@ def dec(v: Any, depth: int = 0) -> Any:
     if isinstance(v, dict):
         if set(v) == {"$b"}:
             return base64.b64decode(v["$b"])
+        if set(v) == {"$f"}:
+            return float(v["$f"].replace("Infinity", "inf"))
         return v if depth > 3 else {k: dec(x, depth + 1) for k, x in v.items()}
     if isinstance(v, list):
         return v if depth > 3 else [dec(x, depth + 1) for x in v]
