@@ -26,6 +26,7 @@ import { trimPlan } from '../src/core/sql/trim.ts';
 import { countPlan, getPlan } from '../src/core/sql/read.ts';
 import { configurePlan, pausePlan, queueInfoPlan } from '../src/core/sql/configure.ts';
 import { releasePlan } from '../src/core/sql/release.ts';
+import { redriveDeadLettersPlan, redrivePlan, retryPlan } from '../src/core/sql/retry.ts';
 import { CLAIM_BYTES } from '../src/core/sql/claim.ts';
 import type { Plan } from '../src/core/plan.ts';
 import type { Stmt } from '../src/core/port.ts';
@@ -70,6 +71,7 @@ const ack = ackPlan(S.now, S.ns, [{ id: S.id, queue: S.queue, holder, result: S.
 const nackRetry = nackPlan(S.now, S.ns, S.id, S.queue, holder, { message: S.error }, true, S.default_max_attempts, S.delay_ms);
 const heartbeat = heartbeatPlan(S.now, S.ns, S.id, S.queue, holder, S.lease_ms, S.default_lease_ms);
 const cancel = cancelPlan(S.now, S.ns, S.id, S.queue);
+const retry = retryPlan(S.now, S.ns, S.id, S.queue);
 const frame = { seq: S.seq, kind: S.kind as 0, body: S.body, meta: S.meta as never };
 const append = appendPlan(S.now, S.ns, S.id, S.queue, holder, { ...frame, final: true }, S.max_frames);
 
@@ -107,6 +109,10 @@ const artifact = {
     resume: statements(pausePlan(S.now, S.ns, S.queue, false)),
     queue_info: statements(queueInfoPlan(S.ns, S.queue)),
     release: statements(releasePlan(S.now, S.ns, S.queue, S.worker_id, [{ id: S.id, attempt: S.attempt }])),
+    retry: statements(retry),
+    retry_missed: followUp(retry),
+    redrive: statements(redrivePlan(S.now, S.ns, S.queue, S.limit)),
+    redrive_dead_letters: statements(redriveDeadLettersPlan(S.now, S.ns, S.queue, S.limit)),
     count: statements(countPlan(S.ns, S.queue, S.state)),
   },
 };

@@ -20,7 +20,7 @@ import type { PlaneFactory } from './planes.ts';
 
 /** What the Python local plane lacks, by the suite's feature names (docs/contract.md, "The Python local plane"). */
 export const PYTHON_LACKS: ReadonlySet<string> = new Set([
-  'boltzmann', 'schedules', 'views', 'retention', 'observing', 'retry',
+  'boltzmann', 'schedules', 'views', 'retention', 'observing',
 ]);
 
 type Json = any;
@@ -160,6 +160,8 @@ export const pythonPlane: PlaneFactory = async () => {
       return queueInfoOf(await call('configure_queue', [queue], Object.fromEntries(Object.entries(wire).filter(([, v]) => v !== undefined))));
     },
     queueInfo: async (queue) => queueInfoOf(await call('queue_info', [queue])),
+    retry: async (id) => void (await call('retry', [id])),
+    redrive: (queue, o = {}) => call('redrive', [queue], { limit: o.limit ?? null, dead_letters: o.deadLetters ?? false }),
     pauseQueue: async (queue) => void (await call('pause_queue', [queue])),
     resumeQueue: async (queue) => void (await call('resume_queue', [queue])),
     close: async () => {},

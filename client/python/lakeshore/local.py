@@ -247,6 +247,23 @@ class Dispatch(JournalVerbs):
         self._run("configure", {"queue": queue, "patch_json": json.dumps(patch)})
         return self.queue_info(queue)
 
+    def retry(self, inv_id: str) -> None:
+        """Puts a failed job back in its queue with a fresh attempt budget (same id, journal kept);
+        anything but a failed job is a FencingConflict."""
+        if self._run("retry", {"id": _text("id", inv_id), "queue": None})[0]:
+            return
+        row = self._found("retry_missed", inv_id)
+        raise FencingConflict("retry refused: invocation %s is %s; only a failed invocation can be retried" % (json.dumps(inv_id), row["state"]))
+
+    def redrive(self, queue: str, *, limit: Optional[int] = None, dead_letters: bool = False) -> List[Dict[str, str]]:
+        """Retries up to `limit` (100) failed jobs of `queue`, oldest first; with `dead_letters`,
+        `queue` is a dead-letter queue whose waiting letters' failed jobs go back to their own queues."""
+        queue = _name("queue", queue)
+        n = max(1, _int("limit", 100 if limit is None else limit, 0, 1000))
+        if dead_letters:
+            return [{"id": r["id"], "queue": r["queue"]} for r in self._run("redrive_dead_letters", {"queue": queue, "limit": n})[0]]
+        return [{"id": r["id"], "queue": queue} for r in self._run("redrive", {"queue": queue, "limit": n})[0]]
+
     def pause_queue(self, queue: str) -> None:
         """A paused queue takes submits but hands out nothing until resumed."""
         self._run("pause", {"queue": _name("queue", queue)})
