@@ -23,7 +23,9 @@ import { cancelPlan } from '../src/core/sql/cancel.ts';
 import { appendPlan } from '../src/core/sql/append.ts';
 import { readPlan } from '../src/core/sql/journal-read.ts';
 import { trimPlan } from '../src/core/sql/trim.ts';
-import { countPlan, getPlan } from '../src/core/sql/read.ts';
+import { countPlan, getPlan, queuesPlan } from '../src/core/sql/read.ts';
+import { listPlan, overviewPlan } from '../src/core/sql/list.ts';
+import { STATES, type State } from '../src/core/states.ts';
 import { configurePlan, pausePlan, queueInfoPlan } from '../src/core/sql/configure.ts';
 import { releasePlan } from '../src/core/sql/release.ts';
 import { redriveDeadLettersPlan, redrivePlan, retryPlan } from '../src/core/sql/retry.ts';
@@ -41,6 +43,7 @@ const S = {
   worker_id: '«worker_id»', attempt: 9_000_000_011, lease_ms: 9_000_000_013, default_lease_ms: 9_000_000_015, result: new Uint8Array([0xfe, 0xed, 0x02]),
   error: '«error»', default_max_attempts: 9_000_000_017, delay_ms: 9_000_000_019, seq: 9_000_000_021, kind: 9_000_000_023, body: new Uint8Array([0xfe, 0xed, 0x03]),
   meta: '«meta»', final: 9_000_000_025, max_frames: 9_000_000_027, since: 9_000_000_029, limit: 9_000_000_031, keep_last: 9_000_000_033, state: 'queued',
+  after_key: 9_000_000_037, after_rid: 9_000_000_039,
   error_json: '{"message":"«error»"}', meta_json: '"«meta»"', patch_json: '{"lease_ms":9000000035}', handed_json: '[["«id»",9000000011]]',
 } as const;
 
@@ -50,6 +53,8 @@ const nameOf = (v: unknown): string => {
   }
   if (v === null) return 'null';
   if (typeof v === 'number' && Number.isInteger(v) && Math.abs(v) < 1_000_000) return `=${v}`; // a constant the builder chose
+  if (v === S.limit + 1) return 'limit+1'; // a page reads one more row than it answers
+  if (v === Number.MAX_SAFE_INTEGER) return '=max_safe_integer';
   throw new Error(`a parameter that is no input: ${JSON.stringify(v)}`);
 };
 
@@ -64,6 +69,8 @@ function followUp(p: Plan<unknown>): { sql: string; params: string[] }[] {
 }
 
 const holder = { workerId: S.worker_id, attempt: S.attempt };
+/** A listing cursor (sql/list.ts: base64url JSON of [state, sort key, rid]) naming the sentinels. */
+const cursor = (st: State) => Buffer.from(JSON.stringify([st, ['succeeded', 'failed', 'cancelled'].includes(st) ? null : S.after_key, S.after_rid])).toString('base64url');
 const submitItem = { id: S.id, envelope: S.envelope, key: S.key, priority: S.priority, parent: S.parent, runAt: S.run_at, expiresAt: S.expires_at, maxAttempts: S.max_attempts };
 const claimCtx = { now: S.now, ns: S.ns, queue: S.queue, limits: { ...DEFAULT_LIMITS, defaultLeaseMs: S.default_lease_ms, defaultMaxAttempts: S.default_max_attempts }, random: Math.random, sampled: new Set<string>() };
 const submit = submitPlan(S.now, S.ns, S.queue, [submitItem]);
@@ -109,6 +116,12 @@ const artifact = {
     resume: statements(pausePlan(S.now, S.ns, S.queue, false)),
     queue_info: statements(queueInfoPlan(S.ns, S.queue)),
     release: statements(releasePlan(S.now, S.ns, S.queue, S.worker_id, [{ id: S.id, attempt: S.attempt }])),
+    queues: statements(queuesPlan(S.ns)),
+    overview: statements(overviewPlan(S.now, S.ns, [S.queue])),
+    ...Object.fromEntries(STATES.flatMap((st) => [
+      [`list_${st}`, statements(listPlan(S.ns, S.queue, st, S.limit, null))],
+      [`list_${st}_after`, statements(listPlan(S.ns, S.queue, st, S.limit, cursor(st)))],
+    ])),
     retry: statements(retry),
     retry_missed: followUp(retry),
     redrive: statements(redrivePlan(S.now, S.ns, S.queue, S.limit)),

@@ -20,7 +20,7 @@ import type { PlaneFactory } from './planes.ts';
 
 /** What the Python local plane lacks, by the suite's feature names (docs/contract.md, "The Python local plane"). */
 export const PYTHON_LACKS: ReadonlySet<string> = new Set([
-  'boltzmann', 'schedules', 'views', 'retention', 'observing',
+  'boltzmann', 'schedules', 'retention', 'observing',
 ]);
 
 type Json = any;
@@ -44,6 +44,11 @@ const queueInfoOf = (q: Json): QueueInfo => {
     },
   };
 };
+const invocationOf = (r: Json): Invocation => ({
+  id: r.id, namespace: r.namespace, queue: r.queue, key: r.key, priority: r.priority, parent: r.parent, envelope: unb64(r.envelope), state: r.state as State,
+  attempt: r.attempt, workerId: r.worker_id, leaseUntil: r.lease_until, result: r.result ? unb64(r.result) : null, error: r.error, createdAt: r.created_at,
+  updatedAt: r.updated_at, startedAt: r.started_at, finishedAt: r.finished_at, runAt: r.run_at, expiresAt: r.expires_at, maxAttempts: r.max_attempts,
+});
 const frameOf = (f: Json): JournalFrame => ({ seq: f.seq, kind: f.kind, body: unb64(f.body), meta: f.meta, attempt: f.attempt, final: f.final });
 
 export const pythonPlane: PlaneFactory = async () => {
@@ -101,12 +106,7 @@ export const pythonPlane: PlaneFactory = async () => {
     cancel: (id) => call('cancel', [id]),
     get: async (id) => {
       const r = await call('get', [id]);
-      if (!r) return null;
-      return {
-        id: r.id, namespace: r.namespace, queue: r.queue, key: r.key, priority: r.priority, parent: r.parent, envelope: unb64(r.envelope), state: r.state as State,
-        attempt: r.attempt, workerId: r.worker_id, leaseUntil: r.lease_until, result: r.result ? unb64(r.result) : null, error: r.error, createdAt: r.created_at,
-        updatedAt: r.updated_at, startedAt: r.started_at, finishedAt: r.finished_at, runAt: r.run_at, expiresAt: r.expires_at, maxAttempts: r.max_attempts,
-      } satisfies Invocation;
+      return r ? invocationOf(r) : null;
     },
     result: async (id, o = {}) => {
       const bytes = unb64(await call('result', [id], { timeout: s(o.timeoutMs) ?? 30 }));
@@ -160,6 +160,15 @@ export const pythonPlane: PlaneFactory = async () => {
       return queueInfoOf(await call('configure_queue', [queue], Object.fromEntries(Object.entries(wire).filter(([, v]) => v !== undefined))));
     },
     queueInfo: async (queue) => queueInfoOf(await call('queue_info', [queue])),
+    listQueues: () => call('list_queues'),
+    list: async (queue, o = {}) => {
+      const p = await call('list', [queue], { state: o.state ?? 'queued', limit: o.limit ?? 50, cursor: o.cursor ?? null });
+      return { items: p.items.map((r: Json) => { const { envelope: _e, result: _r, ...rest } = invocationOf({ ...r, envelope: b64(new Uint8Array()), result: null }); return rest; }), cursor: p.cursor };
+    },
+    overview: async (queues) => (await call('overview', [queues?.length ? queues : null])).map((o: Json) => ({
+      ...queueInfoOf(o), counts: o.counts, capped: o.capped, oldestQueuedMs: o.oldest_queued_ms,
+      recent: { bucketMs: o.recent.bucket_ms, until: o.recent.until, succeeded: o.recent.succeeded, failed: o.recent.failed },
+    })),
     retry: async (id) => void (await call('retry', [id])),
     redrive: (queue, o = {}) => call('redrive', [queue], { limit: o.limit ?? null, dead_letters: o.deadLetters ?? false }),
     pauseQueue: async (queue) => void (await call('pause_queue', [queue])),

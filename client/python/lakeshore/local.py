@@ -24,6 +24,7 @@ from .checks import _duration, _int, _moment, _name, _number, _settings, _shallo
 from .errors import BadRequest, FencingConflict, InvocationCancelled, InvocationFailed, LakeshoreError, NotFound, PayloadTooLarge, Timeout
 from .http import Claimed
 from .journal import JournalVerbs
+from .views import Recent, ViewVerbs
 
 with open(os.path.join(os.path.dirname(__file__), "sql.json"), encoding="utf-8") as _f:
     SQL = json.load(_f)
@@ -39,7 +40,7 @@ class _Rows(list):  # type: ignore[type-arg]
         self.changes = changes
 
 
-class Dispatch(JournalVerbs):
+class Dispatch(JournalVerbs, ViewVerbs):
     """The local plane: the contract's verbs on a SQLite file shared by Python and Node processes."""
 
     in_process = True
@@ -58,6 +59,7 @@ class Dispatch(JournalVerbs):
         self._migrate()
         self._claims: Dict[str, Tuple[str, int]] = {}  # id -> (worker id, attempt) of claims made here
         self._limits = LIMITS
+        self.recent = Recent()
         self._closed = False
 
     # ------------------------------------------------------------------ plumbing
@@ -101,6 +103,8 @@ class Dispatch(JournalVerbs):
     def _value(self, param: str, values: Dict[str, Any]) -> Any:
         if param == "null":
             return None
+        if param == "=max_safe_integer":
+            return 2 ** 53 - 1
         if param.startswith("="):
             return int(param[1:])
         if param == "ns":
@@ -296,7 +300,12 @@ class Dispatch(JournalVerbs):
         at = next(i for i, st in enumerate(SQL["verbs"][verb]) if st["sql"].startswith("UPDATE invocations SET state = 'running'"))
         deadline = time.monotonic() + max_wait(wait)
         while True:
-            rows = self._run(verb, values)[at]
+            results = self._run(verb, values)
+            # The sweep in front of the claim (sql/claims.ts): expired leases (some on their last
+            # attempt: failed), due delayed jobs, TTLs run out (failed). Its failures count as failed.
+            expired, _, ttl = results[0], results[1], results[2]
+            self.recent.count(values["queue"], "failed", sum(1 for r in expired if r["state"] == "failed") + len(ttl))
+            rows = results[at]
             if rows:
                 # In claim order (src/core/sql/claim.ts claimOrder): RETURNING's order is unspecified.
                 rows = sorted(rows, key=(lambda r: -r["rid"]) if kind == "filo" else (lambda r: (-r["priority"], r["rid"])))
@@ -322,7 +331,9 @@ class Dispatch(JournalVerbs):
         if result is not None and len(result) > LIMITS["result_bytes"]:
             raise PayloadTooLarge("result is %d bytes; at most %d" % (len(result), LIMITS["result_bytes"]))
         h = self._holder(inv_id, worker_id, attempt)
-        if self._run("ack", {"id": inv_id, "queue": queue, "result": result, **h})[0]:
+        done = self._run("ack", {"id": inv_id, "queue": queue, "result": result, **h})[0]
+        if done:
+            self.recent.count(done[0]["queue"], "succeeded")
             return
         row = self._found("ack_missed", inv_id, queue)
         if not (row["state"] == "succeeded" and self._same(row, h)):
@@ -358,6 +369,7 @@ class Dispatch(JournalVerbs):
         values = {"id": inv_id, "queue": None, "error_json": json.dumps(err), "delay_ms": None if delay is None else _ms(_number("delay", delay, 0)), **h}
         rows = self._run("nack_retry" if retry else "nack_fail", values)[0]
         if rows:
+            self.recent.count(rows[0]["queue"], str(rows[0]["state"]))
             return str(rows[0]["state"])
         row = self._found("nack_missed", inv_id)
         if (row["state"] == "failed" or (retry and row["state"] in ("queued", "delayed"))) and self._same(row, h):
