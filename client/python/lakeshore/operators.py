@@ -1,0 +1,54 @@
+"""The operators' verbs of the Python local plane (local.py) on a queue: its settings, pause and
+resume, retry and redrive; each on the core's statements (sql.json), checked as the core checks."""
+import json
+from typing import Any, Dict, List, Optional
+
+from .checks import _int, _name, _settings, _text
+from .errors import FencingConflict
+
+
+class OperatorVerbs:
+    """Mixed into Dispatch: uses its _run and _found."""
+
+    def queue_info(self, queue: str) -> Dict[str, Any]:
+        """`{"queue", "paused", "settings": {...every setting by its wire name, None when unset}}`."""
+        rows = self._run("queue_info", {"queue": _name("queue", queue)})[0]
+        q = dict(rows[0]) if rows else {}
+        b = json.loads(q["backoff"]) if q.get("backoff") else None
+        settings = {k: q.get(k) for k in ("lease_ms", "max_attempts", "max_running", "claims_per_second", "dead_letter_queue", "ttl_ms", "retention_ms")}
+        settings["retry_backoff"] = b and {k: b[k] for k in ("initial_ms", "factor", "max_ms", "jitter")}
+        return {"queue": queue, "paused": q.get("paused") == 1, "settings": settings}
+
+    def configure_queue(self, queue: str, **settings: Any) -> Dict[str, Any]:
+        """Changes the settings named (by their wire names: lease_ms, max_attempts, max_running,
+        claims_per_second, retry_backoff, dead_letter_queue, ttl_ms, retention_ms); None clears
+        one. Checked as the core checks them (src/core/requests.ts settingsInput). Answers queue_info."""
+        queue = _name("queue", queue)
+        patch = _settings(queue, settings)
+        self._run("configure", {"queue": queue, "patch_json": json.dumps(patch)})
+        return self.queue_info(queue)
+
+    def retry(self, inv_id: str) -> None:
+        """Puts a failed job back in its queue with a fresh attempt budget (same id, journal kept);
+        anything but a failed job is a FencingConflict."""
+        if self._run("retry", {"id": _text("id", inv_id), "queue": None})[0]:
+            return
+        row = self._found("retry_missed", inv_id)
+        raise FencingConflict("retry refused: invocation %s is %s; only a failed invocation can be retried" % (json.dumps(inv_id), row["state"]))
+
+    def redrive(self, queue: str, *, limit: Optional[int] = None, dead_letters: bool = False) -> List[Dict[str, str]]:
+        """Retries up to `limit` (100) failed jobs of `queue`, oldest first; with `dead_letters`,
+        `queue` is a dead-letter queue whose waiting letters' failed jobs go back to their own queues."""
+        queue = _name("queue", queue)
+        n = max(1, _int("limit", 100 if limit is None else limit, 0, 1000))
+        if dead_letters:
+            return [{"id": r["id"], "queue": r["queue"]} for r in self._run("redrive_dead_letters", {"queue": queue, "limit": n})[0]]
+        return [{"id": r["id"], "queue": queue} for r in self._run("redrive", {"queue": queue, "limit": n})[0]]
+
+    def pause_queue(self, queue: str) -> None:
+        """A paused queue takes submits but hands out nothing until resumed."""
+        self._run("pause", {"queue": _name("queue", queue)})
+
+    def resume_queue(self, queue: str) -> None:
+        self._run("resume", {"queue": _name("queue", queue)})
+
