@@ -29,7 +29,7 @@ import { STATES, type State } from '../src/core/states.ts';
 import { configurePlan, pausePlan, queueInfoPlan } from '../src/core/sql/configure.ts';
 import { releasePlan } from '../src/core/sql/release.ts';
 import { redriveDeadLettersPlan, redrivePlan, retryPlan } from '../src/core/sql/retry.ts';
-import { CLAIM_BYTES } from '../src/core/sql/claim.ts';
+import { CLAIM_BYTES, claimStmts } from '../src/core/sql/claim.ts';
 import type { Plan } from '../src/core/plan.ts';
 import type { Stmt } from '../src/core/port.ts';
 
@@ -43,7 +43,7 @@ const S = {
   worker_id: '«worker_id»', attempt: 9_000_000_011, lease_ms: 9_000_000_013, default_lease_ms: 9_000_000_015, result: new Uint8Array([0xfe, 0xed, 0x02]),
   error: '«error»', default_max_attempts: 9_000_000_017, delay_ms: 9_000_000_019, seq: 9_000_000_021, kind: 9_000_000_023, body: new Uint8Array([0xfe, 0xed, 0x03]),
   meta: '«meta»', final: 9_000_000_025, max_frames: 9_000_000_027, since: 9_000_000_029, limit: 9_000_000_031, keep_last: 9_000_000_033, state: 'queued',
-  after_key: 9_000_000_037, after_rid: 9_000_000_039,
+  after_key: 9_000_000_037, after_rid: 9_000_000_039, level: 9_000_000_041.5,
   error_json: '{"message":"«error»"}', meta_json: '"«meta»"', patch_json: '{"lease_ms":9000000035}', handed_json: '[["«id»",9000000011]]',
 } as const;
 
@@ -95,6 +95,8 @@ const artifact = {
     claim_fifo: statements(claimPlan(claimCtx, { workerId: S.worker_id, kind: 'fifo', leaseMs: S.lease_ms, temperature: 1 }, 1)),
     claim_filo: statements(claimPlan(claimCtx, { workerId: S.worker_id, kind: 'filo', leaseMs: S.lease_ms, temperature: 1 }, 1)),
     claim_many_fifo: statements(claimPlan(claimCtx, { workerId: S.worker_id, kind: 'fifo', leaseMs: S.lease_ms, temperature: 1 }, S.limit)),
+    boltzmann_levels: statements(claimPlan(claimCtx, { workerId: S.worker_id, kind: 'boltzmann', leaseMs: S.lease_ms, temperature: 1 }, S.limit)),
+    claim_level: claimStmts(S.now, S.ns, S.queue, { workerId: S.worker_id, kind: 'fifo', leaseMs: S.lease_ms }, S.default_lease_ms, S.level, S.limit).map(statement),
     claim_many_filo: statements(claimPlan(claimCtx, { workerId: S.worker_id, kind: 'filo', leaseMs: S.lease_ms, temperature: 1 }, S.limit)),
     ack: statements(ack),
     ack_missed: followUp(ack),

@@ -20,7 +20,7 @@ import type { PlaneFactory } from './planes.ts';
 
 /** What the Python local plane lacks, by the suite's feature names (docs/contract.md, "The Python local plane"). */
 export const PYTHON_LACKS: ReadonlySet<string> = new Set([
-  'boltzmann', 'schedules', 'retention', 'observing',
+  'schedules', 'retention', 'observing',
 ]);
 
 type Json = any;
@@ -87,10 +87,10 @@ export const pythonPlane: PlaneFactory = async () => {
       envelope: b64(envelope), id: o.id, key: o.key ?? null, priority: o.priority ?? 0, parent: o.parent ?? null, delay: s(o.delayMs), run_at: s(o.runAt), ttl: s(o.ttlMs), expires_at: s(o.expiresAt), max_attempts: o.maxAttempts ?? null,
     }))])).map((r: Json) => (typeof r === 'string' ? { id: r } : { error: errorFor(r.$error, r.message) })),
     claim: async (queue, workerId, o = {}) => {
-      const c = await call('claim', [queue, workerId], { kind: o.kind ?? 'fifo', wait: s(o.waitMs) ?? 0, lease: s(o.leaseMs) });
+      const c = await call('claim', [queue, workerId], { kind: o.kind ?? 'fifo', temperature: o.temperature ?? 1, wait: s(o.waitMs) ?? 0, lease: s(o.leaseMs) });
       return c ? claimedOf(c) : null;
     },
-    claimMany: async (queue, workerId, max, o = {}) => (await call('claim_many', [queue, workerId, max], { kind: o.kind ?? 'fifo', wait: s(o.waitMs) ?? 0, lease: s(o.leaseMs) })).map(claimedOf),
+    claimMany: async (queue, workerId, max, o = {}) => (await call('claim_many', [queue, workerId, max], { kind: o.kind ?? 'fifo', temperature: o.temperature ?? 1, wait: s(o.waitMs) ?? 0, lease: s(o.leaseMs) })).map(claimedOf),
     ackAndClaim: async (queue, workerId, acks, max, o = {}) => {
       const [answers, claimed] = await call('ack_and_claim', [queue, workerId, acks.map((a) => ({ id: a.id, attempt: a.attempt ?? null, result: a.result ? b64(a.result) : null })), max], {
         kind: o.kind ?? 'fifo', wait: s(o.waitMs) ?? 0, lease: s(o.leaseMs),

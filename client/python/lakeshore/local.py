@@ -12,7 +12,6 @@ same transactions. Blocking calls (claim with `wait`, `result`, `journal_read`) 
 >>> d = Dispatch("./jobs.sqlite")
 >>> d.submit("cpu", encode_envelope("add", [1, 2]), id="job-1")
 """
-import binascii
 import json
 import os
 import sqlite3
@@ -23,6 +22,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 from .checks import _duration, _int, _moment, _name, _number, _shallow, _text, max_wait, _ms
 from .errors import BadRequest, FencingConflict, InvocationCancelled, InvocationFailed, LakeshoreError, NotFound, PayloadTooLarge, Timeout
 from .http import Claimed
+from .claims import ClaimMachinery
 from .journal import JournalVerbs
 from .operators import OperatorVerbs
 from .views import Recent, ViewVerbs
@@ -41,7 +41,7 @@ class _Rows(list):  # type: ignore[type-arg]
         self.changes = changes
 
 
-class Dispatch(JournalVerbs, OperatorVerbs, ViewVerbs):
+class Dispatch(ClaimMachinery, JournalVerbs, OperatorVerbs, ViewVerbs):
     """The local plane: the contract's verbs on a SQLite file shared by Python and Node processes."""
 
     in_process = True
@@ -60,6 +60,7 @@ class Dispatch(JournalVerbs, OperatorVerbs, ViewVerbs):
         self._migrate()
         self._claims: Dict[str, Tuple[str, int]] = {}  # id -> (worker id, attempt) of claims made here
         self._limits = LIMITS
+        self._sql = SQL
         self.recent = Recent()
         self._closed = False
 
@@ -237,48 +238,28 @@ class Dispatch(JournalVerbs, OperatorVerbs, ViewVerbs):
     def claim(self, queue: str, worker_id: str, *, kind: str = "fifo", temperature: float = 1.0, wait: float = 0.0, lease: Optional[float] = None,
               poll: float = 0.02, **_: Any) -> Optional[Claimed]:
         """Claims the next job (fifo, or its alias priority: highest priority first, then oldest;
-        filo: newest first), waiting up to `wait` seconds for one."""
-        got = self.claim_many(queue, worker_id, 1, kind=kind, wait=wait, lease=lease, poll=poll)
+        filo: newest first; boltzmann: a priority level drawn at `temperature`), waiting up to
+        `wait` seconds for one."""
+        got = self.claim_many(queue, worker_id, 1, kind=kind, temperature=temperature, wait=wait, lease=lease, poll=poll)
         return got[0] if got else None
 
-    def claim_many(self, queue: str, worker_id: str, max: int, *, kind: str = "fifo", wait: float = 0.0, lease: Optional[float] = None,
-                   poll: float = 0.02) -> List[Claimed]:
-        """Claims up to `max` jobs in one guarded statement, in claim order; waits up to `wait`
-        seconds while there is none."""
-        if kind == "priority":
-            kind = "fifo"
-        if kind not in ("fifo", "filo"):
-            raise BadRequest("unknown claim kind %r: the Python local plane has fifo (or priority) and filo" % kind)
+    def claim_many(self, queue: str, worker_id: str, max: int, *, kind: str = "fifo", temperature: float = 1.0, wait: float = 0.0,
+                   lease: Optional[float] = None, poll: float = 0.02) -> List[Claimed]:
+        """Claims up to `max` jobs with the core's guarded statements, in claim order; waits up to
+        `wait` seconds while there is none."""
+        if kind == "priority" or (kind == "boltzmann" and _number("temperature", temperature, 0) == 0):
+            kind = "fifo"  # boltzmann at T = 0 is the top level, oldest first
+        if kind not in ("fifo", "filo", "boltzmann"):
+            raise BadRequest("unknown claim kind %r: expected fifo (or its alias priority), filo or boltzmann" % kind)
         if not isinstance(max, int) or isinstance(max, bool) or not 1 <= max <= 1000:
             raise BadRequest("max must be an integer from 1 to 1000")
         values = {"queue": _name("queue", queue), "worker_id": _text("worker_id", worker_id), "limit": max,
                   "lease_ms": None if lease is None else _ms(_number("lease", lease, 0.001))}
-        verb = ("claim_" if max == 1 else "claim_many_") + kind
-        at = next(i for i, st in enumerate(SQL["verbs"][verb]) if st["sql"].startswith("UPDATE invocations SET state = 'running'"))
         deadline = time.monotonic() + max_wait(wait)
         while True:
-            results = self._run(verb, values)
-            # The sweep in front of the claim (sql/claims.ts): expired leases (some on their last
-            # attempt: failed), due delayed jobs, TTLs run out (failed). Its failures count as failed.
-            expired, _, ttl = results[0], results[1], results[2]
-            self.recent.count(values["queue"], "failed", sum(1 for r in expired if r["state"] == "failed") + len(ttl))
-            rows = results[at]
+            rows = self._draw(values, temperature, max) if kind == "boltzmann" else self._take(values, kind, max)
             if rows:
-                # In claim order (src/core/sql/claim.ts claimOrder): RETURNING's order is unspecified.
-                rows = sorted(rows, key=(lambda r: -r["rid"]) if kind == "filo" else (lambda r: (-r["priority"], r["rid"])))
-                out = [Claimed(id=r["id"], envelope=binascii.unhexlify(r["envelope_hex"] or ""), attempt=int(r["attempt"]), queue=r["queue"],
-                               lease_until=int(r["lease_until"]), priority=float(r["priority"])) for r in rows]
-                # One claim hands out at most claim_bytes of envelopes (at least one job); the rest goes back uncharged.
-                kept, total = 0, 0
-                while kept < len(out) and (kept == 0 or total + len(out[kept].envelope) <= LIMITS["claim_bytes"]):
-                    total += len(out[kept].envelope)
-                    kept += 1
-                if kept < len(out):
-                    self._run("release", {"queue": values["queue"], "worker_id": worker_id,
-                                          "handed_json": json.dumps([[c.id, c.attempt] for c in out[kept:]])})
-                for c in out[:kept]:
-                    self._claims[c.id] = (worker_id, c.attempt)
-                return out[:kept]
+                return self._hand(rows, worker_id, values["queue"])
             if time.monotonic() >= deadline:
                 return []
             time.sleep(poll)
