@@ -28,6 +28,9 @@ import { listPlan, overviewPlan } from '../src/core/sql/list.ts';
 import { STATES, type State } from '../src/core/states.ts';
 import { configurePlan, pausePlan, queueInfoPlan } from '../src/core/sql/configure.ts';
 import { releasePlan } from '../src/core/sql/release.ts';
+import { purgePlan } from '../src/core/sql/purge.ts';
+import { PURGE_BATCH } from '../src/core/admin.ts';
+import { PURGE_ROUNDS } from '../src/core/retention.ts';
 import { redriveDeadLettersPlan, redrivePlan, retryPlan } from '../src/core/sql/retry.ts';
 import { CLAIM_BYTES, claimStmts } from '../src/core/sql/claim.ts';
 import type { Plan } from '../src/core/plan.ts';
@@ -43,7 +46,7 @@ const S = {
   worker_id: '«worker_id»', attempt: 9_000_000_011, lease_ms: 9_000_000_013, default_lease_ms: 9_000_000_015, result: new Uint8Array([0xfe, 0xed, 0x02]),
   error: '«error»', default_max_attempts: 9_000_000_017, delay_ms: 9_000_000_019, seq: 9_000_000_021, kind: 9_000_000_023, body: new Uint8Array([0xfe, 0xed, 0x03]),
   meta: '«meta»', final: 9_000_000_025, max_frames: 9_000_000_027, since: 9_000_000_029, limit: 9_000_000_031, keep_last: 9_000_000_033, state: 'queued',
-  after_key: 9_000_000_037, after_rid: 9_000_000_039, level: 9_000_000_041.5,
+  default_retention_ms: 9_000_000_043, after_key: 9_000_000_037, after_rid: 9_000_000_039, level: 9_000_000_041.5,
   error_json: '{"message":"«error»"}', meta_json: '"«meta»"', patch_json: '{"lease_ms":9000000035}', handed_json: '[["«id»",9000000011]]',
 } as const;
 
@@ -86,6 +89,7 @@ const artifact = {
   generated_by: 'scripts/python-sql.ts from src/core: do not edit (npm run python-sql)',
   limits: {
     default_lease_ms: DEFAULT_LIMITS.defaultLeaseMs, default_max_attempts: DEFAULT_LIMITS.defaultMaxAttempts, max_frames: DEFAULT_LIMITS.framesPerInvocation,
+    default_retention_ms: DEFAULT_LIMITS.defaultRetentionMs, purge_batch: PURGE_BATCH, purge_rounds: PURGE_ROUNDS,
     envelope_bytes: DEFAULT_LIMITS.envelopeBytes, result_bytes: DEFAULT_LIMITS.resultBytes, frame_bytes: DEFAULT_LIMITS.frameBytes, claim_bytes: CLAIM_BYTES,
   },
   migrations: readdirSync(join(root, 'migrations')).filter((f) => f.endsWith('.sql')).sort().map((name) => ({ name, sql: readFileSync(join(root, 'migrations', name), 'utf8') })),
@@ -124,6 +128,7 @@ const artifact = {
       [`list_${st}`, statements(listPlan(S.ns, S.queue, st, S.limit, null))],
       [`list_${st}_after`, statements(listPlan(S.ns, S.queue, st, S.limit, cursor(st)))],
     ])),
+    purge: statements(purgePlan(S.now, S.ns, S.queue, S.default_retention_ms, PURGE_BATCH)),
     retry: statements(retry),
     retry_missed: followUp(retry),
     redrive: statements(redrivePlan(S.now, S.ns, S.queue, S.limit)),

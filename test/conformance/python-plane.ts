@@ -20,7 +20,7 @@ import type { PlaneFactory } from './planes.ts';
 
 /** What the Python local plane lacks, by the suite's feature names (docs/contract.md, "The Python local plane"). */
 export const PYTHON_LACKS: ReadonlySet<string> = new Set([
-  'schedules', 'retention', 'observing',
+  'schedules', 'observing',
 ]);
 
 type Json = any;

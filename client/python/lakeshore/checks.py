@@ -5,7 +5,13 @@ import math
 import re
 from typing import Any, Dict, List, Optional
 
-from .errors import BadRequest
+from .errors import BadRequest, NotFound
+
+
+def not_found(inv_id: str) -> NotFound:
+    """The core's invocationNotFound: never submitted here, or purged after its queue's retention."""
+    return NotFound("invocation %s not found: never submitted in this namespace, or it finished longer ago than its queue's retention "
+                    "and was purged" % json.dumps(inv_id))
 
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")

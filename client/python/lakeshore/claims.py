@@ -36,13 +36,16 @@ def _sample_levels(levels: List[Tuple[float, int]], t: float, k: int) -> List[fl
 
 
 class ClaimMachinery:
-    """Mixed into Dispatch: uses its _run, _claims, recent and the SQL and LIMITS it loaded."""
+    """Mixed into Dispatch: uses its _run, _claims, recent, retention and the SQL and LIMITS it loaded."""
 
     def _swept(self, queue: str, results: List[Any]) -> None:
         """The sweep in front of a claim (sql/claims.ts): expired leases (on their last attempt:
         failed), due delayed jobs, TTLs run out (failed). Its failures count as failed."""
         expired, _, ttl = results[0], results[1], results[2]
-        self.recent.count(queue, "failed", sum(1 for r in expired if r["state"] == "failed") + len(ttl))
+        failed = sum(1 for r in expired if r["state"] == "failed") + len(ttl)
+        self.recent.count(queue, "failed", failed)
+        if failed:
+            self.retention.soon(queue)
 
     def _take(self, values: Dict[str, Any], kind: str, max: int) -> List[sqlite3.Row]:
         verb = ("claim_" if max == 1 else "claim_many_") + kind

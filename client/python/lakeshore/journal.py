@@ -4,7 +4,7 @@ import json
 import time
 from typing import Any, Dict, Iterator, Optional, Tuple
 
-from .checks import _shallow
+from .checks import _shallow, not_found
 from .errors import BadRequest, FencingConflict, NotFound, PayloadTooLarge, Timeout
 from .frames import decode_frame, encode_frame
 
@@ -38,7 +38,7 @@ class JournalVerbs:
             return int(rows[0]["seq"])
         found, facts = self._run("append_missed", values)
         if not found:
-            raise NotFound("invocation %s not found" % json.dumps(inv_id))
+            raise not_found(inv_id)
         row, f = found[0], facts[0]
         taken = f["attempt"] is not None
         if seq is not None and taken and self._same(row, h) and f["attempt"] == row["attempt"]:
@@ -87,7 +87,7 @@ class JournalVerbs:
             raise BadRequest("limit must be an integer from 1 to 10000")
         inv, frames = self._run("read", {"id": inv_id, "queue": None, "since": since, "limit": limit})
         if not inv:
-            raise NotFound("invocation %s not found" % json.dumps(inv_id))
+            raise not_found(inv_id)
         row = inv[0]
         out = [{"seq": f["seq"], "kind": f["kind"], "body": bytes(f["body"] or b""), "meta": None if f["meta"] is None else json.loads(f["meta"]),
                 "attempt": f["attempt"], "final": bool(f["final"])} for f in frames]
@@ -104,6 +104,6 @@ class JournalVerbs:
             raise BadRequest("keep_last must be an integer >= 0")
         updated, deleted = self._run("trim", {"id": inv_id, "queue": None, "keep_last": keep_last})
         if not updated:
-            raise NotFound("invocation %s not found" % json.dumps(inv_id))
+            raise not_found(inv_id)
         return deleted.changes
 

@@ -19,12 +19,13 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from .checks import _duration, _int, _moment, _name, _number, _shallow, _text, max_wait, _ms
+from .checks import not_found, _duration, _int, _moment, _name, _number, _shallow, _text, max_wait, _ms
 from .errors import BadRequest, FencingConflict, InvocationCancelled, InvocationFailed, LakeshoreError, NotFound, PayloadTooLarge, Timeout
 from .http import Claimed
 from .claims import ClaimMachinery
 from .journal import JournalVerbs
 from .operators import OperatorVerbs
+from .retention import Retention
 from .views import Recent, ViewVerbs
 
 with open(os.path.join(os.path.dirname(__file__), "sql.json"), encoding="utf-8") as _f:
@@ -62,6 +63,7 @@ class Dispatch(ClaimMachinery, JournalVerbs, OperatorVerbs, ViewVerbs):
         self._limits = LIMITS
         self._sql = SQL
         self.recent = Recent()
+        self.retention = Retention(self)
         self._closed = False
 
     # ------------------------------------------------------------------ plumbing
@@ -141,7 +143,7 @@ class Dispatch(ClaimMachinery, JournalVerbs, OperatorVerbs, ViewVerbs):
     def _found(self, verb: str, inv_id: str, queue: Optional[str] = None) -> sqlite3.Row:
         rows = self._run(verb, {"id": inv_id, "queue": queue})[0]
         if not rows:
-            raise NotFound("invocation %s not found" % json.dumps(inv_id))
+            raise not_found(inv_id)
         return rows[0]
 
     # ------------------------------------------------------------------ producers
@@ -191,7 +193,9 @@ class Dispatch(ClaimMachinery, JournalVerbs, OperatorVerbs, ViewVerbs):
         return out
 
     def cancel(self, inv_id: str) -> bool:
-        if self._run("cancel", {"id": inv_id, "queue": None})[0]:
+        done = self._run("cancel", {"id": inv_id, "queue": None})[0]
+        if done:
+            self.retention.soon(done[0]["queue"])
             return True
         self._found("cancel_missed", inv_id)
         return False
@@ -217,7 +221,7 @@ class Dispatch(ClaimMachinery, JournalVerbs, OperatorVerbs, ViewVerbs):
         while True:
             row = self.get(inv_id)
             if row is None:
-                raise NotFound("invocation %s not found" % json.dumps(inv_id))
+                raise not_found(inv_id)
             if row["state"] == "succeeded":
                 return row["result"] or b""
             if row["state"] == "failed":
@@ -272,6 +276,7 @@ class Dispatch(ClaimMachinery, JournalVerbs, OperatorVerbs, ViewVerbs):
         done = self._run("ack", {"id": inv_id, "queue": queue, "result": result, **h})[0]
         if done:
             self.recent.count(done[0]["queue"], "succeeded")
+            self.retention.soon(done[0]["queue"])
             return
         row = self._found("ack_missed", inv_id, queue)
         if not (row["state"] == "succeeded" and self._same(row, h)):
@@ -308,6 +313,8 @@ class Dispatch(ClaimMachinery, JournalVerbs, OperatorVerbs, ViewVerbs):
         rows = self._run("nack_retry" if retry else "nack_fail", values)[0]
         if rows:
             self.recent.count(rows[0]["queue"], str(rows[0]["state"]))
+            if rows[0]["state"] == "failed":
+                self.retention.soon(rows[0]["queue"])
             return str(rows[0]["state"])
         row = self._found("nack_missed", inv_id)
         if (row["state"] == "failed" or (retry and row["state"] in ("queued", "delayed"))) and self._same(row, h):
@@ -330,6 +337,7 @@ class Dispatch(ClaimMachinery, JournalVerbs, OperatorVerbs, ViewVerbs):
         raise self._stale("heartbeat", inv_id, row, h)
 
     def close(self) -> None:
+        self.retention.close()
         with self._lock:
             if not self._closed:
                 self._closed = True

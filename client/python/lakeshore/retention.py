@@ -1,0 +1,69 @@
+"""Retention on the Python local plane (local.py), as the core's RetentionClock runs it on the Node
+planes: finished jobs older than their queue's `retention_ms` (else 7 days) are deleted with their
+frames by the core's purge statements, in bounded batches (at most `purge_rounds` of `purge_batch`
+per state at a time, the rest a second later). A thread of the Dispatch sleeps until the next pass
+is due: a job that finishes (or a retention that changes) asks for one at once, and each pass
+finds when the next one is."""
+import threading
+import time
+from typing import Any, Dict, Optional
+
+
+class Retention:
+    def __init__(self, dispatch: Any):
+        self.d = dispatch
+        self.at: Dict[str, Optional[int]] = {}  # queue -> when its next pass is due (ms); None: nothing kept
+        self.known: Dict[str, bool] = {}
+        self.lock = threading.Lock()
+        self.wake = threading.Event()
+        self.closed = False
+        self.thread: Optional[threading.Thread] = None
+
+    def soon(self, queue: str, changed: bool = False) -> None:
+        """A job of `queue` finished (or its retention changed): unless a pass is due at a known time, one runs now."""
+        with self.lock:
+            if not changed and self.known.get(queue) and self.at.get(queue) is not None:
+                return
+            self.known[queue] = False
+            self.at[queue] = int(time.time() * 1000)
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._loop, name="lakeshore-retention", daemon=True)
+                self.thread.start()
+        self.wake.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self.wake.set()
+        if self.thread is not None and self.thread is not threading.current_thread():
+            self.thread.join(5)
+
+    def _loop(self) -> None:
+        while not self.closed:
+            now = int(time.time() * 1000)
+            with self.lock:
+                due = [q for q, t in self.at.items() if t is not None and t <= now]
+            for q in due:
+                if self.closed:
+                    return
+                try:
+                    nxt = self._pass(q)
+                except Exception:  # the plane closed under it, or the file is busy: try again in a second
+                    nxt = int(time.time() * 1000) + 1000
+                with self.lock:
+                    self.at[q], self.known[q] = nxt, True
+            with self.lock:
+                times = [t for t in self.at.values() if t is not None]
+            wait = None if not times else max(0.0, (min(times) - time.time() * 1000) / 1000)
+            self.wake.wait(wait)
+            self.wake.clear()
+
+    def _pass(self, queue: str) -> Optional[int]:
+        """Purge batches of `queue` (src/core/sql/purge.ts); when the next pass is due, or None."""
+        limits = self.d._limits
+        for _ in range(limits["purge_rounds"]):
+            results = self.d._run("purge", {"queue": queue})
+            more = any(len(results[i]) >= limits["purge_batch"] for i in (1, 3, 5))
+            if not more:
+                left = results[6][0]
+                return None if left["oldest"] is None else int(left["oldest"]) + int(left["retention"])
+        return int(time.time() * 1000) + 1000
