@@ -12,7 +12,7 @@ import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import {
   errorFor, InvocationCancelledError, InvocationFailedError,
-  type Claimed, type DispatchPlane, type Invocation, type QueueInfo, type JournalFrame, type JournalPage, type State,
+  type Claimed, type DispatchPlane, type FeedItem, type Invocation, type QueueInfo, type JournalFrame, type JournalPage, type State,
 } from '../../client/local/index.ts';
 import { tempDir } from '../support/tmp.ts';
 import { until } from '../support/wait.ts';
@@ -20,7 +20,7 @@ import type { PlaneFactory } from './planes.ts';
 
 /** What the Python local plane lacks, by the suite's feature names (docs/contract.md, "The Python local plane"). */
 export const PYTHON_LACKS: ReadonlySet<string> = new Set([
-  'schedules', 'observing',
+  'schedules',
 ]);
 
 type Json = any;
@@ -68,9 +68,10 @@ export const pythonPlane: PlaneFactory = async () => {
     if (m.code === 'invocation_cancelled') return p.fail(new InvocationCancelledError(String(m.message).match(/invocation (\S+)/)?.[1] ?? ''));
     p.fail(errorFor(m.code, m.message));
   });
-  const call = (m: string, a: Json[] = [], k: Json = {}, frame?: (f: Json) => void) =>
+  const call = (m: string, a: Json[] = [], k: Json = {}, frame?: (f: Json) => void, named?: (id: number) => void) =>
     new Promise<Json>((ok, fail) => {
       const id = ++calls;
+      named?.(id);
       pending.set(id, { ok, fail, frame });
       // JSON has no NaN or Infinity: they travel as {"$f": "NaN"}, so the Python plane sees what the caller passed.
       child.stdin!.write(`${JSON.stringify({ n: id, m, a, k }, (_key, v) => (typeof v === 'number' && !Number.isFinite(v) ? { $f: String(v) } : v))}\n`);
@@ -87,10 +88,10 @@ export const pythonPlane: PlaneFactory = async () => {
       envelope: b64(envelope), id: o.id, key: o.key ?? null, priority: o.priority ?? 0, parent: o.parent ?? null, delay: s(o.delayMs), run_at: s(o.runAt), ttl: s(o.ttlMs), expires_at: s(o.expiresAt), max_attempts: o.maxAttempts ?? null,
     }))])).map((r: Json) => (typeof r === 'string' ? { id: r } : { error: errorFor(r.$error, r.message) })),
     claim: async (queue, workerId, o = {}) => {
-      const c = await call('claim', [queue, workerId], { kind: o.kind ?? 'fifo', temperature: o.temperature ?? 1, wait: s(o.waitMs) ?? 0, lease: s(o.leaseMs) });
+      const c = await call('claim', [queue, workerId], { kind: o.kind ?? 'fifo', temperature: o.temperature ?? 1, wait: s(o.waitMs) ?? 0, lease: s(o.leaseMs), worker: o.worker ?? null });
       return c ? claimedOf(c) : null;
     },
-    claimMany: async (queue, workerId, max, o = {}) => (await call('claim_many', [queue, workerId, max], { kind: o.kind ?? 'fifo', temperature: o.temperature ?? 1, wait: s(o.waitMs) ?? 0, lease: s(o.leaseMs) })).map(claimedOf),
+    claimMany: async (queue, workerId, max, o = {}) => (await call('claim_many', [queue, workerId, max], { kind: o.kind ?? 'fifo', temperature: o.temperature ?? 1, wait: s(o.waitMs) ?? 0, lease: s(o.leaseMs), worker: o.worker ?? null })).map(claimedOf),
     ackAndClaim: async (queue, workerId, acks, max, o = {}) => {
       const [answers, claimed] = await call('ack_and_claim', [queue, workerId, acks.map((a) => ({ id: a.id, attempt: a.attempt ?? null, result: a.result ? b64(a.result) : null })), max], {
         kind: o.kind ?? 'fifo', wait: s(o.waitMs) ?? 0, lease: s(o.leaseMs),
@@ -173,6 +174,31 @@ export const pythonPlane: PlaneFactory = async () => {
     redrive: (queue, o = {}) => call('redrive', [queue], { limit: o.limit ?? null, dead_letters: o.deadLetters ?? false }),
     pauseQueue: async (queue) => void (await call('pause_queue', [queue])),
     resumeQueue: async (queue) => void (await call('resume_queue', [queue])),
+    events: (queue, o = {}) => {
+      const items: FeedItem[] = [];
+      let wake: (() => void) | null = null;
+      let end = null as { error?: Error } | null;
+      let n = 0;
+      call('events', [queue], { kinds: o.kinds ?? null }, (r) => {
+        items.push(r as FeedItem);
+        wake?.();
+      }, (id) => (n = id)).then(() => (end = {}), (e: Error) => (end = { error: e })).finally(() => wake?.());
+      o.signal?.addEventListener('abort', () => void call('_stop', [n]), { once: true });
+      return (async function* () {
+        for (;;) {
+          while (items.length) yield items.shift()!;
+          if (end || o.signal?.aborted) {
+            if (end?.error) throw end.error;
+            return;
+          }
+          await new Promise<void>((r) => (wake = r));
+        }
+      })();
+    },
+    workerLog: async (queue, workerId, lines) => void (await call('worker_log', [queue, workerId, lines])),
+    workers: () => call('workers'),
+    workerStopped: async (queue, workerId) => void (await call('worker_stopped', [queue, workerId])),
+    metrics: () => call('metrics'),
     close: async () => {},
   };
   const plane = new Proxy(verbs, {

@@ -36,13 +36,17 @@ def _sample_levels(levels: List[Tuple[float, int]], t: float, k: int) -> List[fl
 
 
 class ClaimMachinery:
-    """Mixed into Dispatch: uses its _run, _claims, recent, retention and the SQL and LIMITS it loaded."""
+    """Mixed into Dispatch: uses its _run, _claims, recent, retention, feed, book and the SQL and LIMITS it loaded."""
 
     def _swept(self, queue: str, results: List[Any]) -> None:
         """The sweep in front of a claim (sql/claims.ts): expired leases (on their last attempt:
         failed), due delayed jobs, TTLs run out (failed). Its failures count as failed."""
-        expired, _, ttl = results[0], results[1], results[2]
+        expired, promoted, ttl = results[0], results[1], results[2]
         failed = sum(1 for r in expired if r["state"] == "failed") + len(ttl)
+        moved = ([{"id": r["id"], "status": "failed" if r["state"] == "failed" else "retrying"} for r in expired]
+                 + [{"id": r["id"], "status": "queued"} for r in promoted] + [{"id": r["id"], "status": "expired"} for r in ttl])
+        if moved:
+            self.feed.told(queue, moved)
         self.recent.count(queue, "failed", failed)
         if failed:
             self.retention.soon(queue)
@@ -76,7 +80,7 @@ class ClaimMachinery:
                 break
         return got
 
-    def _hand(self, rows: List[sqlite3.Row], worker_id: str, queue: str) -> List[Claimed]:
+    def _hand(self, rows: List[sqlite3.Row], worker_id: str, queue: str, worker: Any = None) -> List[Claimed]:
         """Claimed rows to their worker: at most claim_bytes of envelopes (at least one job); the rest goes back uncharged."""
         out = [Claimed(id=r["id"], envelope=binascii.unhexlify(r["envelope_hex"] or ""), attempt=int(r["attempt"]), queue=r["queue"],
                        lease_until=int(r["lease_until"]), priority=float(r["priority"])) for r in rows]
@@ -84,8 +88,11 @@ class ClaimMachinery:
         while kept < len(out) and (kept == 0 or total + len(out[kept].envelope) <= self._limits["claim_bytes"]):
             total += len(out[kept].envelope)
             kept += 1
+        self.book(queue).heard(worker_id, worker)
+        self.feed.told(queue, [{"id": c.id, "status": "running", "attempt": c.attempt, "worker_id": worker_id, "envelope": c.envelope} for c in out])
         if kept < len(out):
-            self._run("release", {"queue": queue, "worker_id": worker_id, "handed_json": json.dumps([[c.id, c.attempt] for c in out[kept:]])})
+            back = self._run("release", {"queue": queue, "worker_id": worker_id, "handed_json": json.dumps([[c.id, c.attempt] for c in out[kept:]])})[0]
+            self.feed.told(queue, [{"id": r["id"], "status": "queued"} for r in back])
         for c in out[:kept]:
             self._claims[c.id] = (worker_id, c.attempt)
         return out[:kept]

@@ -23,6 +23,7 @@ from .checks import not_found, _duration, _int, _moment, _name, _number, _shallo
 from .errors import BadRequest, FencingConflict, InvocationCancelled, InvocationFailed, LakeshoreError, NotFound, PayloadTooLarge, Timeout
 from .http import Claimed
 from .claims import ClaimMachinery
+from .feed import Feed, ObserveVerbs
 from .journal import JournalVerbs
 from .operators import OperatorVerbs
 from .retention import Retention
@@ -42,7 +43,7 @@ class _Rows(list):  # type: ignore[type-arg]
         self.changes = changes
 
 
-class Dispatch(ClaimMachinery, JournalVerbs, OperatorVerbs, ViewVerbs):
+class Dispatch(ClaimMachinery, JournalVerbs, ObserveVerbs, OperatorVerbs, ViewVerbs):
     """The local plane: the contract's verbs on a SQLite file shared by Python and Node processes."""
 
     in_process = True
@@ -63,6 +64,7 @@ class Dispatch(ClaimMachinery, JournalVerbs, OperatorVerbs, ViewVerbs):
         self._limits = LIMITS
         self._sql = SQL
         self.recent = Recent()
+        self.feed = Feed()
         self.retention = Retention(self)
         self._closed = False
 
@@ -169,7 +171,9 @@ class Dispatch(ClaimMachinery, JournalVerbs, OperatorVerbs, ViewVerbs):
                   "run_at": due if due is not None and due > now else None,
                   "expires_at": now + life if life is not None else _moment("expires_at", expires_at, now),
                   "max_attempts": None if max_attempts is None else _int("max_attempts", max_attempts, 1, 1000)}
-        if self._run("submit", values)[0]:
+        made = self._run("submit", values)[0]
+        if made:
+            self.feed.told(queue, [{"id": inv_id, "status": made[0]["state"], "attempt": 0, "submitted": True, "envelope": values["envelope"]}])
             return inv_id
         by_key, by_id = self._run("submit_existing", values)
         if by_key:
@@ -196,6 +200,7 @@ class Dispatch(ClaimMachinery, JournalVerbs, OperatorVerbs, ViewVerbs):
         done = self._run("cancel", {"id": inv_id, "queue": None})[0]
         if done:
             self.retention.soon(done[0]["queue"])
+            self.feed.told(done[0]["queue"], [{"id": inv_id, "status": "cancelled"}])
             return True
         self._found("cancel_missed", inv_id)
         return False
@@ -240,15 +245,15 @@ class Dispatch(ClaimMachinery, JournalVerbs, OperatorVerbs, ViewVerbs):
     # ------------------------------------------------------------------ workers
 
     def claim(self, queue: str, worker_id: str, *, kind: str = "fifo", temperature: float = 1.0, wait: float = 0.0, lease: Optional[float] = None,
-              poll: float = 0.02, **_: Any) -> Optional[Claimed]:
+              poll: float = 0.02, worker: Optional[Dict[str, Any]] = None, **_: Any) -> Optional[Claimed]:
         """Claims the next job (fifo, or its alias priority: highest priority first, then oldest;
         filo: newest first; boltzmann: a priority level drawn at `temperature`), waiting up to
         `wait` seconds for one."""
-        got = self.claim_many(queue, worker_id, 1, kind=kind, temperature=temperature, wait=wait, lease=lease, poll=poll)
+        got = self.claim_many(queue, worker_id, 1, kind=kind, temperature=temperature, wait=wait, lease=lease, poll=poll, worker=worker)
         return got[0] if got else None
 
     def claim_many(self, queue: str, worker_id: str, max: int, *, kind: str = "fifo", temperature: float = 1.0, wait: float = 0.0,
-                   lease: Optional[float] = None, poll: float = 0.02) -> List[Claimed]:
+                   lease: Optional[float] = None, poll: float = 0.02, worker: Optional[Dict[str, Any]] = None) -> List[Claimed]:
         """Claims up to `max` jobs with the core's guarded statements, in claim order; waits up to
         `wait` seconds while there is none."""
         if kind == "priority" or (kind == "boltzmann" and _number("temperature", temperature, 0) == 0):
@@ -263,7 +268,7 @@ class Dispatch(ClaimMachinery, JournalVerbs, OperatorVerbs, ViewVerbs):
         while True:
             rows = self._draw(values, temperature, max) if kind == "boltzmann" else self._take(values, kind, max)
             if rows:
-                return self._hand(rows, worker_id, values["queue"])
+                return self._hand(rows, worker_id, values["queue"], worker)
             if time.monotonic() >= deadline:
                 return []
             time.sleep(poll)
@@ -274,9 +279,11 @@ class Dispatch(ClaimMachinery, JournalVerbs, OperatorVerbs, ViewVerbs):
             raise PayloadTooLarge("result is %d bytes; at most %d" % (len(result), LIMITS["result_bytes"]))
         h = self._holder(inv_id, worker_id, attempt)
         done = self._run("ack", {"id": inv_id, "queue": queue, "result": result, **h})[0]
+        self.touch(h["worker_id"])
         if done:
             self.recent.count(done[0]["queue"], "succeeded")
             self.retention.soon(done[0]["queue"])
+            self.feed.told(done[0]["queue"], [{"id": inv_id, "status": "succeeded", "attempt": done[0]["attempt"], "worker_id": h["worker_id"]}])
             return
         row = self._found("ack_missed", inv_id, queue)
         if not (row["state"] == "succeeded" and self._same(row, h)):
@@ -311,11 +318,15 @@ class Dispatch(ClaimMachinery, JournalVerbs, OperatorVerbs, ViewVerbs):
         h = self._holder(inv_id, worker_id, attempt)
         values = {"id": inv_id, "queue": None, "error_json": json.dumps(err), "delay_ms": None if delay is None else _ms(_number("delay", delay, 0)), **h}
         rows = self._run("nack_retry" if retry else "nack_fail", values)[0]
+        self.touch(h["worker_id"])
         if rows:
-            self.recent.count(rows[0]["queue"], str(rows[0]["state"]))
-            if rows[0]["state"] == "failed":
+            state = str(rows[0]["state"])
+            self.recent.count(rows[0]["queue"], state)
+            if state == "failed":
                 self.retention.soon(rows[0]["queue"])
-            return str(rows[0]["state"])
+            self.feed.told(rows[0]["queue"], [{"id": inv_id, "status": "failed" if state == "failed" else "retrying", "attempt": h["attempt"],
+                                               "worker_id": h["worker_id"], "error": err if state == "failed" else None}])
+            return state
         row = self._found("nack_missed", inv_id)
         if (row["state"] == "failed" or (retry and row["state"] in ("queued", "delayed"))) and self._same(row, h):
             return "failed" if row["state"] == "failed" else "queued"
@@ -328,6 +339,7 @@ class Dispatch(ClaimMachinery, JournalVerbs, OperatorVerbs, ViewVerbs):
     def heartbeat_lease(self, inv_id: str, worker_id: str, *, lease: Optional[float] = None, attempt: Optional[int] = None) -> Tuple[Optional[int], bool]:
         """A heartbeat's whole answer: the new lease deadline (epoch ms; None once cancelled), and whether it was cancelled."""
         h = self._holder(inv_id, worker_id, attempt)
+        self.touch(h["worker_id"])
         rows = self._run("heartbeat", {"id": inv_id, "queue": None, "lease_ms": None if lease is None else _ms(_number("lease", lease, 0.001)), **h})[0]
         if rows:
             return int(rows[0]["lease_until"]), False

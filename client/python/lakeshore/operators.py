@@ -33,7 +33,9 @@ class OperatorVerbs:
     def retry(self, inv_id: str) -> None:
         """Puts a failed job back in its queue with a fresh attempt budget (same id, journal kept);
         anything but a failed job is a FencingConflict."""
-        if self._run("retry", {"id": _text("id", inv_id), "queue": None})[0]:
+        back = self._run("retry", {"id": _text("id", inv_id), "queue": None})[0]
+        if back:
+            self.feed.told(back[0]["queue"], [{"id": inv_id, "status": "queued"}])
             return
         row = self._found("retry_missed", inv_id)
         raise FencingConflict("retry refused: invocation %s is %s; only a failed invocation can be retried" % (json.dumps(inv_id), row["state"]))
@@ -44,8 +46,12 @@ class OperatorVerbs:
         queue = _name("queue", queue)
         n = max(1, _int("limit", 100 if limit is None else limit, 0, 1000))
         if dead_letters:
-            return [{"id": r["id"], "queue": r["queue"]} for r in self._run("redrive_dead_letters", {"queue": queue, "limit": n})[0]]
-        return [{"id": r["id"], "queue": queue} for r in self._run("redrive", {"queue": queue, "limit": n})[0]]
+            back = [{"id": r["id"], "queue": r["queue"]} for r in self._run("redrive_dead_letters", {"queue": queue, "limit": n})[0]]
+        else:
+            back = [{"id": r["id"], "queue": queue} for r in self._run("redrive", {"queue": queue, "limit": n})[0]]
+        for b in back:
+            self.feed.told(b["queue"], [{"id": b["id"], "status": "queued"}])
+        return back
 
     def pause_queue(self, queue: str) -> None:
         """A paused queue takes submits but hands out nothing until resumed."""

@@ -2,7 +2,7 @@
 it reads a call per line on stdin, `{"n", "m": method, "a": [args], "k": {kwargs}}`, runs it on a
 lakeshore.Dispatch in a thread of its own (blocking calls wait side by side), and answers a line
 per call: `{"n", "ok": true, "v": value}` or `{"n", "ok": false, "code", "message", ...}`.
-Bytes travel as `{"$b": base64}`. `journal_read` answers a line per frame first, `{"n", "frame"}` (journal_follow's dicts).
+Bytes travel as `{"$b": base64}`. `events` and `journal_read` answer a line per record or frame first, `{"n", "frame"}` (journal_follow's dicts).
 
     python3 tests/bridge.py PATH NAMESPACE
 """
@@ -53,6 +53,7 @@ def main() -> None:
     d = ls.Dispatch(sys.argv[1], ns=sys.argv[2])
     out = threading.Lock()
     parked = [0]
+    stops = {}  # an events call's n -> its stop event ("_stop" sets it)
 
     def say(msg: Any) -> None:
         with out:
@@ -67,6 +68,14 @@ def main() -> None:
         try:
             if m == "_parked":
                 v: Any = parked[0]
+            elif m == "_stop":
+                stops.get(args[0], threading.Event()).set()
+                v = None
+            elif m == "events":
+                stop = stops.setdefault(n, threading.Event())
+                for rec in d.events(*args, stop=stop, **kwargs):
+                    say({"n": n, "frame": enc(rec)})
+                v = None
             elif m == "journal_read":
                 for frame in d.journal_follow(*args, **kwargs):
                     say({"n": n, "frame": enc(frame)})
