@@ -25,13 +25,34 @@ const sorted = [...groups.values()].sort((a, b) => {
   const [x, y] = [order(a[0]), order(b[0])];
   return x[0] - y[0] || x[1] - y[1] || a[0].system.localeCompare(b[0].system);
 });
-const out = ['| system | case | runs | jobs/s (median [min–max]) | enqueue→start p50 / p99 ms | exactly once |', '|---|---|---|---|---|---|'];
+// Against the best peer of the same sitting and case (single or bulk enqueue, idle): for
+// throughput, lakeshore's median jobs/s over the best peer's (above 1: ahead); for idle, its p50
+// latency over the best peer's (below 1: ahead). A peer's row says which peer is the best.
+const caseOf = (r) => (r.mode === 'idle' ? 'idle' : r.enqueue);
+const isPeer = (r) => !r.system.startsWith('lakeshore');
+const best = new Map();
+for (const g of groups.values()) {
+  const r0 = g[0];
+  if (!isPeer(r0) || r0.d1_delay_ms) continue;
+  const v = r0.mode === 'idle' ? median(g.map((r) => r.latency_ms?.p50)) : median(g.map((r) => r.throughput_jobs_per_s));
+  const cur = best.get(caseOf(r0));
+  if (v !== null && (!cur || (r0.mode === 'idle' ? v < cur.v : v > cur.v))) best.set(caseOf(r0), { v, system: r0.system });
+}
+const versus = (g) => {
+  const r0 = g[0];
+  const b = best.get(caseOf(r0));
+  if (!b) return '—';
+  if (isPeer(r0)) return r0.system === b.system ? 'best peer' : '';
+  const v = r0.mode === 'idle' ? median(g.map((r) => r.latency_ms?.p50)) : median(g.map((r) => r.throughput_jobs_per_s));
+  return v === null ? '—' : `${f(v / b.v, 2)}× ${b.system}${r0.mode === 'idle' ? ' (latency)' : ''}`;
+};
+const out = ['| system | case | runs | jobs/s (median [min–max]) | enqueue→start p50 / p99 ms | vs best peer | exactly once |', '|---|---|---|---|---|---|---|'];
 for (const g of sorted) {
   const r0 = g[0];
   const t = g.map((r) => r.throughput_jobs_per_s).filter((x) => typeof x === 'number');
   const jobs = r0.mode === 'idle' ? '—' : `**${f(median(t))}** [${f(Math.min(...t))}–${f(Math.max(...t))}]`;
   const lat = `${f(median(g.map((r) => r.latency_ms?.p50)), r0.mode === 'idle' ? 2 : 0)} / ${f(median(g.map((r) => r.latency_ms?.p99)), r0.mode === 'idle' ? 2 : 0)}`;
   const what = r0.mode === 'idle' ? 'idle' : `${r0.enqueue}${r0.batch ? ` (${r0.batch})` : ''}${r0.d1_delay_ms ? `, D1 +${r0.d1_delay_ms} ms` : ''}`;
-  out.push(`| ${r0.system} | ${what} | ${g.length} | ${jobs} | ${lat} | ${g.filter((r) => r.exactly_once).length}/${g.length} |`);
+  out.push(`| ${r0.system} | ${what} | ${g.length} | ${jobs} | ${lat} | ${versus(g)} | ${g.filter((r) => r.exactly_once).length}/${g.length} |`);
 }
 console.log(out.join('\n'));

@@ -1,0 +1,27 @@
+/** bench/table.mjs: the side-by-side table says, per case, how lakeshore stands against the best peer of the same sitting. */
+import { spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { expect, it } from 'vitest';
+import { tempDir } from '../support/tmp.ts';
+
+const row = (system: string, label: string, extra: Record<string, unknown>) => JSON.stringify({ system, label, exactly_once: true, ...extra });
+
+it('prints lakeshore\'s ratio to the best peer of each case: jobs/s for throughput, p50 latency for idle', () => {
+  const file = join(tempDir('lakeshore-table-'), 'runs.jsonl');
+  const bulk = { mode: 'throughput', enqueue: 'bulk', batch: 100, latency_ms: { p50: 800, p99: 900 } };
+  writeFileSync(file, [
+    row('lakeshore-edge', 'edge-bulk', { ...bulk, throughput_jobs_per_s: 10_000 }),
+    row('lakeshore-edge', 'edge-bulk', { ...bulk, throughput_jobs_per_s: 14_000 }),
+    row('bullmq', 'bulk', { ...bulk, throughput_jobs_per_s: 10_000 }),
+    row('pg-boss', 'bulk', { ...bulk, throughput_jobs_per_s: 11_000 }),
+    row('lakeshore-edge', 'edge-idle', { mode: 'idle', latency_ms: { p50: 3, p99: 9 } }),
+    row('bullmq', 'idle', { mode: 'idle', latency_ms: { p50: 1.5, p99: 2 } }),
+  ].join('\n'));
+  const r = spawnSync(process.execPath, [resolve(import.meta.dirname, '..', '..', 'bench', 'table.mjs'), file], { encoding: 'utf8' });
+  expect(r.status, r.stderr).toBe(0);
+  const line = (system: string, c: string) => r.stdout.split('\n').find((l) => l.startsWith(`| ${system} | ${c}`))!;
+  expect(line('lakeshore-edge', 'bulk')).toContain('| 1.09× pg-boss |'); // median 12,000 over pg-boss's 11,000
+  expect(line('pg-boss', 'bulk')).toContain('| best peer |');
+  expect(line('lakeshore-edge', 'idle')).toContain('| 2.00× bullmq (latency) |');
+});
