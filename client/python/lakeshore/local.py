@@ -97,6 +97,8 @@ class Dispatch(ClaimMachinery, JournalVerbs, ObserveVerbs, OperatorVerbs, ViewVe
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 out = []
+                # One moment for all of a verb's statements, as a plan has one `now`.
+                values = {**values, "now": values.get("now") or int(time.time() * 1000)}
                 for st in SQL["verbs"][verb]:
                     cur = self._db.execute(st["sql"], [self._value(p, values) for p in st["params"]])
                     out.append(_Rows(cur.fetchall(), cur.rowcount))
@@ -117,8 +119,6 @@ class Dispatch(ClaimMachinery, JournalVerbs, ObserveVerbs, OperatorVerbs, ViewVe
             return self.namespace
         if param in LIMITS:
             return LIMITS[param]
-        if param == "now":
-            return int(time.time() * 1000)
         return values[param]
 
     def _holder(self, inv_id: str, worker_id: str, attempt: Optional[int] = None) -> Dict[str, Any]:
@@ -170,7 +170,7 @@ class Dispatch(ClaimMachinery, JournalVerbs, ObserveVerbs, OperatorVerbs, ViewVe
                   "parent": None if parent is None else _text("parent", parent), "envelope": bytes(envelope),
                   "run_at": due if due is not None and due > now else None,
                   "expires_at": now + life if life is not None else _moment("expires_at", expires_at, now),
-                  "max_attempts": None if max_attempts is None else _int("max_attempts", max_attempts, 1, 1000)}
+                  "max_attempts": None if max_attempts is None else _int("max_attempts", max_attempts, 1, 1000), "now": now}
         made = self._run("submit", values)[0]
         if made:
             self.feed.told(queue, [{"id": inv_id, "status": made[0]["state"], "attempt": 0, "submitted": True, "envelope": values["envelope"]}])
