@@ -1,5 +1,5 @@
 // Serves the edge plane's Worker through one Miniflare instance: one workerd process holding the
-// Worker, the queue Durable Objects and local D1, with the bindings and vars of wrangler.toml.
+// Worker, the queue Durable Objects, local D1 and R2, with the bindings and vars of wrangler.toml.
 // `wrangler dev` puts a second workerd (a proxy/entry worker) in front of the same Worker; this
 // skips it, which is what `npm start` and the benchmark use. State lives where `wrangler dev
 // --persist-to DIR` keeps it (DIR/v3), so the two servers share migrations and data.
@@ -75,6 +75,7 @@ const mf = new Miniflare(convertV4MiniflareOptions({
     modules: [{ type: 'ESModule', path: 'worker.js', contents: await bundle() }],
     bindings: { ...w.bindings, ...vars },
     d1Databases: w.d1Databases,
+    r2Buckets: w.r2Buckets,
     durableObjects: w.durableObjects,
     unsafeDirectSockets: [{ host: values.ip, port: Number(values.port) }],
   }],

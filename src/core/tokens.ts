@@ -39,6 +39,10 @@ export const PERMISSIONS = Object.freeze({
   events: ['producer', 'worker'],
   metrics: ['producer', 'worker'],
   workers: ['producer', 'worker'],
+  /** Code archives (push_code): producers push them and ask whether one is there; workers fetch them. */
+  codePut: ['producer'],
+  codeHead: ['producer', 'worker'],
+  codeGet: ['worker'],
 } satisfies Record<string, Role[]>);
 export type Verb = keyof typeof PERMISSIONS;
 

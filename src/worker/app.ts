@@ -8,6 +8,7 @@ import { invocations } from './routes/invocations.ts';
 import { journal } from './routes/journal.ts';
 import { queues } from './routes/queues.ts';
 import { tokens } from './routes/tokens.ts';
+import { code } from './routes/code.ts';
 import { observe } from './routes/observe.ts';
 import { dashboard } from './routes/dashboard.ts';
 
@@ -24,6 +25,7 @@ app.route('/v1/ns/:ns/queues', queues);
 app.route('/v1/ns/:ns/invocations', invocations);
 app.route('/v1/ns/:ns/invocations', journal);
 app.route('/v1/ns/:ns/tokens', tokens);
+app.route('/v1/ns/:ns/code', code);
 app.route('/v1/ns/:ns', observe);
 
 app.notFound((c) => c.json({ error: { code: 'not_found', message: `no route for ${c.req.method} ${new URL(c.req.url).pathname}` } }, 404));

@@ -19,7 +19,15 @@ interface Entry {
   query?: string | string[];
   /** Brings the route's target into the state its success needs (as root). */
   setup?: (base: string, q: string, id: string) => Promise<unknown>;
+  /** Headers the route needs besides the token. */
+  headers?: Record<string, string>;
 }
+
+/** A code archive and its digest (routes/code.ts). */
+const ARCHIVE = 'archive';
+const ARCHIVE_DIGEST = { 'content-digest': 'sha-256=:DrPja/sk3Nm7HRvs4VMSFrWVOaj94X7oAiSvBlPJKqM=:' };
+const STAMP = 'c'.repeat(40);
+const pushed = (base: string) => call('PUT', `${base}/code/${STAMP}`, ARCHIVE, ARCHIVE_DIGEST);
 
 /** Fails the invocation `id` of queue `q` (for retry). */
 const failed = async (base: string, q: string, id: string) => {
@@ -64,6 +72,9 @@ const MATRIX: Record<string, Entry> = {
   'POST /v1/ns/:ns/queues/:queue/workers/:worker/log': { roles: ['worker'], body: () => ({ lines: [{ id: 'j', level: 'info', message: 'step 1' }] }) },
   // One queue's feed, and the namespace's.
   'GET /v1/ns/:ns/events': { roles: ['producer', 'worker'], query: ['?queue=:queue', ''] },
+  'PUT /v1/ns/:ns/code/:stamp': { roles: ['producer'], body: () => ARCHIVE, headers: ARCHIVE_DIGEST },
+  // GET fetches (worker); HEAD, answered by the same route, asks (producer or worker): code.test.ts.
+  'GET /v1/ns/:ns/code/:stamp': { roles: ['worker'], setup: (base) => pushed(base) },
   'GET /v1/ns/:ns/tokens': { roles: [] },
   'DELETE /v1/ns/:ns/tokens/:id': { roles: [] },
 };
@@ -100,9 +111,9 @@ describe('authorization matrix', () => {
         const q = `q${checked}-${k}`;
         for (const n of [ns, other]) await call('POST', `/v1/ns/${n}/queues/${q}/invocations`, { id, envelope: b64('x') });
         const query = route.endsWith('/result') ? '?timeout_ms=0' : variant.replace(':queue', q);
-        const path = (n: string, inv = id) => template.replace(':ns', n).replace(':queue', q).replace(':name', 'nightly').replace(':worker', 'w').replace(':id', route.includes('/tokens/') ? tokens.producer.id : inv) + query;
+        const path = (n: string, inv = id) => template.replace(':ns', n).replace(':queue', q).replace(':name', 'nightly').replace(':worker', 'w').replace(':stamp', STAMP).replace(':id', route.includes('/tokens/') ? tokens.producer.id : inv) + query;
         const body = e.body?.(id);
-        const as = (t: string | null) => (t === null ? { authorization: '' } : { authorization: `Bearer ${t}` });
+        const as = (t: string | null) => ({ ...e.headers, authorization: t === null ? '' : `Bearer ${t}` });
 
         const none = await call(method, path(ns), body, as(null));
         expect(none.status, `${route} without a token`).toBe(401);
