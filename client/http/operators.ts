@@ -8,6 +8,7 @@ import type { TokenLimits } from '../../src/core/wire-types.ts';
 import type { FeedItem, FeedOptions, InvocationPage, LogLine, ListOptions, QueueInfo, QueueOverview, Schedule, ScheduleOptions, SettingsChange, WorkerSeen } from '../types.ts';
 import { followFeed, settingsWire } from './observe.ts';
 import { errorOf, type Transport } from './transport.ts';
+import { pushCode, type PushedCode } from './code.ts';
 import { enc, overviewOf, queueInfoOf, scheduleOf, summaryOf, type Json } from './wire.ts';
 
 export class HttpOperators {
@@ -68,6 +69,14 @@ export class HttpOperators {
 
   async workerLog(queue: string, workerId: string, lines: LogLine[]): Promise<void> {
     await this.http.call('POST', `/queues/${enc(queue)}/workers/${enc(workerId)}/log`, { lines });
+  }
+
+  /**
+   * Pushes the git tree of `cwd` (default: this process's directory) to the plane once per tree,
+   * answering its stamp (docs/code-mount.md). Node only; a tree with uncommitted changes is refused.
+   */
+  pushCode(opts: { cwd?: string } = {}): Promise<PushedCode> {
+    return pushCode(this.http, opts.cwd ?? (globalThis as { process?: { cwd(): string } }).process?.cwd() ?? '.');
   }
 
   /** The namespace's metrics, in the Prometheus text format. */

@@ -1,0 +1,47 @@
+/**
+ * pushCode (docs/code-mount.md): the current git tree, archived and uploaded once per tree, its
+ * stamp (the tree hash) answered. Node only (it runs git); the module loads child_process when
+ * called, so the client stays usable in browsers and Workers.
+ *
+ * A working tree with changes to tracked files is refused (push_code sends HEAD's tree, and a job
+ * must not run code that no commit holds): commit first. Untracked files are not in the tree and
+ * do not count. The plane is asked first (HEAD); the archive goes up only when it lacks that stamp.
+ */
+import { BadRequestError, errorFor } from '../errors.ts';
+import type { Transport } from './transport.ts';
+import { errorOf } from './transport.ts';
+
+export interface PushedCode {
+  /** The tree hash: what the envelope's `code` field carries. */
+  stamp: string;
+  /** False when the plane already had it (nothing was uploaded). */
+  uploaded: boolean;
+  bytes: number | null;
+}
+
+async function git(cwd: string, args: string[]): Promise<Buffer> {
+  const { execFile } = await import('node:child_process');
+  return new Promise((resolve, reject) => {
+    execFile('git', args, { cwd, encoding: 'buffer', maxBuffer: 256 << 20 }, (err, stdout, stderr) => {
+      if (err) reject(new BadRequestError(`git ${args.join(' ')} failed in ${cwd}: ${String(stderr).trim() || err.message}`));
+      else resolve(stdout);
+    });
+  });
+}
+
+export async function pushCode(http: Transport, cwd: string): Promise<PushedCode> {
+  const dirty = (await git(cwd, ['status', '--porcelain', '--untracked-files=no'])).toString().trim();
+  if (dirty) {
+    throw new BadRequestError(`the working tree has changes not committed (${dirty.split('\n').length} file(s), e.g. ${dirty.split('\n')[0]!.slice(3)}): pushCode sends HEAD's tree; commit them first`);
+  }
+  const stamp = (await git(cwd, ['rev-parse', 'HEAD^{tree}'])).toString().trim();
+  const head = await http.fetch(`/code/${stamp}`, { method: 'HEAD' });
+  if (head.ok) return { stamp, uploaded: false, bytes: Number(head.headers.get('content-length')) };
+  if (head.status !== 404) throw errorFor(head.status === 403 ? 'forbidden' : head.status === 401 ? 'unauthorized' : 'internal', `HEAD /code/${stamp} answered ${head.status}`);
+  const tar = await git(cwd, ['archive', '--format=tar', stamp]);
+  const { createHash } = await import('node:crypto');
+  const digest = createHash('sha256').update(tar).digest('base64');
+  const res = await http.fetch(`/code/${stamp}`, { method: 'PUT', body: new Uint8Array(tar), headers: { 'content-type': 'application/x-tar', 'content-digest': `sha-256=:${digest}:` } });
+  if (!res.ok) throw await errorOf(res);
+  return { stamp, uploaded: true, bytes: tar.length };
+}

@@ -1,0 +1,61 @@
+/**
+ * pushCode (client/http/code.ts) against the test's wrangler dev, from a real git repository: the
+ * tree is pushed once (a second push of the same tree only asks), a new commit is a new stamp, a
+ * tree with uncommitted changes is refused, and a worker token fetches exactly what was pushed.
+ */
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { inject } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { BadRequestError, HttpDispatch } from '../../client/local/index.ts';
+import { freshNs } from './setup/client.ts';
+import { tempDir } from '../support/tmp.ts';
+
+const git = (cwd: string, ...args: string[]) => execFileSync('git', ['-c', 'user.email=t@example.com', '-c', 'user.name=t', '-c', 'commit.gpgsign=false', ...args], { cwd }).toString().trim();
+
+describe('pushCode', () => {
+  it('pushes a git tree once per tree, answers its stamp, refuses uncommitted changes; a worker fetches what was pushed', async () => {
+    const repo = tempDir('lakeshore-repo-');
+    git(repo, 'init', '-q');
+    writeFileSync(join(repo, 'tasks.mjs'), 'export const train = (x) => x * 2;\n');
+    git(repo, 'add', '.');
+    git(repo, 'commit', '-qm', 'one');
+    const uploads: string[] = [];
+    const ns = freshNs();
+    const d = new HttpDispatch(inject('planeUrl'), {
+      token: inject('planeToken'), namespace: ns,
+      fetch: (url, init) => {
+        if (init?.method === 'PUT' && String(url).includes('/code/')) uploads.push(String(url));
+        return fetch(url, init);
+      },
+    });
+    const first = await d.pushCode({ cwd: repo });
+    expect(first.stamp).toBe(git(repo, 'rev-parse', 'HEAD^{tree}'));
+    expect(first.uploaded).toBe(true);
+    const again = await d.pushCode({ cwd: repo });
+    expect(again).toMatchObject({ stamp: first.stamp, uploaded: false });
+    expect(uploads).toHaveLength(1);
+    // A worker fetches exactly the archive of that tree.
+    const worker = await d.createToken('worker');
+    const res = await fetch(`${inject('planeUrl')}/v1/ns/${ns}/code/${first.stamp}`, { headers: { authorization: `Bearer ${worker.token}` } });
+    const tar = Buffer.from(await res.arrayBuffer());
+    expect(tar.equals(execFileSync('git', ['archive', '--format=tar', first.stamp], { cwd: repo }))).toBe(true);
+    expect(res.headers.get('content-digest')).toBe(`sha-256=:${createHash('sha256').update(tar).digest('base64')}:`);
+    // Uncommitted changes to tracked files are refused; untracked files do not count.
+    writeFileSync(join(repo, 'notes.txt'), 'untracked\n');
+    expect((await d.pushCode({ cwd: repo })).uploaded).toBe(false);
+    writeFileSync(join(repo, 'tasks.mjs'), 'export const train = (x) => x * 3;\n');
+    const dirty = await d.pushCode({ cwd: repo }).then(() => null, (e: unknown) => e);
+    expect(dirty).toBeInstanceOf(BadRequestError);
+    expect((dirty as Error).message).toContain('commit them first');
+    // Committed, it is a new tree: a new stamp, a second upload.
+    git(repo, 'commit', '-qam', 'two');
+    const second = await d.pushCode({ cwd: repo });
+    expect(second.stamp).not.toBe(first.stamp);
+    expect(second.uploaded).toBe(true);
+    expect(uploads).toHaveLength(2);
+    await d.close();
+  }, 60_000);
+});
