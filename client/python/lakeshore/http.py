@@ -3,6 +3,7 @@ import base64
 import json
 import logging
 import math
+import os
 import random
 import socket
 import threading
@@ -13,7 +14,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
-from .errors import InvocationCancelled, InvocationFailed, LakeshoreError, Timeout, Unavailable, error_for
+from .errors import BadRequest, InvocationCancelled, InvocationFailed, LakeshoreError, Timeout, Unavailable, error_for
 from .frames import decode_frame, encode_frame
 
 # A batch route takes 1,000 items and a 32 MiB body at most: send at most 500 items and ~30 MiB a request.
@@ -111,6 +112,8 @@ class HttpDispatch:
         self._lock = threading.Lock()
         self._queues: Dict[str, str] = {}  # id -> queue: a routing hint, never trusted for correctness
         self._claims: Dict[str, Tuple[str, int]] = {}  # id -> (worker id, attempt) of claims made here
+        #: Code archives this client uploaded (push_code): a push of a tree the plane has is none.
+        self.code_uploads = 0
 
     # ------------------------------------------------------------------ producers
 
@@ -254,6 +257,44 @@ class HttpDispatch:
                 time.sleep(min(1.0, 0.025 * 2 ** failures))
             finally:
                 resp.close()
+
+    def push_code(self, cwd: Optional[str] = None) -> str:
+        """Pushes the git tree of `cwd` (default: the current directory) to the plane once per
+        tree and answers its stamp, the tree hash (docs/code-mount.md): the plane is asked first
+        (HEAD) and the archive (`git archive` of HEAD's tree) goes up only when it lacks it. A tree
+        with uncommitted changes to tracked files is refused: commit them first."""
+        import hashlib
+        import subprocess
+
+        def git(*args: str) -> bytes:
+            r = subprocess.run(["git", *args], cwd=cwd or os.getcwd(), capture_output=True)
+            if r.returncode != 0:
+                raise BadRequest("git %s failed: %s" % (" ".join(args), r.stderr.decode("utf-8", "replace").strip()))
+            return r.stdout
+
+        dirty = git("status", "--porcelain", "--untracked-files=no").decode("utf-8").strip()
+        if dirty:
+            raise BadRequest("the working tree has changes not committed (%d file(s), e.g. %s): push_code sends HEAD's tree; commit them first"
+                             % (len(dirty.splitlines()), dirty.splitlines()[0][3:]))
+        stamp = git("rev-parse", "HEAD^{tree}").decode("ascii").strip()
+        head = urllib.request.Request(self._url("/code/%s" % stamp), method="HEAD", headers=self._headers())
+        try:
+            with urllib.request.urlopen(head, timeout=self.timeout):
+                return stamp
+        except urllib.error.HTTPError as e:
+            if e.code != 404:
+                raise _error_of(e)
+        tar = git("archive", "--format=tar", stamp)
+        digest = base64.b64encode(hashlib.sha256(tar).digest()).decode("ascii")
+        put = urllib.request.Request(self._url("/code/%s" % stamp), data=tar, method="PUT", headers={
+            **self._headers(), "Content-Type": "application/x-tar", "Content-Digest": "sha-256=:%s:" % digest})
+        try:
+            with urllib.request.urlopen(put, timeout=self.timeout):
+                pass
+        except urllib.error.HTTPError as e:
+            raise _error_of(e)
+        self.code_uploads += 1
+        return stamp
 
     def worker_log(self, queue: str, worker_id: str, lines: List[Dict[str, Any]]) -> None:
         """Puts log lines of this worker's jobs on the feed (`[{"id", "level", "message",

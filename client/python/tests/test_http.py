@@ -612,6 +612,33 @@ class Queues(TempDirs):
 
 
 @unittest.skipUnless(URL, "needs LAKESHORE_URL")
+class PushCode(TempDirs):
+    def test_push_code_uploads_a_tree_once_and_refuses_uncommitted_changes(self):
+        repo = self.temp_dir("lakeshore-pyrepo-")
+        git = lambda *a: subprocess.run(["git", "-c", "user.email=t@example.com", "-c", "user.name=t", "-c", "commit.gpgsign=false", *a],  # noqa: E731
+                                        cwd=repo, check=True, capture_output=True).stdout.decode().strip()
+        git("init", "-q")
+        os.makedirs(os.path.join(repo, "pkg"))
+        with open(os.path.join(repo, "pkg", "tasks.py"), "w") as f:
+            f.write("def train(x):\n    return 2 * x\n")
+        git("add", ".")
+        git("commit", "-qm", "one")
+        d = client()
+        stamp = d.push_code(repo)
+        self.assertEqual(stamp, git("rev-parse", "HEAD^{tree}"))
+        self.assertEqual(d.push_code(repo), stamp)
+        self.assertEqual(d.code_uploads, 1)  # the second push only asked
+        with open(os.path.join(repo, "pkg", "tasks.py"), "w") as f:
+            f.write("def train(x):\n    return 3 * x\n")
+        with self.assertRaises(ls.BadRequest) as cm:
+            d.push_code(repo)
+        self.assertIn("commit them first", str(cm.exception))
+        git("commit", "-qam", "two")
+        self.assertNotEqual(d.push_code(repo), stamp)
+        self.assertEqual(d.code_uploads, 2)
+
+
+@unittest.skipUnless(URL, "needs LAKESHORE_URL")
 class Traces(unittest.TestCase):
     def test_with_opentelemetry_a_job_runs_in_a_consumer_span_of_its_submitter_and_its_child_joins_the_trace(self):
         # opentelemetry is optional and not installable here (no PyPI): a stand-in of the API calls
