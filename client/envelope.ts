@@ -6,7 +6,7 @@
  *   {"v": 1, "fn": "train", "args": [...], "kwargs": {...},
  *    "module": "./handlers.js#train" | "pkg.mod:train" | null,
  *    "traceparent": "00-<trace>-<span>-01" | null, "origin": "app's own correlation" | null,
- *    "time_limit_ms": 60000 | null, "max_retries": 2 | null}
+ *    "time_limit_ms": 60000 | null, "max_retries": 2 | null, "code": "<git tree hash>" | null}
  */
 import { BadRequestError } from './errors.ts';
 
@@ -26,6 +26,8 @@ export interface Envelope {
   time_limit_ms: number | null;
   /** Retry a failed job while its attempt is at most this. */
   max_retries: number | null;
+  /** The stamp of the producer's pushed git tree (docs/code-mount.md): `module` is imported from it. */
+  code: string | null;
 }
 
 export type EnvelopeInput = Partial<Omit<Envelope, 'v' | 'fn'>> & { fn: string };
@@ -37,7 +39,7 @@ export function encodeEnvelope(e: EnvelopeInput): Uint8Array {
   if (typeof e.fn !== 'string' || !e.fn) throw new BadRequestError('an envelope needs a function name (fn)');
   const full: Envelope = {
     v: 1, fn: e.fn, args: e.args ?? [], kwargs: e.kwargs ?? {}, module: e.module ?? null, traceparent: e.traceparent ?? null,
-    origin: e.origin ?? null, time_limit_ms: e.time_limit_ms ?? null, max_retries: e.max_retries ?? null,
+    origin: e.origin ?? null, time_limit_ms: e.time_limit_ms ?? null, max_retries: e.max_retries ?? null, code: e.code ?? null,
   };
   return enc.encode(JSON.stringify(full));
 }
@@ -57,6 +59,7 @@ export function decodeEnvelope(bytes: Uint8Array): Envelope {
     v: 1, fn: e.fn, args: e.args ?? [], kwargs: e.kwargs ?? {}, module: e.module ?? null, traceparent: e.traceparent ?? null,
     origin: typeof e.origin === 'string' ? e.origin : null,
     time_limit_ms: typeof e.time_limit_ms === 'number' ? e.time_limit_ms : null, max_retries: typeof e.max_retries === 'number' ? e.max_retries : null,
+    code: typeof e.code === 'string' ? e.code : null,
   };
 }
 

@@ -28,6 +28,15 @@ export interface SubmitCallOptions {
   parent?: string;
   /** The application's own correlation string, carried in the envelope (runWorker's onDone sees it). */
   origin?: string;
+  /**
+   * Code transport (docs/code-mount.md): 'push' pushes this process's git tree (pushCode, once per
+   * tree) and sends its stamp, so a worker that mounts pushed code imports `module` from exactly
+   * that tree; a stamp sends that one. Off by default: it uploads your source tree to the plane,
+   * which should be a decision, and workers must opt in to run it.
+   */
+  code?: 'push' | string;
+  /** With code 'push': the directory of the git tree to push (default: this process's). */
+  codeDir?: string;
 }
 
 export class Handle<T = unknown> {
@@ -77,15 +86,23 @@ export class Queue {
   async submitWith<T = unknown>(opts: SubmitCallOptions, fn: string | ((...a: never[]) => unknown), ...args: unknown[]): Promise<Handle<T>> {
     const name = fnName(fn);
     const parent = opts.parent ?? jobOrNull()?.id;
+    const code = opts.code === 'push' ? await pushed(this.dispatch, opts.codeDir) : (opts.code ?? null);
     return enqueueSpan(name, this.name, async (spanTp) => {
       const envelope = encodeEnvelope({
         fn: name, args, kwargs: opts.kwargs, module: opts.module, traceparent: opts.traceparent ?? spanTp ?? newTraceparent(),
-        origin: opts.origin, time_limit_ms: opts.timeLimitMs, max_retries: opts.maxRetries,
+        origin: opts.origin, time_limit_ms: opts.timeLimitMs, max_retries: opts.maxRetries, code,
       });
       const id = await this.dispatch.submit(this.name, envelope, { id: opts.id ?? randomId(), key: opts.key, priority: opts.priority, parent });
       return new Handle<T>(id, this.dispatch);
     });
   }
+}
+
+/** The stamp of this process's git tree, pushed to the plane if it lacks it (HTTP planes only). */
+async function pushed(d: DispatchPlane, cwd?: string): Promise<string> {
+  const push = (d as { pushCode?: (o: { cwd?: string }) => Promise<{ stamp: string }> }).pushCode;
+  if (typeof push !== 'function') throw new Error('code transport needs an HTTP plane (pushCode): a local plane runs the code on this machine already');
+  return (await push.call(d, { cwd })).stamp;
 }
 
 /** Where each function runs: its pool, and how it is treated there. */

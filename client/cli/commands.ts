@@ -200,6 +200,7 @@ export interface WorkerFlags {
   concurrency?: string;
   retries?: string;
   allowImport?: boolean;
+  code?: 'mount' | 'off';
   leaseMs?: string;
   timeLimitMs?: string;
   graceMs?: string;
@@ -234,7 +235,7 @@ export async function worker(d: DispatchPlane, out: Out, f: WorkerFlags, once: b
   const n = await runWorker(pools, {
     dispatch: d, registry, root: f.root ? resolve(f.root) : process.cwd(), once,
     concurrency: f.concurrency ? Number(f.concurrency) : 1, retries: f.retries ? Number(f.retries) : Infinity,
-    allowImport: f.allowImport, leaseMs: f.leaseMs ? Number(f.leaseMs) : undefined,
+    allowImport: f.allowImport, code: f.code, leaseMs: f.leaseMs ? Number(f.leaseMs) : undefined,
     timeLimitMs: f.timeLimitMs ? Number(f.timeLimitMs) : undefined, graceMs: f.graceMs ? Number(f.graceMs) : undefined,
     workerId: f.workerId, stop: stop.signal, log,
     onJob: (id, outcome) => (out.json ? out.print({ id, outcome }) : log(`${id}: ${outcome}`)),

@@ -157,6 +157,7 @@ const workerOptions = (c: Command) =>
     .option('--concurrency <n>', 'jobs at a time', '1')
     .option('--retries <n>', 'retry a failed job only while attempt <= n (default: within its attempt budget on the plane)')
     .option('--allow-import', 'let envelopes name modules to import (code execution; off by default over HTTP)')
+    .addOption(new Option('--code <mode>', "mount: run jobs carrying a producer's pushed code, from their tree (runs the producer's code)").choices(['mount', 'off']))
     .option('--lease-ms <ms>', 'lease per claim')
     .option('--time-limit-ms <ms>', 'abort and nack a job past this')
     .option('--grace-ms <ms>', 'on SIGTERM/SIGINT, wait this long for running jobs', '30000')

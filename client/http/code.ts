@@ -45,3 +45,12 @@ export async function pushCode(http: Transport, cwd: string): Promise<PushedCode
   if (!res.ok) throw await errorOf(res);
   return { stamp, uploaded: true, bytes: tar.length };
 }
+
+/** A stamp's archive and the SHA-256 (hex) the plane keeps for it (GET /code/:stamp, a worker token). */
+export async function fetchCode(http: Transport, stamp: string): Promise<{ bytes: Uint8Array; sha256: string | null }> {
+  const res = await http.fetch(`/code/${stamp}`, { method: 'GET' });
+  if (!res.ok) throw await errorOf(res);
+  const named = /sha-256=:([A-Za-z0-9+/]+={0,2}):/.exec(res.headers.get('content-digest') ?? '')?.[1];
+  const sha256 = named ? [...atob(named)].map((c) => c.charCodeAt(0).toString(16).padStart(2, '0')).join('') : null;
+  return { bytes: new Uint8Array(await res.arrayBuffer()), sha256 };
+}

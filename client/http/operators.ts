@@ -8,7 +8,7 @@ import type { TokenLimits } from '../../src/core/wire-types.ts';
 import type { FeedItem, FeedOptions, InvocationPage, LogLine, ListOptions, QueueInfo, QueueOverview, Schedule, ScheduleOptions, SettingsChange, WorkerSeen } from '../types.ts';
 import { followFeed, settingsWire } from './observe.ts';
 import { errorOf, type Transport } from './transport.ts';
-import { pushCode, type PushedCode } from './code.ts';
+import { fetchCode, pushCode, type PushedCode } from './code.ts';
 import { enc, overviewOf, queueInfoOf, scheduleOf, summaryOf, type Json } from './wire.ts';
 
 export class HttpOperators {
@@ -77,6 +77,11 @@ export class HttpOperators {
    */
   pushCode(opts: { cwd?: string } = {}): Promise<PushedCode> {
     return pushCode(this.http, opts.cwd ?? (globalThis as { process?: { cwd(): string } }).process?.cwd() ?? '.');
+  }
+
+  /** A pushed tree's archive and its SHA-256, for a worker that mounts pushed code (client/worker/mount.ts). */
+  fetchCode(stamp: string): Promise<{ bytes: Uint8Array; sha256: string | null }> {
+    return fetchCode(this.http, stamp);
   }
 
   /** The namespace's metrics, in the Prometheus text format. */

@@ -12,6 +12,7 @@ import type { DispatchPlane } from '../types.ts';
 import { ChunkWriter } from './chunks.ts';
 import { runInJob } from './context.ts';
 import type { LogShipper } from './logs.ts';
+import type { Mounts } from './mount.ts';
 import { ResolveError, resolveHandler, type Registry } from './resolve.ts';
 
 export interface JobOptions {
@@ -37,6 +38,8 @@ export interface JobOptions {
   log: (msg: string) => void;
   /** Where the handlers' currentJob().log lines go (stderr and the feed). */
   logs: LogShipper;
+  /** The pushed-code cache, when this worker runs pushed code (runWorker's code: 'mount'). */
+  mounts?: Mounts | null;
 }
 
 export type JobOutcome = 'succeeded' | 'failed' | 'retried' | 'cancelled' | 'lost';

@@ -4,6 +4,7 @@
  * is eval'ed, and an import is code execution, so it is off unless the operator turns it on.
  */
 import type { Envelope } from '../envelope.ts';
+import type { Mounts } from './mount.ts';
 
 export type Handler = (...args: any[]) => unknown;
 export type Registry = Record<string, Handler>;
@@ -15,7 +16,21 @@ export class ResolveError extends Error {
   }
 }
 
-export async function resolveHandler(env: Envelope, opts: { registry: Registry; root: string; allowImport: boolean }): Promise<Handler> {
+export async function resolveHandler(env: Envelope, opts: { registry: Registry; root: string; allowImport: boolean; mounts?: Mounts | null }): Promise<Handler> {
+  // Pushed code (docs/code-mount.md): the module comes from the producer's tree, never from the registry.
+  if (env.code) {
+    if (!opts.mounts) {
+      throw new ResolveError(`this job runs the producer's pushed code (stamp ${env.code}), and this worker does not run pushed code: start it with runWorker({ code: 'mount' }) (--code mount) to allow it; that runs the producer's code`);
+    }
+    if (!env.module) throw new ResolveError(`a job with pushed code names its module (path#export); ${JSON.stringify(env.fn)} names none`);
+    let root: string;
+    try {
+      root = await opts.mounts.mount(env.code);
+    } catch (e) {
+      throw new ResolveError(`the pushed code ${env.code} could not be mounted: ${(e as Error).message}`);
+    }
+    return resolveHandler({ ...env, code: null }, { registry: {}, root, allowImport: true });
+  }
   const own = Object.hasOwn(opts.registry, env.fn) ? opts.registry[env.fn] : undefined;
   if (typeof own === 'function') return own;
   if (!env.module) throw new ResolveError(`function ${JSON.stringify(env.fn)} is not registered with this worker`);

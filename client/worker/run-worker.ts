@@ -10,6 +10,7 @@ import { LakeshoreError, TimeoutError } from '../errors.ts';
 import { runJob, type JobOutcome, type OnDone } from './job.ts';
 import { Prefetch } from './prefetch.ts';
 import { LogShipper } from './logs.ts';
+import type { Mounts } from './mount.ts';
 import { ACKS_WAIT_MS } from '../../src/core/limits.ts';
 import type { Registry } from './resolve.ts';
 import { randomId } from '../ids.ts';
@@ -37,6 +38,13 @@ export interface WorkerOptions {
   stop?: AbortSignal;
   /** Let envelopes name modules to import. Default: on for the local plane, off over HTTP. */
   allowImport?: boolean;
+  /**
+   * 'mount': run jobs that carry a producer's pushed code (docs/code-mount.md): fetch the stamp's
+   * archive once, check it, unpack it under `codeHome` (default $LAKESHORE_HOME/code) and import
+   * the job's module from it. Off by default: running pushed code is running the producer's code.
+   */
+  code?: 'mount' | 'off';
+  codeHome?: string;
   workerId?: string;
   timeLimitMs?: number;
   leaseMs?: number;
@@ -77,6 +85,15 @@ async function hostName(): Promise<string> {
   return pid === undefined ? host : `${host}:${pid}`;
 }
 
+/** The code cache of a worker that mounts pushed code (worker/mount.ts), fetching from its plane. */
+async function mountsFor(d: DispatchPlane, home?: string): Promise<Mounts> {
+  const fetchCode = (d as { fetchCode?: (stamp: string) => Promise<{ bytes: Uint8Array; sha256: string | null }> }).fetchCode;
+  if (typeof fetchCode !== 'function') throw new Error("code: 'mount' needs an HTTP plane: pushed code lives there (a local plane runs this machine's code)");
+  const [{ Mounts }, { join }, { homedir }] = await Promise.all([import('./mount.ts'), import('node:path'), import('node:os')]);
+  const env = (globalThis as { process?: { env: Record<string, string | undefined> } }).process?.env ?? {};
+  return new Mounts((stamp) => fetchCode.call(d, stamp), home ?? join(env.LAKESHORE_HOME || join(homedir(), '.lakeshore'), 'code'));
+}
+
 /** Runs until `stop` (or one job with `once`); answers the number of jobs it executed. */
 export async function runWorker(queues: string | string[], opts: WorkerOptions = {}): Promise<number> {
   const pools = (Array.isArray(queues) ? queues : [queues]).filter(Boolean);
@@ -109,6 +126,7 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
     allowImport: opts.allowImport ?? d.inProcess === true, retries: opts.retries ?? Infinity, timeLimitMs: opts.timeLimitMs ?? null,
     heartbeatMs: opts.heartbeatMs ?? Math.max(200, Math.floor((leaseMs ?? 30_000) / 3)), leaseMs, hardStop: hard.signal, log, onDone: opts.onDone,
     logs: new LogShipper(d, workerId),
+    mounts: opts.code === 'mount' ? await mountsFor(d, opts.codeHome) : null,
   };
   let executed = 0;
   let claimedOnce = false;

@@ -24,8 +24,9 @@ export interface Running {
   exited: Promise<number | null>;
 }
 
-export function start(args: string[], env: NodeJS.ProcessEnv): Running {
-  const child = spawn(process.execPath, [BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+/** Runs the CLI with `args`, in `cwd` when given (a worker started in an empty directory, say). */
+export function start(args: string[], env: NodeJS.ProcessEnv, cwd?: string): Running {
+  const child = spawn(process.execPath, [BIN, ...args], { env, cwd, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   child.stdout!.on('data', (d) => (out += d));
@@ -34,8 +35,8 @@ export function start(args: string[], env: NodeJS.ProcessEnv): Running {
   return { child, stdout: () => out, stderr: () => err, exited };
 }
 
-export async function cli(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const r = start(args, env);
+export async function cli(args: string[], env: NodeJS.ProcessEnv, cwd?: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const r = start(args, env, cwd);
   const code = await r.exited;
   return { code, stdout: r.stdout(), stderr: r.stderr() };
 }
