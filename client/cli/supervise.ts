@@ -20,6 +20,7 @@ export interface PythonFlags {
   graceMs?: string;
   allowPickled?: boolean;
   runtimePolicy?: string;
+  code?: string;
   python?: string;
 }
 
@@ -46,6 +47,7 @@ export function daemonArgs(f: PythonFlags, plane: PlaneFlags, once: boolean, env
   if (f.workerId) args.push('--worker-id', f.workerId);
   if (f.allowPickled) args.push('--allow-pickled');
   if (f.runtimePolicy) args.push('--runtime-policy', f.runtimePolicy);
+  if (f.code) args.push('--code', f.code);
   return args;
 }
 

@@ -33,6 +33,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--token", help="a worker token (default: LAKESHORE_TOKEN)")
     p.add_argument("--namespace", help="the namespace (default: LAKESHORE_NAMESPACE, else 'default')")
     p.add_argument("--allow-pickled", action="store_true", help="run by-value (pickled) functions: this runs the sender's code")
+    p.add_argument("--code", choices=("mount", "off"), default="off", help="mount: run jobs carrying the producer's pushed git tree, from it (runs the producer's code)")
     p.add_argument("--runtime-policy", choices=POLICIES, default="minor", help="how a pickled function's interpreter must match this one")
     p.add_argument("--retries", type=int, default=1, help="retry a failing job at most this often (the plane's budget may be lower)")
     p.add_argument("--worker-id", help="this worker's id (default: host:pid:py)")
@@ -54,7 +55,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     root = os.path.abspath(a.root) if a.root else None
     print("lakeshore.daemon: serving %s on %s (pid %d)" % (a.queue, url or "the local plane", os.getpid()), file=sys.stderr, flush=True)
     n = run_worker(SyncQueue(a.queue, dispatch=d), root=root, once=a.once, stop=stop, retries=a.retries,
-                   allow_pickled=True if a.allow_pickled else None, runtime_policy=a.runtime_policy, worker_id=a.worker_id)
+                   allow_pickled=True if a.allow_pickled else None, runtime_policy=a.runtime_policy, worker_id=a.worker_id, code=a.code)
     print("lakeshore.daemon: ran %d job%s; stopped" % (n, "" if n == 1 else "s"), file=sys.stderr, flush=True)
     return 0
 

@@ -5,6 +5,7 @@ import logging
 import math
 import os
 import random
+import re
 import socket
 import threading
 import time
@@ -295,6 +296,17 @@ class HttpDispatch:
             raise _error_of(e)
         self.code_uploads += 1
         return stamp
+
+    def fetch_code(self, stamp: str) -> Tuple[bytes, Optional[str]]:
+        """A pushed tree's archive and the SHA-256 (hex) the plane keeps for it (a worker token)."""
+        req = urllib.request.Request(self._url("/code/%s" % stamp), headers=self._headers())
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                data = resp.read()
+                named = re.search(r"sha-256=:([A-Za-z0-9+/]+={0,2}):", resp.headers.get("Content-Digest") or "")
+        except urllib.error.HTTPError as e:
+            raise _error_of(e)
+        return data, (base64.b64decode(named.group(1)).hex() if named else None)
 
     def worker_log(self, queue: str, worker_id: str, lines: List[Dict[str, Any]]) -> None:
         """Puts log lines of this worker's jobs on the feed (`[{"id", "level", "message",

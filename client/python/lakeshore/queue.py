@@ -86,15 +86,26 @@ class SyncQueue:
         `expires_at`, `max_attempts` (as HttpDispatch.submit), `time_limit_ms`, `max_retries`,
         `origin`, `traceparent`, and `by_value=True`: the function itself travels, pickled with
         cloudpickle, for workers that allow it (running a pickle is running its code: it is off
-        by default on an HTTP plane; docs/envelope.md)."""
+        by default on an HTTP plane; docs/envelope.md). `code="push"` pushes the git tree of
+        `code_dir` (default: the current directory) and sends its stamp, so a worker with
+        `code="mount"` imports the function from exactly that tree (docs/code-mount.md); off by
+        default, as it uploads your source tree."""
         opts = dict(options)
         ref = function_ref(fn)
+        code = opts.pop("code", None)
+        code_dir = opts.pop("code_dir", None)
+        if code == "push":  # the producer's git tree, pushed once per tree (docs/code-mount.md)
+            if not hasattr(self.dispatch, "push_code"):
+                raise TypeError("code transport needs an HTTP plane: a local plane runs this machine's code already")
+            code = self.dispatch.push_code(code_dir)
         extra: Dict[str, Any] = {}
         if opts.pop("by_value", False):
             if isinstance(fn, str):
                 raise TypeError("by_value needs the function itself, not its name")
             import cloudpickle
             extra = {"pickled": base64.b64encode(cloudpickle.dumps(fn)).decode("ascii"), "runtime": runtime_stamp()}
+        if code:
+            extra["code"] = code
         envelope = encode_envelope(
             ref["fn"] or "", args, kwargs, module=ref["module"], traceparent=opts.pop("traceparent", None),
             time_limit_ms=opts.pop("time_limit_ms", None), max_retries=opts.pop("max_retries", None),

@@ -29,7 +29,7 @@ class Unrunnable(LookupError):
 
 class Resolver:
     def __init__(self, registry: Optional[Dict[str, Callable[..., Any]]], root: Optional[str], allow_import: bool,
-                 allow_pickled: bool, runtime_policy: str):
+                 allow_pickled: bool, runtime_policy: str, mounts: Any = None):
         if runtime_policy not in POLICIES:
             raise ValueError("runtime_policy must be one of %s, got %r" % (", ".join(POLICIES), runtime_policy))
         self.registry = dict(registry or {})
@@ -37,8 +37,11 @@ class Resolver:
         self.allow_import = allow_import
         self.allow_pickled = allow_pickled
         self.policy = runtime_policy
+        self.mounts = mounts
 
     def __call__(self, env: Dict[str, Any]) -> Callable[..., Any]:
+        if env.get("code"):
+            return self._mounted(env)
         if env.get("pickled") is not None:
             return self._unpickle(env)
         fn = self.registry.get(env["fn"])
@@ -51,6 +54,20 @@ class Resolver:
                                  "without a root (run_worker(root=...), --root)" % env["fn"])
             return self._import(module)
         raise Unrunnable("function %r is not registered with this worker" % env["fn"])
+
+    def _mounted(self, env: Dict[str, Any]) -> Callable[..., Any]:
+        """A job of the producer's pushed tree (docs/code-mount.md): its module, from that tree only."""
+        from .mount import MountError, import_from
+        if self.mounts is None:
+            raise Unrunnable("this job runs the producer's pushed code (stamp %s), and this worker does not run pushed code: "
+                             "run_worker(code=\"mount\") (--code mount) allows it; that runs the producer's code" % env["code"])
+        module = env.get("module")
+        if not (isinstance(module, str) and ":" in module):
+            raise Unrunnable("a job with pushed code names its module (pkg.mod:func); %r names none" % env["fn"])
+        try:
+            return import_from(self.mounts.mount(env["code"]), module)
+        except MountError as e:
+            raise Unrunnable("the pushed code %s could not be mounted: %s" % (env["code"], e))
 
     def _unpickle(self, env: Dict[str, Any]) -> Callable[..., Any]:
         if not self.allow_pickled:

@@ -178,7 +178,8 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
                root: Optional[str] = None, once: bool = False, poll: float = 0.05, retries: Optional[int] = 1,
                stop: Optional[threading.Event] = None, allow_pickled: Optional[bool] = None, runtime_policy: str = "minor",
                once_wait: float = 2.0, worker_id: Optional[str] = None, wait: float = 20.0, lease: float = 30.0,
-               on_done: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]] = None) -> int:
+               on_done: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]] = None, code: Optional[str] = None,
+               code_home: Optional[str] = None) -> int:
     """Serves a queue until `stop` (a threading.Event) is set; returns the number of jobs run.
 
     The contract's form is `run_worker(q, root=..., registry=...)` with `q` a SyncQueue; the
@@ -190,7 +191,10 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
     Functions resolve from the registry, then `module:qualname` imported under `root` (allowed
     when a root is given or the plane is local); a by-value (pickled) function runs only where
     `allow_pickled` allows (default: on a local plane only) and its runtime stamp passes
-    `runtime_policy` (resolve.py). A job this worker cannot run fails at once.
+    `runtime_policy` (resolve.py). With `code="mount"`, a job carrying the producer's pushed tree
+    (docs/code-mount.md) runs its module from that tree, fetched and checked once per stamp under
+    `code_home` ($LAKESHORE_HOME/code); without it such a job is refused. A job this worker cannot
+    run fails at once.
 
     A plain function's JSON result is acked. A generator streams one VALUE frame per yield, then
     END. A failure writes an ERROR frame and nacks with retry: the plane retries it within the
@@ -217,8 +221,12 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
         if not isinstance(queue, str):
             raise TypeError("run_worker needs a SyncQueue, or a dispatch and a queue name")
     local = is_local(dispatch)
+    if code not in (None, "off", "mount"):
+        raise ValueError("code must be 'mount' or 'off', got %r" % code)
+    from .mount import mounts_for
     resolve = Resolver(registry, root, allow_import=root is not None or local,
-                       allow_pickled=local if allow_pickled is None else allow_pickled, runtime_policy=runtime_policy)
+                       allow_pickled=local if allow_pickled is None else allow_pickled, runtime_policy=runtime_policy,
+                       mounts=mounts_for(dispatch, code_home) if code == "mount" else None)
     worker_id = worker_id or "%s:%d:py" % (socket.gethostname(), os.getpid())
     stop = stop or threading.Event()
     logs = _LogShipper(dispatch, worker_id)

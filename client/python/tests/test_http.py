@@ -639,6 +639,74 @@ class PushCode(TempDirs):
 
 
 @unittest.skipUnless(URL, "needs LAKESHORE_URL")
+class CodeMount(TempDirs):
+    def test_a_daemon_in_an_empty_directory_runs_the_pushed_tree_of_each_job(self):
+        repo = self.temp_dir("lakeshore-pyrepo-")
+        git = lambda *a: subprocess.run(["git", "-c", "user.email=t@example.com", "-c", "user.name=t", "-c", "commit.gpgsign=false", *a],  # noqa: E731
+                                        cwd=repo, check=True, capture_output=True).stdout.decode().strip()
+        git("init", "-q")
+        os.makedirs(os.path.join(repo, "pkg"))
+        open(os.path.join(repo, "pkg", "__init__.py"), "w").close()
+        with open(os.path.join(repo, "pkg", "tasks.py"), "w") as f:
+            f.write("def train(x):\n    return 'v1:%d' % x\n")
+        git("add", ".")
+        git("commit", "-qm", "one")
+        d = client()
+        q = ls.SyncQueue("py-mount", dispatch=d)
+        old = q.submit_with({"code": "push", "code_dir": repo}, "pkg.tasks:train", 5)
+        first = git("rev-parse", "HEAD^{tree}")
+        empty, home = self.temp_dir("lakeshore-pyempty-"), self.temp_dir("lakeshore-pyhome-")
+        env = {**os.environ, "LAKESHORE_HOME": home, "LAKESHORE_NAMESPACE": d.namespace, "PYTHONPATH": os.path.join(os.path.dirname(__file__), "..")}
+
+        def daemon(*flags):
+            r = subprocess.run([sys.executable, "-m", "lakeshore.daemon", "--queue", "py-mount", "--once", *flags], cwd=empty, env=env,
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+
+        daemon("--code", "mount")
+        self.assertEqual(old.result(timeout=10), "v1:5")
+        with open(os.path.join(repo, "pkg", "tasks.py"), "w") as f:
+            f.write("def train(x):\n    return 'v2:%d' % x\n")
+        git("commit", "-qam", "two")
+        new = q.submit_with({"code": "push", "code_dir": repo}, "pkg.tasks:train", 6)
+        stale = q.submit_with({"code": first}, "pkg.tasks:train", 7)
+        daemon("--code", "mount")
+        daemon("--code", "mount")
+        self.assertEqual((new.result(timeout=10), stale.result(timeout=10)), ("v2:6", "v1:7"))
+        self.assertEqual(sorted(n for n in os.listdir(os.path.join(home, "code")) if n.startswith(".")), [])
+        refused = q.submit_with({"code": "push", "code_dir": repo}, "pkg.tasks:train", 8)
+        daemon()  # no --code mount: the job fails at once, saying why
+        with self.assertRaises(ls.InvocationFailed) as cm:
+            refused.result(timeout=10)
+        self.assertIn("does not run pushed code", cm.exception.error["message"])
+
+    def test_a_hostile_archive_is_refused_and_writes_nothing_outside(self):
+        import hashlib
+        import io
+        import tarfile
+        from lakeshore.mount import Mounts, MountError
+        d = client()
+        outside = self.temp_dir("lakeshore-pyoutside-")
+        for i, (name, kind, link) in enumerate([("../../escape.txt", tarfile.REGTYPE, ""), (outside + "/abs.txt", tarfile.REGTYPE, ""),
+                                                ("link", tarfile.SYMTYPE, "../../../etc"), ("dev", tarfile.CHRTYPE, "")]):
+            buf = io.BytesIO()
+            with tarfile.open(fileobj=buf, mode="w") as t:
+                info = tarfile.TarInfo(name)
+                info.type, info.linkname = kind, link
+                t.addfile(info, io.BytesIO(b"") if kind == tarfile.REGTYPE else None)
+            data = buf.getvalue()
+            stamp = str(i) * 40
+            req = urllib.request.Request("%s/v1/ns/%s/code/%s" % (URL, d.namespace, stamp), data=data, method="PUT", headers={
+                "Authorization": "Bearer %s" % TOKEN, "Content-Digest": "sha-256=:%s:" % __import__("base64").b64encode(hashlib.sha256(data).digest()).decode()})
+            urllib.request.urlopen(req).close()
+            home = self.temp_dir("lakeshore-pycode-")
+            with self.assertRaises(MountError):
+                Mounts(d.fetch_code, home).mount(stamp)
+            self.assertEqual(os.listdir(home), [], name)
+        self.assertEqual(os.listdir(outside), [])
+
+
+@unittest.skipUnless(URL, "needs LAKESHORE_URL")
 class Traces(unittest.TestCase):
     def test_with_opentelemetry_a_job_runs_in_a_consumer_span_of_its_submitter_and_its_child_joins_the_trace(self):
         # opentelemetry is optional and not installable here (no PyPI): a stand-in of the API calls
