@@ -25,13 +25,18 @@ const parseJson = (what: string, s: string | undefined, dflt: unknown) => {
 
 export class UsageError extends Error {}
 
-export async function submit(d: DispatchPlane, out: Out, queue: string, fn: string, argsJson: string | undefined, f: { id?: string; key?: string; priority?: string; kwargs?: string; module?: string; timeLimitMs?: string; maxRetries?: string; maxAttempts?: string; delayMs?: string; ttlMs?: string }) {
+export async function submit(d: DispatchPlane, out: Out, queue: string, fn: string, argsJson: string | undefined, f: { id?: string; key?: string; priority?: string; kwargs?: string; module?: string; timeLimitMs?: string; maxRetries?: string; maxAttempts?: string; delayMs?: string; ttlMs?: string; code?: string }) {
   const args = parseJson('ARGS', argsJson, []);
+  let code: string | null = f.code ?? null;
+  if (code === 'push') {
+    if (!(d instanceof HttpDispatch)) throw new UsageError('--code push needs the edge plane (--url): a local plane runs this machine\'s code already');
+    code = (await d.pushCode()).stamp; // this directory's git tree, uploaded once per tree
+  }
   const list = Array.isArray(args) ? args : [args];
   const kwargs = parseJson('--kwargs', f.kwargs, {});
   const envelope = encodeEnvelope({
     fn, args: list, kwargs, module: f.module ?? null, traceparent: newTraceparent(),
-    time_limit_ms: f.timeLimitMs ? Number(f.timeLimitMs) : null, max_retries: f.maxRetries ? Number(f.maxRetries) : null,
+    time_limit_ms: f.timeLimitMs ? Number(f.timeLimitMs) : null, max_retries: f.maxRetries ? Number(f.maxRetries) : null, code,
   });
   const n = (v: string | undefined) => (v === undefined ? undefined : Number(v));
   const id = await d.submit(queue, envelope, {
