@@ -79,16 +79,24 @@ export const httpPlane: PlaneFactory = async () => {
       const r = await fetch(`${url}/v1/ns/${namespace}/queues/${queue}/stats`, { headers: { authorization: `Bearer ${token}` } });
       return ((await r.json()) as { waiters: number }).waiters;
     },
-    elapse: async (ms) => {
-      const end = Date.now() + ms;
-      await until(() => Date.now() >= end, `${ms} ms of real time`, ms + 5_000);
-    },
-    now: Date.now,
-    // Real time: long enough that a loaded machine cannot run past it between two quick calls.
-    shortLeaseMs: 1_500,
-    movableClock: false,
+    ...realTime,
   };
 };
+
+/**
+ * The clock of a plane in another process with no clock to move (HTTP, the Python bridge): real
+ * time passes, waited for with a bound; a short lease long enough that a loaded machine cannot run
+ * past it between two quick calls.
+ */
+export const realTime = {
+  elapse: async (ms: number) => {
+    const end = Date.now() + ms;
+    await until(() => Date.now() >= end, `${ms} ms of real time`, ms + 5_000);
+  },
+  now: Date.now,
+  shortLeaseMs: 1_500,
+  movableClock: false,
+} satisfies Pick<PlaneHandle, 'elapse' | 'now' | 'shortLeaseMs' | 'movableClock'>;
 
 /**
  * Run in the second process. The overview too: its `recent` counts the transitions of the process

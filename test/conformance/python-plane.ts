@@ -16,7 +16,7 @@ import {
 } from '../../client/local/index.ts';
 import { tempDir } from '../support/tmp.ts';
 import { until } from '../support/wait.ts';
-import type { PlaneFactory } from './planes.ts';
+import { realTime, type PlaneFactory } from './planes.ts';
 
 /** What the Python local plane lacks, by the suite's feature names (docs/contract.md, "The Python local plane"). */
 export const PYTHON_LACKS: ReadonlySet<string> = new Set([
@@ -212,12 +212,6 @@ export const pythonPlane: PlaneFactory = async () => {
       await new Promise((r) => (child.exitCode !== null ? r(null) : child.once('exit', r)));
     },
     parked: () => call('_parked'),
-    elapse: async (ms) => {
-      const end = Date.now() + ms;
-      await until(() => Date.now() >= end, `${ms} ms of real time`, ms + 5_000);
-    },
-    now: Date.now,
-    shortLeaseMs: 1_500,
-    movableClock: false,
+    ...realTime,
   };
 };

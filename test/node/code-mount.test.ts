@@ -6,7 +6,7 @@
  * hostile archives are refused with nothing written outside the cache's temporary directory; two
  * worker processes mounting one stamp at once both get it, as one tree.
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -17,9 +17,9 @@ import { cli, planeEnv } from './setup/cli.ts';
 import { freshNs } from './setup/client.ts';
 import { tarOf, type TarEntry } from './setup/tar.ts';
 import { tempDir } from '../support/tmp.ts';
+import { git, repoWith } from '../support/git.ts';
 import { createHash } from 'node:crypto';
 
-const git = (cwd: string, ...args: string[]) => execFileSync('git', ['-c', 'user.email=t@example.com', '-c', 'user.name=t', '-c', 'commit.gpgsign=false', ...args], { cwd }).toString().trim();
 const plane = (ns: string) => new HttpDispatch(inject('planeUrl'), { token: inject('planeToken'), namespace: ns });
 
 async function put(ns: string, stamp: string, tar: Uint8Array) {
@@ -31,11 +31,7 @@ async function put(ns: string, stamp: string, tar: Uint8Array) {
 
 describe('pushed code', () => {
   it('a worker in an empty directory runs the producer\'s code at each job\'s stamp; one without --code mount refuses it', async () => {
-    const repo = tempDir('lakeshore-repo-');
-    git(repo, 'init', '-q');
-    writeFileSync(join(repo, 'tasks.mjs'), "export function train(x) { return 'v1:' + x; }\n");
-    git(repo, 'add', '.');
-    git(repo, 'commit', '-qm', 'one');
+    const repo = repoWith({ 'tasks.mjs': "export function train(x) { return 'v1:' + x; }\n" });
     const env = planeEnv('edge');
     const ns = env.LAKESHORE_NAMESPACE!;
     const d = plane(ns);

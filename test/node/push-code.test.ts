@@ -11,17 +11,12 @@ import { inject } from 'vitest';
 import { describe, expect, it } from 'vitest';
 import { BadRequestError, HttpDispatch } from '../../client/local/index.ts';
 import { freshNs } from './setup/client.ts';
-import { tempDir } from '../support/tmp.ts';
+import { git, repoWith } from '../support/git.ts';
 
-const git = (cwd: string, ...args: string[]) => execFileSync('git', ['-c', 'user.email=t@example.com', '-c', 'user.name=t', '-c', 'commit.gpgsign=false', ...args], { cwd }).toString().trim();
 
 describe('pushCode', () => {
   it('pushes a git tree once per tree, answers its stamp, refuses uncommitted changes; a worker fetches what was pushed', async () => {
-    const repo = tempDir('lakeshore-repo-');
-    git(repo, 'init', '-q');
-    writeFileSync(join(repo, 'tasks.mjs'), 'export const train = (x) => x * 2;\n');
-    git(repo, 'add', '.');
-    git(repo, 'commit', '-qm', 'one');
+    const repo = repoWith({ 'tasks.mjs': 'export const train = (x) => x * 2;\n' });
     const uploads: string[] = [];
     const ns = freshNs();
     const d = new HttpDispatch(inject('planeUrl'), {

@@ -614,15 +614,7 @@ class Queues(TempDirs):
 @unittest.skipUnless(URL, "needs LAKESHORE_URL")
 class PushCode(TempDirs):
     def test_push_code_uploads_a_tree_once_and_refuses_uncommitted_changes(self):
-        repo = self.temp_dir("lakeshore-pyrepo-")
-        git = lambda *a: subprocess.run(["git", "-c", "user.email=t@example.com", "-c", "user.name=t", "-c", "commit.gpgsign=false", *a],  # noqa: E731
-                                        cwd=repo, check=True, capture_output=True).stdout.decode().strip()
-        git("init", "-q")
-        os.makedirs(os.path.join(repo, "pkg"))
-        with open(os.path.join(repo, "pkg", "tasks.py"), "w") as f:
-            f.write("def train(x):\n    return 2 * x\n")
-        git("add", ".")
-        git("commit", "-qm", "one")
+        repo, git = self.git_repo({"pkg/tasks.py": "def train(x):\n    return 2 * x\n"})
         d = client()
         stamp = d.push_code(repo)
         self.assertEqual(stamp, git("rev-parse", "HEAD^{tree}"))
@@ -641,16 +633,7 @@ class PushCode(TempDirs):
 @unittest.skipUnless(URL, "needs LAKESHORE_URL")
 class CodeMount(TempDirs):
     def test_a_daemon_in_an_empty_directory_runs_the_pushed_tree_of_each_job(self):
-        repo = self.temp_dir("lakeshore-pyrepo-")
-        git = lambda *a: subprocess.run(["git", "-c", "user.email=t@example.com", "-c", "user.name=t", "-c", "commit.gpgsign=false", *a],  # noqa: E731
-                                        cwd=repo, check=True, capture_output=True).stdout.decode().strip()
-        git("init", "-q")
-        os.makedirs(os.path.join(repo, "pkg"))
-        open(os.path.join(repo, "pkg", "__init__.py"), "w").close()
-        with open(os.path.join(repo, "pkg", "tasks.py"), "w") as f:
-            f.write("def train(x):\n    return 'v1:%d' % x\n")
-        git("add", ".")
-        git("commit", "-qm", "one")
+        repo, git = self.git_repo({"pkg/__init__.py": "", "pkg/tasks.py": "def train(x):\n    return 'v1:%d' % x\n"})
         d = client()
         q = ls.SyncQueue("py-mount", dispatch=d)
         old = q.submit_with({"code": "push", "code_dir": repo}, "pkg.tasks:train", 5)
