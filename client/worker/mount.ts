@@ -16,6 +16,7 @@ import { createHash } from 'node:crypto';
 import { mkdir, mkdtemp, readdir, rename, rm, stat, utimes } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import * as tar from 'tar';
+import { treeHashHex } from './tree-hash.ts';
 
 export const MOUNT_MAX_BYTES = 64 << 20;
 export const MOUNT_MAX_UNPACKED = 256 << 20;
@@ -116,6 +117,9 @@ export class Mounts {
         x.on('error', fail);
         x.end(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
       });
+      // The stamp is the tree's git hash: what was unpacked must be that tree, and nothing else.
+      const tree = await treeHashHex(tmp, stamp);
+      if (tree !== stamp) throw new MountError(`the archive is the git tree ${tree}, not ${stamp}: refused`);
       await rename(tmp, dir).catch(async (e: NodeJS.ErrnoException) => {
         // Another process mounted it first: the same tree (the stamp is its hash). Keep theirs.
         if (e.code !== 'ENOTEMPTY' && e.code !== 'EEXIST') throw e;

@@ -4,9 +4,10 @@
  * empty directory with `--code mount` runs it from that tree; a new commit runs the new code while
  * a job at the old stamp still runs the old one; a worker without the flag refuses the job;
  * hostile archives are refused with nothing written outside the cache's temporary directory; two
- * worker processes mounting one stamp at once both get it, as one tree.
+ * worker processes mounting one stamp at once both get it, as one tree; an archive that is not the
+ * git tree its stamp names is refused.
  */
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, readdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -90,36 +91,43 @@ describe('pushed code', () => {
     }
     expect(readdirSync(outside)).toEqual([]);
     // A good archive whose bytes changed on the way: refused by its digest, before it is read.
-    const good = tarOf([{ name: 'tasks.mjs', body: 'export const f = () => 1;\n' }]);
-    await put(ns, 'f'.repeat(40), good);
+    const repo = repoWith({ 'tasks.mjs': 'export const f = () => 1;\n' });
+    const stamp = git(repo, 'rev-parse', 'HEAD^{tree}');
+    const good = new Uint8Array(execFileSync('git', ['archive', '--format=tar', stamp], { cwd: repo }));
+    await put(ns, stamp, good);
     const home = tempDir('lakeshore-codehome-');
     const corrupt = new Mounts(async (s) => {
       const a = await d.fetchCode(s);
       a.bytes[600] = a.bytes[600]! ^ 1;
       return a;
     }, home);
-    await expect(corrupt.mount('f'.repeat(40))).rejects.toThrow(/SHA-256/);
+    await expect(corrupt.mount(stamp)).rejects.toThrow(/SHA-256/);
     expect(existsSync(home) ? readdirSync(home) : []).toEqual([]);
-    // The same archive fetched whole mounts.
-    expect(existsSync(join(await new Mounts((s) => d.fetchCode(s), home).mount('f'.repeat(40)), 'tasks.mjs'))).toBe(true);
+    // A sound archive under a stamp that is not its tree: refused once unpacked, the unpacking removed.
+    await put(ns, '9'.repeat(40), good);
+    await expect(new Mounts((s) => d.fetchCode(s), home).mount('9'.repeat(40))).rejects.toThrow(/is the git tree .* not 9{40}/);
+    expect(existsSync(home) ? readdirSync(home) : []).toEqual([]);
+    // The same archive, fetched whole under its own stamp, mounts.
+    expect(existsSync(join(await new Mounts((s) => d.fetchCode(s), home).mount(stamp), 'tasks.mjs'))).toBe(true);
     await d.close();
   }, 90_000);
 
   it('two worker processes mounting one stamp at once both get it, as one tree', async () => {
     const ns = freshNs();
-    const files = Array.from({ length: 300 }, (_, i) => ({ name: `pkg/m${i}.mjs`, body: `export const v = ${i};\n`.repeat(50) }));
-    await put(ns, 'e'.repeat(40), tarOf(files));
+    const repo = repoWith(Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`m${i}.mjs`, `export const v = ${i};\n`.repeat(50)])));
+    const stamp = git(repo, 'rev-parse', 'HEAD^{tree}');
+    await put(ns, stamp, new Uint8Array(execFileSync('git', ['archive', '--format=tar', stamp], { cwd: repo })));
     const home = tempDir('lakeshore-codehome-');
     const script = resolve(import.meta.dirname, 'setup', 'mount-once.ts');
     const one = () => new Promise<string>((ok, fail) => {
-      const p = spawn(process.execPath, ['--experimental-strip-types', '--no-warnings', script, inject('planeUrl'), inject('planeToken'), ns, home, 'e'.repeat(40)], { stdio: ['ignore', 'pipe', 'inherit'] });
+      const p = spawn(process.execPath, ['--experimental-strip-types', '--no-warnings', script, inject('planeUrl'), inject('planeToken'), ns, home, stamp], { stdio: ['ignore', 'pipe', 'inherit'] });
       let out = '';
       p.stdout.on('data', (b) => (out += b));
       p.on('exit', (c) => (c === 0 ? ok(out.trim()) : fail(new Error(`mount-once exited ${c}`))));
     });
     const [a, b] = await Promise.all([one(), one()]);
     expect(a).toBe(b);
-    expect(readdirSync(home)).toEqual(['e'.repeat(40)]);
-    expect(readdirSync(join(a, 'pkg'))).toHaveLength(300);
+    expect(readdirSync(home)).toEqual([stamp]);
+    expect(readdirSync(a)).toHaveLength(300);
   }, 60_000);
 });

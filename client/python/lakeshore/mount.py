@@ -2,7 +2,8 @@
 pushed tree (`code`, a git tree hash) runs `pkg.mod:func` imported from that tree, fetched once per
 stamp into `$LAKESHORE_HOME/code/<stamp>`.
 
-An archive is hostile input: its SHA-256 must be the one the plane keeps; every member is checked
+An archive is hostile input: its SHA-256 must be the one the plane keeps, and once unpacked its git
+tree hash must be the stamp (a worker runs exactly the tree of the producer's commit); every member is checked
 before anything is written (no absolute path, no `..`, no link out of the mount, no device or
 FIFO, at most MAX_ENTRIES members and MAX_UNPACKED bytes), and `tarfile`'s `data` filter refuses the
 same again while extracting. It unpacks into a temporary directory of the cache, then one rename
@@ -16,6 +17,7 @@ import os
 import posixpath
 import re
 import shutil
+import stat
 import tarfile
 import tempfile
 import threading
@@ -61,6 +63,39 @@ def check_archive(data: bytes) -> None:
                 raise MountError("link %r points outside the mount (%r)" % (m.name, to))
 
 
+def _object(algo: str, kind: bytes, body: bytes) -> bytes:
+    return hashlib.new(algo, b"%s %d\0" % (kind, len(body)) + body).digest()
+
+
+def _tree(path: str, algo: str) -> Optional[bytes]:
+    """The git tree hash of a directory as git archive unpacked it (None: nothing in it)."""
+    entries = []
+    for name in os.listdir(path):
+        full = os.path.join(path, name)
+        st = os.lstat(full)
+        raw = os.fsencode(name)
+        if stat.S_ISDIR(st.st_mode):
+            sub = _tree(full, algo)
+            if sub:
+                entries.append((raw + b"/", b"40000", raw, sub))
+        elif stat.S_ISLNK(st.st_mode):
+            entries.append((raw, b"120000", raw, _object(algo, b"blob", os.fsencode(os.readlink(full)))))
+        elif stat.S_ISREG(st.st_mode):
+            with open(full, "rb") as f:
+                entries.append((raw, b"100755" if st.st_mode & 0o111 else b"100644", raw, _object(algo, b"blob", f.read())))
+    if not entries:
+        return None
+    entries.sort(key=lambda e: e[0])  # a directory's name taken with a trailing slash, as git orders them
+    return _object(algo, b"tree", b"".join(mode + b" " + name + b"\0" + h for _, mode, name, h in entries))
+
+
+def tree_hash(path: str, stamp: str) -> str:
+    """`path`'s git tree hash, in the stamp's kind (SHA-1, or SHA-256 for 64 digits)."""
+    algo = "sha256" if len(stamp) == 64 else "sha1"
+    h = _tree(path, algo)
+    return (h or _object(algo, b"tree", b"")).hex()
+
+
 class Mounts:
     """The code cache of one worker process: `home` is `$LAKESHORE_HOME/code`."""
 
@@ -90,6 +125,10 @@ class Mounts:
         try:
             with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
                 tar.extractall(tmp, filter="data")
+            # The stamp is the tree's git hash: what was unpacked must be that tree, and nothing else.
+            tree = tree_hash(tmp, stamp)
+            if tree != stamp:
+                raise MountError("the archive is the git tree %s, not %s: refused" % (tree, stamp))
             try:
                 os.rename(tmp, path)
             except OSError:

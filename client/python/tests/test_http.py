@@ -687,6 +687,17 @@ class CodeMount(TempDirs):
                 Mounts(d.fetch_code, home).mount(stamp)
             self.assertEqual(os.listdir(home), [], name)
         self.assertEqual(os.listdir(outside), [])
+        # A sound archive under a stamp that is not its tree: refused once unpacked, the unpacking removed.
+        repo, git = self.git_repo({"pkg/tasks.py": "def f():\n    return 1\n"})
+        data = subprocess.run(["git", "archive", "--format=tar", "HEAD^{tree}"], cwd=repo, check=True, capture_output=True).stdout
+        req = urllib.request.Request("%s/v1/ns/%s/code/%s" % (URL, d.namespace, "9" * 40), data=data, method="PUT", headers={
+            "Authorization": "Bearer %s" % TOKEN, "Content-Digest": "sha-256=:%s:" % __import__("base64").b64encode(hashlib.sha256(data).digest()).decode()})
+        urllib.request.urlopen(req).close()
+        home = self.temp_dir("lakeshore-pycode-")
+        with self.assertRaises(MountError) as cm:
+            Mounts(d.fetch_code, home).mount("9" * 40)
+        self.assertIn("is the git tree %s" % git("rev-parse", "HEAD^{tree}"), str(cm.exception))
+        self.assertEqual(os.listdir(home), [])
 
 
 @unittest.skipUnless(URL, "needs LAKESHORE_URL")
