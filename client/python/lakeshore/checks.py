@@ -8,6 +8,11 @@ from typing import Any, Dict, List, Optional
 from .errors import BadRequest, NotFound
 
 
+# The contract's states (src/core/states.ts), and the finished ones.
+STATES = ("delayed", "queued", "running", "succeeded", "failed", "cancelled")
+TERMINAL = ("succeeded", "failed", "cancelled")
+
+
 def not_found(inv_id: str) -> NotFound:
     """The core's invocationNotFound: never submitted here, or purged after its queue's retention."""
     return NotFound("invocation %s not found: never submitted in this namespace, or it finished longer ago than its queue's retention "

@@ -4,11 +4,10 @@ import json
 import time
 from typing import Any, Dict, Iterator, Optional, Tuple
 
-from .checks import _shallow, not_found
+from .checks import TERMINAL, _shallow, not_found
 from .errors import BadRequest, FencingConflict, NotFound, PayloadTooLarge, Timeout
 from .frames import decode_frame, encode_frame
 
-_TERMINAL = ("succeeded", "failed", "cancelled")
 
 
 class JournalVerbs:
@@ -91,7 +90,7 @@ class JournalVerbs:
         row = inv[0]
         out = [{"seq": f["seq"], "kind": f["kind"], "body": bytes(f["body"] or b""), "meta": None if f["meta"] is None else json.loads(f["meta"]),
                 "attempt": f["attempt"], "final": bool(f["final"])} for f in frames]
-        terminal = row["state"] in _TERMINAL
+        terminal = row["state"] in TERMINAL
         done = bool(out and out[-1]["final"]) or (terminal and len(out) < limit)
         outcome = None
         if done and terminal:

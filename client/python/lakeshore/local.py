@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from .checks import not_found, _duration, _int, _moment, _name, _number, _shallow, _text, max_wait, _ms
+from .checks import STATES, not_found, _duration, _int, _moment, _name, _number, _shallow, _text, max_wait, _ms
 from .errors import BadRequest, FencingConflict, InvocationCancelled, InvocationFailed, LakeshoreError, NotFound, PayloadTooLarge, Timeout
 from .http import Claimed
 from .claims import ClaimMachinery
@@ -238,7 +238,7 @@ class Dispatch(ClaimMachinery, JournalVerbs, ObserveVerbs, OperatorVerbs, ViewVe
             time.sleep(poll)
 
     def count(self, queue: str, state: str = "queued") -> int:
-        if state not in ("delayed", "queued", "running", "succeeded", "failed", "cancelled"):
+        if state not in STATES:
             raise BadRequest("unknown state %r" % state)
         return int(self._run("count", {"queue": _name("queue", queue), "state": state})[0][0]["n"])
 

@@ -8,11 +8,9 @@ import json
 import time
 from typing import Any, Dict, List, Optional
 
-from .checks import _int, _name
+from .checks import STATES, _int, _name
 from .errors import BadRequest
 
-STATES = ("delayed", "queued", "running", "succeeded", "failed", "cancelled")
-FINISHED = ("succeeded", "failed", "cancelled")
 FINISHED_COUNT_CAP = 10_000
 BUCKET_MS = 10_000
 BUCKETS = 30

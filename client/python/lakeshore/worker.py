@@ -16,9 +16,9 @@ from .errors import FencingConflict, NotFound
 from .frames import BEGIN, END, ERROR, VALUE, encode_frame
 from .plane import is_local
 from .resolve import Resolver, Unrunnable
+from .feed import LOG_LEVELS
 from .tracing import run_span
 
-LOG_LEVELS = ("debug", "info", "warn", "error")
 LOG_FLUSH_S = 0.2
 LOG_BATCH = 100
 LOG_BUFFER = 1000
