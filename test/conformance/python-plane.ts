@@ -33,6 +33,32 @@ let calls = 0;
 const freshNs = () => `py${process.pid}x${Date.now().toString(36)}${(n++).toString(36)}`;
 
 const claimedOf = (c: Json): Claimed => ({ id: c.id, queue: c.queue, envelope: unb64(c.envelope), attempt: c.attempt, leaseUntil: c.lease_until, priority: c.priority });
+/**
+ * A streamed bridge call (journal_read, events) as an async iterator: the items its lines bring,
+ * then its end or its error. `stop(n)` asks the bridge to end call n when `signal` aborts.
+ */
+function streamed<T>(start: (push: (item: T) => void, named: (n: number) => void) => Promise<unknown>, signal?: AbortSignal, stop?: (n: number) => void): AsyncIterable<T> {
+  const items: T[] = [];
+  let wake: (() => void) | null = null;
+  let end = null as { error?: Error } | null;
+  let n = 0;
+  start((item) => {
+    items.push(item);
+    wake?.();
+  }, (id) => (n = id)).then(() => (end = {}), (e: Error) => (end = { error: e })).finally(() => wake?.());
+  if (stop) signal?.addEventListener('abort', () => stop(n), { once: true });
+  return (async function* () {
+    for (;;) {
+      while (items.length) yield items.shift()!;
+      if (end || signal?.aborted) {
+        if (end?.error) throw end.error;
+        return;
+      }
+      await new Promise<void>((r) => (wake = r));
+    }
+  })();
+}
+
 const queueInfoOf = (q: Json): QueueInfo => {
   const t = q.settings;
   const b = t.retry_backoff;
@@ -122,25 +148,7 @@ export const pythonPlane: PlaneFactory = async () => {
       const final = o.final ?? (kind === 3 || kind === 4);
       return call('journal_append', [id, seq, b64(bytes)], { final, worker_id: o.workerId ?? null, attempt: o.attempt ?? null });
     },
-    journalRead: (id, o = {}) => {
-      const frames: JournalFrame[] = [];
-      let wake: (() => void) | null = null;
-      let end = null as { error?: Error } | null;
-      call('journal_read', [id], { since: o.since ?? -1, timeout: s(o.timeoutMs) ?? 3600 }, (f) => {
-        frames.push(frameOf(f));
-        wake?.();
-      }).then(() => (end = {}), (e: Error) => (end = { error: e })).finally(() => wake?.());
-      return (async function* () {
-        for (;;) {
-          while (frames.length) yield frames.shift()!;
-          if (end) {
-            if (end.error) throw end.error;
-            return;
-          }
-          await new Promise<void>((r) => (wake = r));
-        }
-      })();
-    },
+    journalRead: (id, o = {}) => streamed<JournalFrame>((push, named) => call('journal_read', [id], { since: o.since ?? -1, timeout: s(o.timeoutMs) ?? 3600 }, (f) => push(frameOf(f)), named)),
     journalPage: async (id, o = {}) => {
       const p = await call('journal_page', [id], { since: o.since ?? -1, limit: o.limit ?? 1000 });
       const oc = p.outcome;
@@ -174,27 +182,7 @@ export const pythonPlane: PlaneFactory = async () => {
     redrive: (queue, o = {}) => call('redrive', [queue], { limit: o.limit ?? null, dead_letters: o.deadLetters ?? false }),
     pauseQueue: async (queue) => void (await call('pause_queue', [queue])),
     resumeQueue: async (queue) => void (await call('resume_queue', [queue])),
-    events: (queue, o = {}) => {
-      const items: FeedItem[] = [];
-      let wake: (() => void) | null = null;
-      let end = null as { error?: Error } | null;
-      let n = 0;
-      call('events', [queue], { kinds: o.kinds ?? null }, (r) => {
-        items.push(r as FeedItem);
-        wake?.();
-      }, (id) => (n = id)).then(() => (end = {}), (e: Error) => (end = { error: e })).finally(() => wake?.());
-      o.signal?.addEventListener('abort', () => void call('_stop', [n]), { once: true });
-      return (async function* () {
-        for (;;) {
-          while (items.length) yield items.shift()!;
-          if (end || o.signal?.aborted) {
-            if (end?.error) throw end.error;
-            return;
-          }
-          await new Promise<void>((r) => (wake = r));
-        }
-      })();
-    },
+    events: (queue, o = {}) => streamed<FeedItem>((push, named) => call('events', [queue], { kinds: o.kinds ?? null }, (r) => push(r as FeedItem), named), o.signal, (n) => void call('_stop', [n])),
     workerLog: async (queue, workerId, lines) => void (await call('worker_log', [queue, workerId, lines])),
     workers: () => call('workers'),
     workerStopped: async (queue, workerId) => void (await call('worker_stopped', [queue, workerId])),
