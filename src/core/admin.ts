@@ -2,9 +2,9 @@
  * The operators' verbs on a queue: its settings (read, change), pause and resume, redrive of
  * failed jobs and of dead letters, and cron schedules, whose ticks the queue's alarm submits.
  */
-import { Cron } from 'croner';
 import type { Committer } from './committer.ts';
 import { badRequest } from './errors.ts';
+import { cronOf, zoneOf } from './cron.ts';
 import type { Limits } from './limits.ts';
 import type { Parking } from './park.ts';
 import { settingsInput, type SettingsRequest } from './requests.ts';
@@ -34,23 +34,6 @@ export interface AdminOptions {
   now: () => number;
   onWake?: ((ns: string, queue: string, at: number) => void) | undefined;
   hints?: HintBook | undefined;
-}
-
-/** A cron expression read in `timezone` (IANA; null: UTC); a bad one is a 400 naming what is wrong. */
-function cronOf(expr: unknown, timezone: string | null): Cron {
-  if (typeof expr !== 'string' || !expr.trim()) throw badRequest('cron must be a cron expression, e.g. "*/5 * * * *"');
-  if (timezone !== null) {
-    try {
-      new Intl.DateTimeFormat('en', { timeZone: timezone });
-    } catch {
-      throw badRequest(`unknown time zone ${JSON.stringify(timezone)}: expected an IANA name such as "Europe/Berlin"`);
-    }
-  }
-  try {
-    return new Cron(expr, { paused: true, ...(timezone ? { timezone } : {}) });
-  } catch (e) {
-    throw badRequest(`cron ${JSON.stringify(expr)} is not valid: ${e instanceof Error ? e.message : String(e)}`);
-  }
 }
 
 export class Admin {
@@ -126,7 +109,7 @@ export class Admin {
   async setSchedule(ns: string, queue: unknown, name: unknown, req: ScheduleRequest): Promise<Schedule> {
     const q = v.queue(queue, this.o.limits);
     const n = v.name('schedule name', name, this.o.limits.queueLength);
-    const timezone = req.timezone === undefined || req.timezone === null ? null : v.text('timezone', req.timezone, 64);
+    const timezone = req.timezone === undefined || req.timezone === null ? null : zoneOf(v.text('timezone', req.timezone, 64));
     const cron = cronOf(req.cron, timezone);
     const now = this.o.now();
     const next = cron.nextRun(new Date(now));
@@ -161,10 +144,13 @@ export class Admin {
       const cron = cronOf(s.cron, s.timezone);
       const tick = cron.previousRuns(1, new Date(now + 1))[0]?.getTime() ?? s.nextAt;
       const next = cron.nextRun(new Date(now))?.getTime() ?? Number.MAX_SAFE_INTEGER;
-      if (await this.o.committer.run(tickPlan(now, ns, s, Math.max(tick, s.nextAt), next))) created++;
+      const id = await this.o.committer.run(tickPlan(now, ns, s, Math.max(tick, s.nextAt), next));
+      if (id) {
+        created++;
+        this.o.park.events.told(ns, queue, [{ id, status: 'queued', attempt: 0, submitted: true, envelope: s.envelope }]);
+      }
       this.o.onWake?.(ns, queue, next);
     }
-    this.o.park.events.count(ns, queue, 'submitted', created);
     if (created) this.o.park.wake(keys.queue(ns, queue), created);
     return created;
   }

@@ -15,7 +15,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inject } from 'vitest';
-import { Dispatch, HttpDispatch, errorFor, type DispatchPlane } from '../../client/local/index.ts';
+import { Dispatch, HttpDispatch, errorFor, type DispatchPlane, type FeedItem } from '../../client/local/index.ts';
 import { until } from '../support/wait.ts';
 
 export interface PlaneHandle {
@@ -157,3 +157,18 @@ export const twoProcessPlane: PlaneFactory = async () => {
     inProcess: local,
   };
 };
+
+/**
+ * Follows `queue`'s feed (the namespace's with null) and answers its iterator once attached: once
+ * a probe job's record has come through, submitted probe by probe (`probe<i>`, at most 50, 200 ms
+ * each), so no record of what the test does next can be missed.
+ */
+export async function attachedFeed(d: DispatchPlane, queue: string, signal: AbortSignal): Promise<AsyncIterator<FeedItem>> {
+  const it = d.events(queue, { signal })[Symbol.asyncIterator]();
+  const first = it.next();
+  for (let i = 0; i < 50; i++) {
+    await d.submit(queue, new TextEncoder().encode('x'), { id: `probe${i}` });
+    if (await Promise.race([first.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 200))])) return it;
+  }
+  throw new Error(`the feed of ${queue} did not attach`);
+}

@@ -6,8 +6,8 @@
  * and bounded waits for the expected state).
  */
 import { beforeEach, describe, expect, it } from 'vitest';
-import { BadRequestError, FencingConflictError, InvocationFailedError, NotFoundError, type DispatchPlane } from '../../client/local/index.ts';
-import type { PlaneHandle } from './planes.ts';
+import { BadRequestError, FencingConflictError, InvocationFailedError, NotFoundError, type DispatchPlane, type FeedItem } from '../../client/local/index.ts';
+import { attachedFeed, type PlaneHandle } from './planes.ts';
 import { until } from '../support/wait.ts';
 
 const bytes = (s: string) => new TextEncoder().encode(s);
@@ -228,10 +228,30 @@ export function scheduling(handle: () => PlaneHandle, lacks: ReadonlySet<string>
         expect(await d.count('q')).toBeLessThanOrEqual(2); // the latest missed tick, and perhaps the one after it: not thirty
       });
 
+      it('a tick\'s job is told on the feed as any submitted job is', async () => {
+        const ac = new AbortController();
+        const it = await attachedFeed(d, 'cronfeed', ac.signal);
+        await d.setSchedule('cronfeed', 'each-second', { cron: '* * * * * *', envelope: bytes('tick') });
+        let tick: FeedItem | undefined;
+        for (let i = 0; i < 200 && !tick; i++) {
+          const r = await it.next();
+          if (r.done) break;
+          if (r.value.kind === 'job' && r.value.id.startsWith('schedule:')) tick = r.value;
+        }
+        ac.abort();
+        expect(tick).toMatchObject({ kind: 'job', queue: 'cronfeed', status: 'queued', attempt: 0, id: expect.stringMatching(/^schedule:cronfeed:each-second:\d+$/) });
+      });
+
       it('refuses a malformed cron and an unknown time zone', async () => {
         await expect(d.setSchedule('q', 'bad', { cron: 'every day', envelope: bytes('x') })).rejects.toBeInstanceOf(BadRequestError);
         await expect(d.setSchedule('q', 'bad', { cron: '0 9 * * *', timezone: 'Mars/Olympus', envelope: bytes('x') })).rejects.toBeInstanceOf(BadRequestError);
-        const s = await d.setSchedule('q', 'nine', { cron: '0 9 * * *', timezone: 'Europe/Berlin', envelope: bytes('x') });
+        // Outside the one language every plane reads (src/core/cron.ts): each plane refuses it alike.
+        for (const cron of ['0 0 * * FRI-MON', '5/15 * * * *', '0 0 1W * *', '0 0 0 1 1 * 2030', '@reboot']) {
+          await expect(d.setSchedule('q', 'bad', { cron, envelope: bytes('x') }), cron).rejects.toBeInstanceOf(BadRequestError);
+        }
+        await expect(d.setSchedule('q', 'bad', { cron: '0 9 * * *', timezone: '+01:00', envelope: bytes('x') })).rejects.toBeInstanceOf(BadRequestError);
+        const s = await d.setSchedule('q', 'nine', { cron: '0 9 * * *', timezone: 'europe/berlin', envelope: bytes('x') });
+        expect(s.timezone).toBe('Europe/Berlin'); // stored by its canonical name
         expect(Number(new Date(s.nextAt).toLocaleString('en', { timeZone: 'Europe/Berlin', hour: 'numeric', hour12: false }))).toBe(9);
         expect(await d.listSchedules('q')).toHaveLength(1);
       });

@@ -7,7 +7,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { BadRequestError, NotFoundError, type DispatchPlane, type FeedItem, type InvocationSummary, type JobRecord, type State } from '../../client/local/index.ts';
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 import { until } from '../support/wait.ts';
-import type { PlaneHandle } from './planes.ts';
+import { attachedFeed, type PlaneHandle } from './planes.ts';
 
 const bytes = (s: string) => new TextEncoder().encode(s);
 
@@ -208,15 +208,7 @@ export function observing(handle: () => PlaneHandle) {
 
     it('the feed tells each transition of the queue as it commits, in order', async () => {
       const ac = new AbortController();
-      const it = d.events('e', { signal: ac.signal })[Symbol.asyncIterator]();
-      // The reader is attached once a probe's record reaches it (a bounded wait, probe by probe).
-      let next = it.next();
-      let attached = false;
-      for (let i = 0; i < 50 && !attached; i++) {
-        await d.submit('e', bytes('x'), { id: `probe${i}` });
-        attached = await Promise.race([next.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 200))]);
-      }
-      expect(attached).toBe(true);
+      const it = await attachedFeed(d, 'e', ac.signal);
       // An envelope with a traceparent: its records carry the trace id, its later ones too.
       const traceId = 'c0ffee'.padEnd(32, '0');
       await d.submit('e', bytes(JSON.stringify({ v: 1, fn: 'f', args: [], kwargs: {}, traceparent: `00-${traceId}-${'b'.repeat(16)}-01` })), { id: 'a' });
@@ -225,8 +217,7 @@ export function observing(handle: () => PlaneHandle) {
       await d.cancel('later');
       const seen: FeedItem[] = [];
       while (seen.filter((r) => r.kind === 'job' && !r.id.startsWith('probe')).length < 4) {
-        next = it.next();
-        const r = await next;
+        const r = await it.next();
         if (r.done) break;
         seen.push(r.value);
       }

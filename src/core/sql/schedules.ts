@@ -55,19 +55,20 @@ export const dueSchedulesPlan = (now: number, ns: string, queue: string): Plan<S
  * A tick: submits the schedule's job for `tick`, keyed `schedule:<name>:<tick>` (a tick that
  * already submitted inserts nothing: exactly once across restarts, retried alarms and two planes
  * on one file), and moves the schedule on to `next`, guarded by the tick it was due at. One batch.
- * Answers whether a job was created.
+ * Answers the id of the job it created, or null.
  */
-export const tickPlan = (now: number, ns: string, s: Schedule, tick: number, next: number): Plan<boolean> => ({
+export const tickPlan = (now: number, ns: string, s: Schedule, tick: number, next: number): Plan<string | null> => ({
   stmts: [
     stmt(
       `INSERT INTO invocations (ns, queue, id, key, priority, envelope, state, attempt, created_at, updated_at)
-       VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', 0, ?7, ?7) ON CONFLICT DO NOTHING RETURNING id`,
-      ns, s.queue, `schedule:${s.queue}:${s.name}:${tick}`, `schedule:${s.name}:${tick}`, s.priority, s.envelope, now,
+       VALUES (?1, ?2, 'schedule:' || ?2 || ':' || ?3 || ':' || CAST(?4 AS INTEGER), 'schedule:' || ?3 || ':' || CAST(?4 AS INTEGER),
+               ?5, ?6, 'queued', 0, ?7, ?7) ON CONFLICT DO NOTHING RETURNING id`,
+      ns, s.queue, s.name, tick, s.priority, s.envelope, now,
     ),
     stmt(
       `UPDATE schedules SET next_at = ?5, last_at = ?4, updated_at = ?6 WHERE ns = ?1 AND queue = ?2 AND name = ?3 AND next_at = ?7`,
       ns, s.queue, s.name, tick, next, now, s.nextAt,
     ),
   ],
-  done: ([ins]) => ins!.rows.length > 0,
+  done: ([ins]) => (ins!.rows.length ? String(ins!.rows[0]!.id) : null),
 });
