@@ -33,6 +33,8 @@ import { PURGE_BATCH } from '../src/core/admin.ts';
 import { PURGE_ROUNDS } from '../src/core/retention.ts';
 import { redriveDeadLettersPlan, redrivePlan, retryPlan } from '../src/core/sql/retry.ts';
 import { CLAIM_BYTES, claimStmts } from '../src/core/sql/claim.ts';
+import { dueSchedulesPlan, listSchedulesPlan, removeSchedulePlan, setSchedulePlan, tickPlan } from '../src/core/sql/schedules.ts';
+import { CRON_SYNTAX } from '../src/core/cron.ts';
 import type { Plan } from '../src/core/plan.ts';
 import type { Stmt } from '../src/core/port.ts';
 
@@ -47,6 +49,7 @@ const S = {
   error: '«error»', default_max_attempts: 9_000_000_017, delay_ms: 9_000_000_019, seq: 9_000_000_021, kind: 9_000_000_023, body: new Uint8Array([0xfe, 0xed, 0x03]),
   meta: '«meta»', final: 9_000_000_025, max_frames: 9_000_000_027, since: 9_000_000_029, limit: 9_000_000_031, keep_last: 9_000_000_033, state: 'queued',
   default_retention_ms: 9_000_000_043, after_key: 9_000_000_037, after_rid: 9_000_000_039, level: 9_000_000_041.5,
+  name: '«name»', cron: '«cron»', timezone: '«timezone»', next_at: 9_000_000_045, tick: 9_000_000_047, next: 9_000_000_049,
   error_json: '{"message":"«error»"}', meta_json: '"«meta»"', patch_json: '{"lease_ms":9000000035}', handed_json: '[["«id»",9000000011]]',
 } as const;
 
@@ -85,6 +88,8 @@ const retry = retryPlan(S.now, S.ns, S.id, S.queue);
 const frame = { seq: S.seq, kind: S.kind as 0, body: S.body, meta: S.meta as never };
 const append = appendPlan(S.now, S.ns, S.id, S.queue, holder, { ...frame, final: true }, S.max_frames);
 
+const schedule = { queue: S.queue, name: S.name, cron: S.cron, timezone: S.timezone, envelope: S.envelope, priority: S.priority, nextAt: S.next_at, lastAt: null };
+
 const artifact = {
   generated_by: 'scripts/python-sql.ts from src/core: do not edit (npm run python-sql)',
   limits: {
@@ -92,6 +97,7 @@ const artifact = {
     default_retention_ms: DEFAULT_LIMITS.defaultRetentionMs, purge_batch: PURGE_BATCH, purge_rounds: PURGE_ROUNDS,
     envelope_bytes: DEFAULT_LIMITS.envelopeBytes, result_bytes: DEFAULT_LIMITS.resultBytes, frame_bytes: DEFAULT_LIMITS.frameBytes, claim_bytes: CLAIM_BYTES,
   },
+  cron_syntax: CRON_SYNTAX,
   migrations: readdirSync(join(root, 'migrations')).filter((f) => f.endsWith('.sql')).sort().map((name) => ({ name, sql: readFileSync(join(root, 'migrations', name), 'utf8') })),
   verbs: {
     submit: statements(submit),
@@ -134,6 +140,11 @@ const artifact = {
     redrive: statements(redrivePlan(S.now, S.ns, S.queue, S.limit)),
     redrive_dead_letters: statements(redriveDeadLettersPlan(S.now, S.ns, S.queue, S.limit)),
     count: statements(countPlan(S.ns, S.queue, S.state)),
+    set_schedule: statements(setSchedulePlan(S.now, S.ns, S.queue, { name: S.name, cron: S.cron, timezone: S.timezone, envelope: S.envelope, priority: S.priority, nextAt: S.next_at })),
+    list_schedules: statements(listSchedulesPlan(S.ns, S.queue)),
+    remove_schedule: statements(removeSchedulePlan(S.ns, S.queue, S.name)),
+    due_schedules: statements(dueSchedulesPlan(S.now, S.ns, S.queue)),
+    tick: statements(tickPlan(S.now, S.ns, schedule, S.tick, S.next)),
   },
 };
 

@@ -11,7 +11,7 @@ const token = newToken('lsk_test_');
 const plane = await startPlane({ node: process.execPath, env: process.env, persistTo: dir, vars: { LAKESHORE_TOKEN: token } });
 let status = 1;
 try {
-  const r = spawnSync('python3', ['-m', 'unittest', 'discover', '-s', 'tests', '-v'], {
+  const r = spawnSync(process.env.LAKESHORE_PYTHON ?? 'python3', ['-m', 'unittest', 'discover', '-s', 'tests', '-v'], {
     cwd: join(ROOT, 'client', 'python'),
     stdio: ['ignore', 'inherit', 'pipe'],
     encoding: 'utf8',

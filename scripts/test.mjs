@@ -10,7 +10,7 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { ROOT } from './toolchain.mjs';
+import { ensurePython, ROOT } from './toolchain.mjs';
 
 const vitest = join(ROOT, 'node_modules', 'vitest', 'vitest.mjs');
 const reports = join(ROOT, 'node_modules', '.cache', 'lakeshore-tests');
@@ -25,6 +25,8 @@ const suites = {
   python: [join(ROOT, 'scripts', 'test-python.mjs')],
   browser: vitestRun('vitest.browser.config.ts', 'browser'),
 };
+// The Python with the package's optional extras (croniter), for the Python suite and the conformance target.
+process.env.LAKESHORE_PYTHON ??= ensurePython();
 const counts = { passed: 0, failed: 0, skipped: 0 };
 function tally(name) {
   const file = join(reports, `${name}.json`);

@@ -86,6 +86,26 @@ export function ensureDashboard(nodeBin) {
   writeFileSync(stamp, want);
 }
 
+/**
+ * The Python the tests run: a venv over the system python3 (its site packages, cloudpickle among
+ * them, stay visible) with the Python package's optional extras installed, so their code paths are
+ * tested too (croniter: cron schedules on the Python local plane). pip installs from whatever index
+ * this machine's pip is configured with. Made again when the list changes.
+ */
+const PY_EXTRAS = ['croniter==6.2.4'];
+export function ensurePython() {
+  const dir = join(TOOLCHAIN, 'python');
+  const bin = join(dir, 'bin', 'python');
+  const want = PY_EXTRAS.join(' ');
+  const stamp = join(dir, '.lakeshore-installed');
+  if (existsSync(bin) && existsSync(stamp) && readFileSync(stamp, 'utf8') === want) return bin;
+  log(`making .toolchain/python (a venv over python3) with the Python package's optional extras: ${want}`);
+  execFileSync('python3', ['-m', 'venv', '--system-site-packages', dir], { stdio: ['ignore', 'ignore', 'inherit'] });
+  execFileSync(bin, ['-m', 'pip', 'install', '-q', '--retries', '0', ...PY_EXTRAS], { stdio: ['ignore', 'ignore', 'inherit'] });
+  writeFileSync(stamp, want);
+  return bin;
+}
+
 /** Ensures the toolchain, then returns {node, env} for running project commands. */
 export function setup() {
   const node = ensureNode();

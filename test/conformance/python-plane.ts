@@ -12,16 +12,15 @@ import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import {
   errorFor, InvocationCancelledError, InvocationFailedError,
-  type Claimed, type DispatchPlane, type FeedItem, type Invocation, type QueueInfo, type JournalFrame, type JournalPage, type State,
+  type Claimed, type DispatchPlane, type FeedItem, type Invocation, type QueueInfo, type JournalFrame, type JournalPage, type Schedule, type State,
 } from '../../client/local/index.ts';
 import { tempDir } from '../support/tmp.ts';
 import { until } from '../support/wait.ts';
-import { realTime, type PlaneFactory } from './planes.ts';
+import { PYTHON } from '../support/python.ts';
+import type { PlaneFactory } from './planes.ts';
 
 /** What the Python local plane lacks, by the suite's feature names (docs/contract.md, "The Python local plane"). */
-export const PYTHON_LACKS: ReadonlySet<string> = new Set([
-  'schedules',
-]);
+export const PYTHON_LACKS: ReadonlySet<string> = new Set([]);
 
 type Json = any;
 const b64 = (b: Uint8Array) => ({ $b: Buffer.from(b).toString('base64') });
@@ -75,13 +74,17 @@ const invocationOf = (r: Json): Invocation => ({
   attempt: r.attempt, workerId: r.worker_id, leaseUntil: r.lease_until, result: r.result ? unb64(r.result) : null, error: r.error, createdAt: r.created_at,
   updatedAt: r.updated_at, startedAt: r.started_at, finishedAt: r.finished_at, runAt: r.run_at, expiresAt: r.expires_at, maxAttempts: r.max_attempts,
 });
+const scheduleOf = (r: Json): Schedule => ({
+  queue: r.queue, name: r.name, cron: r.cron, timezone: r.timezone, envelope: unb64(r.envelope), priority: r.priority, nextAt: r.next_at, lastAt: r.last_at,
+});
 const frameOf = (f: Json): JournalFrame => ({ seq: f.seq, kind: f.kind, body: unb64(f.body), meta: f.meta, attempt: f.attempt, final: f.final });
 
 export const pythonPlane: PlaneFactory = async () => {
   const dir = tempDir('lakeshore-pyconf-');
   const namespace = freshNs();
   const root = resolve(import.meta.dirname, '..', '..', 'client', 'python');
-  const child = spawn('python3', [join(root, 'tests', 'bridge.py'), join(dir, 'dispatch.sqlite'), namespace], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const child = spawn(PYTHON, [join(root, 'tests', 'bridge.py'), join(dir, 'dispatch.sqlite'), namespace], { stdio: ['pipe', 'pipe', 'inherit'] });
+  let offset = 0;
   const pending = new Map<number, { ok: (v: Json) => void; fail: (e: Error) => void; frame?: (f: Json) => void }>();
   createInterface({ input: child.stdout! }).on('line', (line) => {
     const m = JSON.parse(line);
@@ -187,6 +190,9 @@ export const pythonPlane: PlaneFactory = async () => {
     workers: () => call('workers'),
     workerStopped: async (queue, workerId) => void (await call('worker_stopped', [queue, workerId])),
     metrics: () => call('metrics'),
+    setSchedule: async (queue, name, o) => scheduleOf(await call('set_schedule', [queue, name], { cron: o.cron, envelope: b64(o.envelope), timezone: o.timezone ?? null, priority: o.priority ?? 0 })),
+    listSchedules: async (queue) => (await call('list_schedules', [queue])).map(scheduleOf),
+    removeSchedule: async (queue, name) => void (await call('remove_schedule', [queue, name])),
     close: async () => {},
   };
   const plane = new Proxy(verbs, {
@@ -200,6 +206,13 @@ export const pythonPlane: PlaneFactory = async () => {
       await new Promise((r) => (child.exitCode !== null ? r(null) : child.once('exit', r)));
     },
     parked: () => call('_parked'),
-    ...realTime,
+    // The bridge moves the Python process's time.time (the plane's clock) as the memory plane's injected clock moves.
+    elapse: async (ms) => {
+      offset += ms;
+      await call('_elapse', [ms]);
+    },
+    now: () => Date.now() + offset,
+    shortLeaseMs: 1_000,
+    movableClock: true,
   };
 };

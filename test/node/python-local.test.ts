@@ -12,6 +12,7 @@ import { cli, HANDLERS, start, stop } from './setup/cli.ts';
 import { freshNs } from './setup/client.ts';
 import { tempDir } from '../support/tmp.ts';
 import { until } from '../support/wait.ts';
+import { PYTHON } from '../support/python.ts';
 
 const ROOT = resolve(import.meta.dirname, '..', '..');
 const PYTHONPATH = join(ROOT, 'client', 'python');
@@ -19,7 +20,7 @@ const PYTHONPATH = join(ROOT, 'client', 'python');
 /** Runs Python code with the checkout's package; its stdout, after it exits 0. */
 function python(code: string, args: string[] = []): Promise<string> {
   return new Promise((ok, fail) => {
-    const p = spawn('python3', ['-c', code, ...args], { env: { ...process.env, PYTHONPATH }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const p = spawn(PYTHON, ['-c', code, ...args], { env: { ...process.env, PYTHONPATH }, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     p.stdout.on('data', (d) => (out += d));
@@ -52,6 +53,30 @@ print(d.result("from-python", timeout=60).decode())
     expect((await waiting).trim()).toBe('5');
     const d = new Dispatch(file, { namespace: ns });
     expect((await d.get('from-python'))).toMatchObject({ state: 'succeeded', attempt: 1 });
+    await d.close();
+  }, 60_000);
+
+  it('a schedule the Node CLI set fires in a Python process that works the queue, and the other way round', async () => {
+    const home = tempDir('lakeshore-pyfile-');
+    const ns = freshNs();
+    const file = join(home, 'dispatch.sqlite');
+    const env = homeEnv(home, ns);
+    // The CLI sets a schedule and exits: no Node process has the plane open when its ticks come due.
+    const set = await cli(['schedule', 'set', 'cron-py', 'each-second', '--cron', '* * * * * *', '--fn', 'add', '--args', '[1, 2]'], env);
+    expect(set.code, set.stderr).toBe(0);
+    const out = await python(`
+import sys, lakeshore as ls
+d = ls.Dispatch(sys.argv[1], ns=sys.argv[2])
+job = d.claim("cron-py", "w", wait=10)
+print(job.id)
+d.set_schedule("cron-node", "each-second", cron="* * * * * *", envelope=ls.encode_envelope("add", [2, 3]))
+`, [file, ns]);
+    expect(out.trim()).toMatch(/^schedule:cron-py:each-second:\d+000$/);
+    // And a schedule Python set (its process gone) fires for a Node worker.
+    const r = await cli(['worker', 'once', '--queue', 'cron-node', '--module', HANDLERS], env);
+    expect(r.code, r.stderr).toBe(0);
+    const d = new Dispatch(file, { namespace: ns });
+    expect(await d.count('cron-node', 'succeeded')).toBe(1);
     await d.close();
   }, 60_000);
 

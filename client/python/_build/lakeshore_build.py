@@ -36,6 +36,10 @@ def _metadata():
         lines.append("Summary: %s" % p["description"])
     if p.get("requires-python"):
         lines.append("Requires-Python: %s" % p["requires-python"])
+    # Extras (Python 3.11+ reads them; the 3.9 fallback parser sees none): `pip install 'lakeshore[cron]'`.
+    for extra, reqs in sorted((p.get("optional-dependencies") or {}).items()):
+        lines.append("Provides-Extra: %s" % extra)
+        lines += ['Requires-Dist: %s; extra == "%s"' % (r, extra) for r in reqs]
     readme = os.path.join(_HERE, "README.md")
     body = ""
     if os.path.exists(readme):

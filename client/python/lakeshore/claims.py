@@ -36,7 +36,7 @@ def _sample_levels(levels: List[Tuple[float, int]], t: float, k: int) -> List[fl
 
 
 class ClaimMachinery:
-    """Mixed into Dispatch: uses its _run, _claims, recent, retention, feed, book and the SQL and LIMITS it loaded."""
+    """Mixed into Dispatch: uses its _run, _claims, recent, clock, feed, book and the SQL and LIMITS it loaded."""
 
     def _swept(self, queue: str, results: List[Any]) -> None:
         """The sweep in front of a claim (sql/claims.ts): expired leases (on their last attempt:
@@ -49,7 +49,7 @@ class ClaimMachinery:
             self.feed.told(queue, moved)
         self.recent.count(queue, "failed", failed)
         if failed:
-            self.retention.soon(queue)
+            self.clock.soon(queue)
 
     def _take(self, values: Dict[str, Any], kind: str, max: int) -> List[sqlite3.Row]:
         verb = ("claim_" if max == 1 else "claim_many_") + kind

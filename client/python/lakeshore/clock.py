@@ -1,15 +1,18 @@
-"""Retention on the Python local plane (local.py), as the core's RetentionClock runs it on the Node
-planes: finished jobs older than their queue's `retention_ms` (else 7 days) are deleted with their
-frames by the core's purge statements, in bounded batches (at most `purge_rounds` of `purge_batch`
-per state at a time, the rest a second later). A thread of the Dispatch sleeps until the next pass
-is due: a job that finishes (or a retention that changes) asks for one at once, and each pass
-finds when the next one is."""
+"""The timed work of the Python local plane (local.py), what a queue's alarm does on the Node
+planes: the due ticks of its cron schedules (schedules.py), and retention, as the core's
+RetentionClock runs it: finished jobs older than their queue's `retention_ms` (else 7 days) are
+deleted with their frames by the core's purge statements, in bounded batches (at most
+`purge_rounds` of `purge_batch` per state at a time, the rest a second later).
+
+A thread of the Dispatch sleeps until a queue's next pass is due. A job that finishes, a changed
+retention or schedule, and the first claim this process makes from a queue (its schedules may
+have been set by another process) ask for a pass at once; each pass finds when the next one is."""
 import threading
 import time
 from typing import Any, Dict, Optional
 
 
-class Retention:
+class QueueClock:
     def __init__(self, dispatch: Any):
         self.d = dispatch
         self.at: Dict[str, Optional[int]] = {}  # queue -> when its next pass is due (ms); None: nothing kept
@@ -20,16 +23,21 @@ class Retention:
         self.thread: Optional[threading.Thread] = None
 
     def soon(self, queue: str, changed: bool = False) -> None:
-        """A job of `queue` finished (or its retention changed): unless a pass is due at a known time, one runs now."""
+        """A job of `queue` finished (or its retention or a schedule changed): unless a pass is due at a known time, one runs now."""
         with self.lock:
             if not changed and self.known.get(queue) and self.at.get(queue) is not None:
                 return
             self.known[queue] = False
             self.at[queue] = int(time.time() * 1000)
             if self.thread is None:
-                self.thread = threading.Thread(target=self._loop, name="lakeshore-retention", daemon=True)
+                self.thread = threading.Thread(target=self._loop, name="lakeshore-clock", daemon=True)
                 self.thread.start()
         self.wake.set()
+
+    def watch(self, queue: str) -> None:
+        """A queue this process claims from: a pass now, for what other processes set on it (its schedules)."""
+        if queue not in self.known:
+            self.soon(queue)
 
     def close(self) -> None:
         self.closed = True
@@ -58,7 +66,13 @@ class Retention:
             self.wake.clear()
 
     def _pass(self, queue: str) -> Optional[int]:
-        """Purge batches of `queue` (src/core/sql/purge.ts); when the next pass is due, or None."""
+        """The queue's due schedule ticks, then its retention; when its next pass is due, or None."""
+        tick = self.d._fire(queue)
+        purge = self._purge(queue)
+        return min((t for t in (tick, purge) if t is not None), default=None)
+
+    def _purge(self, queue: str) -> Optional[int]:
+        """Purge batches of `queue` (src/core/sql/purge.ts); when the next purge is due, or None."""
         limits = self.d._limits
         for _ in range(limits["purge_rounds"]):
             results = self.d._run("purge", {"queue": queue})

@@ -26,7 +26,8 @@ from .claims import ClaimMachinery
 from .feed import Feed, ObserveVerbs
 from .journal import JournalVerbs
 from .operators import OperatorVerbs
-from .retention import Retention
+from .schedules import ScheduleVerbs
+from .clock import QueueClock
 from .views import Recent, ViewVerbs
 
 with open(os.path.join(os.path.dirname(__file__), "sql.json"), encoding="utf-8") as _f:
@@ -43,7 +44,7 @@ class _Rows(list):  # type: ignore[type-arg]
         self.changes = changes
 
 
-class Dispatch(ClaimMachinery, JournalVerbs, ObserveVerbs, OperatorVerbs, ViewVerbs):
+class Dispatch(ClaimMachinery, JournalVerbs, ObserveVerbs, OperatorVerbs, ScheduleVerbs, ViewVerbs):
     """The local plane: the contract's verbs on a SQLite file shared by Python and Node processes."""
 
     in_process = True
@@ -65,7 +66,7 @@ class Dispatch(ClaimMachinery, JournalVerbs, ObserveVerbs, OperatorVerbs, ViewVe
         self._sql = SQL
         self.recent = Recent()
         self.feed = Feed()
-        self.retention = Retention(self)
+        self.clock = QueueClock(self)
         self._closed = False
 
     # ------------------------------------------------------------------ plumbing
@@ -199,7 +200,7 @@ class Dispatch(ClaimMachinery, JournalVerbs, ObserveVerbs, OperatorVerbs, ViewVe
     def cancel(self, inv_id: str) -> bool:
         done = self._run("cancel", {"id": inv_id, "queue": None})[0]
         if done:
-            self.retention.soon(done[0]["queue"])
+            self.clock.soon(done[0]["queue"])
             self.feed.told(done[0]["queue"], [{"id": inv_id, "status": "cancelled"}])
             return True
         self._found("cancel_missed", inv_id)
@@ -264,6 +265,7 @@ class Dispatch(ClaimMachinery, JournalVerbs, ObserveVerbs, OperatorVerbs, ViewVe
             raise BadRequest("max must be an integer from 1 to 1000")
         values = {"queue": _name("queue", queue), "worker_id": _text("worker_id", worker_id), "limit": max,
                   "lease_ms": None if lease is None else _ms(_number("lease", lease, 0.001))}
+        self.clock.watch(values["queue"])  # its schedules fire while this process works the queue
         deadline = time.monotonic() + max_wait(wait)
         while True:
             rows = self._draw(values, temperature, max) if kind == "boltzmann" else self._take(values, kind, max)
@@ -282,7 +284,7 @@ class Dispatch(ClaimMachinery, JournalVerbs, ObserveVerbs, OperatorVerbs, ViewVe
         self.touch(h["worker_id"])
         if done:
             self.recent.count(done[0]["queue"], "succeeded")
-            self.retention.soon(done[0]["queue"])
+            self.clock.soon(done[0]["queue"])
             self.feed.told(done[0]["queue"], [{"id": inv_id, "status": "succeeded", "attempt": done[0]["attempt"], "worker_id": h["worker_id"]}])
             return
         row = self._found("ack_missed", inv_id, queue)
@@ -323,7 +325,7 @@ class Dispatch(ClaimMachinery, JournalVerbs, ObserveVerbs, OperatorVerbs, ViewVe
             state = str(rows[0]["state"])
             self.recent.count(rows[0]["queue"], state)
             if state == "failed":
-                self.retention.soon(rows[0]["queue"])
+                self.clock.soon(rows[0]["queue"])
             self.feed.told(rows[0]["queue"], [{"id": inv_id, "status": "failed" if state == "failed" else "retrying", "attempt": h["attempt"],
                                                "worker_id": h["worker_id"], "error": err if state == "failed" else None}])
             return state
@@ -349,7 +351,7 @@ class Dispatch(ClaimMachinery, JournalVerbs, ObserveVerbs, OperatorVerbs, ViewVe
         raise self._stale("heartbeat", inv_id, row, h)
 
     def close(self) -> None:
-        self.retention.close()
+        self.clock.close()
         with self._lock:
             if not self._closed:
                 self._closed = True

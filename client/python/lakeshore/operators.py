@@ -27,7 +27,7 @@ class OperatorVerbs:
         patch = _settings(queue, settings)
         self._run("configure", {"queue": queue, "patch_json": json.dumps(patch)})
         if "retention_ms" in patch:
-            self.retention.soon(queue, changed=True)  # a new retention may bring the next pass closer
+            self.clock.soon(queue, changed=True)  # a new retention may bring the next pass closer
         return self.queue_info(queue)
 
     def retry(self, inv_id: str) -> None:

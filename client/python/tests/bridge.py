@@ -4,6 +4,10 @@ lakeshore.Dispatch in a thread of its own (blocking calls wait side by side), an
 per call: `{"n", "ok": true, "v": value}` or `{"n", "ok": false, "code", "message", ...}`.
 Bytes travel as `{"$b": base64}`. `events` and `journal_read` answer a line per record or frame first, `{"n", "frame"}` (journal_follow's dicts).
 
+The plane's clock can be moved, as the suite moves the Node local planes' injected clock: `_elapse`
+moves this process's `time.time` (what the plane reads its time from) ahead, and wakes the
+plane's clock thread so its timed work (schedule ticks) sees the new time.
+
     python3 tests/bridge.py PATH NAMESPACE
 """
 import base64
@@ -12,6 +16,7 @@ import json
 import os
 import sys
 import threading
+import time
 from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
@@ -19,6 +24,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import lakeshore as ls  # noqa: E402
 
 BLOCKING = {"claim", "claim_many", "result", "journal_read"}
+
+_offset = [0.0]
+_real_time = time.time
+time.time = lambda: _real_time() + _offset[0]
 
 
 def enc(v: Any) -> Any:
@@ -68,6 +77,10 @@ def main() -> None:
         try:
             if m == "_parked":
                 v: Any = parked[0]
+            elif m == "_elapse":
+                _offset[0] += args[0] / 1000
+                d.clock.wake.set()
+                v = None
             elif m == "_stop":
                 stops.get(args[0], threading.Event()).set()
                 v = None

@@ -97,6 +97,33 @@ class LocalPlane(unittest.TestCase):
         self.assertEqual(h.result(timeout=5), 42)
         self.assertEqual(list(g.stream(timeout=5)), [0, 1, 2])
 
+    def test_cron_schedules_fire_on_the_local_plane(self):
+        # The conformance suite runs the schedule tests on this plane too; here: what a Python user sees.
+        d = self.d
+        s = d.set_schedule("tick", "each-second", cron="* * * * * *", envelope=b"t", timezone="europe/berlin")
+        self.assertEqual(s["timezone"], "Europe/Berlin")  # canonical, as the Node planes store it
+        job = d.claim("tick", "w", wait=5)
+        self.assertIsNotNone(job)
+        self.assertRegex(job.id, r"^schedule:tick:each-second:\d+000$")
+        self.assertEqual(job.envelope, b"t")
+        with self.assertRaises(ls.BadRequest):
+            d.set_schedule("tick", "bad", cron="0 0 * * FRI-MON", envelope=b"x")  # croner refuses a backwards range
+        with self.assertRaises(ls.NotFound):
+            d.remove_schedule("tick", "nope")
+
+    def test_without_croniter_a_schedule_says_what_to_install(self):
+        from lakeshore import cron
+        saved, cron._croniter = cron._croniter, None
+        try:
+            with self.assertRaises(ls.LakeshoreError) as e:
+                self.d.set_schedule("q", "s", cron="0 9 * * *", envelope=b"x")
+            self.assertIn("pip install 'lakeshore[cron]'", str(e.exception))
+            self.assertEqual(self.d.list_schedules("q"), [])
+            with self.assertRaises(ls.BadRequest):  # the syntax is checked all the same
+                self.d.set_schedule("q", "s", cron="every day", envelope=b"x")
+        finally:
+            cron._croniter = saved
+
     def test_the_sql_artifact_is_the_cores(self):
         # scripts/python-sql.ts --check regenerates it from src/core and compares (node test too).
         with open(os.path.join(os.path.dirname(ls.__file__), "sql.json"), encoding="utf-8") as f:
