@@ -703,7 +703,7 @@ class CodeMount(TempDirs):
 @unittest.skipUnless(URL, "needs LAKESHORE_URL")
 class Traces(unittest.TestCase):
     def test_with_opentelemetry_a_job_runs_in_a_consumer_span_of_its_submitter_and_its_child_joins_the_trace(self):
-        # opentelemetry is optional and not installable here (no PyPI): a stand-in of the API calls
+        # opentelemetry is optional and its SDK not installable here (the machine's index lacks a dependency): a stand-in of the API calls
         # lakeshore makes (tests/otel_standin) records the spans.
         standin = os.path.join(os.path.dirname(__file__), "otel_standin")
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([standin, os.path.join(os.path.dirname(__file__), "..")])}
@@ -717,7 +717,7 @@ class Traces(unittest.TestCase):
         self.assertEqual({root["trace"], run_parent["trace"], run_child["trace"], got["job_trace"]}, {root["trace"]})
 
     @unittest.skipUnless(__import__("importlib").util.find_spec("opentelemetry") and __import__("importlib").util.find_spec("opentelemetry.sdk"),
-                         "opentelemetry-sdk is not installed (PyPI is not reachable here); the stand-in test covers the calls")
+                         "opentelemetry-sdk is not installed: its dependency opentelemetry-semantic-conventions is on no index this machine reaches; the stand-in test covers the calls")
     def test_with_the_real_opentelemetry_sdk(self):
         from opentelemetry import trace
         from opentelemetry.sdk.trace import TracerProvider
