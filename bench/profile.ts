@@ -5,6 +5,7 @@
  * Worker + queue object (core:user:lakeshore) and Miniflare's local D1 (d1:db, d1:db:entry).
  *
  *   node scripts/run.mjs node bench/profile.ts [--n=3000] [--bulk]   (--bulk: submits of 100)
+ *   node scripts/run.mjs node bench/profile.ts --fan-in [--n=20000]   (256 connections of single submits, no worker)
  *
  * Sampling profiles of isolates that share one thread overlap: compare functions, not totals.
  */
@@ -18,7 +19,7 @@ import { applyMigrations, freePort, stopTree } from '../scripts/plane.mjs';
 const dir = mkdtempSync(join(tmpdir(), 'lakeshore-profile-'));
 await applyMigrations({ node: process.execPath, env: process.env, persistTo: dir });
 const [port, inspector] = [await freePort(), await freePort()];
-const server = spawn(process.execPath, ['scripts/serve.mjs', '--port', String(port), '--persist-to', dir, '--var', 'LAKESHORE_TOKEN:tok', '--inspector-port', String(inspector)], { stdio: ['ignore', 'pipe', 'inherit'], detached: true });
+const server = spawn(process.execPath, ['scripts/serve.mjs', '--port', String(port), '--persist-to', dir, '--var', 'LAKESHORE_TOKEN:tok', '--var', 'LIMIT_REQUESTS_PER_SECOND:1000000', '--var', 'LIMIT_REQUEST_BURST:1000000', '--inspector-port', String(inspector)], { stdio: ['ignore', 'pipe', 'inherit'], detached: true });
 await new Promise<void>((r) => server.stdout!.on('data', (d) => String(d).includes('ready') && r()));
 const url = `http://127.0.0.1:${port}`;
 const targets = ['core:user:lakeshore', 'd1:db', 'd1:db:entry'];
@@ -33,6 +34,22 @@ const sessions = await Promise.all(targets.map(async (t) => {
 for (const s of sessions) { await s.send('Profiler.enable'); await s.send('Profiler.setSamplingInterval', { interval: 200 }); await s.send('Profiler.start'); }
 const N = Number(process.argv.find((a) => a.startsWith('--n='))?.slice(4) ?? 3000);
 const d = new HttpDispatch(url, { token: 'tok', namespace: 'prof' + Date.now() });
+if (process.argv.includes('--fan-in')) {
+  const { Pool } = await import('undici');
+  const pool = new Pool(url, { connections: 256, pipelining: 1 });
+  const body = (i: number) => JSON.stringify({ id: `j${i}`, envelope: Buffer.from(encodeEnvelope({ fn: 'noop', args: [i, 'x'.repeat(100)] })).toString('base64') });
+  let k = 0;
+  const t0 = performance.now();
+  await Promise.all(Array.from({ length: 256 }, async () => {
+    for (let i = k++; i < N; i = k++) {
+      const r = await pool.request({ method: 'POST', path: `/v1/ns/${d.namespace}/queues/q/invocations`, headers: { authorization: 'Bearer tok', 'content-type': 'application/json' }, body: body(i) });
+      await r.body.text();
+    }
+  }));
+  console.log('submits/s', (N / ((performance.now() - t0) / 1000)).toFixed(0));
+  await pool.close();
+  await report();
+}
 const stop = new AbortController();
 let done = 0;
 const t0 = performance.now();
@@ -54,6 +71,9 @@ await Promise.all(Array.from({ length: 8 }, async () => {
 }));
 await worker;
 console.log('jobs/s', (N / ((performance.now() - t0) / 1000)).toFixed(0));
+await report();
+
+async function report(): Promise<never> {
 for (const s of sessions) {
   const { profile } = await s.send('Profiler.stop');
   const self = new Map<string, number>();
@@ -75,3 +95,4 @@ for (const s of sessions) {
 await stopTree(server);
 rmSync(dir, { recursive: true, force: true });
 process.exit(0);
+}

@@ -27,6 +27,8 @@ const cases = [
   ['edge-fanout-1000', ['bench/fan-out.ts', '--readers=1000', `--n=${quick ? 50 : 200}`]],
   ['local-memory', ['--expose-gc', 'bench/memory.ts']],
   ['edge-ceiling', ['bench/ceiling.ts', `--n=${quick ? 2000 : 8000}`]],
+  ['edge-fan-in', ['bench/fan-in.ts', `--n=${quick ? 4000 : 20000}`]],
+  ['edge-fan-in-d1-20ms', ['bench/fan-in.ts', `--n=${quick ? 4000 : 20000}`, '--d1-delay-ms=20']],
 ];
 const only = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const rows = [];
@@ -58,6 +60,10 @@ for (const label of [...new Set(rows.map((r) => r.label))]) {
     parts.push(`enqueue-only single ${med(rs.map((r) => r.enqueue_only.jobs_per_s))} jobs/s, submit round trip ${med(rs.map((r) => r.rtt_p50_ms.submit))} ms (${q('submit')} after 20 ms quiet), D1 read ${med(rs.map((r) => r.rtt_p50_ms.d1_read))} ms (${q('d1_read')}), /health ${med(rs.map((r) => r.rtt_p50_ms.health))} ms (${q('health')})`);
   }
   if (rs[0].all_readers_ms) parts.push(`all ${rs[0].readers} readers p50 ${med(rs.map((r) => r.all_readers_ms.p50))} ms p99 ${med(rs.map((r) => r.all_readers_ms.p99))} ms`, `D1 rows read per append ${med(rs.map((r) => r.rows_read_per_append))}`);
+  if (rs[0].mode === 'fan-in') {
+    const lat = (k) => med(rs.map((r) => r.latency_d1_round_trips[k]));
+    parts.push(`${rs[0].connections} connections: submits/s ${med(rs.map((r) => r.submits_per_s))}, p50 ${med(rs.map((r) => r.latency_ms.p50))} ms (${lat('p50')} D1 round trips) p99 ${med(rs.map((r) => r.latency_ms.p99))} ms (${lat('p99')}), submits per D1 batch ${med(rs.map((r) => r.submits_per_d1_batch))}, ceilings /health ${med(rs.map((r) => r.ceilings.health_per_s))}/s, a queue-object call ${med(rs.map((r) => r.ceilings.queue_object_call_per_s))}/s, exactly_once ${rs.every((r) => r.exactly_once)}`);
+  }
   if (rs[0].d1) parts.push(`d1 rows read/written per job ${med(rs.map((r) => r.d1.rows_read_per_job))}/${med(rs.map((r) => r.d1.rows_written_per_job))}`);
   process.stderr.write(`[bench] ${label} (median of ${rs.length}): ${parts.join(', ')}\n`);
 }

@@ -10,6 +10,7 @@ import { limitsOf, liveOverview, queueObject, queueParam, reader, type App } fro
 import { logLines } from '../../core/feed.ts';
 import { allow, may } from '../auth.ts';
 import { longPoll } from '../long-poll.ts';
+import { submitOne } from '../submit-lane.ts';
 import * as v from '../../core/validate.ts';
 
 const acked = (r: { absorbed: boolean }) => ({ ok: true, absorbed: r.absorbed });
@@ -30,7 +31,7 @@ export const queues = new Hono<App>()
   .get('/:queue/invocations', may('list'), async (c) =>
     c.json(pageOfJson(await reader(c).list(c.var.ns, queueParam(c), c.req.query('state') ?? 'queued', numParam(c, 'limit'), c.req.query('cursor')))))
   .post('/:queue/invocations', may('submit'), jsonBody(SubmitBody), async (c) => {
-    const out = await raise(queueObject(c, c.var.ns, queueParam(c)).submit(submitRequest(c.req.valid('json'))));
+    const out = await raise(submitOne(c, c.var.ns, queueParam(c), submitRequest(c.req.valid('json'))));
     return c.json(out, out.created ? 201 : 200);
   })
   .post('/:queue/invocations/batch', may('submit'), jsonBody(SubmitManyBody, MAX_BATCH_BODY_BYTES), async (c) => {
