@@ -1,11 +1,12 @@
-// One markdown table from JSON lines of the common format: lakeshore's (`npm run bench`) and the
+// Markdown tables from JSON lines of the common format: lakeshore's (`npm run bench`) and the
 // peers' (`../shared/peers/bench.sh`, results/<stamp>/raw.jsonl), medians over runs per case.
 //   node bench/table.mjs lakeshore.jsonl peers-raw.jsonl > table.md
 import { readFileSync } from 'node:fs';
 
-const rows = process.argv.slice(2).flatMap((f) => readFileSync(f, 'utf8').split('\n').filter(Boolean).flatMap((l) => {
+const all = process.argv.slice(2).flatMap((f) => readFileSync(f, 'utf8').split('\n').filter(Boolean).flatMap((l) => {
   try { return [JSON.parse(l)]; } catch { return []; }
-})).filter((r) => r.label && !r.fatal && !r.bench && (r.mode === 'throughput' || r.mode === 'idle'));
+})).filter((r) => r.label && !r.fatal && !r.bench);
+const rows = all.filter((r) => r.mode === 'throughput' || r.mode === 'idle');
 
 const median = (xs) => {
   const v = xs.filter((x) => typeof x === 'number' && Number.isFinite(x)).sort((a, b) => a - b);
@@ -52,7 +53,23 @@ for (const g of sorted) {
   const t = g.map((r) => r.throughput_jobs_per_s).filter((x) => typeof x === 'number');
   const jobs = r0.mode === 'idle' ? '—' : `**${f(median(t))}** [${f(Math.min(...t))}–${f(Math.max(...t))}]`;
   const lat = `${f(median(g.map((r) => r.latency_ms?.p50)), r0.mode === 'idle' ? 2 : 0)} / ${f(median(g.map((r) => r.latency_ms?.p99)), r0.mode === 'idle' ? 2 : 0)}`;
-  const what = r0.mode === 'idle' ? 'idle' : `${r0.enqueue}${r0.batch ? ` (${r0.batch})` : ''}${r0.d1_delay_ms ? `, D1 +${r0.d1_delay_ms} ms` : ''}`;
+  const what = r0.mode === 'idle' ? 'idle' : `${r0.enqueue}${r0.batch ? ` (${r0.batch})` : ''}${r0.d1_delay_ms ? `, D1 +${r0.d1_delay_ms} ms` : ''}${r0.feed_listener ? ', a feed listener' : ''}`;
   out.push(`| ${r0.system} | ${what} | ${g.length} | ${jobs} | ${lat} | ${versus(g)} | ${g.filter((r) => r.exactly_once).length}/${g.length} |`);
+}
+// Fan-in (bench/fan-in.ts): submits from C independent connections, no worker.
+const fan = new Map();
+for (const r of all.filter((x) => x.mode === 'fan-in')) {
+  const k = `${r.connections}\u0000${r.d1_delay_ms}`;
+  if (!fan.has(k)) fan.set(k, []);
+  fan.get(k).push(r);
+}
+if (fan.size) {
+  out.push('', '| fan-in | runs | submits/s (median [min–max]) | p50 / p99 ms | p50 / p99 in D1 round trips | submits per D1 batch | ceilings: /health, a queue-object call (req/s) | exactly once |', '|---|---|---|---|---|---|---|---|');
+  for (const g of fan.values()) {
+    const r0 = g[0];
+    const t = g.map((r) => r.submits_per_s);
+    const m = (get, d = 0) => f(median(g.map(get)), d);
+    out.push(`| ${r0.connections} connections${r0.d1_delay_ms ? `, D1 +${r0.d1_delay_ms} ms` : ''} | ${g.length} | **${f(median(t))}** [${f(Math.min(...t))}–${f(Math.max(...t))}] | ${m((r) => r.latency_ms.p50, 1)} / ${m((r) => r.latency_ms.p99)} | ${m((r) => r.latency_d1_round_trips.p50, 1)} / ${m((r) => r.latency_d1_round_trips.p99, 1)} | ${m((r) => r.submits_per_d1_batch, 1)} | ${m((r) => r.ceilings.health_per_s)}, ${m((r) => r.ceilings.queue_object_call_per_s)} | ${g.filter((r) => r.exactly_once).length}/${g.length} |`);
+  }
 }
 console.log(out.join('\n'));
