@@ -41,64 +41,67 @@ async function call(method: 'GET' | 'POST', path: string, body?: unknown): Promi
 }
 const submit = (queue: string, id: string) => call('POST', `/v1/ns/${ns}/queues/${queue}/invocations`, { id, envelope });
 
-// A D1 round trip at idle, the unit latencies are reported in when no delay is simulated.
-const rtts: number[] = [];
-for (let i = 0; i < 120; i++) {
-  const t0 = performance.now();
-  await call('GET', `/v1/ns/${ns}/queues/none/count`);
-  if (i >= 20) rtts.push(performance.now() - t0);
-}
-const pct = (xs: number[], p: number) => xs[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
-const d1Rtt = DELAY || pct(rtts.sort((a, b) => a - b), 50);
-/** Requests per second of `path` over the C connections for about 3 s: a ceiling of the hops it takes. */
-async function rate(path: string): Promise<number> {
-  let n = 0;
-  const end = performance.now() + 3000;
+try {
+  // A D1 round trip at idle, the unit latencies are reported in when no delay is simulated.
+  const rtts: number[] = [];
+  for (let i = 0; i < 120; i++) {
+    const t0 = performance.now();
+    await call('GET', `/v1/ns/${ns}/queues/none/count`);
+    if (i >= 20) rtts.push(performance.now() - t0);
+  }
+  const pct = (xs: number[], p: number) => xs[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
+  const d1Rtt = DELAY || pct(rtts.sort((a, b) => a - b), 50);
+  /** Requests per second of `path` over the C connections for about 3 s: a ceiling of the hops it takes. */
+  async function rate(path: string): Promise<number> {
+    let n = 0;
+    const end = performance.now() + 3000;
+    const t0 = performance.now();
+    await Promise.all(Array.from({ length: C }, async () => {
+      while (performance.now() < end) {
+        await call('GET', path);
+        n++;
+      }
+    }));
+    return Math.round(n / ((performance.now() - t0) / 1000));
+  }
+  // Ceilings over the same connections: the Worker alone (/health), and the Worker calling the
+  // queue object with no D1 (its stats): a submit takes both hops and a D1 batch besides.
+  const ceilings = { health_per_s: await rate('/health'), queue_object_call_per_s: await rate(`/v1/ns/${ns}/queues/q/stats`) };
+  // Warm every connection (and the queue object) before the clock starts.
+  await Promise.all(Array.from({ length: C }, (_, i) => submit('warm', `w${i}`)));
+  // The queue object's own counts: D1 batches and the rows D1 says they read and wrote.
+  type Stats = { batches: number; plans: number; read: number; written: number };
+  const stats = async () => (await call('GET', `/v1/ns/${ns}/queues/q/stats`)) as Stats;
+  await submit('q', 'first');
+  const s0 = await stats();
+
+  const lat: number[] = [];
+  let next = 0;
   const t0 = performance.now();
   await Promise.all(Array.from({ length: C }, async () => {
-    while (performance.now() < end) {
-      await call('GET', path);
-      n++;
+    for (let i = next++; i < N; i = next++) {
+      const s = performance.now();
+      await submit('q', `j${i}`);
+      lat.push(performance.now() - s);
     }
   }));
-  return Math.round(n / ((performance.now() - t0) / 1000));
+  const secs = (performance.now() - t0) / 1000;
+  const s1 = await stats();
+  const queued = ((await call('GET', `/v1/ns/${ns}/queues/q/count`)) as { count: number }).count - 1;
+  lat.sort((a, b) => a - b);
+  const r2 = (x: number) => +x.toFixed(2);
+  console.log(JSON.stringify({
+    system: 'lakeshore-edge', mode: 'fan-in', connections: C, n: N, d1_delay_ms: DELAY,
+    submits_per_s: Math.round(N / secs),
+    latency_ms: { p50: r2(pct(lat, 50)), p99: r2(pct(lat, 99)) },
+    latency_d1_round_trips: { unit_ms: r2(d1Rtt), p50: r2(pct(lat, 50) / d1Rtt), p99: r2(pct(lat, 99) / d1Rtt) },
+    submits_per_d1_batch: r2(N / Math.max(1, s1.batches - s0.batches)),
+    d1_rows_per_submit: { read: r2((s1.read - s0.read) / N), written: r2((s1.written - s0.written) / N) },
+    ceilings,
+    exactly_once: queued === N,
+  }));
+} finally {
+  await pool.close();
+  await plane.stop();
+  rmSync(dir, { recursive: true, force: true });
 }
-// Ceilings over the same connections: the Worker alone (/health), and the Worker calling the
-// queue object with no D1 (its stats): a submit takes both hops and a D1 batch besides.
-const ceilings = { health_per_s: await rate('/health'), queue_object_call_per_s: await rate(`/v1/ns/${ns}/queues/q/stats`) };
-// Warm every connection (and the queue object) before the clock starts.
-await Promise.all(Array.from({ length: C }, (_, i) => submit('warm', `w${i}`)));
-// The queue object's own counts: D1 batches and the rows D1 says they read and wrote.
-type Stats = { batches: number; plans: number; read: number; written: number };
-const stats = async () => (await call('GET', `/v1/ns/${ns}/queues/q/stats`)) as Stats;
-await submit('q', 'first');
-const s0 = await stats();
-
-const lat: number[] = [];
-let next = 0;
-const t0 = performance.now();
-await Promise.all(Array.from({ length: C }, async () => {
-  for (let i = next++; i < N; i = next++) {
-    const s = performance.now();
-    await submit('q', `j${i}`);
-    lat.push(performance.now() - s);
-  }
-}));
-const secs = (performance.now() - t0) / 1000;
-const s1 = await stats();
-const queued = ((await call('GET', `/v1/ns/${ns}/queues/q/count`)) as { count: number }).count - 1;
-lat.sort((a, b) => a - b);
-await pool.close();
-await plane.stop();
-rmSync(dir, { recursive: true, force: true });
-const r2 = (x: number) => +x.toFixed(2);
-console.log(JSON.stringify({
-  system: 'lakeshore-edge', mode: 'fan-in', connections: C, n: N, d1_delay_ms: DELAY,
-  submits_per_s: Math.round(N / secs),
-  latency_ms: { p50: r2(pct(lat, 50)), p99: r2(pct(lat, 99)) },
-  latency_d1_round_trips: { unit_ms: r2(d1Rtt), p50: r2(pct(lat, 50) / d1Rtt), p99: r2(pct(lat, 99) / d1Rtt) },
-  submits_per_d1_batch: r2(N / Math.max(1, s1.batches - s0.batches)),
-  d1_rows_per_submit: { read: r2((s1.read - s0.read) / N), written: r2((s1.written - s0.written) / N) },
-  ceilings,
-  exactly_once: queued === N,
-}));
