@@ -70,7 +70,7 @@ try {
   // Warm every connection (and the queue object) before the clock starts.
   await Promise.all(Array.from({ length: C }, (_, i) => submit('warm', `w${i}`)));
   // The queue object's own counts: D1 batches and the rows D1 says they read and wrote.
-  type Stats = { batches: number; plans: number; read: number; written: number };
+  type Stats = { batches: number; plans: number; read: number; written: number; calls: number };
   const stats = async () => (await call('GET', `/v1/ns/${ns}/queues/q/stats`)) as Stats;
   await submit('q', 'first');
   const s0 = await stats();
@@ -96,6 +96,7 @@ try {
     latency_ms: { p50: r2(pct(lat, 50)), p99: r2(pct(lat, 99)) },
     latency_d1_round_trips: { unit_ms: r2(d1Rtt), p50: r2(pct(lat, 50) / d1Rtt), p99: r2(pct(lat, 99) / d1Rtt) },
     submits_per_d1_batch: r2(N / Math.max(1, s1.batches - s0.batches)),
+    submits_per_queue_object_call: r2(N / Math.max(1, s1.calls - s0.calls)),
     d1_rows_per_submit: { read: r2((s1.read - s0.read) / N), written: r2((s1.written - s0.written) / N) },
     ceilings,
     exactly_once: queued === N,
