@@ -146,7 +146,7 @@ class Cron:
 
     def _shifts(self, a: float, b: float) -> bool:
         """Whether the zone's offset differs between the moments a and b (s)."""
-        return datetime.fromtimestamp(a, self.zone).utcoffset() != datetime.fromtimestamp(b, self.zone).utcoffset()
+        return self._offset(a) != self._offset(b)
 
     def _instants(self, w: datetime) -> list:
         """Where a wall-clock tick `w` runs, in epoch s: none, one, or two (a time that occurs twice)."""
@@ -162,12 +162,17 @@ class Cron:
             return [hi]
         return [ta] if ta == tb or self.fixed else [ta, tb]
 
+    def _offset(self, at: float) -> float:
+        off = datetime.fromtimestamp(at, self.zone).utcoffset()
+        return off.total_seconds() if off is not None else 0.0
+
     def _walk(self, ms: int, forward: bool) -> Optional[int]:
         s = ms / 1000
-        # Near a transition, a tick's wall time and its moment are not in the same order: start
-        # a few hours back (or ahead) and keep the nearest moment past `ms`.
-        away = -_HOURS if forward else _HOURS
-        start = self._wall(ms + 1000 * away) if self._shifts(s - _HOURS, s + _HOURS) else self._wall(ms if forward else ms + 1)
+        # Across a fall back, wall times repeat: a tick whose wall time is up to the shift before
+        # `ms`'s may still come after it (and the other way round). Near a transition the walk
+        # starts that far back (or ahead) and keeps the nearest moment past `ms`.
+        shift = abs(self._offset(s + _HOURS) - self._offset(s - _HOURS))
+        start = self._wall(ms - 1000 * shift) if forward else self._wall(ms + 1 + 1000 * shift)
         it = _croniter(self.expr, start, second_at_beginning=True)
         best: Optional[float] = None
         for _ in range(100_000):
@@ -179,8 +184,15 @@ class Cron:
             if ts:
                 t = min(ts) if forward else max(ts)
                 best = t if best is None else (min(best, t) if forward else max(best, t))
+            if best is None:
+                continue
+            # Done once no transition lies between `ms` and a shift past the best tick: no wall
+            # time still to come can then land nearer.
+            far = best + _HOURS if forward else best - _HOURS
+            if self._offset(s) == self._offset(far):
+                break
             edge = w.replace(tzinfo=self.zone).timestamp()
-            if best is not None and (edge > best + _HOURS if forward else edge < best - _HOURS):
+            if edge > far if forward else edge < far:
                 break
         return None if best is None else round(best * 1000)
 
