@@ -150,13 +150,18 @@ async function coordinator() {
     result.throughput_jobs_per_s = +(TOTAL / (result.drain_s as number)).toFixed(1);
   } else {
     tFirst = now();
+    // Each submit's own round trip, in this same pause-then-submit rhythm: the floor an idle pickup stands on.
+    const rtt: number[] = [];
     for (let seq = 0; seq < TOTAL; seq++) {
       const started = next(`start:${seq}`);
       tEnq[seq] = now();
       await d.submit(queue, env(seq), { id: `j${seq}` });
+      rtt.push(now() - tEnq[seq]!);
       await started;
       await new Promise((r) => setTimeout(r, Math.random() * 50));
     }
+    rtt.sort((a, b) => a - b);
+    result.submit_rtt_ms = { p50: pct(rtt, 50), p99: pct(rtt, 99) };
   }
   const report = next('report');
   child.send({ type: 'report' });
