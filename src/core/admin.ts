@@ -4,7 +4,7 @@
  */
 import type { Committer } from './committer.ts';
 import { badRequest } from './errors.ts';
-import { cronOf, zoneOf } from './cron.ts';
+import { cronOf, storedCron, zoneOf } from './cron.ts';
 import type { Limits } from './limits.ts';
 import type { Parking } from './park.ts';
 import { settingsInput, type SettingsRequest } from './requests.ts';
@@ -14,7 +14,7 @@ import { purgePlan, type Purged } from './sql/purge.ts';
 
 /** Finished jobs of one state one retention batch deletes at most. */
 export const PURGE_BATCH = 500;
-import { dueSchedulesPlan, listSchedulesPlan, removeSchedulePlan, setSchedulePlan, tickPlan } from './sql/schedules.ts';
+import { dueSchedulesPlan, listSchedulesPlan, parkSchedulePlan, removeSchedulePlan, setSchedulePlan, tickPlan } from './sql/schedules.ts';
 import type { QueueInfo, Schedule } from './types.ts';
 import * as v from './validate.ts';
 import { keys } from './waiters.ts';
@@ -141,7 +141,13 @@ export class Admin {
     const now = this.o.now();
     let created = 0;
     for (const s of await this.o.committer.run(dueSchedulesPlan(now, ns, queue))) {
-      const cron = cronOf(s.cron, s.timezone);
+      const cron = storedCron(s.cron, s.timezone);
+      if (!cron) {
+        // One unreadable row must not keep the alarm firing or stop the others: it stops ticking.
+        console.error(`schedule ${JSON.stringify(s.name)} of queue ${JSON.stringify(queue)}: cron ${JSON.stringify(s.cron)} cannot be read; it will not fire until it is set again`);
+        await this.o.committer.run(parkSchedulePlan(now, ns, s));
+        continue;
+      }
       const tick = cron.previousRuns(1, new Date(now + 1))[0]?.getTime() ?? s.nextAt;
       const next = cron.nextRun(new Date(now))?.getTime() ?? Number.MAX_SAFE_INTEGER;
       const id = await this.o.committer.run(tickPlan(now, ns, s, Math.max(tick, s.nextAt), next));

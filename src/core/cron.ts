@@ -67,3 +67,15 @@ export function cronOf(expr: unknown, timezone: string | null): Cron {
     throw badRequest(`cron ${JSON.stringify(expr)} is not valid: ${e instanceof Error ? e.message : String(e)}`);
   }
 }
+
+/**
+ * A stored expression, for firing: read by croner as it was when it was set (an expression set
+ * before the portable check existed still fires on the Node planes); null when croner cannot.
+ */
+export function storedCron(expr: string, timezone: string | null): Cron | null {
+  try {
+    return new Cron(expr.trim(), { paused: true, ...(timezone ? { timezone } : {}) });
+  } catch {
+    return null;
+  }
+}

@@ -56,4 +56,21 @@ describe('the alarm drives delays, TTLs and schedules', () => {
     expect((await p.get('b')).body.state).toBe('delayed');
     expect(await alarmOf(stub)).toBe((await p.get('b')).body.run_at);
   });
+
+  it('survives a schedule it cannot read: the others fire, and the bad one stops ticking', async () => {
+    const p = plane();
+    await call('PUT', `/v1/ns/${p.ns}/queues/q/schedules/good`, { cron: '* * * * * *', envelope: b64('tick') });
+    // A row no plane can read (as a corrupted or hand-edited one would be), due now beside the good one.
+    await env.DB.prepare(`INSERT INTO schedules (ns, queue, name, cron, envelope, priority, next_at, created_at, updated_at)
+      VALUES (?1, 'q', 'bad', 'not a cron', X'00', 0, 1, 1, 1)`).bind(p.ns).run();
+    await env.DB.prepare(`UPDATE schedules SET next_at = 1 WHERE ns = ?1 AND name = 'good'`).bind(p.ns).run();
+    const stub = queueStub(p.ns, 'q');
+    await runInDurableObject(stub, (o) => o.forgetHints());
+    expect(await runDurableObjectAlarm(stub)).toBe(true);
+    expect((await p.count('q')).body.count).toBe(1); // the good schedule's tick
+    const listed = (await call('GET', `/v1/ns/${p.ns}/queues/q/schedules`)).body.schedules as { name: string; next_at: number }[];
+    expect(listed.find((x) => x.name === 'bad')!.next_at).toBe(Number.MAX_SAFE_INTEGER);
+    expect(listed.find((x) => x.name === 'good')!.next_at).toBeGreaterThan(Date.now() - 5_000);
+    expect(await alarmOf(stub)).not.toBe(1);
+  });
 });

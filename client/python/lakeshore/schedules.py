@@ -25,6 +25,7 @@ class ScheduleVerbs:
     """Mixed into Dispatch: uses its _run, _sql, clock, feed and recent."""
 
     _cron_warned = False
+    _unread_warned: set = set()
 
     def _syntax(self) -> "cron._Syntax":
         s = getattr(self, "_cron_syntax", None)
@@ -63,10 +64,11 @@ class ScheduleVerbs:
             raise NotFound("schedule %s of queue %s not found" % (json.dumps(n), json.dumps(queue)))
 
     def _fire(self, queue: str) -> Optional[int]:
-        """Submits the queue's due ticks (src/core/admin.ts fire); answers its next tick, or None."""
+        """Submits the queue's due ticks (src/core/admin.ts fire); answers when the next one is due, or None."""
         now = int(time.time() * 1000)
         due = self._run("due_schedules", {"queue": queue, "now": now})[0]
         created = 0
+        unread = set()
         for s in due:
             try:
                 c = cron.Cron(self._syntax(), s["cron"], s["timezone"])
@@ -75,7 +77,11 @@ class ScheduleVerbs:
                     ScheduleVerbs._cron_warned = True
                     sys.stderr.write("lakeshore: %s (queue %s has schedules)\n" % (e, json.dumps(queue)))
                 return None
-            except Exception:  # an expression this plane cannot read: the planes that can fire it
+            except Exception as e:  # set before the portable check, by a Node process: the Node planes fire it
+                unread.add(s["name"])
+                if s["name"] not in ScheduleVerbs._unread_warned:
+                    ScheduleVerbs._unread_warned.add(s["name"])
+                    sys.stderr.write("lakeshore: schedule %s of queue %s is not fired here: %s\n" % (json.dumps(s["name"]), json.dumps(queue), e))
                 continue
             tick = max(c.latest_upto(now) or int(s["next_at"]), int(s["next_at"]))
             nxt = c.next_after(now) or _MAX
@@ -85,7 +91,8 @@ class ScheduleVerbs:
                 created += 1
                 self.feed.told(queue, [{"id": made[0]["id"], "status": "queued", "attempt": 0, "submitted": True, "envelope": bytes(s["envelope"])}])
         rows = self._run("list_schedules", {"queue": queue})[0]
-        return min((int(r["next_at"]) for r in rows), default=None)
+        # A schedule this plane cannot read is left as it is, and does not wake this clock.
+        return min((int(r["next_at"]) for r in rows if r["name"] not in unread), default=None)
 
 
 def cron_zone(syntax: "cron._Syntax", zone: str) -> str:

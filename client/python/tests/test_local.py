@@ -111,6 +111,20 @@ class LocalPlane(unittest.TestCase):
         with self.assertRaises(ls.NotFound):
             d.remove_schedule("tick", "nope")
 
+    def test_a_schedule_it_cannot_read_is_left_alone_and_does_not_spin_its_clock(self):
+        d = self.d
+        d.set_schedule("tick2", "good", cron="* * * * * *", envelope=b"t")
+        # A row set by another plane in a form this one cannot read, due since long ago.
+        d._db.execute("INSERT INTO schedules (ns, queue, name, cron, envelope, priority, next_at, created_at, updated_at) "
+                      "VALUES (?, 'tick2', 'other', '0 0 1W * *', X'00', 0, 1, 1, 1)", (d.namespace,))
+        self.assertIsNotNone(d.claim("tick2", "w", wait=5))  # the readable one fires
+        deadline = time.time() + 5
+        while time.time() < deadline and (d.clock.at.get("tick2") or 0) <= 1:
+            time.sleep(0.01)
+        self.assertGreater(d.clock.at["tick2"], time.time() * 1000 - 5000)  # next pass: the good tick's, not the unread row's
+        other = [s for s in d.list_schedules("tick2") if s["name"] == "other"][0]
+        self.assertEqual(other["next_at"], 1)  # left for a plane that reads it
+
     def test_without_croniter_a_schedule_says_what_to_install(self):
         from lakeshore import cron
         saved, cron._croniter = cron._croniter, None

@@ -72,3 +72,15 @@ export const tickPlan = (now: number, ns: string, s: Schedule, tick: number, nex
   ],
   done: ([ins]) => (ins!.rows.length ? String(ins!.rows[0]!.id) : null),
 });
+
+/**
+ * A schedule whose stored expression this plane cannot read any more moves its next tick to never
+ * (guarded by the tick it was due at), so one bad row does not keep the queue's alarm firing.
+ */
+export const parkSchedulePlan = (now: number, ns: string, s: Schedule): Plan<void> => ({
+  stmts: [
+    stmt(`UPDATE schedules SET next_at = ?4, updated_at = ?5 WHERE ns = ?1 AND queue = ?2 AND name = ?3 AND next_at = ?6`,
+      ns, s.queue, s.name, Number.MAX_SAFE_INTEGER, now, s.nextAt),
+  ],
+  done: () => undefined,
+});
