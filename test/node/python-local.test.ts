@@ -31,6 +31,13 @@ function python(code: string, args: string[] = []): Promise<string> {
 
 const homeEnv = (home: string, ns: string) => ({ ...process.env, LAKESHORE_URL: '', LAKESHORE_TOKEN: '', LAKESHORE_HOME: home, LAKESHORE_NAMESPACE: ns });
 
+/** A fresh $LAKESHORE_HOME and namespace: its shared file, and the environment the CLI runs with. */
+function sharedFile() {
+  const home = tempDir('lakeshore-pyfile-');
+  const ns = freshNs();
+  return { home, ns, file: join(home, 'dispatch.sqlite'), env: homeEnv(home, ns) };
+}
+
 describe('Python and Node on one file', () => {
   it('the SQL the Python plane runs is the core\'s (sql.json is current)', () => {
     const r = spawnSync(process.execPath, ['--experimental-strip-types', '--no-warnings', join(ROOT, 'scripts', 'python-sql.ts'), '--check'], { encoding: 'utf8' });
@@ -38,9 +45,7 @@ describe('Python and Node on one file', () => {
   });
 
   it('a Python producer\'s job runs on a Node worker, its result waited for in Python', async () => {
-    const home = tempDir('lakeshore-pyfile-');
-    const ns = freshNs();
-    const file = join(home, 'dispatch.sqlite');
+    const { ns, file, env } = sharedFile();
     // Python submits and waits for the result (polling the file); the Node worker starts after.
     const waiting = python(`
 import sys, lakeshore as ls
@@ -48,7 +53,7 @@ d = ls.Dispatch(sys.argv[1], ns=sys.argv[2])
 d.submit("jobs", ls.encode_envelope("add", [2, 3]), id="from-python")
 print(d.result("from-python", timeout=60).decode())
 `, [file, ns]);
-    const r = await cli(['worker', 'once', '--queue', 'jobs', '--module', HANDLERS], homeEnv(home, ns));
+    const r = await cli(['worker', 'once', '--queue', 'jobs', '--module', HANDLERS], env);
     expect(r.code, r.stderr).toBe(0);
     expect((await waiting).trim()).toBe('5');
     const d = new Dispatch(file, { namespace: ns });
@@ -57,10 +62,7 @@ print(d.result("from-python", timeout=60).decode())
   }, 60_000);
 
   it('a schedule the Node CLI set fires in a Python process that works the queue, and the other way round', async () => {
-    const home = tempDir('lakeshore-pyfile-');
-    const ns = freshNs();
-    const file = join(home, 'dispatch.sqlite');
-    const env = homeEnv(home, ns);
+    const { ns, file, env } = sharedFile();
     // The CLI sets a schedule and exits: no Node process has the plane open when its ticks come due.
     const set = await cli(['schedule', 'set', 'cron-py', 'each-second', '--cron', '* * * * * *', '--fn', 'add', '--args', '[1, 2]'], env);
     expect(set.code, set.stderr).toBe(0);
@@ -81,10 +83,7 @@ d.set_schedule("cron-node", "each-second", cron="* * * * * *", envelope=ls.encod
   }, 60_000);
 
   it('a Node producer\'s job runs on a Python worker; a Node worker waiting on a claim wakes for a Python submit', async () => {
-    const home = tempDir('lakeshore-pyfile-');
-    const ns = freshNs();
-    const file = join(home, 'dispatch.sqlite');
-    const env = homeEnv(home, ns);
+    const { ns, file, env } = sharedFile();
     const id = (await cli(['submit', 'gen', 'count', '[3]'], env)).stdout.trim();
     await python(`
 import sys, lakeshore as ls
@@ -115,9 +114,7 @@ print(h.result(timeout=60))
   }, 60_000);
 
   it('claimers in Python and Node racing on one file never get the same job', async () => {
-    const home = tempDir('lakeshore-pyfile-');
-    const ns = freshNs();
-    const file = join(home, 'dispatch.sqlite');
+    const { ns, file } = sharedFile();
     const d = new Dispatch(file, { namespace: ns });
     const N = 2000;
     for (let i = 0; i < N; i += 500) await d.submitMany('race', Array.from({ length: 500 }, (_, k) => ({ envelope: encodeEnvelope({ fn: 'f' }), opts: { id: `r${i + k}` } })));
