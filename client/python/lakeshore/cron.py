@@ -80,6 +80,8 @@ def zone_of(syntax: _Syntax, name: str) -> str:
 
 _NAMES = {n: i for i, n in enumerate(["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"])}
 _NAMES.update({n: i + 1 for i, n in enumerate(["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"])})
+# What each nickname of the portable language stands for (croniter reads them, but not with a seconds field).
+_NICKNAMES = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *", "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@hourly": "0 * * * *"}
 _HOURS = 3 * 3600  # past any zone's DST shift: how far around a transition ticks are looked for
 
 
@@ -89,9 +91,7 @@ def _value(v: str) -> int:
 
 def _fields(expr: str) -> list:
     """The 6 fields (seconds first) of an expression in the portable language."""
-    t = expr.strip().lower()
-    nick = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *", "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@hourly": "0 * * * *"}
-    f = nick.get(t, expr.strip()).split()
+    f = _NICKNAMES.get(expr.strip().lower(), expr.strip()).split()
     f = f if len(f) == 6 else ["0"] + f
     f[5] = ",".join(_sunday(x) for x in f[5].split(","))
     return f

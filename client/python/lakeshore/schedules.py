@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
-from . import cron
+from . import cron as cronlib  # `cron` is set_schedule's parameter, as the contract names it
 from .checks import _name, _number, _text
 from .errors import BadRequest, NotFound, PayloadTooLarge
 
@@ -22,15 +22,15 @@ def _schedule(r: Any) -> Dict[str, Any]:
 
 
 class ScheduleVerbs:
-    """Mixed into Dispatch: uses its _run, _sql, clock, feed and recent."""
+    """Mixed into Dispatch: uses its _run, _sql, _limits, clock and feed."""
 
     _cron_warned = False
     _unread_warned: set = set()
 
-    def _syntax(self) -> "cron._Syntax":
+    def _syntax(self) -> "cronlib._Syntax":
         s = getattr(self, "_cron_syntax", None)
         if s is None:
-            s = self._cron_syntax = cron._Syntax(self._sql["cron_syntax"])
+            s = self._cron_syntax = cronlib._Syntax(self._sql["cron_syntax"])
         return s
 
     def set_schedule(self, queue: str, name: str, *, cron: str, envelope: bytes, timezone: Optional[str] = None, priority: float = 0.0) -> Dict[str, Any]:
@@ -39,8 +39,8 @@ class ScheduleVerbs:
         the IANA `timezone` (default UTC). Needs croniter (`pip install 'lakeshore[cron]'`)."""
         queue = _name("queue", queue)
         n = _name("schedule name", name)
-        zone = None if timezone is None else cron_zone(self._syntax(), _text("timezone", timezone, 64))
-        c = _cron(self._syntax(), cron, zone)
+        zone = None if timezone is None else cronlib.zone_of(self._syntax(), _text("timezone", timezone, 64))
+        c = cronlib.Cron(self._syntax(), cron, zone)
         envelope = bytes(envelope)
         if len(envelope) > self._limits["envelope_bytes"]:
             raise PayloadTooLarge("envelope is %d bytes; at most %d" % (len(envelope), self._limits["envelope_bytes"]))
@@ -71,8 +71,8 @@ class ScheduleVerbs:
         unread = set()
         for s in due:
             try:
-                c = cron.Cron(self._syntax(), s["cron"], s["timezone"])
-            except cron.CronUnavailable as e:
+                c = cronlib.Cron(self._syntax(), s["cron"], s["timezone"])
+            except cronlib.CronUnavailable as e:
                 if not ScheduleVerbs._cron_warned:  # set by a Node process on this file: it fires them itself
                     ScheduleVerbs._cron_warned = True
                     sys.stderr.write("lakeshore: %s (queue %s has schedules)\n" % (e, json.dumps(queue)))
@@ -94,10 +94,3 @@ class ScheduleVerbs:
         # A schedule this plane cannot read is left as it is, and does not wake this clock.
         return min((int(r["next_at"]) for r in rows if r["name"] not in unread), default=None)
 
-
-def cron_zone(syntax: "cron._Syntax", zone: str) -> str:
-    return cron.zone_of(syntax, zone)
-
-
-def _cron(syntax: "cron._Syntax", expr: Any, zone: Optional[str]) -> "cron.Cron":
-    return cron.Cron(syntax, expr, zone)
