@@ -52,9 +52,9 @@ for (const label of [...new Set(rows.map((r) => r.label))]) {
   const rs = rows.filter((r) => r.label === label);
   const parts = [];
   if (rs[0].throughput_jobs_per_s !== undefined) parts.push(`jobs/s ${med(rs.map((r) => r.throughput_jobs_per_s))}`);
-  if (rs[0].latency_ms) parts.push(`p50 ${med(rs.map((r) => r.latency_ms.p50))} ms`, `p99 ${med(rs.map((r) => r.latency_ms.p99))} ms`);
+  if (rs[0].latency_ms && rs[0].mode !== 'fan-in') parts.push(`p50 ${med(rs.map((r) => r.latency_ms.p50))} ms`, `p99 ${med(rs.map((r) => r.latency_ms.p99))} ms`);
   if (rs[0].submit_rtt_ms) parts.push(`the submit's own round trip p50 ${med(rs.map((r) => r.submit_rtt_ms.p50))} ms`);
-  if (rs[0].exactly_once !== undefined) parts.push(`exactly_once ${rs.every((r) => r.exactly_once)}`);
+  if (rs[0].exactly_once !== undefined && rs[0].mode !== 'fan-in') parts.push(`exactly_once ${rs.every((r) => r.exactly_once)}`);
   if (rs[0].rss_mb) parts.push(`rss ${med(rs.map((r) => r.rss_mb.depth_10k))} -> ${med(rs.map((r) => r.rss_mb.depth_200k))} MB`);
   if (rs[0].enqueue_only) {
     const q = (k) => med(rs.map((r) => r.rtt_after_20ms_quiet_p50_ms?.[k]));
