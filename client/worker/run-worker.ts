@@ -7,7 +7,7 @@ import { defaultDispatch } from '../default.ts';
 import { loadJobContext } from './context.ts';
 import type { Claimed, DispatchPlane } from '../types.ts';
 import { LakeshoreError, TimeoutError } from '../errors.ts';
-import { runJob, type JobOutcome, type OnDone } from './job.ts';
+import { HardStop, runJob, type JobOutcome, type OnDone } from './job.ts';
 import { Prefetch } from './prefetch.ts';
 import { LogShipper } from './logs.ts';
 import type { Mounts } from './mount.ts';
@@ -103,7 +103,7 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
   await loadJobContext();
   const concurrency = Math.max(1, opts.concurrency ?? 1);
   const stop = opts.stop ?? new AbortController().signal;
-  const hard = new AbortController();
+  const hard = new HardStop();
   const log = opts.log ?? (() => {});
   const leaseMs = opts.leaseMs ?? null;
   // Acks of finished jobs wait here for the next claim on their queue and go with it (one
@@ -124,7 +124,7 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
   const jobOpts = {
     dispatch: d, ack, workerId, registry: opts.registry ?? {}, root: opts.root ?? process.cwd(),
     allowImport: opts.allowImport ?? d.inProcess === true, retries: opts.retries ?? Infinity, timeLimitMs: opts.timeLimitMs ?? null,
-    heartbeatMs: opts.heartbeatMs ?? Math.max(200, Math.floor((leaseMs ?? 30_000) / 3)), leaseMs, hardStop: hard.signal, log, onDone: opts.onDone,
+    heartbeatMs: opts.heartbeatMs ?? Math.max(200, Math.floor((leaseMs ?? 30_000) / 3)), leaseMs, hardStop: hard, log, onDone: opts.onDone,
     logs: new LogShipper(d, workerId),
     mounts: opts.code === 'mount' ? await mountsFor(d, opts.codeHome) : null,
   };
@@ -267,7 +267,7 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
   const grace = opts.graceMs ?? 30_000;
   const onStop = () => {
     log(`stopping: no more claims; waiting up to ${grace} ms for running jobs`);
-    setTimeout(() => hard.abort(), grace).unref();
+    setTimeout(() => hard.stop(), grace).unref();
   };
   stop.addEventListener('abort', onStop, { once: true });
   try {

@@ -1,0 +1,38 @@
+/**
+ * A worker told to stop claims no more and waits its grace for running jobs; past it, the hard
+ * stop aborts every running job's AbortSignal, their jobs go back to the queue (nack with retry),
+ * and runWorker returns. On both planes.
+ */
+import { describe, expect, it } from 'vitest';
+import { until } from '../support/wait.ts';
+import { currentJob, encodeEnvelope, runWorker } from '../../client/local/index.ts';
+import { bothPlanes } from './setup/client.ts';
+
+describe.each(bothPlanes('stop'))('stopping a worker on the %s plane', (_name, make) => {
+  it('past the grace, every running job is aborted as a shutdown and goes back to the queue', async () => {
+    const d = make();
+    for (const id of ['a', 'b', 'c']) await d.submit('q', encodeEnvelope({ fn: 'hold', args: [] }), { id });
+    const stop = new AbortController();
+    const started = new Set<string>();
+    const reasons = new Map<string, string>();
+    const outcomes = new Map<string, string>();
+    // Each job holds until its own signal aborts (it never settles otherwise).
+    const hold = () => {
+      const job = currentJob();
+      started.add(job.id);
+      return new Promise((_, reject) => job.signal.addEventListener('abort', () => {
+        reasons.set(job.id, (job.signal.reason as Error).message);
+        reject(job.signal.reason);
+      }));
+    };
+    const ran = runWorker('q', { dispatch: d, concurrency: 3, registry: { hold }, stop: stop.signal, graceMs: 100, onJob: (id, outcome) => outcomes.set(id, outcome) });
+    await until(() => started.size === 3, 'three running jobs');
+    stop.abort();
+    const returned = await Promise.race([ran.then(() => true), new Promise((r) => setTimeout(() => r(false), 15_000))]);
+    expect(returned, 'runWorker returned after the grace').toBe(true);
+    expect([...reasons.values()]).toEqual(Array(3).fill('the worker is shutting down'));
+    expect(Object.fromEntries(outcomes)).toEqual({ a: 'retried', b: 'retried', c: 'retried' });
+    expect(await d.count('q', 'queued')).toBe(3);
+    await d.close();
+  });
+});
