@@ -31,6 +31,21 @@ const dec = new TextDecoder();
 export const utf8 = (s: string): Uint8Array => enc.encode(s);
 export const fromUtf8 = (b: Uint8Array): string => dec.decode(b);
 
+const strict = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/**
+ * The bytes as text when they are UTF-8 that turns back into exactly these bytes (no NUL, the
+ * BOM kept), else null. Envelopes are stored as such text where they can be (sql/submit.ts).
+ */
+export function asText(b: Uint8Array): string | null {
+  if (b.indexOf(0) !== -1) return null;
+  try {
+    return strict.decode(b);
+  } catch {
+    return null;
+  }
+}
+
 /** Bytes -> lowercase hex, the form bytes take inside a JSON statement parameter (SQL `unhex`). */
 export function toHex(b: Uint8Array): string {
   let s = '';

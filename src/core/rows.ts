@@ -3,10 +3,12 @@ import type { InvocationRow } from './schema.ts';
 import type { State } from './states.ts';
 import type { Invocation, InvocationError, JournalFrame, Outcome } from './types.ts';
 import type { FrameKind } from './frame.ts';
+import { utf8 } from './bytes.ts';
 
 export function asBytes(v: unknown): Uint8Array | null {
   if (v === null || v === undefined) return null;
   if (v instanceof Uint8Array) return v;
+  if (typeof v === 'string') return utf8(v); // an envelope stored as text (sql/submit.ts)
   if (v instanceof ArrayBuffer) return new Uint8Array(v);
   if (Array.isArray(v)) return Uint8Array.from(v as number[]);
   if (ArrayBuffer.isView(v)) return new Uint8Array(v.buffer, v.byteOffset, v.byteLength);

@@ -69,6 +69,29 @@ export function conformance(planeName: string, makePlane: PlaneFactory, lacks: R
         expect(await d.get('a')).toMatchObject({ state: 'succeeded', attempt: 1, workerId: 'w', leaseUntil: null });
       });
 
+      it('an envelope is bytes: UTF-8 or not, it comes back exactly as submitted', async () => {
+        // Planes may store UTF-8 envelopes as text (sql/submit.ts); none of these may change on the way.
+        const envs: Record<string, Uint8Array> = {
+          utf8: bytes('{"fn":"f","args":["é","日本",null]}'),
+          bom: new Uint8Array([0xef, 0xbb, 0xbf, 0x7b, 0x7d]),
+          nul: new Uint8Array([0x7b, 0x00, 0x7d]),
+          binary: new Uint8Array([0xff, 0xfe, 0x00, 0x80, 0x41]),
+          surrogate: new Uint8Array([0xed, 0xa0, 0x80]),
+          truncated: new Uint8Array([0x41, 0xe6, 0x97]),
+          empty: new Uint8Array(),
+        };
+        const names = Object.keys(envs);
+        await d.submit('q', envs.utf8!, { id: 'one-utf8' });
+        await d.submit('q', envs.binary!, { id: 'one-binary' });
+        const many = await d.submitMany('q', names.map((n) => ({ envelope: envs[n]!, opts: { id: n } })));
+        expect(many.every((r) => 'id' in r)).toBe(true);
+        const claimed = new Map((await d.claimMany('q', 'w', 20)).map((c) => [c.id, [...c.envelope]]));
+        expect(Object.fromEntries(claimed)).toEqual({
+          'one-utf8': [...envs.utf8!], 'one-binary': [...envs.binary!], ...Object.fromEntries(names.map((n) => [n, [...envs[n]!]])),
+        });
+        for (const n of names) expect([...(await d.get(n))!.envelope], n).toEqual([...envs[n]!]);
+      });
+
       it('ack without a result answers null bytes', async () => {
         await d.submit('q', bytes('x'), { id: 'a' });
         await d.claim('q', 'w');

@@ -25,3 +25,19 @@ def decode_envelope(data: bytes) -> Dict[str, Any]:
     env.setdefault("args", [])
     env.setdefault("kwargs", {})
     return env
+
+
+def stored(data: bytes) -> Any:
+    """How the planes store an envelope (the core's sql/submit.ts): as text where it is UTF-8 that
+    turns back into exactly these bytes (no NUL), else as bytes. Text crosses D1's JSON as itself."""
+    if b"\x00" in data:
+        return bytes(data)
+    try:
+        return bytes(data).decode("utf-8")
+    except UnicodeDecodeError:
+        return bytes(data)
+
+
+def unstored(value: Any) -> bytes:
+    """A stored envelope (text or bytes, whichever plane wrote it) as its bytes."""
+    return value.encode("utf-8") if isinstance(value, str) else bytes(value or b"")

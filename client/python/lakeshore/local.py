@@ -28,6 +28,7 @@ from .journal import JournalVerbs
 from .operators import OperatorVerbs
 from .schedules import ScheduleVerbs
 from .clock import QueueClock
+from .envelope import stored, unstored
 from .views import Recent, ViewVerbs
 
 with open(os.path.join(os.path.dirname(__file__), "sql.json"), encoding="utf-8") as _f:
@@ -168,13 +169,13 @@ class Dispatch(ClaimMachinery, JournalVerbs, ObserveVerbs, OperatorVerbs, Schedu
         due = now + wait if wait is not None else _moment("run_at", run_at, now)
         life = _duration("ttl", _ms(_number("ttl", ttl)), 1) if ttl is not None else None
         values = {"queue": queue, "id": inv_id, "key": None if key is None else _text("key", key), "priority": _number("priority", priority),
-                  "parent": None if parent is None else _text("parent", parent), "envelope": bytes(envelope),
+                  "parent": None if parent is None else _text("parent", parent), "envelope": stored(envelope),
                   "run_at": due if due is not None and due > now else None,
                   "expires_at": now + life if life is not None else _moment("expires_at", expires_at, now),
                   "max_attempts": None if max_attempts is None else _int("max_attempts", max_attempts, 1, 1000), "now": now}
         made = self._run("submit", values)[0]
         if made:
-            self.feed.told(queue, [{"id": inv_id, "status": made[0]["state"], "attempt": 0, "submitted": True, "envelope": values["envelope"]}])
+            self.feed.told(queue, [{"id": inv_id, "status": made[0]["state"], "attempt": 0, "submitted": True, "envelope": bytes(envelope)}])
             return inv_id
         by_key, by_id = self._run("submit_existing", values)
         if by_key:
@@ -214,7 +215,7 @@ class Dispatch(ClaimMachinery, JournalVerbs, ObserveVerbs, OperatorVerbs, Schedu
         out = {k: r.get(k) for k in ("id", "queue", "key", "priority", "parent", "state", "attempt", "worker_id", "lease_until",
                                       "created_at", "updated_at", "started_at", "finished_at", "run_at", "expires_at", "max_attempts")}
         out["namespace"] = r["ns"]
-        out["envelope"] = bytes(r["envelope"] or b"")
+        out["envelope"] = unstored(r["envelope"])
         out["result"] = None if r["result"] is None else bytes(r["result"])
         out["error"] = None if r["error"] is None else json.loads(r["error"])
         return out

@@ -1,6 +1,6 @@
 /** claim: queued -> running for one worker, up to a limit of rows, in one guarded UPDATE. */
 import { stmt, type Stmt } from '../port.ts';
-import { fromHex } from '../bytes.ts';
+import { fromHex, utf8 } from '../bytes.ts';
 import type { Claimed, ClaimKind } from '../types.ts';
 import type { Hints } from '../hints.ts';
 
@@ -12,10 +12,12 @@ export interface ClaimInput {
 }
 
 /**
- * The envelope comes back as hex: D1 carries a blob over JSON as an array of numbers, which
- * costs several times the bytes and most of a claim's parse time; hex is two characters a byte.
+ * The envelope comes back as it is stored (sql/submit.ts): text as itself, a blob as hex (D1
+ * carries a blob over JSON as an array of numbers, several times the bytes; hex is two
+ * characters a byte).
  */
-const RETURNING = `RETURNING rid, id, queue, hex(envelope) AS envelope_hex, attempt, lease_until, priority`;
+const RETURNING = `RETURNING rid, id, queue, CASE typeof(envelope) WHEN 'text' THEN envelope END AS envelope_text,
+  CASE typeof(envelope) WHEN 'text' THEN NULL ELSE hex(envelope) END AS envelope_hex, attempt, lease_until, priority`;
 
 /** The lease expression shared by claim and heartbeat: explicit, else per queue, else default. */
 export const leaseExpr = (nowP: string, leaseP: string, nsP: string, qP: string, dfltP: string) =>
@@ -120,7 +122,7 @@ export function toClaimed(r: Record<string, unknown>): Claimed {
   return {
     id: String(r.id),
     queue: String(r.queue),
-    envelope: fromHex(String(r.envelope_hex ?? '')),
+    envelope: typeof r.envelope_text === 'string' ? utf8(r.envelope_text) : fromHex(String(r.envelope_hex ?? '')),
     attempt: Number(r.attempt),
     leaseUntil: Number(r.lease_until),
     priority: Number(r.priority),

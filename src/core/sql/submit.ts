@@ -3,7 +3,7 @@
  * (per ns) inserts nothing, and a follow-up answers the existing invocation.
  */
 import { LakeshoreError } from '../errors.ts';
-import { toHex } from '../bytes.ts';
+import { asText, toHex } from '../bytes.ts';
 import { fillMissed, type Plan } from '../plan.ts';
 import { stmt, type Stmt } from '../port.ts';
 import { groupBySize, scatter } from './groups.ts';
@@ -44,12 +44,18 @@ const VALUES = (runAt: string, expiresAt: string, now: string) =>
 
 const COLUMNS = `(ns, queue, id, key, priority, parent, envelope, state, attempt, created_at, updated_at, run_at, expires_at, max_attempts)`;
 
+/**
+ * The envelope is stored as TEXT where it is UTF-8 (a JSON envelope always is), else as a BLOB
+ * (the column has no affinity, so each keeps its type). Over D1's JSON, text crosses as itself
+ * where a blob must go as hex (twice its bytes) or an array of numbers; claims read it back by
+ * its type (sql/claim.ts), every other reader takes either (rows.ts).
+ */
 const insertOne = (now: number, ns: string, queue: string, s: SubmitInput): Stmt =>
   stmt(
     `INSERT INTO invocations ${COLUMNS}
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, COALESCE(?7, X''), ${VALUES('?9', '?10', '?8')}, ?11)
      ON CONFLICT DO NOTHING RETURNING id, state, run_at, expires_at`,
-    ns, queue, s.id, s.key, s.priority, s.parent, s.envelope, now, s.runAt, s.expiresAt, s.maxAttempts,
+    ns, queue, s.id, s.key, s.priority, s.parent, asText(s.envelope) ?? s.envelope, now, s.runAt, s.expiresAt, s.maxAttempts,
   );
 
 /**
@@ -59,10 +65,13 @@ const insertOne = (now: number, ns: string, queue: string, s: SubmitInput): Stmt
 const insertSet = (now: number, ns: string, queue: string, items: SubmitInput[]): Stmt =>
   stmt(
     `INSERT INTO invocations ${COLUMNS}
-     SELECT ?1, ?2, value->>0, value->>1, value->>2, value->>3, COALESCE(unhex(value->>4), X''), ${VALUES('value->>5', 'value->>6', '?4')}, value->>7
+     SELECT ?1, ?2, value->>0, value->>1, value->>2, value->>3, COALESCE(value->>8, unhex(value->>4), X''), ${VALUES('value->>5', 'value->>6', '?4')}, value->>7
        FROM json_each(?3) WHERE true
      ON CONFLICT DO NOTHING RETURNING id, state, run_at, expires_at`,
-    ns, queue, JSON.stringify(items.map((s) => [s.id, s.key, s.priority, s.parent, toHex(s.envelope), s.runAt, s.expiresAt, s.maxAttempts])), now,
+    ns, queue, JSON.stringify(items.map((s) => {
+      const text = asText(s.envelope);
+      return [s.id, s.key, s.priority, s.parent, text === null ? toHex(s.envelope) : null, s.runAt, s.expiresAt, s.maxAttempts, text];
+    })), now,
   );
 
 /**
