@@ -1,7 +1,21 @@
-/** Bytes <-> base64, the form opaque bytes take inside JSON bodies. Uses only `btoa`/`atob`. */
+/**
+ * Bytes <-> base64, the form opaque bytes take inside JSON bodies, and <-> hex. Uses the runtime's
+ * own Uint8Array.fromBase64/toBase64/fromHex/toHex where it has them (workerd, browsers, Node 24+),
+ * else `btoa`/`atob` and plain loops.
+ */
+interface NativeCodecs {
+  fromBase64?: (s: string) => Uint8Array;
+  fromHex?: (s: string) => Uint8Array;
+}
+const U8 = Uint8Array as unknown as NativeCodecs;
+type Coding = Uint8Array & { toBase64?: () => string; toHex?: () => string };
+const NATIVE_TO_B64 = typeof (Uint8Array.prototype as Coding).toBase64 === 'function';
+const NATIVE_TO_HEX = typeof (Uint8Array.prototype as Coding).toHex === 'function';
+
 const CHUNK = 0x8000;
 
 export function toBase64(bytes: Uint8Array): string {
+  if (NATIVE_TO_B64) return (bytes as Coding).toBase64!();
   let bin = '';
   for (let i = 0; i < bytes.length; i += CHUNK) {
     bin += String.fromCharCode.apply(null, bytes.subarray(i, i + CHUNK) as unknown as number[]);
@@ -14,7 +28,15 @@ const B64 = /^[A-Za-z0-9+/]*={0,2}$/;
 /** Decodes standard base64 (padding optional). Returns null for anything that is not base64. */
 export function fromBase64(s: string): Uint8Array | null {
   const clean = s.length % 4 === 0 ? s : s + '='.repeat(4 - (s.length % 4));
+  // The pattern first: the native decoder would also take whitespace, and this one must not.
   if (!B64.test(clean) || s.length % 4 === 1) return null;
+  if (U8.fromBase64) {
+    try {
+      return U8.fromBase64(clean);
+    } catch {
+      return null;
+    }
+  }
   let bin: string;
   try {
     bin = atob(clean);
@@ -48,6 +70,7 @@ export function asText(b: Uint8Array): string | null {
 
 /** Bytes -> lowercase hex, the form bytes take inside a JSON statement parameter (SQL `unhex`). */
 export function toHex(b: Uint8Array): string {
+  if (NATIVE_TO_HEX) return (b as Coding).toHex!();
   let s = '';
   for (let i = 0; i < b.length; i++) s += HEX[b[i]!];
   return s;
@@ -61,6 +84,7 @@ const nibble = (c: number) => (c & 0xf) + (c >> 6) * 9;
 
 /** Hex (as SQL `hex()` writes it) -> bytes. On a claim's hot path, so no substrings. */
 export function fromHex(h: string): Uint8Array {
+  if (U8.fromHex) return U8.fromHex(h);
   const out = new Uint8Array(h.length >> 1);
   for (let i = 0, j = 0; i < out.length; i++, j += 2) out[i] = (nibble(h.charCodeAt(j)) << 4) | nibble(h.charCodeAt(j + 1));
   return out;
