@@ -1,51 +1,88 @@
 /**
- * Bytes <-> base64, the form opaque bytes take inside JSON bodies, and <-> hex. Uses the runtime's
- * own Uint8Array.fromBase64/toBase64/fromHex/toHex where it has them (workerd, browsers, Node 24+),
- * else `btoa`/`atob` and plain loops.
+ * Bytes <-> base64, the form opaque bytes take inside JSON bodies, and <-> hex. One codec is
+ * chosen once: the runtime's own Uint8Array.fromBase64/toBase64/fromHex/toHex where it has them
+ * (workerd, browsers, Node 24+), else Node's Buffer, else `btoa`/`atob` and plain loops.
  */
-interface NativeCodecs {
-  fromBase64?: (s: string) => Uint8Array;
-  fromHex?: (s: string) => Uint8Array;
+interface Codec {
+  toBase64(b: Uint8Array): string;
+  /** Only ever given strict base64 with its padding (fromBase64 checks first). */
+  fromBase64(s: string): Uint8Array;
+  toHex(b: Uint8Array): string;
+  fromHex(h: string): Uint8Array;
 }
-const U8 = Uint8Array as unknown as NativeCodecs;
-type Coding = Uint8Array & { toBase64?: () => string; toHex?: () => string };
-const NATIVE_TO_B64 = typeof (Uint8Array.prototype as Coding).toBase64 === 'function';
-const NATIVE_TO_HEX = typeof (Uint8Array.prototype as Coding).toHex === 'function';
 
+/** '00'..'ff'. */
+const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
+/** A hex digit's value from its char code: '0'-'9', 'A'-'F', 'a'-'f'. */
+const nibble = (c: number) => (c & 0xf) + (c >> 6) * 9;
 const CHUNK = 0x8000;
 
-export function toBase64(bytes: Uint8Array): string {
-  if (NATIVE_TO_B64) return (bytes as Coding).toBase64!();
-  let bin = '';
-  for (let i = 0; i < bytes.length; i += CHUNK) {
-    bin += String.fromCharCode.apply(null, bytes.subarray(i, i + CHUNK) as unknown as number[]);
+const plain: Codec = {
+  toBase64(bytes) {
+    let bin = '';
+    for (let i = 0; i < bytes.length; i += CHUNK) bin += String.fromCharCode.apply(null, bytes.subarray(i, i + CHUNK) as unknown as number[]);
+    return btoa(bin);
+  },
+  fromBase64(s) {
+    const bin = atob(s);
+    const out = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+    return out;
+  },
+  toHex(b) {
+    let s = '';
+    for (let i = 0; i < b.length; i++) s += HEX[b[i]!];
+    return s;
+  },
+  // No substrings: on a claim's hot path where nothing faster exists.
+  fromHex(h) {
+    const out = new Uint8Array(h.length >> 1);
+    for (let i = 0, j = 0; i < out.length; i++, j += 2) out[i] = (nibble(h.charCodeAt(j)) << 4) | nibble(h.charCodeAt(j + 1));
+    return out;
+  },
+};
+
+type NativeU8 = { fromBase64?(s: string): Uint8Array; fromHex?(h: string): Uint8Array; prototype: { toBase64?(): string; toHex?(): string } };
+const U8 = Uint8Array as unknown as NativeU8;
+const native: Codec | null = U8.fromBase64 && U8.fromHex && U8.prototype.toBase64 && U8.prototype.toHex
+  ? {
+    toBase64: (b) => (b as unknown as { toBase64(): string }).toBase64(),
+    fromBase64: (s) => U8.fromBase64!(s),
+    toHex: (b) => (b as unknown as { toHex(): string }).toHex(),
+    fromHex: (h) => U8.fromHex!(h),
   }
-  return btoa(bin);
-}
+  : null;
+
+type NodeBuffer = { from(b: ArrayBufferLike, offset: number, length: number): { toString(enc: 'base64' | 'hex'): string }; from(s: string, enc: 'base64' | 'hex'): Uint8Array };
+const NodeBuf = (globalThis as { Buffer?: NodeBuffer }).Buffer;
+const view = (b: Uint8Array) => new Uint8Array(b.buffer, b.byteOffset, b.length);
+const node: Codec | null = NodeBuf
+  ? {
+    toBase64: (b) => NodeBuf.from(b.buffer, b.byteOffset, b.length).toString('base64'),
+    fromBase64: (s) => view(NodeBuf.from(s, 'base64')),
+    toHex: (b) => NodeBuf.from(b.buffer, b.byteOffset, b.length).toString('hex'),
+    fromHex: (h) => view(NodeBuf.from(h, 'hex')),
+  }
+  : null;
+
+/** Every codec this runtime has, for tests; `codec` is the one in use. */
+export const codecs = { native, node, plain };
+const codec: Codec = native ?? node ?? plain;
+
+export const toBase64 = (bytes: Uint8Array): string => codec.toBase64(bytes);
 
 const B64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
 /** Decodes standard base64 (padding optional). Returns null for anything that is not base64. */
 export function fromBase64(s: string): Uint8Array | null {
   const clean = s.length % 4 === 0 ? s : s + '='.repeat(4 - (s.length % 4));
-  // The pattern first: the native decoder would also take whitespace, and this one must not.
+  // The pattern first: native decoders also take whitespace (and Buffer anything), this one must not.
   if (!B64.test(clean) || s.length % 4 === 1) return null;
-  if (U8.fromBase64) {
-    try {
-      return U8.fromBase64(clean);
-    } catch {
-      return null;
-    }
-  }
-  let bin: string;
   try {
-    bin = atob(clean);
+    return codec.fromBase64(clean);
   } catch {
     return null;
   }
-  const out = new Uint8Array(bin.length);
-  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
-  return out;
 }
 
 const enc = new TextEncoder();
@@ -69,23 +106,7 @@ export function asText(b: Uint8Array): string | null {
 }
 
 /** Bytes -> lowercase hex, the form bytes take inside a JSON statement parameter (SQL `unhex`). */
-export function toHex(b: Uint8Array): string {
-  if (NATIVE_TO_HEX) return (b as Coding).toHex!();
-  let s = '';
-  for (let i = 0; i < b.length; i++) s += HEX[b[i]!];
-  return s;
-}
+export const toHex = (b: Uint8Array): string => codec.toHex(b);
 
-/** '00'..'ff': every envelope a submit stores passes through toHex. */
-const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
-
-/** A hex digit's value from its char code: '0'-'9', 'A'-'F', 'a'-'f'. */
-const nibble = (c: number) => (c & 0xf) + (c >> 6) * 9;
-
-/** Hex (as SQL `hex()` writes it) -> bytes. On a claim's hot path, so no substrings. */
-export function fromHex(h: string): Uint8Array {
-  if (U8.fromHex) return U8.fromHex(h);
-  const out = new Uint8Array(h.length >> 1);
-  for (let i = 0, j = 0; i < out.length; i++, j += 2) out[i] = (nibble(h.charCodeAt(j)) << 4) | nibble(h.charCodeAt(j + 1));
-  return out;
-}
+/** Hex (as SQL `hex()` writes it, either case) -> bytes. */
+export const fromHex = (h: string): Uint8Array => codec.fromHex(h);
