@@ -2,9 +2,10 @@
  * How far ahead a worker claims. A fixed number is wrong both ways: too few and a worker with
  * short jobs waits a claim round trip for each batch; too many and slow jobs sit in one
  * worker's buffer, their leases running, while other workers idle. `auto` sizes the window as
- * TCP does, by bandwidth times delay: the jobs this worker finishes per second, times the time a
- * claim takes, times a margin, between 0 and `max`. Short jobs on a far plane get a deep buffer;
- * a worker whose jobs take seconds claims only what it can start.
+ * TCP does, by bandwidth times delay: the jobs this worker finishes per second while it has work
+ * (its pace: per busy second, so time spent waiting for its own claims does not shrink it),
+ * times the time a claim takes, times a margin, between 0 and `max`. Short jobs on a far plane
+ * get a deep buffer; a worker whose jobs take seconds claims only what it can start.
  */
 export class Prefetch {
   private readonly fixed: number | null;
@@ -13,6 +14,9 @@ export class Prefetch {
   private readonly now: () => number;
   private since: number;
   private rate = 0; // jobs per second, smoothed
+  private pace = 0; // jobs per second of busy time (every handler taken or jobs waiting), smoothed
+  private busySince: number | null = null;
+  private busyMs = 0; // busy time in the current measurement
   private rttMs = 5; // one claim round trip, smoothed
   private cut = -Infinity; // when overshot() last halved the pace
 
@@ -31,8 +35,10 @@ export class Prefetch {
   depth(leaseMs: number): number {
     if (this.fixed !== null) return this.fixed;
     this.sample();
-    const wanted = (this.rate * this.rttMs * 8) / 1000;
-    const safe = (this.rate * leaseMs) / 4000;
+    // Sized by the pace the worker keeps while it has work, not by how many jobs it finished: a
+    // worker starved by its own small window finishes few, which kept the window small.
+    const wanted = (this.pace * this.rttMs * 8) / 1000;
+    const safe = (this.pace * leaseMs) / 4000;
     return Math.min(this.max, Math.ceil(Math.min(wanted, safe)));
   }
 
@@ -52,10 +58,20 @@ export class Prefetch {
     if (now - this.cut < 100) return;
     this.cut = now;
     this.rate /= 2;
+    this.pace /= 2;
   }
 
   jobDone(): void {
     this.finished++;
+  }
+
+  /** Whether the worker is busy now: every handler taken, or claimed jobs waiting to start. */
+  busy(on: boolean): void {
+    if (on && this.busySince === null) this.busySince = this.now();
+    else if (!on && this.busySince !== null) {
+      this.busyMs += this.now() - this.busySince;
+      this.busySince = null;
+    }
   }
 
   claimTook(ms: number): void {
@@ -66,8 +82,15 @@ export class Prefetch {
     const now = this.now();
     const dt = now - this.since;
     if (dt < 100) return;
+    if (this.busySince !== null) {
+      this.busyMs += now - this.busySince;
+      this.busySince = now;
+    }
     this.rate = 0.5 * this.rate + 0.5 * ((this.finished * 1000) / dt);
+    // No busy time: jobs ran one at a time as they came; the pace is the rate.
+    this.pace = 0.5 * this.pace + 0.5 * ((this.finished * 1000) / (this.busyMs >= 1 ? Math.min(dt, this.busyMs) : dt));
     this.finished = 0;
+    this.busyMs = 0;
     this.since = now;
   }
 }

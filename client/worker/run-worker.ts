@@ -193,6 +193,7 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
         });
       running.add(job);
     }
+    prefetch.busy(buffer.length > 0 || active >= concurrency);
   };
   const claimInto = async (want: number) => {
     const pool = pools[turn++ % pools.length]!;

@@ -1,4 +1,4 @@
-/** The worker's claim window: fixed when given, else sized by job pace times claim round trip. */
+/** The worker's claim window: fixed when given, else sized by job pace (while busy) times claim round trip. */
 import { describe, expect, it } from 'vitest';
 import { Prefetch } from '../../client/worker/prefetch.ts';
 
@@ -60,5 +60,23 @@ describe('prefetch', () => {
     p.overshot();
     p.overshot(); // the same burst of expiries: counted once
     expect(p.jobsWithin(1000)).toBeCloseTo(before / 2, 0);
+  });
+
+  it('auto: sized by the pace kept while busy, so a worker starved by its own small window opens it', () => {
+    // Each round: a claim of 100 fast jobs runs in 10 ms, then the worker idles 110 ms for the next.
+    const p = new Prefetch('auto', 1000, now);
+    p.claimTook(20);
+    for (let i = 0; i < 3; i++) {
+      p.busy(true);
+      for (let j = 0; j < 100; j++) p.jobDone();
+      elapse(10);
+      p.busy(false);
+      elapse(110);
+      void p.depth(30_000);
+    }
+    // ~10,000 jobs/s while busy (8,750 smoothed) x the smoothed round trip (9.5 ms) x 8: ~665.
+    // Sized by what it finished per wall second (~830/s, ~730 smoothed) it stays at ~56.
+    expect(p.depth(30_000)).toBeGreaterThan(500);
+    expect(p.jobsWithin(25)).toBeLessThan(25); // acks still wait by what it actually finishes
   });
 });
