@@ -1,5 +1,5 @@
 // `npm run bench`: the common workload on the local SQLite plane and the local edge plane, plus
-// the journal, fan-out (1 and 1,000 readers of one job), simulated-distance and memory measurements.
+// the journal, fan-out (1 and 1,000 readers of one job), simulated-distance, ceiling and memory measurements.
 //   npm run bench                 3 runs of each case, N=20000 (long)
 //   npm run bench -- --quick      one run of each case, N=2000
 //   npm run bench -- edge-bulk    only the cases named
@@ -27,6 +27,7 @@ const cases = [
   ['edge-fanout-1000', ['bench/fan-out.ts', '--readers=1000', `--n=${quick ? 50 : 200}`]],
   ['local-memory', ['--expose-gc', 'bench/memory.ts']],
   ['edge-ceiling', ['bench/ceiling.ts', `--n=${quick ? 2000 : 8000}`]],
+  ['edge-d1-ceiling', ['bench/d1-ceiling.ts', `--n=${n}`, '--batch=100', '--runs=1']],
   ['edge-fan-in', ['bench/fan-in.ts', `--n=${quick ? 4000 : 20000}`]],
   ['edge-fan-in-d1-20ms', ['bench/fan-in.ts', `--n=${quick ? 4000 : 20000}`, '--d1-delay-ms=20']],
 ];
@@ -60,6 +61,7 @@ for (const label of [...new Set(rows.map((r) => r.label))]) {
     const q = (k) => med(rs.map((r) => r.rtt_after_20ms_quiet_p50_ms?.[k]));
     parts.push(`enqueue-only single ${med(rs.map((r) => r.enqueue_only.jobs_per_s))} jobs/s, submit round trip ${med(rs.map((r) => r.rtt_p50_ms.submit))} ms (${q('submit')} after 20 ms quiet), D1 read ${med(rs.map((r) => r.rtt_p50_ms.d1_read))} ms (${q('d1_read')}), /health ${med(rs.map((r) => r.rtt_p50_ms.health))} ms (${q('health')})`);
   }
+  if (rs[0].mode === 'd1-ceiling') parts.push(`D1 alone, cycles of ${rs[0].batch}: jobs/s ${med(rs.map((r) => r.jobs_per_s))} (${med(rs.map((r) => r.d1_us_per_job))} µs a job)`);
   if (rs[0].all_readers_ms) parts.push(`all ${rs[0].readers} readers p50 ${med(rs.map((r) => r.all_readers_ms.p50))} ms p99 ${med(rs.map((r) => r.all_readers_ms.p99))} ms`, `D1 rows read per append ${med(rs.map((r) => r.rows_read_per_append))}`);
   if (rs[0].mode === 'fan-in') {
     const lat = (k) => med(rs.map((r) => r.latency_d1_round_trips[k]));
