@@ -145,7 +145,7 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
   const running = new Set<Promise<void>>();
   const claims = new Set<Promise<void>>();
   const buffer: Awaited<ReturnType<typeof d.claimMany>> = [];
-  const prefetch = new Prefetch(opts.prefetch ?? 'auto');
+  const prefetch = new Prefetch(opts.prefetch ?? 'auto', 2 * MAX_CLAIM);
   const capacity = () => (opts.once ? 1 : concurrency + prefetch.depth(leaseMs ?? 30_000));
   let held = 0; // claimed (running or buffered) plus asked for
   let active = 0; // handlers running; a job whose ack is still in flight no longer counts

@@ -1,7 +1,8 @@
 /**
  * How runWorker sizes its claims: with a claim in flight, a second one goes out only for at least
- * half its window. One sent for the first slot that frees up comes back with a job or two, and
- * until it does the worker may not claim the rest of its window.
+ * half its window (one sent for the first slot that frees up comes back with a job or two, and
+ * until it does the worker may not claim the rest of its window); and the auto window holds two
+ * full claims, so on a far plane one is on its way while the last one's jobs run.
  */
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
@@ -9,14 +10,11 @@ import { Dispatch, encodeEnvelope, runWorker } from '../../client/local/index.ts
 import { tempDir } from '../support/tmp.ts';
 import { work } from '../support/wait.ts';
 
-it('a claim sent while another is in flight asks for at least half the window', async () => {
-  const d = new Dispatch(join(tempDir('lakeshore-claims-'), 'd.sqlite'), { namespace: 'claims' });
-  const N = 400;
-  await d.submitMany('q', Array.from({ length: N }, (_, i) => ({ envelope: encodeEnvelope({ fn: 'step', args: [i % 7] }), opts: { id: `j${i}` } })));
-  // Each claim takes a while (a far plane) and jobs take 0-6 ms, so they finish one by one while one is in flight.
+/** The plane `d` with each claim taking `ms` (a far plane); records what each claim sent while another was in flight asked for. */
+function slowClaims(d: Dispatch, ms: number) {
   let inFlight = 0;
   const overlapping: number[] = [];
-  const slow = new Proxy(d, {
+  const plane = new Proxy(d, {
     get(target, prop, recv) {
       const v = Reflect.get(target, prop, recv);
       if (prop !== 'claimMany' && prop !== 'ackAndClaim') return typeof v === 'function' ? v.bind(target) : v;
@@ -25,7 +23,7 @@ it('a claim sent while another is in flight asks for at least half the window', 
         if (inFlight > 0) overlapping.push(want);
         inFlight++;
         try {
-          await new Promise((r) => setTimeout(r, 20));
+          await new Promise((r) => setTimeout(r, ms));
           return await (v as (...a: unknown[]) => Promise<unknown>).apply(target, args);
         } finally {
           inFlight--;
@@ -33,11 +31,40 @@ it('a claim sent while another is in flight asks for at least half the window', 
       };
     },
   });
+  return { plane, overlapping };
+}
+
+async function queued(n: number, fn: string, args: (i: number) => unknown[]) {
+  const d = new Dispatch(join(tempDir('lakeshore-claims-'), 'd.sqlite'), { namespace: 'claims' });
+  for (let i = 0; i < n; i += 1000) {
+    await d.submitMany('q', Array.from({ length: Math.min(1000, n - i) }, (_, k) => ({ envelope: encodeEnvelope({ fn, args: args(i + k) }), opts: { id: `j${i + k}` } })));
+  }
+  return d;
+}
+
+it('a claim sent while another is in flight asks for at least half the window', async () => {
+  const N = 400;
+  const d = await queued(N, 'step', (i) => [i % 7]);
+  // Each claim takes a while (a far plane) and jobs take 0-6 ms, so they finish one by one while one is in flight.
+  const { plane, overlapping } = slowClaims(d, 20);
   const stop = new AbortController();
   let done = 0;
-  const ran = await runWorker('q', { dispatch: slow, concurrency: 8, prefetch: 0, registry: { step: async (ms: number) => { await work(ms); if (++done === N) stop.abort(); } }, stop: stop.signal, claimWaitMs: 100 });
+  const ran = await runWorker('q', { dispatch: plane, concurrency: 8, prefetch: 0, registry: { step: async (ms: number) => { await work(ms); if (++done === N) stop.abort(); } }, stop: stop.signal, claimWaitMs: 100 });
   expect(ran).toBe(N);
   expect(overlapping.length, 'some claims overlapped (else this test says nothing)').toBeGreaterThan(0);
   expect(Math.min(...overlapping)).toBeGreaterThanOrEqual(4); // window 8 (concurrency 8, no prefetch)
+  await d.close();
+});
+
+it('with short jobs on a far plane, the auto window holds two full claims: one is on its way while the last one runs', async () => {
+  const N = 6000;
+  const d = await queued(N, 'noop', () => []);
+  const { plane, overlapping } = slowClaims(d, 30);
+  const stop = new AbortController();
+  let done = 0;
+  const ran = await runWorker('q', { dispatch: plane, concurrency: 8, registry: { noop: () => { if (++done === N) stop.abort(); } }, stop: stop.signal, claimWaitMs: 100 });
+  expect(ran).toBe(N);
+  // A window of one claim (1,000 and the 8 handlers) would let an overlapping claim ask for 504 at most.
+  expect(Math.max(...overlapping)).toBe(1000);
   await d.close();
 });
