@@ -151,6 +151,7 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
   let active = 0; // handlers running; a job whose ack is still in flight no longer counts
   let acking = 0; // finished handlers whose ack or nack is still on its way
   let turn = 0;
+  let backlog = false; // the last claim came back with all it asked for
   let kick = () => {};
   const start = () => {
     while (active < concurrency && buffer.length) {
@@ -219,6 +220,7 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
         got = out.claimed;
       } else got = await d.claimMany(pool, workerId, want, claimOpts);
       if (got.length === want) prefetch.claimTook(performance.now() - t0); // a claim that waited for work says nothing of the round trip
+      backlog = got.length === want;
     } catch (e) {
       for (const a of riding) a.done(e instanceof Error ? e : new Error(String(e)));
       // A refusal (bad token, wrong role, bad request) stops the worker; a plane that is away
@@ -240,10 +242,12 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
   const claimer = async () => {
     while (!stop.aborted && !(opts.once && (claimedOnce || gaveUp))) {
       const cap = capacity();
-      // A second claim in flight only once half the window is free: one sent for the first few
-      // slots that free up comes back with a few jobs, and until it does the worker may not claim
-      // the rest (at 57 ms a claim, 326 jobs a claim instead of ~1,000).
-      if (held < cap && (claims.size === 0 || (claims.size === 1 && !opts.once && cap - held >= cap / 2))) {
+      // A second claim in flight only while the queue has a backlog (the last claim came back
+      // full: with none, two claims would both wait and each submit would wake one, a request
+      // and a D1 batch more per few jobs), and only once half the window is free: one sent for
+      // the first few slots that free up comes back with a few jobs, and until it does the worker
+      // may not claim the rest (at 57 ms a claim, 326 jobs a claim instead of ~1,000).
+      if (held < cap && (claims.size === 0 || (claims.size === 1 && backlog && !opts.once && cap - held >= cap / 2))) {
         const want = Math.min(MAX_CLAIM, cap - held);
         held += want;
         const p: Promise<void> = claimInto(want).finally(() => claims.delete(p));

@@ -8,12 +8,13 @@ import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import { Dispatch, encodeEnvelope, runWorker } from '../../client/local/index.ts';
 import { tempDir } from '../support/tmp.ts';
-import { work } from '../support/wait.ts';
+import { until, work } from '../support/wait.ts';
 
 /** The plane `d` with each claim taking `ms` (a far plane); records what each claim sent while another was in flight asked for. */
 function slowClaims(d: Dispatch, ms: number) {
   let inFlight = 0;
   const overlapping: number[] = [];
+  const most = { inFlight: 0, reset: () => void (most.inFlight = inFlight) };
   const plane = new Proxy(d, {
     get(target, prop, recv) {
       const v = Reflect.get(target, prop, recv);
@@ -22,6 +23,7 @@ function slowClaims(d: Dispatch, ms: number) {
         const want = (prop === 'claimMany' ? args[2] : args[3]) as number;
         if (inFlight > 0) overlapping.push(want);
         inFlight++;
+        most.inFlight = Math.max(most.inFlight, inFlight);
         try {
           await new Promise((r) => setTimeout(r, ms));
           return await (v as (...a: unknown[]) => Promise<unknown>).apply(target, args);
@@ -31,7 +33,7 @@ function slowClaims(d: Dispatch, ms: number) {
       };
     },
   });
-  return { plane, overlapping };
+  return { plane, overlapping, most };
 }
 
 async function queued(n: number, fn: string, args: (i: number) => unknown[]) {
@@ -66,5 +68,26 @@ it('with short jobs on a far plane, the auto window holds two full claims: one i
   expect(ran).toBe(N);
   // A window of one claim (1,000 and the 8 handlers) would let an overlapping claim ask for 504 at most.
   expect(Math.max(...overlapping)).toBe(1000);
+  await d.close();
+});
+
+it('with no backlog, one claim waits for work, not two (each submit would wake one: a request more per few jobs)', async () => {
+  const N = 3000;
+  const d = await queued(N, 'noop', () => []);
+  const { plane, most } = slowClaims(d, 10);
+  const stop = new AbortController();
+  let done = 0;
+  const ran = runWorker('q', { dispatch: plane, concurrency: 8, registry: { noop: () => void done++ }, stop: stop.signal, claimWaitMs: 5_000 });
+  // A burst first, so the worker's pace (and its window) is large; then jobs one at a time.
+  await until(() => done === N, 'the burst done');
+  await until(() => most.inFlight > 0, 'a claim waiting');
+  most.reset();
+  for (let i = 0; i < 20; i++) {
+    await d.submit('q', encodeEnvelope({ fn: 'noop', args: [] }), { id: `t${i}` });
+    await until(() => done === N + i + 1, `trickled job ${i}`);
+  }
+  expect(most.inFlight).toBe(1);
+  stop.abort();
+  expect(await ran).toBe(N + 20);
   await d.close();
 });
