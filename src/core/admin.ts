@@ -11,14 +11,17 @@ import { settingsInput, type SettingsRequest } from './requests.ts';
 import { configurePlan, pausePlan, queueInfoPlan } from './sql/configure.ts';
 import { redriveDeadLettersPlan, redrivePlan } from './sql/retry.ts';
 import { purgePlan, type Purged } from './sql/purge.ts';
-
-/** Finished jobs of one state one retention batch deletes at most. */
-export const PURGE_BATCH = 500;
 import { dueSchedulesPlan, listSchedulesPlan, parkSchedulePlan, removeSchedulePlan, setSchedulePlan, tickPlan } from './sql/schedules.ts';
 import type { QueueInfo, Schedule } from './types.ts';
 import * as v from './validate.ts';
 import { keys } from './waiters.ts';
 import type { HintBook } from './hints.ts';
+
+/** Finished jobs of one state one retention batch deletes at most. */
+export const PURGE_BATCH = 500;
+
+/** Settings and pause change what the hints remember: in commit order, with no batch beside them (committer.ts). */
+const ALONE = { alone: true };
 
 export interface ScheduleRequest {
   cron: unknown;
@@ -58,11 +61,11 @@ export class Admin {
   /** Changes the settings the request names (a null clears one); answers them all. */
   async configure(ns: string, queue: unknown, req: SettingsRequest): Promise<QueueInfo> {
     const q = v.queue(queue, this.o.limits);
-    await this.o.committer.run(configurePlan(this.o.now(), ns, q, settingsInput(req, this.o.limits, q)));
+    await this.o.committer.run(configurePlan(this.o.now(), ns, q, settingsInput(req, this.o.limits, q)), ALONE);
     // A looser cap or rate may let parked claims go.
     this.o.park.wake(keys.queue(ns, q));
     this.o.park.wake(keys.capped(ns, q));
-    const info = await this.info(ns, q);
+    const info = await this.o.committer.run(queueInfoPlan(ns, q), ALONE);
     this.o.hints?.settings(ns, q, info.settings, info.paused);
     return info;
   }
@@ -70,14 +73,14 @@ export class Admin {
   /** A paused queue accepts submits but hands out nothing; its parked claims stay parked. */
   async pause(ns: string, queue: unknown): Promise<void> {
     const q = v.queue(queue, this.o.limits);
-    await this.o.committer.run(pausePlan(this.o.now(), ns, q, true));
+    await this.o.committer.run(pausePlan(this.o.now(), ns, q, true), ALONE);
     this.o.hints?.paused(ns, q, true);
   }
 
   /** Resumes a paused queue: its parked claims wake and claim. */
   async resume(ns: string, queue: unknown): Promise<void> {
     const q = v.queue(queue, this.o.limits);
-    await this.o.committer.run(pausePlan(this.o.now(), ns, q, false));
+    await this.o.committer.run(pausePlan(this.o.now(), ns, q, false), ALONE);
     this.o.hints?.paused(ns, q, false);
     this.o.park.wake(keys.queue(ns, q));
   }

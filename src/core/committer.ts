@@ -2,6 +2,18 @@
  * Group commit. Plans that arrive while a batch is in flight wait and go to storage together as
  * one batch: one round trip, one transaction. Each plan keeps its own statements, guards and
  * answer. If a whole batch fails, its plans are retried one by one so a bad plan fails alone.
+ *
+ * Pipelining (`depth` > 1): with storage far away (D1 from a Durable Object), one batch at a time
+ * leaves the store idle for a round trip per batch. Up to `depth` batches may then be in flight.
+ * Each was planned before any still in flight answered, so any order in which the store applies
+ * them is a valid serialization: the callers of each were concurrent with all of them. Answers
+ * are handed out in the order the batches were sent, whatever order they come back in.
+ *
+ * What a process remembers of its rows (hints.ts, tails.ts) must not trust that the store applied
+ * two batches in flight together in the order they were sent. A plan run `alone` goes out only
+ * once every batch before it answered, and no batch goes out while it is in flight: operators'
+ * changes and journal reads and appends, whose answers update what is remembered in commit order.
+ * Hints learned from a read are made safe another way (HintBook.learn replays what happened since).
  */
 import { toError } from './errors.ts';
 import { Then, type Plan } from './plan.ts';
@@ -9,6 +21,7 @@ import type { Port, StmtResult } from './port.ts';
 
 interface Pending {
   plan: Plan<unknown>;
+  alone: boolean;
   resolve: (v: unknown) => void;
   reject: (e: Error) => void;
 }
@@ -16,45 +29,66 @@ interface Pending {
 export interface CommitterOptions {
   /** Most statements per batch; further plans wait for the next one. */
   maxStatements?: number;
+  /** Most batches in flight at once (default 1). */
+  depth?: number;
   /** Added before each round trip, to simulate a storage that is far away (benchmarks only). */
   simulatedDelayMs?: number;
   /** Called after each batch with its results, for rows read/written accounting. */
   onBatch?: (results: StmtResult[], plans: number) => void;
 }
 
+export interface RunOptions {
+  /** Sent with no other batch in flight (see above). */
+  alone?: boolean;
+}
+
+/** A plan's statements' results, or why its batch failed. */
+type Outcome = { results: StmtResult[] } | { error: Error };
+
 export class Committer {
   private readonly port: Port;
   private readonly opts: Required<Omit<CommitterOptions, 'onBatch'>> & Pick<CommitterOptions, 'onBatch'>;
   private pending: Pending[] = [];
-  private inFlight = false;
+  private inFlight = 0;
+  /** A batch holding an `alone` plan is in flight. */
+  private aloneInFlight = false;
+  private scheduled = false;
+  /** Settles once the last batch sent has handed out its answers. */
+  private handed: Promise<void> = Promise.resolve();
 
   constructor(port: Port, opts: CommitterOptions = {}) {
     this.port = port;
-    this.opts = { maxStatements: opts.maxStatements ?? 400, simulatedDelayMs: opts.simulatedDelayMs ?? 0, onBatch: opts.onBatch };
+    this.opts = { maxStatements: opts.maxStatements ?? 400, depth: Math.max(1, opts.depth ?? 1), simulatedDelayMs: opts.simulatedDelayMs ?? 0, onBatch: opts.onBatch };
   }
 
-  run<T>(plan: Plan<T>): Promise<T> {
+  run<T>(plan: Plan<T>, opts: RunOptions = {}): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      this.pending.push({ plan: plan as Plan<unknown>, resolve: resolve as (v: unknown) => void, reject });
-      if (this.inFlight) return;
-      // Plans started in the same turn (an ack batch and the claim riding with it) share a batch.
-      this.inFlight = true;
-      queueMicrotask(() => void this.flush());
+      this.pending.push({ plan: plan as Plan<unknown>, alone: opts.alone ?? false, resolve: resolve as (v: unknown) => void, reject });
+      this.schedule();
     });
   }
 
-  private async flush(): Promise<void> {
-    try {
-      while (this.pending.length) {
-        const group = this.take();
-        await this.commit(group);
-      }
-    } finally {
-      this.inFlight = false;
+  /** Plans started in the same turn (an ack batch and the claim riding with it) share a batch. */
+  private schedule(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    queueMicrotask(() => {
+      this.scheduled = false;
+      this.pump();
+    });
+  }
+
+  private pump(): void {
+    while (this.pending.length && this.inFlight < this.opts.depth && !this.aloneInFlight) {
+      const n = this.size();
+      const alone = this.pending.slice(0, n).some((p) => p.alone);
+      if (alone && this.inFlight > 0) return; // sent once the batches in flight answered
+      this.send(this.pending.splice(0, n), alone);
     }
   }
 
-  private take(): Pending[] {
+  /** How many pending plans the next batch takes. */
+  private size(): number {
     let n = 0;
     let count = 0;
     for (const p of this.pending) {
@@ -62,38 +96,60 @@ export class Committer {
       n += p.plan.stmts.length;
       count++;
     }
-    return this.pending.splice(0, count);
+    return count;
   }
 
-  private async commit(group: Pending[]): Promise<void> {
+  private send(group: Pending[], alone: boolean): void {
+    this.inFlight++;
+    if (alone) this.aloneInFlight = true;
+    const outcomes = this.commit(group);
+    const before = this.handed;
+    this.handed = (async () => {
+      const got = await outcomes.catch((e: unknown) => group.map(() => ({ error: toError(e) })));
+      await before;
+      this.hand(group, got);
+    })().finally(() => {
+      this.inFlight--;
+      if (alone) this.aloneInFlight = false;
+      if (this.pending.length) this.schedule();
+    });
+  }
+
+  /** Each plan's results: one batch, or each plan alone if the batch failed. */
+  private async commit(group: Pending[]): Promise<Outcome[]> {
     const stmts = group.flatMap((p) => p.plan.stmts);
-    let results: StmtResult[] = [];
-    if (stmts.length) {
-      if (this.opts.simulatedDelayMs > 0) await new Promise((r) => setTimeout(r, this.opts.simulatedDelayMs));
-      try {
-        results = await this.port.batch(stmts);
-      } catch (e) {
-        if (group.length === 1) {
-          group[0]!.reject(toError(e));
-          return;
-        }
-        // One plan broke the transaction for all: isolate it by committing each alone.
-        for (const p of group) await this.commit([p]);
-        return;
-      }
-      this.opts.onBatch?.(results, group.length);
+    if (!stmts.length) return group.map(() => ({ results: [] }));
+    try {
+      const results = await this.batch(stmts, group.length);
+      let at = 0;
+      return group.map((p) => ({ results: results.slice(at, (at += p.plan.stmts.length)) }));
+    } catch (e) {
+      if (group.length === 1) return [{ error: toError(e) }];
+      // One plan broke the transaction for all: isolate it by committing each alone.
+      const out: Outcome[] = [];
+      for (const p of group) out.push(...(await this.commit([p])));
+      return out;
     }
-    let at = 0;
-    for (const p of group) {
-      const mine = results.slice(at, at + p.plan.stmts.length);
-      at += p.plan.stmts.length;
+  }
+
+  private async batch(stmts: Plan<unknown>['stmts'], plans: number): Promise<StmtResult[]> {
+    if (this.opts.simulatedDelayMs > 0) await new Promise((r) => setTimeout(r, this.opts.simulatedDelayMs));
+    const results = await this.port.batch(stmts);
+    this.opts.onBatch?.(results, plans);
+    return results;
+  }
+
+  private hand(group: Pending[], outcomes: Outcome[]): void {
+    group.forEach((p, i) => {
+      const o = outcomes[i]!;
+      if ('error' in o) return p.reject(o.error);
       try {
-        const out = p.plan.done(mine);
+        const out = p.plan.done(o.results);
         if (out instanceof Then) this.pending.push({ ...p, plan: out.plan as Plan<unknown> });
         else p.resolve(out);
       } catch (e) {
         p.reject(toError(e));
       }
-    }
+    });
   }
 }

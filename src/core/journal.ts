@@ -37,7 +37,8 @@ export class Journal {
     const key = keys.journal(ns, invId);
     const plan = appendPlan(this.now(), ns, invId, req.queue ?? null, holder(req), frame, this.limits.framesPerInvocation);
     // Readers following this journal ride along: they get the new frame in the same round trip.
-    const { out } = await this.park.withRiders(key, this.learning(plan, (a) => a.frame && this.park.tails.appended(key, a.frame)));
+    // Alone (committer.ts): the journal's known end (tails.ts) follows appends and reads in commit order.
+    const { out } = await this.park.withRiders(key, this.learning(plan, (a) => a.frame && this.park.tails.appended(key, a.frame)), undefined, true);
     if (!out.absorbed) this.park.appended(key);
     return { seq: out.seq, queue: out.queue, final: out.final, absorbed: out.absorbed };
   }
@@ -61,7 +62,7 @@ export class Journal {
         // The journal's known end answers without a read (tails.ts); past it, read the rows, once
         // for every follower that looks at this cursor now (since the last change: the epoch).
         last = tails.page(key, cursor, lim) ?? (await this.shared(`${key}\u0000${cursor}\u0000${lim}\u0000${queue ?? ''}\u0000${this.park.changes}`, () =>
-          this.committer.run(this.learning(readPlan(ns, invId, cursor, lim, queue), (page) => tails.learn(key, cursor, lim, page)))));
+          this.committer.run(this.learning(readPlan(ns, invId, cursor, lim, queue), (page) => tails.learn(key, cursor, lim, page)), { alone: true })));
         return last.frames.length || last.done ? last : undefined;
       },
       // Parked, a reader rides along with the next append to this invocation (handoff.ts).

@@ -73,11 +73,11 @@ export class Parking {
     }
   }
 
-  /** Commits `plan` with the riders parked on `key` appended to its batch (handoff.ts). */
-  async withRiders<T>(key: string, plan: Plan<T>, most?: number): Promise<{ out: T; riders: Rider<unknown>[] }> {
+  /** Commits `plan` with the riders parked on `key` appended to its batch (handoff.ts); `alone`: see committer.ts. */
+  async withRiders<T>(key: string, plan: Plan<T>, most?: number, alone = false): Promise<{ out: T; riders: Rider<unknown>[] }> {
     const r = ride(this.waiters, key, this.now(), plan, most);
     try {
-      return { out: await this.committer.run(r.plan), riders: r.riders };
+      return { out: await this.committer.run(r.plan, { alone }), riders: r.riders };
     } finally {
       r.release();
     }

@@ -98,10 +98,11 @@ export class Work {
       signal,
       look: async () => {
         const ctx = { now: this.now(), ns, queue: q, limits: this.limits, random: this.random, sampled: this.sampled };
+        const since = this.hints?.mark ?? 0;
         const out = await this.committer.run(claimPlan(ctx, input, max, wait > 0, this.hints ? (this.hints.get(ns, q) ?? null) : undefined));
         this.moved(ns, q, out.moved);
         wake = out.wake;
-        if (wake) this.hints?.learn(ns, q, wake);
+        if (wake) this.hints?.learn(ns, q, wake, since);
         return out.claimed.length ? out.claimed : undefined;
       },
       // Park until a transition wakes us, or until the queue's next lease runs out or its next
@@ -210,9 +211,10 @@ export class Work {
    * looked at next (the next lease, due row, TTL or schedule tick), or null.
    */
   async sweep(ns: string, queue: string): Promise<number | null> {
+    const since = this.hints?.mark ?? 0;
     const out = await this.committer.run(sweepPlan(this.now(), ns, queue, this.limits));
     this.moved(ns, queue, out.moved);
-    this.hints?.learn(ns, queue, out.wake);
+    this.hints?.learn(ns, queue, out.wake, since);
     return out.wake.next;
   }
 

@@ -82,6 +82,8 @@ export class QueueObject extends DurableObject<Env> {
     this.engine = new Engine(this.port, {
       limits: settings.limits,
       committer: {
+        // D1 is a round trip away: a second batch goes out while the first is on its way (committer.ts).
+        depth: 2,
         simulatedDelayMs: settings.simulatedDelayMs,
         onBatch: (results, plans) => {
           for (const r of results) {
