@@ -65,30 +65,37 @@ export class Prefetch {
     this.finished++;
   }
 
-  /** Whether the worker is busy now: every handler taken, or claimed jobs waiting to start. */
-  busy(on: boolean): void {
+  /**
+   * Whether the worker is busy now: every handler taken, or claimed jobs waiting to start.
+   * `drained`: nothing runs or waits. The first time, that ends the first measurement at once
+   * (rather than at its 100 ms), so a worker's second claim is already sized by its pace.
+   */
+  busy(on: boolean, drained = false): void {
     if (on && this.busySince === null) this.busySince = this.now();
     else if (!on && this.busySince !== null) {
       this.busyMs += this.now() - this.busySince;
       this.busySince = null;
     }
+    if (drained && this.pace === 0 && this.finished > 0) this.sample(true);
   }
 
   claimTook(ms: number): void {
     this.rttMs = 0.7 * this.rttMs + 0.3 * ms;
   }
 
-  private sample(): void {
+  private sample(now_ = false): void {
     const now = this.now();
     const dt = now - this.since;
-    if (dt < 100) return;
+    if (dt < 100 && !(now_ && dt > 0)) return;
     if (this.busySince !== null) {
       this.busyMs += now - this.busySince;
       this.busySince = now;
     }
-    this.rate = 0.5 * this.rate + 0.5 * ((this.finished * 1000) / dt);
+    // Smoothed, but the first measurement stands alone (not halved by the zero before it).
+    const w = this.pace === 0 ? 1 : 0.5;
+    this.rate = (1 - w) * this.rate + w * ((this.finished * 1000) / dt);
     // No busy time: jobs ran one at a time as they came; the pace is the rate.
-    this.pace = 0.5 * this.pace + 0.5 * ((this.finished * 1000) / (this.busyMs >= 1 ? Math.min(dt, this.busyMs) : dt));
+    this.pace = (1 - w) * this.pace + w * ((this.finished * 1000) / (this.busyMs >= 1 ? Math.min(dt, this.busyMs) : dt));
     this.finished = 0;
     this.busyMs = 0;
     this.since = now;

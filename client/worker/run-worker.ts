@@ -194,7 +194,7 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
         });
       running.add(job);
     }
-    prefetch.busy(buffer.length > 0 || active >= concurrency);
+    prefetch.busy(buffer.length > 0 || active >= concurrency, active === 0 && buffer.length === 0);
   };
   const claimInto = async (want: number) => {
     const pool = pools[turn++ % pools.length]!;

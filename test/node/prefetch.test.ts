@@ -23,7 +23,7 @@ describe('prefetch', () => {
     }
     expect(fast.depth(30_000)).toBeGreaterThan(100);
     expect(fast.depth(30_000)).toBeLessThanOrEqual(500);
-    expect(fast.depth(100)).toBeLessThanOrEqual(101); // never more than a quarter-lease of work
+    expect(fast.depth(100)).toBeLessThanOrEqual(105); // never more than a quarter-lease of work (4,167 jobs/s x 25 ms)
 
     const slow = new Prefetch('auto', 1000, now);
     for (let i = 0; i < 3; i++) {
@@ -78,5 +78,17 @@ describe('prefetch', () => {
     // Sized by what it finished per wall second (~830/s, ~730 smoothed) it stays at ~56.
     expect(p.depth(30_000)).toBeGreaterThan(500);
     expect(p.jobsWithin(25)).toBeLessThan(25); // acks still wait by what it actually finishes
+  });
+
+  it('auto: the first claim, once run, sizes the next one at once (not at the first 100 ms measurement)', () => {
+    const p = new Prefetch('auto', 2000, now);
+    p.claimTook(60); // a first claim that took 60 ms
+    expect(p.depth(30_000)).toBe(0);
+    p.busy(true);
+    for (let j = 0; j < 8; j++) p.jobDone(); // its 8 jobs run in 1 ms
+    elapse(1);
+    p.busy(false, true); // and nothing is left
+    // 8,000 jobs/s (taken whole, not halved by the zero before it) x 21.5 ms x 8: ~1,376.
+    expect(p.depth(30_000)).toBeGreaterThan(1000);
   });
 });
