@@ -12,6 +12,7 @@ import { SqlitePort } from '../../client/local/sqlite-port.ts';
 import { migrate } from '../../client/local/migrate.ts';
 import { Engine } from '../../src/core/engine.ts';
 import { LakeshoreError } from '../../src/core/errors.ts';
+import type { Port, Stmt, StmtResult } from '../../src/core/port.ts';
 import type { State } from '../../src/core/states.ts';
 
 const NS = 'm';
@@ -355,10 +356,48 @@ describe('model-based: the transition core against a model of the contract', () 
   }, 120_000);
 
   it('hands a job to a new holder only once the last one let it go or its lease ran out, and never moves a terminal row back, under any interleaving of concurrent calls', async () => {
+    await interleaved(false);
+  }, 120_000);
+
+  it('the same with the queue object\'s committer: hints kept, two batches in flight, each batch run and answered when the scheduler says, so the store may apply them in either order', async () => {
+    await interleaved(true);
+  }, 120_000);
+});
+
+/**
+ * A port whose batches, once `s` is set, run and answer when the scheduler says: two batches in
+ * flight may run in either order, and answer in either order (committer.ts must cope).
+ */
+class ScheduledPort implements Port {
+  s: fc.Scheduler | null = null;
+  private readonly db: SqlitePort;
+  constructor(db: SqlitePort) {
+    this.db = db;
+  }
+  async batch(stmts: Stmt[]): Promise<StmtResult[]> {
+    if (!this.s) return this.db.batch(stmts);
+    await this.s.schedule(Promise.resolve(), 'store runs a batch');
+    const out = this.db.batchSync(stmts);
+    return this.s.schedule(Promise.resolve(out), 'store answers it');
+  }
+}
+
+async function interleaved(pipelined: boolean): Promise<void> {
     await fc.assert(
       fc.asyncProperty(fc.scheduler(), fc.array(fc.constantFrom('claim', 'claim', 'ack', 'nack', 'cancel', 'expire', 'heartbeat'), { minLength: 4, maxLength: 24 }), async (s, ops) => {
-        const { engine, clock } = fresh();
+        const db = new DatabaseSync(':memory:');
+        migrate(db);
+        // Every change of state, in the order the store made them (the truth when batches in
+        // flight may run in an order other than the one they were planned in).
+        db.exec(`CREATE TABLE moves (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT, old_state TEXT, new_state TEXT, old_attempt INT, new_attempt INT, old_lease INT, at INT);
+          CREATE TRIGGER moves_log AFTER UPDATE OF state ON invocations WHEN old.state <> new.state BEGIN
+            INSERT INTO moves (id, old_state, new_state, old_attempt, new_attempt, old_lease, at)
+            VALUES (new.id, old.state, new.state, old.attempt, new.attempt, old.lease_until, new.updated_at); END;`);
+        const clock = { now: 1_000_000 };
+        const port = new ScheduledPort(new SqlitePort(db));
+        const engine = new Engine(port, { now: () => clock.now, limits: { defaultLeaseMs: LEASE, defaultMaxAttempts: MAX_ATTEMPTS }, ...(pipelined ? { singleWriter: true, committer: { depth: 2 } } : {}) });
         for (const i of IDS) await engine.submit(NS, Q, { id: i, envelope: bytes });
+        if (pipelined) port.s = s;
         // Per job and attempt: when it was handed out, until when its holder's lease ran (claim,
         // then each heartbeat that landed), and whether the holder let it go (an ack or nack that landed).
         const attempts = new Map<string, { at: number; until: number; released: boolean; w: string }>();
@@ -390,26 +429,63 @@ describe('model-based: the transition core against a model of the contract', () 
               } else await code(engine.cancel(NS, inv));
             }
             for (const i of IDS) {
-              const row = (await engine.get(NS, i))!;
+              // A read begun after another read answered a terminal state answers the same one
+              // (reads in flight together may answer in either order of the store's).
               const was = terminal.get(i);
+              const row = (await engine.get(NS, i))!;
               if (was) expect(row.state, `${i} was ${was}`).toBe(was);
               if (row.state === 'succeeded' || row.state === 'failed' || row.state === 'cancelled') terminal.set(i, row.state);
             }
           }),
         );
-        await s.waitAll();
-        await Promise.all(tasks);
+        // Release scheduled steps until every call has answered: a step may schedule the next
+        // only some microtasks later (the committer's turn), so waitAll runs again after each drain.
+        let done = false;
+        const all = Promise.all(tasks).finally(() => (done = true));
+        for (let turns = 0; !done; turns++) {
+          if (turns > 10_000) throw new Error('the calls never answered: a batch is waiting for nothing');
+          await s.waitAll();
+          await new Promise((r) => setImmediate(r));
+        }
+        await all;
+        port.s = null;
         // The real invariant: at every moment at most one worker holds an unexpired lease on a job.
-        // So attempt k+1 may start only after attempt k let the job go, or after its lease ran out.
-        for (const [key, next] of attempts) {
+        // In the store's order: attempt k+1 starts only after attempt k left running, and, unless
+        // its holder let it go, by an expiry at or after its lease's end (heartbeats included).
+        const moves = db.prepare('SELECT * FROM moves ORDER BY seq').all() as { id: string; old_state: string; new_state: string; old_attempt: number; new_attempt: number; old_lease: number | null; at: number }[];
+        const out = new Map<string, { attempt: number; at: number; lease: number | null }>();
+        for (const m of moves) {
+          expect(['succeeded', 'failed', 'cancelled'], `${m.id} moved from ${m.old_state} to ${m.new_state}`).not.toContain(m.old_state);
+          if (m.new_state === 'running') {
+            const last = out.get(m.id);
+            if (m.new_attempt > 1) {
+              expect(last?.attempt, `${m.id}: attempt ${m.new_attempt} started before attempt ${m.new_attempt - 1} left running`).toBe(m.new_attempt - 1);
+              if (!attempts.get(`${m.id}@${last!.attempt}`)?.released) expect(last!.at, `${m.id}: attempt ${last!.attempt} moved out at ${last!.at}, before its lease ran out at ${last!.lease}`).toBeGreaterThanOrEqual(last!.lease ?? 0);
+            }
+            out.delete(m.id);
+          } else if (m.old_state === 'running') out.set(m.id, { attempt: m.old_attempt, at: m.at, lease: m.old_lease });
+        }
+        // With one batch at a time the store's order is the order calls were planned in, so the
+        // same holds in the clock of the plans: attempt k+1 was planned after attempt k's lease ended.
+        if (!pipelined) for (const [key, next] of attempts) {
           const [id, k] = key.split('@') as [string, string];
           if (Number(k) < 2) continue;
           const prev = attempts.get(`${id}@${Number(k) - 1}`);
           if (!prev) continue;
           expect(prev.released || next.at >= prev.until, `${id}: attempt ${k} went to ${next.w} at ${next.at} while attempt ${Number(k) - 1} of ${prev.w} held a lease until ${prev.until}`).toBe(true);
         }
+        // A single writer's hints are never later than the rows (hints.ts): else a claim would skip
+        // an expiry or a promotion that is due.
+        const hint = engine.hints?.get(NS, Q);
+        if (hint) {
+          const rows = await Promise.all(IDS.map((i) => engine.get(NS, i)));
+          const earliest = (xs: (number | null | undefined)[]) => Math.min(...xs.filter((x): x is number => typeof x === 'number'));
+          const lease = earliest(rows.filter((r) => r?.state === 'running').map((r) => r!.leaseUntil));
+          const due = earliest(rows.filter((r) => r?.state === 'delayed').map((r) => r!.runAt));
+          if (lease < Infinity) expect(hint.lease ?? Infinity, 'the lease hint').toBeLessThanOrEqual(lease);
+          if (due < Infinity) expect(hint.due ?? Infinity, 'the due hint').toBeLessThanOrEqual(due);
+        }
       }),
       { numRuns: Number(process.env.MODEL_RUNS ?? 200) },
     );
-  }, 120_000);
-});
+}
