@@ -83,10 +83,11 @@ export class Prefetch {
     this.rttMs = 0.7 * this.rttMs + 0.3 * ms;
   }
 
-  private sample(now_ = false): void {
+  /** Takes a measurement every 100 ms; `early`: now, if any time has passed (the first one, see busy). */
+  private sample(early = false): void {
     const now = this.now();
     const dt = now - this.since;
-    if (dt < 100 && !(now_ && dt > 0)) return;
+    if (dt < 100 && !(early && dt > 0)) return;
     if (this.busySince !== null) {
       this.busyMs += now - this.busySince;
       this.busySince = now;
