@@ -60,7 +60,9 @@ export function claimPlan(ctx: ClaimContext, c: ClaimRequestInput, max: number, 
   const kind: ClaimKind = c.kind === 'boltzmann' ? 'fifo' : c.kind; // T = 0: the top level, oldest first
   const sw = sweep(ctx.now, ctx.ns, ctx.queue, ctx.limits, hints);
   const claim = claimStmts(ctx.now, ctx.ns, ctx.queue, { ...c, kind }, ctx.limits.defaultLeaseMs, null, max, hints);
-  const wake = withWake || known === null || (hints !== undefined && sw.stmts.length > 0);
+  // A claim about to park needs to know how long it may sleep; the hints of a queue with no pause,
+  // cap or rate say it already (work.ts), so only a queue without them reads it here.
+  const wake = (withWake && !plain(hints)) || known === null || (hints !== undefined && sw.stmts.length > 0);
   const stmts = [...sw.stmts, ...claim, ...(wake ? [wakeStmt(ctx.ns, ctx.queue)] : [])];
   return {
     stmts,
@@ -71,6 +73,9 @@ export function claimPlan(ctx: ClaimContext, c: ClaimRequestInput, max: number, 
     }),
   };
 }
+
+/** Hints that settle when a parked claim must look again: no pause, running cap or claim rate to read. */
+export const plain = (h: Hints | undefined): h is Hints => h !== undefined && !h.paused && !h.capped && !h.rated;
 
 /** Hints for a follow-up round of a sampled claim: its sweep already ran. */
 const SWEPT: Hints = { lease: null, due: null, ttl: null, paused: false, capped: false, rated: false };

@@ -3,7 +3,7 @@
  * heartbeat, and lease expiry. Each transition is one guarded statement (./sql); what it changed
  * wakes the callers parked on it (park.ts).
  */
-import { claimPlan, sweepPlan, wakePlan } from './claims.ts';
+import { claimPlan, plain, sweepPlan, wakePlan } from './claims.ts';
 import type { Wake } from './sql/wake.ts';
 import type { HintBook } from './hints.ts';
 import type { Moved } from './sql/expire.ts';
@@ -111,6 +111,9 @@ export class Work {
       nap: async (left) => {
         onPark?.();
         onPark = undefined;
+        const h = wake ? undefined : this.hints?.get(ns, q);
+        // A queue with no pause, cap or rate: its hints say when a lease runs out or a row comes due.
+        if (plain(h)) return Math.min(left, Math.min(h.lease ?? Infinity, h.due ?? Infinity) - this.now() + 1);
         wake ??= await this.committer.run(wakePlan(this.now(), ns, q));
         const until = wake.paused ? Infinity : Math.min(wake.lease ?? Infinity, wake.due ?? Infinity, wake.tokenAt ?? Infinity);
         return Math.min(left, until - this.now() + 1);

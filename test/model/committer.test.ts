@@ -257,3 +257,33 @@ describe('committer: what the engine remembers, with two batches in flight', () 
     });
   }
 });
+
+describe('a single writer\'s hints in a claim that may wait', () => {
+  it('a claim on a queue with no pause, cap or rate reads no wake statement, and a parked one still looks when a lease runs out', async () => {
+    const db = new DatabaseSync(':memory:');
+    migrate(db);
+    const sql = new SqlitePort(db);
+    const batches: Stmt[][] = [];
+    const port: Port = { batch: (stmts) => (batches.push(stmts), sql.batch(stmts)) };
+    const engine = new Engine(port, { singleWriter: true, committer: { depth: 2 } });
+    const wakeReads = () => batches.flat().filter((s) => s.sql.includes('min(run_at)')).length;
+    await engine.submit('ns', 'q', { id: 'j1', envelope: BYTES });
+    await engine.submit('ns', 'q', { id: 'j2', envelope: BYTES });
+    // The object learns its hints once (an unknown queue reads them with its first claim).
+    const [first] = await engine.work.claimMany('ns', 'q', { workerId: 'w1', max: 1, waitMs: 5_000, leaseMs: 400 });
+    expect(first!.id).toBe('j1');
+    const learned = wakeReads();
+    // A claim that finds work does not read what it would wait for.
+    const [second] = await engine.work.claimMany('ns', 'q', { workerId: 'w1', max: 1, waitMs: 5_000, leaseMs: 400 });
+    expect(second!.id).toBe('j2');
+    expect(wakeReads()).toBe(learned);
+    // Nor does one that parks: the hints say when the first lease runs out, and it looks then,
+    // expires j1 and takes it, long before its own wait ends. Only that look reads the wake
+    // statement, to learn the hints afresh after its sweep moved a row.
+    const t0 = Date.now();
+    const got = await engine.work.claimMany('ns', 'q', { workerId: 'w2', max: 1, waitMs: 5_000 });
+    expect(got.map((c) => [c.id, c.attempt])).toEqual([['j1', 2]]);
+    expect(Date.now() - t0).toBeLessThan(4_000);
+    expect(wakeReads()).toBe(learned + 1);
+  });
+});
