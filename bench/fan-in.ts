@@ -51,22 +51,37 @@ try {
   }
   const pct = (xs: number[], p: number) => xs[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
   const d1Rtt = DELAY || pct(rtts.sort((a, b) => a - b), 50);
-  /** Requests per second of `path` over the C connections for about 3 s: a ceiling of the hops it takes. */
-  async function rate(path: string): Promise<number> {
+  /** Requests per second of `one` over the C connections for about 3 s: a ceiling of the hops it takes. */
+  async function rate(one: () => Promise<unknown>): Promise<number> {
     let n = 0;
     const end = performance.now() + 3000;
     const t0 = performance.now();
     await Promise.all(Array.from({ length: C }, async () => {
       while (performance.now() < end) {
-        await call('GET', path);
+        await one();
         n++;
       }
     }));
     return Math.round(n / ((performance.now() - t0) / 1000));
   }
-  // Ceilings over the same connections: the Worker alone (/health), and the Worker calling the
-  // queue object with no D1 (its stats): a submit takes both hops and a D1 batch besides.
-  const ceilings = { health_per_s: await rate('/health'), queue_object_call_per_s: await rate(`/v1/ns/${ns}/queues/q/stats`) };
+  /**
+   * A submit's request up to the queue object: the same body with one key too many, so the
+   * Worker authenticates, admits, reads, parses and validates it and answers (400) without
+   * calling the object. No submit over these connections can go faster than this.
+   */
+  const refused = async () => {
+    const r = await pool.request({ method: 'POST', path: `/v1/ns/${ns}/queues/q/invocations`, headers, body: JSON.stringify({ id: 'x', envelope, extra: 1 }) });
+    await r.body.text();
+    if (r.statusCode !== 400) throw new Error(`the refused submit answered ${r.statusCode}, not 400`);
+  };
+  // Ceilings over the same connections: the Worker alone (/health); a submit request's own work in
+  // the Worker, with no queue object (refused); the Worker calling the queue object with no D1
+  // (its stats). A submit takes all of them and a share of a D1 batch besides.
+  const ceilings = {
+    health_per_s: await rate(() => call('GET', '/health')),
+    submit_request_without_queue_object_per_s: await rate(refused),
+    queue_object_call_per_s: await rate(() => call('GET', `/v1/ns/${ns}/queues/q/stats`)),
+  };
   // Warm every connection (and the queue object) before the clock starts.
   await Promise.all(Array.from({ length: C }, (_, i) => submit('warm', `w${i}`)));
   // The queue object's own counts: D1 batches and the rows D1 says they read and wrote.

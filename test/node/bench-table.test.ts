@@ -20,7 +20,7 @@ it('prints lakeshore\'s ratio to the best peer of each case: jobs/s for throughp
     row('lakeshore-edge', 'edge-bulk-listened', { ...bulk, throughput_jobs_per_s: 9_000, feed_listener: 1 }),
     ...[3_000, 4_000, 5_000].map((n) => row('lakeshore-edge', 'edge-fan-in', {
       mode: 'fan-in', connections: 256, d1_delay_ms: 0, submits_per_s: n, latency_ms: { p50: 20, p99: 900 }, latency_d1_round_trips: { p50: 16, p99: 700 },
-      submits_per_d1_batch: 17, ceilings: { health_per_s: 18_000, queue_object_call_per_s: 6_000 },
+      submits_per_d1_batch: 17, ceilings: { health_per_s: 18_000, submit_request_without_queue_object_per_s: 7_800, queue_object_call_per_s: 6_000 },
     })),
   ].join('\n'));
   const r = spawnSync(process.execPath, [resolve(import.meta.dirname, '..', '..', 'bench', 'table.mjs'), file], { encoding: 'utf8' });
@@ -30,5 +30,5 @@ it('prints lakeshore\'s ratio to the best peer of each case: jobs/s for throughp
   expect(line('pg-boss', 'bulk')).toContain('| best peer |');
   expect(line('lakeshore-edge', 'idle')).toContain('| 2.00× bullmq (latency) |');
   expect(line('lakeshore-edge', 'bulk (100), a feed listener')).toContain('| 0.82× pg-boss |'); // its own row, not mixed into edge-bulk's
-  expect(line('256 connections', '3')).toContain('| **4,000** [3,000–5,000] | 20.0 / 900 | 16.0 / 700.0 | 17.0 | 18,000, 6,000 | 3/3 |');
+  expect(line('256 connections', '3')).toContain('| **4,000** [3,000–5,000] | 20.0 / 900 | 16.0 / 700.0 | 17.0 | 18,000, 7,800, 6,000 | 3/3 |');
 });
