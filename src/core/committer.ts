@@ -22,6 +22,8 @@ import type { Port, StmtResult } from './port.ts';
 interface Pending {
   plan: Plan<unknown>;
   alone: boolean;
+  /** Waits for another plan to go with (RunOptions.patientMs); its timer ends the wait. */
+  patient: ReturnType<typeof setTimeout> | null;
   resolve: (v: unknown) => void;
   reject: (e: Error) => void;
 }
@@ -40,6 +42,11 @@ export interface CommitterOptions {
 export interface RunOptions {
   /** Sent with no other batch in flight (see above). */
   alone?: boolean;
+  /**
+   * Waits up to this long for a plan that is not patient, and goes in its batch (alone when the
+   * time is up): for writes whose caller waits for company anyway (acks riding a parked claim).
+   */
+  patientMs?: number;
 }
 
 /** A plan's statements' results, or why its batch failed. */
@@ -63,7 +70,14 @@ export class Committer {
 
   run<T>(plan: Plan<T>, opts: RunOptions = {}): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      this.pending.push({ plan: plan as Plan<unknown>, alone: opts.alone ?? false, resolve: resolve as (v: unknown) => void, reject });
+      const p: Pending = { plan: plan as Plan<unknown>, alone: opts.alone ?? false, patient: null, resolve: resolve as (v: unknown) => void, reject };
+      if (opts.patientMs !== undefined && opts.patientMs > 0 && !p.alone) {
+        p.patient = setTimeout(() => {
+          p.patient = null;
+          this.schedule();
+        }, opts.patientMs);
+      }
+      this.pending.push(p);
       this.schedule();
     });
   }
@@ -80,6 +94,7 @@ export class Committer {
 
   private pump(): void {
     while (this.pending.length && this.inFlight < this.opts.depth && !this.aloneInFlight) {
+      if (this.pending.every((p) => p.patient !== null)) return; // until company comes, or their time is up
       const n = this.size();
       const alone = this.pending.slice(0, n).some((p) => p.alone);
       if (alone && this.inFlight > 0) return; // sent once the batches in flight answered
@@ -100,6 +115,10 @@ export class Committer {
   }
 
   private send(group: Pending[], alone: boolean): void {
+    for (const p of group) {
+      if (p.patient !== null) clearTimeout(p.patient);
+      p.patient = null;
+    }
     this.inFlight++;
     if (alone) this.aloneInFlight = true;
     const outcomes = this.commit(group);

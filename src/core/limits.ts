@@ -48,3 +48,8 @@ export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
 
 /** The longest a claim that carries acks waits for work, so their answers are not held back (ackAndClaim). */
 export const ACKS_WAIT_MS = 25;
+/**
+ * How long a claim carrying acks waits for the next submit to hand it rows, on a queue its worker
+ * keeps up with, before it looks (work.ts ackAndClaim).
+ */
+export const GATHER_MS = 5;

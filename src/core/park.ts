@@ -7,7 +7,7 @@ import type { Committer } from './committer.ts';
 import { ParkedClaim, ride, type Rider } from './handoff.ts';
 import type { Moved } from './sql/expire.ts';
 import type { Plan } from './plan.ts';
-import { keys, Waiters } from './waiters.ts';
+import { isClaimKey, keys, Waiters } from './waiters.ts';
 import { Tails } from './tails.ts';
 import { Feed } from './feed.ts';
 
@@ -23,6 +23,8 @@ export interface Wait<T> {
   nap?(left: number): Promise<number>;
   /** A rider a transition can answer directly (handoff.ts). */
   rider?(): Rider<T>;
+  /** Parks this long (with its rider) before the first look: a transition due soon may answer it. */
+  parkFirstMs?: number;
   gaveUp(): Promise<T>;
 }
 
@@ -38,6 +40,13 @@ export class Parking {
   private readonly now: () => number;
   /** Bumped on every wake, so a look can tell a change landed while it was in flight. */
   private epoch = 0;
+  /** Per queue and running-cap key (keys.queue, keys.capped): wakes so far (see wakesOf). */
+  private readonly claimWakes = new Map<string, number>();
+  /** Calls of wakeAll, which count as a wake of every key. */
+  private allWakes = 0;
+  /** Per queue key: when a transition last fed it (feed), and whether its last claim came back short. */
+  private readonly fedAt = new Map<string, number>();
+  private readonly drained = new Map<string, boolean>();
 
   constructor(committer: Committer, now: () => number) {
     this.committer = committer;
@@ -56,17 +65,25 @@ export class Parking {
    * look is in flight is not lost: the epoch tells, and it looks again at once.
    */
   async until<T>(w: Wait<T>): Promise<T> {
-    for (;;) {
-      const seen = this.epoch;
-      const got = await w.look();
-      if (got !== undefined) return got;
-      if (this.epoch !== seen) continue;
+    const keyOf = () => (typeof w.key === 'function' ? w.key() : w.key);
+    for (let first = true; ; first = false) {
+      const key = keyOf();
+      const seen = this.wakesOf(key);
+      const seenAll = this.epoch;
+      // A wake the look may have missed: of its key, or of any key if the key changed meanwhile.
+      const missed = () => (keyOf() === key ? this.wakesOf(key) !== seen : this.epoch !== seenAll);
+      const parkFirst = first && (w.parkFirstMs ?? 0) > 0;
+      if (!parkFirst) {
+        const got = await w.look();
+        if (got !== undefined) return got;
+        if (missed()) continue;
+      }
       const left = w.deadline - this.now();
       if (left <= 0 || w.signal?.aborted) return w.gaveUp();
-      const nap = w.nap ? await w.nap(left) : left;
-      if (this.epoch !== seen) continue;
+      const nap = parkFirst ? Math.min(left, w.parkFirstMs!) : w.nap ? await w.nap(left) : left;
+      if (missed()) continue;
       const rider = w.rider?.();
-      const woken = await this.waiters.wait(typeof w.key === 'function' ? w.key() : w.key, Math.max(1, nap), w.signal, rider);
+      const woken = await this.waiters.wait(keyOf(), Math.max(1, nap), w.signal, rider);
       if (rider?.riding) await rider.riding;
       if (rider?.value) return rider.value;
       if (!woken && (nap >= left || w.signal?.aborted)) return w.gaveUp();
@@ -91,7 +108,24 @@ export class Parking {
     // A rider that came back short means nothing was left to claim: no one else need wake.
     const drained = riders.some((x) => x instanceof ParkedClaim && x.short);
     if (n > 0) this.wake(key, drained ? 0 : n);
+    this.fedAt.set(key, this.now());
+    if (riders.some((x) => x instanceof ParkedClaim)) this.drained.set(key, drained);
     return out;
+  }
+
+  /** A claim of `key` came back: short (fewer rows than it asked for) or full. */
+  claimed(key: string, short: boolean): void {
+    this.drained.set(key, short);
+  }
+
+  /**
+   * The queue's claims keep up with its producers: its last claim (a look, or a ride with a
+   * submit) came back short, and a transition fed it within `ms`. Then another is due soon, and a
+   * claim may wait for it to hand it rows rather than look now (work.ts).
+   */
+  keepsUp(key: string, ms: number): boolean {
+    const at = this.fedAt.get(key);
+    return this.drained.get(key) === true && at !== undefined && this.now() - at <= ms;
   }
 
   /** Rows a sweep moved: claims wake for the ones now queued, result waits and readers for the failed ones. */
@@ -109,8 +143,19 @@ export class Parking {
     if (moved.length) this.wake(keys.capped(ns, queue), moved.length);
   }
 
+  /**
+   * Wakes of `key` so far, for a look to tell whether one landed while it was in flight: counted
+   * per key for a queue's claims (its queue and running-cap keys, one pair per queue), so an ack
+   * that ends a job does not send a claim of another kind of wait to look again; every wake for
+   * the others.
+   */
+  private wakesOf(key: string): number {
+    return isClaimKey(key) ? (this.claimWakes.get(key) ?? 0) + this.allWakes : this.epoch;
+  }
+
   /** Wakes up to `n` waiters of `key`, oldest first. A journal's key: its tail is no longer known. */
   wake(key: string, n?: number): void {
+    if (isClaimKey(key)) this.claimWakes.set(key, (this.claimWakes.get(key) ?? 0) + 1);
     this.epoch++;
     this.tails.drop(key);
     this.waiters.wake(key, n);
@@ -137,6 +182,7 @@ export class Parking {
 
   /** Wakes everything parked (another process changed the store). */
   wakeAll(): void {
+    this.allWakes++;
     this.epoch++;
     this.tails.clear();
     this.waiters.wakeAll();

@@ -67,6 +67,9 @@ export class Waiters {
   }
 }
 
+/** A key claims park on (keys.queue, keys.capped). */
+export const isClaimKey = (key: string) => key.startsWith('q\u0000') || key.startsWith('c\u0000');
+
 export const keys = {
   queue: (ns: string, queue: string) => `q\u0000${ns}\u0000${queue}`,
   /** Claims held back by the queue's running cap. */

@@ -9,7 +9,7 @@ import type { HintBook } from './hints.ts';
 import type { Moved } from './sql/expire.ts';
 import type { Committer } from './committer.ts';
 import { ParkedClaim } from './handoff.ts';
-import { ACKS_WAIT_MS, type Limits } from './limits.ts';
+import { ACKS_WAIT_MS, GATHER_MS, type Limits } from './limits.ts';
 import type { Parking } from './park.ts';
 import { ackInput, claimArgs, holder, nackInput, type AckRequest, type ClaimArgs, type ClaimRequest, type HolderRequest, type NackRequest } from './requests.ts';
 import { failed, fill, one, parseEach, type Settled } from './settled.ts';
@@ -82,12 +82,30 @@ export class Work {
     const args = claimArgs(queue, req, this.limits);
     v.batch(acks, this.limits);
     if (acks.length) args.wait = Math.min(args.wait, ACKS_WAIT_MS);
-    // Both start now (one batch); awaited together, so a failure of either is never left unhandled.
-    const [acked, claimed] = await Promise.all([this.ackMany(ns, acks.map((a) => ({ ...a, queue: args.q }))), this.claimWith(ns, args)]);
+    // Where the worker keeps up with a stream of submits (park.ts keepsUp), its claim parks for a
+    // moment first and its acks wait with it: the next submit's batch then carries the acks, the
+    // insert and the claim (handed its rows), one batch a round instead of two. If none comes in
+    // GATHER_MS, the claim looks and the acks go with that look. Otherwise both start now, in one
+    // batch. Either way the answer comes after both. Awaited together, so a failure of either is
+    // never left unhandled.
+    const gather = acks.length > 0 && this.gathers(ns, args) ? GATHER_MS : 0;
+    const items = acks.map((a) => ({ ...a, queue: args.q }));
+    const [acked, claimed] = await Promise.all([this.ackMany(ns, items, gather && gather + ACKS_WAIT_MS), this.claimWith(ns, args, undefined, undefined, gather)]);
     return { acks: acked, claimed };
   }
 
-  private async claimWith(ns: string, { q, max, input, wait }: ClaimArgs, signal?: AbortSignal, onPark?: () => void): Promise<Claimed[]> {
+  /** A claim that a submit can hand rows to, on a queue kept up with and with nothing to sweep or settle first. */
+  private gathers(ns: string, { q, input, wait }: ClaimArgs): boolean {
+    if (wait <= GATHER_MS || (input.kind === 'boltzmann' && input.temperature !== 0)) return false;
+    const h = this.hints?.get(ns, q);
+    if (!plain(h)) return false;
+    const now = this.now();
+    if ([h.lease, h.due, h.ttl].some((at) => at !== null && at <= now + GATHER_MS)) return false;
+    return this.park.keepsUp(keys.queue(ns, q), GATHER_MS);
+  }
+
+  /** `parkFirstMs`: parks that long before its first look (see ackAndClaim). */
+  private async claimWith(ns: string, { q, max, input, wait }: ClaimArgs, signal?: AbortSignal, onPark?: () => void, parkFirstMs = 0): Promise<Claimed[]> {
     // fifo and filo claims that park can be handed rows by the next submit (see handoff.ts).
     const rides = input.kind !== 'boltzmann' || input.temperature === 0;
     let wake: Wake | undefined;
@@ -96,6 +114,7 @@ export class Work {
       key: () => (wake?.capped ? keys.capped(ns, q) : keys.queue(ns, q)),
       deadline: this.now() + wait,
       signal,
+      parkFirstMs,
       look: async () => {
         const ctx = { now: this.now(), ns, queue: q, limits: this.limits, random: this.random, sampled: this.sampled };
         const since = this.hints?.mark ?? 0;
@@ -103,6 +122,7 @@ export class Work {
         this.moved(ns, q, out.moved);
         wake = out.wake;
         if (wake) this.hints?.learn(ns, q, wake, since);
+        this.park.claimed(keys.queue(ns, q), out.claimed.length < max);
         return out.claimed.length ? out.claimed : undefined;
       },
       // Park until a transition wakes us, or until the queue's next lease runs out or its next
@@ -153,13 +173,14 @@ export class Work {
   }
 
   /** Acks many in few guarded UPDATEs; each item is fenced on its own, and a stale item fails alone. */
-  async ackMany(ns: string, items: AckRequest[]): Promise<Settled<{ absorbed: boolean }>[]> {
+  /** `patientMs`: the acks may wait that long for another plan's batch (committer.ts). */
+  async ackMany(ns: string, items: AckRequest[], patientMs = 0): Promise<Settled<{ absorbed: boolean }>[]> {
     const { out, valid, at } = parseEach(v.batch(items, this.limits), (it) => ackInput(it, this.limits));
-    return fill(out, at, valid.length ? await this.acked(ns, valid) : []);
+    return fill(out, at, valid.length ? await this.acked(ns, valid, patientMs) : []);
   }
 
-  private async acked(ns: string, items: AckItem[]): Promise<({ absorbed: boolean } | Error)[]> {
-    const answers = await this.committer.run(ackPlan(this.now(), ns, items));
+  private async acked(ns: string, items: AckItem[], patientMs = 0): Promise<({ absorbed: boolean } | Error)[]> {
+    const answers = await this.committer.run(ackPlan(this.now(), ns, items), { patientMs });
     answers.forEach((r, k) => {
       if (r instanceof Error || r.absorbed) return;
       const it = items[k]!;

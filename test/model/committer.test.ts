@@ -117,6 +117,26 @@ describe('committer: batches in flight', () => {
     await expect(Promise.all(ps)).resolves.toEqual([1, 2, 3]);
   });
 
+  it('a patient plan waits for a plan that is not, and goes in its batch; alone once its time is up', async () => {
+    const { port } = setup();
+    const c = new Committer(port, { depth: 2 });
+    const a = c.run(put(1), { patientMs: 60_000 });
+    await turn();
+    await turn();
+    expect(port.sent).toHaveLength(0);
+    const b = c.run(put(2));
+    await until(() => port.sent.length === 1, 'the batch the plan that is not patient sends', 5_000);
+    expect(port.sent[0]!.stmts).toHaveLength(2);
+    port.sent[0]!.answer();
+    await expect(Promise.all([a, b])).resolves.toEqual([1, 2]);
+    const t0 = Date.now();
+    const lone = c.run(put(3), { patientMs: 100 });
+    await until(() => port.sent.length === 2, 'the patient plan, alone once its time is up', 5_000);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(90);
+    port.sent[1]!.answer();
+    await expect(lone).resolves.toBe(3);
+  });
+
   it('hands answers out in the order the batches were sent, whatever order they come back in', async () => {
     const { port, db } = setup();
     const c = new Committer(port, { depth: 2 });
@@ -285,5 +305,76 @@ describe('a single writer\'s hints in a claim that may wait', () => {
     expect(got.map((c) => [c.id, c.attempt])).toEqual([['j1', 2]]);
     expect(Date.now() - t0).toBeLessThan(4_000);
     expect(wakeReads()).toBe(learned + 1);
+  });
+});
+
+describe('acks of a worker that keeps up ride the next submit\'s batch', () => {
+  const setupEngine = () => {
+    const db = new DatabaseSync(':memory:');
+    migrate(db);
+    const sql = new SqlitePort(db);
+    const batches: Stmt[][] = [];
+    const port: Port = { batch: (stmts) => (batches.push(stmts), sql.batch(stmts)) };
+    const engine = new Engine(port, { singleWriter: true, committer: { depth: 2 } });
+    const state = (id: string) => (db.prepare('SELECT state FROM invocations WHERE id = ?').get(id) as { state: string }).state;
+    return { engine, batches, state };
+  };
+  /** A worker kept up: its parked claim was handed the one job a submit queued (it asked for 4). */
+  async function keptUp(engine: Engine) {
+    const parked = engine.work.claimMany('ns', 'q', { workerId: 'w', max: 4, waitMs: 5_000 });
+    await until(() => engine.park.waiters.size === 1, 'the parked claim', 5_000);
+    await engine.submit('ns', 'q', { id: 'j1', envelope: BYTES });
+    const [j1] = await parked;
+    expect(j1!.id).toBe('j1');
+    return j1!;
+  }
+
+  it('a submit within the moment the claim waits carries its acks, the insert and the claim in one batch', async () => {
+    const { engine, batches, state } = setupEngine();
+    await engine.submit('ns', 'q', { id: 'j0', envelope: BYTES });
+    await engine.work.claimMany('ns', 'q', { workerId: 'w0', max: 1 }); // the object learns its hints
+    const j1 = await keptUp(engine);
+    const before = batches.length;
+    const round = engine.work.ackAndClaim('ns', 'q', [{ id: 'j1', workerId: 'w', attempt: j1.attempt }], { workerId: 'w', max: 4, waitMs: 5_000 });
+    await turn(); // the submit comes a moment later (a turn; GATHER_MS is 5 ms)
+    await engine.submit('ns', 'q', { id: 'j2', envelope: BYTES });
+    const out = await round;
+    expect(out.acks).toEqual([{ ok: true, value: { absorbed: false } }]);
+    expect(out.claimed.map((c) => c.id)).toEqual(['j2']);
+    expect(state('j1')).toBe('succeeded');
+    expect(batches.length - before).toBe(1);
+  });
+
+  it('a worker behind a backlog (its last claim came back full) looks at once; a submit then goes in its own batch', async () => {
+    const { engine, batches, state } = setupEngine();
+    await engine.submit('ns', 'q', { id: 'j0', envelope: BYTES });
+    await engine.work.claimMany('ns', 'q', { workerId: 'w0', max: 1 });
+    await keptUp(engine);
+    for (const id of ['b1', 'b2', 'b3']) await engine.submit('ns', 'q', { id, envelope: BYTES });
+    const full = await engine.work.claimMany('ns', 'q', { workerId: 'w', max: 2, waitMs: 5_000 });
+    expect(full.map((c) => c.id)).toEqual(['b1', 'b2']);
+    const before = batches.length;
+    const round = engine.work.ackAndClaim('ns', 'q', [{ id: 'b1', workerId: 'w', attempt: full[0]!.attempt }], { workerId: 'w', max: 2, waitMs: 5_000 });
+    await turn();
+    await engine.submit('ns', 'q', { id: 'j2', envelope: BYTES });
+    const out = await round;
+    expect(out.claimed.map((c) => c.id)[0]).toBe('b3');
+    expect(state('b1')).toBe('succeeded');
+    expect(batches.length - before).toBe(2);
+  });
+
+  it('with no submit in that moment, the claim looks, its acks in the same batch', async () => {
+    const { engine, batches, state } = setupEngine();
+    await engine.submit('ns', 'q', { id: 'j0', envelope: BYTES });
+    await engine.work.claimMany('ns', 'q', { workerId: 'w0', max: 1 });
+    const j1 = await keptUp(engine);
+    const before = batches.length;
+    const out = await engine.work.ackAndClaim('ns', 'q', [{ id: 'j1', workerId: 'w', attempt: j1.attempt }], { workerId: 'w', max: 4, waitMs: 5_000 });
+    expect(out.acks).toEqual([{ ok: true, value: { absorbed: false } }]);
+    expect(out.claimed).toEqual([]);
+    expect(state('j1')).toBe('succeeded');
+    // The look that carried the acks, and nothing else (the claim then waited out its time).
+    expect(batches.length - before).toBe(1);
+    expect(batches.at(-1)!.some((s) => s.sql.includes("SET state = 'succeeded'"))).toBe(true);
   });
 });
