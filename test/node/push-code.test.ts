@@ -18,11 +18,15 @@ describe('pushCode', () => {
   it('pushes a git tree once per tree, answers its stamp, refuses uncommitted changes; a worker fetches what was pushed', async () => {
     const repo = repoWith({ 'tasks.mjs': 'export const train = (x) => x * 2;\n' });
     const uploads: string[] = [];
+    const bodies: Buffer[] = [];
     const ns = freshNs();
     const d = new HttpDispatch(inject('planeUrl'), {
       token: inject('planeToken'), namespace: ns,
       fetch: (url, init) => {
-        if (init?.method === 'PUT' && String(url).includes('/code/')) uploads.push(String(url));
+        if (init?.method === 'PUT' && String(url).includes('/code/')) {
+          uploads.push(String(url));
+          bodies.push(Buffer.from(init.body as Uint8Array));
+        }
         return fetch(url, init);
       },
     });
@@ -32,11 +36,14 @@ describe('pushCode', () => {
     const again = await d.pushCode({ cwd: repo });
     expect(again).toMatchObject({ stamp: first.stamp, uploaded: false });
     expect(uploads).toHaveLength(1);
-    // A worker fetches exactly the archive of that tree.
+    // What went up is the archive of that tree (an archive of a tree carries the time it was made
+    // as its files' mtime, so compare the files), and a worker fetches exactly what went up.
+    const files = (tar: Buffer) => [execFileSync('tar', ['-t'], { input: tar }).toString(), execFileSync('tar', ['-xO'], { input: tar }).toString()];
+    expect(files(bodies[0]!)).toEqual(files(execFileSync('git', ['archive', '--format=tar', first.stamp], { cwd: repo })));
     const worker = await d.createToken('worker');
     const res = await fetch(`${inject('planeUrl')}/v1/ns/${ns}/code/${first.stamp}`, { headers: { authorization: `Bearer ${worker.token}` } });
     const tar = Buffer.from(await res.arrayBuffer());
-    expect(tar.equals(execFileSync('git', ['archive', '--format=tar', first.stamp], { cwd: repo }))).toBe(true);
+    expect(tar.equals(bodies[0]!)).toBe(true);
     expect(res.headers.get('content-digest')).toBe(`sha-256=:${createHash('sha256').update(tar).digest('base64')}:`);
     // Uncommitted changes to tracked files are refused; untracked files do not count.
     writeFileSync(join(repo, 'notes.txt'), 'untracked\n');
