@@ -319,8 +319,13 @@ describe('acks of a worker that keeps up ride the next submit\'s batch', () => {
     const state = (id: string) => (db.prepare('SELECT state FROM invocations WHERE id = ?').get(id) as { state: string }).state;
     return { engine, batches, state };
   };
-  /** A worker kept up: its parked claim was handed the one job a submit queued (it asked for 4). */
+  /**
+   * The object knows the queue's hints (a first claim read them), and a worker kept up: its parked
+   * claim was handed the one job a submit queued (it asked for 4).
+   */
   async function keptUp(engine: Engine) {
+    await engine.submit('ns', 'q', { id: 'j0', envelope: BYTES });
+    await engine.work.claimMany('ns', 'q', { workerId: 'w0', max: 1 });
     const parked = engine.work.claimMany('ns', 'q', { workerId: 'w', max: 4, waitMs: 5_000 });
     await until(() => engine.park.waiters.size === 1, 'the parked claim', 5_000);
     await engine.submit('ns', 'q', { id: 'j1', envelope: BYTES });
@@ -331,8 +336,6 @@ describe('acks of a worker that keeps up ride the next submit\'s batch', () => {
 
   it('a submit within the moment the claim waits carries its acks, the insert and the claim in one batch', async () => {
     const { engine, batches, state } = setupEngine();
-    await engine.submit('ns', 'q', { id: 'j0', envelope: BYTES });
-    await engine.work.claimMany('ns', 'q', { workerId: 'w0', max: 1 }); // the object learns its hints
     const j1 = await keptUp(engine);
     const before = batches.length;
     const round = engine.work.ackAndClaim('ns', 'q', [{ id: 'j1', workerId: 'w', attempt: j1.attempt }], { workerId: 'w', max: 4, waitMs: 5_000 });
@@ -347,8 +350,6 @@ describe('acks of a worker that keeps up ride the next submit\'s batch', () => {
 
   it('a worker behind a backlog (its last claim came back full) looks at once; a submit then goes in its own batch', async () => {
     const { engine, batches, state } = setupEngine();
-    await engine.submit('ns', 'q', { id: 'j0', envelope: BYTES });
-    await engine.work.claimMany('ns', 'q', { workerId: 'w0', max: 1 });
     await keptUp(engine);
     for (const id of ['b1', 'b2', 'b3']) await engine.submit('ns', 'q', { id, envelope: BYTES });
     const full = await engine.work.claimMany('ns', 'q', { workerId: 'w', max: 2, waitMs: 5_000 });
@@ -365,8 +366,6 @@ describe('acks of a worker that keeps up ride the next submit\'s batch', () => {
 
   it('with no submit in that moment, the claim looks, its acks in the same batch', async () => {
     const { engine, batches, state } = setupEngine();
-    await engine.submit('ns', 'q', { id: 'j0', envelope: BYTES });
-    await engine.work.claimMany('ns', 'q', { workerId: 'w0', max: 1 });
     const j1 = await keptUp(engine);
     const before = batches.length;
     const out = await engine.work.ackAndClaim('ns', 'q', [{ id: 'j1', workerId: 'w', attempt: j1.attempt }], { workerId: 'w', max: 4, waitMs: 5_000 });
