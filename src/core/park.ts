@@ -62,7 +62,8 @@ export class Parking {
   /**
    * Looks until it answers: between looks it parks on `key` until a transition wakes it (or a
    * rider is handed the answer), the nap ends, or the deadline passes. A wake that lands while a
-   * look is in flight is not lost: the epoch tells, and it looks again at once.
+   * look is in flight is not lost: its key's wake count tells (wakesOf), and it looks again at
+   * once. `parkFirstMs`: the first look waits that long, parked with its rider.
    */
   async until<T>(w: Wait<T>): Promise<T> {
     const keyOf = () => (typeof w.key === 'function' ? w.key() : w.key);

@@ -90,7 +90,7 @@ export class Work {
     // never left unhandled.
     const gather = acks.length > 0 && this.gathers(ns, args) ? GATHER_MS : 0;
     const items = acks.map((a) => ({ ...a, queue: args.q }));
-    const [acked, claimed] = await Promise.all([this.ackMany(ns, items, gather && gather + ACKS_WAIT_MS), this.claimWith(ns, args, undefined, undefined, gather)]);
+    const [acked, claimed] = await Promise.all([this.ackMany(ns, items, gather ? gather + ACKS_WAIT_MS : 0), this.claimWith(ns, args, undefined, undefined, gather)]);
     return { acks: acked, claimed };
   }
 
@@ -172,8 +172,10 @@ export class Work {
     return one(await this.acked(ns, [ackInput({ ...req, id }, this.limits)]));
   }
 
-  /** Acks many in few guarded UPDATEs; each item is fenced on its own, and a stale item fails alone. */
-  /** `patientMs`: the acks may wait that long for another plan's batch (committer.ts). */
+  /**
+   * Acks many in few guarded UPDATEs; each item is fenced on its own, and a stale item fails alone.
+   * `patientMs`: the acks may wait that long for another plan's batch (committer.ts).
+   */
   async ackMany(ns: string, items: AckRequest[], patientMs = 0): Promise<Settled<{ absorbed: boolean }>[]> {
     const { out, valid, at } = parseEach(v.batch(items, this.limits), (it) => ackInput(it, this.limits));
     return fill(out, at, valid.length ? await this.acked(ns, valid, patientMs) : []);
