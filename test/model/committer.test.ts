@@ -278,14 +278,21 @@ describe('committer: what the engine remembers, with two batches in flight', () 
   }
 });
 
+/** The queue object's engine (hints kept, two batches in flight) over SQLite, every batch it sends kept. */
+const setupEngine = () => {
+  const db = new DatabaseSync(':memory:');
+  migrate(db);
+  const sql = new SqlitePort(db);
+  const batches: Stmt[][] = [];
+  const port: Port = { batch: (stmts) => (batches.push(stmts), sql.batch(stmts)) };
+  const engine = new Engine(port, { singleWriter: true, committer: { depth: 2 } });
+  const state = (id: string) => (db.prepare('SELECT state FROM invocations WHERE id = ?').get(id) as { state: string }).state;
+  return { engine, batches, state };
+};
+
 describe('a single writer\'s hints in a claim that may wait', () => {
   it('a claim on a queue with no pause, cap or rate reads no wake statement, and a parked one still looks when a lease runs out', async () => {
-    const db = new DatabaseSync(':memory:');
-    migrate(db);
-    const sql = new SqlitePort(db);
-    const batches: Stmt[][] = [];
-    const port: Port = { batch: (stmts) => (batches.push(stmts), sql.batch(stmts)) };
-    const engine = new Engine(port, { singleWriter: true, committer: { depth: 2 } });
+    const { engine, batches } = setupEngine();
     const wakeReads = () => batches.flat().filter((s) => s.sql.includes('min(run_at)')).length;
     await engine.submit('ns', 'q', { id: 'j1', envelope: BYTES });
     await engine.submit('ns', 'q', { id: 'j2', envelope: BYTES });
@@ -309,16 +316,6 @@ describe('a single writer\'s hints in a claim that may wait', () => {
 });
 
 describe('acks of a worker that keeps up ride the next submit\'s batch', () => {
-  const setupEngine = () => {
-    const db = new DatabaseSync(':memory:');
-    migrate(db);
-    const sql = new SqlitePort(db);
-    const batches: Stmt[][] = [];
-    const port: Port = { batch: (stmts) => (batches.push(stmts), sql.batch(stmts)) };
-    const engine = new Engine(port, { singleWriter: true, committer: { depth: 2 } });
-    const state = (id: string) => (db.prepare('SELECT state FROM invocations WHERE id = ?').get(id) as { state: string }).state;
-    return { engine, batches, state };
-  };
   /**
    * The object knows the queue's hints (a first claim read them), and a worker kept up: its parked
    * claim was handed the one job a submit queued (it asked for 4).
