@@ -6,8 +6,9 @@
  * running job is submitted inside its `run` span, so a cascade is one trace.
  */
 import { context, SpanKind, SpanStatusCode, trace, TraceFlags, type Context, type Span } from '@opentelemetry/api';
+import { CLIENT_VERSION } from './version.ts';
 
-const tracer = () => trace.getTracer('lakeshore', '0.1.0');
+const tracer = () => trace.getTracer('lakeshore', CLIENT_VERSION);
 
 /** A span's context as a W3C traceparent, or null for a span that records nothing (no provider). */
 export function traceparentOf(span: Span): string | null {

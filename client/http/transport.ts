@@ -11,6 +11,11 @@
 import { errorFor, LakeshoreError, TimeoutError, UnavailableError } from '../errors.ts';
 import { finiteOnly, type Json } from './wire.ts';
 import { jsonValue } from '../../src/core/validate.ts';
+import { CLIENT_VERSION } from '../version.ts';
+import { fetchRequester, nodeRequester, type Answer, type Requester } from './requester.ts';
+
+/** Sent by node:http requests (fetch sends its own). */
+const USER_AGENT = `lakeshore-client/${CLIENT_VERSION} (node)`;
 
 /** Deeper than this a body is not sent (the plane's own limit on free-form values is far lower: 64 by default). */
 const SENDABLE_DEPTH = 1000;
@@ -19,6 +24,7 @@ export interface TransportOptions {
   token?: string;
   timeout: number;
   retryForMs?: number;
+  /** Makes every request with this fetch. Default: node:http where the runtime has it, else fetch (requester.ts). */
   fetch?: typeof fetch;
   /** Told at once (once per request) when the plane cannot be reached and the request will be retried. */
   onUnreachable?: (message: string) => void;
@@ -31,6 +37,8 @@ export class Transport {
   private readonly retryForMs: number;
   private readonly fetchImpl: typeof fetch;
   private readonly onUnreachable: ((message: string) => void) | undefined;
+  private requester: Promise<Requester> | null = null;
+  private readonly ownFetch: boolean;
 
   /** `base`: the namespace's URL prefix (`…/v1/ns/<ns>`); paths are relative to it. */
   constructor(base: string, opts: TransportOptions) {
@@ -39,7 +47,20 @@ export class Transport {
     this.timeout = opts.timeout;
     this.retryForMs = opts.retryForMs ?? 15_000;
     this.fetchImpl = opts.fetch ?? globalThis.fetch.bind(globalThis);
+    this.ownFetch = opts.fetch !== undefined;
     this.onUnreachable = opts.onUnreachable;
+  }
+
+  /** Closes the idle connections the calls keep open. */
+  close(): void {
+    void this.requester?.then((r) => r.close());
+    this.requester = null;
+  }
+
+  /** node:http where the runtime has it and no fetch was given, else fetch; chosen once. */
+  private requesterOf(): Promise<Requester> {
+    this.requester ??= (this.ownFetch ? Promise.resolve(null) : nodeRequester(USER_AGENT)).then((r) => r ?? fetchRequester(this.fetchImpl));
+    return this.requester;
   }
 
   /** A JSON request; answers the JSON body of a 2xx, throws the error of anything else. */
@@ -89,6 +110,7 @@ export class Transport {
    */
   private async once(method: string, path: string, body: unknown, opts: { waitMs?: number; signal?: AbortSignal }): Promise<Json | { error: LakeshoreError; status: number }> {
     const limit = this.timeout + (opts.waitMs ?? 0);
+    const requester = await this.requesterOf();
     const ac = new AbortController();
     let answered = false;
     const abort = (reason: unknown) => !answered && ac.abort(reason);
@@ -97,13 +119,9 @@ export class Transport {
     opts.signal?.addEventListener('abort', onAbort, { once: true });
     const timer = setTimeout(() => abort(new TimeoutError(`${method} ${path} got no answer within ${limit} ms`)), limit);
     try {
-      const res = await this.fetch(path, {
-        method,
-        headers: body === undefined ? {} : { 'content-type': 'application/json' },
-        body: body === undefined ? undefined : JSON.stringify(body, finiteOnly),
-        signal: ac.signal,
-      });
-      if (!res.ok) return { error: await errorOf(res), status: res.status };
+      const headers = body === undefined ? this.auth() : { ...this.auth(), 'content-type': 'application/json' };
+      const res = await requester.send(method, this.base + path, headers, body === undefined ? undefined : JSON.stringify(body, finiteOnly), ac.signal);
+      if (res.status < 200 || res.status > 299) return { error: await errorOfAnswer(res), status: res.status };
       return await answerOf(res, () => (answered = true));
     } catch (e) {
       if (ac.signal.reason instanceof TimeoutError) throw ac.signal.reason;
@@ -128,14 +146,12 @@ export class Transport {
  * once its line is in (`answered` is told), and the tail is read to its end in the background. A
  * streamed `{"error": {code, message}}` is that error. Anything else is read whole.
  */
-async function answerOf(res: Response, answered: () => void): Promise<Json> {
-  if (!res.body) return {};
-  const reader = res.body.getReader();
+async function answerOf(res: Answer, answered: () => void): Promise<Json> {
   const dec = new TextDecoder();
   let text = '';
   for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
+    const value = await res.read();
+    if (value === null) break;
     // Only the new piece is searched: a plain answer has no newline, and a large one comes in many pieces.
     const piece = dec.decode(value, { stream: true });
     const at = piece.indexOf('\n');
@@ -143,7 +159,7 @@ async function answerOf(res: Response, answered: () => void): Promise<Json> {
     text += piece;
     if (nl >= 0 && text.slice(0, nl).trim()) {
       answered();
-      void drain(reader);
+      void drain(res);
       const j = JSON.parse(text.slice(0, nl)) as Json;
       const err = j.error as { code?: string; message?: string } | undefined;
       if (Object.keys(j).length === 1 && err?.code) throw errorFor(err.code, err.message ?? 'the plane failed the call');
@@ -152,39 +168,54 @@ async function answerOf(res: Response, answered: () => void): Promise<Json> {
   }
   answered();
   text += dec.decode();
-  return JSON.parse(text) as Json;
+  return text ? (JSON.parse(text) as Json) : {};
 }
 
-async function drain(reader: ReadableStreamDefaultReader<Uint8Array>) {
+async function drain(res: Answer) {
   try {
-    while (!(await reader.read()).done);
+    while ((await res.read()) !== null);
   } catch {
     /* the connection broke after the answer: nothing more to read */
   }
 }
 
+/** An error answer's body, whole (it is small), as the error class of its code. */
+async function errorOfAnswer(res: Answer): Promise<LakeshoreError> {
+  const dec = new TextDecoder();
+  let text = '';
+  try {
+    for (let piece = await res.read(); piece !== null; piece = await res.read()) text += dec.decode(piece, { stream: true });
+  } catch {
+    /* cut short: what came is all there is */
+  }
+  return errorFrom(res.status, text + dec.decode(), res.header('retry-after'));
+}
+
 /** The plane's error answer as the error class of its code (with Retry-After, when given). */
 export async function errorOf(res: Response): Promise<LakeshoreError> {
+  return errorFrom(res.status, await res.text().catch(() => ''), res.headers.get('retry-after'));
+}
+
+function errorFrom(status: number, text: string, retryAfter: string | null): LakeshoreError {
   let code = 'internal';
-  let message = `HTTP ${res.status}`;
+  let message = `HTTP ${status}`;
   try {
-    const j = (await res.json()) as { error?: { code?: string; message?: string } };
+    const j = JSON.parse(text) as { error?: { code?: string; message?: string } };
     if (j.error?.code) code = j.error.code;
     if (j.error?.message) message = j.error.message;
   } catch {
     /* not a JSON error body */
   }
-  const ra = res.headers.get('retry-after');
-  return errorFor(code, message, { retryAfterMs: ra ? Number(ra) * 1000 : null });
+  return errorFor(code, message, { retryAfterMs: retryAfter ? Number(retryAfter) * 1000 : null });
 }
 
-/** A failure to reach the plane at all (refused, reset, closed mid-answer), as undici reports it. */
 /** A connection failure in a few words: its system code (ECONNREFUSED) or its message. */
 function reasonOf(e: unknown): string {
   const cause = (e as { cause?: { code?: string; message?: string } }).cause;
   return cause?.code ?? cause?.message ?? (e instanceof Error ? e.message : String(e));
 }
 
+/** A failure to reach the plane at all (refused, reset, closed mid-answer), as fetch and requester.ts report it. */
 function isConnectionError(e: unknown): boolean {
   if (!(e instanceof Error) || e.name === 'AbortError' || e instanceof TimeoutError) return false;
   const code = (e.cause as { code?: string } | undefined)?.code ?? '';

@@ -14,6 +14,7 @@ import type { Mounts } from './mount.ts';
 import { ACKS_WAIT_MS } from '../../src/core/limits.ts';
 import type { Registry } from './resolve.ts';
 import { randomId } from '../ids.ts';
+import { CLIENT_VERSION } from '../version.ts';
 
 export interface WorkerOptions {
   dispatch?: DispatchPlane;
@@ -75,8 +76,6 @@ export const ONCE_WAIT_MS = 2_000;
 const MAX_CLAIM = 1000;
 /** How often a worker's claims carry who it is. */
 const INFO_EVERY_MS = 30_000;
-/** The client's version, told to the plane with the worker's identity. */
-const VERSION = '0.1.0';
 
 /** This host and process, for worker ids: `host:pid` where the runtime has them. */
 async function hostName(): Promise<string> {
@@ -135,7 +134,7 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
   const claimWait = opts.claimWaitMs ?? 20_000;
   // Who this worker is rides its first claim, and one every INFO_EVERY_MS after (the plane lists it).
   const proc = (globalThis as { process?: { pid?: number } }).process;
-  const info = { queues: pools, host: (await hostName()).split(':')[0], pid: proc?.pid, version: VERSION, concurrency };
+  const info = { queues: pools, host: (await hostName()).split(':')[0], pid: proc?.pid, version: CLIENT_VERSION, concurrency };
   let infoAt = 0;
 
   // Claims fill free capacity in batches (claimMany): a busy worker costs one round trip per
