@@ -11,6 +11,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { encodeEnvelope, HttpDispatch } from '../client/local/index.ts';
+import { Transport } from '../client/http/transport.ts';
 import { newToken, startPlane } from '../scripts/plane.mjs';
 
 const N = Number(process.argv.find((a) => a.startsWith('--n='))?.slice(4) ?? 8000);
@@ -18,7 +19,8 @@ const dir = mkdtempSync(join(process.env.BENCH_STATE_DIR ?? tmpdir(), 'lakeshore
 const token = newToken('lsk_bench_');
 const plane = await startPlane({ node: process.execPath, env: process.env, persistTo: dir, vars: { LAKESHORE_TOKEN: token } });
 const d = new HttpDispatch(plane.url, { token, namespace: 'ceiling' });
-const headers = { authorization: `Bearer ${token}` };
+// The round trips go the way the client's calls go (node:http, kept connections: client/http/requester.ts).
+const raw = new Transport(plane.url, { token, timeout: 30_000 });
 const env = (i: number) => encodeEnvelope({ fn: 'noop', args: [i, 'x'.repeat(100)] });
 
 /** Median round trip of `f`, back to back, or each after `quietMs` with nothing in flight. */
@@ -36,8 +38,8 @@ async function p50(f: () => Promise<unknown>, quietMs = 0, n = quietMs ? 150 : 3
 
 let k = 0;
 const probes = {
-  health: () => fetch(`${plane.url}/health`).then((r) => r.text()),
-  d1_read: () => fetch(`${plane.url}/v1/ns/ceiling/queues/none/count`, { headers }).then((r) => r.text()),
+  health: () => raw.call('GET', '/health'),
+  d1_read: () => raw.call('GET', '/v1/ns/ceiling/queues/none/count'),
   submit: () => d.submit('warm', env(k), { id: `w${k++}` }),
 };
 // The same round trips after 20 ms of quiet, as an idle pickup or a journal frame meets them.
@@ -55,6 +57,7 @@ await Promise.all(Array.from({ length: 8 }, async () => {
 }));
 const s = (performance.now() - t0) / 1000;
 await d.close();
+raw.close();
 await plane.stop();
 rmSync(dir, { recursive: true, force: true });
 console.log(JSON.stringify({ system: 'lakeshore-edge', mode: 'ceiling', rtt_p50_ms: rtt, rtt_after_20ms_quiet_p50_ms: rttQuiet, enqueue_only: { P: 8, N, jobs_per_s: Math.round(N / s), ms_per_round: +((s * 1000) / (N / 8)).toFixed(2) } }));
