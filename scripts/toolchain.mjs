@@ -72,13 +72,21 @@ export function ensureTypes(nodeBin) {
 
 /**
  * Builds the dashboard into src/worker/dashboard-assets.gen.ts (scripts/dashboard.mjs) when it is
- * missing or the dashboard's sources changed since.
+ * missing or the dashboard's sources changed since: its own files and the TypeScript it bundles
+ * (the client, and the core modules the client imports).
  */
 export function ensureDashboard(nodeBin) {
-  const dir = join(ROOT, 'dashboard');
   const h = createHash('sha256');
-  for (const f of readdirSync(dir).sort()) h.update(f).update(readFileSync(join(dir, f)));
-  for (const f of ['client/browser/index.ts', 'scripts/dashboard.mjs', 'package-lock.json']) h.update(readFileSync(join(ROOT, f)));
+  const walk = (dir) => {
+    for (const e of readdirSync(join(ROOT, dir), { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : 1))) {
+      const rel = `${dir}/${e.name}`;
+      if (e.isDirectory()) {
+        if (rel !== 'client/python') walk(rel);
+      } else if (dir === 'dashboard' || e.name.endsWith('.ts')) h.update(rel).update(readFileSync(join(ROOT, rel)));
+    }
+  };
+  for (const dir of ['dashboard', 'client', 'src/core']) walk(dir);
+  for (const f of ['scripts/dashboard.mjs', 'package-lock.json']) h.update(readFileSync(join(ROOT, f)));
   const want = h.digest('hex');
   const stamp = join(ROOT, 'node_modules', '.lakeshore-dashboard');
   if (existsSync(join(ROOT, 'src', 'worker', 'dashboard-assets.gen.ts')) && existsSync(stamp) && readFileSync(stamp, 'utf8') === want) return;
