@@ -589,7 +589,7 @@ class HttpDispatch:
                 conn.request(method, target_path, body=data, headers=headers)
                 resp = conn.getresponse()
                 if 200 <= resp.status < 300:
-                    return _answer(resp, lambda: self._pool.give(conn))
+                    return _answer(resp, lambda whole: self._pool.give(conn) if whole else conn.close())
                 err = _error_of_body(resp.status, resp.read())
                 self._pool.give(conn)
                 retry_after = float(resp.getheader("Retry-After") or 0) if resp.status == 429 else 0.0
@@ -620,12 +620,13 @@ def _answer(resp: "http.client.HTTPResponse", done: Any) -> Dict[str, Any]:
     """A 2xx answer's JSON. A claim that waited streams its answer: whitespace, one JSON line, then
     a short tail that must be read to its end (a client that hangs up inside it gives its jobs
     back): the line is used at once and the tail read by a daemon thread. A streamed
-    `{"error": {...}}` is that error. A plain answer has no newline and is read whole. `done` is
-    called once the answer is read to its end (its connection may carry the next call)."""
+    `{"error": {...}}` is that error. A plain answer has no newline and is read whole. `done(whole)`
+    is called once the answer is read: to its end (its connection may carry the next call), or not
+    (its connection broke and is closed)."""
     line = resp.readline()
     if not line.endswith(b"\n"):
         resp.close()
-        done()
+        done(True)
         return json.loads(line.decode("utf-8")) if line else {}
     threading.Thread(target=_drain, args=(resp, done), daemon=True).start()
     out = json.loads(line.decode("utf-8"))
@@ -636,15 +637,16 @@ def _answer(resp: "http.client.HTTPResponse", done: Any) -> Dict[str, Any]:
 
 
 def _drain(resp: Any, done: Any = None) -> None:
+    whole = True
     try:
         while resp.read(4096):
             pass
     except (OSError, ValueError, http.client.HTTPException):
-        return  # the connection broke after the answer: it is not reused
+        whole = False  # the connection broke after the answer: it is not reused
     finally:
         resp.close()
     if done is not None:
-        done()
+        done(whole)
 
 
 def _schedule(s: Dict[str, Any]) -> Dict[str, Any]:
