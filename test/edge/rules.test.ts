@@ -1,9 +1,9 @@
 /** The six design rules, each a named regression test against real workerd, D1 and Durable Objects. */
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
-import { b64, plane, unb64 } from './setup/http.ts';
+import { b64, call, plane, unb64 } from './setup/http.ts';
 import { expireLease, frameCount, queueStub, rows } from './setup/objects.ts';
-import { runDurableObjectAlarm } from 'cloudflare:test';
+import { runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 
 describe('rule 1: one row per invocation', () => {
   it('keeps queue entry, metadata, state and result in a single row through its whole life', async () => {
@@ -130,6 +130,37 @@ describe('rule 5: counts come from the same rows', () => {
     const levels = await env.DB.prepare(`SELECT priority, queued FROM queue_levels WHERE ns = ?1 AND queue = 'q' AND queued > 0 ORDER BY priority`).bind(p.ns).all();
     const truth = await env.DB.prepare(`SELECT priority, count(*) AS queued FROM invocations WHERE ns = ?1 AND queue = 'q' AND state = 'queued' GROUP BY priority ORDER BY priority`).bind(p.ns).all();
     expect(levels.results).toEqual(truth.results);
+  });
+
+  it('keeps a sampled queue\'s level counts through every path that inserts: set submits (made, repeated, delayed), a lone repeat, dead letters, schedule ticks', async () => {
+    const p = plane();
+    const levels = async (queue: string) => (await env.DB.prepare(`SELECT priority, queued FROM queue_levels WHERE ns = ?1 AND queue = ?2 AND queued > 0 ORDER BY priority`).bind(p.ns, queue).all()).results;
+    const truth = async (queue: string) => (await env.DB.prepare(`SELECT priority, count(*) AS queued FROM invocations WHERE ns = ?1 AND queue = ?2 AND state = 'queued' GROUP BY priority ORDER BY priority`).bind(p.ns, queue).all()).results;
+    const many = (items: Record<string, unknown>[]) => call('POST', `/v1/ns/${p.ns}/queues/q/invocations/batch`, { items: items.map((it) => ({ envelope: b64('m'), ...it })) });
+    expect((await p.configure('q', { dead_letter_queue: 'dlq' })).status).toBe(200);
+    await p.submit('q', 'first', { priority: 1 });
+    await p.submit('dlq', 'd0');
+    for (const q of ['q', 'dlq']) expect((await p.claim(q, 'w', { kind: 'boltzmann' })).body.claimed).toHaveLength(1); // both sampled from here on
+    // A set: two levels, one delayed item, one repeat of a made id (answered, not made again).
+    const made = await many([{ id: 'a', priority: 1 }, { id: 'b', priority: 2 }, { id: 'c', priority: 2, delay_ms: 60_000 }, { id: 'd', priority: 1 }]);
+    expect(made.body.results.map((r: { created: boolean }) => r.created)).toEqual([true, true, true, true]);
+    const again = await many([{ id: 'e', priority: 2 }, { id: 'a', priority: 1 }, { id: 'f', priority: 3, key: 'k' }, { id: 'g', priority: 3, key: 'k' }]);
+    expect(again.body.results.map((r: { id: string; created: boolean }) => [r.id, r.created])).toEqual([['e', true], ['a', false], ['f', true], ['f', false]]);
+    expect((await p.submit('q', 'e', { priority: 2 })).body).toEqual({ id: 'e', created: false }); // a lone repeat
+    expect(await levels('q')).toEqual(await truth('q'));
+    // A dead letter: the failed job's copy lands queued in the sampled dead-letter queue.
+    const claimed = (await p.claim('q', 'w2')).body.claimed[0].id as string;
+    expect((await p.nack(claimed, 'w2', { retry: false })).status).toBe(200);
+    expect((await p.count('dlq')).body.count).toBe(1);
+    expect(await levels('dlq')).toEqual(await truth('dlq'));
+    // A schedule's tick, due now.
+    await call('PUT', `/v1/ns/${p.ns}/queues/q/schedules/every`, { cron: '* * * * * *', envelope: b64('tick'), priority: 9 });
+    await env.DB.prepare(`UPDATE schedules SET next_at = 1 WHERE ns = ?1 AND name = 'every'`).bind(p.ns).run();
+    const stub = queueStub(p.ns, 'q');
+    await runInDurableObject(stub, (o) => o.forgetHints());
+    expect(await runDurableObjectAlarm(stub)).toBe(true);
+    expect((await truth('q')).some((r) => r.priority === 9)).toBe(true);
+    expect(await levels('q')).toEqual(await truth('q'));
   });
 
   it('a queue only ever claimed fifo writes no level counts: 7 D1 rows per job (submit, claim, ack; one of them the finished-jobs index entry that bounds listing and retention)', async () => {
