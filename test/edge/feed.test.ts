@@ -6,7 +6,7 @@
 import { exports } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import type { EventSourceMessage } from 'eventsource-parser';
-import { readEvents } from './setup/sse.ts';
+import { countReaches, readEvents } from './setup/sse.ts';
 import { b64, call, plane } from './setup/http.ts';
 import { queueStub } from './setup/objects.ts';
 import { until } from '../support/wait.ts';
@@ -42,12 +42,12 @@ describe('lifecycle feed', () => {
     const whole = await feed(p.ns);
     const first = await feed(p.ns);
     await until(async () => (await queueStub(p.ns, 'q').stats()).feed_readers >= 2, 'the readers to be attached');
-    const all = readEvents(whole, (evs) => records(evs).length >= 1000);
+    const all = readEvents(whole, countReaches(1000));
     const cut = (async () => {
       const got: ReturnType<typeof records> = [];
       let res = first;
       for (let i = 0; i < 20; i++) {
-        const recs = records(await readEvents(res, (e) => records(e).length >= 50));
+        const recs = records(await readEvents(res, countReaches(50)));
         got.push(...recs);
         if (i < 19) res = await feed(p.ns, recs.at(-1)!.eventId);
       }
@@ -77,7 +77,7 @@ describe('lifecycle feed', () => {
     const fresh = await readEvents(await feed(p.ns, 'zzzzzz.5'), (evs) => evs.some((e) => e.event === 'gap'));
     expect(JSON.parse(fresh.find((e) => e.event === 'gap')!.data)).toMatchObject({ reason: 'restarted' });
     // 10,200 records (3,400 jobs submitted, claimed, acked) with a reader attached: past the 10,000 kept.
-    const live = readEvents(await feed(p.ns), (evs) => records(evs).length >= 10_200);
+    const live = readEvents(await feed(p.ns), countReaches(10_200));
     await until(async () => (await queueStub(p.ns, 'q').stats()).feed_readers >= 1, 'the reader to be attached');
     const base = `/v1/ns/${p.ns}`;
     for (let k = 0; k < 4; k++) {
@@ -94,7 +94,7 @@ describe('lifecycle feed', () => {
     const behind = await readEvents(await feed(p.ns, `${instance}.1`), (evs) => evs.some((e) => e.event === 'gap'));
     expect(JSON.parse(behind.find((e) => e.event === 'gap')!.data)).toMatchObject({ reason: 'behind' });
     // Within the window: every record after the id, the first one next.
-    const within = await readEvents(await feed(p.ns, recs[500]!.eventId), (evs) => records(evs).length >= 10);
+    const within = await readEvents(await feed(p.ns, recs[500]!.eventId), countReaches(10));
     expect(within.some((e) => e.event === 'gap')).toBe(false);
     expect(records(within).map((r) => r.eventId)).toEqual(recs.slice(501, 511).map((r) => r.eventId));
   }, 60_000);

@@ -8,7 +8,7 @@ import { exports } from 'cloudflare:workers';
 import { runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import type { EventSourceMessage } from 'eventsource-parser';
-import { readEvents } from './setup/sse.ts';
+import { countReaches, readEvents } from './setup/sse.ts';
 import { b64, call, plane } from './setup/http.ts';
 import { queueStub } from './setup/objects.ts';
 import { until } from '../support/wait.ts';
@@ -49,12 +49,12 @@ describe('namespace-wide lifecycle feed', () => {
     const first = await feed(p.ns);
     await until(async () => (await readers(p.ns, 'a')) >= 2 && (await readers(p.ns, 'b')) >= 2, 'both readers on both queues');
     const total = 2 * 3 * 100;
-    const all = readEvents(whole, (evs) => records(evs).length >= total);
+    const all = readEvents(whole, countReaches(total));
     const cut = (async () => {
       const got: Rec[] = [];
       let res = first;
       for (let i = 0; i < 10; i++) {
-        const recs = records(await readEvents(res, (e) => records(e).length >= total / 10));
+        const recs = records(await readEvents(res, countReaches(total / 10)));
         got.push(...recs);
         if (i < 9) res = await feed(p.ns, { last: recs.at(-1)!.eventId });
       }
