@@ -6,11 +6,13 @@
  *
  *   node scripts/run.mjs node bench/profile.ts [--n=3000] [--bulk]   (--bulk: submits of 100)
  *   node scripts/run.mjs node bench/profile.ts --fan-in [--n=20000]   (256 connections of single submits, no worker)
+ * --save=DIR also writes each isolate's profile there (.cpuprofile: Chrome DevTools opens it).
+ *   node scripts/run.mjs node bench/profile.ts --bulk --no-worker   (the producers' side alone: submits of 100, nothing claims)
  *
  * Sampling profiles of isolates that share one thread overlap: compare functions, not totals.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { HttpDispatch, runWorker, encodeEnvelope } from '../client/local/index.ts';
@@ -53,7 +55,8 @@ if (process.argv.includes('--fan-in')) {
 const stop = new AbortController();
 let done = 0;
 const t0 = performance.now();
-const worker = runWorker('q', { dispatch: new HttpDispatch(url, { token: 'tok', namespace: d.namespace }), registry: { noop: () => { if (++done === N) stop.abort(); } }, concurrency: 8, prefetch: 'auto', stop: stop.signal, workerId: 'w1', claimWaitMs: 1000 });
+const noWorker = process.argv.includes('--no-worker');
+const worker = noWorker ? Promise.resolve(0) : runWorker('q', { dispatch: new HttpDispatch(url, { token: 'tok', namespace: d.namespace }), registry: { noop: () => { if (++done === N) stop.abort(); } }, concurrency: 8, prefetch: 'auto', stop: stop.signal, workerId: 'w1', claimWaitMs: 1000 });
 let next = 0;
 const bulk = process.argv.includes('--bulk');
 const job = (i: number) => ({ envelope: encodeEnvelope({ fn: 'noop', args: [i, 'x'.repeat(100)] }), opts: { id: `j${i}` } });
@@ -76,6 +79,8 @@ await report();
 async function report(): Promise<never> {
 for (const s of sessions) {
   const { profile } = await s.send('Profiler.stop');
+  const save = process.argv.find((a) => a.startsWith('--save='))?.slice(7);
+  if (save) writeFileSync(join(save, `${s.t.replace(/[^a-z0-9]+/gi, '_')}.cpuprofile`), JSON.stringify(profile));
   const self = new Map<string, number>();
   const dt = profile.timeDeltas as number[];
   const byId = new Map(profile.nodes.map((n: any) => [n.id, n]));
