@@ -75,7 +75,7 @@ const sql = (stmts: S[]) => call('/sql', stmts) as Promise<number>;
 const print = (step: string, form: string, statements: string, read: number) =>
   console.log(JSON.stringify({ step, form, statements, rows_read_per_job: +(read / N).toFixed(2) }));
 
-// Each namespace holds DEPTH queued rows, ids f0.., before a form runs on the first N of them.
+// Each namespace holds DEPTH queued rows (ids f1000000 on) before a form runs on the first N of them.
 let k = 0;
 const fresh = async () => {
   const ns = `n${k++}`;
@@ -118,9 +118,10 @@ const insertSet = (ns: string, from: number, ret: boolean) => ({
 });
 
 try {
-  // The plane's own cycle (the figure test/edge/rules.test.ts holds), after a first cycle to warm.
-  await call(`/cycle?ns=plane&from=0&n=${N}`);
-  const own = await call(`/cycle?ns=plane&from=${N}&n=${N}`);
+  // The plane's own cycle (the figure test/edge/rules.test.ts holds) among DEPTH queued rows, after a first cycle to warm.
+  const plane = await fresh();
+  await call(`/cycle?ns=${plane}&from=0&n=${N}`);
+  const own = await call(`/cycle?ns=${plane}&from=${N}&n=${N}`);
   print('submit', 'the plane: INSERT … SELECT FROM json_each … RETURNING (level trigger)', '1', own.submit);
   print('claim', 'the plane: UPDATE … WHERE rid IN (pick) RETURNING', '1', own.claim);
   print('ack', 'the plane: UPDATE … FROM (materialized json_each ⨝ (ns, id)) RETURNING', '1', own.ack);
