@@ -8,13 +8,7 @@
  *
  *   node scripts/run.mjs node bench/d1-ceiling.ts [--n=20000] [--batch=100,200] [--runs=3] [--payload=100]
  */
-import { build } from 'esbuild';
-import { Miniflare, convertV4MiniflareOptions } from 'miniflare';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { applyMigrations } from '../scripts/plane.mjs';
+import { d1Worker } from './d1-worker.ts';
 
 const arg = (k: string, d: string) => process.argv.find((a) => a.startsWith(`--${k}=`))?.slice(k.length + 3) ?? d;
 const N = Number(arg('n', '20000'));
@@ -51,14 +45,7 @@ export default {
   },
 };`;
 
-const root = fileURLToPath(new URL('..', import.meta.url));
-const bundled = await build({ stdin: { contents: WORKER, resolveDir: root, loader: 'js' }, bundle: true, format: 'esm', platform: 'neutral', write: false, logLevel: 'error' });
-const dir = mkdtempSync(join(process.env.BENCH_STATE_DIR ?? tmpdir(), 'lakeshore-d1-ceiling-'));
-await applyMigrations({ node: process.execPath, env: process.env, persistTo: dir });
-const mf = new Miniflare(convertV4MiniflareOptions({
-  cf: false, resourcePersistencePath: join(dir, 'v3'),
-  workers: [{ name: 'd1-ceiling', compatibilityDate: '2025-11-01', modules: [{ type: 'ESModule', path: 'w.js', contents: bundled.outputFiles[0]!.text }], d1Databases: { DB: { id: '00000000-0000-4000-8000-000000000000' } } }],
-}));
+const { mf, dispose } = await d1Worker('d1-ceiling', WORKER);
 try {
   let k = 0;
   for (const batch of BATCHES) {
@@ -73,6 +60,5 @@ try {
     console.log(JSON.stringify({ system: 'lakeshore-edge', mode: 'd1-ceiling', batch, n: N, payload_bytes: PAYLOAD, runs: RUNS, jobs_per_s: Math.round(med), d1_us_per_job: +(1e6 / med).toFixed(1) }));
   }
 } finally {
-  await mf.dispose();
-  rmSync(dir, { recursive: true, force: true });
+  await dispose();
 }

@@ -13,13 +13,9 @@
  * not the plane's: each gives up something the plane needs from that one statement (a RETURNING
  * row per job, the per-item fence, the level counts), so using one costs statements elsewhere.
  */
-import { build } from 'esbuild';
-import { Miniflare, convertV4MiniflareOptions } from 'miniflare';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { applyMigrations } from '../scripts/plane.mjs';
+import { d1Worker, ROOT } from './d1-worker.ts';
 
 // The Worker runs statement lists in one D1 batch each and answers their rows read; /plan runs the
 // core's own plans for a cycle of 100 (submit, claim, ack), as the queue object builds them.
@@ -56,14 +52,7 @@ export default {
 
 const N = 100;
 const DEPTH = 2_000;
-const root = fileURLToPath(new URL('..', import.meta.url));
-const bundled = await build({ stdin: { contents: WORKER, resolveDir: root, loader: 'js' }, bundle: true, format: 'esm', platform: 'neutral', write: false, logLevel: 'error' });
-const dir = mkdtempSync(join(process.env.BENCH_STATE_DIR ?? tmpdir(), 'lakeshore-rows-forms-'));
-await applyMigrations({ node: process.execPath, env: process.env, persistTo: dir });
-const mf = new Miniflare(convertV4MiniflareOptions({
-  cf: false, resourcePersistencePath: join(dir, 'v3'),
-  workers: [{ name: 'rows-forms', compatibilityDate: '2025-11-01', modules: [{ type: 'ESModule', path: 'w.js', contents: bundled.outputFiles[0]!.text }], d1Databases: { DB: { id: '00000000-0000-4000-8000-000000000000' } } }],
-}));
+const { mf, dispose } = await d1Worker('rows-forms', WORKER);
 
 type S = { sql: string; args?: unknown[] };
 const call = async (path: string, body?: unknown) => {
@@ -148,7 +137,7 @@ try {
   print('submit', 'INSERT … SELECT FROM json_each, no RETURNING, no level trigger', '1', await sql([insertSet(ns, 2 * N, false)]));
   if (process.argv.includes('--time')) {
     // The trigger as the migrations create it (the last migration that does).
-    const migrations = join(root, 'migrations');
+    const migrations = join(ROOT, 'migrations');
     const last = readdirSync(migrations).filter((f) => f.endsWith('.sql')).sort().reverse()
       .map((f) => /CREATE TRIGGER `invocations_levels_insert`[\s\S]*?END;/.exec(readFileSync(join(migrations, f), 'utf8'))?.[0]).find(Boolean);
     if (!last) throw new Error('no migration creates invocations_levels_insert');
@@ -161,6 +150,5 @@ try {
     }
   }
 } finally {
-  await mf.dispose();
-  rmSync(dir, { recursive: true, force: true });
+  await dispose();
 }
