@@ -6,8 +6,8 @@
  *
  *   node scripts/run.mjs node bench/profile.ts [--n=3000] [--bulk]   (--bulk: submits of 100)
  *   node scripts/run.mjs node bench/profile.ts --fan-in [--n=20000]   (256 connections of single submits, no worker)
- * --save=DIR also writes each isolate's profile there (.cpuprofile: Chrome DevTools opens it).
  *   node scripts/run.mjs node bench/profile.ts --bulk --no-worker   (the producers' side alone: submits of 100, nothing claims)
+ * --save=DIR also writes each isolate's profile there (.cpuprofile: Chrome DevTools opens it).
  *
  * Sampling profiles of isolates that share one thread overlap: compare functions, not totals.
  */

@@ -46,6 +46,8 @@ const parked = async (t: Target, ns: string, queue: string): Promise<number> => 
 /** A live worker's claim is waiting; then a submit: answers how long the job took to reach it, and the job. */
 async function submitToLiveWorker(d: HttpDispatch, t: Target, queue: string, id: string, before: number) {
   const b0 = (await stats(t, d.namespace, queue)).batches;
+  // A stats body without a batch count would leave the clause below that reads it inert.
+  expect(Number.isInteger(b0)).toBe(true);
   const live = d.claim(queue, 'live', { waitMs: 5_000 });
   // `before` counts a doomed claim the plane may not have noticed yet. If it notices now, the
   // count drops below `before` first (seen as fewer): then the live claim alone makes it 1 again.
