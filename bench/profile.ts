@@ -8,11 +8,14 @@
  *   node scripts/run.mjs node bench/profile.ts --fan-in [--n=20000]   (256 connections of single submits, no worker)
  *   node scripts/run.mjs node bench/profile.ts --bulk --no-worker   (the producers' side alone: submits of 100, nothing claims)
  * --save=DIR also writes each isolate's profile there (.cpuprofile: Chrome DevTools opens it).
+ * --cpu runs without the inspector and prints CPU time per job instead: workerd's (the Worker, its
+ * objects and local D1, on one thread) and this process's (producers and worker). On this machine
+ * they move less from run to run than jobs/s does, so they tell a change's cost apart from noise.
  *
  * Sampling profiles of isolates that share one thread overlap: compare functions, not totals.
  */
-import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { HttpDispatch, runWorker, encodeEnvelope } from '../client/local/index.ts';
@@ -21,10 +24,18 @@ import { applyMigrations, freePort, stopTree } from '../scripts/plane.mjs';
 const dir = mkdtempSync(join(tmpdir(), 'lakeshore-profile-'));
 await applyMigrations({ node: process.execPath, env: process.env, persistTo: dir });
 const [port, inspector] = [await freePort(), await freePort()];
-const server = spawn(process.execPath, ['scripts/serve.mjs', '--port', String(port), '--persist-to', dir, '--var', 'LAKESHORE_TOKEN:tok', '--var', 'LIMIT_REQUESTS_PER_SECOND:1000000', '--var', 'LIMIT_REQUEST_BURST:1000000', '--inspector-port', String(inspector)], { stdio: ['ignore', 'pipe', 'inherit'], detached: true });
+const cpu = process.argv.includes('--cpu');
+const server = spawn(process.execPath, ['scripts/serve.mjs', '--port', String(port), '--persist-to', dir, '--var', 'LAKESHORE_TOKEN:tok', '--var', 'LIMIT_REQUESTS_PER_SECOND:1000000', '--var', 'LIMIT_REQUEST_BURST:1000000', ...(cpu ? [] : ['--inspector-port', String(inspector)])], { stdio: ['ignore', 'pipe', 'inherit'], detached: true });
 await new Promise<void>((r) => server.stdout!.on('data', (d) => String(d).includes('ready') && r()));
 const url = `http://127.0.0.1:${port}`;
-const targets = ['core:user:lakeshore', 'd1:db', 'd1:db:entry'];
+const targets = cpu ? [] : ['core:user:lakeshore', 'd1:db', 'd1:db:entry'];
+/** workerd's CPU time so far (ms): user + system, from /proc (clock ticks of 10 ms). */
+const workerdPid = execFileSync('pgrep', ['-P', String(server.pid), '-x', 'workerd']).toString().trim();
+const workerdMs = () => {
+  const stat = readFileSync(`/proc/${workerdPid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) * 10;
+};
 const sessions = await Promise.all(targets.map(async (t) => {
   const ws = new WebSocket(`ws://127.0.0.1:${inspector}/${t}`);
   await new Promise((r, j) => { ws.onopen = r; ws.onerror = j; });
@@ -54,7 +65,7 @@ if (process.argv.includes('--fan-in')) {
 }
 const stop = new AbortController();
 let done = 0;
-const t0 = performance.now();
+const [w0, c0, t0] = [workerdMs(), process.cpuUsage(), performance.now()];
 const noWorker = process.argv.includes('--no-worker');
 const worker = noWorker ? Promise.resolve(0) : runWorker('q', { dispatch: new HttpDispatch(url, { token: 'tok', namespace: d.namespace }), registry: { noop: () => { if (++done === N) stop.abort(); } }, concurrency: 8, prefetch: 'auto', stop: stop.signal, workerId: 'w1', claimWaitMs: 1000 });
 let next = 0;
@@ -73,7 +84,12 @@ await Promise.all(Array.from({ length: 8 }, async () => {
   }
 }));
 await worker;
-console.log('jobs/s', (N / ((performance.now() - t0) / 1000)).toFixed(0));
+const secs = (performance.now() - t0) / 1000;
+console.log('jobs/s', (N / secs).toFixed(0));
+if (cpu) {
+  const [w, c] = [workerdMs() - w0, process.cpuUsage(c0)];
+  console.log(`CPU µs per job: workerd ${((w * 1000) / N).toFixed(0)} (busy ${((w / 1000 / secs) * 100).toFixed(0)} % of the run), this process ${((c.user + c.system) / N).toFixed(0)}`);
+}
 await report();
 
 async function report(): Promise<never> {
