@@ -29,13 +29,15 @@ const server = spawn(process.execPath, ['scripts/serve.mjs', '--port', String(po
 await new Promise<void>((r) => server.stdout!.on('data', (d) => String(d).includes('ready') && r()));
 const url = `http://127.0.0.1:${port}`;
 const targets = cpu ? [] : ['core:user:lakeshore', 'd1:db', 'd1:db:entry'];
-/** workerd's CPU time so far (ms): user + system, from /proc (clock ticks of 10 ms). */
-const workerdPid = execFileSync('pgrep', ['-P', String(server.pid), '-x', 'workerd']).toString().trim();
-const workerdMs = () => {
-  const stat = readFileSync(`/proc/${workerdPid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(f[11]) + Number(f[12])) * 10;
-};
+/** With --cpu, workerd's CPU time so far (ms): user + system, from /proc (clock ticks of 10 ms). */
+const workerdMs = cpu ? cpuTimeOf(execFileSync('pgrep', ['-P', String(server.pid), '-x', 'workerd']).toString().trim()) : () => 0;
+function cpuTimeOf(pid: string): () => number {
+  return () => {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) * 10;
+  };
+}
 const sessions = await Promise.all(targets.map(async (t) => {
   const ws = new WebSocket(`ws://127.0.0.1:${inspector}/${t}`);
   await new Promise((r, j) => { ws.onopen = r; ws.onerror = j; });
