@@ -1,5 +1,5 @@
 /** The worker runtime and the CLI, driven as a user would: separate processes, on both planes. */
-import { readFileSync, existsSync } from 'node:fs';
+import { readFileSync, existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cli, HANDLERS, planeEnv, start, stop, type PlaneKind, type Running } from './setup/cli.ts';
@@ -23,15 +23,19 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
 
   it('streams a generator job’s frames to `lakeshore tail` before the job ends', async () => {
     const env = planeEnv(kind);
-    const sub = await cli(['submit', 'jobs', 'count', '[4, 300]'], env);
+    // The job yields its four values, then stays running until the test creates its gate file.
+    const gate = join(tempDir('lakeshore-gate-'), 'open');
+    const sub = await cli(['submit', 'jobs', 'countUntil', JSON.stringify([4, gate])], env);
     expect(sub.code).toBe(0);
     const id = sub.stdout.trim();
     const tail = start(['--json', 'tail', id], env);
     running.push(tail);
     worker(env);
-    // The second value is on the tail's stdout while the job still runs.
-    await until(() => tail.stdout().includes('"body":1'), 'the second frame in tail');
+    // Every value is on the tail's stdout while the job still runs, and the tail has not ended.
+    await until(() => tail.stdout().includes('"body":3'), 'the last value in tail');
     expect((await cli(['--json', 'get', id], env)).stdout).toContain('"state":"running"');
+    expect(tail.child.exitCode).toBe(null);
+    writeFileSync(gate, '');
     expect(await tail.exited).toBe(0);
     const frames = tail.stdout().trim().split('\n').map((l) => JSON.parse(l));
     expect(frames.map((f) => f.kind)).toEqual(['BEGIN', 'VALUE', 'VALUE', 'VALUE', 'VALUE', 'END']);
