@@ -8,18 +8,19 @@
  *   node scripts/run.mjs node bench/profile.ts --fan-in [--n=20000]   (256 connections of single submits, no worker)
  *   node scripts/run.mjs node bench/profile.ts --bulk --no-worker   (the producers' side alone: submits of 100, nothing claims)
  * --save=DIR also writes each isolate's profile there (.cpuprofile: Chrome DevTools opens it).
- * --cpu runs without the inspector and prints CPU time per job instead: workerd's (the Worker, its
- * objects and local D1, on one thread) and this process's (producers and worker). On this machine
+ * --cpu runs without the inspector and prints CPU time per job instead: the plane's (workerd: the
+ * Worker, its objects and local D1, on one thread) and this process's (producers and worker). On this machine
  * they move less from run to run than jobs/s does, so they tell a change's cost apart from noise.
  *
  * Sampling profiles of isolates that share one thread overlap: compare functions, not totals.
  */
-import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { HttpDispatch, runWorker, encodeEnvelope } from '../client/local/index.ts';
 import { applyMigrations, freePort, stopTree } from '../scripts/plane.mjs';
+import { treeCpuMs } from './cpu.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'lakeshore-profile-'));
 await applyMigrations({ node: process.execPath, env: process.env, persistTo: dir });
@@ -29,15 +30,8 @@ const server = spawn(process.execPath, ['scripts/serve.mjs', '--port', String(po
 await new Promise<void>((r) => server.stdout!.on('data', (d) => String(d).includes('ready') && r()));
 const url = `http://127.0.0.1:${port}`;
 const targets = cpu ? [] : ['core:user:lakeshore', 'd1:db', 'd1:db:entry'];
-/** With --cpu, workerd's CPU time so far (ms): user + system, from /proc (clock ticks of 10 ms). */
-const workerdMs = cpu ? cpuTimeOf(execFileSync('pgrep', ['-P', String(server.pid), '-x', 'workerd']).toString().trim()) : () => 0;
-function cpuTimeOf(pid: string): () => number {
-  return () => {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(f[11]) + Number(f[12])) * 10;
-  };
-}
+/** With --cpu, the plane's CPU time so far (ms): serve.mjs and its workerd, from /proc. */
+const workerdMs = () => (cpu ? treeCpuMs(server.pid!) ?? 0 : 0);
 const sessions = await Promise.all(targets.map(async (t) => {
   const ws = new WebSocket(`ws://127.0.0.1:${inspector}/${t}`);
   await new Promise((r, j) => { ws.onopen = r; ws.onerror = j; });
@@ -90,7 +84,7 @@ const secs = (performance.now() - t0) / 1000;
 console.log('jobs/s', (N / secs).toFixed(0));
 if (cpu) {
   const [w, c] = [workerdMs() - w0, process.cpuUsage(c0)];
-  console.log(`CPU µs per job: workerd ${((w * 1000) / N).toFixed(0)} (busy ${((w / 1000 / secs) * 100).toFixed(0)} % of the run), this process ${((c.user + c.system) / N).toFixed(0)}`);
+  console.log(`CPU µs per job: plane ${((w * 1000) / N).toFixed(0)} (busy ${((w / 1000 / secs) * 100).toFixed(0)} % of the run), this process ${((c.user + c.system) / N).toFixed(0)}`);
 }
 await report();
 

@@ -47,14 +47,21 @@ const versus = (g) => {
   const v = r0.mode === 'idle' ? median(g.map((r) => r.latency_ms?.p50)) : median(g.map((r) => r.throughput_jobs_per_s));
   return v === null ? '—' : `${f(v / b.v, 2)}× ${b.system}${r0.mode === 'idle' ? ' (latency)' : ''}`;
 };
-const out = ['| system | case | runs | jobs/s (median [min–max]) | enqueue→start p50 / p99 ms | vs best peer | exactly once |', '|---|---|---|---|---|---|---|'];
+// lakeshore's runs carry CPU per job by process (bench/workload.ts): a sitting's speed and its cost
+// apart, since the cost moves far less with the machine's hour.
+const cpuOf = (g) => {
+  const m = (k) => median(g.map((r) => r.cpu_us_per_job?.[k]));
+  const [plane, producers, worker] = [m('plane'), m('producers'), m('worker')];
+  return producers === null ? '—' : `${plane === null ? '—' : f(plane)} / ${f(producers)} / ${f(worker)}`;
+};
+const out = ['| system | case | runs | jobs/s (median [min–max]) | enqueue→start p50 / p99 ms | vs best peer | CPU µs/job: plane / producers / worker | exactly once |', '|---|---|---|---|---|---|---|---|'];
 for (const g of sorted) {
   const r0 = g[0];
   const t = g.map((r) => r.throughput_jobs_per_s).filter((x) => typeof x === 'number');
   const jobs = r0.mode === 'idle' ? '—' : `**${f(median(t))}** [${f(Math.min(...t))}–${f(Math.max(...t))}]`;
   const lat = `${f(median(g.map((r) => r.latency_ms?.p50)), r0.mode === 'idle' ? 2 : 0)} / ${f(median(g.map((r) => r.latency_ms?.p99)), r0.mode === 'idle' ? 2 : 0)}`;
   const what = r0.mode === 'idle' ? 'idle' : `${r0.enqueue}${r0.batch ? ` (${r0.batch})` : ''}${r0.d1_delay_ms ? `, D1 +${r0.d1_delay_ms} ms` : ''}${r0.feed_listener ? ', a feed listener' : ''}`;
-  out.push(`| ${r0.system} | ${what} | ${g.length} | ${jobs} | ${lat} | ${versus(g)} | ${g.filter((r) => r.exactly_once).length}/${g.length} |`);
+  out.push(`| ${r0.system} | ${what} | ${g.length} | ${jobs} | ${lat} | ${versus(g)} | ${cpuOf(g)} | ${g.filter((r) => r.exactly_once).length}/${g.length} |`);
 }
 // Fan-in (bench/fan-in.ts): submits from C independent connections, no worker.
 const fan = new Map();

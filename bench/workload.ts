@@ -17,6 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Dispatch, HttpDispatch, runWorker, encodeEnvelope, type DispatchPlane } from '../client/local/index.ts';
 import { newToken, startPlane } from '../scripts/plane.mjs';
+import { cpuMs, treeCpuMs } from './cpu.ts';
 
 const now = () => performance.timeOrigin + performance.now();
 const arg = (name: string, dflt: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? dflt;
@@ -56,9 +57,13 @@ async function worker() {
     }
     if (idle) process.send!({ type: 'start', seq, t });
   };
+  let cpuAtMark = process.cpuUsage();
+  let cpuAtEnd: NodeJS.CpuUsage | null = null;
   process.on('message', (m: { type: string; t0?: number }) => {
     if (m.type === 'ping') process.send!({ type: 'pong', t0: m.t0, tc: now() });
-    else if (m.type === 'report') process.send!({ type: 'report', starts: Array.from(starts), counts: Array.from(counts) });
+    else if (m.type === 'mark') cpuAtMark = process.cpuUsage();
+    else if (m.type === 'drained') cpuAtEnd = process.cpuUsage(cpuAtMark);
+    else if (m.type === 'report') process.send!({ type: 'report', starts: Array.from(starts), counts: Array.from(counts), cpu_ms: cpuMs(cpuAtEnd ?? process.cpuUsage(cpuAtMark)) });
     else if (m.type === 'stop') stop.abort();
   });
   const running = runWorker(conn.queue, { dispatch: d, registry: { noop }, concurrency: O.w, prefetch: O.prefetch === 'auto' ? 'auto' : Number(O.prefetch), stop: stop.signal, workerId: `bench-${process.pid}`, graceMs: 5_000, claimWaitMs: 2_000 });
@@ -81,7 +86,7 @@ async function coordinator() {
   const dir = mkdtempSync(join(process.env.BENCH_STATE_DIR ?? tmpdir(), 'lakeshore-bench-'));
   const ns = `bench${Date.now().toString(36)}`;
   const queue = 'bench';
-  let plane: { url: string; stop: () => Promise<void> } | null = null;
+  let plane: { url: string; pid?: number; stop: () => Promise<void> } | null = null;
   let conn: Record<string, unknown>;
   if (O.system === 'lakeshore-local') conn = { kind: 'local', path: join(dir, 'dispatch.sqlite'), ns, queue };
   else {
@@ -127,6 +132,12 @@ async function coordinator() {
   const env = (seq: number) => encodeEnvelope({ fn: 'noop', args: [seq, pad] });
   const tEnq = new Float64Array(TOTAL).fill(NaN);
   let tFirst = 0;
+  // CPU from the first enqueue to the drain's end: this process (the producers), the worker
+  // process, and the edge plane's process tree (serve.mjs and workerd).
+  child.send({ type: 'mark' });
+  const planeAtMark = plane?.pid ? treeCpuMs(plane.pid) : null;
+  const cpu0 = { self: process.cpuUsage(), plane: planeAtMark };
+  let cpu: { self: number; plane: number | null } | null = null;
   if (O.mode === 'throughput') {
     let nextSeq = 0;
     tFirst = now();
@@ -158,6 +169,9 @@ async function coordinator() {
     while (now() < deadline && (await d.count(queue, 'succeeded')) < TOTAL) await new Promise((r) => setTimeout(r, 10));
     if (now() >= deadline) result.timed_out = true;
     result.drain_s = +((now() - tFirst) / 1000).toFixed(3);
+    child.send({ type: 'drained' });
+    const planeMs = plane?.pid && cpu0.plane !== null ? treeCpuMs(plane.pid) : null;
+    cpu = { self: cpuMs(process.cpuUsage(cpu0.self)), plane: planeMs === null ? null : planeMs - cpu0.plane! };
     result.throughput_jobs_per_s = +(TOTAL / (result.drain_s as number)).toFixed(1);
   } else {
     tFirst = now();
@@ -190,6 +204,13 @@ async function coordinator() {
   const succeeded = await d.count(queue, 'succeeded');
   result.latency_ms = { p50: pct(lat, 50), p95: pct(lat, 95), p99: pct(lat, 99), max: pct(lat, 100), samples: lat.length };
   result.completion = { duplicates: dup, missing, store_succeeded: succeeded };
+  if (cpu) {
+    const us = (ms: number | null) => (ms === null ? null : Math.round((ms * 1000) / TOTAL));
+    // Per job over the run; `busy` is the share of the run's wall time each process was on a core.
+    const busy = (ms: number | null) => (ms === null ? null : +(ms / ((result.drain_s as number) * 1000)).toFixed(2));
+    result.cpu_us_per_job = { producers: us(cpu.self), worker: us(rep.cpu_ms), plane: us(cpu.plane) };
+    result.cpu_busy = { producers: busy(cpu.self), worker: busy(rep.cpu_ms), plane: busy(cpu.plane) };
+  }
   result.exactly_once = dup === 0 && missing === 0 && succeeded === TOTAL;
   if (O.listen) {
     result.feed_records = feed.records;

@@ -11,8 +11,9 @@ it('prints lakeshore\'s ratio to the best peer of each case: jobs/s for throughp
   const file = join(tempDir('lakeshore-table-'), 'runs.jsonl');
   const bulk = { mode: 'throughput', enqueue: 'bulk', batch: 100, latency_ms: { p50: 800, p99: 900 } };
   writeFileSync(file, [
-    row('lakeshore-edge', 'edge-bulk', { ...bulk, throughput_jobs_per_s: 10_000 }),
-    row('lakeshore-edge', 'edge-bulk', { ...bulk, throughput_jobs_per_s: 14_000 }),
+    row('lakeshore-edge', 'edge-bulk', { ...bulk, throughput_jobs_per_s: 10_000, cpu_us_per_job: { producers: 20, worker: 40, plane: 100 } }),
+    row('lakeshore-edge', 'edge-bulk', { ...bulk, throughput_jobs_per_s: 14_000, cpu_us_per_job: { producers: 30, worker: 50, plane: 90 } }),
+    row('lakeshore-local', 'local-bulk', { ...bulk, throughput_jobs_per_s: 30_000, cpu_us_per_job: { producers: 25, worker: 35, plane: null } }),
     row('bullmq', 'bulk', { ...bulk, throughput_jobs_per_s: 10_000 }),
     row('pg-boss', 'bulk', { ...bulk, throughput_jobs_per_s: 11_000 }),
     row('lakeshore-edge', 'edge-idle', { mode: 'idle', latency_ms: { p50: 3, p99: 9 } }),
@@ -26,7 +27,9 @@ it('prints lakeshore\'s ratio to the best peer of each case: jobs/s for throughp
   const r = spawnSync(process.execPath, [resolve(import.meta.dirname, '..', '..', 'bench', 'table.mjs'), file], { encoding: 'utf8' });
   expect(r.status, r.stderr).toBe(0);
   const line = (system: string, c: string) => r.stdout.split('\n').find((l) => l.startsWith(`| ${system} | ${c}`))!;
-  expect(line('lakeshore-edge', 'bulk')).toContain('| 1.09× pg-boss |'); // median 12,000 over pg-boss's 11,000
+  expect(line('lakeshore-edge', 'bulk')).toContain('| 1.09× pg-boss | 95 / 25 / 45 |'); // median 12,000 over pg-boss's 11,000; CPU medians by process
+  expect(line('lakeshore-local', 'bulk')).toContain('| — / 25 / 35 |'); // the local plane runs inside the producers' and the worker's processes
+  expect(line('bullmq', 'bulk')).toContain('| — |'); // the peers' harness does not measure it
   expect(line('pg-boss', 'bulk')).toContain('| best peer |');
   expect(line('lakeshore-edge', 'idle')).toContain('| 2.00× bullmq (latency) |');
   expect(line('lakeshore-edge', 'bulk (100), a feed listener')).toContain('| 0.82× pg-boss |'); // its own row, not mixed into edge-bulk's
