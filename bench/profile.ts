@@ -8,9 +8,10 @@
  *   node scripts/run.mjs node bench/profile.ts --fan-in [--n=20000]   (256 connections of single submits, no worker)
  *   node scripts/run.mjs node bench/profile.ts --bulk --no-worker   (the producers' side alone: submits of 100, nothing claims)
  * --save=DIR also writes each isolate's profile there (.cpuprofile: Chrome DevTools opens it).
- * --cpu runs without the inspector and prints CPU time per job instead: the plane's (workerd: the
- * Worker, its objects and local D1, on one thread) and this process's (producers and worker). On this machine
- * they move less from run to run than jobs/s does, so they tell a change's cost apart from noise.
+ * --cpu runs without the inspector and prints CPU time per job instead: the plane's (serve.mjs and
+ * its workerd: the Worker, its objects and local D1, on one thread) and this process's (producers
+ * and worker). On this machine they move less from run to run than jobs/s does; bench/ab.ts
+ * compares two builds of the plane that way.
  *
  * Sampling profiles of isolates that share one thread overlap: compare functions, not totals.
  */
@@ -31,7 +32,7 @@ await new Promise<void>((r) => server.stdout!.on('data', (d) => String(d).includ
 const url = `http://127.0.0.1:${port}`;
 const targets = cpu ? [] : ['core:user:lakeshore', 'd1:db', 'd1:db:entry'];
 /** With --cpu, the plane's CPU time so far (ms): serve.mjs and its workerd, from /proc. */
-const workerdMs = () => (cpu ? treeCpuMs(server.pid!) ?? 0 : 0);
+const planeMs = () => (cpu ? treeCpuMs(server.pid!) ?? 0 : 0);
 const sessions = await Promise.all(targets.map(async (t) => {
   const ws = new WebSocket(`ws://127.0.0.1:${inspector}/${t}`);
   await new Promise((r, j) => { ws.onopen = r; ws.onerror = j; });
@@ -61,7 +62,7 @@ if (process.argv.includes('--fan-in')) {
 }
 const stop = new AbortController();
 let done = 0;
-const [w0, c0, t0] = [workerdMs(), process.cpuUsage(), performance.now()];
+const [w0, c0, t0] = [planeMs(), process.cpuUsage(), performance.now()];
 const noWorker = process.argv.includes('--no-worker');
 const worker = noWorker ? Promise.resolve(0) : runWorker('q', { dispatch: new HttpDispatch(url, { token: 'tok', namespace: d.namespace }), registry: { noop: () => { if (++done === N) stop.abort(); } }, concurrency: 8, prefetch: 'auto', stop: stop.signal, workerId: 'w1', claimWaitMs: 1000 });
 let next = 0;
@@ -83,7 +84,7 @@ await worker;
 const secs = (performance.now() - t0) / 1000;
 console.log('jobs/s', (N / secs).toFixed(0));
 if (cpu) {
-  const [w, c] = [workerdMs() - w0, process.cpuUsage(c0)];
+  const [w, c] = [planeMs() - w0, process.cpuUsage(c0)];
   console.log(`CPU µs per job: plane ${((w * 1000) / N).toFixed(0)} (busy ${((w / 1000 / secs) * 100).toFixed(0)} % of the run), this process ${((c.user + c.system) / N).toFixed(0)}`);
 }
 await report();
