@@ -88,10 +88,11 @@ try {
         }
       }
     }));
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${p.name}: the worker ran ${p.worker.ran - (target - N)} of ${N} jobs in ${SEGMENT_LIMIT_MS} ms`)), SEGMENT_LIMIT_MS)));
-    if (!NO_WORKER) await Promise.race([drained, late]);
-    clearTimeout(timer);
+    if (!NO_WORKER) {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${p.name}: the worker ran ${p.worker.ran - (target - N)} of ${N} jobs in ${SEGMENT_LIMIT_MS} ms`)), SEGMENT_LIMIT_MS)));
+      await Promise.race([drained, late]).finally(() => clearTimeout(timer));
+    }
     p.worker.waiting = null;
     const secs = (performance.now() - t0) / 1000;
     return { us: ((treeCpuMs(p.pid)! - c0) * 1000) / N, rate: N / secs };
