@@ -10,6 +10,8 @@ import { ROOT } from '../scripts/toolchain.mjs';
 
 const quick = process.argv.includes('--quick');
 const reps = quick ? 1 : Number(process.env.REPS ?? 3);
+// bench/side-by-side.sh runs one round at a time between the peers' rounds and numbers them
+const firstRep = Number(process.env.BENCH_REP ?? 1);
 const n = quick ? 2000 : 20000;
 const idle = `--idle-n=${quick ? 100 : 500}`;
 const workload = (...args) => ['bench/workload.ts', ...args, `--n=${n}`];
@@ -18,6 +20,8 @@ const cases = [
   ['local-bulk', workload('--system=lakeshore-local', '--enqueue=bulk')],
   ['local-idle', workload('--system=lakeshore-local', '--mode=idle', idle)],
   ['edge-single', workload('--system=lakeshore-edge', '--enqueue=single')],
+  // right after edge-single: single is held to a share of this ceiling, so the two run minutes apart, not ten
+  ['edge-ceiling', ['bench/ceiling.ts', `--n=${quick ? 2000 : 8000}`]],
   ['edge-bulk', workload('--system=lakeshore-edge', '--enqueue=bulk')],
   ['edge-bulk-listened', workload('--system=lakeshore-edge', '--enqueue=bulk', '--listen=1')],
   ['edge-idle', workload('--system=lakeshore-edge', '--mode=idle', idle)],
@@ -26,7 +30,6 @@ const cases = [
   ['edge-fanout-1', ['bench/fan-out.ts', '--readers=1', `--n=${quick ? 50 : 200}`]],
   ['edge-fanout-1000', ['bench/fan-out.ts', '--readers=1000', `--n=${quick ? 50 : 200}`]],
   ['local-memory', ['--expose-gc', 'bench/memory.ts']],
-  ['edge-ceiling', ['bench/ceiling.ts', `--n=${quick ? 2000 : 8000}`]],
   ['edge-d1-ceiling', ['bench/d1-ceiling.ts', `--n=${n}`, '--batch=100', '--runs=1']],
   ['edge-fan-in', ['bench/fan-in.ts', `--n=${quick ? 4000 : 20000}`]],
   ['edge-fan-in-d1-20ms', ['bench/fan-in.ts', `--n=${quick ? 4000 : 20000}`, '--d1-delay-ms=20']],
@@ -42,7 +45,7 @@ for (let rep = 1; rep <= reps; rep++) {
     });
     const line = (r.stdout ?? '').trim().split('\n').pop();
     if (line) {
-      const row = { ...JSON.parse(line), label };
+      const row = { ...JSON.parse(line), label, rep: firstRep + rep - 1 };
       process.stdout.write(`${JSON.stringify(row)}\n`);
       rows.push(row);
     } else process.stderr.write(`[bench] ${label} produced no result (exit ${r.status})\n`);
