@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { encodeEnvelope, HttpDispatch } from '../client/local/index.ts';
 import { Transport } from '../client/http/transport.ts';
 import { newToken, startPlane } from '../scripts/plane.mjs';
+import { cpuMs, treeCpuMs } from './cpu.ts';
 
 const N = Number(process.argv.find((a) => a.startsWith('--n='))?.slice(4) ?? 8000);
 const dir = mkdtempSync(join(process.env.BENCH_STATE_DIR ?? tmpdir(), 'lakeshore-ceiling-'));
@@ -48,6 +49,9 @@ const rttQuiet: Record<string, number> = {};
 for (const [name, f] of Object.entries(probes)) rtt[name] = await p50(f);
 for (const [name, f] of Object.entries(probes)) rttQuiet[name] = await p50(f, 20);
 let next = 0;
+// CPU per job as bench/workload.ts counts it, so a sitting's table sets single's cost beside this one's.
+const planeCpu0 = plane.pid ? treeCpuMs(plane.pid) : null;
+const clientCpu0 = process.cpuUsage();
 const t0 = performance.now();
 await Promise.all(Array.from({ length: 8 }, async () => {
   while (next < N) {
@@ -56,9 +60,14 @@ await Promise.all(Array.from({ length: 8 }, async () => {
   }
 }));
 const s = (performance.now() - t0) / 1000;
+const planeCpu1 = plane.pid ? treeCpuMs(plane.pid) : null;
+const cpuUs = {
+  producers: Math.round((cpuMs(process.cpuUsage(clientCpu0)) * 1000) / N),
+  plane: planeCpu0 !== null && planeCpu1 !== null ? Math.round(((planeCpu1 - planeCpu0) * 1000) / N) : null,
+};
 await d.close();
 raw.close();
 await plane.stop();
 rmSync(dir, { recursive: true, force: true });
-console.log(JSON.stringify({ system: 'lakeshore-edge', mode: 'ceiling', rtt_p50_ms: rtt, rtt_after_20ms_quiet_p50_ms: rttQuiet, enqueue_only: { P: 8, N, jobs_per_s: Math.round(N / s), ms_per_round: +((s * 1000) / (N / 8)).toFixed(2) } }));
+console.log(JSON.stringify({ system: 'lakeshore-edge', mode: 'ceiling', rtt_p50_ms: rtt, rtt_after_20ms_quiet_p50_ms: rttQuiet, enqueue_only: { P: 8, N, jobs_per_s: Math.round(N / s), ms_per_round: +((s * 1000) / (N / 8)).toFixed(2), cpu_us_per_job: cpuUs } }));
 process.exit(0);
