@@ -82,8 +82,7 @@ if (fan.size) {
 // Against the performance issue's targets: each ratio from the medians of the sitting, and, where
 // bench/side-by-side.sh interleaved the systems' rounds, the same ratio round by round (run k of
 // one system beside run k of the other, minutes apart), which says how much of it is the hour.
-const byLabel = (pred) => all.filter(pred);
-const edge = (label) => byLabel((r) => r.system === 'lakeshore-edge' && r.label === label);
+const edge = (label) => all.filter((r) => r.system === 'lakeshore-edge' && r.label === label);
 const jobs = (r) => r.throughput_jobs_per_s;
 const bestOf = (kind) => {
   const b = best.get(kind);
