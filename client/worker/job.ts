@@ -99,35 +99,39 @@ const jobOf = (c: Claimed, env: Envelope | null): DoneJob => ({ id: c.id, queue:
 export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void = () => {}): Promise<JobOutcome> {
   const { dispatch: d, workerId } = o;
   const holder = { attempt: c.attempt };
-  const ac = new AbortController();
-  // The handler runs until it settles or the job is aborted, whichever comes first.
-  let rejectAborted: (e: unknown) => void = () => {};
-  const aborted = new Promise<never>((_, reject) => (rejectAborted = reject));
-  aborted.catch(() => {});
-  const abort = (why: Abort['why'], msg: string) => {
-    if (ac.signal.aborted) return;
-    ac.abort(new Abort(why, msg));
-    rejectAborted(ac.signal.reason);
+  // The handler runs until it settles or the job is aborted, whichever comes first. The job's
+  // AbortSignal is made when the handler first reads it, and the promise that tells the abort only
+  // for a handler that returns one: most jobs need neither, and a worker's cost a job is mostly
+  // what it allocates.
+  let why: Abort | null = null;
+  let ac: AbortController | null = null;
+  const signal = (): AbortSignal => {
+    if (!ac) {
+      ac = new AbortController();
+      if (why) ac.abort(why);
+    }
+    return ac.signal;
+  };
+  let rejectAborted: ((e: unknown) => void) | null = null;
+  let abortedP: Promise<never> | null = null;
+  const aborted = (): Promise<never> => {
+    if (!abortedP) {
+      abortedP = why ? Promise.reject(why) : new Promise<never>((_, reject) => (rejectAborted = reject));
+      abortedP.catch(() => {});
+    }
+    return abortedP;
+  };
+  const abort = (kind: Abort['why'], msg: string) => {
+    if (why) return;
+    why = new Abort(kind, msg);
+    ac?.abort(why);
+    rejectAborted?.(why);
   };
   const offHardStop = o.hardStop.add(() => abort('shutdown', 'the worker is shutting down'));
   let env: Envelope | null = null;
-  let seq: number | null = null;
-  // Appends go out one at a time, in order: seq numbers follow the order frames were written.
-  let tail: Promise<unknown> = Promise.resolve();
-  const appendNow = (kind: number, body: Uint8Array, meta: Record<string, unknown> | null = null, final?: boolean): Promise<void> => {
-    const next = tail.then(async () => {
-      if (seq === null) seq = await d.journalAppend(c.id, null, { kind: kind as 0, seq: 0, body, meta }, { workerId, attempt: c.attempt, final });
-      else await d.journalAppend(c.id, ++seq, { kind: kind as 0, seq, body, meta }, { workerId, attempt: c.attempt, final });
-    });
-    tail = next.catch(() => {});
-    return next;
-  };
-  const chunks = new ChunkWriter((body) => appendNow(FrameKind.CHUNK, body));
-  /** Any other frame comes after the chunks written before it. */
-  const append = async (kind: number, body: Uint8Array, meta: Record<string, unknown> | null = null, final?: boolean) => {
-    await chunks.flush();
-    await appendNow(kind, body, meta, final);
-  };
+  // The journal's writers, made on the first frame or chunk: most jobs write neither.
+  let journal = null as ReturnType<typeof journalWriters> | null;
+  const journalOf = () => (journal ??= journalWriters(d, c, workerId));
 
   const beat = setInterval(async () => {
     try {
@@ -144,24 +148,29 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
     env = decodeEnvelope(c.envelope);
     const maxMs = env.time_limit_ms ?? o.timeLimitMs;
     if (maxMs) limit = setTimeout(() => abort('time_limit', `the job ran past its time limit of ${maxMs} ms`), maxMs);
+    // Awaited even when the registry has it: a handler that returns at once frees its slot, and
+    // the next job starts, a turn later (run-worker.ts), not inside this call.
     const fn = await resolveHandler(env, o);
     const args = Object.keys(env.kwargs).length ? [...env.args, env.kwargs] : env.args;
     // The job runs in a CONSUMER span `run <fn>`, child of its submitter's (tracing.ts).
     span = runSpan(env.fn, env.traceparent, { id: c.id, queue: c.queue, attempt: c.attempt });
     const traceId = span.traceId;
     const ctx = {
-      id: c.id, queue: c.queue, attempt: c.attempt, signal: ac.signal, kwargs: env.kwargs, traceparent: env.traceparent, origin: env.origin,
-      write: (data: string | Uint8Array) => chunks.write(data),
+      id: c.id, queue: c.queue, attempt: c.attempt, get signal() { return signal(); }, kwargs: env.kwargs, traceparent: env.traceparent, origin: env.origin,
+      write: (data: string | Uint8Array) => journalOf().chunks.write(data),
       log: (message: unknown, level: LogLevel = 'info') => o.logs.log(c.queue, c.id, level, typeof message === 'string' ? message : String(message), traceId),
     };
     const inSpan = span.within;
-    const out = await Promise.race([inSpan(() => runInJob(ctx, () => fn(...args))), aborted]);
+    // A handler that returns at once, before any abort, is taken as it is; any other is raced with the abort.
+    const now = inSpan(() => runInJob(ctx, () => fn(...args)));
+    const out = isThenable(now) || why ? await Promise.race([now, aborted()]) : now;
     let result: unknown = out;
     if (isIterator(out)) {
+      const { append } = journalOf();
       await append(FrameKind.BEGIN, new Uint8Array(), { attempt: c.attempt });
       const it = out as AsyncIterator<unknown>;
       for (;;) {
-        const step = await Promise.race([inSpan(() => runInJob(ctx, () => it.next())), aborted]);
+        const step = await Promise.race([inSpan(() => runInJob(ctx, () => it.next())), aborted()]);
         if (step.done) {
           result = step.value;
           break;
@@ -170,10 +179,10 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
       }
       await append(FrameKind.END, new Uint8Array(), null, true);
     }
-    await chunks.flush();
+    if (journal) await journal.chunks.flush();
     handlerDone();
     span.end();
-    await Promise.resolve(o.onDone?.(jobOf(c, env), { state: 'succeeded', result })).catch(() => {});
+    if (o.onDone) await Promise.resolve(o.onDone(jobOf(c, env), { state: 'succeeded', result })).catch(() => {});
     try {
       await o.ack(c, jsonBytes(result));
     } catch (e) {
@@ -199,7 +208,7 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
     const error = { message: err.message, type: err.name, stack: err.stack ?? null };
     o.log(`job ${c.id} attempt ${c.attempt} failed: ${err.name}: ${err.message}${retry ? ' (retrying if attempts are left)' : ''}`);
     try {
-      await append(FrameKind.ERROR, jsonBytes(error), { attempt: c.attempt }, !retry);
+      await journalOf().append(FrameKind.ERROR, jsonBytes(error), { attempt: c.attempt }, !retry);
       const state = await d.nack(c.id, workerId, { ...holder, error, retry });
       return state === 'failed' ? 'failed' : 'retried';
     } catch (e2) {
@@ -211,4 +220,30 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
     clearTimeout(limit);
     offHardStop();
   }
+}
+
+const isThenable = <T>(v: T | PromiseLike<T>): v is PromiseLike<T> =>
+  !!v && (typeof v === 'object' || typeof v === 'function') && typeof (v as PromiseLike<T>).then === 'function';
+
+/**
+ * A job's journal writers: appends go out one at a time, in order (seq numbers follow the order
+ * frames were written), and any frame comes after the chunks written before it.
+ */
+function journalWriters(d: DispatchPlane, c: Claimed, workerId: string) {
+  let seq: number | null = null;
+  let tail: Promise<unknown> = Promise.resolve();
+  const appendNow = (kind: number, body: Uint8Array, meta: Record<string, unknown> | null = null, final?: boolean): Promise<void> => {
+    const next = tail.then(async () => {
+      if (seq === null) seq = await d.journalAppend(c.id, null, { kind: kind as 0, seq: 0, body, meta }, { workerId, attempt: c.attempt, final });
+      else await d.journalAppend(c.id, ++seq, { kind: kind as 0, seq, body, meta }, { workerId, attempt: c.attempt, final });
+    });
+    tail = next.catch(() => {});
+    return next;
+  };
+  const chunks = new ChunkWriter((body) => appendNow(FrameKind.CHUNK, body));
+  const append = async (kind: number, body: Uint8Array, meta: Record<string, unknown> | null = null, final?: boolean) => {
+    await chunks.flush();
+    await appendNow(kind, body, meta, final);
+  };
+  return { chunks, append };
 }

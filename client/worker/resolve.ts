@@ -16,7 +16,21 @@ export class ResolveError extends Error {
   }
 }
 
-export async function resolveHandler(env: Envelope, opts: { registry: Registry; root: string; allowImport: boolean; mounts?: Mounts | null }): Promise<Handler> {
+type ResolveOptions = { registry: Registry; root: string; allowImport: boolean; mounts?: Mounts | null };
+
+/**
+ * The handler itself when the registry has it (no promise: a worker resolves one a job), else a
+ * promise of the import's. Throws (or rejects with) ResolveError when it cannot be found.
+ */
+export function resolveHandler(env: Envelope, opts: ResolveOptions): Handler | Promise<Handler> {
+  if (!env.code) {
+    const own = Object.hasOwn(opts.registry, env.fn) ? opts.registry[env.fn] : undefined;
+    if (typeof own === 'function') return own;
+  }
+  return resolveElsewhere(env, opts);
+}
+
+async function resolveElsewhere(env: Envelope, opts: ResolveOptions): Promise<Handler> {
   // Pushed code (docs/code-mount.md): the module comes from the producer's tree, never from the registry.
   if (env.code) {
     if (!opts.mounts) {

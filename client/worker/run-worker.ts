@@ -183,14 +183,20 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
         early = true;
         free();
       };
-      const job: Promise<void> = runJob(c, jobOpts, handlerDone)
-        .then((outcome) => opts.onJob?.(c.id, outcome, c.attempt))
-        .catch((e: unknown) => log(`job ${c.id}: ${e instanceof Error ? e.message : String(e)}`))
-        .finally(() => {
+      // One promise a job, not a chain of three: a worker's cost a job is mostly what it allocates.
+      let job: Promise<void> | null = null;
+      job = (async () => {
+        try {
+          const outcome = await runJob(c, jobOpts, handlerDone);
+          opts.onJob?.(c.id, outcome, c.attempt);
+        } catch (e) {
+          log(`job ${c.id}: ${e instanceof Error ? e.message : String(e)}`);
+        } finally {
           if (early) acking--;
           free();
-          running.delete(job);
-        });
+          if (job) running.delete(job);
+        }
+      })();
       running.add(job);
     }
     prefetch.busy(buffer.length > 0 || active >= concurrency, active === 0 && buffer.length === 0);

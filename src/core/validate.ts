@@ -90,12 +90,17 @@ export function temperature(v: unknown): number {
  * the value with its own stack, so a value too deep for a recursive walk is refused, not a crash.
  */
 export function jsonValue<T>(what: string, value: T, max: number): T {
-  const stack: [unknown, number][] = [[value, 1]];
-  while (stack.length) {
-    const [v, depth] = stack.pop()!;
-    if (typeof v !== 'object' || v === null) continue;
+  // Two stacks of containers only (a leaf is never pushed): a client walks every body it sends.
+  const nodes: object[] = [];
+  const depths: number[] = [];
+  if (typeof value === 'object' && value !== null) nodes.push(value), depths.push(1);
+  while (nodes.length) {
+    const v = nodes.pop()!;
+    const depth = depths.pop()!;
     if (depth > max) throw badRequest(`${what} nests deeper than ${max} levels`);
-    for (const child of Array.isArray(v) ? v : Object.values(v)) stack.push([child, depth + 1]);
+    for (const child of Array.isArray(v) ? v : Object.values(v)) {
+      if (typeof child === 'object' && child !== null) nodes.push(child), depths.push(depth + 1);
+    }
   }
   return value;
 }
