@@ -354,6 +354,33 @@ export function conformance(planeName: string, makePlane: PlaneFactory, lacks: R
         await expect(d.result('a')).rejects.toMatchObject({ error: { type: 'AttemptsExhausted', attempts: 1, last: { type: 'LeaseExpired' } } });
       });
 
+      it('a lease that ran out is gone: its worker can no longer ack, nack, heartbeat or append, alone or with a claim, and the row is as the lease left it', async () => {
+        await d.submit('q', bytes('x'), { id: 'late' });
+        const c = (await d.claim('q', 'w', { leaseMs: h.shortLeaseMs }))!;
+        await d.journalAppend('late', 0, frame(FrameKind.CHUNK, 'in time'), { workerId: 'w', attempt: c.attempt });
+        await h.elapse(h.shortLeaseMs + 1);
+        const holder = { attempt: c.attempt };
+        for (const late of [
+          () => d.ack('late', 'w', { ...holder, result: bytes('late') }),
+          () => d.ackAndClaim('q', 'w', [{ id: 'late', ...holder, result: bytes('late') }], 1, { waitMs: 0 }).then((out) => {
+            if (out.acks[0]) throw out.acks[0];
+            throw new Error(`the late ack landed (claimed ${out.claimed.map((x) => x.id).join()})`);
+          }),
+          () => d.nack('late', 'w', { ...holder, error: 'late', retry: false }),
+          () => d.heartbeat('late', 'w', { ...holder, leaseMs: 60_000 }),
+          () => d.journalAppend('late', 1, frame(FrameKind.CHUNK, 'late'), { workerId: 'w', ...holder }),
+        ]) await expect(late()).rejects.toBeInstanceOf(FencingConflictError);
+        // Still running with its lease in the past where no sweep came yet (the ackAndClaim's own
+        // claim may have taken it back as attempt 2 for w); never finished, never extended.
+        const row = (await d.get('late'))!;
+        expect(row).toMatchObject({ workerId: 'w', result: null, error: null });
+        if (row.attempt === 1) {
+          expect(['running', 'queued']).toContain(row.state);
+          if (row.state === 'running') expect(row.leaseUntil).toBe(c.leaseUntil);
+        } else expect(row).toMatchObject({ state: 'running', attempt: 2 });
+        expect((await d.journalPage('late')).frames.map((f) => [f.seq, text(f.body)])).toEqual([[0, 'in time']]);
+      });
+
       it('a heartbeat extends the lease and reports cancellation to the holder', async () => {
         await d.submit('q', bytes('x'), { id: 'a' });
         const c = await d.claim('q', 'w', { leaseMs: 30_000 });

@@ -65,23 +65,65 @@ describe('rule 3: fencing', () => {
       await p.nack('a', 'A', { attempt: first.attempt }),
       await p.heartbeat('a', 'A', { attempt: first.attempt }),
       await p.append('a', 'A', { attempt: first.attempt, seq: 0 }),
+      // Naming no attempt, or the current holder's: the worker id alone tells A from B.
+      await p.ack('a', 'A', { result: b64('stale') }),
+      await p.ack('a', 'A', { attempt: second.attempt, result: b64('stale') }),
+      await p.heartbeat('a', 'A', { attempt: second.attempt }),
     ]) {
       expect(r.status).toBe(409);
       expect(r.body.error.code).toBe('conflict');
     }
+    const many = await call('POST', `/v1/ns/${p.ns}/queues/q/ack`, { items: [{ id: 'a', worker_id: 'A', attempt: second.attempt, result: b64('stale') }] });
+    expect(many.body.results[0].error.code).toBe('conflict');
     expect(await rows(p.ns)).toEqual(before);
     expect(await frameCount(p.ns, 'a')).toBe(0);
     expect((await p.ack('a', 'B', { attempt: 2 })).status).toBe(200);
   });
 
-  it('fences the same worker id on an older attempt when the attempt is sent', async () => {
+  it('fences the same worker id on an older attempt when the attempt is sent, alone or in a batch, and the row stays the new attempt\'s', async () => {
     const p = plane();
     await p.submit('q', 'a');
     await p.claim('q', 'W');
     await expireLease(p.ns, 'a');
     await p.claim('q', 'W'); // the same worker id re-claims: attempt 2
-    expect((await p.ack('a', 'W', { attempt: 1 })).status).toBe(409);
-    expect((await p.ack('a', 'W', { attempt: 2 })).status).toBe(200);
+    const before = await rows(p.ns);
+    expect(before[0]).toMatchObject({ state: 'running', attempt: 2, result: '' }); // hex(NULL) is ''
+    expect((await p.ack('a', 'W', { attempt: 1, result: b64('stale') })).status).toBe(409);
+    const many = await call('POST', `/v1/ns/${p.ns}/queues/q/ack`, { items: [{ id: 'a', worker_id: 'W', attempt: 1, result: b64('stale') }] });
+    expect(many.body.results[0].error.code).toBe('conflict');
+    const withClaim = await p.claim('q', 'W', { acks: [{ id: 'a', attempt: 1, result: b64('stale') }] });
+    expect(withClaim.body.acks[0].error.code).toBe('conflict');
+    expect(await rows(p.ns)).toEqual(before);
+    expect((await p.ack('a', 'W', { attempt: 2, result: b64('fresh') })).status).toBe(200);
+    expect(unb64((await p.get('a')).body.result)).toBe('fresh');
+  });
+
+  it('refuses every write of a worker whose lease ran out before any sweep moved its row, and changes nothing', async () => {
+    const p = plane();
+    await p.submit('q', 'a');
+    await p.submit('q', 'b');
+    const [a] = (await p.claim('q', 'W', { lease_ms: 60_000 })).body.claimed;
+    await p.append('a', 'W', { attempt: a.attempt, seq: 0 });
+    await expireLease(p.ns, 'a'); // its lease is in the past; no alarm has run
+    const before = await rows(p.ns);
+    expect(before[0]).toMatchObject({ id: 'a', state: 'running', worker_id: 'W', attempt: 1 });
+    for (const r of [
+      await p.ack('a', 'W', { attempt: a.attempt, result: b64('late') }),
+      await p.ack('a', 'W', { result: b64('late') }), // the worker id alone
+      await p.nack('a', 'W', { attempt: a.attempt, retry: false }),
+      await p.heartbeat('a', 'W', { attempt: a.attempt, lease_ms: 60_000 }),
+      await p.append('a', 'W', { attempt: a.attempt, seq: 1 }),
+    ]) {
+      expect(r.status).toBe(409);
+      expect(r.body.error.message).toMatch(/lease of attempt 1 of invocation "a" ran out/);
+    }
+    const many = await call('POST', `/v1/ns/${p.ns}/queues/q/ack`, { items: [{ id: 'a', worker_id: 'W', attempt: a.attempt, result: b64('late') }] });
+    expect(many.body.results[0].error.code).toBe('conflict');
+    expect(await rows(p.ns)).toEqual(before);
+    expect(await frameCount(p.ns, 'a')).toBe(1);
+    // The sweep then puts it back, and the next claim takes it as attempt 2.
+    expect(await runDurableObjectAlarm(queueStub(p.ns, 'q'))).toBe(true);
+    expect((await p.claim('q', 'V')).body.claimed[0]).toMatchObject({ id: 'a', attempt: 2 });
   });
 });
 

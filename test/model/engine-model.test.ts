@@ -31,8 +31,10 @@ interface Job {
   frames: number[];
   /** While delayed: when it comes due. */
   runAt: number;
-  /** Attempts spent before its last retry: the budget counts from here. */
+  /** Attempts spent before its last retry (or not charged by a release): the budget counts from here. */
   budgetFrom: number;
+  /** The result its successful ack wrote. */
+  result: string | null;
 }
 interface Model {
   jobs: Map<string, Job>;
@@ -43,6 +45,7 @@ interface Model {
 interface Real {
   engine: Engine;
   clock: { now: number };
+  db: DatabaseSync;
 }
 
 function fresh(): Real {
@@ -50,7 +53,7 @@ function fresh(): Real {
   migrate(db);
   const clock = { now: 1_000_000 };
   const engine = new Engine(new SqlitePort(db), { now: () => clock.now, limits: { defaultLeaseMs: LEASE, defaultMaxAttempts: MAX_ATTEMPTS } });
-  return { engine, clock };
+  return { engine, clock, db };
 }
 
 const code = async (p: Promise<unknown>): Promise<string> => {
@@ -63,101 +66,188 @@ const code = async (p: Promise<unknown>): Promise<string> => {
   }
 };
 
-const holds = (j: Job | undefined, w: string, attempt: number) => !!j && j.state === 'running' && j.worker === w && j.attempt === attempt;
+/** The fencing rule as the contract states it: running, this worker's attempt (when named), and its lease not run out. */
+const holds = (j: Job | undefined, w: string, attempt: number | null, now: number) =>
+  !!j && j.state === 'running' && j.worker === w && (attempt === null || j.attempt === attempt) && j.leaseUntil > now;
+/** The result a holder writes: one per holder, so a row that succeeded says whose ack landed. */
+const resultOf = (w: string, attempt: number | null) => `${w}@${attempt ?? '*'}`;
+const text = new TextEncoder();
+
+/**
+ * The rows as the store holds them, in the model's terms. Compared with the model after every
+ * command, so a refused write that changed a row (a 409 answered after a wrong UPDATE ran) fails
+ * here even when its answer was right.
+ */
+function realRows(r: Real): Map<string, Pick<Job, 'state' | 'attempt' | 'worker' | 'result'> & { leaseUntil: number | null }> {
+  const rows = r.db.prepare(`SELECT id, state, attempt, worker_id, CAST(result AS TEXT) AS result, lease_until FROM invocations WHERE ns = ? ORDER BY rid`).all(NS) as
+    { id: string; state: State; attempt: number; worker_id: string | null; result: string | null; lease_until: number | null }[];
+  return new Map(rows.map((x) => [x.id, { state: x.state, attempt: x.attempt, worker: x.worker_id, result: x.result, leaseUntil: x.lease_until }]));
+}
+function agree(m: Model, r: Real, after: string) {
+  const real = realRows(r);
+  expect([...real.keys()], `ids after ${after}`).toEqual([...m.jobs.keys()]);
+  for (const [id, j] of m.jobs) {
+    const row = real.get(id)!;
+    // A row has a lease only while it runs: with it, the guard's lease term alone keeps every
+    // other state out (fence.ts).
+    const want = { state: j.state, attempt: j.attempt, worker: j.worker, result: j.state === 'succeeded' ? j.result : null, leaseUntil: j.state === 'running' ? j.leaseUntil : null };
+    expect(row, `${id} after ${after}`).toEqual(want);
+  }
+}
 
 /** Claim order is fifo: the model expects the oldest queued job (a promoted job keeps its place: submit order). */
 const order = (m: Model) => [...m.jobs.entries()].filter(([, j]) => j.state === 'queued').map(([id]) => id);
 const running = (m: Model) => [...m.jobs.values()].filter((j) => j.state === 'running').length;
 
-class Submit implements fc.AsyncCommand<Model, Real> {
-  readonly id: string;
-  readonly delayMs: number;
-  constructor(id: string, delayMs: number) {
-    this.id = id;
-    this.delayMs = delayMs;
-  }
+/** Every command checks the store's rows against the model once it ran (agree). */
+abstract class Step implements fc.AsyncCommand<Model, Real> {
   check = () => true;
+  abstract step(m: Model, r: Real): Promise<void>;
   async run(m: Model, r: Real) {
+    await this.step(m, r);
+    agree(m, r, this.toString());
+  }
+  abstract toString(): string;
+}
+
+class Submit extends Step {
+  constructor(readonly id: string, readonly delayMs: number) {
+    super();
+  }
+  async step(m: Model, r: Real) {
     const out = await r.engine.submit(NS, Q, { id: this.id, envelope: bytes, delayMs: this.delayMs || undefined });
     expect(out.created).toBe(!m.jobs.has(this.id));
     if (!m.jobs.has(this.id)) {
-      m.jobs.set(this.id, { state: this.delayMs ? 'delayed' : 'queued', attempt: 0, worker: null, leaseUntil: 0, frames: [], runAt: r.clock.now + this.delayMs, budgetFrom: 0 });
+      m.jobs.set(this.id, { state: this.delayMs ? 'delayed' : 'queued', attempt: 0, worker: null, leaseUntil: 0, frames: [], runAt: r.clock.now + this.delayMs, budgetFrom: 0, result: null });
     }
   }
   toString = () => `submit(${this.id}${this.delayMs ? `, delay ${this.delayMs}` : ''})`;
 }
 
-class Claim implements fc.AsyncCommand<Model, Real> {
-  readonly worker: string;
-  constructor(worker: string) {
-    this.worker = worker;
+/** The model's claim of up to `max` jobs by `worker`: what the plane must hand out, in order. */
+function claimModel(m: Model, now: number, worker: string, max: number): string[] {
+  expireModel(m, now); // claims reclaim expired leases and promote due jobs themselves
+  if (m.paused) return [];
+  const room = m.cap === null ? max : Math.max(0, Math.min(max, m.cap - running(m)));
+  const take = order(m).slice(0, room);
+  for (const id of take) {
+    const j = m.jobs.get(id)!;
+    expect(j.runAt, 'nothing is claimable before it is due').toBeLessThanOrEqual(now);
+    Object.assign(j, { state: 'running', attempt: j.attempt + 1, worker, leaseUntil: now + LEASE });
   }
-  check = () => true;
-  async run(m: Model, r: Real) {
-    expireModel(m, r.clock.now); // claims reclaim expired leases and promote due jobs themselves
-    const blocked = m.paused || (m.cap !== null && running(m) >= m.cap);
-    const expected = blocked ? undefined : order(m)[0];
+  return take;
+}
+
+class Claim extends Step {
+  constructor(readonly worker: string) {
+    super();
+  }
+  async step(m: Model, r: Real) {
     const got = await r.engine.work.claim(NS, Q, { workerId: this.worker });
-    expect(got?.id ?? null).toBe(expected ?? null);
-    if (got) {
-      expect(m.jobs.get(got.id)!.runAt, 'nothing is claimable before it is due').toBeLessThanOrEqual(r.clock.now);
-      const j = m.jobs.get(got.id)!;
-      j.state = 'running';
-      j.attempt++;
-      j.worker = this.worker;
-      j.leaseUntil = r.clock.now + LEASE;
-      expect(got.attempt).toBe(j.attempt);
-    }
+    const expected = claimModel(m, r.clock.now, this.worker, 1);
+    expect(got?.id ?? null).toBe(expected[0] ?? null);
+    if (got) expect(got.attempt).toBe(m.jobs.get(got.id)!.attempt);
     if (got && m.cap !== null) expect(await r.engine.count(NS, Q, 'running'), 'never more than max_running running').toBeLessThanOrEqual(m.cap);
   }
   toString = () => `claim(${this.worker})`;
 }
 
-class Ack implements fc.AsyncCommand<Model, Real> {
-  readonly id: string;
-  readonly worker: string;
-  readonly attemptDelta: number;
-  constructor(id: string, worker: string, attemptDelta: number) {
-    this.id = id;
-    this.worker = worker;
-    this.attemptDelta = attemptDelta;
+/** One ack item as a worker sends it: its own id, its worker, and an attempt relative to the row's (-1: a stale one; null: none named). */
+type AckSpec = readonly [id: string, worker: string, attemptDelta: number | null];
+const attemptFor = (m: Model, [id, , d]: AckSpec) => (d === null ? null : Math.max(0, (m.jobs.get(id)?.attempt ?? 0) + d));
+
+/**
+ * What the contract answers an ack, and what it does to the model: the holder's ack succeeds
+ * (with its result); a repeat of an ack that landed is absorbed; anything else is refused and
+ * changes nothing (agree checks the rows).
+ */
+function ackModel(m: Model, now: number, id: string, w: string, attempt: number | null): string {
+  const j = m.jobs.get(id);
+  if (!j) return 'not_found';
+  if (holds(j, w, attempt, now)) {
+    Object.assign(j, { state: 'succeeded', result: resultOf(w, attempt) });
+    return 'ok';
   }
-  check = () => true;
-  async run(m: Model, r: Real) {
-    const j = m.jobs.get(this.id);
-    // attemptDelta -1 plays a stale attempt of the same worker id.
-    const attempt = Math.max(0, (j?.attempt ?? 0) + this.attemptDelta);
-    const before = j && { ...j };
-    const c = await code(r.engine.work.ack(NS, this.id, { workerId: this.worker, attempt }));
-    if (!j) expect(c).toBe('not_found');
-    else if (holds(j, this.worker, attempt)) {
-      expect(c).toBe('ok');
-      j.state = 'succeeded';
-    } else if (j.state === 'succeeded' && j.worker === this.worker && j.attempt === attempt) expect(c).toBe('ok'); // a retried ack is absorbed
-    else {
-      expect(c).toBe('conflict');
-      expect(j).toEqual(before);
-    }
-  }
-  toString = () => `ack(${this.id}, ${this.worker}, ${this.attemptDelta})`;
+  if (j.state === 'succeeded' && j.worker === w && (attempt === null || j.attempt === attempt)) return 'ok'; // a retried ack is absorbed
+  return 'conflict';
 }
 
-class Nack implements fc.AsyncCommand<Model, Real> {
-  readonly id: string;
-  readonly worker: string;
-  readonly retry: boolean;
-  constructor(id: string, worker: string, retry: boolean) {
-    this.id = id;
-    this.worker = worker;
-    this.retry = retry;
+class Ack extends Step {
+  constructor(readonly spec: AckSpec) {
+    super();
   }
-  check = () => true;
-  async run(m: Model, r: Real) {
+  async step(m: Model, r: Real) {
+    const [id, w] = this.spec;
+    const attempt = attemptFor(m, this.spec);
+    const c = await code(r.engine.work.ack(NS, id, { workerId: w, attempt: attempt ?? undefined, result: text.encode(resultOf(w, attempt)) }));
+    expect(c).toBe(ackModel(m, r.clock.now, id, w, attempt));
+  }
+  toString = () => `ack(${this.spec.join(', ')})`;
+}
+
+const ackItems = (m: Model, specs: readonly AckSpec[]) =>
+  specs.map((s) => {
+    const attempt = attemptFor(m, s);
+    return { id: s[0], workerId: s[1], attempt: attempt ?? undefined, result: text.encode(resultOf(s[1], attempt)) };
+  });
+const settledCode = (a: { ok: true } | { ok: false; error: { code: string } }) => (a.ok ? 'ok' : a.error.code);
+
+/** Several acks in one call (the set-based statement the Node worker and HttpDispatch's batching use): each item fenced on its own. */
+class AckMany extends Step {
+  constructor(readonly specs: readonly AckSpec[]) {
+    super();
+  }
+  async step(m: Model, r: Real) {
+    const items = ackItems(m, this.specs);
+    const got = await r.engine.work.ackMany(NS, items);
+    const want = items.map((it) => ackModel(m, r.clock.now, it.id, it.workerId, it.attempt ?? null));
+    expect(got.map(settledCode)).toEqual(want);
+  }
+  toString = () => `ackMany(${this.specs.map((s) => `[${s.join(', ')}]`).join(' ')})`;
+}
+
+/** A worker's acks and its next claim in one call: the acks land, then the claim takes what they left. */
+class AckAndClaim extends Step {
+  constructor(readonly worker: string, readonly specs: readonly AckSpec[], readonly max: number) {
+    super();
+  }
+  async step(m: Model, r: Real) {
+    const items = ackItems(m, this.specs.map(([id, , d]) => [id, this.worker, d] as const));
+    const got = await r.engine.work.ackAndClaim(NS, Q, items, { workerId: this.worker, max: this.max });
+    expect(got.acks.map(settledCode)).toEqual(items.map((it) => ackModel(m, r.clock.now, it.id, it.workerId, it.attempt ?? null)));
+    expect(got.claimed.map((c) => c.id)).toEqual(claimModel(m, r.clock.now, this.worker, this.max));
+  }
+  toString = () => `ackAndClaim(${this.worker}, ${this.specs.map(([id, , d]) => `[${id}, ${d}]`).join(' ')}, max ${this.max})`;
+}
+
+/** A claim whose answer never reached its worker, given back: queued again, its attempt not charged. */
+class Release extends Step {
+  constructor(readonly spec: AckSpec) {
+    super();
+  }
+  async step(m: Model, r: Real) {
+    const [id, w] = this.spec;
+    const attempt = attemptFor(m, this.spec) ?? 0;
+    const back = await r.engine.work.release(NS, Q, w, [{ id, attempt }]);
+    const j = m.jobs.get(id);
+    if (holds(j, w, attempt, r.clock.now)) {
+      Object.assign(j!, { state: 'queued', budgetFrom: j!.budgetFrom + 1 });
+      expect(back).toEqual([id]);
+    } else expect(back).toEqual([]);
+  }
+  toString = () => `release(${this.spec.join(', ')})`;
+}
+
+class Nack extends Step {
+  constructor(readonly id: string, readonly worker: string, readonly retry: boolean) {
+    super();
+  }
+  async step(m: Model, r: Real) {
     const j = m.jobs.get(this.id);
     const c = await code(r.engine.work.nack(NS, this.id, { workerId: this.worker, attempt: j?.attempt, error: 'x', retry: this.retry }));
     const to: State = this.retry ? 'queued' : 'failed';
     if (!j) expect(c).toBe('not_found');
-    else if (holds(j, this.worker, j.attempt)) {
+    else if (holds(j, this.worker, j.attempt, r.clock.now)) {
       expect(c).toBe('ok');
       // A requeued row keeps its place in submit order, as the model's Map does; a retry on the
       // last attempt fails the row (one attempt budget for nacks and leases).
@@ -168,15 +258,11 @@ class Nack implements fc.AsyncCommand<Model, Real> {
   toString = () => `nack(${this.id}, ${this.worker}, retry=${this.retry})`;
 }
 
-class Heartbeat implements fc.AsyncCommand<Model, Real> {
-  readonly id: string;
-  readonly worker: string;
-  constructor(id: string, worker: string) {
-    this.id = id;
-    this.worker = worker;
+class Heartbeat extends Step {
+  constructor(readonly id: string, readonly worker: string) {
+    super();
   }
-  check = () => true;
-  async run(m: Model, r: Real) {
+  async step(m: Model, r: Real) {
     const j = m.jobs.get(this.id);
     let out: { cancelled: boolean } | string;
     try {
@@ -185,7 +271,7 @@ class Heartbeat implements fc.AsyncCommand<Model, Real> {
       out = (e as LakeshoreError).code;
     }
     if (!j) expect(out).toBe('not_found');
-    else if (holds(j, this.worker, j.attempt)) {
+    else if (holds(j, this.worker, j.attempt, r.clock.now)) {
       expect(out).toMatchObject({ cancelled: false });
       j.leaseUntil = r.clock.now + LEASE;
     } else if (j.state === 'cancelled' && j.worker === this.worker) expect(out).toEqual({ leaseUntil: null, cancelled: true });
@@ -194,13 +280,11 @@ class Heartbeat implements fc.AsyncCommand<Model, Real> {
   toString = () => `heartbeat(${this.id}, ${this.worker})`;
 }
 
-class Cancel implements fc.AsyncCommand<Model, Real> {
-  readonly id: string;
-  constructor(id: string) {
-    this.id = id;
+class Cancel extends Step {
+  constructor(readonly id: string) {
+    super();
   }
-  check = () => true;
-  async run(m: Model, r: Real) {
+  async step(m: Model, r: Real) {
     const j = m.jobs.get(this.id);
     const waiting = (s: State | undefined) => s === 'delayed' || s === 'queued' || s === 'running';
     const c = await code(r.engine.cancel(NS, this.id).then((v) => expect(v).toBe(waiting(j?.state))));
@@ -218,13 +302,11 @@ function expireModel(m: Model, now: number) {
   }
 }
 
-class Retry implements fc.AsyncCommand<Model, Real> {
-  readonly id: string;
-  constructor(id: string) {
-    this.id = id;
+class Retry extends Step {
+  constructor(readonly id: string) {
+    super();
   }
-  check = () => true;
-  async run(m: Model, r: Real) {
+  async step(m: Model, r: Real) {
     const j = m.jobs.get(this.id);
     const c = await code(r.engine.retry(NS, this.id));
     if (!j) return expect(c).toBe('not_found');
@@ -237,39 +319,34 @@ class Retry implements fc.AsyncCommand<Model, Real> {
   toString = () => `retry(${this.id})`;
 }
 
-class Pause implements fc.AsyncCommand<Model, Real> {
-  readonly paused: boolean;
-  constructor(paused: boolean) {
-    this.paused = paused;
+class Pause extends Step {
+  constructor(readonly paused: boolean) {
+    super();
   }
-  check = () => true;
-  async run(m: Model, r: Real) {
+  async step(m: Model, r: Real) {
     await (this.paused ? r.engine.admin.pause(NS, Q) : r.engine.admin.resume(NS, Q));
     m.paused = this.paused;
   }
   toString = () => (this.paused ? 'pause()' : 'resume()');
 }
 
-class Cap implements fc.AsyncCommand<Model, Real> {
-  readonly cap: number | null;
-  constructor(cap: number | null) {
-    this.cap = cap;
+class Cap extends Step {
+  constructor(readonly cap: number | null) {
+    super();
   }
-  check = () => true;
-  async run(m: Model, r: Real) {
+  async step(m: Model, r: Real) {
     await r.engine.admin.configure(NS, Q, { maxRunning: this.cap });
     m.cap = this.cap;
   }
   toString = () => `cap(${this.cap})`;
 }
 
-class Expire implements fc.AsyncCommand<Model, Real> {
-  readonly advance: number;
-  constructor(advance: number) {
-    this.advance = advance;
+/** Time passes and the queue's sweep runs (the alarm's work). */
+class Expire extends Step {
+  constructor(readonly advance: number) {
+    super();
   }
-  check = () => true;
-  async run(m: Model, r: Real) {
+  async step(m: Model, r: Real) {
     r.clock.now += this.advance;
     await r.engine.work.sweep(NS, Q);
     expireModel(m, r.clock.now);
@@ -277,22 +354,27 @@ class Expire implements fc.AsyncCommand<Model, Real> {
   toString = () => `expire(+${this.advance}ms)`;
 }
 
-class Append implements fc.AsyncCommand<Model, Real> {
-  readonly id: string;
-  readonly worker: string;
-  readonly seq: number;
-  constructor(id: string, worker: string, seq: number) {
-    this.id = id;
-    this.worker = worker;
-    this.seq = seq;
+/** Time passes and nothing sweeps: a lease may have run out on a row still running (before the alarm fires). */
+class Tick extends Step {
+  constructor(readonly advance: number) {
+    super();
   }
-  check = () => true;
-  async run(m: Model, r: Real) {
+  async step(_m: Model, r: Real) {
+    r.clock.now += this.advance;
+  }
+  toString = () => `tick(+${this.advance}ms)`;
+}
+
+class Append extends Step {
+  constructor(readonly id: string, readonly worker: string, readonly seq: number) {
+    super();
+  }
+  async step(m: Model, r: Real) {
     const j = m.jobs.get(this.id);
     const c = await code(r.engine.journal.append(NS, this.id, { workerId: this.worker, attempt: j?.attempt, seq: this.seq, kind: 0, body: bytes }));
     if (!j) return expect(c).toBe('not_found');
     if (j.frames.includes(this.seq) && j.worker === this.worker) return expect(['ok', 'conflict']).toContain(c); // absorbed (same attempt) or written by another attempt
-    if (holds(j, this.worker, j.attempt) && this.seq > Math.max(-1, ...j.frames)) {
+    if (holds(j, this.worker, j.attempt, r.clock.now) && this.seq > Math.max(-1, ...j.frames)) {
       expect(c).toBe('ok');
       j.frames.push(this.seq);
     } else expect(c).toBe('conflict'); // not the holder, or a seq behind the journal's last
@@ -300,13 +382,11 @@ class Append implements fc.AsyncCommand<Model, Real> {
   toString = () => `append(${this.id}, ${this.worker}, seq ${this.seq})`;
 }
 
-class Read implements fc.AsyncCommand<Model, Real> {
-  readonly id: string;
-  constructor(id: string) {
-    this.id = id;
+class Read extends Step {
+  constructor(readonly id: string) {
+    super();
   }
-  check = () => true;
-  async run(m: Model, r: Real) {
+  async step(m: Model, r: Real) {
     const j = m.jobs.get(this.id);
     const c = await code(
       r.engine.journal.read(NS, this.id, -1).then((page) => {
@@ -321,17 +401,22 @@ class Read implements fc.AsyncCommand<Model, Real> {
 
 const id = fc.constantFrom(...IDS);
 const worker = fc.constantFrom(...WORKERS);
+const ackSpec = fc.tuple(id, worker, fc.constantFrom<number | null>(0, 0, 0, -1, null));
 const commands = [
   fc.tuple(id, fc.constantFrom(0, 0, 500, 2_000)).map(([i, d]) => new Submit(i, d)),
   id.map((i) => new Retry(i)),
   fc.boolean().map((p) => new Pause(p)),
   fc.constantFrom(null, 1, 2).map((c) => new Cap(c)),
   worker.map((w) => new Claim(w)),
-  fc.tuple(id, worker, fc.constantFrom(0, 0, 0, -1)).map(([i, w, d]) => new Ack(i, w, d)),
+  ackSpec.map((a) => new Ack(a)),
+  fc.array(ackSpec, { minLength: 2, maxLength: 4 }).map((a) => new AckMany(a)),
+  fc.tuple(worker, fc.array(ackSpec, { minLength: 1, maxLength: 3 }), fc.constantFrom(1, 2)).map(([w, a, n]) => new AckAndClaim(w, a, n)),
+  fc.tuple(id, worker, fc.constantFrom(0, 0, -1)).map(([i, w, d]) => new Release([i, w, d])),
   fc.tuple(id, worker, fc.boolean()).map(([i, w, r]) => new Nack(i, w, r)),
   fc.tuple(id, worker).map(([i, w]) => new Heartbeat(i, w)),
   id.map((i) => new Cancel(i)),
   fc.constantFrom(10, 500, 1_500).map((a) => new Expire(a)),
+  fc.constantFrom(400, 1_000).map((a) => new Tick(a)),
   fc.tuple(id, worker, fc.integer({ min: 0, max: 3 })).map(([i, w, s]) => new Append(i, w, s)),
   id.map((i) => new Read(i)),
 ];

@@ -11,7 +11,7 @@ from .frames import decode_frame, encode_frame
 
 
 class JournalVerbs:
-    """Mixed into Dispatch: uses its _run, _claims, _holder, _same, _stale and LIMITS."""
+    """Mixed into Dispatch: uses its _run, _claims, _holder, _same, _holds, _stale and LIMITS."""
 
     def journal_append(self, inv_id: str, seq: Optional[int], frame_bytes: bytes, *, final: bool = False,
                        worker_id: Optional[str] = None, attempt: Optional[int] = None) -> int:
@@ -42,7 +42,7 @@ class JournalVerbs:
         taken = f["attempt"] is not None
         if seq is not None and taken and self._same(row, h) and f["attempt"] == row["attempt"]:
             return seq
-        if not (row["state"] == "running" and self._same(row, h)):
+        if not self._holds(row, h):
             raise self._stale("append", inv_id, row, h)
         top = max(-1 if f["last_seq"] is None else f["last_seq"], f["trimmed"])
         at = seq if seq is not None else top + 1

@@ -12,6 +12,7 @@ same transactions. Blocking calls (claim with `wait`, `result`, `journal_read`) 
 >>> d = Dispatch("./jobs.sqlite")
 >>> d.submit("cpu", encode_envelope("add", [1, 2]), id="job-1")
 """
+import datetime
 import json
 import os
 import sqlite3
@@ -133,16 +134,26 @@ class Dispatch(ClaimMachinery, JournalVerbs, ObserveVerbs, OperatorVerbs, Schedu
     @staticmethod
     def _stale(verb: str, inv_id: str, row: sqlite3.Row, h: Dict[str, Any]) -> LakeshoreError:
         """Why a holder's verb missed (src/core/sql/fence.ts staleError)."""
+        at = "invocation %s" % json.dumps(inv_id)
         if row["state"] != "running":
-            return FencingConflict("%s refused: invocation %s is %s, not running" % (verb, json.dumps(inv_id), row["state"]))
+            return FencingConflict("%s refused: %s is %s, not running" % (verb, at, row["state"]))
         if not Dispatch._same(row, h):
             other = "" if row["worker_id"] == h["worker_id"] else " of another worker"
-            return FencingConflict("%s refused: invocation %s is held by attempt %d%s; this worker's lease was lost" % (verb, json.dumps(inv_id), row["attempt"], other))
-        return FencingConflict("%s refused for invocation %s" % (verb, json.dumps(inv_id)))
+            return FencingConflict("%s refused: %s is held by attempt %d%s; this worker's lease was lost" % (verb, at, row["attempt"], other))
+        if row["lease_until"] is not None:
+            ran_out = datetime.datetime.fromtimestamp(row["lease_until"] / 1000, datetime.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+            return FencingConflict("%s refused: the lease of attempt %d of %s ran out at %s; this worker's lease was lost" % (verb, row["attempt"], at, ran_out))
+        return FencingConflict("%s refused for %s" % (verb, at))
 
     @staticmethod
     def _same(row: sqlite3.Row, h: Dict[str, Any]) -> bool:
         return row["worker_id"] == h["worker_id"] and (h["attempt"] is None or row["attempt"] == h["attempt"])
+
+    @staticmethod
+    def _holds(row: sqlite3.Row, h: Dict[str, Any]) -> bool:
+        """The fencing guard read back from a row (fence.ts holds): running, this holder's, its lease not run out."""
+        return (row["state"] == "running" and Dispatch._same(row, h) and row["lease_until"] is not None
+                and row["lease_until"] > int(time.time() * 1000))
 
     def _found(self, verb: str, inv_id: str, queue: Optional[str] = None) -> sqlite3.Row:
         rows = self._run(verb, {"id": inv_id, "queue": queue})[0]

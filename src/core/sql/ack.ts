@@ -6,7 +6,7 @@
 import { toHex } from '../bytes.ts';
 import { fillMissed, type Plan } from '../plan.ts';
 import { stmt, type Stmt } from '../port.ts';
-import { diagnose, HELD, sameHolder, staleError, type Holder } from './fence.ts';
+import { diagnose, held, heldOne, holderArgs, sameHolder, staleError, type Holder } from './fence.ts';
 import { groupBySize, scatter } from './groups.ts';
 
 export interface AckItem {
@@ -25,20 +25,21 @@ export interface Finished {
   absorbed: boolean;
 }
 
-const RETURNING = `RETURNING invocations.id, invocations.queue, invocations.worker_id, invocations.attempt`;
+const RETURNING = `RETURNING invocations.id, invocations.queue, invocations.attempt`;
 
 const ackOne = (now: number, ns: string, a: AckItem): Stmt =>
   stmt(
-    `UPDATE invocations SET state = 'succeeded', result = ?6, lease_until = NULL, updated_at = ?7, finished_at = ?7
-      WHERE ${HELD} ${RETURNING}`,
-    ns, a.id, a.queue, a.holder.workerId, a.holder.attempt, a.result, now,
+    `UPDATE invocations SET state = 'succeeded', result = ?7, lease_until = NULL, updated_at = ?6, finished_at = ?6
+      WHERE ${heldOne()} ${RETURNING}`,
+    ...holderArgs(now, ns, a.id, a.queue, a.holder), a.result,
   );
 
 /**
  * m: each item with its row, found through the (ns, id) index one item at a time (materialized,
- * so the planner cannot turn it into a scan of the running rows); the guard compares each row
- * with its own item's worker, attempt and queue.
+ * so the planner cannot turn it into a scan of the running rows); the guard (fence.ts) compares
+ * each row with its own item's id, queue, worker and attempt.
  */
+const itemHeld = held('invocations.', { ns: '?1', id: 'm.v->>0', queue: 'm.v->>1', worker: 'm.v->>2', attempt: 'm.v->>3', now: '?3' });
 const ackSet = (now: number, ns: string, items: AckItem[]): Stmt =>
   stmt(
     `WITH m AS MATERIALIZED (
@@ -47,27 +48,26 @@ const ackSet = (now: number, ns: string, items: AckItem[]): Stmt =>
      UPDATE invocations
         SET state = 'succeeded', result = unhex(m.v->>4), lease_until = NULL, updated_at = ?3, finished_at = ?3
        FROM m
-      WHERE invocations.rid = m.rid AND invocations.state = 'running' AND invocations.worker_id = m.v->>2
-        AND (m.v->>1 IS NULL OR invocations.queue = m.v->>1) AND (m.v->>3 IS NULL OR invocations.attempt = m.v->>3)
+      WHERE invocations.rid = m.rid AND ${itemHeld}
       ${RETURNING}`,
     ns, JSON.stringify(items.map((a) => [a.id, a.queue, a.holder.workerId, a.holder.attempt, a.result === null ? null : toHex(a.result)])), now,
   );
 
 export function ackPlan(now: number, ns: string, items: AckItem[]): Plan<(Finished | Error)[]> {
-  const groups = groupBySize(items, (a) => a.result?.length ?? 0);
+  // Two items of one id (a retried ack beside the current one) go in statements one after the
+  // other: a set statement that matched both would write either item's result.
+  const groups = groupBySize(items, (a) => a.result?.length ?? 0, (a) => a.id);
   return {
     stmts: groups.map((g) => (g.alone || g.items.length === 1 ? ackOne(now, ns, g.items[0]!) : ackSet(now, ns, g.items))),
     done: (rs) => {
       const out = scatter<AckItem, Finished>(groups, items.length, rs, (g, rows) => {
-        // A row that succeeded answers the first item whose holder it matches. Two items may name
-        // the same id (a retried ack of an earlier attempt beside the current one): only the item
-        // that held the row succeeded; the others are diagnosed alone (absorbed, or refused 409).
-        const done = new Map(rows.map((r) => [String(r.id), { queue: String(r.queue), holder: { workerId: String(r.worker_id), attempt: Number(r.attempt) } }]));
+        // A group names each id once (groupBySize's key), so a row that came back succeeded
+        // answers its one item; items of a later group found it finished and are diagnosed alone
+        // (absorbed, or refused 409).
+        const done = new Map(rows.map((r) => [String(r.id), String(r.queue)]));
         return g.items.map((a) => {
-          const row = done.get(a.id);
-          if (!row || !sameHolder(row.holder, a.holder)) return null;
-          done.delete(a.id);
-          return { queue: row.queue, state: 'succeeded', absorbed: false };
+          const queue = done.get(a.id);
+          return queue === undefined ? null : { queue, state: 'succeeded', absorbed: false };
         });
       });
       return fillMissed(out, (i) => ackMissed(ns, items[i]!));

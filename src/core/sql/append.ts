@@ -5,7 +5,7 @@
 import { LakeshoreError } from '../errors.ts';
 import { followUp, type Plan } from '../plan.ts';
 import { stmt } from '../port.ts';
-import { diagnose, held, holds, sameHolder, staleError, type Holder } from './fence.ts';
+import { diagnose, heldOne, holderArgs, holds, sameHolder, staleError, type Holder } from './fence.ts';
 import type { FrameKind, JournalFrame } from '../frame.ts';
 
 export interface AppendInput {
@@ -38,17 +38,17 @@ const TOP = `max(COALESCE(l.seq, -1), i.trimmed)`;
  * miss it). A retry of a frame that landed is absorbed (see appendMissed).
  */
 export function appendPlan(now: number, ns: string, id: string, queue: string | null, h: Holder, a: AppendInput, maxFrames: number): Plan<Appended> {
-  const seq = `COALESCE(?6, ${TOP} + 1)`;
+  const seq = `COALESCE(?7, ${TOP} + 1)`;
   return {
     stmts: [
       stmt(
         `INSERT INTO frames (inv, seq, kind, body, meta, attempt, final, created_at)
-         SELECT i.rid, ${seq}, ?7, COALESCE(?8, X''), ?9, i.attempt, ?10, ?11
+         SELECT i.rid, ${seq}, ?8, COALESCE(?9, X''), ?10, i.attempt, ?11, ?6
            FROM invocations i LEFT JOIN ${LAST} AS l ON l.inv = i.rid
-          WHERE ${held('i.')} AND ${seq} > ${TOP} AND ${seq} < ?12 AND NOT (COALESCE(l.final, 0) = 1 AND l.attempt = i.attempt)
+          WHERE ${heldOne('i.')} AND ${seq} > ${TOP} AND ${seq} < ?12 AND NOT (COALESCE(l.final, 0) = 1 AND l.attempt = i.attempt)
          ON CONFLICT (inv, seq) DO NOTHING
          RETURNING seq, attempt, (SELECT queue FROM invocations WHERE rid = inv) AS queue`,
-        ns, id, queue, h.workerId, h.attempt, a.seq, a.kind, a.body, a.meta === null ? null : JSON.stringify(a.meta), a.final ? 1 : 0, now, maxFrames,
+        ...holderArgs(now, ns, id, queue, h), a.seq, a.kind, a.body, a.meta === null ? null : JSON.stringify(a.meta), a.final ? 1 : 0, maxFrames,
       ),
     ],
     done: ([ins]) => {
@@ -59,18 +59,18 @@ export function appendPlan(now: number, ns: string, id: string, queue: string | 
         const frame: JournalFrame = { seq, kind: a.kind as FrameKind, body: a.body, meta: a.meta === null ? null : JSON.parse(JSON.stringify(a.meta)), attempt: Number(row.attempt), final: a.final };
         return { seq, queue: String(row.queue), final: a.final, absorbed: false, frame };
       }
-      return followUp(appendMissed(ns, id, queue, h, a, maxFrames));
+      return followUp(appendMissed(now, ns, id, queue, h, a, maxFrames));
     },
   };
 }
 
 /** Why an append inserted nothing: a retry (absorbed), a full journal, a seq not after the last, an ended stream, or a stale holder. */
-const appendMissed = (ns: string, id: string, queue: string | null, h: Holder, a: AppendInput, maxFrames: number): Plan<Appended> =>
+const appendMissed = (now: number, ns: string, id: string, queue: string | null, h: Holder, a: AppendInput, maxFrames: number): Plan<Appended> =>
   diagnose(
     ns, id, queue,
     (row, x) => {
       const f = x!.rows[0]!;
-      const mine = holds(row, h);
+      const mine = holds(row, h, now);
       const taken = f.attempt !== null && f.attempt !== undefined;
       // A retry of a frame that landed is absorbed, even after the attempt ended.
       if (a.seq !== null && taken && sameHolder(row, h) && Number(f.attempt) === row.attempt) {

@@ -1,8 +1,9 @@
 /**
- * Fencing: ack, nack, heartbeat and append act only while the caller holds the running attempt.
- * The guard sits in each statement's WHERE; when it misses, `diagnose` reads the row once to say
- * why (unknown id: 404; someone else's or finished attempt: 409) or to absorb a retried request
- * whose first try already landed.
+ * Fencing: ack, nack, heartbeat, append and release act only while the caller holds the running
+ * attempt. The rule is written once, here (`held`), and every one of those statements puts it in
+ * its WHERE, for one item or for a set; when it misses, `diagnose` reads the row once to say why
+ * (unknown id: 404; someone else's, finished or timed-out attempt: 409) or to absorb a retried
+ * request whose first try already landed.
  */
 import { fenced, invocationNotFound } from '../errors.ts';
 import type { Plan } from '../plan.ts';
@@ -15,10 +16,34 @@ export interface Holder {
   attempt: number | null;
 }
 
-/** WHERE fragment, the fencing guard: ?1 ns, ?2 id, ?3 queue-or-null, ?4 worker id, ?5 attempt-or-null (`t`: a table alias). */
-export const held = (t = '') =>
-  `${t}ns = ?1 AND ${t}id = ?2 AND (?3 IS NULL OR ${t}queue = ?3) AND ${t}state = 'running' AND ${t}worker_id = ?4 AND (?5 IS NULL OR ${t}attempt = ?5)`;
-export const HELD = held();
+/** The SQL expressions (parameters, or a set's JSON fields) the guard compares a row with. */
+export interface HolderSql {
+  ns: string;
+  id: string;
+  /** The queue, or an expression that is NULL when the caller did not name one. */
+  queue: string;
+  worker: string;
+  /** The attempt, or an expression that is NULL when the caller's contract carries only the worker id. */
+  attempt: string;
+  now: string;
+}
+
+/**
+ * The fencing guard, as a WHERE fragment over table alias `t`: the row is `id` of `ns` (in
+ * `queue`, when named), it is running, `worker` holds it on `attempt` (when named), and its lease
+ * has not run out at `now`. A lease that ran out is gone whether or not a sweep has moved the row
+ * yet: the sweep's condition (expire.ts, `lease_until <= now`) is this one's complement.
+ */
+export const held = (t: string, a: HolderSql): string =>
+  `${t}ns = ${a.ns} AND ${t}id = ${a.id} AND (${a.queue} IS NULL OR ${t}queue = ${a.queue}) AND ${t}state = 'running'` +
+  ` AND ${t}worker_id = ${a.worker} AND (${a.attempt} IS NULL OR ${t}attempt = ${a.attempt}) AND ${t}lease_until > ${a.now}`;
+
+/**
+ * The guard for one item, over a statement's first six parameters: ?1 ns, ?2 id, ?3
+ * queue-or-null, ?4 worker id, ?5 attempt-or-null, ?6 now (`holderArgs` binds them).
+ */
+export const heldOne = (t = '') => held(t, { ns: '?1', id: '?2', queue: '?3', worker: '?4', attempt: '?5', now: '?6' });
+export const holderArgs = (now: number, ns: string, id: string, queue: string | null, h: Holder) => [ns, id, queue, h.workerId, h.attempt, now] as const;
 
 export interface RowFacts {
   rid: number;
@@ -26,6 +51,7 @@ export interface RowFacts {
   state: State;
   workerId: string | null;
   attempt: number;
+  leaseUntil: number | null;
 }
 
 /**
@@ -33,14 +59,15 @@ export interface RowFacts {
  * round trip); `decide` turns them into an answer or throws. An unknown id is a 404.
  */
 export function diagnose<T>(ns: string, id: string, queue: string | null, decide: (row: RowFacts, extra: StmtResult | undefined) => T, extra?: Stmt): Plan<T> {
-  const stmts = [stmt(`SELECT rid, queue, state, worker_id, attempt FROM invocations WHERE ns = ?1 AND id = ?2 AND (?3 IS NULL OR queue = ?3)`, ns, id, queue)];
+  const stmts = [stmt(`SELECT rid, queue, state, worker_id, attempt, lease_until FROM invocations WHERE ns = ?1 AND id = ?2 AND (?3 IS NULL OR queue = ?3)`, ns, id, queue)];
   if (extra) stmts.push(extra);
   return {
     stmts,
     done: ([r, x]) => {
       const row = r!.rows[0];
       if (!row) throw invocationNotFound(id);
-      return decide({ rid: Number(row.rid), queue: String(row.queue), state: row.state as State, workerId: (row.worker_id as string | null) ?? null, attempt: Number(row.attempt) }, x);
+      const leaseUntil = row.lease_until === null || row.lease_until === undefined ? null : Number(row.lease_until);
+      return decide({ rid: Number(row.rid), queue: String(row.queue), state: row.state as State, workerId: (row.worker_id as string | null) ?? null, attempt: Number(row.attempt), leaseUntil }, x);
     },
   };
 }
@@ -48,13 +75,17 @@ export function diagnose<T>(ns: string, id: string, queue: string | null, decide
 /** True when the row's last attempt is the caller's. */
 export const sameHolder = (row: Pick<RowFacts, 'workerId' | 'attempt'>, h: Holder) => row.workerId === h.workerId && (h.attempt === null || row.attempt === h.attempt);
 
-/** True when the caller holds the row's running attempt. */
-export const holds = (row: RowFacts, h: Holder) => row.state === 'running' && sameHolder(row, h);
+/** True when the caller holds the row's running attempt at `now`: `held`, read back from a row. */
+export const holds = (row: RowFacts, h: Holder, now: number) => row.state === 'running' && sameHolder(row, h) && row.leaseUntil !== null && row.leaseUntil > now;
 
 export function staleError(verb: string, id: string, row: RowFacts, h: Holder): Error {
-  if (row.state !== 'running') return fenced(`${verb} refused: invocation ${JSON.stringify(id)} is ${row.state}, not running`);
+  const at = `invocation ${JSON.stringify(id)}`;
+  if (row.state !== 'running') return fenced(`${verb} refused: ${at} is ${row.state}, not running`);
   if (!sameHolder(row, h)) {
-    return fenced(`${verb} refused: invocation ${JSON.stringify(id)} is held by attempt ${row.attempt}${row.workerId === h.workerId ? '' : ' of another worker'}; this worker's lease was lost`);
+    return fenced(`${verb} refused: ${at} is held by attempt ${row.attempt}${row.workerId === h.workerId ? '' : ' of another worker'}; this worker's lease was lost`);
   }
-  return fenced(`${verb} refused for invocation ${JSON.stringify(id)}`);
+  if (row.leaseUntil !== null) {
+    return fenced(`${verb} refused: the lease of attempt ${row.attempt} of ${at} ran out at ${new Date(row.leaseUntil).toISOString()}; this worker's lease was lost`);
+  }
+  return fenced(`${verb} refused for ${at}`);
 }

@@ -1,7 +1,9 @@
 /**
  * Set-based statements carry their items' bytes as hex inside one JSON parameter. Items are
  * grouped so no statement carries more than SET_BYTES of them; an item larger than that goes in
- * a statement of its own, with its bytes bound as a blob.
+ * a statement of its own, with its bytes bound as a blob. With `key`, no group holds two items
+ * of one key: a later item of the same key starts the next group, so its statement runs after
+ * the first one's, as if the items had come one by one.
  */
 export const SET_BYTES = 256 << 10;
 
@@ -13,8 +15,8 @@ export interface Group<T> {
   alone: boolean;
 }
 
-export function groupBySize<T>(items: T[], size: (t: T) => number): Group<T>[] {
-  const groups: (Group<T> & { bytes: number })[] = [];
+export function groupBySize<T>(items: T[], size: (t: T) => number, key?: (t: T) => string): Group<T>[] {
+  const groups: (Group<T> & { bytes: number; keys?: Set<string> })[] = [];
   items.forEach((it, i) => {
     const n = size(it);
     let g = groups[groups.length - 1];
@@ -22,7 +24,9 @@ export function groupBySize<T>(items: T[], size: (t: T) => number): Group<T>[] {
       groups.push({ at: [i], items: [it], alone: true, bytes: n });
       return;
     }
-    if (!g || g.alone || g.bytes + n > SET_BYTES) groups.push((g = { at: [], items: [], alone: false, bytes: 0 }));
+    const k = key?.(it);
+    if (!g || g.alone || g.bytes + n > SET_BYTES || (k !== undefined && g.keys?.has(k))) groups.push((g = { at: [], items: [], alone: false, bytes: 0 }));
+    if (k !== undefined) (g.keys ??= new Set()).add(k);
     g.at.push(i);
     g.items.push(it);
     g.bytes += n;

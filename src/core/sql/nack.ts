@@ -3,7 +3,7 @@ import { followUp, type Plan } from '../plan.ts';
 import { stmt } from '../port.ts';
 import type { InvocationError } from '../types.ts';
 import type { Finished } from './ack.ts';
-import { diagnose, held, sameHolder, staleError, type Holder } from './fence.ts';
+import { diagnose, heldOne, holderArgs, sameHolder, staleError, type Holder } from './fence.ts';
 import { backoff, budget, exhausted, spent } from './attempts.ts';
 
 /**
@@ -13,21 +13,21 @@ import { backoff, budget, exhausted, spent } from './attempts.ts';
  * row comes due.
  */
 export function nackPlan(now: number, ns: string, id: string, queue: string | null, h: Holder, error: InvocationError, retry: boolean, defaultMaxAttempts: number, delayMs: number | null): Plan<Finished & { runAt: number | null }> {
-  const again = `?6 = 1 AND x.n < x.max`;
+  const again = `?7 = 1 AND x.n < x.max`;
   return {
     stmts: [
       stmt(
         `WITH x AS MATERIALIZED (
            SELECT r.rid, ${spent('r')} AS n, ${budget('r', '?9')} AS max, COALESCE(?10, ${backoff('r')}) AS delay
-             FROM invocations r WHERE ${held('r.')})
+             FROM invocations r WHERE ${heldOne('r.')})
          UPDATE invocations
             SET state = CASE WHEN ${again} THEN (CASE WHEN x.delay > 0 THEN 'delayed' ELSE 'queued' END) ELSE 'failed' END,
-                run_at = CASE WHEN ${again} AND x.delay > 0 THEN ?8 + x.delay END,
-                error = CASE WHEN ?6 = 1 AND NOT (x.n < x.max) THEN ${exhausted('?7', 'x.n', 'x.max')} ELSE ?7 END,
-                lease_until = NULL, updated_at = ?8, finished_at = CASE WHEN ${again} THEN NULL ELSE ?8 END
-           FROM x WHERE invocations.rid = x.rid AND invocations.state = 'running'
+                run_at = CASE WHEN ${again} AND x.delay > 0 THEN ?6 + x.delay END,
+                error = CASE WHEN ?7 = 1 AND NOT (x.n < x.max) THEN ${exhausted('?8', 'x.n', 'x.max')} ELSE ?8 END,
+                lease_until = NULL, updated_at = ?6, finished_at = CASE WHEN ${again} THEN NULL ELSE ?6 END
+           FROM x WHERE invocations.rid = x.rid
           RETURNING invocations.queue, invocations.state, invocations.run_at`,
-        ns, id, queue, h.workerId, h.attempt, retry ? 1 : 0, JSON.stringify(error), now, defaultMaxAttempts, delayMs,
+        ...holderArgs(now, ns, id, queue, h), retry ? 1 : 0, JSON.stringify(error), defaultMaxAttempts, delayMs,
       ),
     ],
     done: ([u]) => {

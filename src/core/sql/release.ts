@@ -8,19 +8,21 @@
  */
 import type { Plan } from '../plan.ts';
 import { stmt } from '../port.ts';
+import { held } from './fence.ts';
 
 export interface Handed {
   id: string;
   attempt: number;
 }
 
+/** Each item ([id, attempt] of ?4) fenced by the one guard, with the claiming worker (?3) and queue (?2). */
+const itemHeld = held('r.', { ns: '?1', id: 'j.value->>0', queue: '?2', worker: '?3', attempt: 'j.value->>1', now: '?5' });
+
 export const releasePlan = (now: number, ns: string, queue: string, workerId: string, items: Handed[]): Plan<string[]> => ({
   stmts: [
     stmt(
       `UPDATE invocations SET state = 'queued', budget_from = budget_from + 1, lease_until = NULL, updated_at = ?5
-        WHERE rid IN (SELECT r.rid FROM json_each(?4) j JOIN invocations r ON r.ns = ?1 AND r.id = json_extract(j.value, '$[0]')
-                       WHERE r.queue = ?2 AND r.state = 'running' AND r.worker_id = ?3 AND r.attempt = json_extract(j.value, '$[1]'))
-          AND state = 'running'
+        WHERE rid IN (SELECT r.rid FROM json_each(?4) j JOIN invocations r ON ${itemHeld})
         RETURNING id`,
       ns, queue, workerId, JSON.stringify(items.map((h) => [h.id, h.attempt])), now,
     ),

@@ -19,8 +19,9 @@ export async function expireLease(ns: string, id: string): Promise<void> {
   if (row) await runInDurableObject(queueStub(ns, row.queue), (o) => o.forgetHints());
 }
 
+/** A namespace's rows as a refused write must leave them: state, holder, attempt, lease, result and error. */
 export async function rows(ns: string): Promise<Record<string, unknown>[]> {
-  const r = await env.DB.prepare(`SELECT id, queue, state, attempt, worker_id FROM invocations WHERE ns = ?1 ORDER BY rid`).bind(ns).all();
+  const r = await env.DB.prepare(`SELECT id, queue, state, attempt, worker_id, lease_until, hex(result) AS result, error, finished_at FROM invocations WHERE ns = ?1 ORDER BY rid`).bind(ns).all();
   return r.results;
 }
 
