@@ -7,7 +7,8 @@ import { defaultDispatch } from '../default.ts';
 import { loadJobContext } from './context.ts';
 import type { Claimed, DispatchPlane } from '../types.ts';
 import { LakeshoreError, TimeoutError } from '../errors.ts';
-import { HardStop, runJob, type JobOutcome, type OnDone } from './job.ts';
+import { HardStop, runJob, type JobOptions, type JobOutcome, type OnDone } from './job.ts';
+import { AckLane } from './acks.ts';
 import { Prefetch } from './prefetch.ts';
 import { LogShipper } from './logs.ts';
 import type { Mounts } from './mount.ts';
@@ -93,203 +94,256 @@ async function mountsFor(d: DispatchPlane, home?: string): Promise<Mounts> {
   return new Mounts((stamp) => fetchCode.call(d, stamp), home ?? join(env.LAKESHORE_HOME || join(homedir(), '.lakeshore'), 'code'));
 }
 
-/** Runs until `stop` (or one job with `once`); answers the number of jobs it executed. */
+/** Runs until `stop` (or one job with `once`); answers the number of jobs it started. */
 export async function runWorker(queues: string | string[], opts: WorkerOptions = {}): Promise<number> {
   const pools = (Array.isArray(queues) ? queues : [queues]).filter(Boolean);
   if (!pools.length) throw new Error('runWorker needs at least one queue');
   const d = opts.dispatch ?? defaultDispatch();
-  const workerId = opts.workerId ?? `${await hostName()}:${randomId().slice(0, 8)}`;
+  const host = await hostName();
   await loadJobContext();
-  const concurrency = Math.max(1, opts.concurrency ?? 1);
-  const stop = opts.stop ?? new AbortController().signal;
-  const hard = new HardStop();
-  const log = opts.log ?? (() => {});
-  const leaseMs = opts.leaseMs ?? null;
-  // Acks of finished jobs wait here for the next claim on their queue and go with it (one
-  // request, one storage batch). When the worker is not about to claim, they go on their own.
-  const acks: { c: Claimed; result: Uint8Array; done: (e: Error | null) => void }[] = [];
-  let claiming = true;
-  const ackAlone = (c: Claimed, result: Uint8Array) => d.ack(c.id, workerId, { attempt: c.attempt, result });
-  const sendAcks = () => {
-    for (const a of acks.splice(0)) ackAlone(a.c, a.result).then(() => a.done(null), (e: unknown) => a.done(e instanceof Error ? e : new Error(String(e))));
-  };
-  const ack = (c: Claimed, result: Uint8Array) => {
-    if (!claiming) return ackAlone(c, result);
-    return new Promise<void>((resolve, reject) => {
-      acks.push({ c, result, done: (e) => (e ? reject(e) : resolve()) });
-      kick();
-    });
-  };
-  const jobOpts = {
-    dispatch: d, ack, workerId, registry: opts.registry ?? {}, root: opts.root ?? process.cwd(),
-    allowImport: opts.allowImport ?? d.inProcess === true, retries: opts.retries ?? Infinity, timeLimitMs: opts.timeLimitMs ?? null,
-    heartbeatMs: opts.heartbeatMs ?? Math.max(200, Math.floor((leaseMs ?? 30_000) / 3)), leaseMs, hardStop: hard, log, onDone: opts.onDone,
-    logs: new LogShipper(d, workerId),
-    mounts: opts.code === 'mount' ? await mountsFor(d, opts.codeHome) : null,
-  };
-  let executed = 0;
-  let claimedOnce = false;
-  let onceTries = 0;
-  let gaveUp = false;
-  const claimWait = opts.claimWaitMs ?? 20_000;
-  // Who this worker is rides its first claim, and one every INFO_EVERY_MS after (the plane lists it).
-  const proc = (globalThis as { process?: { pid?: number } }).process;
-  const info = { queues: pools, host: (await hostName()).split(':')[0], pid: proc?.pid, version: CLIENT_VERSION, concurrency };
-  let infoAt = 0;
+  const mounts = opts.code === 'mount' ? await mountsFor(d, opts.codeHome) : null;
+  return new Worker(d, pools, opts.workerId ?? `${host}:${randomId().slice(0, 8)}`, host.split(':')[0]!, mounts, opts).run();
+}
 
-  // Claims fill free capacity in batches (claimMany): a busy worker costs one round trip per
-  // batch of jobs, not one per job. Up to two claims are in flight at once, each holding the
-  // capacity it asked for. With `prefetch`, claimed jobs may wait in a local buffer (their lease
-  // running) so the next batch is at hand when a job ends: worth it for short jobs, not long ones.
-  const running = new Set<Promise<void>>();
-  const claims = new Set<Promise<void>>();
-  const buffer: Awaited<ReturnType<typeof d.claimMany>> = [];
-  const prefetch = new Prefetch(opts.prefetch ?? 'auto', 2 * MAX_CLAIM);
-  const capacity = () => (opts.once ? 1 : concurrency + prefetch.depth(leaseMs ?? 30_000));
-  let held = 0; // claimed (running or buffered) plus asked for
-  let active = 0; // handlers running; a job whose ack is still in flight no longer counts
-  let acking = 0; // finished handlers whose ack or nack is still on its way
-  let turn = 0;
-  let backlog = false; // the last claim came back with all it asked for
-  let kick = () => {};
-  const start = () => {
-    while (active < concurrency && buffer.length) {
-      const c = buffer.shift()!;
-      if (c.leaseUntil <= Date.now()) {
-        // Its lease ran out while it waited here: the plane hands it out again; do not run it twice,
-        // and claim less far ahead.
-        held--;
-        prefetch.overshot();
+/**
+ * One worker's loop, in four parts: claiming (`claimer`, `claimInto`: batches of jobs, up to two
+ * claims in flight), the prefetch buffer (claimed jobs waiting for a free slot, their leases
+ * running), running (`startJobs`, `runOne`: `concurrency` handlers at a time) and acking (the
+ * AckLane: acks ride the next claim). The counters below are the only state they share.
+ */
+class Worker {
+  private readonly d: DispatchPlane;
+  private readonly pools: string[];
+  private readonly workerId: string;
+  private readonly opts: WorkerOptions;
+  private readonly concurrency: number;
+  private readonly stop: AbortSignal;
+  private readonly hard = new HardStop();
+  private readonly log: (msg: string) => void;
+  private readonly leaseMs: number | null;
+  private readonly claimWaitMs: number;
+  private readonly jobOpts: JobOptions;
+  private readonly acks: AckLane;
+  private readonly prefetch: Prefetch;
+  /** Who this worker is: rides its first claim, and one every INFO_EVERY_MS after (the plane lists it). */
+  private readonly info: WorkerInfo;
+  private infoAt = 0;
+
+  /** Claimed jobs not started yet (the prefetch buffer), in claim order. */
+  private readonly buffer: Claimed[] = [];
+  private readonly running = new Set<Promise<void>>();
+  private readonly claims = new Set<Promise<void>>();
+  /** Jobs claimed (running or buffered) plus jobs asked for by claims in flight. */
+  private held = 0;
+  /** Handlers running; a job whose ack is still in flight no longer counts. */
+  private active = 0;
+  /** Finished handlers whose ack or nack is still on its way (they gave their slot up early). */
+  private acking = 0;
+  /** Jobs started, what runWorker answers. */
+  private started = 0;
+  /** The next pool to claim from, round robin. */
+  private turn = 0;
+  /** The last claim came back with all it asked for. */
+  private backlog = false;
+  /** With `once`: a claim took a job, or every pool was asked and none had one. */
+  private claimedOnce = false;
+  private onceTries = 0;
+  private gaveUp = false;
+  /** Wakes the claim loop: a slot came free, or an ack waits for a claim. */
+  private kick: () => void = () => {};
+
+  constructor(d: DispatchPlane, pools: string[], workerId: string, host: string, mounts: Mounts | null, opts: WorkerOptions) {
+    this.d = d;
+    this.pools = pools;
+    this.workerId = workerId;
+    this.opts = opts;
+    this.concurrency = Math.max(1, opts.concurrency ?? 1);
+    this.stop = opts.stop ?? new AbortController().signal;
+    this.log = opts.log ?? (() => {});
+    this.leaseMs = opts.leaseMs ?? null;
+    this.claimWaitMs = opts.claimWaitMs ?? 20_000;
+    this.acks = new AckLane(d, workerId, () => this.kick());
+    this.prefetch = new Prefetch(opts.prefetch ?? 'auto', 2 * MAX_CLAIM);
+    this.jobOpts = {
+      dispatch: d, ack: (c, result) => this.acks.ack(c, result), workerId, registry: opts.registry ?? {}, root: opts.root ?? process.cwd(),
+      allowImport: opts.allowImport ?? d.inProcess === true, retries: opts.retries ?? Infinity, timeLimitMs: opts.timeLimitMs ?? null,
+      heartbeatMs: opts.heartbeatMs ?? Math.max(200, Math.floor((this.leaseMs ?? 30_000) / 3)), leaseMs: this.leaseMs, hardStop: this.hard,
+      log: this.log, onDone: opts.onDone, logs: new LogShipper(d, workerId), mounts,
+    };
+    const proc = (globalThis as { process?: { pid?: number } }).process;
+    this.info = { queues: pools, host, pid: proc?.pid, version: CLIENT_VERSION, concurrency: this.concurrency };
+  }
+
+  async run(): Promise<number> {
+    const grace = this.opts.graceMs ?? 30_000;
+    const onStop = () => {
+      this.log(`stopping: no more claims; waiting up to ${grace} ms for running jobs`);
+      setTimeout(() => this.hard.stop(), grace).unref();
+    };
+    this.stop.addEventListener('abort', onStop, { once: true });
+    try {
+      await this.claimer();
+    } finally {
+      this.stop.removeEventListener('abort', onStop);
+      await this.jobOpts.logs.flush();
+      // Stopping, said: the plane's feed tells `stopped` rather than, a minute later, `lost`.
+      await Promise.all(this.pools.map((p) => this.d.workerStopped(p, this.workerId).catch(() => {})));
+    }
+    return this.started;
+  }
+
+  /** Jobs the worker may hold at once: its slots plus the prefetch window (one with `once`). */
+  private capacity(): number {
+    return this.opts.once ? 1 : this.concurrency + this.prefetch.depth(this.leaseMs ?? 30_000);
+  }
+
+  private done(): boolean {
+    return this.stop.aborted || (!!this.opts.once && (this.claimedOnce || this.gaveUp));
+  }
+
+  // ------------------------------------------------------------------ claiming
+
+  /**
+   * Claims fill free capacity in batches (claimMany): a busy worker costs one round trip per
+   * batch of jobs, not one per job. Up to two claims are in flight at once, each holding the
+   * capacity it asked for. With `prefetch`, claimed jobs may wait in the buffer (their lease
+   * running) so the next batch is at hand when a job ends: worth it for short jobs, not long ones.
+   */
+  private async claimer(): Promise<void> {
+    while (!this.done()) {
+      const cap = this.capacity();
+      if (this.held < cap && this.mayClaim(cap)) {
+        const want = Math.min(MAX_CLAIM, cap - this.held);
+        this.held += want;
+        const p: Promise<void> = this.claimInto(want).finally(() => this.claims.delete(p));
+        this.claims.add(p);
         continue;
       }
-      active++;
-      let freed = false;
-      const free = () => {
-        if (freed) return;
-        freed = true;
-        prefetch.jobDone();
-        active--;
-        held--;
-        start();
-        kick();
-      };
-      // A finished handler frees its slot while its ack is on the way, but only while fewer acks
-      // are than the claim window holds: if the plane is slow or away, jobs wait for their acks
-      // instead of piling up (each still holding a lease and sending heartbeats).
-      let early = false;
-      const handlerDone = () => {
-        if (acking >= capacity()) return;
-        acking++;
-        early = true;
-        free();
-      };
-      // One promise a job, not a chain of three: a worker's cost a job is mostly what it allocates.
-      let job: Promise<void> | null = null;
-      job = (async () => {
-        try {
-          const outcome = await runJob(c, jobOpts, handlerDone);
-          opts.onJob?.(c.id, outcome, c.attempt);
-        } catch (e) {
-          log(`job ${c.id}: ${e instanceof Error ? e.message : String(e)}`);
-        } finally {
-          if (early) acking--;
-          free();
-          if (job) running.delete(job);
-        }
-      })();
-      running.add(job);
+      // Not claiming now: acks waiting for a claim go on their own.
+      this.acks.flush();
+      // Let jobs finishing in the same turn free their capacity together before claiming again.
+      await Promise.race([new Promise<void>((r) => (this.kick = r)), ...this.claims]);
+      await new Promise((r) => setImmediate(r));
     }
-    prefetch.busy(buffer.length > 0 || active >= concurrency, active === 0 && buffer.length === 0);
-  };
-  const claimInto = async (want: number) => {
-    const pool = pools[turn++ % pools.length]!;
+    await Promise.all(this.claims);
+    this.acks.claiming = false;
+    this.acks.flush();
+    // Stopping: jobs claimed but not started go back to the queue at once.
+    for (const c of this.buffer.splice(0)) {
+      await this.d.nack(c.id, this.workerId, { attempt: c.attempt, error: 'the worker stopped before starting it', retry: true }).catch(() => {});
+    }
+    await Promise.all(this.running);
+  }
+
+  /**
+   * A second claim goes in flight only while the queue has a backlog (the last claim came back
+   * full: with none, two claims would both wait and each submit would wake one, a request and a
+   * D1 batch more per few jobs), and only once half the window is free: one sent for the first
+   * few slots that free up comes back with a few jobs, and until it does the worker may not claim
+   * the rest (test/node/worker-claims.test.ts).
+   */
+  private mayClaim(cap: number): boolean {
+    if (this.claims.size === 0) return true;
+    return this.claims.size === 1 && this.backlog && !this.opts.once && cap - this.held >= cap / 2;
+  }
+
+  /** One claim of up to `want` jobs from the next pool, with the acks that may ride it; what it took goes to the buffer. */
+  private async claimInto(want: number): Promise<void> {
+    const pool = this.pools[this.turn++ % this.pools.length]!;
     // With several pools, wait briefly on each in turn; with one, wait long; once, not long at all.
-    const waitMs = opts.once ? Math.max(0, Math.floor((opts.onceWaitMs ?? ONCE_WAIT_MS) / pools.length)) : pools.length === 1 ? claimWait : Math.min(claimWait, 1_000);
-    let got: Claimed[] = [];
+    const waitMs = this.opts.once
+      ? Math.max(0, Math.floor((this.opts.onceWaitMs ?? ONCE_WAIT_MS) / this.pools.length))
+      : this.pools.length === 1 ? this.claimWaitMs : Math.min(this.claimWaitMs, 1_000);
     // Acks ride a claim only while work flows (a claim with acks waits at most ACKS_WAIT_MS, then
     // the worker must claim again); a worker that waits for each job sends them alone.
-    const riding: typeof acks = [];
-    if (prefetch.jobsWithin(ACKS_WAIT_MS) >= 2) {
-      const stay: typeof acks = [];
-      for (const a of acks) (a.c.queue === pool && riding.length < MAX_CLAIM ? riding : stay).push(a);
-      acks.splice(0, acks.length, ...stay);
-    }
+    const riding = this.prefetch.jobsWithin(ACKS_WAIT_MS) >= 2 ? this.acks.take(pool, MAX_CLAIM) : [];
+    let got: Claimed[] = [];
     try {
       const t0 = performance.now();
       const now = Date.now();
-      const worker = now - infoAt >= INFO_EVERY_MS ? ((infoAt = now), info) : undefined;
-      const claimOpts = { waitMs, leaseMs: leaseMs ?? undefined, signal: stop, worker };
+      const worker = now - this.infoAt >= INFO_EVERY_MS ? ((this.infoAt = now), this.info) : undefined;
+      const claimOpts = { waitMs, leaseMs: this.leaseMs ?? undefined, signal: this.stop, worker };
       if (riding.length) {
-        const out = await d.ackAndClaim(pool, workerId, riding.map((a) => ({ id: a.c.id, attempt: a.c.attempt, result: a.result })), want, claimOpts);
+        const out = await this.d.ackAndClaim(pool, this.workerId, riding.map((a) => ({ id: a.c.id, attempt: a.c.attempt, result: a.result })), want, claimOpts);
         riding.forEach((a, i) => a.done(out.acks[i] ?? null));
         got = out.claimed;
-      } else got = await d.claimMany(pool, workerId, want, claimOpts);
-      if (got.length === want) prefetch.claimTook(performance.now() - t0); // a claim that waited for work says nothing of the round trip
-      backlog = got.length === want;
+      } else got = await this.d.claimMany(pool, this.workerId, want, claimOpts);
+      if (got.length === want) this.prefetch.claimTook(performance.now() - t0); // a claim that waited for work says nothing of the round trip
+      this.backlog = got.length === want;
     } catch (e) {
       for (const a of riding) a.done(e instanceof Error ? e : new Error(String(e)));
       // A refusal (bad token, wrong role, bad request) stops the worker; a plane that is away
       // or busy does not: say so, wait a little, and let the loop claim again.
       if (e instanceof LakeshoreError && !e.retryable && !(e instanceof TimeoutError)) throw e;
-      if (!stop.aborted) {
-        log(`claim on ${pool} failed: ${e instanceof Error ? e.message : String(e)}; retrying`);
+      if (!this.stop.aborted) {
+        this.log(`claim on ${pool} failed: ${e instanceof Error ? e.message : String(e)}; retrying`);
         await new Promise((r) => setTimeout(r, 1_000));
       }
     } finally {
-      held -= want - got.length;
+      this.held -= want - got.length;
     }
-    claimedOnce ||= got.length > 0;
-    if (opts.once && ++onceTries >= pools.length) gaveUp = true; // every pool asked once: nothing came
-    executed += got.length;
-    buffer.push(...got);
-    start();
-  };
-  const claimer = async () => {
-    while (!stop.aborted && !(opts.once && (claimedOnce || gaveUp))) {
-      const cap = capacity();
-      // A second claim in flight only while the queue has a backlog (the last claim came back
-      // full: with none, two claims would both wait and each submit would wake one, a request
-      // and a D1 batch more per few jobs), and only once half the window is free: one sent for
-      // the first few slots that free up comes back with a few jobs, and until it does the worker
-      // may not claim the rest (at 57 ms a claim, 326 jobs a claim instead of ~1,000).
-      if (held < cap && (claims.size === 0 || (claims.size === 1 && backlog && !opts.once && cap - held >= cap / 2))) {
-        const want = Math.min(MAX_CLAIM, cap - held);
-        held += want;
-        const p: Promise<void> = claimInto(want).finally(() => claims.delete(p));
-        claims.add(p);
+    this.claimedOnce ||= got.length > 0;
+    if (this.opts.once && ++this.onceTries >= this.pools.length) this.gaveUp = true; // every pool asked once: nothing came
+    this.buffer.push(...got);
+    this.startJobs();
+  }
+
+  // ------------------------------------------------------------------ the buffer and running
+
+  /** Starts buffered jobs while slots are free; a job whose lease ran out while it waited is dropped, not run. */
+  private startJobs(): void {
+    while (this.active < this.concurrency && this.buffer.length) {
+      const c = this.buffer.shift()!;
+      if (c.leaseUntil <= Date.now()) {
+        // The plane hands it out again; do not run it twice, and claim less far ahead.
+        this.held--;
+        this.prefetch.overshot();
         continue;
       }
-      // Not claiming now: acks waiting for a claim go on their own.
-      sendAcks();
-      // Let jobs finishing in the same turn free their capacity together before claiming again.
-      await Promise.race([new Promise<void>((r) => (kick = r)), ...claims]);
-      await new Promise((r) => setImmediate(r));
+      this.runOne(c);
     }
-    await Promise.all(claims);
-    claiming = false;
-    sendAcks();
-    // Stopping: jobs claimed but not started go back to the queue at once.
-    for (const c of buffer.splice(0)) {
-      await d.nack(c.id, workerId, { attempt: c.attempt, error: 'the worker stopped before starting it', retry: true }).catch(() => {});
-      executed--;
-    }
-    await Promise.all(running);
-  };
-
-  const slots = claimer();
-  const grace = opts.graceMs ?? 30_000;
-  const onStop = () => {
-    log(`stopping: no more claims; waiting up to ${grace} ms for running jobs`);
-    setTimeout(() => hard.stop(), grace).unref();
-  };
-  stop.addEventListener('abort', onStop, { once: true });
-  try {
-    await slots;
-  } finally {
-    stop.removeEventListener('abort', onStop);
-    await jobOpts.logs.flush();
-    // Stopping, said: the plane's feed tells `stopped` rather than, a minute later, `lost`.
-    await Promise.all(pools.map((p) => d.workerStopped(p, workerId).catch(() => {})));
+    this.prefetch.busy(this.buffer.length > 0 || this.active >= this.concurrency, this.active === 0 && this.buffer.length === 0);
   }
-  return executed;
+
+  private runOne(c: Claimed): void {
+    this.active++;
+    this.started++;
+    let freed = false;
+    const free = () => {
+      if (freed) return;
+      freed = true;
+      this.prefetch.jobDone();
+      this.active--;
+      this.held--;
+      this.startJobs();
+      this.kick();
+    };
+    // A finished handler frees its slot while its ack is on the way, but only while fewer acks
+    // are than the claim window holds: if the plane is slow or away, jobs wait for their acks
+    // instead of piling up (each still holding a lease and sending heartbeats).
+    let early = false;
+    const handlerDone = () => {
+      if (this.acking >= this.capacity()) return;
+      this.acking++;
+      early = true;
+      free();
+    };
+    // One promise a job, not a chain of three: a worker's cost a job is mostly what it allocates.
+    let job: Promise<void> | null = null;
+    job = (async () => {
+      try {
+        const outcome = await runJob(c, this.jobOpts, handlerDone);
+        this.opts.onJob?.(c.id, outcome, c.attempt);
+      } catch (e) {
+        this.log(`job ${c.id}: ${e instanceof Error ? e.message : String(e)}`);
+      } finally {
+        if (early) this.acking--;
+        free();
+        if (job) this.running.delete(job);
+      }
+    })();
+    this.running.add(job);
+  }
 }
+
+type WorkerInfo = { queues: string[]; host: string; pid: number | undefined; version: string; concurrency: number };

@@ -111,8 +111,12 @@ abstract class Step implements fc.AsyncCommand<Model, Real> {
 }
 
 class Submit extends Step {
-  constructor(readonly id: string, readonly delayMs: number) {
+  readonly id: string;
+  readonly delayMs: number;
+  constructor(id: string, delayMs: number) {
     super();
+    this.id = id;
+    this.delayMs = delayMs;
   }
   async step(m: Model, r: Real) {
     const out = await r.engine.submit(NS, Q, { id: this.id, envelope: bytes, delayMs: this.delayMs || undefined });
@@ -139,8 +143,10 @@ function claimModel(m: Model, now: number, worker: string, max: number): string[
 }
 
 class Claim extends Step {
-  constructor(readonly worker: string) {
+  readonly worker: string;
+  constructor(worker: string) {
     super();
+    this.worker = worker;
   }
   async step(m: Model, r: Real) {
     const got = await r.engine.work.claim(NS, Q, { workerId: this.worker });
@@ -173,8 +179,10 @@ function ackModel(m: Model, now: number, id: string, w: string, attempt: number 
 }
 
 class Ack extends Step {
-  constructor(readonly spec: AckSpec) {
+  readonly spec: AckSpec;
+  constructor(spec: AckSpec) {
     super();
+    this.spec = spec;
   }
   async step(m: Model, r: Real) {
     const [id, w] = this.spec;
@@ -194,8 +202,10 @@ const settledCode = (a: { ok: true } | { ok: false; error: { code: string } }) =
 
 /** Several acks in one call (the set-based statement the Node worker and HttpDispatch's batching use): each item fenced on its own. */
 class AckMany extends Step {
-  constructor(readonly specs: readonly AckSpec[]) {
+  readonly specs: readonly AckSpec[];
+  constructor(specs: readonly AckSpec[]) {
     super();
+    this.specs = specs;
   }
   async step(m: Model, r: Real) {
     const items = ackItems(m, this.specs);
@@ -208,8 +218,14 @@ class AckMany extends Step {
 
 /** A worker's acks and its next claim in one call: the acks land, then the claim takes what they left. */
 class AckAndClaim extends Step {
-  constructor(readonly worker: string, readonly specs: readonly AckSpec[], readonly max: number) {
+  readonly worker: string;
+  readonly specs: readonly AckSpec[];
+  readonly max: number;
+  constructor(worker: string, specs: readonly AckSpec[], max: number) {
     super();
+    this.worker = worker;
+    this.specs = specs;
+    this.max = max;
   }
   async step(m: Model, r: Real) {
     const items = ackItems(m, this.specs.map(([id, , d]) => [id, this.worker, d] as const));
@@ -222,8 +238,10 @@ class AckAndClaim extends Step {
 
 /** A claim whose answer never reached its worker, given back: queued again, its attempt not charged. */
 class Release extends Step {
-  constructor(readonly spec: AckSpec) {
+  readonly spec: AckSpec;
+  constructor(spec: AckSpec) {
     super();
+    this.spec = spec;
   }
   async step(m: Model, r: Real) {
     const [id, w] = this.spec;
@@ -239,8 +257,14 @@ class Release extends Step {
 }
 
 class Nack extends Step {
-  constructor(readonly id: string, readonly worker: string, readonly retry: boolean) {
+  readonly id: string;
+  readonly worker: string;
+  readonly retry: boolean;
+  constructor(id: string, worker: string, retry: boolean) {
     super();
+    this.id = id;
+    this.worker = worker;
+    this.retry = retry;
   }
   async step(m: Model, r: Real) {
     const j = m.jobs.get(this.id);
@@ -259,8 +283,12 @@ class Nack extends Step {
 }
 
 class Heartbeat extends Step {
-  constructor(readonly id: string, readonly worker: string) {
+  readonly id: string;
+  readonly worker: string;
+  constructor(id: string, worker: string) {
     super();
+    this.id = id;
+    this.worker = worker;
   }
   async step(m: Model, r: Real) {
     const j = m.jobs.get(this.id);
@@ -281,8 +309,10 @@ class Heartbeat extends Step {
 }
 
 class Cancel extends Step {
-  constructor(readonly id: string) {
+  readonly id: string;
+  constructor(id: string) {
     super();
+    this.id = id;
   }
   async step(m: Model, r: Real) {
     const j = m.jobs.get(this.id);
@@ -303,8 +333,10 @@ function expireModel(m: Model, now: number) {
 }
 
 class Retry extends Step {
-  constructor(readonly id: string) {
+  readonly id: string;
+  constructor(id: string) {
     super();
+    this.id = id;
   }
   async step(m: Model, r: Real) {
     const j = m.jobs.get(this.id);
@@ -320,8 +352,10 @@ class Retry extends Step {
 }
 
 class Pause extends Step {
-  constructor(readonly paused: boolean) {
+  readonly paused: boolean;
+  constructor(paused: boolean) {
     super();
+    this.paused = paused;
   }
   async step(m: Model, r: Real) {
     await (this.paused ? r.engine.admin.pause(NS, Q) : r.engine.admin.resume(NS, Q));
@@ -331,8 +365,10 @@ class Pause extends Step {
 }
 
 class Cap extends Step {
-  constructor(readonly cap: number | null) {
+  readonly cap: number | null;
+  constructor(cap: number | null) {
     super();
+    this.cap = cap;
   }
   async step(m: Model, r: Real) {
     await r.engine.admin.configure(NS, Q, { maxRunning: this.cap });
@@ -343,8 +379,10 @@ class Cap extends Step {
 
 /** Time passes and the queue's sweep runs (the alarm's work). */
 class Expire extends Step {
-  constructor(readonly advance: number) {
+  readonly advance: number;
+  constructor(advance: number) {
     super();
+    this.advance = advance;
   }
   async step(m: Model, r: Real) {
     r.clock.now += this.advance;
@@ -356,8 +394,10 @@ class Expire extends Step {
 
 /** Time passes and nothing sweeps: a lease may have run out on a row still running (before the alarm fires). */
 class Tick extends Step {
-  constructor(readonly advance: number) {
+  readonly advance: number;
+  constructor(advance: number) {
     super();
+    this.advance = advance;
   }
   async step(_m: Model, r: Real) {
     r.clock.now += this.advance;
@@ -366,8 +406,14 @@ class Tick extends Step {
 }
 
 class Append extends Step {
-  constructor(readonly id: string, readonly worker: string, readonly seq: number) {
+  readonly id: string;
+  readonly worker: string;
+  readonly seq: number;
+  constructor(id: string, worker: string, seq: number) {
     super();
+    this.id = id;
+    this.worker = worker;
+    this.seq = seq;
   }
   async step(m: Model, r: Real) {
     const j = m.jobs.get(this.id);
@@ -383,8 +429,10 @@ class Append extends Step {
 }
 
 class Read extends Step {
-  constructor(readonly id: string) {
+  readonly id: string;
+  constructor(id: string) {
     super();
+    this.id = id;
   }
   async step(m: Model, r: Real) {
     const j = m.jobs.get(this.id);

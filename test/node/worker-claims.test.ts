@@ -6,7 +6,7 @@
  */
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
-import { Dispatch, encodeEnvelope, runWorker } from '../../client/local/index.ts';
+import { currentJob, Dispatch, encodeEnvelope, runWorker } from '../../client/local/index.ts';
 import { tempDir } from '../support/tmp.ts';
 import { until, work } from '../support/wait.ts';
 
@@ -89,5 +89,28 @@ it('with no backlog, one claim waits for work, not two (each submit would wake o
   expect(most.inFlight).toBe(1);
   stop.abort();
   expect(await ran).toBe(N + 20);
+  await d.close();
+});
+
+it('answers the jobs it started: a buffered job dropped because its lease ran out while it waited is not counted', async () => {
+  const d = await queued(4, 'slow', () => []);
+  const stop = new AbortController();
+  const runs: string[] = [];
+  const ran = await runWorker('q', {
+    dispatch: d, concurrency: 1, prefetch: 3, leaseMs: 600, heartbeatMs: 200, claimWaitMs: 100, stop: stop.signal,
+    registry: {
+      slow: async () => {
+        const job = currentJob();
+        runs.push(`${job.id}@${job.attempt}`);
+        // The first job holds the only slot until the three claimed beside it, waiting in the
+        // buffer, have let their leases run out (its own is kept by heartbeats).
+        if (runs.length === 1) await until(async () => (await d.list('q', { state: 'running' })).items.every((i) => i.id === job.id || i.leaseUntil! < Date.now()), 'the buffered leases to run out', 10_000);
+        if (new Set(runs.map((r) => r.split('@')[0])).size === 4 && runs.length >= 4) stop.abort();
+      },
+    },
+  });
+  expect(await d.count('q', 'succeeded')).toBe(4);
+  expect(runs.filter((r) => !r.endsWith('@1')).length, 'the dropped jobs ran again as later attempts (else this test says nothing)').toBeGreaterThan(0);
+  expect(ran).toBe(runs.length);
   await d.close();
 });
