@@ -12,7 +12,7 @@
  * nobody listening the feed makes no record at all.
  */
 import type { Feed, FeedRecord } from '../core/feed.ts';
-import { KEEPALIVE, KEEPALIVE_MS, RETRY } from '../worker/sse.ts';
+import { KEEPALIVE, KEEPALIVE_MS, RETRY } from '../core/sse.ts';
 import { end, readerStream, send, write, type Reader, type ReaderHooks } from './journal-streams.ts';
 
 const enc = new TextEncoder();

@@ -13,7 +13,7 @@
  */
 import { LakeshoreError } from '../core/errors.ts';
 import type { JournalPage } from '../core/types.ts';
-import { endEvent, frameEvent, KEEPALIVE, KEEPALIVE_MS, problemEvent, RETRY } from '../worker/sse.ts';
+import { endEvent, frameEvent, KEEPALIVE, KEEPALIVE_MS, problemEvent, RETRY } from '../core/sse.ts';
 
 /** Unread bytes past which a reader is cut (it reconnects and resumes). */
 const SLOW_BYTES = 4 << 20;

@@ -18,7 +18,7 @@ import type { Kinds } from '../durable/feed-streams.ts';
 import { leaseKeeper, type TokenGate } from '../durable/gate.ts';
 import { openStreamLease } from './limits.ts';
 import { queueObject, reader, type Ctx } from './plane.ts';
-import { KEEPALIVE, KEEPALIVE_MS, RETRY, SSE_HEADERS } from './sse.ts';
+import { KEEPALIVE, KEEPALIVE_MS, RETRY, SSE_HEADERS } from '../core/sse.ts';
 
 /** How often the namespace's queues are listed again, for queues that started since. */
 export const RELIST_MS = 2_000;

@@ -6,7 +6,7 @@
 import { errorOf, type ErrorBody } from '../core/settled.ts';
 import { closeStreamLease, openStreamLease } from './limits.ts';
 import { queueObject, type Ctx } from './plane.ts';
-import { SSE_HEADERS } from './sse.ts';
+import { SSE_HEADERS } from '../core/sse.ts';
 
 export async function relayStream(c: Ctx, ns: string, queue: string, path: string, params: Record<string, string>): Promise<Response> {
   const lease = await openStreamLease(c, c.get('principal'));

@@ -5,7 +5,7 @@ import { raise } from '../../core/settled.ts';
 import { AckBody, HeartbeatBody, NackBody, StreamTokenBody } from '../../core/wire.ts';
 import { mintStreamToken, newJti, streamCap, streamKeys, streamTtl } from '../stream-token.ts';
 import { jsonBody, numParam } from '../body.ts';
-import { invocationJson, outcomeJson } from '../json.ts';
+import { invocationJson, outcomeJson } from '../../core/wire-json.ts';
 import { hint, idParam, locate, queueObject, reader, type App, type Ctx } from '../plane.ts';
 import { allow, may } from '../auth.ts';
 import type { Verb } from '../../core/tokens.ts';

@@ -6,10 +6,10 @@ import { raise } from '../../core/settled.ts';
 import { AppendBody, TrimBody } from '../../core/wire.ts';
 import { relayStream } from '../relay.ts';
 import { jsonBody, numParam } from '../body.ts';
-import { pageJson } from '../json.ts';
+import { pageJson } from '../../core/wire-json.ts';
 import { hint, idParam, locate, queueObject, reader, type App, type Ctx } from '../plane.ts';
 import { allow, may } from '../auth.ts';
-import { END_ID } from '../sse.ts';
+import { END_ID } from '../../core/sse.ts';
 import type { JournalPage } from '../../core/types.ts';
 
 /** The read cursor: `Last-Event-ID` (an SSE reconnect) wins over `since`. */

@@ -5,7 +5,7 @@ import type * as z from 'zod/mini';
 import { AckManyBody, ClaimBody, ClaimCancelBody, WorkerLogBody, NackManyBody, QueueSettingsBody, RedriveBody, ScheduleBody, SubmitBody, SubmitManyBody } from '../../core/wire.ts';
 import type { QueueInfo, Schedule } from '../../core/types.ts';
 import { jsonBody, MAX_BATCH_BODY_BYTES, numParam } from '../body.ts';
-import { claimedJson, itemJson, overviewJson, pageOfJson, queueInfoJson, scheduleJson } from '../json.ts';
+import { claimedJson, itemJson, overviewJson, pageOfJson, queueInfoJson, scheduleJson } from '../../core/wire-json.ts';
 import { limitsOf, liveOverview, queueObject, queueParam, reader, type App } from '../plane.ts';
 import { logLines } from '../../core/feed.ts';
 import { allow, may } from '../auth.ts';

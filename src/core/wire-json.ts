@@ -1,8 +1,8 @@
 /** Contract values -> the JSON the HTTP routes answer. Bytes become base64; keys are snake_case. */
-import { toBase64 } from '../core/bytes.ts';
-import type { ErrorBody, Settled } from '../core/settled.ts';
-import type { InvocationSummary, Page, QueueOverview } from '../core/sql/list.ts';
-import type { Claimed, Invocation, JournalFrame, JournalPage, Outcome, QueueInfo, QueueSettings, Schedule } from '../core/types.ts';
+import { toBase64 } from './bytes.ts';
+import type { ErrorBody, Settled } from './settled.ts';
+import type { InvocationSummary, Page, QueueOverview } from './sql/list.ts';
+import type { Claimed, Invocation, JournalFrame, JournalPage, Outcome, QueueInfo, QueueSettings, Schedule } from './types.ts';
 
 const b64 = (b: Uint8Array | null) => (b === null ? null : toBase64(b));
 

@@ -3,11 +3,12 @@
  * whose `id` is its seq, so a client resumes losslessly with `Last-Event-ID` (or `since`); a
  * keepalive comment goes out when a wait ends with nothing; an `end` event closes the stream
  * after a final frame or once the invocation is terminal. Errors go out as a `problem` event.
- * The streams themselves are served by the queue object (src/durable/journal-streams.ts).
+ * The streams themselves are served by the queue object (src/durable/journal-streams.ts); this
+ * is the contract's text form, so it lives in src/core, below both the Worker and the object.
  */
-import type { LakeshoreError } from '../core/errors.ts';
-import type { JournalFrame, JournalPage } from '../core/types.ts';
-import { endJson, frameJson } from './json.ts';
+import type { LakeshoreError } from './errors.ts';
+import type { JournalFrame, JournalPage } from './types.ts';
+import { endJson, frameJson } from './wire-json.ts';
 
 /**
  * The `end` event's id. A browser's EventSource reconnects after any close, with the last id it
