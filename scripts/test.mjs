@@ -7,6 +7,10 @@
 //   python      the stdlib Python client (python3 -m unittest) against its own `wrangler dev`
 //   browser     real Chromium (Debian's, via playwright-core) streaming a job from another origin
 // `npm test -- edge` (or node, crash, python, browser, typecheck, bundle) runs one suite.
+// `npm run test:fast` (`npm test -- fast`): every guard's proof in under three minutes, no server
+// started: typecheck, the workerd suite, and the Node tests that need no plane process
+// (vitest.fast.config.ts: the model tests and the conformance suite on the in-memory and Python
+// local planes). `npm run mutants` breaks each guard in turn and checks this tier fails.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -24,7 +28,11 @@ const suites = {
   crash: vitestRun('vitest.crash.config.ts', 'crash'),
   python: [join(ROOT, 'scripts', 'test-python.mjs')],
   browser: vitestRun('vitest.browser.config.ts', 'browser'),
+  fastNode: vitestRun('vitest.fast.config.ts', 'fast-node'),
 };
+/** Named groups of suites; a group is not part of the default run. */
+const groups = { fast: ['typecheck', 'edge', 'fastNode'] };
+const all = ['typecheck', 'bundle', 'edge', 'node', 'crash', 'python', 'browser'];
 // The Python with the package's optional extras (croniter), for the Python suite and the conformance target.
 process.env.LAKESHORE_PYTHON ??= ensurePython();
 const counts = { passed: 0, failed: 0, skipped: 0 };
@@ -37,9 +45,9 @@ function tally(name) {
   counts.skipped += r.numPendingTests + (r.numTodoTests ?? 0);
   rmSync(file);
 }
-const pick = process.argv.slice(2).filter((a) => a in suites);
+const pick = process.argv.slice(2).flatMap((a) => groups[a] ?? (a in suites ? [a] : []));
 const results = [];
-for (const name of pick.length ? pick : Object.keys(suites)) {
+for (const name of pick.length ? pick : all) {
   process.stderr.write(`\n[lakeshore] ── ${name} ──\n`);
   const t0 = Date.now();
   const r = spawnSync(process.execPath, suites[name], { cwd: ROOT, stdio: 'inherit', env: process.env });

@@ -4,8 +4,12 @@ import type { DispatchPlane } from '../../client/local/index.ts';
 
 const bytes = (s: string) => new TextEncoder().encode(s);
 
-/** `plane()` answers the plane of the running test (made fresh by the suite for each test). */
-export function claimKinds(plane: () => DispatchPlane, lacks: ReadonlySet<string> = new Set()) {
+/**
+ * `plane()` answers the plane of the running test (made fresh by the suite for each test).
+ * `samples`: how many claims a statistical test makes on this plane (2,000 unless it says fewer:
+ * each costs a round trip over HTTP); its tolerance is four standard errors at that size.
+ */
+export function claimKinds(plane: () => DispatchPlane, lacks: ReadonlySet<string> = new Set(), samples = 2_000) {
   const unless = (name: string) => it.skipIf(lacks.has(name));
   describe('claim kinds', () => {
     let d: DispatchPlane;
@@ -51,15 +55,17 @@ export function claimKinds(plane: () => DispatchPlane, lacks: ReadonlySet<string
     });
 
     // A statistical test: with one job at priority 0 and one at 1, each claim takes the
-    // priority-1 job with probability e/(1+e) ≈ 0.731 at T = 1, and ≈ 0.5 at T = 1000. Over
-    // 2,000 claims the standard error is ≈ 0.010; the tolerance is ±0.04 (4 standard errors).
-    // Eight queues run side by side (250 claims each), each claim's job put back by a nack (within an attempt budget of 1,000).
+    // priority-1 job with probability e/(1+e) ≈ 0.731 at T = 1, and ≈ 0.5 at T = 1000. The
+    // tolerance is 4 standard errors of the share at this many claims (±0.04 at 2,000; ±0.07 at
+    // 600), far inside the gap to what a broken sampler answers (fifo: 1.0; uniform at T = 1: 0.5).
+    // Eight queues run side by side, each claim's job put back by a nack (within an attempt budget of 1,000).
+    const within = (p: number) => 4 * Math.sqrt((p * (1 - p)) / samples);
     const share = async (temperature: number, claims: number) => {
       const lanes = 8;
       const counts = await Promise.all(
         Array.from({ length: lanes }, async (_, lane) => {
           const q = `bz${lane}`;
-          await d.configureQueue(q, { maxAttempts: 1000 }); // each job is claimed up to 250 times
+          await d.configureQueue(q, { maxAttempts: 1000 }); // each job is claimed up to claims / lanes times
           await d.submit(q, bytes('x'), { id: `${q}-p0`, priority: 0 });
           await d.submit(q, bytes('x'), { id: `${q}-p1`, priority: 1 });
           let ones = 0;
@@ -74,14 +80,13 @@ export function claimKinds(plane: () => DispatchPlane, lacks: ReadonlySet<string
       return counts.reduce((a, b) => a + b, 0) / claims;
     };
 
-    unless('boltzmann')('boltzmann at T=1: the share of priority 1 is within ±0.04 of e/(1+e) over 2,000 claims', async () => {
-      const s = await share(1, 2000);
-      expect(Math.abs(s - Math.E / (1 + Math.E))).toBeLessThan(0.04);
+    unless('boltzmann')(`boltzmann at T=1: the share of priority 1 is within 4 standard errors of e/(1+e) over ${samples.toLocaleString('en')} claims`, async () => {
+      const p = Math.E / (1 + Math.E);
+      expect(Math.abs((await share(1, samples)) - p)).toBeLessThan(within(p));
     }, 120_000);
 
-    unless('boltzmann')('boltzmann at large T approaches uniform: share within ±0.04 of 0.5 over 2,000 claims', async () => {
-      const s = await share(1000, 2000);
-      expect(Math.abs(s - 0.5)).toBeLessThan(0.04);
+    unless('boltzmann')(`boltzmann at large T approaches uniform: the share is within 4 standard errors of 0.5 over ${samples.toLocaleString('en')} claims`, async () => {
+      expect(Math.abs((await share(1000, samples)) - 0.5)).toBeLessThan(within(0.5));
     }, 120_000);
   });
 }

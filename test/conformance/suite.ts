@@ -29,8 +29,9 @@ async function drain(it: AsyncIterable<JournalFrame>): Promise<JournalFrame[]> {
 /**
  * `lacks`: parts of the contract a plane does not have yet, by name (a Python local plane's list is
  * in python-plane.ts); those tests are skipped on it, visibly, and every other one runs.
+ * `statClaims`: the claims a statistical test makes on this plane (claim-kinds.ts; default 2,000).
  */
-export function conformance(planeName: string, makePlane: PlaneFactory, lacks: ReadonlySet<string> = new Set()) {
+export function conformance(planeName: string, makePlane: PlaneFactory, lacks: ReadonlySet<string> = new Set(), statClaims?: number) {
   const part = (name: string) => (lacks.has(name) ? describe.skip : describe);
   const unless = (name: string) => it.skipIf(lacks.has(name));
   describe(`conformance: ${planeName}`, () => {
@@ -465,7 +466,7 @@ export function conformance(planeName: string, makePlane: PlaneFactory, lacks: R
       });
     });
 
-    claimKinds(() => d, lacks);
+    claimKinds(() => d, lacks, statClaims);
     part('ackAndClaim')('(ack and claim)', () => ackAndClaim(() => d));
     journalRules(() => d);
     attempts(() => d, lacks);

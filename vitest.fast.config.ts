@@ -1,0 +1,13 @@
+// The fast tier's Node-side half (`npm run test:fast`): the transition core against its model,
+// the conformance suite on the in-memory and Python local planes, and the layering check. No
+// server is started. The other half is the workerd suite (vitest.edge.config.ts).
+import { defineConfig } from 'vitest/config';
+
+export const FAST_NODE = ['test/model/**/*.test.ts', 'test/conformance/memory.test.ts', 'test/conformance/python.test.ts'];
+
+export default defineConfig({
+  test: {
+    include: FAST_NODE,
+    testTimeout: 60_000,
+  },
+});
