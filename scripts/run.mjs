@@ -13,6 +13,7 @@ const tasks = {
   migrations: (t) => run(t.node, [join(ROOT, 'node_modules', 'drizzle-kit', 'bin.cjs'), 'generate', ...rest], { env: t.env }),
   deploy: (t) => run(t.node, [join(ROOT, 'scripts', 'deploy.mjs'), ...rest], { env: t.env }),
   fault: (t) => run(t.node, [join(ROOT, 'scripts', 'fault.mjs'), ...rest], { env: t.env }),
+  mutants: (t) => run(t.node, [join(ROOT, 'scripts', 'mutants.mjs'), ...rest], { env: t.env }),
   bench: (t) => run(t.node, [join(ROOT, 'bench', 'run.mjs'), ...rest], { env: t.env }),
   pack: (t) => run(t.node, [join(ROOT, 'scripts', 'pack.mjs'), ...rest], { env: t.env }),
   'python-sql': (t) => run(t.node, ['--experimental-strip-types', '--no-warnings', join(ROOT, 'scripts', 'python-sql.ts'), ...rest], { env: t.env }),

@@ -1,0 +1,95 @@
+// `npm run mutants [-- ID ...]`: breaks each guard listed in test/mutants.json, one at a time, and
+// checks that the fast tier (`npm run test:fast`) fails with it, saying which test caught it.
+//
+// Each mutant makes one or more edits to one file: an exact piece of source (`find`, which must
+// occur once) replaced by `replace`.
+// The tests it names run first; if they all pass, the whole fast tier runs (the workerd suite and
+// vitest.fast.config.ts). A mutant no test catches is a guard without a proof: the script exits 1.
+// The source file is restored after each mutant, and on Ctrl-C.
+//
+// It runs on demand and in `npm run fault`, not in CI: about a minute a mutant on this machine.
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ensurePython, ROOT } from './toolchain.mjs';
+
+const vitest = join(ROOT, 'node_modules', 'vitest', 'vitest.mjs');
+// The fast tier's Python local plane runs on the Python with the package's extras, as in `npm test`.
+process.env.LAKESHORE_PYTHON ??= ensurePython();
+const list = JSON.parse(readFileSync(join(ROOT, 'test', 'mutants.json'), 'utf8')).mutants;
+const only = process.argv.slice(2);
+const mutants = only.length ? list.filter((m) => only.includes(m.id)) : list;
+const out = mkdtempSync(join(tmpdir(), 'lakeshore-mutants-'));
+
+/** Which vitest config runs a test file of the fast tier. */
+const configOf = (file) => (file.startsWith('test/edge/') ? 'vitest.edge.config.ts' : 'vitest.fast.config.ts');
+
+/** Runs `files` of one config (all of it when empty) until the first failure; answers the first failed test, or null. */
+function firstFailure(config, files) {
+  const report = join(out, 'report.json');
+  rmSync(report, { force: true });
+  spawnSync(process.execPath, [vitest, 'run', '-c', config, '--bail=1', '--reporter=json', `--outputFile.json=${report}`, ...files], {
+    cwd: ROOT, stdio: ['ignore', 'ignore', 'ignore'], env: process.env,
+  });
+  let r;
+  try {
+    r = JSON.parse(readFileSync(report, 'utf8'));
+  } catch {
+    return `${config}: no report (the run itself failed: a mutant that breaks the build is caught by the typecheck, not a test)`;
+  }
+  for (const f of r.testResults) {
+    const t = f.assertionResults.find((a) => a.status === 'failed');
+    if (t) return `${f.name.slice(ROOT.length + 1)} > ${t.fullName}`;
+    if (f.status === 'failed') return `${f.name.slice(ROOT.length + 1)} (${(f.message || 'failed to load').split('\n')[0]})`;
+  }
+  return null;
+}
+
+function caughtBy(m) {
+  const named = Object.entries(Object.groupBy(m.tests ?? [], configOf));
+  for (const [config, files] of named) {
+    const hit = firstFailure(config, files);
+    if (hit) return hit;
+  }
+  return firstFailure('vitest.fast.config.ts', []) ?? firstFailure('vitest.edge.config.ts', []);
+}
+
+let restore = null;
+for (const sig of ['SIGINT', 'SIGTERM']) {
+  process.on(sig, () => {
+    restore?.();
+    process.exit(130);
+  });
+}
+
+const rows = [];
+for (const m of mutants) {
+  const file = join(ROOT, m.file);
+  const source = readFileSync(file, 'utf8');
+  const stale = m.edits.map((e) => [e, source.split(e.find).length - 1]).find(([, n]) => n !== 1);
+  if (stale) {
+    rows.push({ m, verdict: 'STALE', by: `${JSON.stringify(stale[0].find)} occurs ${stale[1]} times in ${m.file}: update test/mutants.json` });
+    continue;
+  }
+  const t0 = Date.now();
+  process.stderr.write(`[mutants] ${m.id}: ${m.breaks} ... `);
+  restore = () => writeFileSync(file, source);
+  writeFileSync(file, m.edits.reduce((text, e) => text.replace(e.find, () => e.replace), source));
+  let by;
+  try {
+    by = caughtBy(m);
+  } finally {
+    restore();
+    restore = null;
+  }
+  process.stderr.write(`${by ? 'caught' : 'SURVIVED'} (${((Date.now() - t0) / 1000).toFixed(0)} s)\n`);
+  rows.push({ m, verdict: by ? 'caught' : 'SURVIVED', by: by ?? 'no test of the fast tier failed' });
+}
+rmSync(out, { recursive: true, force: true });
+
+process.stdout.write('\n| mutant | breaks | guards | caught by |\n|---|---|---|---|\n');
+for (const { m, verdict, by } of rows) process.stdout.write(`| ${m.id} | ${m.breaks} | ${m.guards} | ${verdict === 'caught' ? by : `**${verdict}**: ${by}`} |\n`);
+const bad = rows.filter((r) => r.verdict !== 'caught');
+process.stdout.write(`\n${rows.length - bad.length} of ${rows.length} mutants caught\n`);
+process.exit(bad.length ? 1 : 0);
