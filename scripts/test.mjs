@@ -28,7 +28,7 @@ const suites = {
   crash: vitestRun('vitest.crash.config.ts', 'crash'),
   python: [join(ROOT, 'scripts', 'test-python.mjs')],
   browser: vitestRun('vitest.browser.config.ts', 'browser'),
-  fastNode: vitestRun('vitest.fast.config.ts', 'fast-node'),
+  fastNode: vitestRun('vitest.fast.config.ts', 'fastNode'),
 };
 /** Named groups of suites; a group is not part of the default run. */
 const groups = { fast: ['typecheck', 'edge', 'fastNode'] };
