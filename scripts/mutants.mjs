@@ -36,7 +36,8 @@ function firstFailure(config, files) {
   try {
     r = JSON.parse(readFileSync(report, 'utf8'));
   } catch {
-    return `${config}: no report (the run itself failed: a mutant that breaks the build is caught by the typecheck, not a test)`;
+    // No report: vitest itself failed to run. That is no test failing, and says nothing of the guard.
+    throw new Error(`${config}: vitest wrote no report for ${files.join(' ') || 'the whole config'}`);
   }
   for (const f of r.testResults) {
     const t = f.assertionResults.find((a) => a.status === 'failed');

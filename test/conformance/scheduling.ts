@@ -116,7 +116,13 @@ export function scheduling(handle: () => PlaneHandle, lacks: ReadonlySet<string>
         await expect(d.retry('c')).rejects.toBeInstanceOf(FencingConflictError); // cancelled stays cancelled
       });
 
-      unless('retry')('redrive retries a queue’s failed jobs, oldest first, up to its limit', async () => {
+      unless('retry')('redrive retries a queue’s failed jobs, oldest first, up to its limit, and no other finished job', async () => {
+        // A succeeded and a cancelled job come first in submit order: redrive passes over them.
+        await d.submit('q', bytes('x'), { id: 's' });
+        await d.claim('q', 'w');
+        await d.ack('s', 'w', { result: bytes('kept') });
+        await d.submit('q', bytes('x'), { id: 'c' });
+        await d.cancel('c');
         for (const id of ['f1', 'f2', 'f3']) {
           await d.submit('q', bytes('x'), { id });
           await d.claim('q', 'w');
@@ -124,6 +130,8 @@ export function scheduling(handle: () => PlaneHandle, lacks: ReadonlySet<string>
         }
         expect(await d.redrive('q', { limit: 2 })).toEqual([{ id: 'f1', queue: 'q' }, { id: 'f2', queue: 'q' }]);
         expect([await d.count('q'), await d.count('q', 'failed')]).toEqual([2, 1]);
+        expect(await d.redrive('q', { limit: 10 })).toEqual([{ id: 'f3', queue: 'q' }]);
+        expect([(await d.get('s'))!.state, (await d.get('c'))!.state]).toEqual(['succeeded', 'cancelled']);
       });
 
       unless('retry')('a job that fails for good is also submitted to its queue’s dead-letter queue, which redrives it back', async () => {
