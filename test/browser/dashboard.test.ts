@@ -1,11 +1,13 @@
 /**
  * The dashboard, in real Chromium, against a plane of its own: signing in, live counts and
  * journals, cancel and retry from the page, what a producer token may not do, a wrong token.
- * Screenshots of each page at 1280 and 390 px go to docs/dashboard/.
+ * Screenshots of each page at 1280 and 390 px go to a temporary directory, or, with
+ * LAKESHORE_SHOTS=docs/dashboard (`npm run docs:screenshots`), to the README's pictures.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, Page } from 'playwright-core';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { encodeFrame, FrameKind, HttpDispatch } from '../../client/local/index.ts';
 import { launch, plane, type TestPlane } from './harness.ts';
@@ -13,7 +15,7 @@ import { launch, plane, type TestPlane } from './harness.ts';
 let browser: Browser;
 let p: TestPlane;
 let n = 0;
-const shots = join(process.cwd(), 'docs', 'dashboard');
+const shots = process.env.LAKESHORE_SHOTS ? join(process.cwd(), process.env.LAKESHORE_SHOTS) : mkdtempSync(join(tmpdir(), 'lakeshore-shots-'));
 const bytes = (s: string) => new TextEncoder().encode(s);
 
 beforeAll(async () => {
@@ -25,6 +27,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await browser?.close();
   await p?.stop();
+  if (!process.env.LAKESHORE_SHOTS) rmSync(shots, { recursive: true, force: true });
 });
 
 const root = (namespace: string) => new HttpDispatch(p.plane.url, { token: p.token, namespace });
