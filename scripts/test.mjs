@@ -1,4 +1,5 @@
 // `npm test`: every suite, in order, on Node >= 22.12 (scripts/run.mjs bootstraps it).
+//   lint        Biome: the formatting and lint rules of biome.jsonc (`npm run format` fixes the formatting)
 //   typecheck   strict TypeScript over the Worker and the Node side
 //   bundle      the deploy bundle (`wrangler deploy --dry-run`): it builds, within its size budget
 //   edge        inside workerd (@cloudflare/vitest-plugin): local D1 and Durable Objects
@@ -8,7 +9,7 @@
 //   browser     real Chromium (Debian's, via playwright-core) streaming a job from another origin
 // `npm test -- edge` (or node, crash, python, browser, typecheck, bundle) runs one suite.
 // `npm run test:fast` (`npm test -- fast`): every guard's proof in under three minutes, no server
-// started: typecheck, the workerd suite, and the Node tests that need no plane process
+// started: lint, typecheck, the workerd suite, and the Node tests that need no plane process
 // (vitest.fast.config.ts: the model tests and the conformance suite on the in-memory and Python
 // local planes). `npm run mutants` breaks each guard in turn and checks this tier fails.
 import { spawnSync } from 'node:child_process';
@@ -19,8 +20,17 @@ import { ensurePython, ROOT } from './toolchain.mjs';
 const vitest = join(ROOT, 'node_modules', 'vitest', 'vitest.mjs');
 const reports = join(ROOT, 'node_modules', '.cache', 'lakeshore-tests');
 mkdirSync(reports, { recursive: true });
-const vitestRun = (config, name) => [vitest, 'run', '-c', config, '--reporter=default', '--reporter=json', `--outputFile.json=${join(reports, `${name}.json`)}`];
+const vitestRun = (config, name) => [
+  vitest,
+  'run',
+  '-c',
+  config,
+  '--reporter=default',
+  '--reporter=json',
+  `--outputFile.json=${join(reports, `${name}.json`)}`,
+];
 const suites = {
+  lint: [join(ROOT, 'node_modules', '@biomejs', 'biome', 'bin', 'biome'), 'ci', '--reporter=summary', ROOT],
   typecheck: [join(ROOT, 'scripts', 'typecheck.mjs')],
   bundle: [join(ROOT, 'scripts', 'bundle.mjs')],
   edge: vitestRun('vitest.edge.config.ts', 'edge'),
@@ -31,8 +41,8 @@ const suites = {
   fastNode: vitestRun('vitest.fast.config.ts', 'fastNode'),
 };
 /** Named groups of suites; a group is not part of the default run. */
-const groups = { fast: ['typecheck', 'edge', 'fastNode'] };
-const all = ['typecheck', 'bundle', 'edge', 'node', 'crash', 'python', 'browser'];
+const groups = { fast: ['lint', 'typecheck', 'edge', 'fastNode'] };
+const all = ['lint', 'typecheck', 'bundle', 'edge', 'node', 'crash', 'python', 'browser'];
 // The Python with the package's optional extras (croniter), for the Python suite and the conformance target.
 process.env.LAKESHORE_PYTHON ??= ensurePython();
 const counts = { passed: 0, failed: 0, skipped: 0 };
