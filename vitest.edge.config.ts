@@ -8,7 +8,14 @@ export default defineConfig(async () => {
     plugins: [
       cloudflareTest({
         wrangler: { configPath: './wrangler.toml' },
-        miniflare: { bindings: { TEST_MIGRATIONS: migrations, LAKESHORE_TOKEN: 'test-token', CORS_ORIGINS: 'http://app.test, *', FUZZ_N: process.env.FUZZ_N ?? '1500' } },
+        miniflare: {
+          bindings: {
+            TEST_MIGRATIONS: migrations,
+            LAKESHORE_TOKEN: 'test-token',
+            CORS_ORIGINS: 'http://app.test, *',
+            FUZZ_N: process.env.FUZZ_N ?? '1500',
+          },
+        },
       }),
     ],
     test: {

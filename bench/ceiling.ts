@@ -53,12 +53,14 @@ let next = 0;
 const planeCpu0 = plane.pid ? treeCpuMs(plane.pid) : null;
 const clientCpu0 = process.cpuUsage();
 const t0 = performance.now();
-await Promise.all(Array.from({ length: 8 }, async () => {
-  while (next < N) {
-    const i = next++;
-    await d.submit('q', env(i), { id: `j${i}` });
-  }
-}));
+await Promise.all(
+  Array.from({ length: 8 }, async () => {
+    while (next < N) {
+      const i = next++;
+      await d.submit('q', env(i), { id: `j${i}` });
+    }
+  }),
+);
 const s = (performance.now() - t0) / 1000;
 const planeCpu1 = plane.pid ? treeCpuMs(plane.pid) : null;
 const cpuUs = {
@@ -69,5 +71,13 @@ await d.close();
 raw.close();
 await plane.stop();
 rmSync(dir, { recursive: true, force: true });
-console.log(JSON.stringify({ system: 'lakeshore-edge', mode: 'ceiling', rtt_p50_ms: rtt, rtt_after_20ms_quiet_p50_ms: rttQuiet, enqueue_only: { P: 8, N, jobs_per_s: Math.round(N / s), ms_per_round: +((s * 1000) / (N / 8)).toFixed(2), cpu_us_per_job: cpuUs } }));
+console.log(
+  JSON.stringify({
+    system: 'lakeshore-edge',
+    mode: 'ceiling',
+    rtt_p50_ms: rtt,
+    rtt_after_20ms_quiet_p50_ms: rttQuiet,
+    enqueue_only: { P: 8, N, jobs_per_s: Math.round(N / s), ms_per_round: +((s * 1000) / (N / 8)).toFixed(2), cpu_us_per_job: cpuUs },
+  }),
+);
 process.exit(0);

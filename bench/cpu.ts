@@ -16,7 +16,9 @@ function table(): Map<number, { ppid: number; ms: number }> {
       const st = readFileSync(`/proc/${e}/stat`, 'utf8');
       const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
       out.set(Number(e), { ppid: Number(f[1]), ms: ((Number(f[11]) + Number(f[12])) * 1000) / HZ });
-    } catch { /* exited meanwhile */ }
+    } catch {
+      /* exited meanwhile */
+    }
   }
   return out;
 }

@@ -69,7 +69,15 @@ try {
       if (!res.ok) throw new Error(await res.text());
       const wall = (await res.json()) as Record<string, number>;
       const cpu = Math.round(((treeCpuMs(process.pid)! - c0) / CYCLES) * 1000);
-      console.log(JSON.stringify({ round, form, size: SIZE, batch_wall_us: Object.fromEntries(Object.entries(wall).filter(([, v]) => v > 0)), cpu_us_per_cycle: cpu }));
+      console.log(
+        JSON.stringify({
+          round,
+          form,
+          size: SIZE,
+          batch_wall_us: Object.fromEntries(Object.entries(wall).filter(([, v]) => v > 0)),
+          cpu_us_per_cycle: cpu,
+        }),
+      );
     }
   }
 } finally {

@@ -57,7 +57,18 @@ try {
       rates.push(N / (ms / 1000));
     }
     const med = rates.sort((a, b) => a - b)[rates.length >> 1]!;
-    console.log(JSON.stringify({ system: 'lakeshore-edge', mode: 'd1-ceiling', batch, n: N, payload_bytes: PAYLOAD, runs: RUNS, jobs_per_s: Math.round(med), d1_us_per_job: +(1e6 / med).toFixed(1) }));
+    console.log(
+      JSON.stringify({
+        system: 'lakeshore-edge',
+        mode: 'd1-ceiling',
+        batch,
+        n: N,
+        payload_bytes: PAYLOAD,
+        runs: RUNS,
+        jobs_per_s: Math.round(med),
+        d1_us_per_job: +(1e6 / med).toFixed(1),
+      }),
+    );
   }
 } finally {
   await dispose();

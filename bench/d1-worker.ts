@@ -15,13 +15,30 @@ import { applyMigrations } from '../scripts/plane.mjs';
 export const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 export async function d1Worker(name: string, source: string): Promise<{ mf: Miniflare; dispose: () => Promise<void> }> {
-  const bundled = await build({ stdin: { contents: source, resolveDir: ROOT, loader: 'js' }, bundle: true, format: 'esm', platform: 'neutral', write: false, logLevel: 'error' });
+  const bundled = await build({
+    stdin: { contents: source, resolveDir: ROOT, loader: 'js' },
+    bundle: true,
+    format: 'esm',
+    platform: 'neutral',
+    write: false,
+    logLevel: 'error',
+  });
   const dir = mkdtempSync(join(process.env.BENCH_STATE_DIR ?? tmpdir(), `lakeshore-${name}-`));
   await applyMigrations({ node: process.execPath, env: process.env, persistTo: dir });
-  const mf = new Miniflare(convertV4MiniflareOptions({
-    cf: false, resourcePersistencePath: join(dir, 'v3'),
-    workers: [{ name, compatibilityDate: '2025-11-01', modules: [{ type: 'ESModule', path: 'w.js', contents: bundled.outputFiles[0]!.text }], d1Databases: { DB: { id: '00000000-0000-4000-8000-000000000000' } } }],
-  }));
+  const mf = new Miniflare(
+    convertV4MiniflareOptions({
+      cf: false,
+      resourcePersistencePath: join(dir, 'v3'),
+      workers: [
+        {
+          name,
+          compatibilityDate: '2025-11-01',
+          modules: [{ type: 'ESModule', path: 'w.js', contents: bundled.outputFiles[0]!.text }],
+          d1Databases: { DB: { id: '00000000-0000-4000-8000-000000000000' } },
+        },
+      ],
+    }),
+  );
   return {
     mf,
     dispose: async () => {

@@ -23,11 +23,18 @@ const N = Number(arg('n', '40000'));
 const DELAY = Number(arg('d1-delay-ms', '0'));
 const dir = mkdtempSync(join(process.env.BENCH_STATE_DIR ?? tmpdir(), 'lakeshore-fanin-'));
 const token = newToken('lsk_bench_');
-const plane = await startPlane({ node: process.execPath, env: process.env, persistTo: dir, vars: {
-  LAKESHORE_TOKEN: token, SIMULATED_D1_DELAY_MS: String(DELAY),
-  // All producers share one token here: its request budget (2,000/s by default) raised, as a deployment for this load would.
-  LIMIT_REQUESTS_PER_SECOND: '1000000', LIMIT_REQUEST_BURST: '1000000',
-} });
+const plane = await startPlane({
+  node: process.execPath,
+  env: process.env,
+  persistTo: dir,
+  vars: {
+    LAKESHORE_TOKEN: token,
+    SIMULATED_D1_DELAY_MS: String(DELAY),
+    // All producers share one token here: its request budget (2,000/s by default) raised, as a deployment for this load would.
+    LIMIT_REQUESTS_PER_SECOND: '1000000',
+    LIMIT_REQUEST_BURST: '1000000',
+  },
+});
 const ns = `fanin${Date.now().toString(36)}`;
 const pool = new Pool(plane.url, { connections: C, pipelining: 1, keepAliveTimeout: 60_000 });
 const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
@@ -50,18 +57,25 @@ try {
     if (i >= 20) rtts.push(performance.now() - t0);
   }
   const pct = (xs: number[], p: number) => xs[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
-  const d1Rtt = DELAY || pct(rtts.sort((a, b) => a - b), 50);
+  const d1Rtt =
+    DELAY ||
+    pct(
+      rtts.sort((a, b) => a - b),
+      50,
+    );
   /** Requests per second of `one` over the C connections for about 3 s: a ceiling of the hops it takes. */
   async function rate(one: () => Promise<unknown>): Promise<number> {
     let n = 0;
     const end = performance.now() + 3000;
     const t0 = performance.now();
-    await Promise.all(Array.from({ length: C }, async () => {
-      while (performance.now() < end) {
-        await one();
-        n++;
-      }
-    }));
+    await Promise.all(
+      Array.from({ length: C }, async () => {
+        while (performance.now() < end) {
+          await one();
+          n++;
+        }
+      }),
+    );
     return Math.round(n / ((performance.now() - t0) / 1000));
   }
   /**
@@ -70,7 +84,12 @@ try {
    * calling the object. No submit over these connections can go faster than this.
    */
   const refused = async () => {
-    const r = await pool.request({ method: 'POST', path: `/v1/ns/${ns}/queues/q/invocations`, headers, body: JSON.stringify({ id: 'x', envelope, extra: 1 }) });
+    const r = await pool.request({
+      method: 'POST',
+      path: `/v1/ns/${ns}/queues/q/invocations`,
+      headers,
+      body: JSON.stringify({ id: 'x', envelope, extra: 1 }),
+    });
     await r.body.text();
     if (r.statusCode !== 400) throw new Error(`the refused submit answered ${r.statusCode}, not 400`);
   };
@@ -93,29 +112,37 @@ try {
   const lat: number[] = [];
   let next = 0;
   const t0 = performance.now();
-  await Promise.all(Array.from({ length: C }, async () => {
-    for (let i = next++; i < N; i = next++) {
-      const s = performance.now();
-      await submit('q', `j${i}`);
-      lat.push(performance.now() - s);
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: C }, async () => {
+      for (let i = next++; i < N; i = next++) {
+        const s = performance.now();
+        await submit('q', `j${i}`);
+        lat.push(performance.now() - s);
+      }
+    }),
+  );
   const secs = (performance.now() - t0) / 1000;
   const s1 = await stats();
   const queued = ((await call('GET', `/v1/ns/${ns}/queues/q/count`)) as { count: number }).count - 1;
   lat.sort((a, b) => a - b);
   const r2 = (x: number) => +x.toFixed(2);
-  console.log(JSON.stringify({
-    system: 'lakeshore-edge', mode: 'fan-in', connections: C, n: N, d1_delay_ms: DELAY,
-    submits_per_s: Math.round(N / secs),
-    latency_ms: { p50: r2(pct(lat, 50)), p99: r2(pct(lat, 99)) },
-    latency_d1_round_trips: { unit_ms: r2(d1Rtt), p50: r2(pct(lat, 50) / d1Rtt), p99: r2(pct(lat, 99) / d1Rtt) },
-    submits_per_d1_batch: r2(N / Math.max(1, s1.batches - s0.batches)),
-    submits_per_queue_object_call: r2(N / Math.max(1, s1.calls - s0.calls)),
-    d1_rows_per_submit: { read: r2((s1.read - s0.read) / N), written: r2((s1.written - s0.written) / N) },
-    ceilings,
-    exactly_once: queued === N,
-  }));
+  console.log(
+    JSON.stringify({
+      system: 'lakeshore-edge',
+      mode: 'fan-in',
+      connections: C,
+      n: N,
+      d1_delay_ms: DELAY,
+      submits_per_s: Math.round(N / secs),
+      latency_ms: { p50: r2(pct(lat, 50)), p99: r2(pct(lat, 99)) },
+      latency_d1_round_trips: { unit_ms: r2(d1Rtt), p50: r2(pct(lat, 50) / d1Rtt), p99: r2(pct(lat, 99) / d1Rtt) },
+      submits_per_d1_batch: r2(N / Math.max(1, s1.batches - s0.batches)),
+      submits_per_queue_object_call: r2(N / Math.max(1, s1.calls - s0.calls)),
+      d1_rows_per_submit: { read: r2((s1.read - s0.read) / N), written: r2((s1.written - s0.written) / N) },
+      ceilings,
+      exactly_once: queued === N,
+    }),
+  );
 } finally {
   await pool.close();
   await plane.stop();

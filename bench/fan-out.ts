@@ -23,7 +23,11 @@ const dir = mkdtempSync(join(process.env.BENCH_STATE_DIR ?? tmpdir(), 'lakeshore
 const token = newToken('lsk_bench_');
 const plane = await startPlane({ node: process.execPath, env: process.env, persistTo: dir, vars: { LAKESHORE_TOKEN: token } });
 const d = new HttpDispatch(plane.url, { token, namespace: 'bench' });
-const stats = async () => (await (await fetch(`${plane.url}/v1/ns/bench/queues/q/stats`, { headers: { authorization: `Bearer ${token}` } })).json()) as { read: number; streams: number };
+const stats = async () =>
+  (await (await fetch(`${plane.url}/v1/ns/bench/queues/q/stats`, { headers: { authorization: `Bearer ${token}` } })).json()) as {
+    read: number;
+    streams: number;
+  };
 
 await d.submit('q', new Uint8Array([123, 125]), { id: 'j' });
 const [c] = await d.claimMany('q', 'w', 1, { leaseMs: 3_600_000 });
@@ -55,7 +59,12 @@ const before = await stats();
 for (let i = 0; i < N; i++) {
   const all = new Promise<void>((done) => (waiting = { seq: i, done }));
   sent[i] = performance.now();
-  await d.journalAppend(c!.id, i, encodeFrame({ kind: FrameKind.VALUE, seq: i, body: new TextEncoder().encode(`{"i":${i}}`), meta: null }), { workerId: 'w', attempt: c!.attempt });
+  await d.journalAppend(
+    c!.id,
+    i,
+    encodeFrame({ kind: FrameKind.VALUE, seq: i, body: new TextEncoder().encode(`{"i":${i}}`), meta: null }),
+    { workerId: 'w', attempt: c!.attempt },
+  );
   await all;
   await new Promise((r) => setTimeout(r, Math.random() * 10));
 }
@@ -68,10 +77,15 @@ await d.ack(c!.id, 'w', { attempt: c!.attempt });
 await d.close();
 await plane.stop();
 rmSync(dir, { recursive: true, force: true });
-console.log(JSON.stringify({
-  system: 'lakeshore-edge', mode: 'fan-out', readers: R, N,
-  latency_ms: { p50: pct(each, 50), p99: pct(each, 99), max: pct(each, 100) },
-  all_readers_ms: { p50: pct(last, 50), p99: pct(last, 99) },
-  rows_read_per_append: +((after.read - before.read) / N).toFixed(2),
-}));
+console.log(
+  JSON.stringify({
+    system: 'lakeshore-edge',
+    mode: 'fan-out',
+    readers: R,
+    N,
+    latency_ms: { p50: pct(each, 50), p99: pct(each, 99), max: pct(each, 100) },
+    all_readers_ms: { p50: pct(last, 50), p99: pct(last, 99) },
+    rows_read_per_append: +((after.read - before.read) / N).toFixed(2),
+  }),
+);
 process.exit(0);

@@ -45,7 +45,12 @@ await new Promise((r) => setTimeout(r, 200)); // the reader is attached and wait
 for (let i = 0; i < N; i++) {
   const arrived = new Promise<void>((r) => (notify.arrived = r));
   sent[i] = performance.now();
-  await d.journalAppend(c.id, i, { kind: FrameKind.VALUE, seq: i, body: new TextEncoder().encode(`{"i":${i}}`), meta: null }, { workerId: 'w', attempt: c.attempt });
+  await d.journalAppend(
+    c.id,
+    i,
+    { kind: FrameKind.VALUE, seq: i, body: new TextEncoder().encode(`{"i":${i}}`), meta: null },
+    { workerId: 'w', attempt: c.attempt },
+  );
   await arrived;
   await new Promise((r) => setTimeout(r, Math.random() * 10));
 }
@@ -55,5 +60,12 @@ await d.ack(c.id, 'w', { attempt: c.attempt });
 await d.close();
 await plane?.stop();
 rmSync(dir, { recursive: true, force: true });
-console.log(JSON.stringify({ system, mode: 'journal', N, latency_ms: { p50: pct(lat, 50), p95: pct(lat, 95), p99: pct(lat, 99), max: pct(lat, 100) } }));
+console.log(
+  JSON.stringify({
+    system,
+    mode: 'journal',
+    N,
+    latency_ms: { p50: pct(lat, 50), p95: pct(lat, 95), p99: pct(lat, 99), max: pct(lat, 100) },
+  }),
+);
 process.exit(0);

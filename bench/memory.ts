@@ -24,7 +24,10 @@ if (fill) {
   const to = Number(process.argv.find((a) => a.startsWith('--to='))!.slice(5));
   const f = new Dispatch(fill, { namespace: 'mem' });
   for (let n = await f.count('q'); n < to; n += 1000) {
-    await f.submitMany('q', Array.from({ length: 1000 }, (_, i) => ({ envelope: env, opts: { id: `f${n + i}` } })));
+    await f.submitMany(
+      'q',
+      Array.from({ length: 1000 }, (_, i) => ({ envelope: env, opts: { id: `f${n + i}` } })),
+    );
   }
   await f.close();
   process.exit(0);
@@ -36,7 +39,9 @@ const d = new Dispatch(db, { namespace: 'mem' });
 let next = 0;
 
 async function fillTo(depth: number) {
-  execFileSync(process.execPath, [...process.execArgv, new URL(import.meta.url).pathname, `--fill=${db}`, `--to=${depth}`], { stdio: ['ignore', 'ignore', 'inherit'] });
+  execFileSync(process.execPath, [...process.execArgv, new URL(import.meta.url).pathname, `--fill=${db}`, `--to=${depth}`], {
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
 }
 
 async function cycles(n: number) {
@@ -59,5 +64,12 @@ const shallow = await rssAt(10_000);
 const deep = await rssAt(200_000);
 await d.close();
 rmSync(dir, { recursive: true, force: true });
-console.log(JSON.stringify({ system: 'lakeshore-local', mode: 'memory', rss_mb: { depth_10k: shallow, depth_200k: deep }, growth: +(deep / shallow - 1).toFixed(3) }));
+console.log(
+  JSON.stringify({
+    system: 'lakeshore-local',
+    mode: 'memory',
+    rss_mb: { depth_10k: shallow, depth_200k: deep },
+    growth: +(deep / shallow - 1).toFixed(3),
+  }),
+);
 process.exit(0);

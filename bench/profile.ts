@@ -27,35 +27,81 @@ const dir = mkdtempSync(join(tmpdir(), 'lakeshore-profile-'));
 await applyMigrations({ node: process.execPath, env: process.env, persistTo: dir });
 const [port, inspector] = [await freePort(), await freePort()];
 const cpu = process.argv.includes('--cpu');
-const server = spawn(process.execPath, ['scripts/serve.mjs', '--port', String(port), '--persist-to', dir, '--var', 'LAKESHORE_TOKEN:tok', '--var', 'LIMIT_REQUESTS_PER_SECOND:1000000', '--var', 'LIMIT_REQUEST_BURST:1000000', ...(cpu ? [] : ['--inspector-port', String(inspector)])], { stdio: ['ignore', 'pipe', 'inherit'], detached: true });
+const server = spawn(
+  process.execPath,
+  [
+    'scripts/serve.mjs',
+    '--port',
+    String(port),
+    '--persist-to',
+    dir,
+    '--var',
+    'LAKESHORE_TOKEN:tok',
+    '--var',
+    'LIMIT_REQUESTS_PER_SECOND:1000000',
+    '--var',
+    'LIMIT_REQUEST_BURST:1000000',
+    ...(cpu ? [] : ['--inspector-port', String(inspector)]),
+  ],
+  { stdio: ['ignore', 'pipe', 'inherit'], detached: true },
+);
 await new Promise<void>((r) => server.stdout!.on('data', (d) => String(d).includes('ready') && r()));
 const url = `http://127.0.0.1:${port}`;
 const targets = cpu ? [] : ['core:user:lakeshore', 'd1:db', 'd1:db:entry'];
 /** With --cpu, the plane's CPU time so far (ms): serve.mjs and its workerd, from /proc. */
-const planeMs = () => (cpu ? treeCpuMs(server.pid!) ?? 0 : 0);
-const sessions = await Promise.all(targets.map(async (t) => {
-  const ws = new WebSocket(`ws://127.0.0.1:${inspector}/${t}`);
-  await new Promise((r, j) => { ws.onopen = r; ws.onerror = j; });
-  let id = 0; const pending = new Map<number, (v: any) => void>();
-  ws.onmessage = (m) => { const d = JSON.parse(String(m.data)); if (d.id && pending.has(d.id)) { pending.get(d.id)!(d.result); pending.delete(d.id); } };
-  const send = (method: string, params = {}) => new Promise<any>((r) => { const i = ++id; pending.set(i, r); ws.send(JSON.stringify({ id: i, method, params })); });
-  return { t, send, ws };
-}));
-for (const s of sessions) { await s.send('Profiler.enable'); await s.send('Profiler.setSamplingInterval', { interval: 200 }); await s.send('Profiler.start'); }
+const planeMs = () => (cpu ? (treeCpuMs(server.pid!) ?? 0) : 0);
+const sessions = await Promise.all(
+  targets.map(async (t) => {
+    const ws = new WebSocket(`ws://127.0.0.1:${inspector}/${t}`);
+    await new Promise((r, j) => {
+      ws.onopen = r;
+      ws.onerror = j;
+    });
+    let id = 0;
+    const pending = new Map<number, (v: any) => void>();
+    ws.onmessage = (m) => {
+      const d = JSON.parse(String(m.data));
+      if (d.id && pending.has(d.id)) {
+        pending.get(d.id)!(d.result);
+        pending.delete(d.id);
+      }
+    };
+    const send = (method: string, params = {}) =>
+      new Promise<any>((r) => {
+        const i = ++id;
+        pending.set(i, r);
+        ws.send(JSON.stringify({ id: i, method, params }));
+      });
+    return { t, send, ws };
+  }),
+);
+for (const s of sessions) {
+  await s.send('Profiler.enable');
+  await s.send('Profiler.setSamplingInterval', { interval: 200 });
+  await s.send('Profiler.start');
+}
 const N = Number(process.argv.find((a) => a.startsWith('--n='))?.slice(4) ?? 3000);
 const d = new HttpDispatch(url, { token: 'tok', namespace: 'prof' + Date.now() });
 if (process.argv.includes('--fan-in')) {
   const { Pool } = await import('undici');
   const pool = new Pool(url, { connections: 256, pipelining: 1 });
-  const body = (i: number) => JSON.stringify({ id: `j${i}`, envelope: Buffer.from(encodeEnvelope({ fn: 'noop', args: [i, 'x'.repeat(100)] })).toString('base64') });
+  const body = (i: number) =>
+    JSON.stringify({ id: `j${i}`, envelope: Buffer.from(encodeEnvelope({ fn: 'noop', args: [i, 'x'.repeat(100)] })).toString('base64') });
   let k = 0;
   const t0 = performance.now();
-  await Promise.all(Array.from({ length: 256 }, async () => {
-    for (let i = k++; i < N; i = k++) {
-      const r = await pool.request({ method: 'POST', path: `/v1/ns/${d.namespace}/queues/q/invocations`, headers: { authorization: 'Bearer tok', 'content-type': 'application/json' }, body: body(i) });
-      await r.body.text();
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: 256 }, async () => {
+      for (let i = k++; i < N; i = k++) {
+        const r = await pool.request({
+          method: 'POST',
+          path: `/v1/ns/${d.namespace}/queues/q/invocations`,
+          headers: { authorization: 'Bearer tok', 'content-type': 'application/json' },
+          body: body(i),
+        });
+        await r.body.text();
+      }
+    }),
+  );
   console.log('submits/s', (N / ((performance.now() - t0) / 1000)).toFixed(0));
   await pool.close();
   await report();
@@ -64,53 +110,78 @@ const stop = new AbortController();
 let done = 0;
 const [w0, c0, t0] = [planeMs(), process.cpuUsage(), performance.now()];
 const noWorker = process.argv.includes('--no-worker');
-const worker = noWorker ? Promise.resolve(0) : runWorker('q', { dispatch: new HttpDispatch(url, { token: 'tok', namespace: d.namespace }), registry: { noop: () => { if (++done === N) stop.abort(); } }, concurrency: 8, prefetch: 'auto', stop: stop.signal, workerId: 'w1', claimWaitMs: 1000 });
+const worker = noWorker
+  ? Promise.resolve(0)
+  : runWorker('q', {
+      dispatch: new HttpDispatch(url, { token: 'tok', namespace: d.namespace }),
+      registry: {
+        noop: () => {
+          if (++done === N) stop.abort();
+        },
+      },
+      concurrency: 8,
+      prefetch: 'auto',
+      stop: stop.signal,
+      workerId: 'w1',
+      claimWaitMs: 1000,
+    });
 let next = 0;
 const bulk = process.argv.includes('--bulk');
 const job = (i: number) => ({ envelope: encodeEnvelope({ fn: 'noop', args: [i, 'x'.repeat(100)] }), opts: { id: `j${i}` } });
-await Promise.all(Array.from({ length: 8 }, async () => {
-  while (next < N) {
-    if (!bulk) {
-      const { envelope, opts } = job(next++);
-      await d.submit('q', envelope, opts);
-      continue;
+await Promise.all(
+  Array.from({ length: 8 }, async () => {
+    while (next < N) {
+      if (!bulk) {
+        const { envelope, opts } = job(next++);
+        await d.submit('q', envelope, opts);
+        continue;
+      }
+      const items = [];
+      while (items.length < 100 && next < N) items.push(job(next++));
+      await d.submitMany('q', items);
     }
-    const items = [];
-    while (items.length < 100 && next < N) items.push(job(next++));
-    await d.submitMany('q', items);
-  }
-}));
+  }),
+);
 await worker;
 const secs = (performance.now() - t0) / 1000;
 console.log('jobs/s', (N / secs).toFixed(0));
 if (cpu) {
   const [w, c] = [planeMs() - w0, process.cpuUsage(c0)];
-  console.log(`CPU µs per job: plane ${((w * 1000) / N).toFixed(0)} (busy ${((w / 1000 / secs) * 100).toFixed(0)} % of the run), this process ${((c.user + c.system) / N).toFixed(0)}`);
+  console.log(
+    `CPU µs per job: plane ${((w * 1000) / N).toFixed(0)} (busy ${((w / 1000 / secs) * 100).toFixed(0)} % of the run), this process ${((c.user + c.system) / N).toFixed(0)}`,
+  );
 }
 await report();
 
 async function report(): Promise<never> {
-for (const s of sessions) {
-  const { profile } = await s.send('Profiler.stop');
-  const save = process.argv.find((a) => a.startsWith('--save='))?.slice(7);
-  if (save) writeFileSync(join(save, `${s.t.replace(/[^a-z0-9]+/gi, '_')}.cpuprofile`), JSON.stringify(profile));
-  const self = new Map<string, number>();
-  const dt = profile.timeDeltas as number[];
-  const byId = new Map(profile.nodes.map((n: any) => [n.id, n]));
-  const counts = new Map<number, number>();
-  profile.samples.forEach((sid: number, i: number) => counts.set(sid, (counts.get(sid) ?? 0) + (dt[i] ?? 0)));
-  let total = 0, idle = 0;
-  for (const [sid, us] of counts) {
-    const n: any = byId.get(sid); const f = n.callFrame;
-    const key = `${f.functionName || '(anon)'} ${String(f.url).split('/').pop()}:${f.lineNumber}`;
-    if (f.functionName === '(idle)') { idle += us; continue; }
-    total += us; self.set(key, (self.get(key) ?? 0) + us);
+  for (const s of sessions) {
+    const { profile } = await s.send('Profiler.stop');
+    const save = process.argv.find((a) => a.startsWith('--save='))?.slice(7);
+    if (save) writeFileSync(join(save, `${s.t.replace(/[^a-z0-9]+/gi, '_')}.cpuprofile`), JSON.stringify(profile));
+    const self = new Map<string, number>();
+    const dt = profile.timeDeltas as number[];
+    const byId = new Map(profile.nodes.map((n: any) => [n.id, n]));
+    const counts = new Map<number, number>();
+    profile.samples.forEach((sid: number, i: number) => counts.set(sid, (counts.get(sid) ?? 0) + (dt[i] ?? 0)));
+    let total = 0,
+      idle = 0;
+    for (const [sid, us] of counts) {
+      const n: any = byId.get(sid);
+      const f = n.callFrame;
+      const key = `${f.functionName || '(anon)'} ${String(f.url).split('/').pop()}:${f.lineNumber}`;
+      if (f.functionName === '(idle)') {
+        idle += us;
+        continue;
+      }
+      total += us;
+      self.set(key, (self.get(key) ?? 0) + us);
+    }
+    console.log(`\n== ${s.t}: busy ${(total / 1000).toFixed(0)} ms, idle ${(idle / 1000).toFixed(0)} ms`);
+    for (const [k, us] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 14))
+      console.log(`  ${(us / 1000).toFixed(1).padStart(7)} ms  ${k}`);
+    s.ws.close();
   }
-  console.log(`\n== ${s.t}: busy ${(total / 1000).toFixed(0)} ms, idle ${(idle / 1000).toFixed(0)} ms`);
-  for (const [k, us] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 14)) console.log(`  ${(us / 1000).toFixed(1).padStart(7)} ms  ${k}`);
-  s.ws.close();
-}
-await stopTree(server);
-rmSync(dir, { recursive: true, force: true });
-process.exit(0);
+  await stopTree(server);
+  rmSync(dir, { recursive: true, force: true });
+  process.exit(0);
 }

@@ -80,7 +80,9 @@ const pick = (ns: string) => `SELECT rid FROM invocations WHERE ${W(ns)} ORDER B
 // The range form: the rows up to the N-th in claim order, one index range (one priority level here).
 const range = (ns: string) => `${W(ns)} AND priority = (SELECT max(priority) FROM invocations WHERE ${W(ns)})
   AND rid <= COALESCE((SELECT rid FROM invocations WHERE ${W(ns)} ORDER BY priority DESC, rid ASC LIMIT 1 OFFSET ${N - 1}), 9e18)`;
-const claimIn = (ns: string, ret: boolean) => ({ sql: `UPDATE invocations ${CLAIM_SET} WHERE rid IN (${pick(ns)}) AND state = 'queued' ${ret ? CLAIM_RET : ''}` });
+const claimIn = (ns: string, ret: boolean) => ({
+  sql: `UPDATE invocations ${CLAIM_SET} WHERE rid IN (${pick(ns)}) AND state = 'queued' ${ret ? CLAIM_RET : ''}`,
+});
 const claimRange = (ns: string, ret: boolean) => ({ sql: `UPDATE invocations ${CLAIM_SET} WHERE ${range(ns)} ${ret ? CLAIM_RET : ''}` });
 const ids = (from: number) => Array.from({ length: N }, (_, i) => `f${from + i}`);
 const ackItems = (from: number) => JSON.stringify(ids(from).map((id) => [id, 'q', 'w', 1, '6e756c6c']));
@@ -99,7 +101,8 @@ const ackIn = (ns: string, from: number, ret: boolean) => ({
   args: [ns, JSON.stringify(ids(from))],
 });
 const COLUMNS = `(ns, queue, id, key, priority, parent, envelope, state, attempt, created_at, updated_at, run_at, expires_at, max_attempts)`;
-const submitItems = (from: number) => JSON.stringify(Array.from({ length: N }, (_, i) => [`s${from + i}`, `{"fn":"noop","args":[${i},"${'x'.repeat(100)}"]}`]));
+const submitItems = (from: number) =>
+  JSON.stringify(Array.from({ length: N }, (_, i) => [`s${from + i}`, `{"fn":"noop","args":[${i},"${'x'.repeat(100)}"]}`]));
 const insertSet = (ns: string, from: number, ret: boolean) => ({
   sql: `INSERT INTO invocations ${COLUMNS} SELECT ?1, 'q', value->>0, NULL, 0, NULL, value->>1, 'queued', 0, ${now}, ${now}, NULL, NULL, NULL
     FROM json_each(?2) WHERE true ON CONFLICT DO NOTHING ${ret ? 'RETURNING id, state, run_at, expires_at' : ''}`,
@@ -121,15 +124,37 @@ try {
   print('claim', 'index range up to the N-th row, no RETURNING', '1', await sql([claimRange(ns, false)]));
   ns = await fresh();
   await sql([claimIn(ns, false), claimIn(ns, false), claimIn(ns, false)]);
-  print('ack', 'the plane\'s form, no RETURNING', '1', await sql([ackJoin(ns, 1e6, false)]));
+  print('ack', "the plane's form, no RETURNING", '1', await sql([ackJoin(ns, 1e6, false)]));
   print('ack', '(ns, id) IN json_each, no per-item fence or result, RETURNING', '1', await sql([ackIn(ns, 1e6 + N, true)]));
   print('ack', '(ns, id) IN json_each, no per-item fence or result, no RETURNING', '1', await sql([ackIn(ns, 1e6 + 2 * N, false)]));
   // One statement per item (what the set forms save the statements of).
   ns = await fresh();
-  const one = Array.from({ length: N }, (_, i) => ({ sql: `UPDATE invocations ${CLAIM_SET} WHERE rid = (SELECT rid FROM invocations WHERE ${W(ns)} ORDER BY priority DESC, rid ASC LIMIT 1) AND state = 'queued' ${CLAIM_RET}` }));
+  const one = Array.from({ length: N }, (_, i) => ({
+    sql: `UPDATE invocations ${CLAIM_SET} WHERE rid = (SELECT rid FROM invocations WHERE ${W(ns)} ORDER BY priority DESC, rid ASC LIMIT 1) AND state = 'queued' ${CLAIM_RET}`,
+  }));
   print('claim', 'one statement per job', `${N}`, await sql(one));
-  print('ack', 'one statement per job', `${N}`, await sql(ids(1e6).map((id) => ({ sql: `UPDATE invocations SET state = 'succeeded', result = X'6e756c6c', lease_until = NULL, updated_at = ${now}, finished_at = ${now} WHERE ns = ?1 AND id = ?2 AND state = 'running' AND worker_id = 'w' AND attempt = 1 ${ACK_RET}`, args: [ns, id] }))));
-  print('submit', 'one statement per job (level trigger)', `${N}`, await sql(Array.from({ length: N }, (_, i) => ({ sql: `INSERT INTO invocations ${COLUMNS} VALUES (?1, 'q', ?2, NULL, 0, NULL, 'x', 'queued', 0, ${now}, ${now}, NULL, NULL, NULL) ON CONFLICT DO NOTHING RETURNING id, state, run_at, expires_at`, args: [ns, `o${i}`] }))));
+  print(
+    'ack',
+    'one statement per job',
+    `${N}`,
+    await sql(
+      ids(1e6).map((id) => ({
+        sql: `UPDATE invocations SET state = 'succeeded', result = X'6e756c6c', lease_until = NULL, updated_at = ${now}, finished_at = ${now} WHERE ns = ?1 AND id = ?2 AND state = 'running' AND worker_id = 'w' AND attempt = 1 ${ACK_RET}`,
+        args: [ns, id],
+      })),
+    ),
+  );
+  print(
+    'submit',
+    'one statement per job (level trigger)',
+    `${N}`,
+    await sql(
+      Array.from({ length: N }, (_, i) => ({
+        sql: `INSERT INTO invocations ${COLUMNS} VALUES (?1, 'q', ?2, NULL, 0, NULL, 'x', 'queued', 0, ${now}, ${now}, NULL, NULL, NULL) ON CONFLICT DO NOTHING RETURNING id, state, run_at, expires_at`,
+        args: [ns, `o${i}`],
+      })),
+    ),
+  );
   print('submit', 'INSERT … SELECT FROM json_each, no RETURNING (level trigger)', '1', await sql([insertSet(ns, 0, false)]));
   // Last: the level trigger dropped for good in this scratch database.
   await sql([{ sql: 'DROP TRIGGER invocations_levels_insert' }]);
@@ -138,15 +163,21 @@ try {
   if (process.argv.includes('--time')) {
     // The trigger as the migrations create it (the last migration that does).
     const migrations = join(ROOT, 'migrations');
-    const last = readdirSync(migrations).filter((f) => f.endsWith('.sql')).sort().reverse()
-      .map((f) => /CREATE TRIGGER `invocations_levels_insert`[\s\S]*?END;/.exec(readFileSync(join(migrations, f), 'utf8'))?.[0]).find(Boolean);
+    const last = readdirSync(migrations)
+      .filter((f) => f.endsWith('.sql'))
+      .sort()
+      .reverse()
+      .map((f) => /CREATE TRIGGER `invocations_levels_insert`[\s\S]*?END;/.exec(readFileSync(join(migrations, f), 'utf8'))?.[0])
+      .find(Boolean);
     if (!last) throw new Error('no migration creates invocations_levels_insert');
     for (let r = 0; r < 6; r++) {
       const trigger = r % 2 === 0;
       if (trigger) await sql([{ sql: last }]);
       else await sql([{ sql: 'DROP TRIGGER invocations_levels_insert' }]);
       const ms = await call(`/time?ns=time${r}&batches=200`);
-      console.log(JSON.stringify({ step: 'submit', form: trigger ? 'the plane (level trigger)' : 'without the level trigger', batches: 200, ms }));
+      console.log(
+        JSON.stringify({ step: 'submit', form: trigger ? 'the plane (level trigger)' : 'without the level trigger', batches: 200, ms }),
+      );
     }
   }
 } finally {

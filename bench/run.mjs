@@ -40,9 +40,16 @@ for (let rep = 1; rep <= reps; rep++) {
   for (const [label, args] of cases) {
     if (only.length && !only.includes(label)) continue;
     process.stderr.write(`[bench] rep ${rep}: ${label}\n`);
-    const r = spawnSync(process.execPath, ['--disable-warning=ExperimentalWarning', ...args.map((a) => (a.startsWith('bench/') ? join(ROOT, a) : a)), `--label=${label}`], {
-      cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], timeout: 15 * 60_000,
-    });
+    const r = spawnSync(
+      process.execPath,
+      ['--disable-warning=ExperimentalWarning', ...args.map((a) => (a.startsWith('bench/') ? join(ROOT, a) : a)), `--label=${label}`],
+      {
+        cwd: ROOT,
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'inherit'],
+        timeout: 15 * 60_000,
+      },
+    );
     const line = (r.stdout ?? '').trim().split('\n').pop();
     if (line) {
       const row = { ...JSON.parse(line), label, rep: firstRep + rep - 1 };
@@ -51,25 +58,43 @@ for (let rep = 1; rep <= reps; rep++) {
     } else process.stderr.write(`[bench] ${label} produced no result (exit ${r.status})\n`);
   }
 }
-const med = (xs) => { const s = xs.filter((x) => x != null).sort((a, b) => a - b); return s.length ? s[Math.floor((s.length - 1) / 2)] : null; };
+const med = (xs) => {
+  const s = xs.filter((x) => x != null).sort((a, b) => a - b);
+  return s.length ? s[Math.floor((s.length - 1) / 2)] : null;
+};
 for (const label of [...new Set(rows.map((r) => r.label))]) {
   const rs = rows.filter((r) => r.label === label);
   const parts = [];
   if (rs[0].throughput_jobs_per_s !== undefined) parts.push(`jobs/s ${med(rs.map((r) => r.throughput_jobs_per_s))}`);
-  if (rs[0].latency_ms && rs[0].mode !== 'fan-in') parts.push(`p50 ${med(rs.map((r) => r.latency_ms.p50))} ms`, `p99 ${med(rs.map((r) => r.latency_ms.p99))} ms`);
+  if (rs[0].latency_ms && rs[0].mode !== 'fan-in')
+    parts.push(`p50 ${med(rs.map((r) => r.latency_ms.p50))} ms`, `p99 ${med(rs.map((r) => r.latency_ms.p99))} ms`);
   if (rs[0].submit_rtt_ms) parts.push(`the submit's own round trip p50 ${med(rs.map((r) => r.submit_rtt_ms.p50))} ms`);
   if (rs[0].exactly_once !== undefined && rs[0].mode !== 'fan-in') parts.push(`exactly_once ${rs.every((r) => r.exactly_once)}`);
   if (rs[0].rss_mb) parts.push(`rss ${med(rs.map((r) => r.rss_mb.depth_10k))} -> ${med(rs.map((r) => r.rss_mb.depth_200k))} MB`);
   if (rs[0].enqueue_only) {
     const q = (k) => med(rs.map((r) => r.rtt_after_20ms_quiet_p50_ms?.[k]));
-    parts.push(`enqueue-only single ${med(rs.map((r) => r.enqueue_only.jobs_per_s))} jobs/s, submit round trip ${med(rs.map((r) => r.rtt_p50_ms.submit))} ms (${q('submit')} after 20 ms quiet), D1 read ${med(rs.map((r) => r.rtt_p50_ms.d1_read))} ms (${q('d1_read')}), /health ${med(rs.map((r) => r.rtt_p50_ms.health))} ms (${q('health')})`);
+    parts.push(
+      `enqueue-only single ${med(rs.map((r) => r.enqueue_only.jobs_per_s))} jobs/s, submit round trip ${med(rs.map((r) => r.rtt_p50_ms.submit))} ms (${q('submit')} after 20 ms quiet), D1 read ${med(rs.map((r) => r.rtt_p50_ms.d1_read))} ms (${q('d1_read')}), /health ${med(rs.map((r) => r.rtt_p50_ms.health))} ms (${q('health')})`,
+    );
   }
-  if (rs[0].mode === 'd1-ceiling') parts.push(`D1 alone, cycles of ${rs[0].batch}: jobs/s ${med(rs.map((r) => r.jobs_per_s))} (${med(rs.map((r) => r.d1_us_per_job))} µs a job)`);
-  if (rs[0].all_readers_ms) parts.push(`all ${rs[0].readers} readers p50 ${med(rs.map((r) => r.all_readers_ms.p50))} ms p99 ${med(rs.map((r) => r.all_readers_ms.p99))} ms`, `D1 rows read per append ${med(rs.map((r) => r.rows_read_per_append))}`);
+  if (rs[0].mode === 'd1-ceiling')
+    parts.push(
+      `D1 alone, cycles of ${rs[0].batch}: jobs/s ${med(rs.map((r) => r.jobs_per_s))} (${med(rs.map((r) => r.d1_us_per_job))} µs a job)`,
+    );
+  if (rs[0].all_readers_ms)
+    parts.push(
+      `all ${rs[0].readers} readers p50 ${med(rs.map((r) => r.all_readers_ms.p50))} ms p99 ${med(rs.map((r) => r.all_readers_ms.p99))} ms`,
+      `D1 rows read per append ${med(rs.map((r) => r.rows_read_per_append))}`,
+    );
   if (rs[0].mode === 'fan-in') {
     const lat = (k) => med(rs.map((r) => r.latency_d1_round_trips[k]));
-    parts.push(`${rs[0].connections} connections: submits/s ${med(rs.map((r) => r.submits_per_s))}, p50 ${med(rs.map((r) => r.latency_ms.p50))} ms (${lat('p50')} D1 round trips) p99 ${med(rs.map((r) => r.latency_ms.p99))} ms (${lat('p99')}), submits per D1 batch ${med(rs.map((r) => r.submits_per_d1_batch))}, ceilings /health ${med(rs.map((r) => r.ceilings.health_per_s))}/s, a submit request without the queue object ${med(rs.map((r) => r.ceilings.submit_request_without_queue_object_per_s ?? null))}/s, a queue-object call ${med(rs.map((r) => r.ceilings.queue_object_call_per_s))}/s, exactly_once ${rs.every((r) => r.exactly_once)}`);
+    parts.push(
+      `${rs[0].connections} connections: submits/s ${med(rs.map((r) => r.submits_per_s))}, p50 ${med(rs.map((r) => r.latency_ms.p50))} ms (${lat('p50')} D1 round trips) p99 ${med(rs.map((r) => r.latency_ms.p99))} ms (${lat('p99')}), submits per D1 batch ${med(rs.map((r) => r.submits_per_d1_batch))}, ceilings /health ${med(rs.map((r) => r.ceilings.health_per_s))}/s, a submit request without the queue object ${med(rs.map((r) => r.ceilings.submit_request_without_queue_object_per_s ?? null))}/s, a queue-object call ${med(rs.map((r) => r.ceilings.queue_object_call_per_s))}/s, exactly_once ${rs.every((r) => r.exactly_once)}`,
+    );
   }
-  if (rs[0].d1) parts.push(`d1 rows read/written per job ${med(rs.map((r) => r.d1.rows_read_per_job))}/${med(rs.map((r) => r.d1.rows_written_per_job))}`);
+  if (rs[0].d1)
+    parts.push(
+      `d1 rows read/written per job ${med(rs.map((r) => r.d1.rows_read_per_job))}/${med(rs.map((r) => r.d1.rows_written_per_job))}`,
+    );
   process.stderr.write(`[bench] ${label} (median of ${rs.length}): ${parts.join(', ')}\n`);
 }

@@ -3,9 +3,21 @@
 //   node bench/table.mjs lakeshore.jsonl peers-raw.jsonl > table.md
 import { readFileSync } from 'node:fs';
 
-const all = process.argv.slice(2).flatMap((f) => readFileSync(f, 'utf8').split('\n').filter(Boolean).flatMap((l) => {
-  try { return [JSON.parse(l)]; } catch { return []; }
-})).filter((r) => r.label && !r.fatal && !r.bench);
+const all = process.argv
+  .slice(2)
+  .flatMap((f) =>
+    readFileSync(f, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .flatMap((l) => {
+        try {
+          return [JSON.parse(l)];
+        } catch {
+          return [];
+        }
+      }),
+  )
+  .filter((r) => r.label && !r.fatal && !r.bench);
 const rows = all.filter((r) => r.mode === 'throughput' || r.mode === 'idle');
 
 const median = (xs) => {
@@ -54,14 +66,22 @@ const cpuOf = (g) => {
   const [plane, producers, worker] = [m('plane'), m('producers'), m('worker')];
   return producers === null ? '—' : `${plane === null ? '—' : f(plane)} / ${f(producers)} / ${f(worker)}`;
 };
-const out = ['| system | case | runs | jobs/s (median [min–max]) | enqueue→start p50 / p99 ms | vs best peer | CPU µs/job: plane / producers / worker | exactly once |', '|---|---|---|---|---|---|---|---|'];
+const out = [
+  '| system | case | runs | jobs/s (median [min–max]) | enqueue→start p50 / p99 ms | vs best peer | CPU µs/job: plane / producers / worker | exactly once |',
+  '|---|---|---|---|---|---|---|---|',
+];
 for (const g of sorted) {
   const r0 = g[0];
   const t = g.map((r) => r.throughput_jobs_per_s).filter((x) => typeof x === 'number');
   const jobs = r0.mode === 'idle' ? '—' : `**${f(median(t))}** [${f(Math.min(...t))}–${f(Math.max(...t))}]`;
   const lat = `${f(median(g.map((r) => r.latency_ms?.p50)), r0.mode === 'idle' ? 2 : 0)} / ${f(median(g.map((r) => r.latency_ms?.p99)), r0.mode === 'idle' ? 2 : 0)}`;
-  const what = r0.mode === 'idle' ? 'idle' : `${r0.enqueue}${r0.batch ? ` (${r0.batch})` : ''}${r0.d1_delay_ms ? `, D1 +${r0.d1_delay_ms} ms` : ''}${r0.feed_listener ? ', a feed listener' : ''}`;
-  out.push(`| ${r0.system} | ${what} | ${g.length} | ${jobs} | ${lat} | ${versus(g)} | ${cpuOf(g)} | ${g.filter((r) => r.exactly_once).length}/${g.length} |`);
+  const what =
+    r0.mode === 'idle'
+      ? 'idle'
+      : `${r0.enqueue}${r0.batch ? ` (${r0.batch})` : ''}${r0.d1_delay_ms ? `, D1 +${r0.d1_delay_ms} ms` : ''}${r0.feed_listener ? ', a feed listener' : ''}`;
+  out.push(
+    `| ${r0.system} | ${what} | ${g.length} | ${jobs} | ${lat} | ${versus(g)} | ${cpuOf(g)} | ${g.filter((r) => r.exactly_once).length}/${g.length} |`,
+  );
 }
 // Fan-in (bench/fan-in.ts): submits from C independent connections, no worker.
 const fan = new Map();
@@ -71,12 +91,18 @@ for (const r of all.filter((x) => x.mode === 'fan-in')) {
   fan.get(k).push(r);
 }
 if (fan.size) {
-  out.push('', '| fan-in | runs | submits/s (median [min–max]) | p50 / p99 ms | p50 / p99 in D1 round trips | submits per D1 batch | ceilings: /health, a submit request without the queue object, a queue-object call (req/s) | exactly once |', '|---|---|---|---|---|---|---|---|');
+  out.push(
+    '',
+    '| fan-in | runs | submits/s (median [min–max]) | p50 / p99 ms | p50 / p99 in D1 round trips | submits per D1 batch | ceilings: /health, a submit request without the queue object, a queue-object call (req/s) | exactly once |',
+    '|---|---|---|---|---|---|---|---|',
+  );
   for (const g of fan.values()) {
     const r0 = g[0];
     const t = g.map((r) => r.submits_per_s);
     const m = (get, d = 0) => f(median(g.map(get)), d);
-    out.push(`| ${r0.connections} connections${r0.d1_delay_ms ? `, D1 +${r0.d1_delay_ms} ms` : ''} | ${g.length} | **${f(median(t))}** [${f(Math.min(...t))}–${f(Math.max(...t))}] | ${m((r) => r.latency_ms.p50, 1)} / ${m((r) => r.latency_ms.p99)} | ${m((r) => r.latency_d1_round_trips.p50, 1)} / ${m((r) => r.latency_d1_round_trips.p99, 1)} | ${m((r) => r.submits_per_d1_batch, 1)} | ${m((r) => r.ceilings.health_per_s)}, ${r0.ceilings.submit_request_without_queue_object_per_s === undefined ? '–' : m((r) => r.ceilings.submit_request_without_queue_object_per_s)}, ${m((r) => r.ceilings.queue_object_call_per_s)} | ${g.filter((r) => r.exactly_once).length}/${g.length} |`);
+    out.push(
+      `| ${r0.connections} connections${r0.d1_delay_ms ? `, D1 +${r0.d1_delay_ms} ms` : ''} | ${g.length} | **${f(median(t))}** [${f(Math.min(...t))}–${f(Math.max(...t))}] | ${m((r) => r.latency_ms.p50, 1)} / ${m((r) => r.latency_ms.p99)} | ${m((r) => r.latency_d1_round_trips.p50, 1)} / ${m((r) => r.latency_d1_round_trips.p99, 1)} | ${m((r) => r.submits_per_d1_batch, 1)} | ${m((r) => r.ceilings.health_per_s)}, ${r0.ceilings.submit_request_without_queue_object_per_s === undefined ? '–' : m((r) => r.ceilings.submit_request_without_queue_object_per_s)}, ${m((r) => r.ceilings.queue_object_call_per_s)} | ${g.filter((r) => r.exactly_once).length}/${g.length} |`,
+    );
   }
 }
 // Against the performance issue's targets: each ratio from the medians of the sitting, and, where
@@ -95,7 +121,10 @@ const ratio = (a, b, get, getB = get) => {
   return x === null || y === null ? null : x / y;
 };
 const perRound = (a, b, get, getB = get) => {
-  const pairs = a.filter((r) => r.rep !== undefined).map((r) => [get(r), b.find((q) => q.rep === r.rep)]).filter(([x, q]) => typeof x === 'number' && q && typeof getB(q) === 'number');
+  const pairs = a
+    .filter((r) => r.rep !== undefined)
+    .map((r) => [get(r), b.find((q) => q.rep === r.rep)])
+    .filter(([x, q]) => typeof x === 'number' && q && typeof getB(q) === 'number');
   return pairs.length > 1 ? pairs.map(([x, q]) => f(x / getB(q), 2)).join(', ') : '';
 };
 // Each target: [what, the sitting's value, its goal, '≥' or '≤', how to print a value, figures, round by round].
@@ -103,29 +132,84 @@ const targets = [];
 const times = (x) => `${f(x, 2)}×`;
 const share = (x) => `${f(x * 100)} %`;
 const bulk = edge('edge-bulk');
-if (bulk.length && best.get('bulk')) targets.push(['edge bulk against the best peer', ratio(bulk, bestOf('bulk'), jobs), 1.2, '≥', times, `${f(median(bulk.map(jobs)))} / ${f(best.get('bulk').v)} ${best.get('bulk').system}`, perRound(bulk, bestOf('bulk'), jobs)]);
+if (bulk.length && best.get('bulk'))
+  targets.push([
+    'edge bulk against the best peer',
+    ratio(bulk, bestOf('bulk'), jobs),
+    1.2,
+    '≥',
+    times,
+    `${f(median(bulk.map(jobs)))} / ${f(best.get('bulk').v)} ${best.get('bulk').system}`,
+    perRound(bulk, bestOf('bulk'), jobs),
+  ]);
 const single = edge('edge-single');
-if (single.length && pgSingle.length) targets.push(['edge single against pg-boss `send`', ratio(single, pgSingle, jobs), 1, '≥', times, `${f(median(single.map(jobs)))} / ${f(median(pgSingle.map(jobs)))}`, perRound(single, pgSingle, jobs)]);
+if (single.length && pgSingle.length)
+  targets.push([
+    'edge single against pg-boss `send`',
+    ratio(single, pgSingle, jobs),
+    1,
+    '≥',
+    times,
+    `${f(median(single.map(jobs)))} / ${f(median(pgSingle.map(jobs)))}`,
+    perRound(single, pgSingle, jobs),
+  ]);
 if (single.length && ceiling.length) {
   const ceil = (r) => r.enqueue_only.jobs_per_s;
   const [cs, cc] = [median(single.map((r) => r.cpu_us_per_job?.plane)), median(ceiling.map((r) => r.enqueue_only.cpu_us_per_job?.plane))];
   const cpu = cs !== null && cc !== null ? `; the plane's CPU a job ${f(cs)} µs against ${f(cc)} with no worker` : '';
-  targets.push(['edge single against 8 single-submit loops with no worker', ratio(single, ceiling, jobs, ceil), 0.75, '≥', share, `${f(median(single.map(jobs)))} / ${f(median(ceiling.map(ceil)))}${cpu}`, perRound(single, ceiling, jobs, ceil)]);
+  targets.push([
+    'edge single against 8 single-submit loops with no worker',
+    ratio(single, ceiling, jobs, ceil),
+    0.75,
+    '≥',
+    share,
+    `${f(median(single.map(jobs)))} / ${f(median(ceiling.map(ceil)))}${cpu}`,
+    perRound(single, ceiling, jobs, ceil),
+  ]);
 }
 const far = edge('edge-bulk-d1-20ms');
 const d1Alone = all.filter((r) => r.mode === 'd1-ceiling');
-if (far.length) targets.push(['edge bulk with D1 +20 ms, jobs/s', median(far.map(jobs)), 10_000, '≥', (x) => f(x), d1Alone.length ? `D1 alone, with no delay, ${f(median(d1Alone.map((r) => r.jobs_per_s)))}` : '', '']);
+if (far.length)
+  targets.push([
+    'edge bulk with D1 +20 ms, jobs/s',
+    median(far.map(jobs)),
+    10_000,
+    '≥',
+    (x) => f(x),
+    d1Alone.length ? `D1 alone, with no delay, ${f(median(d1Alone.map((r) => r.jobs_per_s)))}` : '',
+    '',
+  ]);
 const idle = edge('edge-idle');
 const bestIdle = bestOf('idle');
 if (idle.length && bestIdle.length) {
   const p50 = (r) => r.latency_ms?.p50;
   const rtt = median(idle.map((r) => r.submit_rtt_ms?.p50));
-  targets.push([`edge idle p50 against ${best.get('idle').system}'s`, ratio(idle, bestIdle, p50), 2, '≤', times, `${f(median(idle.map(p50)), 2)} / ${f(median(bestIdle.map(p50)), 2)} ms${rtt === null ? '' : `; the submit's own round trip ${f(rtt, 2)} ms`}`, perRound(idle, bestIdle, p50)]);
+  targets.push([
+    `edge idle p50 against ${best.get('idle').system}'s`,
+    ratio(idle, bestIdle, p50),
+    2,
+    '≤',
+    times,
+    `${f(median(idle.map(p50)), 2)} / ${f(median(bestIdle.map(p50)), 2)} ms${rtt === null ? '' : `; the submit's own round trip ${f(rtt, 2)} ms`}`,
+    perRound(idle, bestIdle, p50),
+  ]);
 }
-for (const [delay, goal] of [[0, 15_000], [20, 10_000]]) {
+for (const [delay, goal] of [
+  [0, 15_000],
+  [20, 10_000],
+]) {
   const g = all.filter((r) => r.mode === 'fan-in' && (r.d1_delay_ms ?? 0) === delay);
   const refused = median(g.map((r) => r.ceilings?.submit_request_without_queue_object_per_s));
-  if (g.length) targets.push([`fan-in, 256 connections${delay ? `, D1 +${delay} ms` : ''}, submits/s`, median(g.map((r) => r.submits_per_s)), goal, '≥', (x) => f(x), refused === null ? '' : `a submit request refused before the queue object: ${f(refused)}/s`, '']);
+  if (g.length)
+    targets.push([
+      `fan-in, 256 connections${delay ? `, D1 +${delay} ms` : ''}, submits/s`,
+      median(g.map((r) => r.submits_per_s)),
+      goal,
+      '≥',
+      (x) => f(x),
+      refused === null ? '' : `a submit request refused before the queue object: ${f(refused)}/s`,
+      '',
+    ]);
 }
 const rowsRead = median(bulk.map((r) => r.d1?.rows_read_per_job));
 if (rowsRead !== null) targets.push(['D1 rows read per job (bulk)', rowsRead, 10, '≤', (x) => f(x, 2), '', '']);
@@ -133,7 +217,9 @@ if (targets.length) {
   out.push('', '| target | this sitting | goal | met | figures (medians) | round by round |', '|---|---|---|---|---|---|');
   for (const [what, x, goal, op, show, figures, rounds] of targets) {
     const met = x !== null && (op === '≥' ? x >= goal : x <= goal);
-    out.push(`| ${what} | ${x === null ? '—' : show(x)} | ${op} ${show(goal)} | ${x === null ? '—' : met ? 'yes' : 'no'} | ${figures} | ${rounds} |`);
+    out.push(
+      `| ${what} | ${x === null ? '—' : show(x)} | ${op} ${show(goal)} | ${x === null ? '—' : met ? 'yes' : 'no'} | ${figures} | ${rounds} |`,
+    );
   }
 }
 console.log(out.join('\n'));

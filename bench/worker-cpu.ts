@@ -22,27 +22,50 @@ import { applyMigrations, freePort, stopTree } from '../scripts/plane.mjs';
 type Node = { callFrame: { functionName: string; url: string; lineNumber: number }; selfSize?: number; children?: Node[]; id?: number };
 const where = (f: Node['callFrame']) => `${f.functionName || '(anon)'} ${String(f.url).split('/').pop()}:${f.lineNumber}`;
 const top = (m: Map<string, number>, unit: string, scale: number) =>
-  [...m].sort((a, b) => b[1] - a[1]).slice(0, 25).map(([k, v]) => `  ${(v / scale).toFixed(1).padStart(8)} ${unit}  ${k}`).join('\n');
+  [...m]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 25)
+    .map(([k, v]) => `  ${(v / scale).toFixed(1).padStart(8)} ${unit}  ${k}`)
+    .join('\n');
 
 const N = Number(process.argv.find((a) => a.startsWith('--n='))?.slice(4) ?? 20_000);
 const [prof, heap] = [process.argv.includes('--prof'), process.argv.includes('--heap')];
 const dir = mkdtempSync(join(tmpdir(), 'lakeshore-profile-'));
 await applyMigrations({ node: process.execPath, env: process.env, persistTo: dir });
 const port = await freePort();
-const server = spawn(process.execPath, ['scripts/serve.mjs', '--port', String(port), '--persist-to', dir, '--var', 'LAKESHORE_TOKEN:tok', '--var', 'LIMIT_REQUESTS_PER_SECOND:1000000', '--var', 'LIMIT_REQUEST_BURST:1000000'], { stdio: ['ignore', 'pipe', 'inherit'], detached: true });
+const server = spawn(
+  process.execPath,
+  [
+    'scripts/serve.mjs',
+    '--port',
+    String(port),
+    '--persist-to',
+    dir,
+    '--var',
+    'LAKESHORE_TOKEN:tok',
+    '--var',
+    'LIMIT_REQUESTS_PER_SECOND:1000000',
+    '--var',
+    'LIMIT_REQUEST_BURST:1000000',
+  ],
+  { stdio: ['ignore', 'pipe', 'inherit'], detached: true },
+);
 try {
   await new Promise<void>((r) => server.stdout!.on('data', (d) => String(d).includes('ready') && r()));
   const url = `http://127.0.0.1:${port}`;
   const namespace = `w${Date.now()}`;
   const producer = new HttpDispatch(url, { token: 'tok', namespace });
   let next = 0;
-  await Promise.all(Array.from({ length: 8 }, async () => {
-    while (next < N) {
-      const items = [];
-      while (items.length < 100 && next < N) items.push({ envelope: encodeEnvelope({ fn: 'noop', args: [next, 'x'.repeat(100)] }), opts: { id: `j${next++}` } });
-      await producer.submitMany('q', items);
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: 8 }, async () => {
+      while (next < N) {
+        const items = [];
+        while (items.length < 100 && next < N)
+          items.push({ envelope: encodeEnvelope({ fn: 'noop', args: [next, 'x'.repeat(100)] }), opts: { id: `j${next++}` } });
+        await producer.submitMany('q', items);
+      }
+    }),
+  );
   await producer.close();
 
   // The worker's dispatch, counting how its acks went: with a claim, or alone (coalesced batches).
@@ -59,7 +82,11 @@ try {
   session.connect();
   if (heap) {
     await session.post('HeapProfiler.enable');
-    await session.post('HeapProfiler.startSampling', { samplingInterval: 4096, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+    await session.post('HeapProfiler.startSampling', {
+      samplingInterval: 4096,
+      includeObjectsCollectedByMajorGC: true,
+      includeObjectsCollectedByMinorGC: true,
+    });
   }
   if (prof) {
     await session.post('Profiler.enable');
@@ -69,12 +96,33 @@ try {
   const stop = new AbortController();
   let done = 0;
   const [c0, t0] = [process.cpuUsage(), performance.now()];
-  await runWorker('q', { dispatch: d, registry: { noop: () => { if (++done === N) stop.abort(); } }, concurrency: 8, prefetch: 'auto', stop: stop.signal, workerId: 'w1', claimWaitMs: 2_000, graceMs: 5_000 });
+  await runWorker('q', {
+    dispatch: d,
+    registry: {
+      noop: () => {
+        if (++done === N) stop.abort();
+      },
+    },
+    concurrency: 8,
+    prefetch: 'auto',
+    stop: stop.signal,
+    workerId: 'w1',
+    claimWaitMs: 2_000,
+    graceMs: 5_000,
+  });
   const [c, secs] = [process.cpuUsage(c0), (performance.now() - t0) / 1000];
-  console.log(JSON.stringify({
-    jobs: N, drain_jobs_per_s: Math.round(N / secs), worker_cpu_us_per_job: +((c.user + c.system) / N).toFixed(1),
-    user_us: +(c.user / N).toFixed(1), system_us: +(c.system / N).toFixed(1), claims: count.claims, acks_riding: count.riding, acks_alone: count.alone,
-  }));
+  console.log(
+    JSON.stringify({
+      jobs: N,
+      drain_jobs_per_s: Math.round(N / secs),
+      worker_cpu_us_per_job: +((c.user + c.system) / N).toFixed(1),
+      user_us: +(c.user / N).toFixed(1),
+      system_us: +(c.system / N).toFixed(1),
+      claims: count.claims,
+      acks_riding: count.riding,
+      acks_alone: count.alone,
+    }),
+  );
   if (heap) {
     const { profile } = (await session.post('HeapProfiler.stopSampling')) as unknown as { profile: { head: Node } };
     const by = new Map<string, number>();
@@ -87,7 +135,9 @@ try {
     console.log(`allocated (sampled): ${(total / N).toFixed(0)} bytes a job\n${top(by, 'MB', 1e6)}`);
   }
   if (prof) {
-    const { profile } = (await session.post('Profiler.stop')) as unknown as { profile: { nodes: Node[]; samples: number[]; timeDeltas: number[] } };
+    const { profile } = (await session.post('Profiler.stop')) as unknown as {
+      profile: { nodes: Node[]; samples: number[]; timeDeltas: number[] };
+    };
     const nodes = new Map(profile.nodes.map((n) => [n.id!, n]));
     const by = new Map<string, number>();
     profile.samples.forEach((id, i) => {

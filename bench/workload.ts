@@ -22,10 +22,20 @@ import { cpuMs, treeCpuMs } from './cpu.ts';
 const now = () => performance.timeOrigin + performance.now();
 const arg = (name: string, dflt: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? dflt;
 const O = {
-  system: arg('system', 'lakeshore-local'), mode: arg('mode', 'throughput'), enqueue: arg('enqueue', 'single'),
-  n: Number(arg('n', '20000')), p: Number(arg('p', '8')), w: Number(arg('w', '8')), payload: Number(arg('payload', '100')),
-  batch: Number(arg('batch', '100')), idleN: Number(arg('idle-n', '500')), d1DelayMs: Number(arg('d1-delay-ms', '0')),
-  label: arg('label', ''), server: arg('server', 'miniflare'), role: arg('role', 'coord'), prefetch: arg('prefetch', 'auto'),
+  system: arg('system', 'lakeshore-local'),
+  mode: arg('mode', 'throughput'),
+  enqueue: arg('enqueue', 'single'),
+  n: Number(arg('n', '20000')),
+  p: Number(arg('p', '8')),
+  w: Number(arg('w', '8')),
+  payload: Number(arg('payload', '100')),
+  batch: Number(arg('batch', '100')),
+  idleN: Number(arg('idle-n', '500')),
+  d1DelayMs: Number(arg('d1-delay-ms', '0')),
+  label: arg('label', ''),
+  server: arg('server', 'miniflare'),
+  role: arg('role', 'coord'),
+  prefetch: arg('prefetch', 'auto'),
   /** --listen=1: one reader follows the queue's lifecycle feed for the whole run (its records are counted). */
   listen: arg('listen', '0') === '1',
 };
@@ -33,10 +43,13 @@ const TOTAL = O.mode === 'idle' ? O.idleN : O.n;
 /** How long a throughput run may drain before it reports what it has (its exactly-once check then fails). */
 const DRAIN_LIMIT_MS = 300_000;
 const log = (...a: unknown[]) => console.error(`[${O.role}]`, ...a);
-const pct = (s: number[], p: number) => (s.length ? +s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))]!.toFixed(3) : null);
+const pct = (s: number[], p: number) =>
+  s.length ? +s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))]!.toFixed(3) : null;
 
 function planeFor(conn: { kind: string; path?: string; url?: string; token?: string; ns: string }): DispatchPlane {
-  return conn.kind === 'local' ? new Dispatch(conn.path!, { namespace: conn.ns }) : new HttpDispatch(conn.url!, { token: conn.token, namespace: conn.ns, timeout: 120_000 });
+  return conn.kind === 'local'
+    ? new Dispatch(conn.path!, { namespace: conn.ns })
+    : new HttpDispatch(conn.url!, { token: conn.token, namespace: conn.ns, timeout: 120_000 });
 }
 
 // ---------------------------------------------------------------- worker role
@@ -63,10 +76,25 @@ async function worker() {
     if (m.type === 'ping') process.send!({ type: 'pong', t0: m.t0, tc: now() });
     else if (m.type === 'mark') cpuAtMark = process.cpuUsage();
     else if (m.type === 'drained') cpuAtEnd = process.cpuUsage(cpuAtMark);
-    else if (m.type === 'report') process.send!({ type: 'report', starts: Array.from(starts), counts: Array.from(counts), cpu_ms: cpuMs(cpuAtEnd ?? process.cpuUsage(cpuAtMark)) });
+    else if (m.type === 'report')
+      process.send!({
+        type: 'report',
+        starts: Array.from(starts),
+        counts: Array.from(counts),
+        cpu_ms: cpuMs(cpuAtEnd ?? process.cpuUsage(cpuAtMark)),
+      });
     else if (m.type === 'stop') stop.abort();
   });
-  const running = runWorker(conn.queue, { dispatch: d, registry: { noop }, concurrency: O.w, prefetch: O.prefetch === 'auto' ? 'auto' : Number(O.prefetch), stop: stop.signal, workerId: `bench-${process.pid}`, graceMs: 5_000, claimWaitMs: 2_000 });
+  const running = runWorker(conn.queue, {
+    dispatch: d,
+    registry: { noop },
+    concurrency: O.w,
+    prefetch: O.prefetch === 'auto' ? 'auto' : Number(O.prefetch),
+    stop: stop.signal,
+    workerId: `bench-${process.pid}`,
+    graceMs: 5_000,
+    claimWaitMs: 2_000,
+  });
   process.send!({ type: 'ready' });
   await running;
   await d.close();
@@ -77,8 +105,16 @@ async function worker() {
 // ---------------------------------------------------------------- coordinator role
 async function coordinator() {
   const result: Record<string, unknown> = {
-    system: O.system, mode: O.mode, enqueue: O.mode === 'idle' ? 'single' : O.enqueue, N: TOTAL, P: O.mode === 'idle' ? 1 : O.p, W: O.w,
-    payload_bytes: O.payload, batch: O.enqueue === 'bulk' && O.mode !== 'idle' ? O.batch : null, label: O.label || undefined, node: process.version,
+    system: O.system,
+    mode: O.mode,
+    enqueue: O.mode === 'idle' ? 'single' : O.enqueue,
+    N: TOTAL,
+    P: O.mode === 'idle' ? 1 : O.p,
+    W: O.w,
+    payload_bytes: O.payload,
+    batch: O.enqueue === 'bulk' && O.mode !== 'idle' ? O.batch : null,
+    label: O.label || undefined,
+    node: process.version,
     worker: { concurrency: O.w, prefetch: O.prefetch },
     d1_delay_ms: O.system === 'lakeshore-edge' ? O.d1DelayMs : undefined,
     server: O.system === 'lakeshore-edge' ? O.server : undefined,
@@ -91,19 +127,37 @@ async function coordinator() {
   if (O.system === 'lakeshore-local') conn = { kind: 'local', path: join(dir, 'dispatch.sqlite'), ns, queue };
   else {
     const token = newToken('lsk_bench_');
-    plane = await startPlane({ node: process.execPath, env: process.env, persistTo: dir, vars: { LAKESHORE_TOKEN: token, SIMULATED_D1_DELAY_MS: String(O.d1DelayMs) }, server: O.server as 'miniflare' | 'wrangler' });
+    plane = await startPlane({
+      node: process.execPath,
+      env: process.env,
+      persistTo: dir,
+      vars: { LAKESHORE_TOKEN: token, SIMULATED_D1_DELAY_MS: String(O.d1DelayMs) },
+      server: O.server as 'miniflare' | 'wrangler',
+    });
     conn = { kind: 'edge', url: plane!.url, token, ns, queue };
   }
   const d = planeFor(conn as never);
-  const child = fork(new URL(import.meta.url).pathname, [...process.argv.slice(2), '--role=worker', `--conn=${JSON.stringify(conn)}`], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const child = fork(new URL(import.meta.url).pathname, [...process.argv.slice(2), '--role=worker', `--conn=${JSON.stringify(conn)}`], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
   const inbox = new Map<string, (m: any) => void>();
   const buffered = new Map<string, any>();
   child.on('message', (m: any) => {
     const key = m.type === 'start' ? `start:${m.seq}` : m.type;
     const w = inbox.get(key);
-    if (w) { inbox.delete(key); w(m); } else buffered.set(key, m);
+    if (w) {
+      inbox.delete(key);
+      w(m);
+    } else buffered.set(key, m);
   });
-  const next = (key: string) => new Promise<any>((r) => { if (buffered.has(key)) { const m = buffered.get(key); buffered.delete(key); r(m); } else inbox.set(key, r); });
+  const next = (key: string) =>
+    new Promise<any>((r) => {
+      if (buffered.has(key)) {
+        const m = buffered.get(key);
+        buffered.delete(key);
+        r(m);
+      } else inbox.set(key, r);
+    });
   await next('ready');
   const feed = { records: 0, stop: new AbortController() };
   if (O.listen) {
@@ -141,23 +195,28 @@ async function coordinator() {
   if (O.mode === 'throughput') {
     let nextSeq = 0;
     tFirst = now();
-    await Promise.all(Array.from({ length: O.p }, async () => {
-      while (nextSeq < TOTAL) {
-        if (O.enqueue === 'single') {
-          const seq = nextSeq++;
-          tEnq[seq] = now();
-          await d.submit(queue, env(seq), { id: `j${seq}` });
-        } else {
-          const from = nextSeq;
-          const to = Math.min(TOTAL, from + O.batch);
-          nextSeq = to;
-          const t = now();
-          const items = [];
-          for (let s = from; s < to; s++) { tEnq[s] = t; items.push({ envelope: env(s), opts: { id: `j${s}` } }); }
-          await d.submitMany(queue, items);
+    await Promise.all(
+      Array.from({ length: O.p }, async () => {
+        while (nextSeq < TOTAL) {
+          if (O.enqueue === 'single') {
+            const seq = nextSeq++;
+            tEnq[seq] = now();
+            await d.submit(queue, env(seq), { id: `j${seq}` });
+          } else {
+            const from = nextSeq;
+            const to = Math.min(TOTAL, from + O.batch);
+            nextSeq = to;
+            const t = now();
+            const items = [];
+            for (let s = from; s < to; s++) {
+              tEnq[s] = t;
+              items.push({ envelope: env(s), opts: { id: `j${s}` } });
+            }
+            await d.submitMany(queue, items);
+          }
         }
-      }
-    }));
+      }),
+    );
     result.enqueue_s = +((now() - tFirst) / 1000).toFixed(3);
     log(`enqueued ${TOTAL} in ${result.enqueue_s}s`);
     // As the peers' harness (../shared/peers/workload.mjs) does: wait until the worker has started
@@ -225,10 +284,28 @@ async function coordinator() {
     feed.stop.abort();
   }
   if (plane) {
-    const s = await fetch(`${plane.url}/v1/ns/${ns}/queues/${queue}/stats`, { headers: { authorization: `Bearer ${(conn as { token: string }).token}` } }).then((r) => r.json() as Promise<{ read: number; written: number; batches: number; plans: number; d1_ms: number; calls: number; callMs: number }>);
+    const s = await fetch(`${plane.url}/v1/ns/${ns}/queues/${queue}/stats`, {
+      headers: { authorization: `Bearer ${(conn as { token: string }).token}` },
+    }).then(
+      (r) =>
+        r.json() as Promise<{
+          read: number;
+          written: number;
+          batches: number;
+          plans: number;
+          d1_ms: number;
+          calls: number;
+          callMs: number;
+        }>,
+    );
     result.queue_object = { calls_per_job: +(s.calls / TOTAL).toFixed(2), ms_per_call: +(s.callMs / Math.max(1, s.calls)).toFixed(2) };
     result.d1 = {
-      ms_per_batch: +(s.d1_ms / Math.max(1, s.batches)).toFixed(2), batches: s.batches, rows_read_per_job: +(s.read / TOTAL).toFixed(2), rows_written_per_job: +(s.written / TOTAL).toFixed(2), plans_per_batch: +(s.plans / Math.max(1, s.batches)).toFixed(2) };
+      ms_per_batch: +(s.d1_ms / Math.max(1, s.batches)).toFixed(2),
+      batches: s.batches,
+      rows_read_per_job: +(s.read / TOTAL).toFixed(2),
+      rows_written_per_job: +(s.written / TOTAL).toFixed(2),
+      plans_per_batch: +(s.plans / Math.max(1, s.batches)).toFixed(2),
+    };
   }
   const stopped = next('stopped');
   child.send({ type: 'stop' });

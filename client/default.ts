@@ -42,10 +42,17 @@ export function planeFromEnv(env: Env = processEnv(), flags: PlaneFlags = {}): D
   const url = pick(flags.url, 'LAKESHORE_URL');
   if (url) {
     const retryFor = env.LAKESHORE_RETRY_FOR_MS ? Number(env.LAKESHORE_RETRY_FOR_MS) : undefined;
-    return new HttpDispatch(url, { token: pick(flags.token, 'LAKESHORE_TOKEN'), namespace, onUnreachable: flags.onUnreachable, retryForMs: retryFor });
+    return new HttpDispatch(url, {
+      token: pick(flags.token, 'LAKESHORE_TOKEN'),
+      namespace,
+      onUnreachable: flags.onUnreachable,
+      retryForMs: retryFor,
+    });
   }
   if (localPlane) return localPlane(env, { ...flags, namespace });
-  throw new BadRequestError("no plane: set LAKESHORE_URL (and LAKESHORE_TOKEN) for an edge plane, or import 'lakeshore/local' for the local SQLite plane");
+  throw new BadRequestError(
+    "no plane: set LAKESHORE_URL (and LAKESHORE_TOKEN) for an edge plane, or import 'lakeshore/local' for the local SQLite plane",
+  );
 }
 
 /** The process-default plane, resolved from the environment once. */

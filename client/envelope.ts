@@ -38,8 +38,16 @@ const dec = new TextDecoder();
 export function encodeEnvelope(e: EnvelopeInput): Uint8Array {
   if (typeof e.fn !== 'string' || !e.fn) throw new BadRequestError('an envelope needs a function name (fn)');
   const full: Envelope = {
-    v: 1, fn: e.fn, args: e.args ?? [], kwargs: e.kwargs ?? {}, module: e.module ?? null, traceparent: e.traceparent ?? null,
-    origin: e.origin ?? null, time_limit_ms: e.time_limit_ms ?? null, max_retries: e.max_retries ?? null, code: e.code ?? null,
+    v: 1,
+    fn: e.fn,
+    args: e.args ?? [],
+    kwargs: e.kwargs ?? {},
+    module: e.module ?? null,
+    traceparent: e.traceparent ?? null,
+    origin: e.origin ?? null,
+    time_limit_ms: e.time_limit_ms ?? null,
+    max_retries: e.max_retries ?? null,
+    code: e.code ?? null,
   };
   return enc.encode(JSON.stringify(full));
 }
@@ -54,11 +62,18 @@ export function decodeEnvelope(bytes: Uint8Array): Envelope {
   const e = v as Partial<Envelope>;
   if (!e || typeof e !== 'object' || typeof e.fn !== 'string' || !e.fn) throw new BadRequestError('the envelope has no function name (fn)');
   if (e.args !== undefined && !Array.isArray(e.args)) throw new BadRequestError('envelope args must be an array');
-  if (e.kwargs !== undefined && e.kwargs !== null && (typeof e.kwargs !== 'object' || Array.isArray(e.kwargs))) throw new BadRequestError('envelope kwargs must be an object');
+  if (e.kwargs !== undefined && e.kwargs !== null && (typeof e.kwargs !== 'object' || Array.isArray(e.kwargs)))
+    throw new BadRequestError('envelope kwargs must be an object');
   return {
-    v: 1, fn: e.fn, args: e.args ?? [], kwargs: e.kwargs ?? {}, module: e.module ?? null, traceparent: e.traceparent ?? null,
+    v: 1,
+    fn: e.fn,
+    args: e.args ?? [],
+    kwargs: e.kwargs ?? {},
+    module: e.module ?? null,
+    traceparent: e.traceparent ?? null,
     origin: typeof e.origin === 'string' ? e.origin : null,
-    time_limit_ms: typeof e.time_limit_ms === 'number' ? e.time_limit_ms : null, max_retries: typeof e.max_retries === 'number' ? e.max_retries : null,
+    time_limit_ms: typeof e.time_limit_ms === 'number' ? e.time_limit_ms : null,
+    max_retries: typeof e.max_retries === 'number' ? e.max_retries : null,
     code: typeof e.code === 'string' ? e.code : null,
   };
 }

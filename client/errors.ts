@@ -89,16 +89,26 @@ export class InvocationCancelledError extends Error {
 /** The client class for a contract error code. */
 export function errorFor(code: ErrorCode | string, message: string, extra?: { retryAfterMs?: number | null }): LakeshoreError {
   switch (code) {
-    case 'bad_request': return new BadRequestError(message);
-    case 'payload_too_large': return new PayloadTooLargeError(message);
-    case 'unauthorized': return new UnauthorizedError(message);
-    case 'forbidden': return new ForbiddenError(message);
-    case 'not_found': return new NotFoundError(message);
-    case 'conflict': return new FencingConflictError(message);
-    case 'rate_limited': return new RateLimitedError(message, extra?.retryAfterMs ?? null);
-    case 'timeout': return new TimeoutError(message);
-    case 'unavailable': return new UnavailableError(message);
-    default: return new LakeshoreError('internal', message);
+    case 'bad_request':
+      return new BadRequestError(message);
+    case 'payload_too_large':
+      return new PayloadTooLargeError(message);
+    case 'unauthorized':
+      return new UnauthorizedError(message);
+    case 'forbidden':
+      return new ForbiddenError(message);
+    case 'not_found':
+      return new NotFoundError(message);
+    case 'conflict':
+      return new FencingConflictError(message);
+    case 'rate_limited':
+      return new RateLimitedError(message, extra?.retryAfterMs ?? null);
+    case 'timeout':
+      return new TimeoutError(message);
+    case 'unavailable':
+      return new UnavailableError(message);
+    default:
+      return new LakeshoreError('internal', message);
   }
 }
 

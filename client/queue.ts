@@ -83,16 +83,32 @@ export class Queue {
    * Submits in a PRODUCER span `enqueue <fn>` (tracing.ts) whose context rides the envelope. Inside
    * a running job, the job is the new one's parent.
    */
-  async submitWith<T = unknown>(opts: SubmitCallOptions, fn: string | ((...a: never[]) => unknown), ...args: unknown[]): Promise<Handle<T>> {
+  async submitWith<T = unknown>(
+    opts: SubmitCallOptions,
+    fn: string | ((...a: never[]) => unknown),
+    ...args: unknown[]
+  ): Promise<Handle<T>> {
     const name = fnName(fn);
     const parent = opts.parent ?? jobOrNull()?.id;
     const code = opts.code === 'push' ? await pushed(this.dispatch, opts.codeDir) : (opts.code ?? null);
     return enqueueSpan(name, this.name, async (spanTp) => {
       const envelope = encodeEnvelope({
-        fn: name, args, kwargs: opts.kwargs, module: opts.module, traceparent: opts.traceparent ?? spanTp ?? newTraceparent(),
-        origin: opts.origin, time_limit_ms: opts.timeLimitMs, max_retries: opts.maxRetries, code,
+        fn: name,
+        args,
+        kwargs: opts.kwargs,
+        module: opts.module,
+        traceparent: opts.traceparent ?? spanTp ?? newTraceparent(),
+        origin: opts.origin,
+        time_limit_ms: opts.timeLimitMs,
+        max_retries: opts.maxRetries,
+        code,
       });
-      const id = await this.dispatch.submit(this.name, envelope, { id: opts.id ?? randomId(), key: opts.key, priority: opts.priority, parent });
+      const id = await this.dispatch.submit(this.name, envelope, {
+        id: opts.id ?? randomId(),
+        key: opts.key,
+        priority: opts.priority,
+        parent,
+      });
       return new Handle<T>(id, this.dispatch);
     });
   }
@@ -101,7 +117,8 @@ export class Queue {
 /** The stamp of this process's git tree, pushed to the plane if it lacks it (HTTP planes only). */
 async function pushed(d: DispatchPlane, cwd?: string): Promise<string> {
   const push = (d as { pushCode?: (o: { cwd?: string }) => Promise<{ stamp: string }> }).pushCode;
-  if (typeof push !== 'function') throw new Error('code transport needs an HTTP plane (pushCode): a local plane runs the code on this machine already');
+  if (typeof push !== 'function')
+    throw new Error('code transport needs an HTTP plane (pushCode): a local plane runs the code on this machine already');
   return (await push.call(d, { cwd })).stamp;
 }
 
@@ -118,12 +135,23 @@ export type RouteTable = Record<string, Route>;
  * Enqueues a call on the pool its route names, without loading any handler code.
  * `payload` is the call's arguments: an array (args) or an object (kwargs).
  */
-export async function dispatchByName<T = unknown>(name: string, payload: unknown[] | Record<string, unknown>, opts: { routes: RouteTable; dispatch?: DispatchPlane; id?: string; key?: string }): Promise<Handle<T>> {
+export async function dispatchByName<T = unknown>(
+  name: string,
+  payload: unknown[] | Record<string, unknown>,
+  opts: { routes: RouteTable; dispatch?: DispatchPlane; id?: string; key?: string },
+): Promise<Handle<T>> {
   const route = opts.routes[name];
   if (!route) throw new Error(`no route for function ${JSON.stringify(name)}: add it to the route table`);
   const q = new Queue(route.queue, { dispatch: opts.dispatch });
   return q.submitWith<T>(
-    { id: opts.id, key: opts.key, priority: route.priority, timeLimitMs: route.timeLimitMs, maxRetries: route.maxRetries, kwargs: Array.isArray(payload) ? undefined : payload },
+    {
+      id: opts.id,
+      key: opts.key,
+      priority: route.priority,
+      timeLimitMs: route.timeLimitMs,
+      maxRetries: route.maxRetries,
+      kwargs: Array.isArray(payload) ? undefined : payload,
+    },
     name,
     ...(Array.isArray(payload) ? payload : []),
   );

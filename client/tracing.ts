@@ -31,24 +31,40 @@ function failed(span: Span, e: unknown): void {
 
 /** Runs a submit in a PRODUCER span `enqueue <fn>`; `submit` gets the traceparent to put in the envelope. */
 export function enqueueSpan<T>(fn: string, queue: string, submit: (traceparent: string | null) => Promise<T>): Promise<T> {
-  return tracer().startActiveSpan(`enqueue ${fn}`, { kind: SpanKind.PRODUCER, attributes: { 'messaging.system': 'lakeshore', 'messaging.destination.name': queue, 'messaging.operation.type': 'send' } }, async (span) => {
-    try {
-      return await submit(traceparentOf(span));
-    } catch (e) {
-      failed(span, e);
-      throw e;
-    } finally {
-      span.end();
-    }
-  });
+  return tracer().startActiveSpan(
+    `enqueue ${fn}`,
+    {
+      kind: SpanKind.PRODUCER,
+      attributes: { 'messaging.system': 'lakeshore', 'messaging.destination.name': queue, 'messaging.operation.type': 'send' },
+    },
+    async (span) => {
+      try {
+        return await submit(traceparentOf(span));
+      } catch (e) {
+        failed(span, e);
+        throw e;
+      } finally {
+        span.end();
+      }
+    },
+  );
 }
 
 /** A job's CONSUMER span `run <fn>`, child of the submitter's traceparent: run code in it with `within`, then `end`. */
 export function runSpan(fn: string, traceparent: string | null, attrs: { id: string; queue: string; attempt: number }) {
-  const span = tracer().startSpan(`run ${fn}`, {
-    kind: SpanKind.CONSUMER,
-    attributes: { 'messaging.system': 'lakeshore', 'messaging.destination.name': attrs.queue, 'messaging.message.id': attrs.id, 'lakeshore.attempt': attrs.attempt },
-  }, contextOf(traceparent));
+  const span = tracer().startSpan(
+    `run ${fn}`,
+    {
+      kind: SpanKind.CONSUMER,
+      attributes: {
+        'messaging.system': 'lakeshore',
+        'messaging.destination.name': attrs.queue,
+        'messaging.message.id': attrs.id,
+        'lakeshore.attempt': attrs.attempt,
+      },
+    },
+    contextOf(traceparent),
+  );
   const ctx = trace.setSpan(contextOf(traceparent), span);
   const sc = span.spanContext();
   return {

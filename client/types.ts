@@ -1,8 +1,35 @@
 /** What both planes' clients offer: the dispatch contract in camelCase, bytes as Uint8Array. */
 import type { State } from '../src/core/states.ts';
-import type { Backoff, Claimed, ClaimKind, ClaimKindName, Frame, HeartbeatAnswer, Invocation, JournalFrame, JournalPage, QueueInfo, QueueSettings, Schedule } from '../src/core/types.ts';
+import type {
+  Backoff,
+  Claimed,
+  ClaimKind,
+  ClaimKindName,
+  Frame,
+  HeartbeatAnswer,
+  Invocation,
+  JournalFrame,
+  JournalPage,
+  QueueInfo,
+  QueueSettings,
+  Schedule,
+} from '../src/core/types.ts';
 
-export type { Backoff, Claimed, ClaimKind, ClaimKindName, Frame, HeartbeatAnswer, Invocation, JournalFrame, JournalPage, QueueInfo, QueueSettings, Schedule, State };
+export type {
+  Backoff,
+  Claimed,
+  ClaimKind,
+  ClaimKindName,
+  Frame,
+  HeartbeatAnswer,
+  Invocation,
+  JournalFrame,
+  JournalPage,
+  QueueInfo,
+  QueueSettings,
+  Schedule,
+  State,
+};
 
 /** Where a nack left the job: waiting for another attempt (queued, or delayed by a backoff), or failed for good. */
 export type NackedState = 'queued' | 'delayed' | 'failed';
@@ -139,7 +166,11 @@ import type { JobRecord, LogLine, LogRecord, WorkerRecord } from '../src/core/fe
  * `restarted`: the queue object restarted) or may be missing (`joined`: a queue that started
  * while a namespace-wide reader was connected); `queue` names the queue on a namespace-wide feed.
  */
-export type FeedItem = JobRecord | WorkerRecord | LogRecord | { kind: 'gap'; reason: 'behind' | 'restarted' | 'joined'; resumed_at?: number; queue?: string };
+export type FeedItem =
+  | JobRecord
+  | WorkerRecord
+  | LogRecord
+  | { kind: 'gap'; reason: 'behind' | 'restarted' | 'joined'; resumed_at?: number; queue?: string };
 
 export interface FeedOptions {
   signal?: AbortSignal;
@@ -162,13 +193,23 @@ export interface DispatchPlane {
    * one storage batch. Each ack is fenced alone and answers its own error (or null); a claim
    * that carries acks waits at most 25 ms for work (claim again without acks to wait longer).
    */
-  ackAndClaim(queue: string, workerId: string, acks: AckRequest[], max: number, opts?: ClaimOptions): Promise<{ acks: (Error | null)[]; claimed: Claimed[] }>;
+  ackAndClaim(
+    queue: string,
+    workerId: string,
+    acks: AckRequest[],
+    max: number,
+    opts?: ClaimOptions,
+  ): Promise<{ acks: (Error | null)[]; claimed: Claimed[] }>;
   ack(id: string, workerId: string, opts?: HolderOptions & { result?: Uint8Array | null }): Promise<void>;
   /**
    * With `retry` (default) the job waits again (`delayMs`, else its queue's backoff) while attempts
    * are left; else, or on its last attempt, it fails. Answers where it went.
    */
-  nack(id: string, workerId: string, opts: HolderOptions & { error: string | { message: string; [k: string]: unknown }; retry?: boolean; delayMs?: number }): Promise<NackedState>;
+  nack(
+    id: string,
+    workerId: string,
+    opts: HolderOptions & { error: string | { message: string; [k: string]: unknown }; retry?: boolean; delayMs?: number },
+  ): Promise<NackedState>;
   heartbeat(id: string, workerId: string, opts?: HolderOptions & { leaseMs?: number }): Promise<HeartbeatAnswer>;
   cancel(id: string): Promise<boolean>;
   /** Puts a failed job back in its queue with a fresh attempt budget (same id, journal kept); anything else is a FencingConflictError. */

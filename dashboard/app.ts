@@ -61,7 +61,10 @@ async function signIn(s: Session): Promise<void> {
   const c = new HttpDispatch(location.origin, { token: s.token, namespace: s.namespace, retryForMs: 0 });
   await c.overview(); // refused here: 401 for a wrong token, 403 for another namespace's
   // An admin token may list tokens; anything else is refused: that is how the page knows its controls.
-  admin = await c.listTokens().then(() => true, () => false);
+  admin = await c.listTokens().then(
+    () => true,
+    () => false,
+  );
   d = c;
   sessionStorage.setItem(SESSION, JSON.stringify(s));
   document.getElementById('who')!.textContent = `${s.namespace} · ${admin ? 'admin' : 'producer or worker'} token`;
@@ -74,12 +77,22 @@ function signInView(message = ''): void {
   const token = h('input', { id: 'token', type: 'password', autocomplete: 'off', required: true, spellcheck: 'false' });
   const ns = h('input', { id: 'ns', value: 'default', required: true });
   const err = h('p', { class: 'error', role: 'alert', id: 'signin-error' }, message);
-  const form = h('form', { class: 'card signin' },
+  const form = h(
+    'form',
+    { class: 'card signin' },
     h('h1', {}, 'Sign in'),
-    h('p', {}, 'Paste a token. A producer token sees every queue and job and may cancel and retry; an admin token also pauses queues and manages tokens. The token stays in this tab (sessionStorage).'),
-    h('label', { for: 'token' }, 'Token'), token,
-    h('label', { for: 'ns' }, 'Namespace'), ns,
-    h('button', { type: 'submit' }, 'Sign in'), err);
+    h(
+      'p',
+      {},
+      'Paste a token. A producer token sees every queue and job and may cancel and retry; an admin token also pauses queues and manages tokens. The token stays in this tab (sessionStorage).',
+    ),
+    h('label', { for: 'token' }, 'Token'),
+    token,
+    h('label', { for: 'ns' }, 'Namespace'),
+    ns,
+    h('button', { type: 'submit' }, 'Sign in'),
+    err,
+  );
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     err.textContent = '';
@@ -88,7 +101,12 @@ function signInView(message = ''): void {
       location.hash = '#/queues';
       route();
     } catch (e) {
-      err.textContent = e instanceof UnauthorizedError ? `That token was refused: ${e.message}` : e instanceof ForbiddenError ? `That token belongs to another namespace: ${e.message}` : `The plane could not be reached: ${(e as Error).message}`;
+      err.textContent =
+        e instanceof UnauthorizedError
+          ? `That token was refused: ${e.message}`
+          : e instanceof ForbiddenError
+            ? `That token belongs to another namespace: ${e.message}`
+            : `The plane could not be reached: ${(e as Error).message}`;
     }
   });
   main().replaceChildren(form);
@@ -106,18 +124,55 @@ async function queuesView(): Promise<void> {
   const draw = (all: QueueOverview[]) => {
     const rows = all.map((q) => [
       h('a', { href: `#/q/${encodeURIComponent(q.queue)}` }, q.queue),
-      count(q, 'queued'), count(q, 'running'), count(q, 'delayed'), count(q, 'succeeded'),
+      count(q, 'queued'),
+      count(q, 'running'),
+      count(q, 'delayed'),
+      count(q, 'succeeded'),
       q.counts.failed ? h('a', { href: `#/q/${encodeURIComponent(q.queue)}/failed`, class: 'error' }, count(q, 'failed')) : '0',
       count(q, 'cancelled'),
       span(q.oldestQueuedMs),
-      sparkline(q.recent.succeeded, `jobs succeeded per 10 s over the last 5 minutes in ${q.queue}: ${q.recent.succeeded.reduce((a, b) => a + b, 0)}`),
+      sparkline(
+        q.recent.succeeded,
+        `jobs succeeded per 10 s over the last 5 minutes in ${q.queue}: ${q.recent.succeeded.reduce((a, b) => a + b, 0)}`,
+      ),
       q.paused ? badge('paused') : badge('active', 'ok'),
-      [q.settings.maxRunning ? `max ${q.settings.maxRunning} running` : '', q.settings.claimsPerSecond ? `${q.settings.claimsPerSecond}/s` : ''].filter(Boolean).join(', ') || '—',
-      admin ? action(q.paused ? 'Resume' : 'Pause', async () => (q.paused ? d!.resumeQueue(q.queue) : d!.pauseQueue(q.queue)).then(refresh), say) : h('span', {}, ''),
+      [
+        q.settings.maxRunning ? `max ${q.settings.maxRunning} running` : '',
+        q.settings.claimsPerSecond ? `${q.settings.claimsPerSecond}/s` : '',
+      ]
+        .filter(Boolean)
+        .join(', ') || '—',
+      admin
+        ? action(
+            q.paused ? 'Resume' : 'Pause',
+            async () => (q.paused ? d!.resumeQueue(q.queue) : d!.pauseQueue(q.queue)).then(refresh),
+            say,
+          )
+        : h('span', {}, ''),
     ]);
-    box.replaceChildren(box.firstChild!, all.length
-      ? table(['queue', 'queued', 'running', 'delayed', 'succeeded', 'failed', 'cancelled', 'oldest wait', 'succeeded/10 s', 'state', 'caps', admin ? 'admin' : ''], rows, 'Queues, live')
-      : h('p', {}, 'No queues yet: submit a job and it appears here.'));
+    box.replaceChildren(
+      box.firstChild!,
+      all.length
+        ? table(
+            [
+              'queue',
+              'queued',
+              'running',
+              'delayed',
+              'succeeded',
+              'failed',
+              'cancelled',
+              'oldest wait',
+              'succeeded/10 s',
+              'state',
+              'caps',
+              admin ? 'admin' : '',
+            ],
+            rows,
+            'Queues, live',
+          )
+        : h('p', {}, 'No queues yet: submit a job and it appears here.'),
+    );
   };
   const refresh = async () => draw(await d!.overview());
   const all = await d!.overview();
@@ -129,22 +184,36 @@ async function queuesView(): Promise<void> {
 // ------------------------------------------------------------------ a queue
 
 async function queueView(queue: string, state: State, cursor: string | null): Promise<void> {
-  const tabs = h('nav', { class: 'tabs', 'aria-label': 'states' }, ...STATES.map((s) =>
-    h('a', { href: `#/q/${encodeURIComponent(queue)}/${s}`, 'aria-current': s === state ? 'page' : null }, s)));
+  const tabs = h(
+    'nav',
+    { class: 'tabs', 'aria-label': 'states' },
+    ...STATES.map((s) => h('a', { href: `#/q/${encodeURIComponent(queue)}/${s}`, 'aria-current': s === state ? 'page' : null }, s)),
+  );
   const list = h('div');
   main().replaceChildren(h('section', {}, h('h1', {}, `Queue ${queue}`), tabs, list));
   const draw = async () => {
     const page = await d!.list(queue, { state, limit: 25, cursor });
     const rows = page.items.map((j) => [
-      h('a', { href: `#/i/${encodeURIComponent(j.id)}` }, j.id), badge(j.state), String(j.attempt), j.workerId ?? '—',
-      ago(j.finishedAt ?? j.updatedAt), j.error ? `${j.error.type ?? 'Error'}: ${j.error.message}` : '',
+      h('a', { href: `#/i/${encodeURIComponent(j.id)}` }, j.id),
+      badge(j.state),
+      String(j.attempt),
+      j.workerId ?? '—',
+      ago(j.finishedAt ?? j.updatedAt),
+      j.error ? `${j.error.type ?? 'Error'}: ${j.error.message}` : '',
       state === 'failed' ? action('Retry', () => d!.retry(j.id).then(draw), say) : h('span', {}, ''),
     ]);
     list.replaceChildren(
-      state === 'failed' && page.items.length ? action('Retry all failed (redrive)', () => d!.redrive(queue, { limit: 100 }).then(draw), say) : h('span'),
-      page.items.length ? table(['id', 'state', 'attempt', 'worker', 'when', 'error', ''], rows, `${state} jobs of ${queue}`) : h('p', {}, `No ${state} jobs.`),
-      page.cursor ? h('a', { class: 'button', href: `#/q/${encodeURIComponent(queue)}/${state}/${encodeURIComponent(page.cursor)}` }, 'Next page') : h('span'),
-      cursor ? h('a', { class: 'button', href: `#/q/${encodeURIComponent(queue)}/${state}` }, 'First page') : h('span'));
+      state === 'failed' && page.items.length
+        ? action('Retry all failed (redrive)', () => d!.redrive(queue, { limit: 100 }).then(draw), say)
+        : h('span'),
+      page.items.length
+        ? table(['id', 'state', 'attempt', 'worker', 'when', 'error', ''], rows, `${state} jobs of ${queue}`)
+        : h('p', {}, `No ${state} jobs.`),
+      page.cursor
+        ? h('a', { class: 'button', href: `#/q/${encodeURIComponent(queue)}/${state}/${encodeURIComponent(page.cursor)}` }, 'Next page')
+        : h('span'),
+      cursor ? h('a', { class: 'button', href: `#/q/${encodeURIComponent(queue)}/${state}` }, 'First page') : h('span'),
+    );
   };
   await draw();
   if (!cursor) redrawOn(queue, draw);
@@ -172,19 +241,25 @@ async function jobView(id: string): Promise<void> {
   const draw = async () => {
     const inv: Invocation | null = await d!.get(id);
     if (!inv) {
-      facts.replaceChildren(h('p', {}, 'No such job here (or it was purged after its queue\'s retention).'));
+      facts.replaceChildren(h('p', {}, "No such job here (or it was purged after its queue's retention)."));
       return null;
     }
     const row = (k: string, v: Node | string) => [h('dt', {}, k), h('dd', {}, v)];
     facts.replaceChildren(
-      ...row('state', badge(inv.state)), ...row('queue', h('a', { href: `#/q/${encodeURIComponent(inv.queue)}` }, inv.queue)),
-      ...row('attempt', `${inv.attempt}${inv.maxAttempts ? ` of ${inv.maxAttempts}` : ''}`), ...row('worker', inv.workerId ?? '—'),
-      ...row('created', when(inv.createdAt)), ...row('started', when(inv.startedAt)), ...row('finished', when(inv.finishedAt)),
-      ...(inv.error ? row('error', h('span', { class: 'error' }, `${inv.error.type ?? 'Error'}: ${inv.error.message}`)) : []));
+      ...row('state', badge(inv.state)),
+      ...row('queue', h('a', { href: `#/q/${encodeURIComponent(inv.queue)}` }, inv.queue)),
+      ...row('attempt', `${inv.attempt}${inv.maxAttempts ? ` of ${inv.maxAttempts}` : ''}`),
+      ...row('worker', inv.workerId ?? '—'),
+      ...row('created', when(inv.createdAt)),
+      ...row('started', when(inv.startedAt)),
+      ...row('finished', when(inv.finishedAt)),
+      ...(inv.error ? row('error', h('span', { class: 'error' }, `${inv.error.type ?? 'Error'}: ${inv.error.message}`)) : []),
+    );
     const live = inv.state === 'queued' || inv.state === 'running' || inv.state === 'delayed';
     controls.replaceChildren(
       live ? action('Cancel', () => d!.cancel(id).then(draw), say, 'danger') : h('span'),
-      inv.state === 'failed' ? action('Retry', () => d!.retry(id).then(draw), say) : h('span'));
+      inv.state === 'failed' ? action('Retry', () => d!.retry(id).then(draw), say) : h('span'),
+    );
     return inv;
   };
   const inv = await draw();
@@ -196,7 +271,15 @@ async function jobView(id: string): Promise<void> {
       if (rec.kind === 'job' && rec.id === id) await draw();
       else if (rec.kind === 'worker' && 'level' in rec && rec.id === id) {
         logBox.hidden = false;
-        logs.append(h('li', { class: `log ${rec.level}` }, h('time', { datetime: new Date(rec.at).toISOString() }, new Date(rec.at).toLocaleTimeString()), ` ${rec.level} `, rec.message));
+        logs.append(
+          h(
+            'li',
+            { class: `log ${rec.level}` },
+            h('time', { datetime: new Date(rec.at).toISOString() }, new Date(rec.at).toLocaleTimeString()),
+            ` ${rec.level} `,
+            rec.message,
+          ),
+        );
       }
     }
   })().catch(() => {});
@@ -239,13 +322,34 @@ async function workersView(): Promise<void> {
   main().replaceChildren(h('section', {}, h('h1', {}, 'Workers'), out));
   const draw = async () => {
     const ws = await d!.workers();
-    out.replaceChildren(ws.length
-      ? table(['worker', 'state', 'queues', 'host', 'version', 'slots', 'last heard', 'holding'], ws.map((w) => [
-        h('code', {}, w.worker_id), badge(w.status === 'active' ? 'active' : w.status, w.status === 'active' ? 'ok' : w.status === 'lost' ? 'failed' : 'cancelled'),
-        w.queues.join(', '), w.host ? `${w.host}${w.pid ? `:${w.pid}` : ''}` : '—', w.version ?? '—', w.concurrency === null ? '—' : String(w.concurrency), ago(w.last_seen),
-        w.holding.length ? h('span', {}, ...w.holding.slice(0, 5).flatMap((j, i) => [i ? ', ' : '', h('a', { href: `#/i/${encodeURIComponent(j.id)}` }, j.id)]), w.holding.length > 5 ? ` and ${w.holding.length - 5} more` : '') : 'nothing',
-      ]), 'Workers heard from lately')
-      : h('p', {}, 'No worker heard from lately.'));
+    out.replaceChildren(
+      ws.length
+        ? table(
+            ['worker', 'state', 'queues', 'host', 'version', 'slots', 'last heard', 'holding'],
+            ws.map((w) => [
+              h('code', {}, w.worker_id),
+              badge(
+                w.status === 'active' ? 'active' : w.status,
+                w.status === 'active' ? 'ok' : w.status === 'lost' ? 'failed' : 'cancelled',
+              ),
+              w.queues.join(', '),
+              w.host ? `${w.host}${w.pid ? `:${w.pid}` : ''}` : '—',
+              w.version ?? '—',
+              w.concurrency === null ? '—' : String(w.concurrency),
+              ago(w.last_seen),
+              w.holding.length
+                ? h(
+                    'span',
+                    {},
+                    ...w.holding.slice(0, 5).flatMap((j, i) => [i ? ', ' : '', h('a', { href: `#/i/${encodeURIComponent(j.id)}` }, j.id)]),
+                    w.holding.length > 5 ? ` and ${w.holding.length - 5} more` : '',
+                  )
+                : 'nothing',
+            ]),
+            'Workers heard from lately',
+          )
+        : h('p', {}, 'No worker heard from lately.'),
+    );
   };
   await draw();
   // Live: any queue's feed (a worker came, went, or took or finished a job) redraws the list.
@@ -259,7 +363,15 @@ async function tokensView(): Promise<void> {
   const role = h('select', { id: 'role' }, ...['producer', 'worker', 'admin'].map((r) => h('option', { value: r }, r)));
   const name = h('input', { id: 'tname', placeholder: 'what it is for' });
   const shown = h('p', { class: 'once', role: 'status' });
-  const form = h('form', { class: 'inline' }, h('label', { for: 'role' }, 'Role'), role, h('label', { for: 'tname' }, 'Name'), name, h('button', { type: 'submit' }, 'Create token'));
+  const form = h(
+    'form',
+    { class: 'inline' },
+    h('label', { for: 'role' }, 'Role'),
+    role,
+    h('label', { for: 'tname' }, 'Name'),
+    name,
+    h('button', { type: 'submit' }, 'Create token'),
+  );
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     try {
@@ -273,10 +385,21 @@ async function tokensView(): Promise<void> {
   main().replaceChildren(h('section', {}, h('h1', {}, 'Tokens'), form, shown, out));
   const draw = async () => {
     const ts = await d!.listTokens();
-    out.replaceChildren(table(['id', 'role', 'pools', 'name', 'created', 'state', ''], ts.map((t) => [
-      h('code', {}, t.id), t.role, t.pools ? t.pools.join(', ') : 'all', t.name ?? '', ago(t.created_at), t.revoked_at ? badge('revoked') : badge('active', 'ok'),
-      t.revoked_at ? h('span') : action('Revoke', () => d!.revokeToken(t.id).then(draw), say, 'danger'),
-    ]), 'Tokens of this namespace'));
+    out.replaceChildren(
+      table(
+        ['id', 'role', 'pools', 'name', 'created', 'state', ''],
+        ts.map((t) => [
+          h('code', {}, t.id),
+          t.role,
+          t.pools ? t.pools.join(', ') : 'all',
+          t.name ?? '',
+          ago(t.created_at),
+          t.revoked_at ? badge('revoked') : badge('active', 'ok'),
+          t.revoked_at ? h('span') : action('Revoke', () => d!.revokeToken(t.id).then(draw), say, 'danger'),
+        ]),
+        'Tokens of this namespace',
+      ),
+    );
   };
   await draw();
 }

@@ -21,7 +21,8 @@ export function ago(ms: number | null, now = Date.now()): string {
   if (ms === null) return '—';
   const d = Math.round((now - ms) / 1000);
   const a = Math.abs(d);
-  const v = a < 60 ? `${a} s` : a < 3600 ? `${Math.round(a / 60)} min` : a < 86_400 ? `${Math.round(a / 3600)} h` : `${Math.round(a / 86_400)} d`;
+  const v =
+    a < 60 ? `${a} s` : a < 3600 ? `${Math.round(a / 60)} min` : a < 86_400 ? `${Math.round(a / 3600)} h` : `${Math.round(a / 86_400)} d`;
   return d >= 0 ? `${v} ago` : `in ${v}`;
 }
 
@@ -29,15 +30,24 @@ export function ago(ms: number | null, now = Date.now()): string {
 export const span = (ms: number | null): string => (ms === null ? '—' : ago(Date.now() - ms).replace(' ago', ''));
 
 /** A moment as local time, with how long ago in its title. */
-export const when = (ms: number | null) => (ms === null ? h('span', {}, '—') : h('time', { datetime: new Date(ms).toISOString(), title: ago(ms) }, `${new Date(ms).toLocaleString()} (${ago(ms)})`));
+export const when = (ms: number | null) =>
+  ms === null
+    ? h('span', {}, '—')
+    : h('time', { datetime: new Date(ms).toISOString(), title: ago(ms) }, `${new Date(ms).toLocaleString()} (${ago(ms)})`);
 
 /** A table in a box that scrolls sideways on a narrow screen. */
 export function table(head: string[], rows: (Node | string)[][], caption: string): HTMLElement {
-  return h('div', { class: 'scroll' },
-    h('table', {},
+  return h(
+    'div',
+    { class: 'scroll' },
+    h(
+      'table',
+      {},
       h('caption', { class: 'sr' }, caption),
       h('thead', {}, h('tr', {}, ...head.map((t) => h('th', { scope: 'col' }, t)))),
-      h('tbody', {}, ...rows.map((r) => h('tr', {}, ...r.map((c, i) => h('td', { class: head[i] === 'error' ? 'wrap' : null }, c)))))));
+      h('tbody', {}, ...rows.map((r) => h('tr', {}, ...r.map((c, i) => h('td', { class: head[i] === 'error' ? 'wrap' : null }, c))))),
+    ),
+  );
 }
 
 export const badge = (text: string, kind = text) => h('span', { class: `badge ${kind}` }, text);

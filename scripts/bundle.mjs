@@ -16,7 +16,9 @@ const { values } = parseArgs({ options: { outdir: { type: 'string' } } });
 const out = values.outdir ?? mkdtempSync(join(tmpdir(), 'lakeshore-bundle-'));
 try {
   execFileSync(process.execPath, [join(ROOT, 'node_modules', 'wrangler', 'bin', 'wrangler.js'), 'deploy', '--dry-run', '--outdir', out], {
-    cwd: ROOT, env: quietEnv({ ...process.env, WRANGLER_LOG: 'error' }), stdio: ['ignore', 'ignore', 'inherit'],
+    cwd: ROOT,
+    env: quietEnv({ ...process.env, WRANGLER_LOG: 'error' }),
+    stdio: ['ignore', 'ignore', 'inherit'],
   });
   const js = readFileSync(join(out, 'index.js'));
   const kib = (n) => `${(n / 1024).toFixed(0)} KiB`;

@@ -13,7 +13,13 @@ import { devToken, ensurePortFree, startPlane } from './plane.mjs';
 const usage = 'usage: npm start [-- --port N] [-- --wrangler]\n';
 let values;
 try {
-  ({ values } = parseArgs({ options: { port: { type: 'string' }, wrangler: { type: 'boolean', default: false }, help: { type: 'boolean', short: 'h', default: false } } }));
+  ({ values } = parseArgs({
+    options: {
+      port: { type: 'string' },
+      wrangler: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  }));
 } catch (e) {
   process.stderr.write(`lakeshore: ${e.message}\n${usage}`);
   process.exit(2);

@@ -30,7 +30,9 @@ function firstFailure(config, files) {
   const report = join(out, 'report.json');
   rmSync(report, { force: true });
   spawnSync(process.execPath, [vitest, 'run', '-c', config, '--bail=1', '--reporter=json', `--outputFile.json=${report}`, ...files], {
-    cwd: ROOT, stdio: ['ignore', 'ignore', 'ignore'], env: process.env,
+    cwd: ROOT,
+    stdio: ['ignore', 'ignore', 'ignore'],
+    env: process.env,
   });
   let r;
   try {
@@ -70,13 +72,20 @@ for (const m of mutants) {
   const source = readFileSync(file, 'utf8');
   const stale = m.edits.map((e) => [e, source.split(e.find).length - 1]).find(([, n]) => n !== 1);
   if (stale) {
-    rows.push({ m, verdict: 'STALE', by: `${JSON.stringify(stale[0].find)} occurs ${stale[1]} times in ${m.file}: update test/mutants.json` });
+    rows.push({
+      m,
+      verdict: 'STALE',
+      by: `${JSON.stringify(stale[0].find)} occurs ${stale[1]} times in ${m.file}: update test/mutants.json`,
+    });
     continue;
   }
   const t0 = Date.now();
   process.stderr.write(`[mutants] ${m.id}: ${m.breaks} ... `);
   restore = () => writeFileSync(file, source);
-  writeFileSync(file, m.edits.reduce((text, e) => text.replace(e.find, () => e.replace), source));
+  writeFileSync(
+    file,
+    m.edits.reduce((text, e) => text.replace(e.find, () => e.replace), source),
+  );
   let by;
   try {
     by = caughtBy(m);
@@ -90,7 +99,8 @@ for (const m of mutants) {
 rmSync(out, { recursive: true, force: true });
 
 process.stdout.write('\n| mutant | breaks | guards | caught by |\n|---|---|---|---|\n');
-for (const { m, verdict, by } of rows) process.stdout.write(`| ${m.id} | ${m.breaks} | ${m.guards} | ${verdict === 'caught' ? by : `**${verdict}**: ${by}`} |\n`);
+for (const { m, verdict, by } of rows)
+  process.stdout.write(`| ${m.id} | ${m.breaks} | ${m.guards} | ${verdict === 'caught' ? by : `**${verdict}**: ${by}`} |\n`);
 const bad = rows.filter((r) => r.verdict !== 'caught');
 process.stdout.write(`\n${rows.length - bad.length} of ${rows.length} mutants caught\n`);
 process.exit(bad.length ? 1 : 0);

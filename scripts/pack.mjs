@@ -26,7 +26,11 @@ const common = { bundle: true, format: 'esm', target: 'es2022', metafile: true, 
 // The library: runtime-neutral, one copy of each class across its entries (so instanceof holds).
 const lib = await build({
   ...common,
-  entryPoints: { index: join(ROOT, 'client', 'index.ts'), local: join(ROOT, 'client', 'local', 'index.ts'), browser: join(ROOT, 'client', 'browser', 'index.ts') },
+  entryPoints: {
+    index: join(ROOT, 'client', 'index.ts'),
+    local: join(ROOT, 'client', 'local', 'index.ts'),
+    browser: join(ROOT, 'client', 'browser', 'index.ts'),
+  },
   outdir: DIST,
   splitting: true,
   platform: 'neutral',
@@ -42,7 +46,9 @@ const cli = await build({
   splitting: true, // the local plane (node:sqlite) is a chunk of its own, loaded only when used
   platform: 'node',
   external: deps,
-  banner: { js: "#!/usr/bin/env node\nimport { createRequire as __lakeshoreRequire } from 'node:module';\nconst require = __lakeshoreRequire(import.meta.url);" },
+  banner: {
+    js: "#!/usr/bin/env node\nimport { createRequire as __lakeshoreRequire } from 'node:module';\nconst require = __lakeshoreRequire(import.meta.url);",
+  },
 });
 // Every package the bundles import must be a dependency of the package.
 for (const out of [...Object.values(lib.metafile.outputs), ...Object.values(cli.metafile.outputs)]) {
@@ -55,19 +61,27 @@ for (const out of [...Object.values(lib.metafile.outputs), ...Object.values(cli.
 chmodSync(join(DIST, 'cli', 'lakeshore.js'), 0o755);
 
 // Types: tsc's declarations, their relative imports pointed at .js (TypeScript finds the .d.ts).
-execFileSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(ROOT, 'tsconfig.package.json')], { cwd: ROOT, stdio: 'inherit' });
+execFileSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(ROOT, 'tsconfig.package.json')], {
+  cwd: ROOT,
+  stdio: 'inherit',
+});
 const fixImports = (dir) => {
   for (const f of readdirSync(dir)) {
     const p = join(dir, f);
     if (statSync(p).isDirectory()) fixImports(p);
-    else if (f.endsWith('.d.ts')) writeFileSync(p, readFileSync(p, 'utf8').replace(/(from\s+|import\()(['"])(\.\.?\/[^'"]+)\.ts\2/g, '$1$2$3.js$2'));
+    else if (f.endsWith('.d.ts'))
+      writeFileSync(p, readFileSync(p, 'utf8').replace(/(from\s+|import\()(['"])(\.\.?\/[^'"]+)\.ts\2/g, '$1$2$3.js$2'));
   }
 };
 fixImports(join(DIST, 'types'));
 
 mkdirSync(join(PKG, 'migrations'));
-for (const f of readdirSync(join(ROOT, 'migrations'))) if (f.endsWith('.sql')) cpSync(join(ROOT, 'migrations', f), join(PKG, 'migrations', f));
+for (const f of readdirSync(join(ROOT, 'migrations')))
+  if (f.endsWith('.sql')) cpSync(join(ROOT, 'migrations', f), join(PKG, 'migrations', f));
 
 mkdirSync(values.out, { recursive: true });
-const name = execFileSync('npm', ['pack', '--pack-destination', values.out, '--loglevel', 'error'], { cwd: PKG, encoding: 'utf8' }).trim().split('\n').pop();
+const name = execFileSync('npm', ['pack', '--pack-destination', values.out, '--loglevel', 'error'], { cwd: PKG, encoding: 'utf8' })
+  .trim()
+  .split('\n')
+  .pop();
 process.stdout.write(`${join(values.out, name)}\n`);

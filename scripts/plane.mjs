@@ -48,7 +48,9 @@ export async function portHolder(port) {
     const r = await fetch(`http://127.0.0.1:${port}/health`, { signal: AbortSignal.timeout(2000) });
     const j = await r.json();
     if (j?.service === 'lakeshore') return 'lakeshore';
-  } catch { /* not a lakeshore plane */ }
+  } catch {
+    /* not a lakeshore plane */
+  }
   return 'other';
 }
 
@@ -56,9 +58,11 @@ export async function portHolder(port) {
 export async function ensurePortFree(port) {
   const holder = await portHolder(port);
   if (holder === null) return;
-  const err = new Error(holder === 'lakeshore'
-    ? `a lakeshore plane already answers at http://127.0.0.1:${port} (another \`npm start\`?). Use that one, stop it, or start this one elsewhere: npm start -- --port ${port + 1}`
-    : `port ${port} on 127.0.0.1 is in use by another program. Start the plane elsewhere: npm start -- --port ${port + 1}`);
+  const err = new Error(
+    holder === 'lakeshore'
+      ? `a lakeshore plane already answers at http://127.0.0.1:${port} (another \`npm start\`?). Use that one, stop it, or start this one elsewhere: npm start -- --port ${port + 1}`
+      : `port ${port} on 127.0.0.1 is in use by another program. Start the plane elsewhere: npm start -- --port ${port + 1}`,
+  );
   err.code = 'ERR_PORT_IN_USE';
   throw err;
 }
@@ -88,16 +92,54 @@ export async function applyMigrations({ node, env, persistTo }) {
  * it so the real dev server stays covered). `vars` are passed as --var NAME:VALUE (tests use it for
  * the token, so they never touch .dev.vars).
  */
-export async function startPlane({ node, env, port, persistTo, vars = {}, log = 'warn', stdio = 'pipe', server = 'miniflare', migrate = true, quiet = false }) {
+export async function startPlane({
+  node,
+  env,
+  port,
+  persistTo,
+  vars = {},
+  log = 'warn',
+  stdio = 'pipe',
+  server = 'miniflare',
+  migrate = true,
+  quiet = false,
+}) {
   if (port !== undefined) await ensurePortFree(port);
   if (migrate) await applyMigrations({ node, env, persistTo });
   port ??= await freePort();
   let args;
   if (server === 'wrangler') {
     const inspector = await freePort();
-    args = [wrangler, 'dev', '--ip', '127.0.0.1', '--port', String(port), '--inspector-ip', '127.0.0.1', '--inspector-port', String(inspector), '--persist-to', persistTo, '--log-level', log, '--show-interactive-dev-session=false'];
+    args = [
+      wrangler,
+      'dev',
+      '--ip',
+      '127.0.0.1',
+      '--port',
+      String(port),
+      '--inspector-ip',
+      '127.0.0.1',
+      '--inspector-port',
+      String(inspector),
+      '--persist-to',
+      persistTo,
+      '--log-level',
+      log,
+      '--show-interactive-dev-session=false',
+    ];
   } else if (server === 'miniflare') {
-    args = [join(ROOT, 'scripts', 'serve.mjs'), '--ip', '127.0.0.1', '--port', String(port), '--persist-to', persistTo, '--log-level', log, '--exit-with-parent'];
+    args = [
+      join(ROOT, 'scripts', 'serve.mjs'),
+      '--ip',
+      '127.0.0.1',
+      '--port',
+      String(port),
+      '--persist-to',
+      persistTo,
+      '--log-level',
+      log,
+      '--exit-with-parent',
+    ];
     if (quiet) args.push('--quiet');
   } else {
     throw new Error(`unknown server ${JSON.stringify(server)}: expected 'miniflare' or 'wrangler'`);
@@ -105,11 +147,20 @@ export async function startPlane({ node, env, port, persistTo, vars = {}, log = 
   for (const [k, v] of Object.entries(vars)) args.push('--var', `${k}:${v}`);
   // serve.mjs holds its stdin open to this process and stops when it closes: a plane never outlives
   // whoever started it, even one killed outright.
-  const child = spawn(node, args, { cwd: ROOT, env: quietEnv(env), stdio: [server === 'miniflare' ? 'pipe' : 'ignore', stdio, stdio], detached: process.platform !== 'win32' });
+  const child = spawn(node, args, {
+    cwd: ROOT,
+    env: quietEnv(env),
+    stdio: [server === 'miniflare' ? 'pipe' : 'ignore', stdio, stdio],
+    detached: process.platform !== 'win32',
+  });
   let output = '';
   if (stdio === 'pipe') {
-    child.stdout.on('data', (d) => { output = (output + d).slice(-20000); });
-    child.stderr.on('data', (d) => { output = (output + d).slice(-20000); });
+    child.stdout.on('data', (d) => {
+      output = (output + d).slice(-20000);
+    });
+    child.stderr.on('data', (d) => {
+      output = (output + d).slice(-20000);
+    });
   }
   const url = `http://127.0.0.1:${port}`;
   const stop = () => stopTree(child);
@@ -119,8 +170,13 @@ export async function startPlane({ node, env, port, persistTo, vars = {}, log = 
     try {
       const r = await fetch(`${url}/health`);
       if (r.ok) break;
-    } catch { /* not up yet */ }
-    if (Date.now() > deadline) { await stop(); throw new Error(`${server} did not answer /health within 90 s:\n${output}`); }
+    } catch {
+      /* not up yet */
+    }
+    if (Date.now() > deadline) {
+      await stop();
+      throw new Error(`${server} did not answer /health within 90 s:\n${output}`);
+    }
     await new Promise((r) => setTimeout(r, 200));
   }
   return { url, pid: child.pid, child, stop, output: () => output };
@@ -130,7 +186,17 @@ export async function startPlane({ node, env, port, persistTo, vars = {}, log = 
 export async function stopTree(child) {
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise((r) => child.once('exit', r));
-  const kill = (sig) => { try { process.kill(-child.pid, sig); } catch { try { child.kill(sig); } catch { /* gone */ } } };
+  const kill = (sig) => {
+    try {
+      process.kill(-child.pid, sig);
+    } catch {
+      try {
+        child.kill(sig);
+      } catch {
+        /* gone */
+      }
+    }
+  };
   kill('SIGTERM');
   const t = setTimeout(() => kill('SIGKILL'), 5000);
   await exited;

@@ -43,19 +43,55 @@ const OUT = join(root, 'client', 'python', 'lakeshore', 'sql.json');
 
 // Sentinels: one distinct value per input. Numbers are large and odd so no arithmetic collides.
 const S = {
-  now: 9_000_000_000_001, ns: '«ns»', queue: '«queue»', id: '«id»', key: '«key»', priority: 9_000_000_000_003.5, parent: '«parent»',
-  envelope: new Uint8Array([0xfe, 0xed, 0x01]), run_at: 9_000_000_000_005, expires_at: 9_000_000_000_007, max_attempts: 9_000_000_009,
-  worker_id: '«worker_id»', attempt: 9_000_000_011, lease_ms: 9_000_000_013, default_lease_ms: 9_000_000_015, result: new Uint8Array([0xfe, 0xed, 0x02]),
-  error: '«error»', default_max_attempts: 9_000_000_017, delay_ms: 9_000_000_019, seq: 9_000_000_021, kind: 9_000_000_023, body: new Uint8Array([0xfe, 0xed, 0x03]),
-  meta: '«meta»', final: 9_000_000_025, max_frames: 9_000_000_027, since: 9_000_000_029, limit: 9_000_000_031, keep_last: 9_000_000_033, state: 'queued',
-  default_retention_ms: 9_000_000_043, after_key: 9_000_000_037, after_rid: 9_000_000_039, level: 9_000_000_041.5,
-  name: '«name»', cron: '«cron»', timezone: '«timezone»', next_at: 9_000_000_045, tick: 9_000_000_047, next: 9_000_000_049,
-  error_json: '{"message":"«error»"}', meta_json: '"«meta»"', patch_json: '{"lease_ms":9000000035}', handed_json: '[["«id»",9000000011]]',
+  now: 9_000_000_000_001,
+  ns: '«ns»',
+  queue: '«queue»',
+  id: '«id»',
+  key: '«key»',
+  priority: 9_000_000_000_003.5,
+  parent: '«parent»',
+  envelope: new Uint8Array([0xfe, 0xed, 0x01]),
+  run_at: 9_000_000_000_005,
+  expires_at: 9_000_000_000_007,
+  max_attempts: 9_000_000_009,
+  worker_id: '«worker_id»',
+  attempt: 9_000_000_011,
+  lease_ms: 9_000_000_013,
+  default_lease_ms: 9_000_000_015,
+  result: new Uint8Array([0xfe, 0xed, 0x02]),
+  error: '«error»',
+  default_max_attempts: 9_000_000_017,
+  delay_ms: 9_000_000_019,
+  seq: 9_000_000_021,
+  kind: 9_000_000_023,
+  body: new Uint8Array([0xfe, 0xed, 0x03]),
+  meta: '«meta»',
+  final: 9_000_000_025,
+  max_frames: 9_000_000_027,
+  since: 9_000_000_029,
+  limit: 9_000_000_031,
+  keep_last: 9_000_000_033,
+  state: 'queued',
+  default_retention_ms: 9_000_000_043,
+  after_key: 9_000_000_037,
+  after_rid: 9_000_000_039,
+  level: 9_000_000_041.5,
+  name: '«name»',
+  cron: '«cron»',
+  timezone: '«timezone»',
+  next_at: 9_000_000_045,
+  tick: 9_000_000_047,
+  next: 9_000_000_049,
+  error_json: '{"message":"«error»"}',
+  meta_json: '"«meta»"',
+  patch_json: '{"lease_ms":9000000035}',
+  handed_json: '[["«id»",9000000011]]',
 } as const;
 
 const nameOf = (v: unknown): string => {
   for (const [k, s] of Object.entries(S)) {
-    if (s instanceof Uint8Array ? v instanceof Uint8Array && v.length === s.length && v.every((b, i) => b === s[i]) : Object.is(v, s)) return k;
+    if (s instanceof Uint8Array ? v instanceof Uint8Array && v.length === s.length && v.every((b, i) => b === s[i]) : Object.is(v, s))
+      return k;
   }
   if (v === null) return 'null';
   if (typeof v === 'number' && Number.isInteger(v) && Math.abs(v) < 1_000_000) return `=${v}`; // a constant the builder chose
@@ -76,9 +112,28 @@ function followUp(p: Plan<unknown>): { sql: string; params: string[] }[] {
 
 const holder = { workerId: S.worker_id, attempt: S.attempt };
 /** A listing cursor (sql/list.ts: base64url JSON of [state, sort key, rid]) naming the sentinels. */
-const cursor = (st: State) => Buffer.from(JSON.stringify([st, ['succeeded', 'failed', 'cancelled'].includes(st) ? null : S.after_key, S.after_rid])).toString('base64url');
-const submitItem = { id: S.id, envelope: S.envelope, key: S.key, priority: S.priority, parent: S.parent, runAt: S.run_at, expiresAt: S.expires_at, maxAttempts: S.max_attempts };
-const claimCtx = { now: S.now, ns: S.ns, queue: S.queue, limits: { ...DEFAULT_LIMITS, defaultLeaseMs: S.default_lease_ms, defaultMaxAttempts: S.default_max_attempts }, random: Math.random, sampled: new Set<string>() };
+const cursor = (st: State) =>
+  Buffer.from(JSON.stringify([st, ['succeeded', 'failed', 'cancelled'].includes(st) ? null : S.after_key, S.after_rid])).toString(
+    'base64url',
+  );
+const submitItem = {
+  id: S.id,
+  envelope: S.envelope,
+  key: S.key,
+  priority: S.priority,
+  parent: S.parent,
+  runAt: S.run_at,
+  expiresAt: S.expires_at,
+  maxAttempts: S.max_attempts,
+};
+const claimCtx = {
+  now: S.now,
+  ns: S.ns,
+  queue: S.queue,
+  limits: { ...DEFAULT_LIMITS, defaultLeaseMs: S.default_lease_ms, defaultMaxAttempts: S.default_max_attempts },
+  random: Math.random,
+  sampled: new Set<string>(),
+};
 const submit = submitPlan(S.now, S.ns, S.queue, [submitItem]);
 const ack = ackPlan(S.now, S.ns, [{ id: S.id, queue: S.queue, holder, result: S.result }]);
 const nackRetry = nackPlan(S.now, S.ns, S.id, S.queue, holder, { message: S.error }, true, S.default_max_attempts, S.delay_ms);
@@ -88,25 +143,54 @@ const retry = retryPlan(S.now, S.ns, S.id, S.queue);
 const frame = { seq: S.seq, kind: S.kind as 0, body: S.body, meta: S.meta as never };
 const append = appendPlan(S.now, S.ns, S.id, S.queue, holder, { ...frame, final: true }, S.max_frames);
 
-const schedule = { queue: S.queue, name: S.name, cron: S.cron, timezone: S.timezone, envelope: S.envelope, priority: S.priority, nextAt: S.next_at, lastAt: null };
+const schedule = {
+  queue: S.queue,
+  name: S.name,
+  cron: S.cron,
+  timezone: S.timezone,
+  envelope: S.envelope,
+  priority: S.priority,
+  nextAt: S.next_at,
+  lastAt: null,
+};
 
 const artifact = {
   generated_by: 'scripts/python-sql.ts from src/core: do not edit (npm run python-sql)',
   limits: {
-    default_lease_ms: DEFAULT_LIMITS.defaultLeaseMs, default_max_attempts: DEFAULT_LIMITS.defaultMaxAttempts, max_frames: DEFAULT_LIMITS.framesPerInvocation,
-    default_retention_ms: DEFAULT_LIMITS.defaultRetentionMs, purge_batch: PURGE_BATCH, purge_rounds: PURGE_ROUNDS,
-    envelope_bytes: DEFAULT_LIMITS.envelopeBytes, result_bytes: DEFAULT_LIMITS.resultBytes, frame_bytes: DEFAULT_LIMITS.frameBytes, claim_bytes: CLAIM_BYTES,
+    default_lease_ms: DEFAULT_LIMITS.defaultLeaseMs,
+    default_max_attempts: DEFAULT_LIMITS.defaultMaxAttempts,
+    max_frames: DEFAULT_LIMITS.framesPerInvocation,
+    default_retention_ms: DEFAULT_LIMITS.defaultRetentionMs,
+    purge_batch: PURGE_BATCH,
+    purge_rounds: PURGE_ROUNDS,
+    envelope_bytes: DEFAULT_LIMITS.envelopeBytes,
+    result_bytes: DEFAULT_LIMITS.resultBytes,
+    frame_bytes: DEFAULT_LIMITS.frameBytes,
+    claim_bytes: CLAIM_BYTES,
   },
   cron_syntax: CRON_SYNTAX,
-  migrations: readdirSync(join(root, 'migrations')).filter((f) => f.endsWith('.sql')).sort().map((name) => ({ name, sql: readFileSync(join(root, 'migrations', name), 'utf8') })),
+  migrations: readdirSync(join(root, 'migrations'))
+    .filter((f) => f.endsWith('.sql'))
+    .sort()
+    .map((name) => ({ name, sql: readFileSync(join(root, 'migrations', name), 'utf8') })),
   verbs: {
     submit: statements(submit),
     submit_existing: followUp(submit),
     claim_fifo: statements(claimPlan(claimCtx, { workerId: S.worker_id, kind: 'fifo', leaseMs: S.lease_ms, temperature: 1 }, 1)),
     claim_filo: statements(claimPlan(claimCtx, { workerId: S.worker_id, kind: 'filo', leaseMs: S.lease_ms, temperature: 1 }, 1)),
     claim_many_fifo: statements(claimPlan(claimCtx, { workerId: S.worker_id, kind: 'fifo', leaseMs: S.lease_ms, temperature: 1 }, S.limit)),
-    boltzmann_levels: statements(claimPlan(claimCtx, { workerId: S.worker_id, kind: 'boltzmann', leaseMs: S.lease_ms, temperature: 1 }, S.limit)),
-    claim_level: claimStmts(S.now, S.ns, S.queue, { workerId: S.worker_id, kind: 'fifo', leaseMs: S.lease_ms }, S.default_lease_ms, S.level, S.limit).map(statement),
+    boltzmann_levels: statements(
+      claimPlan(claimCtx, { workerId: S.worker_id, kind: 'boltzmann', leaseMs: S.lease_ms, temperature: 1 }, S.limit),
+    ),
+    claim_level: claimStmts(
+      S.now,
+      S.ns,
+      S.queue,
+      { workerId: S.worker_id, kind: 'fifo', leaseMs: S.lease_ms },
+      S.default_lease_ms,
+      S.level,
+      S.limit,
+    ).map(statement),
     claim_many_filo: statements(claimPlan(claimCtx, { workerId: S.worker_id, kind: 'filo', leaseMs: S.lease_ms, temperature: 1 }, S.limit)),
     ack: statements(ack),
     ack_missed: followUp(ack),
@@ -130,17 +214,28 @@ const artifact = {
     release: statements(releasePlan(S.now, S.ns, S.queue, S.worker_id, [{ id: S.id, attempt: S.attempt }])),
     queues: statements(queuesPlan(S.ns)),
     overview: statements(overviewPlan(S.now, S.ns, [S.queue])),
-    ...Object.fromEntries(STATES.flatMap((st) => [
-      [`list_${st}`, statements(listPlan(S.ns, S.queue, st, S.limit, null))],
-      [`list_${st}_after`, statements(listPlan(S.ns, S.queue, st, S.limit, cursor(st)))],
-    ])),
+    ...Object.fromEntries(
+      STATES.flatMap((st) => [
+        [`list_${st}`, statements(listPlan(S.ns, S.queue, st, S.limit, null))],
+        [`list_${st}_after`, statements(listPlan(S.ns, S.queue, st, S.limit, cursor(st)))],
+      ]),
+    ),
     purge: statements(purgePlan(S.now, S.ns, S.queue, S.default_retention_ms, PURGE_BATCH)),
     retry: statements(retry),
     retry_missed: followUp(retry),
     redrive: statements(redrivePlan(S.now, S.ns, S.queue, S.limit)),
     redrive_dead_letters: statements(redriveDeadLettersPlan(S.now, S.ns, S.queue, S.limit)),
     count: statements(countPlan(S.ns, S.queue, S.state)),
-    set_schedule: statements(setSchedulePlan(S.now, S.ns, S.queue, { name: S.name, cron: S.cron, timezone: S.timezone, envelope: S.envelope, priority: S.priority, nextAt: S.next_at })),
+    set_schedule: statements(
+      setSchedulePlan(S.now, S.ns, S.queue, {
+        name: S.name,
+        cron: S.cron,
+        timezone: S.timezone,
+        envelope: S.envelope,
+        priority: S.priority,
+        nextAt: S.next_at,
+      }),
+    ),
     list_schedules: statements(listSchedulesPlan(S.ns, S.queue)),
     remove_schedule: statements(removeSchedulePlan(S.ns, S.queue, S.name)),
     due_schedules: statements(dueSchedulesPlan(S.now, S.ns, S.queue)),

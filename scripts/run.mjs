@@ -16,7 +16,8 @@ const tasks = {
   mutants: (t) => run(t.node, [join(ROOT, 'scripts', 'mutants.mjs'), ...rest], { env: t.env }),
   bench: (t) => run(t.node, [join(ROOT, 'bench', 'run.mjs'), ...rest], { env: t.env }),
   pack: (t) => run(t.node, [join(ROOT, 'scripts', 'pack.mjs'), ...rest], { env: t.env }),
-  'python-sql': (t) => run(t.node, ['--experimental-strip-types', '--no-warnings', join(ROOT, 'scripts', 'python-sql.ts'), ...rest], { env: t.env }),
+  'python-sql': (t) =>
+    run(t.node, ['--experimental-strip-types', '--no-warnings', join(ROOT, 'scripts', 'python-sql.ts'), ...rest], { env: t.env }),
   node: (t) => run(t.node, rest, { env: t.env }),
 };
 

@@ -50,36 +50,42 @@ async function bundle() {
   return out.outputFiles[0].text;
 }
 
-const vars = Object.fromEntries(values.var.map((kv) => {
-  const at = kv.indexOf(':');
-  if (at < 1) throw new Error(`--var takes NAME:VALUE, got ${JSON.stringify(kv)}`);
-  return [kv.slice(0, at), kv.slice(at + 1)];
-}));
+const vars = Object.fromEntries(
+  values.var.map((kv) => {
+    const at = kv.indexOf(':');
+    if (at < 1) throw new Error(`--var takes NAME:VALUE, got ${JSON.stringify(kv)}`);
+    return [kv.slice(0, at), kv.slice(at + 1)];
+  }),
+);
 
 // Bindings, vars and compatibility settings come from wrangler.toml, read by wrangler itself.
 const { workerOptions: w } = unstable_getMiniflareWorkerOptions(join(ROOT, 'wrangler.toml'));
 // The Worker listens on the port itself (a direct socket), not behind Miniflare's entry worker,
 // which would add a hop per request; Miniflare's own entry socket stays on a free port.
-const mf = new Miniflare(convertV4MiniflareOptions({
-  host: values.ip,
-  port: 0,
-  cf: false,
-  inspectorPort: values['inspector-port'] ? Number(values['inspector-port']) : undefined,
-  inspectorHost: values['inspector-port'] ? values.ip : undefined,
-  log: new Log(LEVELS[values['log-level']] ?? LogLevel.WARN),
-  resourcePersistencePath: join(values['persist-to'], 'v3'),
-  workers: [{
-    name: 'lakeshore',
-    compatibilityDate: w.compatibilityDate,
-    compatibilityFlags: w.compatibilityFlags,
-    modules: [{ type: 'ESModule', path: 'worker.js', contents: await bundle() }],
-    bindings: { ...w.bindings, ...vars },
-    d1Databases: w.d1Databases,
-    r2Buckets: w.r2Buckets,
-    durableObjects: w.durableObjects,
-    unsafeDirectSockets: [{ host: values.ip, port: Number(values.port) }],
-  }],
-}));
+const mf = new Miniflare(
+  convertV4MiniflareOptions({
+    host: values.ip,
+    port: 0,
+    cf: false,
+    inspectorPort: values['inspector-port'] ? Number(values['inspector-port']) : undefined,
+    inspectorHost: values['inspector-port'] ? values.ip : undefined,
+    log: new Log(LEVELS[values['log-level']] ?? LogLevel.WARN),
+    resourcePersistencePath: join(values['persist-to'], 'v3'),
+    workers: [
+      {
+        name: 'lakeshore',
+        compatibilityDate: w.compatibilityDate,
+        compatibilityFlags: w.compatibilityFlags,
+        modules: [{ type: 'ESModule', path: 'worker.js', contents: await bundle() }],
+        bindings: { ...w.bindings, ...vars },
+        d1Databases: w.d1Databases,
+        r2Buckets: w.r2Buckets,
+        durableObjects: w.durableObjects,
+        unsafeDirectSockets: [{ host: values.ip, port: Number(values.port) }],
+      },
+    ],
+  }),
+);
 await mf.ready;
 if (!values.quiet) process.stdout.write(`ready http://${values.ip}:${values.port}\n`);
 

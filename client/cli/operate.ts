@@ -23,7 +23,9 @@ export async function ls(d: DispatchPlane, out: Out, queue: string, f: { state: 
     return EXIT.ok;
   }
   const when = (ms: number | null) => (ms === null ? '-' : new Date(ms).toISOString());
-  const lines = page.items.map((i) => [i.id, i.state, `attempt ${i.attempt}`, when(i.finishedAt ?? i.updatedAt), i.error?.message ?? ''].join('  '));
+  const lines = page.items.map((i) =>
+    [i.id, i.state, `attempt ${i.attempt}`, when(i.finishedAt ?? i.updatedAt), i.error?.message ?? ''].join('  '),
+  );
   if (page.cursor) lines.push(`more: lakeshore ls ${queue} --state ${f.state} --cursor ${page.cursor}`);
   out.print(page, lines.join('\n') || `no ${f.state} jobs in ${queue}`);
   return EXIT.ok;
@@ -76,27 +78,40 @@ export async function queue(d: DispatchPlane, out: Out, name: string, f: QueueFl
   const info: QueueInfo = Object.keys(change).length ? await d.configureQueue(name, change) : await d.queueInfo(name);
   const s = info.settings;
   const b = s.retryBackoff;
-  out.print(info, [
-    `queue            ${info.queue}${info.paused ? ' (paused)' : ''}`,
-    `lease            ${s.leaseMs === null ? 'plane default' : `${s.leaseMs} ms`}`,
-    `max attempts     ${s.maxAttempts ?? 'plane default'}`,
-    `max running      ${s.maxRunning ?? 'no cap'}`,
-    `claims/s         ${s.claimsPerSecond ?? 'no limit'}`,
-    `retry backoff    ${b ? `${b.initialMs} ms x${b.factor} up to ${b.maxMs} ms, jitter ${b.jitter}` : 'none'}`,
-    `dead letters to  ${s.deadLetterQueue ?? 'none'}`,
-    `default ttl      ${s.ttlMs === null ? 'none' : `${s.ttlMs} ms`}`,
-    `retention        ${s.retentionMs === null ? 'plane default (7 days)' : `${s.retentionMs} ms`}`,
-  ].join('\n'));
+  out.print(
+    info,
+    [
+      `queue            ${info.queue}${info.paused ? ' (paused)' : ''}`,
+      `lease            ${s.leaseMs === null ? 'plane default' : `${s.leaseMs} ms`}`,
+      `max attempts     ${s.maxAttempts ?? 'plane default'}`,
+      `max running      ${s.maxRunning ?? 'no cap'}`,
+      `claims/s         ${s.claimsPerSecond ?? 'no limit'}`,
+      `retry backoff    ${b ? `${b.initialMs} ms x${b.factor} up to ${b.maxMs} ms, jitter ${b.jitter}` : 'none'}`,
+      `dead letters to  ${s.deadLetterQueue ?? 'none'}`,
+      `default ttl      ${s.ttlMs === null ? 'none' : `${s.ttlMs} ms`}`,
+      `retention        ${s.retentionMs === null ? 'plane default (7 days)' : `${s.retentionMs} ms`}`,
+    ].join('\n'),
+  );
   return EXIT.ok;
 }
 
 const scheduleLine = (s: Schedule) =>
   `${s.name.padEnd(20)} ${s.cron.padEnd(18)} ${(s.timezone ?? 'UTC').padEnd(16)} next ${new Date(s.nextAt).toISOString()}${s.lastAt === null ? '' : `  last ${new Date(s.lastAt).toISOString()}`}`;
 
-export async function schedule(d: DispatchPlane, out: Out, action: string, queue: string, name: string | undefined, f: { cron?: string; tz?: string; fn?: string; args?: string; priority?: string }) {
+export async function schedule(
+  d: DispatchPlane,
+  out: Out,
+  action: string,
+  queue: string,
+  name: string | undefined,
+  f: { cron?: string; tz?: string; fn?: string; args?: string; priority?: string },
+) {
   if (action === 'list') {
     const all = await d.listSchedules(queue);
-    out.print({ queue, schedules: all.map(({ envelope: _e, ...s }) => s) }, all.length ? all.map(scheduleLine).join('\n') : `${queue}: no schedules`);
+    out.print(
+      { queue, schedules: all.map(({ envelope: _e, ...s }) => s) },
+      all.length ? all.map(scheduleLine).join('\n') : `${queue}: no schedules`,
+    );
     return EXIT.ok;
   }
   if (!name) throw new UsageError(`schedule ${action} needs a schedule name`);
@@ -114,7 +129,12 @@ export async function schedule(d: DispatchPlane, out: Out, action: string, queue
     throw new UsageError(`--args is not valid JSON: ${f.args}`);
   }
   const envelope = encodeEnvelope({ fn: f.fn, args: Array.isArray(args) ? args : [args], kwargs: {} });
-  const s = await d.setSchedule(queue, name, { cron: f.cron, timezone: f.tz ?? null, envelope, priority: num('--priority', f.priority) ?? 0 });
+  const s = await d.setSchedule(queue, name, {
+    cron: f.cron,
+    timezone: f.tz ?? null,
+    envelope,
+    priority: num('--priority', f.priority) ?? 0,
+  });
   const { envelope: _e, ...view } = s;
   out.print(view, scheduleLine(s));
   return EXIT.ok;

@@ -1,7 +1,27 @@
 /** Terminal or JSON output, exit codes, and a progress line for long waits on a TTY. */
-import { FencingConflictError, ForbiddenError, InvocationCancelledError, InvocationFailedError, NotFoundError, TimeoutError, UnauthorizedError, BadRequestError, UnavailableError } from '../errors.ts';
+import {
+  FencingConflictError,
+  ForbiddenError,
+  InvocationCancelledError,
+  InvocationFailedError,
+  NotFoundError,
+  TimeoutError,
+  UnauthorizedError,
+  BadRequestError,
+  UnavailableError,
+} from '../errors.ts';
 
-export const EXIT = Object.freeze({ ok: 0, failed: 1, usage: 2, notFound: 3, timeout: 4, cancelled: 5, unauthorized: 6, conflict: 7, unavailable: 8 });
+export const EXIT = Object.freeze({
+  ok: 0,
+  failed: 1,
+  usage: 2,
+  notFound: 3,
+  timeout: 4,
+  cancelled: 5,
+  unauthorized: 6,
+  conflict: 7,
+  unavailable: 8,
+});
 
 export function exitCodeOf(e: unknown): number {
   if (e instanceof InvocationFailedError) return EXIT.failed;
@@ -33,7 +53,9 @@ export function output(json: boolean): Out {
     tty,
     print(value, human) {
       if (shown) this.clearStatus();
-      process.stdout.write(json ? `${JSON.stringify(value)}\n` : `${human ?? (typeof value === 'string' ? value : JSON.stringify(value, null, 2))}\n`);
+      process.stdout.write(
+        json ? `${JSON.stringify(value)}\n` : `${human ?? (typeof value === 'string' ? value : JSON.stringify(value, null, 2))}\n`,
+      );
     },
     status(line) {
       if (!tty) return;

@@ -36,8 +36,16 @@ const HEALTHY_MS = 60_000;
 
 /** The daemon's argv: the pool, and every flag it shares with the Node worker. */
 export function daemonArgs(f: PythonFlags, plane: PlaneFlags, once: boolean, env: NodeJS.ProcessEnv): string[] {
-  const pools = f.queue?.length ? f.queue : (env.LAKESHORE_POOLS ?? '').split(',').map((s) => s.trim()).filter(Boolean);
-  if (pools.length !== 1) throw new UsageError(`--runtime python serves one queue per worker: name it with --queue (got ${pools.length}); start one worker per queue`);
+  const pools = f.queue?.length
+    ? f.queue
+    : (env.LAKESHORE_POOLS ?? '')
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean);
+  if (pools.length !== 1)
+    throw new UsageError(
+      `--runtime python serves one queue per worker: name it with --queue (got ${pools.length}); start one worker per queue`,
+    );
   const args = ['-m', 'lakeshore.daemon', '--queue', pools[0]!];
   if (f.root) args.push('--root', resolve(f.root));
   if (once) args.push('--once');
@@ -54,11 +62,18 @@ export function daemonArgs(f: PythonFlags, plane: PlaneFlags, once: boolean, env
 /** Where this lakeshore's Python package is, when it ships one (a checkout, the npm package). */
 function pythonPath(env: NodeJS.ProcessEnv): string | undefined {
   const here = dirname(fileURLToPath(import.meta.url));
-  const pkg = [join(here, '..', 'python'), join(here, '..', '..', 'client', 'python')].find((p) => existsSync(join(p, 'lakeshore', 'daemon.py')));
+  const pkg = [join(here, '..', 'python'), join(here, '..', '..', 'client', 'python')].find((p) =>
+    existsSync(join(p, 'lakeshore', 'daemon.py')),
+  );
   return pkg ? [pkg, env.PYTHONPATH].filter(Boolean).join(delimiter) : env.PYTHONPATH;
 }
 
-export async function supervisePython(f: PythonFlags, plane: PlaneFlags, once: boolean, env: NodeJS.ProcessEnv = process.env): Promise<number> {
+export async function supervisePython(
+  f: PythonFlags,
+  plane: PlaneFlags,
+  once: boolean,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<number> {
   const args = daemonArgs(f, plane, once, env);
   const python = f.python ?? env.LAKESHORE_PYTHON ?? 'python3';
   // The token goes by the environment, not argv (a process list shows argv).

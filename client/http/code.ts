@@ -32,16 +32,26 @@ async function git(cwd: string, args: string[]): Promise<Buffer> {
 export async function pushCode(http: Transport, cwd: string): Promise<PushedCode> {
   const dirty = (await git(cwd, ['status', '--porcelain', '--untracked-files=no'])).toString().trim();
   if (dirty) {
-    throw new BadRequestError(`the working tree has changes not committed (${dirty.split('\n').length} file(s), e.g. ${dirty.split('\n')[0]!.slice(3)}): pushCode sends HEAD's tree; commit them first`);
+    throw new BadRequestError(
+      `the working tree has changes not committed (${dirty.split('\n').length} file(s), e.g. ${dirty.split('\n')[0]!.slice(3)}): pushCode sends HEAD's tree; commit them first`,
+    );
   }
   const stamp = (await git(cwd, ['rev-parse', 'HEAD^{tree}'])).toString().trim();
   const head = await http.fetch(`/code/${stamp}`, { method: 'HEAD' });
   if (head.ok) return { stamp, uploaded: false, bytes: Number(head.headers.get('content-length')) };
-  if (head.status !== 404) throw errorFor(head.status === 403 ? 'forbidden' : head.status === 401 ? 'unauthorized' : 'internal', `HEAD /code/${stamp} answered ${head.status}`);
+  if (head.status !== 404)
+    throw errorFor(
+      head.status === 403 ? 'forbidden' : head.status === 401 ? 'unauthorized' : 'internal',
+      `HEAD /code/${stamp} answered ${head.status}`,
+    );
   const tar = await git(cwd, ['archive', '--format=tar', stamp]);
   const { createHash } = await import('node:crypto');
   const digest = createHash('sha256').update(tar).digest('base64');
-  const res = await http.fetch(`/code/${stamp}`, { method: 'PUT', body: new Uint8Array(tar), headers: { 'content-type': 'application/x-tar', 'content-digest': `sha-256=:${digest}:` } });
+  const res = await http.fetch(`/code/${stamp}`, {
+    method: 'PUT',
+    body: new Uint8Array(tar),
+    headers: { 'content-type': 'application/x-tar', 'content-digest': `sha-256=:${digest}:` },
+  });
   if (!res.ok) throw await errorOf(res);
   return { stamp, uploaded: true, bytes: tar.length };
 }

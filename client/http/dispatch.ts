@@ -14,7 +14,17 @@ import type { State } from '../../src/core/states.ts';
 import type { Claimed, Frame, HeartbeatAnswer, Invocation, InvocationError, JournalFrame, JournalPage } from '../../src/core/types.ts';
 import { errorFor, InvocationCancelledError, InvocationFailedError, LakeshoreError, TimeoutError } from '../errors.ts';
 import type * as wire from '../../src/core/wire-types.ts';
-import type { AckRequest, AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, NackedState, ReadOptions, StreamToken, SubmitOptions } from '../types.ts';
+import type {
+  AckRequest,
+  AppendOptions,
+  ClaimOptions,
+  DispatchPlane,
+  HolderOptions,
+  NackedState,
+  ReadOptions,
+  StreamToken,
+  SubmitOptions,
+} from '../types.ts';
 import type { Batcher } from '../batcher.ts';
 import { b64, batcherFor, enc, inParts, invocationOf, pageOf, PART_BYTES, PART_ITEMS, settledOf, type Json } from './wire.ts';
 import { followJournal } from './follow.ts';
@@ -49,7 +59,14 @@ export interface HttpDispatchOptions {
 
 type SubmitItem = { envelope: Uint8Array; opts: SubmitOptions };
 type AckItem = { id: string; workerId: string; attempt: number | null; result: Uint8Array | null };
-type NackItem = { id: string; workerId: string; attempt: number | null; error: string | { message: string; [k: string]: unknown }; retry: boolean; delayMs: number | null };
+type NackItem = {
+  id: string;
+  workerId: string;
+  attempt: number | null;
+  error: string | { message: string; [k: string]: unknown };
+  retry: boolean;
+  delayMs: number | null;
+};
 
 /** The longest single long-poll; longer waits are made of several. */
 const SLICE_MS = 50_000;
@@ -58,8 +75,16 @@ const HINTS = 10_000;
 
 /** A submit as it travels. */
 const submitWire = (envelope: Uint8Array, opts: SubmitOptions): wire.SubmitWire => ({
-  id: opts.id, envelope: toBase64(envelope), key: opts.key ?? null, priority: opts.priority ?? 0, parent: opts.parent ?? null,
-  delay_ms: opts.delayMs, run_at: opts.runAt, ttl_ms: opts.ttlMs, expires_at: opts.expiresAt, max_attempts: opts.maxAttempts,
+  id: opts.id,
+  envelope: toBase64(envelope),
+  key: opts.key ?? null,
+  priority: opts.priority ?? 0,
+  parent: opts.parent ?? null,
+  delay_ms: opts.delayMs,
+  run_at: opts.runAt,
+  ttl_ms: opts.ttlMs,
+  expires_at: opts.expiresAt,
+  max_attempts: opts.maxAttempts,
 });
 
 export class HttpDispatch extends HttpOperators implements DispatchPlane {
@@ -109,17 +134,24 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
   async submitMany(queue: string, items: { envelope: Uint8Array; opts: SubmitOptions }[]): Promise<({ id: string } | { error: Error })[]> {
     const wires = items.map(({ envelope, opts }) => submitWire(envelope, opts));
     const size = (w: wire.SubmitWire) => w.envelope.length + w.id.length + (w.key?.length ?? 0) + (w.parent?.length ?? 0) + 80;
-    return inParts<wire.SubmitWire, { id: string } | { error: Error }>(wires, size, async (part) => {
-      const out = await this.http.call('POST', `/queues/${enc(queue)}/invocations/batch`, { items: part } satisfies { items: wire.SubmitWire[] });
-      return (out.results as Json[]).map((r) => {
-        if (r.error) {
-          const e = r.error as { code: string; message: string };
-          return { error: errorFor(e.code, e.message) };
-        }
-        this.hint(String(r.id), queue);
-        return { id: String(r.id) };
-      });
-    }, (error) => ({ error }));
+    return inParts<wire.SubmitWire, { id: string } | { error: Error }>(
+      wires,
+      size,
+      async (part) => {
+        const out = await this.http.call('POST', `/queues/${enc(queue)}/invocations/batch`, { items: part } satisfies {
+          items: wire.SubmitWire[];
+        });
+        return (out.results as Json[]).map((r) => {
+          if (r.error) {
+            const e = r.error as { code: string; message: string };
+            return { error: errorFor(e.code, e.message) };
+          }
+          this.hint(String(r.id), queue);
+          return { id: String(r.id) };
+        });
+      },
+      (error) => ({ error }),
+    );
   }
 
   async cancel(id: string): Promise<boolean> {
@@ -142,11 +174,15 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
     for (;;) {
       const left = Math.max(0, deadline - Date.now());
       const slice = Math.min(left, SLICE_MS);
-      const r = await this.http.call('GET', `/invocations/${enc(id)}/result${this.q(id, { timeout_ms: String(slice) })}`, undefined, { waitMs: slice, signal: opts.signal });
+      const r = await this.http.call('GET', `/invocations/${enc(id)}/result${this.q(id, { timeout_ms: String(slice) })}`, undefined, {
+        waitMs: slice,
+        signal: opts.signal,
+      });
       if (r.state === 'succeeded') return r.result === null || r.result === undefined ? null : b64(r.result);
       if (r.state === 'failed') throw new InvocationFailedError(id, (r.error as InvocationError) ?? { message: 'failed' });
       if (r.state === 'cancelled') throw new InvocationCancelledError(id);
-      if (Date.now() >= deadline) throw new TimeoutError(`invocation ${id} is still ${String(r.state)} after ${opts.timeoutMs ?? this.timeout} ms`);
+      if (Date.now() >= deadline)
+        throw new TimeoutError(`invocation ${id} is still ${String(r.state)} after ${opts.timeoutMs ?? this.timeout} ms`);
     }
   }
 
@@ -161,8 +197,18 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
 
   /** A read-only token for one invocation, and its journal's SSE URL, for a browser (docs/contract.md). */
   async streamToken(id: string, opts: { ttlMs?: number; streams?: number } = {}): Promise<StreamToken> {
-    const out = await this.http.call('POST', `/invocations/${enc(id)}/stream-token${this.q(id)}`, { ttl_ms: opts.ttlMs ?? null, streams: opts.streams ?? null } satisfies wire.StreamTokenWire);
-    return { token: String(out.token), url: String(out.url), expiresAt: Number(out.expires_at), id: String(out.id), queue: String(out.queue), streams: Number(out.streams) };
+    const out = await this.http.call('POST', `/invocations/${enc(id)}/stream-token${this.q(id)}`, {
+      ttl_ms: opts.ttlMs ?? null,
+      streams: opts.streams ?? null,
+    } satisfies wire.StreamTokenWire);
+    return {
+      token: String(out.token),
+      url: String(out.url),
+      expiresAt: Number(out.expires_at),
+      id: String(out.id),
+      queue: String(out.queue),
+      streams: Number(out.streams),
+    };
   }
 
   async retry(id: string): Promise<void> {
@@ -184,7 +230,8 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
   async claimMany(queue: string, workerId: string, max: number, opts: ClaimOptions = {}): Promise<Claimed[]> {
     const claimId = opts.signal ? randomId() : undefined;
     const body = { ...this.claimBody(workerId, max, opts), claim_id: claimId } satisfies wire.ClaimWire;
-    const out = await this.http.call('POST', `/queues/${enc(queue)}/claim`, body, { waitMs: opts.waitMs ?? 0, signal: opts.signal })
+    const out = await this.http
+      .call('POST', `/queues/${enc(queue)}/claim`, body, { waitMs: opts.waitMs ?? 0, signal: opts.signal })
       .catch(async (e: unknown) => {
         if (!opts.signal?.aborted) throw e;
         const cancel = { worker_id: workerId, claim_id: claimId! } satisfies wire.ClaimCancelWire;
@@ -195,27 +242,64 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
   }
 
   /** One request; its acks' answers are never lost to an abort, so it takes no signal. */
-  async ackAndClaim(queue: string, workerId: string, acks: AckRequest[], max: number, opts: ClaimOptions = {}): Promise<{ acks: (Error | null)[]; claimed: Claimed[] }> {
-    const items = acks.map((a) => ({ id: a.id, attempt: this.attemptOf(a.id, workerId, a.attempt), result: a.result ? toBase64(a.result) : null }));
+  async ackAndClaim(
+    queue: string,
+    workerId: string,
+    acks: AckRequest[],
+    max: number,
+    opts: ClaimOptions = {},
+  ): Promise<{ acks: (Error | null)[]; claimed: Claimed[] }> {
+    const items = acks.map((a) => ({
+      id: a.id,
+      attempt: this.attemptOf(a.id, workerId, a.attempt),
+      result: a.result ? toBase64(a.result) : null,
+    }));
     // The acks that fit one request ride the claim; any beyond go first, as batch acks in parts.
     let fit = 0;
-    for (let bytes = 0; fit < Math.min(items.length, PART_ITEMS) && (bytes += (items[fit]!.result?.length ?? 0) + items[fit]!.id.length + 60) <= PART_BYTES; fit++);
-    const before = fit < items.length ? await this.ackBatch(queue, acks.slice(fit).map((a, i) => ({ id: a.id, workerId, attempt: items[fit + i]!.attempt, result: a.result ?? null }))) : [];
-    const out = await this.http.call('POST', `/queues/${enc(queue)}/claim`, { ...this.claimBody(workerId, max, opts), acks: items.slice(0, fit) } satisfies wire.ClaimWire, { waitMs: Math.min(opts.waitMs ?? 0, ACKS_WAIT_MS) });
+    for (
+      let bytes = 0;
+      fit < Math.min(items.length, PART_ITEMS) && (bytes += (items[fit]!.result?.length ?? 0) + items[fit]!.id.length + 60) <= PART_BYTES;
+      fit++
+    );
+    const before =
+      fit < items.length
+        ? await this.ackBatch(
+            queue,
+            acks.slice(fit).map((a, i) => ({ id: a.id, workerId, attempt: items[fit + i]!.attempt, result: a.result ?? null })),
+          )
+        : [];
+    const out = await this.http.call(
+      'POST',
+      `/queues/${enc(queue)}/claim`,
+      { ...this.claimBody(workerId, max, opts), acks: items.slice(0, fit) } satisfies wire.ClaimWire,
+      { waitMs: Math.min(opts.waitMs ?? 0, ACKS_WAIT_MS) },
+    );
     const answers = [...settledOf(out.acks as Json[]), ...before].map((r) => (r.ok ? null : r.error));
     acks.forEach((a, i) => answers[i] === null && this.claims.delete(a.id));
     return { acks: answers, claimed: this.claimed(workerId, out.claimed as Json[]) };
   }
 
   private claimBody(workerId: string, max: number, opts: ClaimOptions): wire.ClaimWire {
-    return { worker_id: workerId, kind: opts.kind ?? 'fifo', temperature: opts.temperature ?? 1, wait_ms: opts.waitMs ?? 0, lease_ms: opts.leaseMs ?? null, max, worker: opts.worker ?? null };
+    return {
+      worker_id: workerId,
+      kind: opts.kind ?? 'fifo',
+      temperature: opts.temperature ?? 1,
+      wait_ms: opts.waitMs ?? 0,
+      lease_ms: opts.leaseMs ?? null,
+      max,
+      worker: opts.worker ?? null,
+    };
   }
 
   private claimed(workerId: string, rows: Json[]): Claimed[] {
     return rows.map((c) => {
       const claimed: Claimed = {
-        id: String(c.id), queue: String(c.queue), envelope: b64(c.envelope), attempt: Number(c.attempt),
-        leaseUntil: Number(c.lease_until), priority: Number(c.priority),
+        id: String(c.id),
+        queue: String(c.queue),
+        envelope: b64(c.envelope),
+        attempt: Number(c.attempt),
+        leaseUntil: Number(c.lease_until),
+        priority: Number(c.priority),
       };
       this.hint(claimed.id, claimed.queue);
       this.claims.set(claimed.id, { workerId, attempt: claimed.attempt });
@@ -230,27 +314,58 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
       const b = batcherFor(this.ackers, queue, (items) => this.ackBatch(queue, items));
       await b.add({ id, workerId, attempt, result: opts.result ?? null });
     } else {
-      await this.http.call('POST', `/invocations/${enc(id)}/ack${this.q(id)}`, { worker_id: workerId, attempt, result: opts.result ? toBase64(opts.result) : null } satisfies wire.AckBodyWire);
+      await this.http.call('POST', `/invocations/${enc(id)}/ack${this.q(id)}`, {
+        worker_id: workerId,
+        attempt,
+        result: opts.result ? toBase64(opts.result) : null,
+      } satisfies wire.AckBodyWire);
     }
     this.claims.delete(id);
   }
 
   /** Acks many invocations of one queue in one request; each is fenced on its own and fails alone. */
   private ackBatch(queue: string, items: AckItem[]) {
-    const wires: (wire.AckBodyWire & { id: string })[] = items.map((a) => ({ id: a.id, worker_id: a.workerId, attempt: a.attempt, result: a.result ? toBase64(a.result) : null }));
+    const wires: (wire.AckBodyWire & { id: string })[] = items.map((a) => ({
+      id: a.id,
+      worker_id: a.workerId,
+      attempt: a.attempt,
+      result: a.result ? toBase64(a.result) : null,
+    }));
     const size = (w: (typeof wires)[number]) => (w.result?.length ?? 0) + w.id.length + w.worker_id.length + 60;
-    return inParts(wires, size, async (part) => settledOf((await this.http.call('POST', `/queues/${enc(queue)}/ack`, { items: part })).results as Json[]), failedItem);
+    return inParts(
+      wires,
+      size,
+      async (part) => settledOf((await this.http.call('POST', `/queues/${enc(queue)}/ack`, { items: part })).results as Json[]),
+      failedItem,
+    );
   }
 
-  async nack(id: string, workerId: string, opts: HolderOptions & { error: string | { message: string; [k: string]: unknown }; retry?: boolean; delayMs?: number }): Promise<NackedState> {
-    const item: NackItem = { id, workerId, attempt: this.attemptOf(id, workerId, opts.attempt), error: opts.error, retry: opts.retry ?? true, delayMs: opts.delayMs ?? null };
+  async nack(
+    id: string,
+    workerId: string,
+    opts: HolderOptions & { error: string | { message: string; [k: string]: unknown }; retry?: boolean; delayMs?: number },
+  ): Promise<NackedState> {
+    const item: NackItem = {
+      id,
+      workerId,
+      attempt: this.attemptOf(id, workerId, opts.attempt),
+      error: opts.error,
+      retry: opts.retry ?? true,
+      delayMs: opts.delayMs ?? null,
+    };
     const queue = this.queues.get(id);
     let out: Json;
     if (this.coalesce && queue) {
       const b = batcherFor(this.nackers, queue, (items) => this.nackBatch(queue, items));
       out = await b.add(item);
     } else {
-      out = await this.http.call('POST', `/invocations/${enc(id)}/nack${this.q(id)}`, { worker_id: workerId, attempt: item.attempt, error: item.error, retry: item.retry, delay_ms: item.delayMs } satisfies wire.NackWire);
+      out = await this.http.call('POST', `/invocations/${enc(id)}/nack${this.q(id)}`, {
+        worker_id: workerId,
+        attempt: item.attempt,
+        error: item.error,
+        retry: item.retry,
+        delay_ms: item.delayMs,
+      } satisfies wire.NackWire);
     }
     this.claims.delete(id);
     return out.state as NackedState;
@@ -258,14 +373,28 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
 
   /** Nacks many invocations of one queue in one request; each is fenced on its own and fails alone. */
   private nackBatch(queue: string, items: NackItem[]) {
-    const wires: (wire.NackWire & { id: string })[] = items.map((n) => ({ id: n.id, worker_id: n.workerId, attempt: n.attempt, error: n.error, retry: n.retry, delay_ms: n.delayMs }));
+    const wires: (wire.NackWire & { id: string })[] = items.map((n) => ({
+      id: n.id,
+      worker_id: n.workerId,
+      attempt: n.attempt,
+      error: n.error,
+      retry: n.retry,
+      delay_ms: n.delayMs,
+    }));
     const size = (w: (typeof wires)[number]) => JSON.stringify(w).length;
-    return inParts(wires, size, async (part) => settledOf((await this.http.call('POST', `/queues/${enc(queue)}/nack`, { items: part })).results as Json[]), failedItem);
+    return inParts(
+      wires,
+      size,
+      async (part) => settledOf((await this.http.call('POST', `/queues/${enc(queue)}/nack`, { items: part })).results as Json[]),
+      failedItem,
+    );
   }
 
   async heartbeat(id: string, workerId: string, opts: HolderOptions & { leaseMs?: number } = {}): Promise<HeartbeatAnswer> {
     const out = await this.http.call('POST', `/invocations/${enc(id)}/heartbeat${this.q(id)}`, {
-      worker_id: workerId, attempt: this.attemptOf(id, workerId, opts.attempt), lease_ms: opts.leaseMs ?? null,
+      worker_id: workerId,
+      attempt: this.attemptOf(id, workerId, opts.attempt),
+      lease_ms: opts.leaseMs ?? null,
     } satisfies wire.HeartbeatWire);
     return { leaseUntil: (out.lease_until as number | null) ?? null, cancelled: out.cancelled === true };
   }
@@ -278,8 +407,13 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
     const workerId = opts.workerId ?? held?.workerId;
     if (!workerId) throw errorFor('bad_request', `journalAppend(${id}): no workerId given and this client did not claim ${id}`);
     const out = await this.http.call('POST', `/invocations/${enc(id)}/journal${this.q(id)}`, {
-      worker_id: workerId, attempt: opts.attempt ?? (held?.workerId === workerId ? held.attempt : null),
-      seq, kind: f.kind, body: toBase64(f.body), meta: f.meta ?? null, final: opts.final ?? null,
+      worker_id: workerId,
+      attempt: opts.attempt ?? (held?.workerId === workerId ? held.attempt : null),
+      seq,
+      kind: f.kind,
+      body: toBase64(f.body),
+      meta: f.meta ?? null,
+      final: opts.final ?? null,
     } satisfies wire.AppendWire);
     return Number(out.seq);
   }
@@ -290,10 +424,12 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
    * frame or once the invocation is terminal.
    */
   journalRead(id: string, opts: ReadOptions = {}): AsyncGenerator<JournalFrame> {
-    return followJournal(id, opts, this.open, (cursor, signal) => this.http.fetch(`/invocations/${enc(id)}/journal${this.q(id)}`, {
-      headers: { accept: 'text/event-stream', 'last-event-id': String(cursor) },
-      signal,
-    }));
+    return followJournal(id, opts, this.open, (cursor, signal) =>
+      this.http.fetch(`/invocations/${enc(id)}/journal${this.q(id)}`, {
+        headers: { accept: 'text/event-stream', 'last-event-id': String(cursor) },
+        signal,
+      }),
+    );
   }
 
   async journalPage(id: string, opts: { since?: number; limit?: number } = {}): Promise<JournalPage> {
@@ -303,7 +439,9 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
   }
 
   async journalTrim(id: string, keepLast: number): Promise<number> {
-    const out = await this.http.call('POST', `/invocations/${enc(id)}/journal/trim${this.q(id)}`, { keep_last: keepLast } satisfies { keep_last: number });
+    const out = await this.http.call('POST', `/invocations/${enc(id)}/journal/trim${this.q(id)}`, { keep_last: keepLast } satisfies {
+      keep_last: number;
+    });
     return Number(out.trimmed);
   }
 
@@ -334,6 +472,4 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
     const s = p.toString();
     return s ? `?${s}` : '';
   }
-
 }
-

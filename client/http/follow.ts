@@ -12,7 +12,12 @@ import { errorOf } from './transport.ts';
 import { frameOf, type Json } from './wire.ts';
 
 /** `connect(cursor, signal)`: one request for the stream after `cursor`; `open` holds the live ones (close() aborts them). */
-export async function* followJournal(id: string, opts: ReadOptions, open: Set<AbortController>, connect: (cursor: number, signal: AbortSignal) => Promise<Response>): AsyncGenerator<JournalFrame> {
+export async function* followJournal(
+  id: string,
+  opts: ReadOptions,
+  open: Set<AbortController>,
+  connect: (cursor: number, signal: AbortSignal) => Promise<Response>,
+): AsyncGenerator<JournalFrame> {
   let cursor = opts.since ?? -1;
   // The timeout is of silence: each frame starts it again.
   const quiet = () => (opts.timeoutMs === undefined ? Infinity : Date.now() + opts.timeoutMs);

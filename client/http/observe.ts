@@ -12,7 +12,10 @@ import type { QueueSettingsWire } from '../../src/core/wire-types.ts';
 import type { SettingsChange } from '../types.ts';
 
 /** `connect(lastEventId, signal)`: one request for the feed after that id. */
-export async function* followFeed(signal: AbortSignal | undefined, connect: (last: string | null, signal: AbortSignal) => Promise<Response>): AsyncGenerator<FeedItem> {
+export async function* followFeed(
+  signal: AbortSignal | undefined,
+  connect: (last: string | null, signal: AbortSignal) => Promise<Response>,
+): AsyncGenerator<FeedItem> {
   let last: string | null = null;
   let failures = 0;
   while (!signal?.aborted) {
@@ -44,8 +47,13 @@ export async function* followFeed(signal: AbortSignal | undefined, connect: (las
 export function settingsWire(s: SettingsChange): QueueSettingsWire {
   const b = s.retryBackoff;
   return {
-    lease_ms: s.leaseMs, max_attempts: s.maxAttempts, max_running: s.maxRunning, claims_per_second: s.claimsPerSecond,
+    lease_ms: s.leaseMs,
+    max_attempts: s.maxAttempts,
+    max_running: s.maxRunning,
+    claims_per_second: s.claimsPerSecond,
     retry_backoff: b && { initial_ms: b.initialMs, factor: b.factor, max_ms: b.maxMs, jitter: b.jitter },
-    dead_letter_queue: s.deadLetterQueue, ttl_ms: s.ttlMs, retention_ms: s.retentionMs,
+    dead_letter_queue: s.deadLetterQueue,
+    ttl_ms: s.ttlMs,
+    retention_ms: s.retentionMs,
   };
 }

@@ -5,7 +5,19 @@
 import { toBase64 } from '../../src/core/bytes.ts';
 import type * as wire from '../../src/core/wire-types.ts';
 import type { TokenLimits } from '../../src/core/wire-types.ts';
-import type { FeedItem, FeedOptions, InvocationPage, LogLine, ListOptions, QueueInfo, QueueOverview, Schedule, ScheduleOptions, SettingsChange, WorkerSeen } from '../types.ts';
+import type {
+  FeedItem,
+  FeedOptions,
+  InvocationPage,
+  LogLine,
+  ListOptions,
+  QueueInfo,
+  QueueOverview,
+  Schedule,
+  ScheduleOptions,
+  SettingsChange,
+  WorkerSeen,
+} from '../types.ts';
 import { followFeed, settingsWire } from './observe.ts';
 import { errorOf, type Transport } from './transport.ts';
 import { fetchCode, pushCode, type PushedCode } from './code.ts';
@@ -24,7 +36,11 @@ export class HttpOperators {
   }
 
   async list(queue: string, opts: ListOptions = {}): Promise<InvocationPage> {
-    const p = new URLSearchParams({ state: opts.state ?? 'queued', ...(opts.limit === undefined ? {} : { limit: String(opts.limit) }), ...(opts.cursor ? { cursor: opts.cursor } : {}) });
+    const p = new URLSearchParams({
+      state: opts.state ?? 'queued',
+      ...(opts.limit === undefined ? {} : { limit: String(opts.limit) }),
+      ...(opts.cursor ? { cursor: opts.cursor } : {}),
+    });
     const out = await this.http.call('GET', `/queues/${enc(queue)}/invocations?${p}`);
     return { items: (out.items as Json[]).map(summaryOf), cursor: (out.cursor as string | null) ?? null };
   }
@@ -32,11 +48,21 @@ export class HttpOperators {
   // ------------------------------------------------------------ tokens (edge plane only)
 
   /** Creates a namespace-scoped token; the answer holds the token itself, shown this once. */
-  async createToken(role: 'producer' | 'worker' | 'admin', opts: { pools?: string[]; name?: string; limits?: TokenLimits } = {}): Promise<{ token: string; id: string; role: string; pools: string[] | null; name: string | null; limits: TokenLimits | null }> {
-    return (await this.http.call('POST', '/tokens', { role, pools: opts.pools ?? null, name: opts.name ?? null, limits: opts.limits ?? null } satisfies wire.TokenWire)) as never;
+  async createToken(
+    role: 'producer' | 'worker' | 'admin',
+    opts: { pools?: string[]; name?: string; limits?: TokenLimits } = {},
+  ): Promise<{ token: string; id: string; role: string; pools: string[] | null; name: string | null; limits: TokenLimits | null }> {
+    return (await this.http.call('POST', '/tokens', {
+      role,
+      pools: opts.pools ?? null,
+      name: opts.name ?? null,
+      limits: opts.limits ?? null,
+    } satisfies wire.TokenWire)) as never;
   }
 
-  async listTokens(): Promise<{ id: string; role: string; pools: string[] | null; name: string | null; created_at: number; revoked_at: number | null }[]> {
+  async listTokens(): Promise<
+    { id: string; role: string; pools: string[] | null; name: string | null; created_at: number; revoked_at: number | null }[]
+  > {
     return (await this.http.call('GET', '/tokens')).tokens as never;
   }
 
@@ -54,7 +80,9 @@ export class HttpOperators {
     const q = new URLSearchParams(queue === null ? {} : { queue });
     if (opts.kinds) q.set('kinds', opts.kinds.join(','));
     const query = q.size ? `?${q}` : '';
-    return followFeed(opts.signal, (last, signal) => this.http.fetch(`/events${query}`, { headers: { accept: 'text/event-stream', ...(last ? { 'last-event-id': last } : {}) }, signal }));
+    return followFeed(opts.signal, (last, signal) =>
+      this.http.fetch(`/events${query}`, { headers: { accept: 'text/event-stream', ...(last ? { 'last-event-id': last } : {}) }, signal }),
+    );
   }
 
   /** The workers heard from lately, each once across its queues (docs/contract.md, "Workers"). */
@@ -104,12 +132,20 @@ export class HttpOperators {
   }
 
   async redrive(queue: string, opts: { limit?: number; deadLetters?: boolean } = {}): Promise<{ id: string; queue: string }[]> {
-    const out = await this.http.call('POST', `/queues/${enc(queue)}/redrive`, { limit: opts.limit, dead_letters: opts.deadLetters } satisfies wire.RedriveWire);
+    const out = await this.http.call('POST', `/queues/${enc(queue)}/redrive`, {
+      limit: opts.limit,
+      dead_letters: opts.deadLetters,
+    } satisfies wire.RedriveWire);
     return (out.redriven as Json[]).map((r) => ({ id: String(r.id), queue: String(r.queue) }));
   }
 
   async setSchedule(queue: string, name: string, opts: ScheduleOptions): Promise<Schedule> {
-    const body = { cron: opts.cron, timezone: opts.timezone ?? null, envelope: toBase64(opts.envelope), priority: opts.priority ?? 0 } satisfies wire.ScheduleWire;
+    const body = {
+      cron: opts.cron,
+      timezone: opts.timezone ?? null,
+      envelope: toBase64(opts.envelope),
+      priority: opts.priority ?? 0,
+    } satisfies wire.ScheduleWire;
     return scheduleOf(await this.http.call('PUT', `/queues/${enc(queue)}/schedules/${enc(name)}`, body));
   }
 

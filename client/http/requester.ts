@@ -146,7 +146,8 @@ export async function nodeRequester(userAgent: string): Promise<Requester | null
       });
     },
     close() {
-      for (const agent of Object.values(agents)) for (const idle of Object.values(agent.freeSockets)) for (const s of idle ?? []) s.destroy();
+      for (const agent of Object.values(agents))
+        for (const idle of Object.values(agent.freeSockets)) for (const s of idle ?? []) s.destroy();
     },
   };
 }

@@ -83,9 +83,15 @@ export class Transport {
         if (!isConnectionError(e) || opts.signal?.aborted) throw e;
         const why = reasonOf(e);
         if (Date.now() + backoff > giveUp) {
-          throw new UnavailableError(`cannot reach the plane at ${this.origin()}: ${why}${attempt ? ` (tried for ${Math.round(this.retryForMs / 1000)} s)` : ''}`, e);
+          throw new UnavailableError(
+            `cannot reach the plane at ${this.origin()}: ${why}${attempt ? ` (tried for ${Math.round(this.retryForMs / 1000)} s)` : ''}`,
+            e,
+          );
         }
-        if (attempt === 0) this.onUnreachable?.(`cannot reach the plane at ${this.origin()} (${why}); retrying for up to ${Math.round(this.retryForMs / 1000)} s`);
+        if (attempt === 0)
+          this.onUnreachable?.(
+            `cannot reach the plane at ${this.origin()} (${why}); retrying for up to ${Math.round(this.retryForMs / 1000)} s`,
+          );
         await sleep(backoff, opts.signal);
         continue;
       }
@@ -108,7 +114,12 @@ export class Transport {
    * src/worker/long-poll.ts) is used as soon as its line is read, and the rest of its body is
    * read to the end, since a client that hangs up inside it would give its jobs back.
    */
-  private async once(method: string, path: string, body: unknown, opts: { waitMs?: number; signal?: AbortSignal }): Promise<Json | { error: LakeshoreError; status: number }> {
+  private async once(
+    method: string,
+    path: string,
+    body: unknown,
+    opts: { waitMs?: number; signal?: AbortSignal },
+  ): Promise<Json | { error: LakeshoreError; status: number }> {
     const limit = this.timeout + (opts.waitMs ?? 0);
     const requester = await this.requesterOf();
     const ac = new AbortController();
@@ -120,7 +131,13 @@ export class Transport {
     const timer = setTimeout(() => abort(new TimeoutError(`${method} ${path} got no answer within ${limit} ms`)), limit);
     try {
       const headers = body === undefined ? this.auth() : { ...this.auth(), 'content-type': 'application/json' };
-      const res = await requester.send(method, this.base + path, headers, body === undefined ? undefined : JSON.stringify(body, finiteOnly), ac.signal);
+      const res = await requester.send(
+        method,
+        this.base + path,
+        headers,
+        body === undefined ? undefined : JSON.stringify(body, finiteOnly),
+        ac.signal,
+      );
       if (res.status < 200 || res.status > 299) return { error: await errorOfAnswer(res), status: res.status };
       return await answerOf(res, () => (answered = true));
     } catch (e) {
@@ -225,6 +242,13 @@ function isConnectionError(e: unknown): boolean {
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise<void>((r) => {
     const t = setTimeout(r, ms);
-    signal?.addEventListener('abort', () => { clearTimeout(t); r(); }, { once: true });
+    signal?.addEventListener(
+      'abort',
+      () => {
+        clearTimeout(t);
+        r();
+      },
+      { once: true },
+    );
   });
 }

@@ -17,7 +17,11 @@ export const b64 = (s: unknown): Uint8Array => {
 export const enc = encodeURIComponent;
 
 /** The batcher of one queue, made on first use. */
-export function batcherFor<I, O>(map: Map<string, Batcher<I, O>>, queue: string, send: (items: I[]) => ReturnType<Batcher<I, O>['send']>): Batcher<I, O> {
+export function batcherFor<I, O>(
+  map: Map<string, Batcher<I, O>>,
+  queue: string,
+  send: (items: I[]) => ReturnType<Batcher<I, O>['send']>,
+): Batcher<I, O> {
   let b = map.get(queue);
   if (!b) {
     b = new Batcher(send);
@@ -37,15 +41,20 @@ export function settledOf(results: Json[]): ({ ok: true; value: Json } | { ok: f
 
 /** A journal frame as the plane answers it (a page's frame, or an SSE frame event's data). */
 export const frameOf = (f: Json): JournalFrame => ({
-  seq: Number(f.seq), kind: Number(f.kind) as JournalFrame['kind'], body: b64(f.body),
-  meta: (f.meta as Json | null) ?? null, attempt: Number(f.attempt), final: f.final === true,
+  seq: Number(f.seq),
+  kind: Number(f.kind) as JournalFrame['kind'],
+  body: b64(f.body),
+  meta: (f.meta as Json | null) ?? null,
+  attempt: Number(f.attempt),
+  final: f.final === true,
 });
 
 /** An outcome as the plane answers it (`result` and a journal page's `outcome`). */
 export function outcomeOf(o: Json | null): Outcome | null {
   if (!o) return null;
   if (o.state === 'succeeded') return { state: 'succeeded', result: o.result === null || o.result === undefined ? null : b64(o.result) };
-  if (o.state === 'failed' || o.state === 'cancelled') return { state: o.state, error: (o.error as InvocationError) ?? { message: String(o.state) } };
+  if (o.state === 'failed' || o.state === 'cancelled')
+    return { state: o.state, error: (o.error as InvocationError) ?? { message: String(o.state) } };
   return { state: o.state as 'queued' | 'running', timedOut: true };
 }
 
@@ -62,16 +71,31 @@ const opt = (v: unknown) => (v === null || v === undefined ? null : Number(v));
 
 /** A listing's item (the row without envelope and result), as the plane answers it. */
 export const summaryOf = (r: Json): InvocationSummary => ({
-  id: String(r.id), namespace: String(r.namespace), queue: String(r.queue), key: (r.key as string | null) ?? null,
-  priority: Number(r.priority), parent: (r.parent as string | null) ?? null, state: r.state as State,
-  attempt: Number(r.attempt), workerId: (r.worker_id as string | null) ?? null, leaseUntil: opt(r.lease_until),
-  error: (r.error as InvocationError | null) ?? null, createdAt: Number(r.created_at), updatedAt: Number(r.updated_at),
-  startedAt: opt(r.started_at), finishedAt: opt(r.finished_at), runAt: opt(r.run_at), expiresAt: opt(r.expires_at), maxAttempts: opt(r.max_attempts),
+  id: String(r.id),
+  namespace: String(r.namespace),
+  queue: String(r.queue),
+  key: (r.key as string | null) ?? null,
+  priority: Number(r.priority),
+  parent: (r.parent as string | null) ?? null,
+  state: r.state as State,
+  attempt: Number(r.attempt),
+  workerId: (r.worker_id as string | null) ?? null,
+  leaseUntil: opt(r.lease_until),
+  error: (r.error as InvocationError | null) ?? null,
+  createdAt: Number(r.created_at),
+  updatedAt: Number(r.updated_at),
+  startedAt: opt(r.started_at),
+  finishedAt: opt(r.finished_at),
+  runAt: opt(r.run_at),
+  expiresAt: opt(r.expires_at),
+  maxAttempts: opt(r.max_attempts),
 });
 
 /** An invocation's row, as `get` answers it. */
 export const invocationOf = (r: Json): Invocation => ({
-  ...summaryOf(r), envelope: b64(r.envelope), result: r.result === null || r.result === undefined ? null : b64(r.result),
+  ...summaryOf(r),
+  envelope: b64(r.envelope),
+  result: r.result === null || r.result === undefined ? null : b64(r.result),
 });
 
 export const overviewOf = (j: Json): QueueOverview => {
@@ -95,16 +119,27 @@ export function queueInfoOf(j: Json): QueueInfo {
     queue: String(j.queue),
     paused: j.paused === true,
     settings: {
-      leaseMs: n(s.lease_ms), maxAttempts: n(s.max_attempts), maxRunning: n(s.max_running), claimsPerSecond: n(s.claims_per_second),
+      leaseMs: n(s.lease_ms),
+      maxAttempts: n(s.max_attempts),
+      maxRunning: n(s.max_running),
+      claimsPerSecond: n(s.claims_per_second),
       retryBackoff: b && { initialMs: Number(b.initial_ms), factor: Number(b.factor), maxMs: Number(b.max_ms), jitter: Number(b.jitter) },
-      deadLetterQueue: (s.dead_letter_queue as string | null) ?? null, ttlMs: n(s.ttl_ms), retentionMs: n(s.retention_ms),
+      deadLetterQueue: (s.dead_letter_queue as string | null) ?? null,
+      ttlMs: n(s.ttl_ms),
+      retentionMs: n(s.retention_ms),
     },
   };
 }
 
 export const scheduleOf = (j: Json): Schedule => ({
-  queue: String(j.queue), name: String(j.name), cron: String(j.cron), timezone: (j.timezone as string | null) ?? null,
-  envelope: b64(j.envelope), priority: Number(j.priority), nextAt: Number(j.next_at), lastAt: j.last_at === null ? null : Number(j.last_at),
+  queue: String(j.queue),
+  name: String(j.name),
+  cron: String(j.cron),
+  timezone: (j.timezone as string | null) ?? null,
+  envelope: b64(j.envelope),
+  priority: Number(j.priority),
+  nextAt: Number(j.next_at),
+  lastAt: j.last_at === null ? null : Number(j.last_at),
 });
 
 /**
@@ -123,7 +158,12 @@ export const b64Length = (n: number) => 4 * Math.ceil(n / 3);
  * and answers one result per item. A part the plane refuses as a whole (a type error, a body still
  * too large) answers its error for each of its items; the other parts stand.
  */
-export async function inParts<W, R>(items: W[], size: (w: W) => number, send: (part: W[]) => Promise<R[]>, failed: (e: Error) => R): Promise<R[]> {
+export async function inParts<W, R>(
+  items: W[],
+  size: (w: W) => number,
+  send: (part: W[]) => Promise<R[]>,
+  failed: (e: Error) => R,
+): Promise<R[]> {
   const out: R[] = [];
   const flush = async (part: W[]) => {
     try {
@@ -154,4 +194,3 @@ export function finiteOnly(key: string, value: unknown): unknown {
   if (typeof value === 'number' && !Number.isFinite(value)) throw errorFor('bad_request', `${key} must be a finite number`);
   return value;
 }
-

@@ -17,7 +17,27 @@ import type { State } from '../../src/core/states.ts';
 import type { Claimed, Frame, HeartbeatAnswer, Invocation, JournalFrame, JournalPage } from '../../src/core/types.ts';
 import * as v from '../../src/core/validate.ts';
 import { asClientError, BadRequestError, errorFor, InvocationCancelledError, InvocationFailedError, TimeoutError } from '../errors.ts';
-import type { AckRequest, AppendOptions, ClaimOptions, DispatchPlane, HolderOptions, NackedState, QueueInfo, ReadOptions, Schedule, ScheduleOptions, SettingsChange, SubmitOptions, ListOptions, InvocationPage, QueueOverview, FeedItem, FeedOptions, LogLine, WorkerSeen } from '../types.ts';
+import type {
+  AckRequest,
+  AppendOptions,
+  ClaimOptions,
+  DispatchPlane,
+  HolderOptions,
+  NackedState,
+  QueueInfo,
+  ReadOptions,
+  Schedule,
+  ScheduleOptions,
+  SettingsChange,
+  SubmitOptions,
+  ListOptions,
+  InvocationPage,
+  QueueOverview,
+  FeedItem,
+  FeedOptions,
+  LogLine,
+  WorkerSeen,
+} from '../types.ts';
 import { feedOf, localMetrics, LocalWorkers } from './observe.ts';
 import { RetentionClock } from '../../src/core/retention.ts';
 import { Batcher } from '../batcher.ts';
@@ -63,10 +83,14 @@ export class Dispatch implements DispatchPlane {
   private closed = false;
   private readonly now: () => number;
   private readonly submitters = new Map<string, Batcher<{ envelope: Uint8Array; opts: SubmitOptions }, string>>();
-  private readonly acker = new Batcher<{ id: string; workerId: string; attempt: number | null; result: Uint8Array | null }, undefined>(async (items) => {
-    const out = await verb(this.engine.work.ackMany(this.namespace, items));
-    return out.map((r) => (r.ok ? { ok: true as const, value: undefined } : { ok: false as const, error: errorFor(r.error.code, r.error.message) }));
-  });
+  private readonly acker = new Batcher<{ id: string; workerId: string; attempt: number | null; result: Uint8Array | null }, undefined>(
+    async (items) => {
+      const out = await verb(this.engine.work.ackMany(this.namespace, items));
+      return out.map((r) =>
+        r.ok ? { ok: true as const, value: undefined } : { ok: false as const, error: errorFor(r.error.code, r.error.message) },
+      );
+    },
+  );
 
   constructor(path = ':memory:', opts: DispatchOptions = {}) {
     this.path = path;
@@ -101,8 +125,16 @@ export class Dispatch implements DispatchPlane {
     let b = this.submitters.get(queue);
     if (!b) {
       b = new Batcher(async (items) => {
-        const out = await verb(this.engine.submitMany(this.namespace, queue, items.map(({ envelope: e, opts: o }) => ({ ...o, envelope: e }))));
-        return out.map((r) => (r.ok ? { ok: true as const, value: r.value.id } : { ok: false as const, error: errorFor(r.error.code, r.error.message) }));
+        const out = await verb(
+          this.engine.submitMany(
+            this.namespace,
+            queue,
+            items.map(({ envelope: e, opts: o }) => ({ ...o, envelope: e })),
+          ),
+        );
+        return out.map((r) =>
+          r.ok ? { ok: true as const, value: r.value.id } : { ok: false as const, error: errorFor(r.error.code, r.error.message) },
+        );
       });
       this.submitters.set(queue, b);
     }
@@ -110,7 +142,13 @@ export class Dispatch implements DispatchPlane {
   }
 
   async submitMany(queue: string, items: { envelope: Uint8Array; opts: SubmitOptions }[]): Promise<({ id: string } | { error: Error })[]> {
-    const out = await verb(this.engine.submitMany(this.namespace, queue, items.map(({ envelope, opts }) => ({ ...opts, envelope }))));
+    const out = await verb(
+      this.engine.submitMany(
+        this.namespace,
+        queue,
+        items.map(({ envelope, opts }) => ({ ...opts, envelope })),
+      ),
+    );
     return out.map((r) => (r.ok ? { id: r.value.id } : { error: errorFor(r.error.code, r.error.message) }));
   }
 
@@ -133,7 +171,8 @@ export class Dispatch implements DispatchPlane {
       if (out.state === 'succeeded') return out.result;
       if (out.state === 'failed') throw new InvocationFailedError(id, out.error);
       if (out.state === 'cancelled') throw new InvocationCancelledError(id);
-      if (Date.now() >= deadline || opts.signal?.aborted) throw new TimeoutError(`invocation ${id} is still ${out.state} after ${timeoutMs} ms`);
+      if (Date.now() >= deadline || opts.signal?.aborted)
+        throw new TimeoutError(`invocation ${id} is still ${out.state} after ${timeoutMs} ms`);
     }
   }
 
@@ -222,17 +261,42 @@ export class Dispatch implements DispatchPlane {
     this.workersSeen.heard(queue, workerId, opts.worker);
     if (opts.waitMs) void this.watchQueue(queue).catch(() => {});
     const got = await this.waiting(() =>
-      verb(this.engine.work.claimMany(this.namespace, queue, { workerId, kind: opts.kind, temperature: opts.temperature, leaseMs: opts.leaseMs, waitMs: opts.waitMs ?? 0, max, signal: opts.signal })),
+      verb(
+        this.engine.work.claimMany(this.namespace, queue, {
+          workerId,
+          kind: opts.kind,
+          temperature: opts.temperature,
+          leaseMs: opts.leaseMs,
+          waitMs: opts.waitMs ?? 0,
+          max,
+          signal: opts.signal,
+        }),
+      ),
     );
     for (const c of got) this.claims.set(c.id, { workerId, attempt: c.attempt });
     return got;
   }
 
-  async ackAndClaim(queue: string, workerId: string, acks: AckRequest[], max: number, opts: ClaimOptions = {}): Promise<{ acks: (Error | null)[]; claimed: Claimed[] }> {
+  async ackAndClaim(
+    queue: string,
+    workerId: string,
+    acks: AckRequest[],
+    max: number,
+    opts: ClaimOptions = {},
+  ): Promise<{ acks: (Error | null)[]; claimed: Claimed[] }> {
     this.workersSeen.heard(queue, workerId, opts.worker);
     const items = acks.map((a) => ({ id: a.id, workerId, attempt: this.attemptOf(a.id, workerId, a.attempt), result: a.result ?? null }));
     const out = await this.waiting(() =>
-      verb(this.engine.work.ackAndClaim(this.namespace, queue, items, { workerId, kind: opts.kind, temperature: opts.temperature, leaseMs: opts.leaseMs, waitMs: opts.waitMs ?? 0, max })),
+      verb(
+        this.engine.work.ackAndClaim(this.namespace, queue, items, {
+          workerId,
+          kind: opts.kind,
+          temperature: opts.temperature,
+          leaseMs: opts.leaseMs,
+          waitMs: opts.waitMs ?? 0,
+          max,
+        }),
+      ),
     );
     out.acks.forEach((r, i) => r.ok && this.claims.delete(acks[i]!.id));
     for (const c of out.claimed) this.claims.set(c.id, { workerId, attempt: c.attempt });
@@ -246,16 +310,34 @@ export class Dispatch implements DispatchPlane {
     this.claims.delete(id);
   }
 
-  async nack(id: string, workerId: string, opts: HolderOptions & { error: string | { message: string; [k: string]: unknown }; retry?: boolean; delayMs?: number }): Promise<NackedState> {
+  async nack(
+    id: string,
+    workerId: string,
+    opts: HolderOptions & { error: string | { message: string; [k: string]: unknown }; retry?: boolean; delayMs?: number },
+  ): Promise<NackedState> {
     this.workersSeen.touch(workerId);
-    const out = await verb(this.engine.work.nack(this.namespace, id, { workerId, attempt: this.attemptOf(id, workerId, opts.attempt), error: opts.error, retry: opts.retry ?? true, delayMs: opts.delayMs }));
+    const out = await verb(
+      this.engine.work.nack(this.namespace, id, {
+        workerId,
+        attempt: this.attemptOf(id, workerId, opts.attempt),
+        error: opts.error,
+        retry: opts.retry ?? true,
+        delayMs: opts.delayMs,
+      }),
+    );
     this.claims.delete(id);
     return out.state;
   }
 
   heartbeat(id: string, workerId: string, opts: HolderOptions & { leaseMs?: number } = {}): Promise<HeartbeatAnswer> {
     this.workersSeen.touch(workerId);
-    return verb(this.engine.work.heartbeat(this.namespace, id, { workerId, attempt: this.attemptOf(id, workerId, opts.attempt), leaseMs: opts.leaseMs }));
+    return verb(
+      this.engine.work.heartbeat(this.namespace, id, {
+        workerId,
+        attempt: this.attemptOf(id, workerId, opts.attempt),
+        leaseMs: opts.leaseMs,
+      }),
+    );
   }
 
   // ------------------------------------------------------------ journal
@@ -267,7 +349,13 @@ export class Dispatch implements DispatchPlane {
     if (!workerId) throw new BadRequestError(`journalAppend(${id}): no workerId given and this client did not claim ${id}`);
     const out = await verb(
       this.engine.journal.append(this.namespace, id, {
-        workerId, attempt: opts.attempt ?? (held?.workerId === workerId ? held.attempt : null), seq, kind: f.kind, body: f.body, meta: f.meta, final: opts.final,
+        workerId,
+        attempt: opts.attempt ?? (held?.workerId === workerId ? held.attempt : null),
+        seq,
+        kind: f.kind,
+        body: f.body,
+        meta: f.meta,
+        final: opts.final,
       }),
     );
     return out.seq;
@@ -281,7 +369,9 @@ export class Dispatch implements DispatchPlane {
     for (;;) {
       const left = deadline - Date.now();
       if (left <= 0) throw new TimeoutError(`journal of ${id} wrote nothing for ${opts.timeoutMs} ms and has not ended`);
-      const page = await this.waiting(() => verb(this.engine.journal.follow(this.namespace, id, cursor, Math.min(left, this.engine.limits.maxResultWaitMs), opts.signal)));
+      const page = await this.waiting(() =>
+        verb(this.engine.journal.follow(this.namespace, id, cursor, Math.min(left, this.engine.limits.maxResultWaitMs), opts.signal)),
+      );
       if (page.frames.length) deadline = quiet();
       for (const f of page.frames) {
         cursor = f.seq;
@@ -362,19 +452,22 @@ export class Dispatch implements DispatchPlane {
     const cur = this.timers.get(key);
     if (cur && cur.at <= at) return;
     if (cur) clearTimeout(cur.timer);
-    const timer = setTimeout(async () => {
-      this.timers.delete(key);
-      if (this.closed) return;
-      try {
-        await this.engine.admin.fire(ns, queue);
-        const next = await this.engine.work.sweep(ns, queue);
-        const purge = await this.clock(ns, queue).due();
-        const at = next === null ? purge : purge === null ? next : Math.min(next, purge);
-        if (at !== null) this.armTimer(ns, queue, at);
-      } catch {
-        /* the next claim sweeps the queue itself */
-      }
-    }, Math.max(0, at - this.now()) + 5);
+    const timer = setTimeout(
+      async () => {
+        this.timers.delete(key);
+        if (this.closed) return;
+        try {
+          await this.engine.admin.fire(ns, queue);
+          const next = await this.engine.work.sweep(ns, queue);
+          const purge = await this.clock(ns, queue).due();
+          const at = next === null ? purge : purge === null ? next : Math.min(next, purge);
+          if (at !== null) this.armTimer(ns, queue, at);
+        } catch {
+          /* the next claim sweeps the queue itself */
+        }
+      },
+      Math.max(0, at - this.now()) + 5,
+    );
     timer.unref?.();
     this.timers.set(key, { at, timer });
   }
@@ -383,7 +476,15 @@ export class Dispatch implements DispatchPlane {
   private clock(ns: string, queue: string): RetentionClock {
     const key = `${ns}\u0000${queue}`;
     let c = this.retention.get(key);
-    if (!c) this.retention.set(key, (c = new RetentionClock(() => this.engine.admin.purge(ns, queue), this.now, (at) => this.armTimer(ns, queue, at))));
+    if (!c)
+      this.retention.set(
+        key,
+        (c = new RetentionClock(
+          () => this.engine.admin.purge(ns, queue),
+          this.now,
+          (at) => this.armTimer(ns, queue, at),
+        )),
+      );
     return c;
   }
 

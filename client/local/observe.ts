@@ -35,7 +35,9 @@ export async function* feedOf(feed: Feed, ns: string, queue: string | null, opts
 /** The kinds a reader asked for; an unknown one is refused as over HTTP. */
 export function kindsOf(kinds: FeedOptions['kinds']): Set<string> {
   const out = new Set<string>(kinds ?? ['job', 'worker']);
-  for (const k of out) if (k !== 'job' && k !== 'worker') throw new BadRequestError(`unknown kind ${JSON.stringify(k)}: the feed has job and worker records (kinds=job,worker)`);
+  for (const k of out)
+    if (k !== 'job' && k !== 'worker')
+      throw new BadRequestError(`unknown kind ${JSON.stringify(k)}: the feed has job and worker records (kinds=job,worker)`);
   if (!out.size) throw new BadRequestError('kinds names no kind: the feed has job and worker records');
   return out;
 }
@@ -44,7 +46,10 @@ export function kindsOf(kinds: FeedOptions['kinds']): Set<string> {
 export async function localMetrics(engine: Engine, ns: string): Promise<string> {
   const overview = await engine.overview(ns);
   const feed = engine.park.events;
-  return metricsText(ns, overview.map((o) => ({ overview: o, counters: { since: feed.since, counts: feed.counters(ns, o.queue)[0]?.counts ?? null } })));
+  return metricsText(
+    ns,
+    overview.map((o) => ({ overview: o, counters: { since: feed.since, counts: feed.counters(ns, o.queue)[0]?.counts ?? null } })),
+  );
 }
 
 /** The workers this process heard from, per queue (core/workers.ts): the local plane's GET /workers. */
@@ -81,9 +86,13 @@ export class LocalWorkers {
   }
 
   async list(): Promise<WorkerSeen[]> {
-    const seen = await Promise.all([...this.books].map(async ([queue, b]) => ({
-      queue, workers: b.list(), running: (await this.engine.list(this.ns, queue, 'running', 1000, null)).items.map((i) => ({ id: i.id, workerId: i.workerId })),
-    })));
+    const seen = await Promise.all(
+      [...this.books].map(async ([queue, b]) => ({
+        queue,
+        workers: b.list(),
+        running: (await this.engine.list(this.ns, queue, 'running', 1000, null)).items.map((i) => ({ id: i.id, workerId: i.workerId })),
+      })),
+    );
     return mergeWorkers(seen);
   }
 }

@@ -49,7 +49,11 @@ export class AckLane {
   flush(): void {
     const all = this.pending;
     this.pending = [];
-    for (const a of all) this.alone(a.c, a.result).then(() => a.done(null), (e: unknown) => a.done(e instanceof Error ? e : new Error(String(e))));
+    for (const a of all)
+      this.alone(a.c, a.result).then(
+        () => a.done(null),
+        (e: unknown) => a.done(e instanceof Error ? e : new Error(String(e))),
+      );
   }
 
   private alone(c: Claimed, result: Uint8Array): Promise<void> {

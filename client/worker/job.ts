@@ -76,7 +76,10 @@ class Abort extends Error {
 }
 
 const isIterator = (v: unknown): v is AsyncIterator<unknown> | Iterator<unknown> =>
-  !!v && typeof v === 'object' && typeof (v as Iterator<unknown>).next === 'function' && (Symbol.asyncIterator in v || Symbol.iterator in v);
+  !!v &&
+  typeof v === 'object' &&
+  typeof (v as Iterator<unknown>).next === 'function' &&
+  (Symbol.asyncIterator in v || Symbol.iterator in v);
 
 /**
  * `handlerDone` is called once the handler has settled, before the ack or nack goes out: the
@@ -92,9 +95,18 @@ export interface DoneJob {
 }
 
 /** runWorker's onDone: sees each outcome; answering 'handled' to a failure fails the job without a retry. */
-export type OnDone = (job: DoneJob, outcome: { state: 'succeeded'; result: unknown } | { state: 'failed'; error: Error }) => 'handled' | void | Promise<'handled' | void>;
+export type OnDone = (
+  job: DoneJob,
+  outcome: { state: 'succeeded'; result: unknown } | { state: 'failed'; error: Error },
+) => 'handled' | void | Promise<'handled' | void>;
 
-const jobOf = (c: Claimed, env: Envelope | null): DoneJob => ({ id: c.id, queue: c.queue, attempt: c.attempt, fn: env?.fn ?? null, origin: env?.origin ?? null });
+const jobOf = (c: Claimed, env: Envelope | null): DoneJob => ({
+  id: c.id,
+  queue: c.queue,
+  attempt: c.attempt,
+  fn: env?.fn ?? null,
+  origin: env?.origin ?? null,
+});
 
 export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void = () => {}): Promise<JobOutcome> {
   const { dispatch: d, workerId } = o;
@@ -156,9 +168,18 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
     span = runSpan(env.fn, env.traceparent, { id: c.id, queue: c.queue, attempt: c.attempt });
     const traceId = span.traceId;
     const ctx = {
-      id: c.id, queue: c.queue, attempt: c.attempt, get signal() { return signal(); }, kwargs: env.kwargs, traceparent: env.traceparent, origin: env.origin,
+      id: c.id,
+      queue: c.queue,
+      attempt: c.attempt,
+      get signal() {
+        return signal();
+      },
+      kwargs: env.kwargs,
+      traceparent: env.traceparent,
+      origin: env.origin,
       write: (data: string | Uint8Array) => journalOf().chunks.write(data),
-      log: (message: unknown, level: LogLevel = 'info') => o.logs.log(c.queue, c.id, level, typeof message === 'string' ? message : String(message), traceId),
+      log: (message: unknown, level: LogLevel = 'info') =>
+        o.logs.log(c.queue, c.id, level, typeof message === 'string' ? message : String(message), traceId),
     };
     const inSpan = span.within;
     // A handler that returns at once, before any abort, is taken as it is; any other is raced with the abort.
@@ -234,7 +255,8 @@ function journalWriters(d: DispatchPlane, c: Claimed, workerId: string) {
   let tail: Promise<unknown> = Promise.resolve();
   const appendNow = (kind: number, body: Uint8Array, meta: Record<string, unknown> | null = null, final?: boolean): Promise<void> => {
     const next = tail.then(async () => {
-      if (seq === null) seq = await d.journalAppend(c.id, null, { kind: kind as 0, seq: 0, body, meta }, { workerId, attempt: c.attempt, final });
+      if (seq === null)
+        seq = await d.journalAppend(c.id, null, { kind: kind as 0, seq: 0, body, meta }, { workerId, attempt: c.attempt, final });
       else await d.journalAppend(c.id, ++seq, { kind: kind as 0, seq, body, meta }, { workerId, attempt: c.attempt, final });
     });
     tail = next.catch(() => {});

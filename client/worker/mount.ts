@@ -48,13 +48,15 @@ export async function checkArchive(bytes: Uint8Array): Promise<void> {
       entries++;
       unpacked += e.size ?? 0;
       const path = e.path;
-      if (!KINDS.has(e.type)) note(`entry ${JSON.stringify(path)} is a ${e.type}: an archive of code holds files, directories and links only`);
+      if (!KINDS.has(e.type))
+        note(`entry ${JSON.stringify(path)} is a ${e.type}: an archive of code holds files, directories and links only`);
       else if (escapes(path)) note(`entry ${JSON.stringify(path)} would be written outside the mount`);
       else if (e.type === 'SymbolicLink' || e.type === 'Link') {
         const to = e.linkpath ?? '';
         // A symbolic link is relative to its own directory; a hard link names a path of the archive.
         const target = e.type === 'SymbolicLink' && !to.startsWith('/') ? posix.normalize(posix.join(posix.dirname(path), to)) : to;
-        if (escapes(target) || target.startsWith('../') || target === '..') note(`link ${JSON.stringify(path)} points outside the mount (${JSON.stringify(to)})`);
+        if (escapes(target) || target.startsWith('../') || target === '..')
+          note(`link ${JSON.stringify(path)} points outside the mount (${JSON.stringify(to)})`);
       }
       e.resume();
     },
@@ -66,7 +68,8 @@ export async function checkArchive(bytes: Uint8Array): Promise<void> {
     parser.end(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
   });
   if (entries > MOUNT_MAX_ENTRIES) throw new MountError(`the archive holds ${entries} entries; a mount takes at most ${MOUNT_MAX_ENTRIES}`);
-  if (unpacked > MOUNT_MAX_UNPACKED) throw new MountError(`the archive unpacks to ${unpacked} bytes; a mount takes at most ${MOUNT_MAX_UNPACKED}`);
+  if (unpacked > MOUNT_MAX_UNPACKED)
+    throw new MountError(`the archive unpacks to ${unpacked} bytes; a mount takes at most ${MOUNT_MAX_UNPACKED}`);
   if (problem) throw new MountError(problem);
 }
 
@@ -97,13 +100,19 @@ export class Mounts {
     if (!STAMP.test(stamp)) throw new MountError(`stamp ${JSON.stringify(stamp)} is not a git tree hash`);
     const dir = join(this.home, stamp);
     // A mount that exists is whole: it only ever appears by a rename.
-    if (await stat(dir).then(() => true, () => false)) {
+    if (
+      await stat(dir).then(
+        () => true,
+        () => false,
+      )
+    ) {
       const now = new Date();
       await utimes(dir, now, now).catch(() => {});
       return dir;
     }
     const { bytes, sha256 } = await this.fetchArchive(stamp);
-    if (bytes.length > MOUNT_MAX_BYTES) throw new MountError(`the archive is ${bytes.length} bytes; a mount takes at most ${MOUNT_MAX_BYTES}`);
+    if (bytes.length > MOUNT_MAX_BYTES)
+      throw new MountError(`the archive is ${bytes.length} bytes; a mount takes at most ${MOUNT_MAX_BYTES}`);
     const got = createHash('sha256').update(bytes).digest('hex');
     if (got !== sha256) throw new MountError(`the archive of ${stamp} has SHA-256 ${got}, not ${sha256 ?? '(none given)'}: refused`);
     await checkArchive(bytes);

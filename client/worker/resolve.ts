@@ -34,7 +34,9 @@ async function resolveElsewhere(env: Envelope, opts: ResolveOptions): Promise<Ha
   // Pushed code (docs/code-mount.md): the module comes from the producer's tree, never from the registry.
   if (env.code) {
     if (!opts.mounts) {
-      throw new ResolveError(`this job runs the producer's pushed code (stamp ${env.code}), and this worker does not run pushed code: start it with runWorker({ code: 'mount' }) (--code mount) to allow it; that runs the producer's code`);
+      throw new ResolveError(
+        `this job runs the producer's pushed code (stamp ${env.code}), and this worker does not run pushed code: start it with runWorker({ code: 'mount' }) (--code mount) to allow it; that runs the producer's code`,
+      );
     }
     if (!env.module) throw new ResolveError(`a job with pushed code names its module (path#export); ${JSON.stringify(env.fn)} names none`);
     let root: string;
@@ -49,7 +51,9 @@ async function resolveElsewhere(env: Envelope, opts: ResolveOptions): Promise<Ha
   if (typeof own === 'function') return own;
   if (!env.module) throw new ResolveError(`function ${JSON.stringify(env.fn)} is not registered with this worker`);
   if (!opts.allowImport) {
-    throw new ResolveError(`function ${JSON.stringify(env.fn)} is not registered, and importing ${JSON.stringify(env.module)} is off: start the worker with allowImport (--allow-import) to let envelopes name modules`);
+    throw new ResolveError(
+      `function ${JSON.stringify(env.fn)} is not registered, and importing ${JSON.stringify(env.module)} is off: start the worker with allowImport (--allow-import) to let envelopes name modules`,
+    );
   }
   // Node's path and url modules, loaded only here: a worker that never imports needs neither.
   const [{ isAbsolute, relative, resolve }, { pathToFileURL }] = await Promise.all([import('node:path'), import('node:url')]);
@@ -59,6 +63,7 @@ async function resolveElsewhere(env: Envelope, opts: ResolveOptions): Promise<Ha
   if (rel.startsWith('..') || isAbsolute(rel)) throw new ResolveError(`module ${JSON.stringify(env.module)} is outside the worker's root`);
   const mod = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
   const fn = mod[exportName];
-  if (typeof fn !== 'function') throw new ResolveError(`module ${JSON.stringify(path)} has no exported function ${JSON.stringify(exportName)}`);
+  if (typeof fn !== 'function')
+    throw new ResolveError(`module ${JSON.stringify(path)} has no exported function ${JSON.stringify(exportName)}`);
   return fn as Handler;
 }

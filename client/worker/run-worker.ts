@@ -81,14 +81,18 @@ const INFO_EVERY_MS = 30_000;
 /** This host and process, for worker ids: `host:pid` where the runtime has them. */
 async function hostName(): Promise<string> {
   const pid = (globalThis as { process?: { pid?: number } }).process?.pid;
-  const host = await import('node:os').then((os) => os.hostname(), () => 'worker');
+  const host = await import('node:os').then(
+    (os) => os.hostname(),
+    () => 'worker',
+  );
   return pid === undefined ? host : `${host}:${pid}`;
 }
 
 /** The code cache of a worker that mounts pushed code (worker/mount.ts), fetching from its plane. */
 async function mountsFor(d: DispatchPlane, home?: string): Promise<Mounts> {
   const fetchCode = (d as { fetchCode?: (stamp: string) => Promise<{ bytes: Uint8Array; sha256: string | null }> }).fetchCode;
-  if (typeof fetchCode !== 'function') throw new Error("code: 'mount' needs an HTTP plane: pushed code lives there (a local plane runs this machine's code)");
+  if (typeof fetchCode !== 'function')
+    throw new Error("code: 'mount' needs an HTTP plane: pushed code lives there (a local plane runs this machine's code)");
   const [{ Mounts }, { join }, { homedir }] = await Promise.all([import('./mount.ts'), import('node:path'), import('node:os')]);
   const env = (globalThis as { process?: { env: Record<string, string | undefined> } }).process?.env ?? {};
   return new Mounts((stamp) => fetchCode.call(d, stamp), home ?? join(env.LAKESHORE_HOME || join(homedir(), '.lakeshore'), 'code'));
@@ -165,10 +169,21 @@ class Worker {
     this.acks = new AckLane(d, workerId, () => this.kick());
     this.prefetch = new Prefetch(opts.prefetch ?? 'auto', 2 * MAX_CLAIM);
     this.jobOpts = {
-      dispatch: d, ack: (c, result) => this.acks.ack(c, result), workerId, registry: opts.registry ?? {}, root: opts.root ?? process.cwd(),
-      allowImport: opts.allowImport ?? d.inProcess === true, retries: opts.retries ?? Infinity, timeLimitMs: opts.timeLimitMs ?? null,
-      heartbeatMs: opts.heartbeatMs ?? Math.max(200, Math.floor((this.leaseMs ?? 30_000) / 3)), leaseMs: this.leaseMs, hardStop: this.hard,
-      log: this.log, onDone: opts.onDone, logs: new LogShipper(d, workerId), mounts,
+      dispatch: d,
+      ack: (c, result) => this.acks.ack(c, result),
+      workerId,
+      registry: opts.registry ?? {},
+      root: opts.root ?? process.cwd(),
+      allowImport: opts.allowImport ?? d.inProcess === true,
+      retries: opts.retries ?? Infinity,
+      timeLimitMs: opts.timeLimitMs ?? null,
+      heartbeatMs: opts.heartbeatMs ?? Math.max(200, Math.floor((this.leaseMs ?? 30_000) / 3)),
+      leaseMs: this.leaseMs,
+      hardStop: this.hard,
+      log: this.log,
+      onDone: opts.onDone,
+      logs: new LogShipper(d, workerId),
+      mounts,
     };
     const proc = (globalThis as { process?: { pid?: number } }).process;
     this.info = { queues: pools, host, pid: proc?.pid, version: CLIENT_VERSION, concurrency: this.concurrency };
@@ -230,7 +245,9 @@ class Worker {
     this.acks.flush();
     // Stopping: jobs claimed but not started go back to the queue at once.
     for (const c of this.buffer.splice(0)) {
-      await this.d.nack(c.id, this.workerId, { attempt: c.attempt, error: 'the worker stopped before starting it', retry: true }).catch(() => {});
+      await this.d
+        .nack(c.id, this.workerId, { attempt: c.attempt, error: 'the worker stopped before starting it', retry: true })
+        .catch(() => {});
     }
     await Promise.all(this.running);
   }
@@ -253,7 +270,9 @@ class Worker {
     // With several pools, wait briefly on each in turn; with one, wait long; once, not long at all.
     const waitMs = this.opts.once
       ? Math.max(0, Math.floor((this.opts.onceWaitMs ?? ONCE_WAIT_MS) / this.pools.length))
-      : this.pools.length === 1 ? this.claimWaitMs : Math.min(this.claimWaitMs, 1_000);
+      : this.pools.length === 1
+        ? this.claimWaitMs
+        : Math.min(this.claimWaitMs, 1_000);
     // Acks ride a claim only while work flows (a claim with acks waits at most ACKS_WAIT_MS, then
     // the worker must claim again); a worker that waits for each job sends them alone.
     const riding = this.prefetch.jobsWithin(ACKS_WAIT_MS) >= 2 ? this.acks.take(pool, MAX_CLAIM) : [];
@@ -264,7 +283,13 @@ class Worker {
       const worker = now - this.infoAt >= INFO_EVERY_MS ? ((this.infoAt = now), this.info) : undefined;
       const claimOpts = { waitMs, leaseMs: this.leaseMs ?? undefined, signal: this.stop, worker };
       if (riding.length) {
-        const out = await this.d.ackAndClaim(pool, this.workerId, riding.map((a) => ({ id: a.c.id, attempt: a.c.attempt, result: a.result })), want, claimOpts);
+        const out = await this.d.ackAndClaim(
+          pool,
+          this.workerId,
+          riding.map((a) => ({ id: a.c.id, attempt: a.c.attempt, result: a.result })),
+          want,
+          claimOpts,
+        );
         riding.forEach((a, i) => a.done(out.acks[i] ?? null));
         got = out.claimed;
       } else got = await this.d.claimMany(pool, this.workerId, want, claimOpts);

@@ -90,7 +90,11 @@ export class Admin {
     const q = v.queue(queue, this.o.limits);
     const n = Math.max(1, v.nonNegInt('limit', limit, 100, this.o.limits.maxBatch));
     const ids = await this.o.committer.run(redrivePlan(this.o.now(), ns, q, n));
-    this.o.park.events.told(ns, q, ids.map((id) => ({ id, status: 'queued' })));
+    this.o.park.events.told(
+      ns,
+      q,
+      ids.map((id) => ({ id, status: 'queued' })),
+    );
     if (ids.length) this.o.park.wake(keys.queue(ns, q), ids.length);
     return ids;
   }
@@ -117,10 +121,16 @@ export class Admin {
     const now = this.o.now();
     const next = cron.nextRun(new Date(now));
     if (!next) throw badRequest(`cron ${JSON.stringify(req.cron)} never fires again`);
-    await this.o.committer.run(setSchedulePlan(now, ns, q, {
-      name: n, cron: String(req.cron), timezone, envelope: v.bytes('envelope', req.envelope, this.o.limits.envelopeBytes),
-      priority: v.finite('priority', req.priority, 0), nextAt: next.getTime(),
-    }));
+    await this.o.committer.run(
+      setSchedulePlan(now, ns, q, {
+        name: n,
+        cron: String(req.cron),
+        timezone,
+        envelope: v.bytes('envelope', req.envelope, this.o.limits.envelopeBytes),
+        priority: v.finite('priority', req.priority, 0),
+        nextAt: next.getTime(),
+      }),
+    );
     this.o.onWake?.(ns, q, next.getTime());
     return (await this.schedules(ns, q)).find((s) => s.name === n)!;
   }
@@ -131,7 +141,9 @@ export class Admin {
   }
 
   async removeSchedule(ns: string, queue: unknown, name: unknown): Promise<void> {
-    await this.o.committer.run(removeSchedulePlan(ns, v.queue(queue, this.o.limits), v.name('schedule name', name, this.o.limits.queueLength)));
+    await this.o.committer.run(
+      removeSchedulePlan(ns, v.queue(queue, this.o.limits), v.name('schedule name', name, this.o.limits.queueLength)),
+    );
   }
 
   /**
@@ -147,7 +159,9 @@ export class Admin {
       const cron = storedCron(s.cron, s.timezone);
       if (!cron) {
         // One unreadable row must not keep the alarm firing or stop the others: it stops ticking.
-        console.error(`schedule ${JSON.stringify(s.name)} of queue ${JSON.stringify(queue)}: cron ${JSON.stringify(s.cron)} cannot be read; it will not fire until it is set again`);
+        console.error(
+          `schedule ${JSON.stringify(s.name)} of queue ${JSON.stringify(queue)}: cron ${JSON.stringify(s.cron)} cannot be read; it will not fire until it is set again`,
+        );
         await this.o.committer.run(parkSchedulePlan(now, ns, s));
         continue;
       }

@@ -20,7 +20,8 @@ const CHUNK = 0x8000;
 const plain: Codec = {
   toBase64(bytes) {
     let bin = '';
-    for (let i = 0; i < bytes.length; i += CHUNK) bin += String.fromCharCode.apply(null, bytes.subarray(i, i + CHUNK) as unknown as number[]);
+    for (let i = 0; i < bytes.length; i += CHUNK)
+      bin += String.fromCharCode.apply(null, bytes.subarray(i, i + CHUNK) as unknown as number[]);
     return btoa(bin);
   },
   fromBase64(s) {
@@ -42,27 +43,35 @@ const plain: Codec = {
   },
 };
 
-type NativeU8 = { fromBase64?(s: string): Uint8Array; fromHex?(h: string): Uint8Array; prototype: { toBase64?(): string; toHex?(): string } };
+type NativeU8 = {
+  fromBase64?(s: string): Uint8Array;
+  fromHex?(h: string): Uint8Array;
+  prototype: { toBase64?(): string; toHex?(): string };
+};
 const U8 = Uint8Array as unknown as NativeU8;
-const native: Codec | null = U8.fromBase64 && U8.fromHex && U8.prototype.toBase64 && U8.prototype.toHex
-  ? {
-    toBase64: (b) => (b as unknown as { toBase64(): string }).toBase64(),
-    fromBase64: (s) => U8.fromBase64!(s),
-    toHex: (b) => (b as unknown as { toHex(): string }).toHex(),
-    fromHex: (h) => U8.fromHex!(h),
-  }
-  : null;
+const native: Codec | null =
+  U8.fromBase64 && U8.fromHex && U8.prototype.toBase64 && U8.prototype.toHex
+    ? {
+        toBase64: (b) => (b as unknown as { toBase64(): string }).toBase64(),
+        fromBase64: (s) => U8.fromBase64!(s),
+        toHex: (b) => (b as unknown as { toHex(): string }).toHex(),
+        fromHex: (h) => U8.fromHex!(h),
+      }
+    : null;
 
-type NodeBuffer = { from(b: ArrayBufferLike, offset: number, length: number): { toString(enc: 'base64' | 'hex'): string }; from(s: string, enc: 'base64' | 'hex'): Uint8Array };
+type NodeBuffer = {
+  from(b: ArrayBufferLike, offset: number, length: number): { toString(enc: 'base64' | 'hex'): string };
+  from(s: string, enc: 'base64' | 'hex'): Uint8Array;
+};
 const NodeBuf = (globalThis as { Buffer?: NodeBuffer }).Buffer;
 const view = (b: Uint8Array) => new Uint8Array(b.buffer, b.byteOffset, b.length);
 const node: Codec | null = NodeBuf
   ? {
-    toBase64: (b) => NodeBuf.from(b.buffer, b.byteOffset, b.length).toString('base64'),
-    fromBase64: (s) => view(NodeBuf.from(s, 'base64')),
-    toHex: (b) => NodeBuf.from(b.buffer, b.byteOffset, b.length).toString('hex'),
-    fromHex: (h) => view(NodeBuf.from(h, 'hex')),
-  }
+      toBase64: (b) => NodeBuf.from(b.buffer, b.byteOffset, b.length).toString('base64'),
+      fromBase64: (s) => view(NodeBuf.from(s, 'base64')),
+      toHex: (b) => NodeBuf.from(b.buffer, b.byteOffset, b.length).toString('hex'),
+      fromHex: (h) => view(NodeBuf.from(h, 'hex')),
+    }
   : null;
 
 /** Every codec this runtime has, for tests; `codec` is the one in use. */

@@ -39,12 +39,30 @@ export interface ClaimOutcome {
  * The sweep: expire overdue leases, promote due delayed rows, fail rows past their TTL. With
  * hints (a single writer's knowledge, hints.ts) only the statements that can do something.
  */
-export function sweep(now: number, ns: string, queue: string, limits: Limits, known?: Hints): { stmts: Stmt[]; moved: (rs: StmtResult[]) => Moved[] } {
+export function sweep(
+  now: number,
+  ns: string,
+  queue: string,
+  limits: Limits,
+  known?: Hints,
+): { stmts: Stmt[]; moved: (rs: StmtResult[]) => Moved[] } {
   const due = (at: number | null | undefined) => !known || (at !== null && at !== undefined && at <= now);
   const parts: [Stmt, (r: StmtResult) => Moved[]][] = [];
-  if (due(known?.lease)) parts.push([expireStmt(now, ns, queue, limits.defaultMaxAttempts), (r) => r.rows.map((x) => ({ id: String(x.id), state: x.state as Moved['state'], cause: 'lease' as const }))]);
-  if (due(known?.due)) parts.push([promoteStmt(now, ns, queue), (r) => r.rows.map((x) => ({ id: String(x.id), state: 'queued' as const, cause: 'due' as const }))]);
-  if (due(known?.ttl)) parts.push([ttlStmt(now, ns, queue), (r) => r.rows.map((x) => ({ id: String(x.id), state: 'failed' as const, cause: 'ttl' as const }))]);
+  if (due(known?.lease))
+    parts.push([
+      expireStmt(now, ns, queue, limits.defaultMaxAttempts),
+      (r) => r.rows.map((x) => ({ id: String(x.id), state: x.state as Moved['state'], cause: 'lease' as const })),
+    ]);
+  if (due(known?.due))
+    parts.push([
+      promoteStmt(now, ns, queue),
+      (r) => r.rows.map((x) => ({ id: String(x.id), state: 'queued' as const, cause: 'due' as const })),
+    ]);
+  if (due(known?.ttl))
+    parts.push([
+      ttlStmt(now, ns, queue),
+      (r) => r.rows.map((x) => ({ id: String(x.id), state: 'failed' as const, cause: 'ttl' as const })),
+    ]);
   return { stmts: parts.map(([st]) => st), moved: (rs) => parts.flatMap(([, read], i) => read(rs[i]!)) };
 }
 
@@ -54,7 +72,13 @@ export function sweep(now: number, ns: string, queue: string, limits: Limits, kn
  * the same batch (`wake`) when asked (`withWake`: a claim about to park), and where it keeps hints
  * but has none or its sweep moved rows, to learn them afresh.
  */
-export function claimPlan(ctx: ClaimContext, c: ClaimRequestInput, max: number, withWake = false, known?: Hints | null): Plan<ClaimOutcome> {
+export function claimPlan(
+  ctx: ClaimContext,
+  c: ClaimRequestInput,
+  max: number,
+  withWake = false,
+  known?: Hints | null,
+): Plan<ClaimOutcome> {
   const hints = known ?? undefined;
   if (c.kind === 'boltzmann' && c.temperature > 0) return boltzmannPlan(ctx, c, max, [], 0, null, hints);
   const kind: ClaimKind = c.kind === 'boltzmann' ? 'fifo' : c.kind; // T = 0: the top level, oldest first
@@ -85,7 +109,15 @@ const SWEPT: Hints = { lease: null, due: null, ttl: null, paused: false, capped:
  * comes from queue_levels (O(levels) rows), then claim that level's oldest row. Every queued
  * row thus has probability ∝ exp(priority / T); T → 0 is fifo, large T approaches uniform.
  */
-function boltzmannPlan(ctx: ClaimContext, c: ClaimRequestInput, max: number, got: Claimed[], tries: number, moved: Moved[] | null, known?: Hints): Plan<ClaimOutcome> {
+function boltzmannPlan(
+  ctx: ClaimContext,
+  c: ClaimRequestInput,
+  max: number,
+  got: Claimed[],
+  tries: number,
+  moved: Moved[] | null,
+  known?: Hints,
+): Plan<ClaimOutcome> {
   // Until this engine has seen the queue marked sampled, the batch marks it (see markSampledStmts).
   const key = `${ctx.ns}\u0000${ctx.queue}`;
   const mark = ctx.sampled.has(key) ? [] : markSampledStmts(ctx.now, ctx.ns, ctx.queue);
@@ -109,7 +141,10 @@ function boltzmannPlan(ctx: ClaimContext, c: ClaimRequestInput, max: number, got
         done: (rs) => {
           // Hand rows out in draw order: the i-th draw of a level gets that level's i-th oldest row.
           const byLevel = new Map([...perLevel.keys()].map((p, i) => [p, claimOrder(rs[at[i]!]!.rows, 'fifo')]));
-          const drawn = picks.flatMap((p) => { const r = byLevel.get(p)!.shift(); return r ? [toClaimed(r)] : []; });
+          const drawn = picks.flatMap((p) => {
+            const r = byLevel.get(p)!.shift();
+            return r ? [toClaimed(r)] : [];
+          });
           const more = [...got, ...drawn];
           // A level can empty under us (another claim in the same batch); sample again, a few times.
           if (more.length < max && tries < 3 && more.length < levels.reduce((a, l) => a + l.n, 0)) {
@@ -145,7 +180,10 @@ export function sampleLevels(levels: { p: number; n: number }[], t: number, k: n
 }
 
 /** What the queue waits for (wake.ts): how long a parked claim may sleep, when the alarm fires. */
-export const wakePlan = (now: number, ns: string, queue: string): Plan<Wake> => ({ stmts: [wakeStmt(ns, queue)], done: ([r]) => wakeOf(r!.rows[0], now) });
+export const wakePlan = (now: number, ns: string, queue: string): Plan<Wake> => ({
+  stmts: [wakeStmt(ns, queue)],
+  done: ([r]) => wakeOf(r!.rows[0], now),
+});
 
 /** The whole sweep, then what the queue waits for next (the alarm's work). */
 export function sweepPlan(now: number, ns: string, queue: string, limits: Limits): Plan<{ moved: Moved[]; wake: Wake }> {

@@ -65,12 +65,23 @@ export class Committer {
 
   constructor(port: Port, opts: CommitterOptions = {}) {
     this.port = port;
-    this.opts = { maxStatements: opts.maxStatements ?? 400, depth: Math.max(1, opts.depth ?? 1), simulatedDelayMs: opts.simulatedDelayMs ?? 0, onBatch: opts.onBatch };
+    this.opts = {
+      maxStatements: opts.maxStatements ?? 400,
+      depth: Math.max(1, opts.depth ?? 1),
+      simulatedDelayMs: opts.simulatedDelayMs ?? 0,
+      onBatch: opts.onBatch,
+    };
   }
 
   run<T>(plan: Plan<T>, opts: RunOptions = {}): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      const p: Pending = { plan: plan as Plan<unknown>, alone: opts.alone ?? false, patient: null, resolve: resolve as (v: unknown) => void, reject };
+      const p: Pending = {
+        plan: plan as Plan<unknown>,
+        alone: opts.alone ?? false,
+        patient: null,
+        resolve: resolve as (v: unknown) => void,
+        reject,
+      };
       if (opts.patientMs !== undefined && opts.patientMs > 0 && !p.alone) {
         p.patient = setTimeout(() => {
           p.patient = null;

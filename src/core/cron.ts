@@ -41,7 +41,8 @@ export function cronSyntaxError(expr: string): string | null {
   const f = t.split(/\s+/);
   if (f.length !== 5 && f.length !== 6) return `expected 5 fields (minute first) or 6 (seconds first), got ${f.length}`;
   const bad = f.findIndex((x, i) => !(i === f.length - 3 ? DOM : i === f.length - 1 ? DOW : FIELD).test(x));
-  if (bad >= 0) return `field ${bad + 1} (${JSON.stringify(f[bad])}) is not made of *, numbers, names, ranges, steps${bad === f.length - 3 ? ' or L' : bad === f.length - 1 ? ' or n#k' : ''}`;
+  if (bad >= 0)
+    return `field ${bad + 1} (${JSON.stringify(f[bad])}) is not made of *, numbers, names, ranges, steps${bad === f.length - 3 ? ' or L' : bad === f.length - 1 ? ' or n#k' : ''}`;
   return null;
 }
 

@@ -68,7 +68,14 @@ export class Engine {
     this.park = new Parking(this.committer, this.now);
     this.onWake = opts.onWake;
     this.hints = opts.singleWriter ? new HintBook() : undefined;
-    const parts = { committer: this.committer, park: this.park, limits: this.limits, now: this.now, onWake: opts.onWake, hints: this.hints };
+    const parts = {
+      committer: this.committer,
+      park: this.park,
+      limits: this.limits,
+      now: this.now,
+      onWake: opts.onWake,
+      hints: this.hints,
+    };
     this.work = new Work({ ...parts, random: opts.random ?? Math.random, onFailed: opts.onFailed });
     this.journal = new Journal(this.committer, this.park, this.limits, this.now);
     this.admin = new Admin(parts);
@@ -100,7 +107,13 @@ export class Engine {
         if (Array.isArray(out)) {
           // Envelopes only while anyone listens: a record then carries its trace id.
           const env = this.park.events.listening ? new Map(inputs.map((i) => [i.id, i.envelope])) : null;
-          this.park.events.told(ns, q, out.filter(created).map((r) => ({ id: r.id, status: r.queued ? 'queued' : 'delayed', attempt: 0, submitted: true, envelope: env?.get(r.id) })));
+          this.park.events.told(
+            ns,
+            q,
+            out
+              .filter(created)
+              .map((r) => ({ id: r.id, status: r.queued ? 'queued' : 'delayed', attempt: 0, submitted: true, envelope: env?.get(r.id) })),
+          );
         }
         return out;
       },
@@ -135,9 +148,11 @@ export class Engine {
     return out.cancelled;
   }
 
-  get = async (ns: string, id: unknown, queue: string | null = null): Promise<Invocation | null> => this.committer.run(getPlan(ns, v.id(id, this.limits), queue));
+  get = async (ns: string, id: unknown, queue: string | null = null): Promise<Invocation | null> =>
+    this.committer.run(getPlan(ns, v.id(id, this.limits), queue));
   queueOf = async (ns: string, id: unknown): Promise<string | null> => this.committer.run(queueOfPlan(ns, v.id(id, this.limits)));
-  count = async (ns: string, queue: unknown, state?: unknown): Promise<number> => this.committer.run(countPlan(ns, v.queue(queue, this.limits), v.state(state, 'queued')));
+  count = async (ns: string, queue: unknown, state?: unknown): Promise<number> =>
+    this.committer.run(countPlan(ns, v.queue(queue, this.limits), v.state(state, 'queued')));
   /** The queues of a namespace that ever held work or settings. */
   queues = async (ns: string): Promise<string[]> => this.committer.run(queuesPlan(ns));
 
@@ -153,7 +168,15 @@ export class Engine {
 
   /** A page of a queue's invocations in one state (sql/list.ts): `limit` at most 1,000 (default 50). */
   list = async (ns: string, queue: unknown, state: unknown, limit?: unknown, cursor?: unknown): Promise<Page> =>
-    this.committer.run(listPlan(ns, v.queue(queue, this.limits), v.state(state, 'queued'), v.intInRange('limit', limit, 50, 1, 1000), v.optionalText('cursor', cursor, 500)));
+    this.committer.run(
+      listPlan(
+        ns,
+        v.queue(queue, this.limits),
+        v.state(state, 'queued'),
+        v.intInRange('limit', limit, 50, 1, 1000),
+        v.optionalText('cursor', cursor, 500),
+      ),
+    );
 
   /** Waits until the invocation is terminal, up to `timeoutMs`; then answers its outcome. */
   async result(ns: string, id: unknown, timeoutMs?: unknown, signal?: AbortSignal, queue: string | null = null): Promise<Outcome> {
@@ -163,15 +186,18 @@ export class Engine {
     const look = async () => {
       last = await this.get(ns, invId, queue);
       if (!last) throw invocationNotFound(invId);
-      return isTerminal(last.state) ? outcomeOf({ state: last.state, result: last.result, error: last.error ? JSON.stringify(last.error) : null }) : undefined;
+      return isTerminal(last.state)
+        ? outcomeOf({ state: last.state, result: last.result, error: last.error ? JSON.stringify(last.error) : null })
+        : undefined;
     };
     return this.park.until({
-      key: keys.inv(ns, invId), deadline: this.now() + wait, signal, look,
+      key: keys.inv(ns, invId),
+      deadline: this.now() + wait,
+      signal,
+      look,
       gaveUp: async () => (await look()) ?? { state: last!.state as 'delayed' | 'queued' | 'running', timedOut: true },
     });
   }
-
-
 }
 
 export type { Submitted, Settled, SubmitRequest, SettingsRequest };

@@ -44,7 +44,10 @@ export const notFound = (what: string) => new LakeshoreError('not_found', `${wha
 
 /** An id with no row: never submitted in this namespace, or purged after its queue's retention. */
 export const invocationNotFound = (id: unknown) =>
-  new LakeshoreError('not_found', `invocation ${JSON.stringify(id)} not found: never submitted in this namespace, or it finished longer ago than its queue's retention and was purged`);
+  new LakeshoreError(
+    'not_found',
+    `invocation ${JSON.stringify(id)} not found: never submitted in this namespace, or it finished longer ago than its queue's retention and was purged`,
+  );
 /** A fencing miss: the caller no longer holds the invocation (re-dispatched, expired or finished). */
 export const fenced = (message: string) => new LakeshoreError('conflict', message);
 /** A transition that the row's state does not allow (a retry of a job that did not fail, say). */

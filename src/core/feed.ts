@@ -81,10 +81,18 @@ export function logLines(raw: unknown, limits: Limits): LogLine[] {
     if (typeof l !== 'object' || l === null) throw badRequest(`${at} must be an object`);
     if (!(LOG_LEVELS as readonly unknown[]).includes(l.level)) throw badRequest(`${at}.level must be one of ${LOG_LEVELS.join(', ')}`);
     if (typeof l.message !== 'string') throw badRequest(`${at}.message must be a string`);
-    if (l.trace_id != null && !(typeof l.trace_id === 'string' && /^[0-9a-f]{32}$/.test(l.trace_id))) throw badRequest(`${at}.trace_id must be 32 lowercase hex digits`);
-    if (l.at != null && !(typeof l.at === 'number' && Number.isFinite(l.at) && l.at >= 0)) throw badRequest(`${at}.at must be a time in ms`);
+    if (l.trace_id != null && !(typeof l.trace_id === 'string' && /^[0-9a-f]{32}$/.test(l.trace_id)))
+      throw badRequest(`${at}.trace_id must be 32 lowercase hex digits`);
+    if (l.at != null && !(typeof l.at === 'number' && Number.isFinite(l.at) && l.at >= 0))
+      throw badRequest(`${at}.at must be a time in ms`);
     const message = l.message.length > MAX_LOG_MESSAGE ? `${l.message.slice(0, MAX_LOG_MESSAGE - 1)}…` : l.message;
-    return { id: v.id(l.id, limits), level: l.level as LogLevel, message, trace_id: (l.trace_id as string | null | undefined) ?? null, at: (l.at as number | null | undefined) ?? null };
+    return {
+      id: v.id(l.id, limits),
+      level: l.level as LogLevel,
+      message,
+      trace_id: (l.trace_id as string | null | undefined) ?? null,
+      at: (l.at as number | null | undefined) ?? null,
+    };
   });
 }
 
@@ -93,7 +101,12 @@ export const COUNTERS = Object.freeze(['submitted', 'claimed', 'succeeded', 'fai
 export type Counter = (typeof COUNTERS)[number];
 
 const COUNTED: Partial<Record<JobStatus, Counter>> = {
-  running: 'claimed', succeeded: 'succeeded', failed: 'failed', retrying: 'retried', expired: 'expired', cancelled: 'cancelled',
+  running: 'claimed',
+  succeeded: 'succeeded',
+  failed: 'failed',
+  retrying: 'retried',
+  expired: 'expired',
+  cancelled: 'cancelled',
 };
 
 export type Listener = (ns: string, records: FeedRecord[]) => void;
@@ -199,7 +212,11 @@ export class Feed {
     const key = `${ns}\u0000${queue}`;
     const slot = Math.floor(now / RECENT_BUCKET_MS);
     let r = this.rings.get(key);
-    if (!r) this.rings.set(key, (r = { slot, succeeded: new Array<number>(RECENT_BUCKETS).fill(0), failed: new Array<number>(RECENT_BUCKETS).fill(0) }));
+    if (!r)
+      this.rings.set(
+        key,
+        (r = { slot, succeeded: new Array<number>(RECENT_BUCKETS).fill(0), failed: new Array<number>(RECENT_BUCKETS).fill(0) }),
+      );
     const shift = Math.min(slot - r.slot, RECENT_BUCKETS);
     if (shift > 0) {
       for (const a of [r.succeeded, r.failed]) {
@@ -215,7 +232,19 @@ export class Feed {
    * Transitions that committed: counted always; told as records to the listeners (made only when
    * there are some). `submitted` counts submits, which are told with the state they entered.
    */
-  told(ns: string, queue: string, items: { id: string; status: JobStatus; attempt?: number | null; workerId?: string | null; error?: InvocationError | null; submitted?: boolean; envelope?: Uint8Array }[]): void {
+  told(
+    ns: string,
+    queue: string,
+    items: {
+      id: string;
+      status: JobStatus;
+      attempt?: number | null;
+      workerId?: string | null;
+      error?: InvocationError | null;
+      submitted?: boolean;
+      envelope?: Uint8Array;
+    }[],
+  ): void {
     if (!items.length) return;
     const c = this.of(ns, queue);
     let done = 0;
@@ -236,8 +265,15 @@ export class Feed {
     const records = items.map((it): JobRecord => {
       const traceId = this.traceOf(ns, it.id, it.status, it.envelope);
       return {
-        kind: 'job', id: it.id, queue, status: it.status, attempt: it.attempt ?? null, worker_id: it.workerId ?? null,
-        ...(it.error ? { error: it.error } : {}), ...(traceId ? { trace_id: traceId } : {}), at,
+        kind: 'job',
+        id: it.id,
+        queue,
+        status: it.status,
+        attempt: it.attempt ?? null,
+        worker_id: it.workerId ?? null,
+        ...(it.error ? { error: it.error } : {}),
+        ...(traceId ? { trace_id: traceId } : {}),
+        at,
       };
     });
     this.tell(ns, records);
@@ -265,9 +301,21 @@ export class Feed {
   toldLog(ns: string, queue: string, workerId: string, lines: LogLine[]): void {
     if (!this.listeners.size || !lines.length) return;
     const now = this.now();
-    this.tell(ns, lines.map((l): LogRecord => ({
-      kind: 'worker', worker_id: workerId, queue, id: l.id, level: l.level, message: l.message, ...(l.trace_id ? { trace_id: l.trace_id } : {}), at: l.at ?? now,
-    })));
+    this.tell(
+      ns,
+      lines.map(
+        (l): LogRecord => ({
+          kind: 'worker',
+          worker_id: workerId,
+          queue,
+          id: l.id,
+          level: l.level,
+          message: l.message,
+          ...(l.trace_id ? { trace_id: l.trace_id } : {}),
+          at: l.at ?? now,
+        }),
+      ),
+    );
   }
 
   /** A worker record (durable/workers.ts), to the listeners. */

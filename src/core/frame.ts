@@ -23,7 +23,11 @@ export interface JournalFrame extends Frame {
 }
 
 export const FRAME_KIND_NAMES: Readonly<Record<FrameKind, string>> = Object.freeze({
-  0: 'VALUE', 1: 'CHUNK', 2: 'BEGIN', 3: 'END', 4: 'ERROR',
+  0: 'VALUE',
+  1: 'CHUNK',
+  2: 'BEGIN',
+  3: 'END',
+  4: 'ERROR',
 });
 
 export const isFrameKind = (k: unknown): k is FrameKind => typeof k === 'number' && Number.isInteger(k) && k >= 0 && k <= 4;
@@ -48,6 +52,7 @@ export function decodeFrame(bytes: Uint8Array): Frame {
   if (!(typeof seq === 'number' && Number.isInteger(seq) && seq >= -1)) throw badRequest('frame seq must be an integer >= -1');
   const bodyBytes = typeof body === 'string' ? fromBase64(body) : null;
   if (!bodyBytes) throw badRequest('frame body must be base64');
-  if (meta !== undefined && meta !== null && (typeof meta !== 'object' || Array.isArray(meta))) throw badRequest('frame meta must be an object or null');
+  if (meta !== undefined && meta !== null && (typeof meta !== 'object' || Array.isArray(meta)))
+    throw badRequest('frame meta must be an object or null');
   return { kind, seq, body: bodyBytes, meta: (meta as Record<string, unknown> | null | undefined) ?? null };
 }

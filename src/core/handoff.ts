@@ -53,7 +53,14 @@ export class ParkedClaim implements Rider<Claimed[]> {
   private readonly defaultLeaseMs: number;
   private readonly hints: () => Hints | undefined;
 
-  constructor(ns: string, queue: string, input: ClaimInput, max: number, defaultLeaseMs: number, hints: () => Hints | undefined = () => undefined) {
+  constructor(
+    ns: string,
+    queue: string,
+    input: ClaimInput,
+    max: number,
+    defaultLeaseMs: number,
+    hints: () => Hints | undefined = () => undefined,
+  ) {
     this.ns = ns;
     this.queue = queue;
     this.input = input;

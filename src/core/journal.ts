@@ -38,7 +38,12 @@ export class Journal {
     const plan = appendPlan(this.now(), ns, invId, req.queue ?? null, holder(req), frame, this.limits.framesPerInvocation);
     // Readers following this journal ride along: they get the new frame in the same round trip.
     // Alone (committer.ts): the journal's known end (tails.ts) follows appends and reads in commit order.
-    const { out } = await this.park.withRiders(key, this.learning(plan, (a) => a.frame && this.park.tails.appended(key, a.frame)), undefined, true);
+    const { out } = await this.park.withRiders(
+      key,
+      this.learning(plan, (a) => a.frame && this.park.tails.appended(key, a.frame)),
+      undefined,
+      true,
+    );
     if (!out.absorbed) this.park.appended(key);
     return { seq: out.seq, queue: out.queue, final: out.final, absorbed: out.absorbed };
   }
@@ -48,7 +53,15 @@ export class Journal {
   }
 
   /** Like read, but waits up to `timeoutMs` until there is a frame after `since` or the stream ended. */
-  async follow(ns: string, id: unknown, since?: unknown, timeoutMs?: unknown, signal?: AbortSignal, limit?: unknown, queue: string | null = null): Promise<JournalPage> {
+  async follow(
+    ns: string,
+    id: unknown,
+    since?: unknown,
+    timeoutMs?: unknown,
+    signal?: AbortSignal,
+    limit?: unknown,
+    queue: string | null = null,
+  ): Promise<JournalPage> {
     const invId = v.id(id, this.limits);
     const cursor = journalCursor(since);
     const lim = pageLimit(limit);
@@ -57,12 +70,20 @@ export class Journal {
     const tails = this.park.tails;
     let last: JournalPage;
     return this.park.until({
-      key, deadline: this.now() + wait, signal,
+      key,
+      deadline: this.now() + wait,
+      signal,
       look: async () => {
         // The journal's known end answers without a read (tails.ts); past it, read the rows, once
         // for every follower that looks at this cursor now (since the last change: the epoch).
-        last = tails.page(key, cursor, lim) ?? (await this.shared(`${key}\u0000${cursor}\u0000${lim}\u0000${queue ?? ''}\u0000${this.park.changes}`, () =>
-          this.committer.run(this.learning(readPlan(ns, invId, cursor, lim, queue), (page) => tails.learn(key, cursor, lim, page)), { alone: true })));
+        last =
+          tails.page(key, cursor, lim) ??
+          (await this.shared(`${key}\u0000${cursor}\u0000${lim}\u0000${queue ?? ''}\u0000${this.park.changes}`, () =>
+            this.committer.run(
+              this.learning(readPlan(ns, invId, cursor, lim, queue), (page) => tails.learn(key, cursor, lim, page)),
+              { alone: true },
+            ),
+          ));
         return last.frames.length || last.done ? last : undefined;
       },
       // Parked, a reader rides along with the next append to this invocation (handoff.ts).

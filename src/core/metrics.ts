@@ -21,18 +21,52 @@ export function metricsText(ns: string, queues: QueueMetrics[]): string {
   const family = (name: string, type: 'gauge' | 'counter', help: string, rows: [Record<string, string>, number][]) => {
     lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
     for (const [labels, value] of rows) {
-      const l = Object.entries({ namespace: ns, ...labels }).map(([k, v]) => `${k}="${esc(v)}"`).join(',');
+      const l = Object.entries({ namespace: ns, ...labels })
+        .map(([k, v]) => `${k}="${esc(v)}"`)
+        .join(',');
       lines.push(`${name}{${l}} ${Number.isFinite(value) ? value : 0}`);
     }
   };
-  family('lakeshore_jobs', 'gauge', 'Jobs waiting (delayed, queued), running, or failed and kept, counted from the rows.',
-    queues.flatMap((q) => (['delayed', 'queued', 'running', 'failed'] as const).map((s): [Record<string, string>, number] => [{ queue: q.overview.queue, state: s }, q.overview.counts[s]])));
-  family('lakeshore_oldest_queued_seconds', 'gauge', 'How long the longest-waiting queued job has waited (0: none waits).',
-    queues.map((q) => [{ queue: q.overview.queue }, (q.overview.oldestQueuedMs ?? 0) / 1000]));
-  family('lakeshore_paused', 'gauge', '1 while the queue is paused.', queues.map((q) => [{ queue: q.overview.queue }, q.overview.paused ? 1 : 0]));
-  family('lakeshore_transitions_total', 'counter', 'Transitions since the counters started (they reset when the queue object or process restarts).',
-    queues.flatMap((q) => (q.counters?.counts ? COUNTERS.map((c): [Record<string, string>, number] => [{ queue: q.overview.queue, transition: c }, q.counters!.counts![c]]) : [])));
-  family('lakeshore_counters_started_seconds', 'gauge', 'When the transition counters of the queue started, in Unix seconds.',
-    queues.flatMap((q) => (q.counters ? [[{ queue: q.overview.queue }, Math.floor(q.counters.since / 1000)] as [Record<string, string>, number]] : [])));
+  family(
+    'lakeshore_jobs',
+    'gauge',
+    'Jobs waiting (delayed, queued), running, or failed and kept, counted from the rows.',
+    queues.flatMap((q) =>
+      (['delayed', 'queued', 'running', 'failed'] as const).map((s): [Record<string, string>, number] => [
+        { queue: q.overview.queue, state: s },
+        q.overview.counts[s],
+      ]),
+    ),
+  );
+  family(
+    'lakeshore_oldest_queued_seconds',
+    'gauge',
+    'How long the longest-waiting queued job has waited (0: none waits).',
+    queues.map((q) => [{ queue: q.overview.queue }, (q.overview.oldestQueuedMs ?? 0) / 1000]),
+  );
+  family(
+    'lakeshore_paused',
+    'gauge',
+    '1 while the queue is paused.',
+    queues.map((q) => [{ queue: q.overview.queue }, q.overview.paused ? 1 : 0]),
+  );
+  family(
+    'lakeshore_transitions_total',
+    'counter',
+    'Transitions since the counters started (they reset when the queue object or process restarts).',
+    queues.flatMap((q) =>
+      q.counters?.counts
+        ? COUNTERS.map((c): [Record<string, string>, number] => [{ queue: q.overview.queue, transition: c }, q.counters!.counts![c]])
+        : [],
+    ),
+  );
+  family(
+    'lakeshore_counters_started_seconds',
+    'gauge',
+    'When the transition counters of the queue started, in Unix seconds.',
+    queues.flatMap((q) =>
+      q.counters ? [[{ queue: q.overview.queue }, Math.floor(q.counters.since / 1000)] as [Record<string, string>, number]] : [],
+    ),
+  );
   return `${lines.join('\n')}\n`;
 }

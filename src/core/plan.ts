@@ -55,7 +55,9 @@ export function fillMissed<T>(out: (T | Error | null)[], diagnose: (i: number) =
     stmts: all.stmts,
     done: (rs) => {
       const answers = all.done(rs) as (T | Error)[];
-      missed.forEach((i, k) => { out[i] = answers[k]!; });
+      missed.forEach((i, k) => {
+        out[i] = answers[k]!;
+      });
       return out as (T | Error)[];
     },
   });

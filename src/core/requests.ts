@@ -59,7 +59,12 @@ export function claimArgs(queue: unknown, req: ClaimRequest, limits: Limits): Cl
   return {
     q: v.queue(queue, limits),
     max,
-    input: { workerId: v.workerId(req.workerId), kind: v.claimKind(req.kind), temperature: v.temperature(req.temperature), leaseMs: v.leaseMs(req.leaseMs, limits) },
+    input: {
+      workerId: v.workerId(req.workerId),
+      kind: v.claimKind(req.kind),
+      temperature: v.temperature(req.temperature),
+      leaseMs: v.leaseMs(req.leaseMs, limits),
+    },
     wait: v.waitMs('wait_ms', req.waitMs, 0, limits.maxClaimWaitMs),
   };
 }
@@ -104,14 +109,20 @@ export interface SettingsRequest {
 }
 
 /** The stored form of settings to change: column -> value, only for the fields given. */
-export type SettingsPatch = Partial<Record<'lease_ms' | 'max_attempts' | 'max_running' | 'claims_per_second' | 'backoff' | 'dead_letter_queue' | 'ttl_ms' | 'retention_ms', number | string | null>>;
+export type SettingsPatch = Partial<
+  Record<
+    'lease_ms' | 'max_attempts' | 'max_running' | 'claims_per_second' | 'backoff' | 'dead_letter_queue' | 'ttl_ms' | 'retention_ms',
+    number | string | null
+  >
+>;
 
 /** Most backoff steps stored: past them the last one repeats (it has reached max_ms long before). */
 const BACKOFF_STEPS = 64;
 
 export function backoffInput(b: unknown, limits: Limits): string | null {
   if (b === null) return null;
-  if (typeof b !== 'object' || Array.isArray(b)) throw badRequest('retry_backoff must be an object {initial_ms, factor, max_ms, jitter} or null');
+  if (typeof b !== 'object' || Array.isArray(b))
+    throw badRequest('retry_backoff must be an object {initial_ms, factor, max_ms, jitter} or null');
   const o = b as Record<string, unknown>;
   const initialMs = v.durationMs('retry_backoff.initial_ms', o.initialMs, limits) ?? 0;
   const factor = v.finite('retry_backoff.factor', o.factor, 2);
@@ -187,15 +198,24 @@ export function invocationError(e: unknown, limits: Limits): InvocationError {
   if (typeof e === 'string') return { message: e };
   if (e && typeof e === 'object' && !Array.isArray(e) && typeof (e as InvocationError).message === 'string') {
     const s = JSON.stringify(v.jsonValue('error', e, limits.jsonDepth));
-    if (s.length > limits.resultBytes) throw new LakeshoreError('payload_too_large', `error is ${s.length} bytes; the limit is ${limits.resultBytes}`);
+    if (s.length > limits.resultBytes)
+      throw new LakeshoreError('payload_too_large', `error is ${s.length} bytes; the limit is ${limits.resultBytes}`);
     return e as InvocationError;
   }
   throw badRequest('error must be a string or an object with a string message');
 }
 
-export function nackInput(req: NackRequest, limits: Limits): { holder: Holder; error: InvocationError; retry: boolean; delayMs: number | null } {
+export function nackInput(
+  req: NackRequest,
+  limits: Limits,
+): { holder: Holder; error: InvocationError; retry: boolean; delayMs: number | null } {
   if (req.retry !== undefined && req.retry !== null && typeof req.retry !== 'boolean') throw badRequest('retry must be a boolean');
-  return { holder: holder(req), error: invocationError(req.error, limits), retry: typeof req.retry === 'boolean' ? req.retry : true, delayMs: v.durationMs('delay_ms', req.delayMs, limits) };
+  return {
+    holder: holder(req),
+    error: invocationError(req.error, limits),
+    retry: typeof req.retry === 'boolean' ? req.retry : true,
+    delayMs: v.durationMs('delay_ms', req.delayMs, limits),
+  };
 }
 
 /** A journal cursor (`since`, or an SSE `Last-Event-ID`): the last seq seen, -1 for the start. */

@@ -59,7 +59,10 @@ export const invocations = sqliteTable(
     // An OR of equalities, not IN: SQLite checks a constant IN list of more than two values
     // through a temporary table, which D1 counts as a row read for every row a statement writes
     // (migration 0008).
-    check('invocations_state', sql`state = 'delayed' OR state = 'queued' OR state = 'running' OR state = 'succeeded' OR state = 'failed' OR state = 'cancelled'`),
+    check(
+      'invocations_state',
+      sql`state = 'delayed' OR state = 'queued' OR state = 'running' OR state = 'succeeded' OR state = 'failed' OR state = 'cancelled'`,
+    ),
     uniqueIndex('invocations_ns_id').on(t.ns, t.id),
     uniqueIndex('invocations_ns_queue_key').on(t.ns, t.queue, t.key).where(sql`key IS NOT NULL`),
     // Claims: the queued rows of one queue in claim order. Partial, so a claim reads the same few

@@ -33,4 +33,8 @@ export const frameEvent = (f: JournalFrame) => `id: ${f.seq}\nevent: frame\ndata
 export const endEvent = (p: JournalPage) => `id: ${END_ID}\nevent: end\ndata: ${JSON.stringify(endJson(p))}\n\n`;
 export const problemEvent = (e: LakeshoreError) => `event: ${PROBLEM}\ndata: ${JSON.stringify({ error: e.toJSON() })}\n\n`;
 
-export const SSE_HEADERS = Object.freeze({ 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache, no-transform', 'x-accel-buffering': 'no' });
+export const SSE_HEADERS = Object.freeze({
+  'content-type': 'text/event-stream; charset=utf-8',
+  'cache-control': 'no-cache, no-transform',
+  'x-accel-buffering': 'no',
+});

@@ -39,9 +39,10 @@ export class Tails {
     }
     const old = this.byKey.get(key);
     // The page holds every frame after `since`: keep the old tail's frames up to there, then the page's.
-    const t: Tail = old && since >= old.from && since <= tipOf(old)
-      ? { from: old.from, page: meta(page), frames: [...old.frames.filter((f) => f.seq <= since), ...page.frames] }
-      : { from: since, page: meta(page), frames: page.frames };
+    const t: Tail =
+      old && since >= old.from && since <= tipOf(old)
+        ? { from: old.from, page: meta(page), frames: [...old.frames.filter((f) => f.seq <= since), ...page.frames] }
+        : { from: since, page: meta(page), frames: page.frames };
     this.keep(key, t);
   }
 

@@ -61,9 +61,11 @@ export type Principal =
 export function authorize(p: Principal, ns: string, verb: Verb, queue?: string): void {
   if (p.kind === 'root') return;
   if (p.kind === 'stream') {
-    if (!STREAM_VERBS.has(verb)) throw new LakeshoreError('forbidden', `a stream token only reads its invocation's row, result and journal; it may not ${verb}`);
+    if (!STREAM_VERBS.has(verb))
+      throw new LakeshoreError('forbidden', `a stream token only reads its invocation's row, result and journal; it may not ${verb}`);
     // Another namespace, queue or invocation: as if there were nothing there (nothing leaks).
-    if (p.ns !== ns || (queue !== undefined && queue !== p.queue)) throw new LakeshoreError('not_found', 'nothing here for this stream token');
+    if (p.ns !== ns || (queue !== undefined && queue !== p.queue))
+      throw new LakeshoreError('not_found', 'nothing here for this stream token');
     return;
   }
   if (p.ns !== ns) throw new LakeshoreError('forbidden', `token ${p.id} belongs to another namespace`);
@@ -104,6 +106,7 @@ export async function newToken(): Promise<{ id: string; token: string; digest: s
 export const tokenId = (token: string): string | null => TOKEN.exec(token)?.[1] ?? null;
 
 export function checkRole(v: unknown): Role {
-  if (typeof v !== 'string' || !(ROLES as readonly string[]).includes(v)) throw badRequest(`unknown role ${JSON.stringify(v)}: expected producer, worker or admin`);
+  if (typeof v !== 'string' || !(ROLES as readonly string[]).includes(v))
+    throw badRequest(`unknown role ${JSON.stringify(v)}: expected producer, worker or admin`);
   return v as Role;
 }

@@ -20,7 +20,8 @@ export function text(what: string, v: unknown, max: number): string {
 /** Queue and namespace names: letters, digits and `._:-`, starting with a letter or digit. */
 export function name(what: string, v: unknown, max: number): string {
   const s = text(what, v, max);
-  if (!NAME.test(s)) throw badRequest(`${what} ${JSON.stringify(s)} may hold only letters, digits and . _ : - and must start with a letter or digit`);
+  if (!NAME.test(s))
+    throw badRequest(`${what} ${JSON.stringify(s)} may hold only letters, digits and . _ : - and must start with a letter or digit`);
   return s;
 }
 
@@ -69,13 +70,15 @@ export function bytes(what: string, v: unknown, max: number): Uint8Array {
 
 export function state(v: unknown, dflt: State): State {
   if (v === undefined || v === null) return dflt;
-  if (typeof v !== 'string' || !isState(v)) throw badRequest(`unknown state ${JSON.stringify(v)}: expected delayed, queued, running, succeeded, failed or cancelled`);
+  if (typeof v !== 'string' || !isState(v))
+    throw badRequest(`unknown state ${JSON.stringify(v)}: expected delayed, queued, running, succeeded, failed or cancelled`);
   return v;
 }
 
 export function claimKind(v: unknown): ClaimKind {
   if (v === undefined || v === null || v === 'priority') return 'fifo';
-  if (typeof v !== 'string' || !(CLAIM_KINDS as readonly string[]).includes(v)) throw badRequest(`unknown claim kind ${JSON.stringify(v)}: expected fifo (or its alias priority), filo or boltzmann`);
+  if (typeof v !== 'string' || !(CLAIM_KINDS as readonly string[]).includes(v))
+    throw badRequest(`unknown claim kind ${JSON.stringify(v)}: expected fifo (or its alias priority), filo or boltzmann`);
   return v as ClaimKind;
 }
 

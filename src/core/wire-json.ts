@@ -34,7 +34,10 @@ export const invocationJson = (i: Invocation) => ({ ...summaryJson(i), envelope:
 export const pageOfJson = (p: Page) => ({ items: p.items.map(summaryJson), cursor: p.cursor });
 
 export const overviewJson = (q: QueueOverview) => ({
-  ...queueInfoJson(q), counts: q.counts, capped: q.capped, oldest_queued_ms: q.oldestQueuedMs,
+  ...queueInfoJson(q),
+  counts: q.counts,
+  capped: q.capped,
+  oldest_queued_ms: q.oldestQueuedMs,
   recent: { bucket_ms: q.recent.bucketMs, until: q.recent.until, succeeded: q.recent.succeeded, failed: q.recent.failed },
 });
 
@@ -43,7 +46,12 @@ export const settingsJson = (s: QueueSettings) => ({
   max_attempts: s.maxAttempts,
   max_running: s.maxRunning,
   claims_per_second: s.claimsPerSecond,
-  retry_backoff: s.retryBackoff && { initial_ms: s.retryBackoff.initialMs, factor: s.retryBackoff.factor, max_ms: s.retryBackoff.maxMs, jitter: s.retryBackoff.jitter },
+  retry_backoff: s.retryBackoff && {
+    initial_ms: s.retryBackoff.initialMs,
+    factor: s.retryBackoff.factor,
+    max_ms: s.retryBackoff.maxMs,
+    jitter: s.retryBackoff.jitter,
+  },
   dead_letter_queue: s.deadLetterQueue,
   ttl_ms: s.ttlMs,
   retention_ms: s.retentionMs,

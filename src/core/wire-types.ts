@@ -127,4 +127,10 @@ export type NackWire = HolderWire & { error: ErrorWire; retry?: Opt<boolean>; de
 
 export type HeartbeatWire = HolderWire & { lease_ms?: Opt<number> };
 
-export type AppendWire = HolderWire & { seq?: Opt<number>; kind: number; body: string; meta?: Opt<Record<string, unknown>>; final?: Opt<boolean> };
+export type AppendWire = HolderWire & {
+  seq?: Opt<number>;
+  kind: number;
+  body: string;
+  meta?: Opt<Record<string, unknown>>;
+  final?: Opt<boolean>;
+};

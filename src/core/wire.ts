@@ -14,7 +14,22 @@ import * as z from 'zod/mini';
 import en from 'zod/v4/locales/en.js';
 import { fromBase64 } from './bytes.ts';
 import { CLAIM_KIND_NAMES, type ClaimKindName } from './types.ts';
-import type { SubmitWire, AckWire, ClaimWire, ClaimCancelWire, WorkerLogWire, QueueSettingsWire, RedriveWire, ScheduleWire, TokenWire, StreamTokenWire, AckBodyWire, NackWire, HeartbeatWire, AppendWire } from './wire-types.ts';
+import type {
+  SubmitWire,
+  AckWire,
+  ClaimWire,
+  ClaimCancelWire,
+  WorkerLogWire,
+  QueueSettingsWire,
+  RedriveWire,
+  ScheduleWire,
+  TokenWire,
+  StreamTokenWire,
+  AckBodyWire,
+  NackWire,
+  HeartbeatWire,
+  AppendWire,
+} from './wire-types.ts';
 
 export type * from './wire-types.ts';
 
@@ -25,81 +40,146 @@ z.config(en());
 /** A schema whose input type is exactly T (both ways). */
 type Checks<T> = z.ZodMiniType<unknown, T>;
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
-const exactly = <T>() => <S extends Checks<T>>(s: S & (Same<z.input<S>, T> extends true ? unknown : never)): S => s;
+const exactly =
+  <T>() =>
+  <S extends Checks<T>>(s: S & (Same<z.input<S>, T> extends true ? unknown : never)): S =>
+    s;
 
 const opt = <T extends z.ZodMiniType>(t: T) => z.nullish(t);
 
-const b64 = z.pipe(z.string(), z.transform((s: string, ctx) => {
-  const b = fromBase64(s);
-  if (b) return b;
-  ctx.issues.push({ code: 'custom', message: 'must be base64', input: s });
-  return z.NEVER;
-}));
+const b64 = z.pipe(
+  z.string(),
+  z.transform((s: string, ctx) => {
+    const b = fromBase64(s);
+    if (b) return b;
+    ctx.issues.push({ code: 'custom', message: 'must be base64', input: s });
+    return z.NEVER;
+  }),
+);
 
 /** A JSON object kept as it came (zod would rebuild it, and drop own `__proto__` keys). */
-const freeObject = <T extends object = Record<string, unknown>>(test: (o: Record<string, unknown>) => boolean = () => true, message = 'must be an object') =>
-  z.custom<T>((v) => typeof v === 'object' && v !== null && !Array.isArray(v) && test(v as Record<string, unknown>), { message });
+const freeObject = <T extends object = Record<string, unknown>>(
+  test: (o: Record<string, unknown>) => boolean = () => true,
+  message = 'must be an object',
+) => z.custom<T>((v) => typeof v === 'object' && v !== null && !Array.isArray(v) && test(v as Record<string, unknown>), { message });
 
-export const SubmitBody = exactly<SubmitWire>()(z.strictObject({
-  id: z.string(), envelope: b64, key: opt(z.string()), priority: opt(z.number()), parent: opt(z.string()),
-  delay_ms: opt(z.number()), run_at: opt(z.number()), ttl_ms: opt(z.number()), expires_at: opt(z.number()), max_attempts: opt(z.number()),
-}));
+export const SubmitBody = exactly<SubmitWire>()(
+  z.strictObject({
+    id: z.string(),
+    envelope: b64,
+    key: opt(z.string()),
+    priority: opt(z.number()),
+    parent: opt(z.string()),
+    delay_ms: opt(z.number()),
+    run_at: opt(z.number()),
+    ttl_ms: opt(z.number()),
+    expires_at: opt(z.number()),
+    max_attempts: opt(z.number()),
+  }),
+);
 export const SubmitManyBody = exactly<{ items: SubmitWire[] }>()(z.strictObject({ items: z.array(SubmitBody) }));
 
 const AckItemBody = exactly<AckWire>()(z.strictObject({ id: z.string(), attempt: opt(z.number()), result: opt(b64) }));
 
-export const ClaimBody = exactly<ClaimWire>()(z.strictObject({
-  worker_id: z.string(),
-  kind: opt(z.enum(CLAIM_KIND_NAMES as [ClaimKindName, ...ClaimKindName[]], { error: (i) => `unknown claim kind ${JSON.stringify(i.input)}: expected ${CLAIM_KIND_NAMES.join(', ')}` })),
-  temperature: opt(z.number()),
-  lease_ms: opt(z.number()),
-  wait_ms: opt(z.number()),
-  max: opt(z.number()),
-  acks: opt(z.array(AckItemBody)),
-  claim_id: opt(z.string()),
-  worker: opt(z.strictObject({ queues: opt(z.array(z.string())), host: opt(z.string()), pid: opt(z.number()), version: opt(z.string()), concurrency: opt(z.number()) })),
-}));
+export const ClaimBody = exactly<ClaimWire>()(
+  z.strictObject({
+    worker_id: z.string(),
+    kind: opt(
+      z.enum(CLAIM_KIND_NAMES as [ClaimKindName, ...ClaimKindName[]], {
+        error: (i) => `unknown claim kind ${JSON.stringify(i.input)}: expected ${CLAIM_KIND_NAMES.join(', ')}`,
+      }),
+    ),
+    temperature: opt(z.number()),
+    lease_ms: opt(z.number()),
+    wait_ms: opt(z.number()),
+    max: opt(z.number()),
+    acks: opt(z.array(AckItemBody)),
+    claim_id: opt(z.string()),
+    worker: opt(
+      z.strictObject({
+        queues: opt(z.array(z.string())),
+        host: opt(z.string()),
+        pid: opt(z.number()),
+        version: opt(z.string()),
+        concurrency: opt(z.number()),
+      }),
+    ),
+  }),
+);
 
 export const ClaimCancelBody = exactly<ClaimCancelWire>()(z.strictObject({ worker_id: z.string(), claim_id: z.string() }));
 
-export const WorkerLogBody = exactly<WorkerLogWire>()(z.strictObject({
-  lines: z.array(z.strictObject({ id: z.string(), level: z.string(), message: z.string(), trace_id: opt(z.string()), at: opt(z.number()) })),
-}));
+export const WorkerLogBody = exactly<WorkerLogWire>()(
+  z.strictObject({
+    lines: z.array(
+      z.strictObject({ id: z.string(), level: z.string(), message: z.string(), trace_id: opt(z.string()), at: opt(z.number()) }),
+    ),
+  }),
+);
 
 const holder = { worker_id: z.string(), attempt: opt(z.number()) };
 
 export const AckBody = exactly<AckBodyWire>()(z.strictObject({ ...holder, result: opt(b64) }));
-export const AckManyBody = exactly<{ items: (AckBodyWire & { id: string })[] }>()(z.strictObject({ items: z.array(z.strictObject({ id: z.string(), ...holder, result: opt(b64) })) }));
+export const AckManyBody = exactly<{ items: (AckBodyWire & { id: string })[] }>()(
+  z.strictObject({ items: z.array(z.strictObject({ id: z.string(), ...holder, result: opt(b64) })) }),
+);
 
-const errorValue = z.union([z.string(), freeObject<{ message: string; [k: string]: unknown }>((o) => typeof o.message === 'string', 'must be a string or an object with a string message')]);
+const errorValue = z.union([
+  z.string(),
+  freeObject<{ message: string; [k: string]: unknown }>(
+    (o) => typeof o.message === 'string',
+    'must be a string or an object with a string message',
+  ),
+]);
 const nack = { ...holder, error: errorValue, retry: opt(z.boolean()), delay_ms: opt(z.number()) };
 export const NackBody = exactly<NackWire>()(z.strictObject(nack));
-export const NackManyBody = exactly<{ items: (NackWire & { id: string })[] }>()(z.strictObject({ items: z.array(z.strictObject({ id: z.string(), ...nack })) }));
+export const NackManyBody = exactly<{ items: (NackWire & { id: string })[] }>()(
+  z.strictObject({ items: z.array(z.strictObject({ id: z.string(), ...nack })) }),
+);
 
 export const HeartbeatBody = exactly<HeartbeatWire>()(z.strictObject({ ...holder, lease_ms: opt(z.number()) }));
 
-export const AppendBody = exactly<AppendWire>()(z.strictObject({ ...holder, seq: opt(z.number()), kind: z.number(), body: b64, meta: opt(freeObject()), final: opt(z.boolean()) }));
+export const AppendBody = exactly<AppendWire>()(
+  z.strictObject({ ...holder, seq: opt(z.number()), kind: z.number(), body: b64, meta: opt(freeObject()), final: opt(z.boolean()) }),
+);
 
 export const TrimBody = exactly<{ keep_last: number }>()(z.strictObject({ keep_last: z.number() }));
 
-export const QueueSettingsBody = exactly<QueueSettingsWire>()(z.strictObject({
-  lease_ms: opt(z.number()), max_attempts: opt(z.number()), max_running: opt(z.number()), claims_per_second: opt(z.number()),
-  retry_backoff: opt(z.strictObject({ initial_ms: opt(z.number()), factor: opt(z.number()), max_ms: opt(z.number()), jitter: opt(z.number()) })),
-  dead_letter_queue: opt(z.string()), ttl_ms: opt(z.number()), retention_ms: opt(z.number()),
-}));
+export const QueueSettingsBody = exactly<QueueSettingsWire>()(
+  z.strictObject({
+    lease_ms: opt(z.number()),
+    max_attempts: opt(z.number()),
+    max_running: opt(z.number()),
+    claims_per_second: opt(z.number()),
+    retry_backoff: opt(
+      z.strictObject({ initial_ms: opt(z.number()), factor: opt(z.number()), max_ms: opt(z.number()), jitter: opt(z.number()) }),
+    ),
+    dead_letter_queue: opt(z.string()),
+    ttl_ms: opt(z.number()),
+    retention_ms: opt(z.number()),
+  }),
+);
 
-export const RedriveBody = exactly<RedriveWire>()(z.strictObject({
-  limit: opt(z.number()), state: opt(z.literal('failed', { error: 'state must be "failed": only failed jobs are redriven' })), dead_letters: opt(z.boolean()),
-}));
+export const RedriveBody = exactly<RedriveWire>()(
+  z.strictObject({
+    limit: opt(z.number()),
+    state: opt(z.literal('failed', { error: 'state must be "failed": only failed jobs are redriven' })),
+    dead_letters: opt(z.boolean()),
+  }),
+);
 
-export const ScheduleBody = exactly<ScheduleWire>()(z.strictObject({ cron: z.string(), timezone: opt(z.string()), envelope: b64, priority: opt(z.number()) }));
+export const ScheduleBody = exactly<ScheduleWire>()(
+  z.strictObject({ cron: z.string(), timezone: opt(z.string()), envelope: b64, priority: opt(z.number()) }),
+);
 
 const limit = z.int().check(z.minimum(1), z.maximum(1_000_000));
 export const StreamTokenBody = exactly<StreamTokenWire>()(z.strictObject({ ttl_ms: opt(z.number()), streams: opt(z.number()) }));
 
-export const TokenBody = exactly<TokenWire>()(z.strictObject({
-  role: z.string(),
-  pools: opt(z.array(z.string())),
-  name: opt(z.string()),
-  limits: opt(z.strictObject({ requests_per_second: z.optional(limit), request_burst: z.optional(limit), streams: z.optional(limit) })),
-}));
+export const TokenBody = exactly<TokenWire>()(
+  z.strictObject({
+    role: z.string(),
+    pools: opt(z.array(z.string())),
+    name: opt(z.string()),
+    limits: opt(z.strictObject({ requests_per_second: z.optional(limit), request_burst: z.optional(limit), streams: z.optional(limit) })),
+  }),
+);

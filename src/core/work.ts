@@ -11,7 +11,17 @@ import type { Committer } from './committer.ts';
 import { ParkedClaim } from './handoff.ts';
 import { ACKS_WAIT_MS, GATHER_MS, type Limits } from './limits.ts';
 import type { Parking } from './park.ts';
-import { ackInput, claimArgs, holder, nackInput, type AckRequest, type ClaimArgs, type ClaimRequest, type HolderRequest, type NackRequest } from './requests.ts';
+import {
+  ackInput,
+  claimArgs,
+  holder,
+  nackInput,
+  type AckRequest,
+  type ClaimArgs,
+  type ClaimRequest,
+  type HolderRequest,
+  type NackRequest,
+} from './requests.ts';
 import { failed, fill, one, parseEach, type Settled } from './settled.ts';
 import { ackPlan, type AckItem, type Finished } from './sql/ack.ts';
 import { heartbeatPlan } from './sql/heartbeat.ts';
@@ -78,7 +88,12 @@ export class Work {
    * nothing claims again without acks and waits as long as it likes. Bad claim arguments
    * refuse the whole request before any ack lands.
    */
-  async ackAndClaim(ns: string, queue: unknown, acks: AckRequest[], req: ClaimRequest): Promise<{ acks: Settled<{ absorbed: boolean }>[]; claimed: Claimed[] }> {
+  async ackAndClaim(
+    ns: string,
+    queue: unknown,
+    acks: AckRequest[],
+    req: ClaimRequest,
+  ): Promise<{ acks: Settled<{ absorbed: boolean }>[]; claimed: Claimed[] }> {
     const args = claimArgs(queue, req, this.limits);
     v.batch(acks, this.limits);
     if (acks.length) args.wait = Math.min(args.wait, ACKS_WAIT_MS);
@@ -90,7 +105,10 @@ export class Work {
     // never left unhandled.
     const gather = acks.length > 0 && this.gathers(ns, args) ? GATHER_MS : 0;
     const items = acks.map((a) => ({ ...a, queue: args.q }));
-    const [acked, claimed] = await Promise.all([this.ackMany(ns, items, gather ? gather + ACKS_WAIT_MS : 0), this.claimWith(ns, args, undefined, undefined, gather)]);
+    const [acked, claimed] = await Promise.all([
+      this.ackMany(ns, items, gather ? gather + ACKS_WAIT_MS : 0),
+      this.claimWith(ns, args, undefined, undefined, gather),
+    ]);
     return { acks: acked, claimed };
   }
 
@@ -105,7 +123,13 @@ export class Work {
   }
 
   /** `parkFirstMs`: parks that long before its first look (see ackAndClaim). */
-  private async claimWith(ns: string, { q, max, input, wait }: ClaimArgs, signal?: AbortSignal, onPark?: () => void, parkFirstMs = 0): Promise<Claimed[]> {
+  private async claimWith(
+    ns: string,
+    { q, max, input, wait }: ClaimArgs,
+    signal?: AbortSignal,
+    onPark?: () => void,
+    parkFirstMs = 0,
+  ): Promise<Claimed[]> {
     // fifo and filo claims that park can be handed rows by the next submit (see handoff.ts).
     const rides = input.kind !== 'boltzmann' || input.temperature === 0;
     let wake: Wake | undefined;
@@ -118,7 +142,9 @@ export class Work {
       look: async () => {
         const ctx = { now: this.now(), ns, queue: q, limits: this.limits, random: this.random, sampled: this.sampled };
         const since = this.hints?.mark ?? 0;
-        const out = await this.committer.run(claimPlan(ctx, input, max, wait > 0, this.hints ? (this.hints.get(ns, q) ?? null) : undefined));
+        const out = await this.committer.run(
+          claimPlan(ctx, input, max, wait > 0, this.hints ? (this.hints.get(ns, q) ?? null) : undefined),
+        );
         this.moved(ns, q, out.moved);
         wake = out.wake;
         if (wake) this.hints?.learn(ns, q, wake, since);
@@ -138,14 +164,29 @@ export class Work {
         const until = wake.paused ? Infinity : Math.min(wake.lease ?? Infinity, wake.due ?? Infinity, wake.tokenAt ?? Infinity);
         return Math.min(left, until - this.now() + 1);
       },
-      rider: rides ? () => new ParkedClaim(ns, q, { ...input, kind: input.kind === 'filo' ? 'filo' : 'fifo' }, max, this.limits.defaultLeaseMs, () => this.hints?.get(ns, q)) : undefined,
+      rider: rides
+        ? () =>
+            new ParkedClaim(ns, q, { ...input, kind: input.kind === 'filo' ? 'filo' : 'fifo' }, max, this.limits.defaultLeaseMs, () =>
+              this.hints?.get(ns, q),
+            )
+        : undefined,
       gaveUp: async () => [],
     });
     // One claim hands out at most CLAIM_BYTES of envelopes; what it took beyond goes straight back.
     const [kept, over] = withinClaimBytes(got);
-    if (over.length) await this.release(ns, q, input.workerId, over.map((c) => ({ id: c.id, attempt: c.attempt })));
+    if (over.length)
+      await this.release(
+        ns,
+        q,
+        input.workerId,
+        over.map((c) => ({ id: c.id, attempt: c.attempt })),
+      );
     if (kept.length) {
-      this.park.events.told(ns, q, kept.map((c) => ({ id: c.id, status: 'running', attempt: c.attempt, workerId: input.workerId, envelope: c.envelope })));
+      this.park.events.told(
+        ns,
+        q,
+        kept.map((c) => ({ id: c.id, status: 'running', attempt: c.attempt, workerId: input.workerId, envelope: c.envelope })),
+      );
       this.hints?.sooner(ns, q, 'lease', Math.min(...kept.map((c) => c.leaseUntil)));
       this.onWake?.(ns, q, Math.max(...kept.map((c) => c.leaseUntil)));
     }
@@ -160,7 +201,11 @@ export class Work {
   async release(ns: string, queue: string, workerId: string, items: Handed[]): Promise<string[]> {
     if (!items.length) return [];
     const back = await this.committer.run(releasePlan(this.now(), ns, queue, workerId, items));
-    this.park.events.told(ns, queue, back.map((id) => ({ id, status: 'queued' })));
+    this.park.events.told(
+      ns,
+      queue,
+      back.map((id) => ({ id, status: 'queued' })),
+    );
     if (back.length) {
       this.park.wake(keys.capped(ns, queue), back.length);
       this.park.wake(keys.queue(ns, queue), back.length);
@@ -202,14 +247,21 @@ export class Work {
     const out = fed ? await this.park.feed(ns, fed, plan, 1, requeues) : await this.committer.run(plan);
     if (!out.absorbed) {
       const failed = out.state === 'failed';
-      this.park.events.told(ns, out.queue, [{ id: invId, status: failed ? 'failed' : 'retrying', attempt: n.holder.attempt, workerId: n.holder.workerId, error: failed ? n.error : null }]);
+      this.park.events.told(ns, out.queue, [
+        {
+          id: invId,
+          status: failed ? 'failed' : 'retrying',
+          attempt: n.holder.attempt,
+          workerId: n.holder.workerId,
+          error: failed ? n.error : null,
+        },
+      ]);
       this.park.wake(keys.capped(ns, out.queue), 1); // a running job ended
       if (out.state === 'failed') {
         this.park.finished(ns, invId);
         this.park.onFinish?.(ns, out.queue);
         this.onFailed?.(ns, out.queue);
-      }
-      else if (out.state === 'queued' && !fed) this.park.wake(keys.queue(ns, out.queue), 1); // feed() has woken the queue already
+      } else if (out.state === 'queued' && !fed) this.park.wake(keys.queue(ns, out.queue), 1); // feed() has woken the queue already
       if (out.runAt !== null) {
         this.hints?.sooner(ns, out.queue, 'due', out.runAt);
         this.onWake?.(ns, out.queue, out.runAt);
@@ -221,11 +273,21 @@ export class Work {
 
   /** Nacks many; each item is fenced on its own, and a stale item fails alone. */
   async nackMany(ns: string, items: (NackRequest & { id: unknown })[]): Promise<Settled<Nacked>[]> {
-    return Promise.all(v.batch(items, this.limits).map((it) => this.nack(ns, it.id, it).then((value) => ({ ok: true as const, value }), failed)));
+    return Promise.all(
+      v.batch(items, this.limits).map((it) => this.nack(ns, it.id, it).then((value) => ({ ok: true as const, value }), failed)),
+    );
   }
 
   async heartbeat(ns: string, id: unknown, req: HolderRequest & { leaseMs?: unknown }): Promise<HeartbeatAnswer> {
-    const plan = heartbeatPlan(this.now(), ns, v.id(id, this.limits), req.queue ?? null, holder(req), v.leaseMs(req.leaseMs, this.limits), this.limits.defaultLeaseMs);
+    const plan = heartbeatPlan(
+      this.now(),
+      ns,
+      v.id(id, this.limits),
+      req.queue ?? null,
+      holder(req),
+      v.leaseMs(req.leaseMs, this.limits),
+      this.limits.defaultLeaseMs,
+    );
     const out = await this.committer.run(plan);
     if (out.leaseUntil !== null && req.queue) this.onWake?.(ns, req.queue, out.leaseUntil);
     return out;
@@ -245,7 +307,14 @@ export class Work {
   }
 
   private moved(ns: string, queue: string, moved: Moved[]): void {
-    this.park.events.told(ns, queue, moved.map((m) => ({ id: m.id, status: m.cause === 'ttl' ? 'expired' : m.cause === 'due' ? 'queued' : m.state === 'failed' ? 'failed' : 'retrying' })));
+    this.park.events.told(
+      ns,
+      queue,
+      moved.map((m) => ({
+        id: m.id,
+        status: m.cause === 'ttl' ? 'expired' : m.cause === 'due' ? 'queued' : m.state === 'failed' ? 'failed' : 'retrying',
+      })),
+    );
     this.park.moved(ns, queue, moved);
     if (moved.some((m) => m.state === 'failed')) this.onFailed?.(ns, queue);
   }

@@ -107,10 +107,20 @@ export function mergeWorkers(seen: { queue: string; workers: SeenWorker[]; runni
     }
     for (const r of s.running) if (r.workerId) by.get(r.workerId)?.holding.push({ id: r.id, queue: s.queue });
   }
-  return [...by.values()].sort((a, b) => b.w.lastSeen - a.w.lastSeen).map(({ w, queues, holding }) => ({
-    worker_id: w.workerId, status: w.status, queues: [...queues].sort(), host: w.info.host ?? null, pid: w.info.pid ?? null,
-    version: w.info.version ?? null, concurrency: w.info.concurrency ?? null, first_seen: w.firstSeen, last_seen: w.lastSeen, holding,
-  }));
+  return [...by.values()]
+    .sort((a, b) => b.w.lastSeen - a.w.lastSeen)
+    .map(({ w, queues, holding }) => ({
+      worker_id: w.workerId,
+      status: w.status,
+      queues: [...queues].sort(),
+      host: w.info.host ?? null,
+      pid: w.info.pid ?? null,
+      version: w.info.version ?? null,
+      concurrency: w.info.concurrency ?? null,
+      first_seen: w.firstSeen,
+      last_seen: w.lastSeen,
+      holding,
+    }));
 }
 
 /** What a worker says of itself, within bounds (it is the caller's word, shown to operators). */
@@ -118,7 +128,15 @@ function clean(i: WorkerInfo): WorkerInfo {
   const text = (v: unknown, n: number) => (typeof v === 'string' ? v.slice(0, n) : null);
   const int = (v: unknown) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 && v < 2 ** 31 ? v : null);
   return {
-    queues: Array.isArray(i.queues) ? i.queues.filter((q): q is string => typeof q === 'string').slice(0, 32).map((q) => q.slice(0, 128)) : null,
-    host: text(i.host, 200), pid: int(i.pid), version: text(i.version, 64), concurrency: int(i.concurrency),
+    queues: Array.isArray(i.queues)
+      ? i.queues
+          .filter((q): q is string => typeof q === 'string')
+          .slice(0, 32)
+          .map((q) => q.slice(0, 128))
+      : null,
+    host: text(i.host, 200),
+    pid: int(i.pid),
+    version: text(i.version, 64),
+    concurrency: int(i.concurrency),
   };
 }

@@ -141,8 +141,15 @@ export class JournalStreams {
  * A reader's byte stream. Writes are never awaited (one slow reader must not hold up the rest);
  * the queue's bound is SLOW_BYTES. `gone`: the reader went away (its stream was cancelled), or was cut.
  */
-export function readerStream(cursor: number, hooks: ReaderHooks | undefined, gone: () => void): { readable: ReadableStream<Uint8Array>; r: Reader } {
-  const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>(undefined, { highWaterMark: SLOW_BYTES, size: (c) => c.byteLength });
+export function readerStream(
+  cursor: number,
+  hooks: ReaderHooks | undefined,
+  gone: () => void,
+): { readable: ReadableStream<Uint8Array>; r: Reader } {
+  const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>(undefined, {
+    highWaterMark: SLOW_BYTES,
+    size: (c) => c.byteLength,
+  });
   const r: Reader = { writer: writable.getWriter(), cursor, gone: false, hooks };
   r.writer.closed.then(
     () => hooks?.ended(),

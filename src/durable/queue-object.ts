@@ -9,7 +9,16 @@ import { DurableObject } from 'cloudflare:workers';
 import type { ScheduleRequest } from '../core/admin.ts';
 import type { Claimed, QueueSettings } from '../core/types.ts';
 import { keys } from '../core/waiters.ts';
-import { Engine, type SettingsRequest, type AckRequest, type AppendRequest, type ClaimRequest, type HolderRequest, type NackRequest, type SubmitRequest } from '../core/engine.ts';
+import {
+  Engine,
+  type SettingsRequest,
+  type AckRequest,
+  type AppendRequest,
+  type ClaimRequest,
+  type HolderRequest,
+  type NackRequest,
+  type SubmitRequest,
+} from '../core/engine.ts';
 import { settle } from '../core/settled.ts';
 import { D1Port } from './d1-port.ts';
 import { JournalStreams } from './journal-streams.ts';
@@ -68,7 +77,9 @@ export class QueueObject extends DurableObject<Env> {
   /** The lifecycle feed's readers (feed-streams.ts). */
   private readonly feed: FeedStreams;
   /** The SSE readers of this queue's journals. */
-  private readonly streams = new JournalStreams((id, since, waitMs, signal) => this.engine.journal.follow(this.ns, id, since, waitMs, signal, undefined, this.queue));
+  private readonly streams = new JournalStreams((id, since, waitMs, signal) =>
+    this.engine.journal.follow(this.ns, id, since, waitMs, signal, undefined, this.queue),
+  );
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -99,10 +110,19 @@ export class QueueObject extends DurableObject<Env> {
       // A job failed for good: claims parked on this queue's dead-letter queue wake for its dead letter.
       onFailed: () => {
         const dlq = this.settings?.deadLetterQueue;
-        if (dlq) this.ctx.waitUntil(this.queueObject(dlq).poke().catch(() => {}));
+        if (dlq)
+          this.ctx.waitUntil(
+            this.queueObject(dlq)
+              .poke()
+              .catch(() => {}),
+          );
       },
     });
-    this.retention = new RetentionClock(() => this.engine.admin.purge(this.ns, this.queue), Date.now, (at) => this.armAlarm(at));
+    this.retention = new RetentionClock(
+      () => this.engine.admin.purge(this.ns, this.queue),
+      Date.now,
+      (at) => this.armAlarm(at),
+    );
     this.engine.park.onFinish = () => this.retention.soon();
     this.feed = new FeedStreams(this.engine.park.events);
     this.workers = new WorkerBook(this.engine.park.events, this.ns, this.queue);
@@ -174,7 +194,13 @@ export class QueueObject extends DurableObject<Env> {
   redriveDeadLetters(limit: unknown) {
     return this.run(async () => {
       const back = await this.engine.admin.redriveDeadLetters(this.ns, this.queue, limit);
-      for (const q of new Set(back.map((b) => b.queue))) if (q !== this.queue) this.ctx.waitUntil(this.queueObject(q).poke().catch(() => {}));
+      for (const q of new Set(back.map((b) => b.queue)))
+        if (q !== this.queue)
+          this.ctx.waitUntil(
+            this.queueObject(q)
+              .poke()
+              .catch(() => {}),
+          );
       return back;
     });
   }
@@ -214,7 +240,8 @@ export class QueueObject extends DurableObject<Env> {
    */
   claim(req: Claim & { worker?: WorkerInfo | null }, waitId?: string) {
     this.workers.heard(req.workerId, req.worker);
-    if (waitId !== undefined && this.calledOff.delete(waitId)) return Promise.resolve({ ok: true as const, value: { claimed: [] as Claimed[], parked: false } });
+    if (waitId !== undefined && this.calledOff.delete(waitId))
+      return Promise.resolve({ ok: true as const, value: { claimed: [] as Claimed[], parked: false } });
     return this.waiting(waitId, async (signal) => {
       let parked = false;
       const got = await this.engine.work.claimMany(this.ns, this.queue, { ...req, signal, onPark: () => (parked = true) });
@@ -229,7 +256,12 @@ export class QueueObject extends DurableObject<Env> {
   }
 
   /** Claimed jobs on their way to a caller: kept a moment by wait id, or put back if it already left. */
-  private async handing(workerId: unknown, waitId: string | undefined, signal: AbortSignal | undefined, got: Claimed[]): Promise<Claimed[]> {
+  private async handing(
+    workerId: unknown,
+    waitId: string | undefined,
+    signal: AbortSignal | undefined,
+    got: Claimed[],
+  ): Promise<Claimed[]> {
     if (!waitId || !got.length || typeof workerId !== 'string') return got;
     const items = got.map((c) => ({ id: c.id, attempt: c.attempt }));
     if (signal?.aborted) {
@@ -243,12 +275,22 @@ export class QueueObject extends DurableObject<Env> {
 
   ackMany(items: AckRequest[]) {
     this.workers.heard(items[0]?.workerId);
-    return this.run(() => this.engine.work.ackMany(this.ns, items.map((it) => ({ ...it, queue: this.queue }))));
+    return this.run(() =>
+      this.engine.work.ackMany(
+        this.ns,
+        items.map((it) => ({ ...it, queue: this.queue })),
+      ),
+    );
   }
 
   nackMany(items: (NackRequest & { id: string })[]) {
     this.workers.heard(items[0]?.workerId);
-    return this.run(() => this.engine.work.nackMany(this.ns, items.map((it) => ({ ...it, queue: this.queue }))));
+    return this.run(() =>
+      this.engine.work.nackMany(
+        this.ns,
+        items.map((it) => ({ ...it, queue: this.queue })),
+      ),
+    );
   }
 
   ack(id: string, req: HolderRequest & { result?: unknown }) {
@@ -283,14 +325,22 @@ export class QueueObject extends DurableObject<Env> {
   override async fetch(req: Request): Promise<Response> {
     const url = new URL(req.url);
     const p = url.searchParams;
-    const lease = () => leaseKeeper(this.env.GATE as unknown as DurableObjectNamespace<TokenGate>, { key: p.get('gate') ?? '', id: p.get('lease') ?? '' }, (x) => this.ctx.waitUntil(x));
+    const lease = () =>
+      leaseKeeper(
+        this.env.GATE as unknown as DurableObjectNamespace<TokenGate>,
+        { key: p.get('gate') ?? '', id: p.get('lease') ?? '' },
+        (x) => this.ctx.waitUntil(x),
+      );
     if (url.pathname === '/events') {
       // A namespace-wide reader's Worker keeps its lease itself (it merges many queues): no gate then.
       const l = p.get('gate') ? lease() : null;
       l?.renew();
-      return new Response(this.feed.open(p.get('last'), l ? { alive: l.renew, ended: l.close } : undefined, (p.get('kinds') ?? 'all') as Kinds));
+      return new Response(
+        this.feed.open(p.get('last'), l ? { alive: l.renew, ended: l.close } : undefined, (p.get('kinds') ?? 'all') as Kinds),
+      );
     }
-    if (url.pathname !== '/journal-stream') return Response.json({ error: { code: 'not_found', message: 'no such path' } }, { status: 404 });
+    if (url.pathname !== '/journal-stream')
+      return Response.json({ error: { code: 'not_found', message: 'no such path' } }, { status: 404 });
     const id = p.get('id') ?? '';
     const since = Number(p.get('since'));
     const out = await this.run(async () => this.engine.journal.follow(this.ns, id, since, 0, undefined, undefined, this.queue));
@@ -335,9 +385,13 @@ export class QueueObject extends DurableObject<Env> {
   }
 
   /** The worker says it stops (its runtime, at shutdown). RPC methods are the prototype's: no arrow fields. */
-  workerStopped(workerId: string) { return this.workers.stopped(workerId); }
+  workerStopped(workerId: string) {
+    return this.workers.stopped(workerId);
+  }
   /** Log lines of the worker's jobs, for the feed's readers (checked by the route: core/feed.ts logLines). */
-  workerLog(workerId: string, lines: LogLine[]) { this.engine.park.events.toldLog(this.ns, this.queue, workerId, lines); }
+  workerLog(workerId: string, lines: LogLine[]) {
+    this.engine.park.events.toldLog(this.ns, this.queue, workerId, lines);
+  }
 
   /** This queue's transition counters since the object started and its jobs finished lately (they live in its memory). */
   counters() {
@@ -348,7 +402,13 @@ export class QueueObject extends DurableObject<Env> {
 
   /** D1 rows read and written by this object so far (D1's own result metadata). */
   stats() {
-    return { ...this.rows, d1_ms: this.port.busyMs, waiters: this.engine.park.waiters.size, streams: this.streams.size, feed_readers: this.feed.size };
+    return {
+      ...this.rows,
+      d1_ms: this.port.busyMs,
+      waiters: this.engine.park.waiters.size,
+      streams: this.streams.size,
+      feed_readers: this.feed.size,
+    };
   }
 
   // ------------------------------------------------------------ leases

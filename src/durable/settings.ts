@@ -15,7 +15,11 @@ export interface HttpLimits {
   streamsPerToken: number;
 }
 
-export const DEFAULT_HTTP_LIMITS: Readonly<HttpLimits> = Object.freeze({ requestsPerSecond: 2000, requestBurst: 4000, streamsPerToken: 64 });
+export const DEFAULT_HTTP_LIMITS: Readonly<HttpLimits> = Object.freeze({
+  requestsPerSecond: 2000,
+  requestBurst: 4000,
+  streamsPerToken: 64,
+});
 
 export interface Settings {
   limits: Partial<Limits>;
@@ -57,5 +61,10 @@ function parse(env: Env): Settings {
   const retention = int(e.DEFAULT_RETENTION_MS, 'DEFAULT_RETENTION_MS');
   if (retention) limits.defaultRetentionMs = retention;
   const http: HttpLimits = { ...DEFAULT_HTTP_LIMITS, ...overrides<HttpLimits>(e, DEFAULT_HTTP_LIMITS) };
-  return { limits, resolved: { ...DEFAULT_LIMITS, ...limits }, http, simulatedDelayMs: int(e.SIMULATED_D1_DELAY_MS, 'SIMULATED_D1_DELAY_MS') ?? 0 };
+  return {
+    limits,
+    resolved: { ...DEFAULT_LIMITS, ...limits },
+    http,
+    simulatedDelayMs: int(e.SIMULATED_D1_DELAY_MS, 'SIMULATED_D1_DELAY_MS') ?? 0,
+  };
 }

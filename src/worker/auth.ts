@@ -36,7 +36,10 @@ export const authenticate = createMiddleware<App>(async (c, next) => {
   const header = c.req.header('authorization');
   const query = c.req.query('access_token');
   if (query !== undefined && !query.startsWith(STREAM_TOKEN_PREFIX)) {
-    throw new LakeshoreError('unauthorized', 'only a stream token (lss_...) may come in the query string: URLs end up in logs. Send other tokens as Authorization: Bearer <token>');
+    throw new LakeshoreError(
+      'unauthorized',
+      'only a stream token (lss_...) may come in the query string: URLs end up in logs. Send other tokens as Authorization: Bearer <token>',
+    );
   }
   const m = /^Bearer\s+(\S+)\s*$/i.exec(header ?? '');
   if (header === undefined && query !== undefined) return await streamToken(c, query, next);
@@ -60,7 +63,8 @@ export const authenticate = createMiddleware<App>(async (c, next) => {
 
 /** A stream token: its signature and expiry are the whole check (no D1 read); it only reads. */
 async function streamToken(c: Ctx, token: string, next: () => Promise<void>): Promise<void> {
-  if (c.req.method !== 'GET' && c.req.method !== 'HEAD') throw new LakeshoreError('forbidden', 'a stream token only reads: GET its invocation, result or journal');
+  if (c.req.method !== 'GET' && c.req.method !== 'HEAD')
+    throw new LakeshoreError('forbidden', 'a stream token only reads: GET its invocation, result or journal');
   const s = await verifyStreamToken(await streamKeys(c.env), token, Date.now());
   const principal: Principal = { kind: 'stream', jti: s.jti, ns: s.ns, queue: s.queue, id: s.id, streams: s.streams };
   c.set('principal', principal);

@@ -37,13 +37,20 @@ async function drain(body: ReadableStream<Uint8Array> | null): Promise<void> {
 }
 
 /** `empty`: what an empty body stands for (a route whose fields are all optional takes none). */
-export function jsonBody<S extends z.ZodMiniType>(schema: S, maxBytes = MAX_BODY_BYTES, empty?: object): MiddlewareHandler<App, string, { in: { json: z.input<S> }; out: { json: z.output<S> } }> {
+export function jsonBody<S extends z.ZodMiniType>(
+  schema: S,
+  maxBytes = MAX_BODY_BYTES,
+  empty?: object,
+): MiddlewareHandler<App, string, { in: { json: z.input<S> }; out: { json: z.output<S> } }> {
   const limit = bodyLimit({
     maxSize: maxBytes,
     onError: async (c) => {
       await drain(c.req.raw.body);
       const declared = c.req.header('content-length');
-      throw new LakeshoreError('payload_too_large', `request body is ${declared ? `${declared} bytes` : 'larger than that'}; the limit for this route is ${maxBytes} bytes`);
+      throw new LakeshoreError(
+        'payload_too_large',
+        `request body is ${declared ? `${declared} bytes` : 'larger than that'}; the limit for this route is ${maxBytes} bytes`,
+      );
     },
   });
   return (c, next) =>
@@ -60,13 +67,17 @@ export function jsonBody<S extends z.ZodMiniType>(schema: S, maxBytes = MAX_BODY
       try {
         jsonValue('request body', data, jsonDepth + WRAPPING);
       } catch {
-        throw badRequest(`request body nests deeper than ${jsonDepth + WRAPPING} levels: meta and error objects may nest at most ${jsonDepth}`);
+        throw badRequest(
+          `request body nests deeper than ${jsonDepth + WRAPPING} levels: meta and error objects may nest at most ${jsonDepth}`,
+        );
       }
       const parsed = schema.safeParse(data);
       if (!parsed.success) {
         const issue = parsed.error.issues[0]!;
         // items[3].envelope: a batch refused whole for one item's type names that item.
-        const where = issue.path.length ? issue.path.map((k, i) => (typeof k === 'number' ? `[${k}]` : i ? `.${String(k)}` : String(k))).join('') : 'body';
+        const where = issue.path.length
+          ? issue.path.map((k, i) => (typeof k === 'number' ? `[${k}]` : i ? `.${String(k)}` : String(k))).join('')
+          : 'body';
         throw badRequest(`${where}: ${issue.message}`);
       }
       c.req.addValidatedData('json', parsed.data as object);
@@ -80,7 +91,8 @@ export function bytesField(what: string, b64: string): Uint8Array {
   return b;
 }
 
-export const optBytes = (what: string, b64: string | null | undefined) => (b64 === null || b64 === undefined ? null : bytesField(what, b64));
+export const optBytes = (what: string, b64: string | null | undefined) =>
+  b64 === null || b64 === undefined ? null : bytesField(what, b64);
 
 /** A query parameter as a number, or undefined when absent; a non-number is a 400. */
 export function numParam(c: { req: { query(name: string): string | undefined } }, name: string): number | undefined {

@@ -25,9 +25,13 @@ const policies = new Map<string, Policy>();
 function policyOf(raw: string): Policy {
   let p = policies.get(raw);
   if (!p) {
-    const entries = raw.split(',').map((s) => s.trim()).filter(Boolean);
+    const entries = raw
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
     const bad = entries.find((e) => e !== '*' && !ORIGIN.test(e));
-    if (bad !== undefined) throw new LakeshoreError('internal', `CORS_ORIGINS: ${JSON.stringify(bad)} is not an origin (scheme://host[:port], no path) or *`);
+    if (bad !== undefined)
+      throw new LakeshoreError('internal', `CORS_ORIGINS: ${JSON.stringify(bad)} is not an origin (scheme://host[:port], no path) or *`);
     p = { listed: new Set(entries.filter((e) => e !== '*')), any: entries.includes('*') };
     if (policies.size >= 16) policies.clear();
     policies.set(raw, p);

@@ -22,7 +22,6 @@ function gate(c: Ctx, key: string): DurableObjectStub<TokenGate> {
   return ns.get(ns.idFromName(key));
 }
 
-
 const rateLimited = (message: string, retryAfterMs: number) => new LakeshoreError('rate_limited', message, { retryAfterMs });
 
 /**
@@ -48,7 +47,10 @@ export async function admit(c: Ctx, p: Principal): Promise<void> {
   const spare = Math.max(0, Math.min(burst, Math.floor(rate / 50)));
   const retryAfterMs = await a.admit((want, extra) => gate(c, key).take(want, extra, rate, burst), spare);
   if (retryAfterMs !== null) {
-    throw rateLimited(`this token is over its limit of ${rate} requests per second (burst ${burst}); retry after the time in Retry-After`, retryAfterMs);
+    throw rateLimited(
+      `this token is over its limit of ${rate} requests per second (burst ${burst}); retry after the time in Retry-After`,
+      retryAfterMs,
+    );
   }
 }
 

@@ -34,8 +34,16 @@ type Outcome<T> = { value: T } | { error: unknown };
  * Answers a waiting call's `answer` (its value, and whether it parked) as JSON, plainly or streamed
  * as above. `gone` runs once, kept alive past the response, if the client is found gone.
  */
-export async function longPoll<T>(c: Ctx, answer: Promise<{ value: T; parked: boolean }>, json: (v: T) => unknown, gone: () => Promise<unknown>): Promise<Response> {
-  const settled: Promise<Outcome<{ value: T; parked: boolean }>> = answer.then((value) => ({ value }), (error: unknown) => ({ error }));
+export async function longPoll<T>(
+  c: Ctx,
+  answer: Promise<{ value: T; parked: boolean }>,
+  json: (v: T) => unknown,
+  gone: () => Promise<unknown>,
+): Promise<Response> {
+  const settled: Promise<Outcome<{ value: T; parked: boolean }>> = answer.then(
+    (value) => ({ value }),
+    (error: unknown) => ({ error }),
+  );
   const early = await Promise.race([settled, sleep(STREAM_AFTER_MS)]);
   if (early && 'error' in early) throw early.error;
   if (early && !early.value.parked) return c.json(json(early.value.value) as object);
@@ -50,27 +58,32 @@ export async function longPoll<T>(c: Ctx, answer: Promise<{ value: T; parked: bo
   };
   c.req.raw.signal.addEventListener('abort', leave, { once: true });
   writer.closed.catch(leave);
-  later(c, (async () => {
-    try {
-      let out: Outcome<{ value: T; parked: boolean }> | null = early;
-      while (!out && !left) {
-        out = await Promise.race([settled, sleep(KEEPALIVE_MS)]);
-        if (!out) await writer.write(SPACE);
+  later(
+    c,
+    (async () => {
+      try {
+        let out: Outcome<{ value: T; parked: boolean }> | null = early;
+        while (!out && !left) {
+          out = await Promise.race([settled, sleep(KEEPALIVE_MS)]);
+          if (!out) await writer.write(SPACE);
+        }
+        if (!out || left) return;
+        const body = 'error' in out ? { error: errorJson(out.error) } : json(out.value.value);
+        await writer.write(enc.encode(`${JSON.stringify(body)}\n`));
+        for (let i = 0; i < TAIL_WRITES && !left; i++) {
+          await sleep(KEEPALIVE_MS);
+          await writer.write(SPACE);
+        }
+        await writer.close();
+      } catch {
+        leave();
+        await writer.abort().catch(() => {});
       }
-      if (!out || left) return;
-      const body = 'error' in out ? { error: errorJson(out.error) } : json(out.value.value);
-      await writer.write(enc.encode(`${JSON.stringify(body)}\n`));
-      for (let i = 0; i < TAIL_WRITES && !left; i++) {
-        await sleep(KEEPALIVE_MS);
-        await writer.write(SPACE);
-      }
-      await writer.close();
-    } catch {
-      leave();
-      await writer.abort().catch(() => {});
-    }
-  })());
-  return new Response(readable, { headers: { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', 'x-accel-buffering': 'no' } });
+    })(),
+  );
+  return new Response(readable, {
+    headers: { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', 'x-accel-buffering': 'no' },
+  });
 }
 
 function errorJson(e: unknown) {

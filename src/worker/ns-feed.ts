@@ -44,7 +44,10 @@ export function positionsOf(last: string): Map<string, string> {
 /** The namespace's feed for a reader at `positions` (positionsOf its Last-Event-ID). */
 export async function namespaceFeed(c: Ctx, ns: string, positions: Map<string, string>, kinds: Kinds): Promise<Response> {
   const first = await reader(c).queues(ns);
-  if (first.length > MAX_FEED_QUEUES) throw badRequest(`this namespace has ${first.length} queues; a namespace-wide feed follows at most ${MAX_FEED_QUEUES}: name one with ?queue=`);
+  if (first.length > MAX_FEED_QUEUES)
+    throw badRequest(
+      `this namespace has ${first.length} queues; a namespace-wide feed follows at most ${MAX_FEED_QUEUES}: name one with ?queue=`,
+    );
   const lease = await openStreamLease(c, c.get('principal'));
   const keeper = leaseKeeper(c.env.GATE as unknown as DurableObjectNamespace<TokenGate>, lease, (p) => c.executionCtx.waitUntil(p));
   const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
@@ -105,14 +108,19 @@ export async function namespaceFeed(c: Ctx, ns: string, positions: Map<string, s
   for (const q of first) void follow(q);
   const keepalive = setInterval(() => write(KEEPALIVE), KEEPALIVE_MS);
   const relist = setInterval(() => {
-    void reader(c).queues(ns).then((all) => {
-      for (const q of all) {
-        if (following.has(q) || following.size >= MAX_FEED_QUEUES) continue;
-        following.add(q);
-        write(`event: gap\ndata: ${JSON.stringify({ reason: 'joined', queue: q })}\n\n`);
-        void follow(q);
-      }
-    }, () => {});
+    void reader(c)
+      .queues(ns)
+      .then(
+        (all) => {
+          for (const q of all) {
+            if (following.has(q) || following.size >= MAX_FEED_QUEUES) continue;
+            following.add(q);
+            write(`event: gap\ndata: ${JSON.stringify({ reason: 'joined', queue: q })}\n\n`);
+            void follow(q);
+          }
+        },
+        () => {},
+      );
   }, RELIST_MS);
   done.signal.addEventListener('abort', () => {
     clearInterval(keepalive);

@@ -58,8 +58,10 @@ export const committerRun = <T>(c: Ctx, plan: Plan<T>): Promise<T> => reader(c).
  */
 export async function liveOverview(c: Ctx, ns: string): Promise<QueueMetrics[]> {
   const overview = await reader(c).overview(ns);
-  return Promise.all(overview.map(async (o) => {
-    const { since, counts, recent } = await queueObject(c, ns, o.queue).counters();
-    return { overview: { ...o, recent }, counters: { since, counts } };
-  }));
+  return Promise.all(
+    overview.map(async (o) => {
+      const { since, counts, recent } = await queueObject(c, ns, o.queue).counters();
+      return { overview: { ...o, recent }, counters: { since, counts } };
+    }),
+  );
 }

@@ -11,10 +11,12 @@ import { SSE_HEADERS } from '../core/sse.ts';
 export async function relayStream(c: Ctx, ns: string, queue: string, path: string, params: Record<string, string>): Promise<Response> {
   const lease = await openStreamLease(c, c.get('principal'));
   const q = new URLSearchParams({ ...params, gate: lease.key, lease: lease.id });
-  const res = await queueObject(c, ns, queue).fetch(`https://queue${path}?${q}`).catch((e: unknown) => {
-    closeStreamLease(c, lease);
-    throw e;
-  });
+  const res = await queueObject(c, ns, queue)
+    .fetch(`https://queue${path}?${q}`)
+    .catch((e: unknown) => {
+      closeStreamLease(c, lease);
+      throw e;
+    });
   if (!res.ok) {
     closeStreamLease(c, lease);
     throw errorOf(((await res.json()) as { error: ErrorBody }).error);

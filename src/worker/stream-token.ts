@@ -57,7 +57,8 @@ function fromB64url(s: string): Uint8Array | null {
   }
 }
 
-const hmacKey = (raw: Uint8Array, usages: ('sign' | 'verify')[]) => crypto.subtle.importKey('raw', raw, { name: 'HMAC', hash: 'SHA-256' }, false, usages);
+const hmacKey = (raw: Uint8Array, usages: ('sign' | 'verify')[]) =>
+  crypto.subtle.importKey('raw', raw, { name: 'HMAC', hash: 'SHA-256' }, false, usages);
 
 async function keyOf(secret: string): Promise<Key> {
   const raw = utf8(secret);
@@ -69,7 +70,10 @@ async function keyOf(secret: string): Promise<Key> {
 const keyring = new Map<string, Promise<Key[]>>();
 export function streamKeys(env: Env): Promise<Key[]> {
   const e = env as unknown as Record<string, string | undefined>;
-  const listed = (e.STREAM_TOKEN_KEYS ?? '').split(',').map((k) => k.trim()).filter(Boolean);
+  const listed = (e.STREAM_TOKEN_KEYS ?? '')
+    .split(',')
+    .map((k) => k.trim())
+    .filter(Boolean);
   const cacheKey = listed.length ? `keys\u0000${listed.join('\u0000')}` : `root\u0000${e.LAKESHORE_TOKEN ?? ''}`;
   let ring = keyring.get(cacheKey);
   if (!ring) {
@@ -126,7 +130,15 @@ export async function verifyStreamToken(keys: Key[], token: string, now: number)
   if (!key || !sigBytes || !canonical || !(await crypto.subtle.verify('HMAC', key.key, sigBytes, signed(claims)))) {
     throw refused('stream token signature does not verify (tampered, or signed with a key this plane no longer holds)');
   }
-  if (c.v !== 1 || typeof c.ns !== 'string' || typeof c.q !== 'string' || typeof c.id !== 'string' || typeof c.exp !== 'number' || typeof c.jti !== 'string' || typeof c.s !== 'number') {
+  if (
+    c.v !== 1 ||
+    typeof c.ns !== 'string' ||
+    typeof c.q !== 'string' ||
+    typeof c.id !== 'string' ||
+    typeof c.exp !== 'number' ||
+    typeof c.jti !== 'string' ||
+    typeof c.s !== 'number'
+  ) {
     throw refused('malformed stream token');
   }
   if (c.exp <= now) throw refused(`stream token expired at ${new Date(c.exp).toISOString()}: ask the application for a new one`);

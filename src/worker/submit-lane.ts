@@ -83,19 +83,25 @@ function send(c: Ctx, ns: string, queue: string, key: string, lane: Lane): Promi
   }
   const batch = lane.waiting.splice(0, n);
   const stub = queueObject(c, ns, queue);
-  const call: Promise<Settled<Submitted>[]> = batch.length === 1
-    ? stub.submit(batch[0]!.req).then((a) => [a as Settled<Submitted>])
-    : stub.submitMany(batch.map((w) => w.req)).then((r) => {
-      const all = r as Settled<Settled<Submitted>[]>;
-      return all.ok ? all.value : batch.map(() => all);
-    });
+  const call: Promise<Settled<Submitted>[]> =
+    batch.length === 1
+      ? stub.submit(batch[0]!.req).then((a) => [a as Settled<Submitted>])
+      : stub.submitMany(batch.map((w) => w.req)).then((r) => {
+          const all = r as Settled<Settled<Submitted>[]>;
+          return all.ok ? all.value : batch.map(() => all);
+        });
   // Answering runs as the call's own reaction, kept alive by waitUntil: it happens even if this
   // request's client goes away, so the others are answered.
-  const done = call.then((out) => out, (e: unknown) => batch.map(() => failed(e))).then((out) => {
-    batch.forEach((w, i) => (w.answer = out[i] ?? failed(new Error('the queue object answered fewer submits than it was sent'))));
-    lane.since = null;
-    if (!lane.waiting.length) lanes.delete(key);
-  });
+  const done = call
+    .then(
+      (out) => out,
+      (e: unknown) => batch.map(() => failed(e)),
+    )
+    .then((out) => {
+      batch.forEach((w, i) => (w.answer = out[i] ?? failed(new Error('the queue object answered fewer submits than it was sent'))));
+      lane.since = null;
+      if (!lane.waiting.length) lanes.delete(key);
+    });
   lane.answered = done;
   c.executionCtx.waitUntil(done);
   return done;

@@ -15,7 +15,9 @@ import { launch, plane, type TestPlane } from './harness.ts';
 let browser: Browser;
 let p: TestPlane;
 let n = 0;
-const shots = process.env.LAKESHORE_SHOTS ? join(process.cwd(), process.env.LAKESHORE_SHOTS) : mkdtempSync(join(tmpdir(), 'lakeshore-shots-'));
+const shots = process.env.LAKESHORE_SHOTS
+  ? join(process.cwd(), process.env.LAKESHORE_SHOTS)
+  : mkdtempSync(join(tmpdir(), 'lakeshore-shots-'));
 const bytes = (s: string) => new TextEncoder().encode(s);
 
 beforeAll(async () => {
@@ -42,19 +44,25 @@ async function signIn(token: string, namespace: string, width = 1280): Promise<P
 }
 
 const cell = (page: Page, queue: string, column: number) =>
-  page.evaluate(([q, c]) => {
-    const row = Array.from(document.querySelectorAll('tbody tr')).find((r) => r.querySelector('a')?.textContent === q);
-    return row ? row.querySelectorAll('td')[c as number]!.textContent : null;
-  }, [queue, column] as const);
+  page.evaluate(
+    ([q, c]) => {
+      const row = Array.from(document.querySelectorAll('tbody tr')).find((r) => r.querySelector('a')?.textContent === q);
+      return row ? row.querySelectorAll('td')[c as number]!.textContent : null;
+    },
+    [queue, column] as const,
+  );
 
 describe('the dashboard', () => {
-  it('shows a queue\'s counts live, a job\'s frames as they are written, and cancels from the page', async () => {
+  it("shows a queue's counts live, a job's frames as they are written, and cancels from the page", async () => {
     const ns = `dash${n++}`;
     const d = root(ns);
     const producer = await d.createToken('producer');
     await d.submit('training', bytes('{}'), { id: 'warm' });
     // Another queue with work done, for the screenshot.
-    await d.submitMany('embeddings', Array.from({ length: 14 }, (_, i) => ({ envelope: bytes('{}'), opts: { id: `emb-${i}` } })));
+    await d.submitMany(
+      'embeddings',
+      Array.from({ length: 14 }, (_, i) => ({ envelope: bytes('{}'), opts: { id: `emb-${i}` } })),
+    );
     const got = await d.claimMany('embeddings', 'cpu-1', 12, { leaseMs: 600_000 });
     for (const g of got.slice(0, 9)) await d.ack(g.id, 'cpu-1');
     await d.nack(got[9]!.id, 'cpu-1', { error: { type: 'ValueError', message: 'empty text' }, retry: false });
@@ -64,7 +72,11 @@ describe('the dashboard', () => {
     // A submitted job appears in the queue's count, driven by the feed.
     const t0 = Date.now();
     await d.submit('training', bytes('{}'), { id: 'run-42' });
-    await page.waitForFunction(() => Array.from(document.querySelectorAll('tbody tr')).some((r) => r.querySelector('td:nth-child(2)')?.textContent === '2'), undefined, { timeout: 10_000 });
+    await page.waitForFunction(
+      () => Array.from(document.querySelectorAll('tbody tr')).some((r) => r.querySelector('td:nth-child(2)')?.textContent === '2'),
+      undefined,
+      { timeout: 10_000 },
+    );
     console.log(`dashboard: a submitted job counted on the page ${Date.now() - t0} ms after its submit`);
     await page.screenshot({ path: join(shots, 'queues-1280.png') });
     // Its page: frames as the worker writes them.
@@ -72,13 +84,33 @@ describe('the dashboard', () => {
     await page.goto(`${p.plane.url}/#/i/run-42`);
     await page.waitForSelector('.facts');
     for (let s = 0; s < 3; s++) {
-      await d.journalAppend('run-42', s, encodeFrame({ kind: FrameKind.VALUE, seq: s, body: bytes(JSON.stringify({ step: s, loss: +(1 / (s + 1)).toFixed(3) })), meta: null }), { workerId: 'gpu-1' });
+      await d.journalAppend(
+        'run-42',
+        s,
+        encodeFrame({
+          kind: FrameKind.VALUE,
+          seq: s,
+          body: bytes(JSON.stringify({ step: s, loss: +(1 / (s + 1)).toFixed(3) })),
+          meta: null,
+        }),
+        { workerId: 'gpu-1' },
+      );
       await page.waitForFunction((k) => document.querySelectorAll('.journal .value').length === k, s + 1, { timeout: 10_000 });
     }
-    for (let s = 3; s < 8; s++) await d.journalAppend('run-42', s, encodeFrame({ kind: FrameKind.CHUNK, seq: s, body: bytes(`token${s} `), meta: null }), { workerId: 'gpu-1' });
-    await page.waitForFunction(() => document.querySelector('.journal .chunk')?.textContent === 'token3 token4 token5 token6 token7 ', undefined, { timeout: 10_000 });
+    for (let s = 3; s < 8; s++)
+      await d.journalAppend('run-42', s, encodeFrame({ kind: FrameKind.CHUNK, seq: s, body: bytes(`token${s} `), meta: null }), {
+        workerId: 'gpu-1',
+      });
+    await page.waitForFunction(
+      () => document.querySelector('.journal .chunk')?.textContent === 'token3 token4 token5 token6 token7 ',
+      undefined,
+      { timeout: 10_000 },
+    );
     // The handler's log lines, live from the feed.
-    await d.workerLog('training', 'gpu-1', [{ id: 'run-42', level: 'info', message: 'loaded 12,000 samples' }, { id: 'run-42', level: 'warn', message: 'grad norm 41.2 > 10, clipped' }]);
+    await d.workerLog('training', 'gpu-1', [
+      { id: 'run-42', level: 'info', message: 'loaded 12,000 samples' },
+      { id: 'run-42', level: 'warn', message: 'grad norm 41.2 > 10, clipped' },
+    ]);
     await page.waitForFunction(() => document.querySelectorAll('.logs li').length === 2, undefined, { timeout: 10_000 });
     expect(await page.textContent('.logs li.warn')).toContain('grad norm 41.2 > 10, clipped');
     await page.screenshot({ path: join(shots, 'job-1280.png') });
@@ -114,7 +146,15 @@ describe('the dashboard', () => {
     await later.waitForSelector('table');
     expect([await cell(later, 'emails', 4), await cell(later, 'emails', 5), await cell(later, 'emails', 6)]).toEqual(['1', '0', '1']);
     expect(await later.getAttribute('svg.spark', 'aria-label')).toMatch(/in emails: 1$/);
-    expect(await later.evaluate(() => document.querySelector('svg.spark polyline')!.getAttribute('points')!.split(' ').some((p) => Number(p.split(',')[1]) < 12))).toBe(true);
+    expect(
+      await later.evaluate(() =>
+        document
+          .querySelector('svg.spark polyline')!
+          .getAttribute('points')!
+          .split(' ')
+          .some((p) => Number(p.split(',')[1]) < 12),
+      ),
+    ).toBe(true);
     await later.close();
     await page.close();
   }, 60_000);
@@ -129,10 +169,13 @@ describe('the dashboard', () => {
     await page.waitForSelector('table');
     expect(await page.locator('button:has-text("Pause")').count()).toBe(0);
     expect(await page.locator('a:has-text("Tokens")').isVisible()).toBe(false);
-    const forged = await page.evaluate(async ([namespace, token]) => {
-      const r = await fetch(`/v1/ns/${namespace}/queues/q/pause`, { method: 'POST', headers: { authorization: `Bearer ${token}` } });
-      return { status: r.status, body: await r.json() };
-    }, [ns, producer.token] as const);
+    const forged = await page.evaluate(
+      async ([namespace, token]) => {
+        const r = await fetch(`/v1/ns/${namespace}/queues/q/pause`, { method: 'POST', headers: { authorization: `Bearer ${token}` } });
+        return { status: r.status, body: await r.json() };
+      },
+      [ns, producer.token] as const,
+    );
     expect(forged.status).toBe(403);
     expect(forged.body.error.code).toBe('forbidden');
     expect((await d.queueInfo('q')).paused).toBe(false);
@@ -156,7 +199,10 @@ describe('the dashboard', () => {
     const d = root(ns);
     const producer = await d.createToken('producer');
     await d.submit('training', bytes('{}'), { id: 'run-7' });
-    await d.claimMany('training', 'gpu-box-7:4242:a1b2', 1, { leaseMs: 600_000, worker: { queues: ['training'], host: 'gpu-box-7', pid: 4242, version: '0.1.0', concurrency: 4 } });
+    await d.claimMany('training', 'gpu-box-7:4242:a1b2', 1, {
+      leaseMs: 600_000,
+      worker: { queues: ['training'], host: 'gpu-box-7', pid: 4242, version: '0.1.0', concurrency: 4 },
+    });
     const page = await signIn(producer.token, ns);
     await page.waitForSelector('table');
     await page.click('a:has-text("Workers")');
@@ -172,7 +218,9 @@ describe('the dashboard', () => {
 
   it('says clearly when a token is refused, and fits a 390 px screen', async () => {
     const page = await signIn('lsk_0000000000000000_wrongwrongwrongwrongwrongwrongwrongwrongwro', 'default', 390);
-    await page.waitForFunction(() => (document.getElementById('signin-error')?.textContent ?? '').length > 0, undefined, { timeout: 10_000 });
+    await page.waitForFunction(() => (document.getElementById('signin-error')?.textContent ?? '').length > 0, undefined, {
+      timeout: 10_000,
+    });
     expect(await page.textContent('#signin-error')).toContain('That token was refused');
     await page.screenshot({ path: join(shots, 'signin-390.png') });
     await page.setViewportSize({ width: 1280, height: 760 });

@@ -18,12 +18,23 @@ const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 
 export function launch(): Promise<Browser> {
-  return chromium.launch({ executablePath: CHROMIUM, args: ['--headless=new', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] });
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--headless=new', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
+  });
 }
 
 /** lakeshore/browser as one ES module, built from its source as the package builds it. */
 async function browserModule(): Promise<string> {
-  const out = await build({ entryPoints: [join(ROOT, 'client', 'browser', 'index.ts')], bundle: true, format: 'esm', target: 'es2022', platform: 'browser', write: false, logLevel: 'error' });
+  const out = await build({
+    entryPoints: [join(ROOT, 'client', 'browser', 'index.ts')],
+    bundle: true,
+    format: 'esm',
+    target: 'es2022',
+    platform: 'browser',
+    write: false,
+    logLevel: 'error',
+  });
   return out.outputFiles[0]!.text;
 }
 
@@ -80,7 +91,12 @@ export interface TestPlane {
 export async function plane(origins: string[]): Promise<TestPlane> {
   const dir = mkdtempSync(join(tmpdir(), 'lakeshore-browser-'));
   const token = newToken('lsk_browser_');
-  const p = await startPlane({ node: process.execPath, env: process.env, persistTo: dir, vars: { LAKESHORE_TOKEN: token, CORS_ORIGINS: origins.join(',') } });
+  const p = await startPlane({
+    node: process.execPath,
+    env: process.env,
+    persistTo: dir,
+    vars: { LAKESHORE_TOKEN: token, CORS_ORIGINS: origins.join(',') },
+  });
   return {
     plane: p,
     token,

@@ -45,7 +45,13 @@ async function job(id = 'job') {
 async function claimAndAppend(d: HttpDispatch, id: string, n: number) {
   const [c] = await d.claimMany('q', 'w', 1, { leaseMs: 600_000 });
   expect(c!.id).toBe(id);
-  for (let s = 0; s < n; s++) await d.journalAppend(id, s, encodeFrame({ kind: FrameKind.VALUE, seq: s, body: new TextEncoder().encode(`token ${s} `), meta: null }), { workerId: 'w' });
+  for (let s = 0; s < n; s++)
+    await d.journalAppend(
+      id,
+      s,
+      encodeFrame({ kind: FrameKind.VALUE, seq: s, body: new TextEncoder().encode(`token ${s} `), meta: null }),
+      { workerId: 'w' },
+    );
   await d.ack(id, 'w', { result: new TextEncoder().encode('"done"') });
 }
 
@@ -79,7 +85,8 @@ const streamInPage = (page: Page, url: string) =>
     });
   }, url);
 
-const got = (page: Page) => page.evaluate(() => (window as any).got as { seqs: number[]; texts: string[]; end: any; errors: { code: string; message: string }[] });
+const got = (page: Page) =>
+  page.evaluate(() => (window as any).got as { seqs: number[]; texts: string[]; end: any; errors: { code: string; message: string }[] });
 
 /** The stream URL through `proxy` (the token's URL names the plane's own origin). */
 const via = (proxy: Proxy, url: string) => url.replace(p.plane.url, proxy.url);
@@ -110,7 +117,7 @@ describe('a browser streams a job', () => {
     }
   }, 180_000);
 
-  it('runs the README\'s example page as printed: every value, then the end', async () => {
+  it("runs the README's example page as printed: every value, then the end", async () => {
     const d = await job();
     const { url } = await d.streamToken('job');
     const page = await browser.newPage();
@@ -130,14 +137,17 @@ describe('a browser streams a job', () => {
       const { url } = await d.streamToken('job');
       await claimAndAppend(d, 'job', 5);
       const page = await openPage(allowed.origin);
-      await page.evaluate((u) => {
-        const w = window as any;
-        w.bare = { frames: 0, ends: 0, errors: 0 };
-        w.es = new EventSource(u);
-        w.es.addEventListener('frame', () => w.bare.frames++);
-        w.es.addEventListener('end', () => w.bare.ends++);
-        w.es.addEventListener('error', () => w.bare.errors++);
-      }, via(proxy, url));
+      await page.evaluate(
+        (u) => {
+          const w = window as any;
+          w.bare = { frames: 0, ends: 0, errors: 0 };
+          w.es = new EventSource(u);
+          w.es.addEventListener('frame', () => w.bare.frames++);
+          w.es.addEventListener('end', () => w.bare.ends++);
+          w.es.addEventListener('error', () => w.bare.errors++);
+        },
+        via(proxy, url),
+      );
       // After the end, EventSource reconnects once (Last-Event-ID: end), gets 204, and is CLOSED for good.
       await page.waitForFunction(() => (window as any).es.readyState === 2, undefined, { timeout: 30_000 });
       const bare = await page.evaluate(() => (window as any).bare);
@@ -164,7 +174,9 @@ describe('a browser streams a job', () => {
       const seen = new Set(g.seqs);
       const gaps = Array.from({ length: FRAMES }, (_, i) => i).filter((i) => !seen.has(i)).length;
       const duplicates = g.seqs.length - seen.size;
-      console.log(`cut stream: ${proxy.cuts} cuts, ${proxy.requests.filter((r) => r.includes('/journal')).length} requests, ${gaps} gaps, ${duplicates} duplicates`);
+      console.log(
+        `cut stream: ${proxy.cuts} cuts, ${proxy.requests.filter((r) => r.includes('/journal')).length} requests, ${gaps} gaps, ${duplicates} duplicates`,
+      );
       expect(proxy.cuts).toBeGreaterThanOrEqual(5);
       expect({ gaps, duplicates }).toEqual({ gaps: 0, duplicates: 0 });
       expect(g.seqs).toEqual(Array.from({ length: FRAMES }, (_, i) => i));
@@ -176,24 +188,26 @@ describe('a browser streams a job', () => {
 });
 
 describe('a browser is refused what its token does not allow', () => {
-  it('job A\'s token on job B: 404, nothing of B in the answer; expired, tampered or a full token in the URL: 401, seen by the page as onError', async () => {
+  it("job A's token on job B: 404, nothing of B in the answer; expired, tampered or a full token in the URL: 401, seen by the page as onError", async () => {
     const d = await job('a');
     await d.submit('q', new TextEncoder().encode('{"secret":"b-args"}'), { id: 'b' });
     const a = await d.streamToken('a');
     const short = await d.streamToken('a', { ttlMs: 1000 });
     const producer = await d.createToken('producer');
     const page = await openPage(allowed.origin);
-    const status = (u: string) => page.evaluate(async (x) => {
-      const r = await fetch(x);
-      return { status: r.status, body: await r.text() };
-    }, u);
+    const status = (u: string) =>
+      page.evaluate(async (x) => {
+        const r = await fetch(x);
+        return { status: r.status, body: await r.text() };
+      }, u);
     const onB = await status(a.url.replace('/invocations/a/', '/invocations/b/'));
     expect(onB.status).toBe(404);
     expect(onB.body).not.toContain('b-args');
     const [claims, sig] = a.token.slice(4).split('.') as [string, string];
     const flip = (x: string, at: number) => `${x.slice(0, at)}${x[at] === 'A' ? 'B' : 'A'}${x.slice(at + 1)}`;
     // A changed signature, in its middle and in its last character (whose spare bits decoding would ignore).
-    for (const bad of [flip(sig, 10), flip(sig, sig.length - 1)]) expect((await status(a.url.replace(a.token, `lss_${claims}.${bad}`))).status).toBe(401);
+    for (const bad of [flip(sig, 10), flip(sig, sig.length - 1)])
+      expect((await status(a.url.replace(a.token, `lss_${claims}.${bad}`))).status).toBe(401);
     const tampered = a.url.replace(a.token, `lss_${claims}.${flip(sig, 20)}`);
     expect((await status(tampered)).status).toBe(401);
     expect((await status(a.url.replace(a.token, producer.token))).status).toBe(401);
@@ -213,20 +227,26 @@ describe('a browser is refused what its token does not allow', () => {
   it('a page on an origin CORS_ORIGINS does not name is blocked by the browser; the named one is not', async () => {
     const d = await job();
     const { url } = await d.streamToken('job');
-    const attempt = (page: Page) => page.evaluate(async ({ u, planeUrl, token, namespace }) => {
-      const out: Record<string, string> = {};
-      try {
-        out.fetch = String((await fetch(`${planeUrl}/v1/ns/${namespace}/queues`, { headers: { authorization: `Bearer ${token}` } })).status);
-      } catch (e) {
-        out.fetch = `blocked: ${(e as Error).name}`;
-      }
-      out.stream = await new Promise<string>((resolve) => {
-        const es = new EventSource(u);
-        es.addEventListener('end', () => (es.close(), resolve('end')));
-        es.addEventListener('error', () => es.readyState === 2 && resolve('refused'));
-      });
-      return out;
-    }, { u: url, planeUrl: p.plane.url, token: p.token, namespace: d.namespace });
+    const attempt = (page: Page) =>
+      page.evaluate(
+        async ({ u, planeUrl, token, namespace }) => {
+          const out: Record<string, string> = {};
+          try {
+            out.fetch = String(
+              (await fetch(`${planeUrl}/v1/ns/${namespace}/queues`, { headers: { authorization: `Bearer ${token}` } })).status,
+            );
+          } catch (e) {
+            out.fetch = `blocked: ${(e as Error).name}`;
+          }
+          out.stream = await new Promise<string>((resolve) => {
+            const es = new EventSource(u);
+            es.addEventListener('end', () => (es.close(), resolve('end')));
+            es.addEventListener('error', () => es.readyState === 2 && resolve('refused'));
+          });
+          return out;
+        },
+        { u: url, planeUrl: p.plane.url, token: p.token, namespace: d.namespace },
+      );
     await d.cancel('job'); // the stream has its end at once
     const ok = await openPage(allowed.origin);
     expect(await attempt(ok)).toEqual({ fetch: '200', stream: 'end' });

@@ -16,10 +16,15 @@ export function ackAndClaim(plane: () => DispatchPlane) {
     it('acks each item fenced alone and claims, in one call', async () => {
       for (const id of ['a', 'b', 'c']) await d.submit('q', bytes(id), { id });
       const [a, b] = await d.claimMany('q', 'w', 2);
-      const out = await d.ackAndClaim('q', 'w', [
-        { id: a!.id, attempt: a!.attempt, result: bytes('ra') },
-        { id: b!.id, attempt: b!.attempt + 1, result: bytes('stale') },
-      ], 5);
+      const out = await d.ackAndClaim(
+        'q',
+        'w',
+        [
+          { id: a!.id, attempt: a!.attempt, result: bytes('ra') },
+          { id: b!.id, attempt: b!.attempt + 1, result: bytes('stale') },
+        ],
+        5,
+      );
       expect(out.acks[0]).toBeNull();
       expect(out.acks[1]).toBeInstanceOf(FencingConflictError);
       expect(out.claimed.map((c) => c.id)).toEqual(['c']);

@@ -15,19 +15,25 @@ export function attempts(plane: () => DispatchPlane, lacks: ReadonlySet<string> 
       d = plane();
     });
 
-    it.skipIf(lacks.has('configure'))('a nack with retry on the last attempt fails the job: AttemptsExhausted, with the last error', async () => {
-      await d.configureQueue('q', { maxAttempts: 1 });
-      await d.submit('q', bytes('x'), { id: 'one' });
-      await d.claim('q', 'w');
-      await d.nack('one', 'w', { error: { message: 'flaky', type: 'IOError' }, retry: true });
-      expect(await d.claim('q', 'w')).toBeNull();
-      const e = await d.result('one').catch((x: InvocationFailedError) => x);
-      expect(e).toBeInstanceOf(InvocationFailedError);
-      expect((e as InvocationFailedError).error).toEqual({
-        type: 'AttemptsExhausted', message: 'flaky (attempt 1 of 1, none left)', attempts: 1, last: { message: 'flaky', type: 'IOError' },
-      });
-      await d.nack('one', 'w', { error: { message: 'flaky', type: 'IOError' }, retry: true }); // a repeat is absorbed
-    });
+    it.skipIf(lacks.has('configure'))(
+      'a nack with retry on the last attempt fails the job: AttemptsExhausted, with the last error',
+      async () => {
+        await d.configureQueue('q', { maxAttempts: 1 });
+        await d.submit('q', bytes('x'), { id: 'one' });
+        await d.claim('q', 'w');
+        await d.nack('one', 'w', { error: { message: 'flaky', type: 'IOError' }, retry: true });
+        expect(await d.claim('q', 'w')).toBeNull();
+        const e = await d.result('one').catch((x: InvocationFailedError) => x);
+        expect(e).toBeInstanceOf(InvocationFailedError);
+        expect((e as InvocationFailedError).error).toEqual({
+          type: 'AttemptsExhausted',
+          message: 'flaky (attempt 1 of 1, none left)',
+          attempts: 1,
+          last: { message: 'flaky', type: 'IOError' },
+        });
+        await d.nack('one', 'w', { error: { message: 'flaky', type: 'IOError' }, retry: true }); // a repeat is absorbed
+      },
+    );
 
     it('nacks with retry requeue while attempts are left, on the plane default of 3', async () => {
       await d.submit('q', bytes('x'), { id: 'three' });
@@ -35,7 +41,11 @@ export function attempts(plane: () => DispatchPlane, lacks: ReadonlySet<string> 
         expect((await d.claim('q', 'w'))?.attempt).toBe(attempt);
         await d.nack('three', 'w', { error: `try ${attempt}` });
       }
-      expect(await d.get('three')).toMatchObject({ state: 'failed', attempt: 3, error: { type: 'AttemptsExhausted', last: { message: 'try 3' } } });
+      expect(await d.get('three')).toMatchObject({
+        state: 'failed',
+        attempt: 3,
+        error: { type: 'AttemptsExhausted', last: { message: 'try 3' } },
+      });
     });
   });
 }

@@ -26,29 +26,58 @@ export function claimKinds(plane: () => DispatchPlane, lacks: ReadonlySet<string
     };
 
     it('fifo: highest priority first, ties oldest first', async () => {
-      await load([['a', 0], ['b', 1], ['c', 0], ['d', 1], ['e', -1], ['f', 3]]);
+      await load([
+        ['a', 0],
+        ['b', 1],
+        ['c', 0],
+        ['d', 1],
+        ['e', -1],
+        ['f', 3],
+      ]);
       expect(await order('fifo', 6)).toEqual(['f', 'b', 'd', 'a', 'c', 'e']);
     });
 
-    it('priority is the contract\'s other name for fifo', async () => {
-      await load([['a', 0], ['b', 1], ['c', 0], ['d', 1], ['e', -1], ['f', 3]]);
+    it("priority is the contract's other name for fifo", async () => {
+      await load([
+        ['a', 0],
+        ['b', 1],
+        ['c', 0],
+        ['d', 1],
+        ['e', -1],
+        ['f', 3],
+      ]);
       expect(await order('priority', 6)).toEqual(['f', 'b', 'd', 'a', 'c', 'e']);
       await expect(d.claim('q', 'w', { kind: 'lifo' as 'fifo' })).rejects.toMatchObject({ code: 'bad_request' });
     });
 
     it('filo: highest priority first, ties newest first', async () => {
-      await load([['a', 0], ['b', 1], ['c', 0], ['d', 1], ['e', -1], ['f', 3]]);
+      await load([
+        ['a', 0],
+        ['b', 1],
+        ['c', 0],
+        ['d', 1],
+        ['e', -1],
+        ['f', 3],
+      ]);
       expect(await order('filo', 6)).toEqual(['f', 'd', 'b', 'c', 'a', 'e']);
     });
 
     unless('boltzmann')('boltzmann: T → 0 degenerates to fifo', async () => {
-      await load([['a', 0], ['b', 1], ['c', 0], ['d', 1]]);
+      await load([
+        ['a', 0],
+        ['b', 1],
+        ['c', 0],
+        ['d', 1],
+      ]);
       expect(await order('boltzmann', 4, 0)).toEqual(['b', 'd', 'a', 'c']);
     });
 
     unless('claimBytes')('a claim of several hands out at most 16 MiB of envelopes, and at least one job whatever its size', async () => {
       const mib = new Uint8Array(1 << 20);
-      await d.submitMany('big', Array.from({ length: 17 }, (_, i) => ({ envelope: mib, opts: { id: `m${i}` } })));
+      await d.submitMany(
+        'big',
+        Array.from({ length: 17 }, (_, i) => ({ envelope: mib, opts: { id: `m${i}` } })),
+      );
       const first = await d.claimMany('big', 'w', 17);
       expect(first.map((c) => c.id)).toEqual(Array.from({ length: 16 }, (_, i) => `m${i}`));
       expect((await d.claimMany('big', 'w', 17)).map((c) => c.id)).toEqual(['m16']);
@@ -80,13 +109,21 @@ export function claimKinds(plane: () => DispatchPlane, lacks: ReadonlySet<string
       return counts.reduce((a, b) => a + b, 0) / claims;
     };
 
-    unless('boltzmann')(`boltzmann at T=1: the share of priority 1 is within 4 standard errors of e/(1+e) over ${samples.toLocaleString('en')} claims`, async () => {
-      const p = Math.E / (1 + Math.E);
-      expect(Math.abs((await share(1, samples)) - p)).toBeLessThan(within(p));
-    }, 120_000);
+    unless('boltzmann')(
+      `boltzmann at T=1: the share of priority 1 is within 4 standard errors of e/(1+e) over ${samples.toLocaleString('en')} claims`,
+      async () => {
+        const p = Math.E / (1 + Math.E);
+        expect(Math.abs((await share(1, samples)) - p)).toBeLessThan(within(p));
+      },
+      120_000,
+    );
 
-    unless('boltzmann')(`boltzmann at large T approaches uniform: the share is within 4 standard errors of 0.5 over ${samples.toLocaleString('en')} claims`, async () => {
-      expect(Math.abs((await share(1000, samples)) - 0.5)).toBeLessThan(within(0.5));
-    }, 120_000);
+    unless('boltzmann')(
+      `boltzmann at large T approaches uniform: the share is within 4 standard errors of 0.5 over ${samples.toLocaleString('en')} claims`,
+      async () => {
+        expect(Math.abs((await share(1000, samples)) - 0.5)).toBeLessThan(within(0.5));
+      },
+      120_000,
+    );
   });
 }

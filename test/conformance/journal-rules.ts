@@ -7,11 +7,23 @@
  *   most 64 levels (deeper is a 400 that changes nothing).
  */
 import { beforeEach, describe, expect, it } from 'vitest';
-import { BadRequestError, FencingConflictError, FrameKind, InvocationFailedError, TimeoutError, type DispatchPlane } from '../../client/local/index.ts';
+import {
+  BadRequestError,
+  FencingConflictError,
+  FrameKind,
+  InvocationFailedError,
+  TimeoutError,
+  type DispatchPlane,
+} from '../../client/local/index.ts';
 import { work } from '../support/wait.ts';
 
 const bytes = (s: string) => new TextEncoder().encode(s);
-const frame = (kind: number, body = '', meta: Record<string, unknown> | null = null) => ({ kind: kind as 0, seq: 0, body: bytes(body), meta });
+const frame = (kind: number, body = '', meta: Record<string, unknown> | null = null) => ({
+  kind: kind as 0,
+  seq: 0,
+  body: bytes(body),
+  meta,
+});
 /** A JSON object nested `depth` levels deep (the outermost counts as one). */
 const nested = (depth: number): Record<string, unknown> => {
   let v: Record<string, unknown> = { leaf: true };
@@ -68,7 +80,11 @@ export function journalRules(plane: () => DispatchPlane) {
       await d.nack('a', 'w', { error: 'boom' });
       await d.claim('q', 'w');
       expect(await d.journalAppend('a', null, frame(FrameKind.BEGIN))).toBe(2);
-      expect((await d.journalPage('a')).frames.map((f) => [f.seq, f.attempt])).toEqual([[0, 1], [1, 1], [2, 2]]);
+      expect((await d.journalPage('a')).frames.map((f) => [f.seq, f.attempt])).toEqual([
+        [0, 1],
+        [1, 1],
+        [2, 2],
+      ]);
     });
 
     it('says what a trim removed: trimmedBefore is the highest seq it took, and a new frame goes after it', async () => {

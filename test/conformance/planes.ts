@@ -111,7 +111,10 @@ export const twoProcessPlane: PlaneFactory = async () => {
   const namespace = freshNs();
   const clock = movableClock();
   const local = new Dispatch(file, { namespace, now: clock.now });
-  const child: ChildProcess = fork(join(import.meta.dirname, 'peer.ts'), [file, namespace], { serialization: 'advanced', stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const child: ChildProcess = fork(join(import.meta.dirname, 'peer.ts'), [file, namespace], {
+    serialization: 'advanced',
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
   const pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: unknown) => void }>();
   let seq = 0;
   await new Promise<void>((resolve, reject) => {

@@ -11,8 +11,18 @@ import { spawn } from 'node:child_process';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import {
-  errorFor, InvocationCancelledError, InvocationFailedError,
-  type Claimed, type DispatchPlane, type FeedItem, type Invocation, type QueueInfo, type JournalFrame, type JournalPage, type Schedule, type State,
+  errorFor,
+  InvocationCancelledError,
+  InvocationFailedError,
+  type Claimed,
+  type DispatchPlane,
+  type FeedItem,
+  type Invocation,
+  type QueueInfo,
+  type JournalFrame,
+  type JournalPage,
+  type Schedule,
+  type State,
 } from '../../client/local/index.ts';
 import { tempDir } from '../support/tmp.ts';
 import { until } from '../support/wait.ts';
@@ -31,20 +41,39 @@ let n = 0;
 let calls = 0;
 const freshNs = () => `py${process.pid}x${Date.now().toString(36)}${(n++).toString(36)}`;
 
-const claimedOf = (c: Json): Claimed => ({ id: c.id, queue: c.queue, envelope: unb64(c.envelope), attempt: c.attempt, leaseUntil: c.lease_until, priority: c.priority });
+const claimedOf = (c: Json): Claimed => ({
+  id: c.id,
+  queue: c.queue,
+  envelope: unb64(c.envelope),
+  attempt: c.attempt,
+  leaseUntil: c.lease_until,
+  priority: c.priority,
+});
 /**
  * A streamed bridge call (journal_read, events) as an async iterator: the items its lines bring,
  * then its end or its error. `stop(n)` asks the bridge to end call n when `signal` aborts.
  */
-function streamed<T>(start: (push: (item: T) => void, named: (n: number) => void) => Promise<unknown>, signal?: AbortSignal, stop?: (n: number) => void): AsyncIterable<T> {
+function streamed<T>(
+  start: (push: (item: T) => void, named: (n: number) => void) => Promise<unknown>,
+  signal?: AbortSignal,
+  stop?: (n: number) => void,
+): AsyncIterable<T> {
   const items: T[] = [];
   let wake: (() => void) | null = null;
   let end = null as { error?: Error } | null;
   let n = 0;
-  start((item) => {
-    items.push(item);
-    wake?.();
-  }, (id) => (n = id)).then(() => (end = {}), (e: Error) => (end = { error: e })).finally(() => wake?.());
+  start(
+    (item) => {
+      items.push(item);
+      wake?.();
+    },
+    (id) => (n = id),
+  )
+    .then(
+      () => (end = {}),
+      (e: Error) => (end = { error: e }),
+    )
+    .finally(() => wake?.());
   if (stop) signal?.addEventListener('abort', () => stop(n), { once: true });
   return (async function* () {
     for (;;) {
@@ -62,28 +91,68 @@ const queueInfoOf = (q: Json): QueueInfo => {
   const t = q.settings;
   const b = t.retry_backoff;
   return {
-    queue: q.queue, paused: q.paused,
+    queue: q.queue,
+    paused: q.paused,
     settings: {
-      leaseMs: t.lease_ms, maxAttempts: t.max_attempts, maxRunning: t.max_running, claimsPerSecond: t.claims_per_second,
-      retryBackoff: b && { initialMs: b.initial_ms, factor: b.factor, maxMs: b.max_ms, jitter: b.jitter }, deadLetterQueue: t.dead_letter_queue, ttlMs: t.ttl_ms, retentionMs: t.retention_ms,
+      leaseMs: t.lease_ms,
+      maxAttempts: t.max_attempts,
+      maxRunning: t.max_running,
+      claimsPerSecond: t.claims_per_second,
+      retryBackoff: b && { initialMs: b.initial_ms, factor: b.factor, maxMs: b.max_ms, jitter: b.jitter },
+      deadLetterQueue: t.dead_letter_queue,
+      ttlMs: t.ttl_ms,
+      retentionMs: t.retention_ms,
     },
   };
 };
 const invocationOf = (r: Json): Invocation => ({
-  id: r.id, namespace: r.namespace, queue: r.queue, key: r.key, priority: r.priority, parent: r.parent, envelope: unb64(r.envelope), state: r.state as State,
-  attempt: r.attempt, workerId: r.worker_id, leaseUntil: r.lease_until, result: r.result ? unb64(r.result) : null, error: r.error, createdAt: r.created_at,
-  updatedAt: r.updated_at, startedAt: r.started_at, finishedAt: r.finished_at, runAt: r.run_at, expiresAt: r.expires_at, maxAttempts: r.max_attempts,
+  id: r.id,
+  namespace: r.namespace,
+  queue: r.queue,
+  key: r.key,
+  priority: r.priority,
+  parent: r.parent,
+  envelope: unb64(r.envelope),
+  state: r.state as State,
+  attempt: r.attempt,
+  workerId: r.worker_id,
+  leaseUntil: r.lease_until,
+  result: r.result ? unb64(r.result) : null,
+  error: r.error,
+  createdAt: r.created_at,
+  updatedAt: r.updated_at,
+  startedAt: r.started_at,
+  finishedAt: r.finished_at,
+  runAt: r.run_at,
+  expiresAt: r.expires_at,
+  maxAttempts: r.max_attempts,
 });
 const scheduleOf = (r: Json): Schedule => ({
-  queue: r.queue, name: r.name, cron: r.cron, timezone: r.timezone, envelope: unb64(r.envelope), priority: r.priority, nextAt: r.next_at, lastAt: r.last_at,
+  queue: r.queue,
+  name: r.name,
+  cron: r.cron,
+  timezone: r.timezone,
+  envelope: unb64(r.envelope),
+  priority: r.priority,
+  nextAt: r.next_at,
+  lastAt: r.last_at,
 });
-const frameOf = (f: Json): JournalFrame => ({ seq: f.seq, kind: f.kind, body: unb64(f.body), meta: f.meta, attempt: f.attempt, final: f.final });
+const frameOf = (f: Json): JournalFrame => ({
+  seq: f.seq,
+  kind: f.kind,
+  body: unb64(f.body),
+  meta: f.meta,
+  attempt: f.attempt,
+  final: f.final,
+});
 
 export const pythonPlane: PlaneFactory = async () => {
   const dir = tempDir('lakeshore-pyconf-');
   const namespace = freshNs();
   const root = resolve(import.meta.dirname, '..', '..', 'client', 'python');
-  const child = spawn(PYTHON, [join(root, 'tests', 'bridge.py'), join(dir, 'dispatch.sqlite'), namespace], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const child = spawn(PYTHON, [join(root, 'tests', 'bridge.py'), join(dir, 'dispatch.sqlite'), namespace], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
   let offset = 0;
   const pending = new Map<number, { ok: (v: Json) => void; fail: (e: Error) => void; frame?: (f: Json) => void }>();
   createInterface({ input: child.stdout! }).on('line', (line) => {
@@ -93,8 +162,10 @@ export const pythonPlane: PlaneFactory = async () => {
     if (m.frame) return p.frame?.(m.frame);
     pending.delete(m.n);
     if (m.ok) return p.ok(m.v);
-    if (m.code === 'invocation_failed') return p.fail(new InvocationFailedError(String(m.message).match(/invocation (\S+)/)?.[1] ?? '', m.error));
-    if (m.code === 'invocation_cancelled') return p.fail(new InvocationCancelledError(String(m.message).match(/invocation (\S+)/)?.[1] ?? ''));
+    if (m.code === 'invocation_failed')
+      return p.fail(new InvocationFailedError(String(m.message).match(/invocation (\S+)/)?.[1] ?? '', m.error));
+    if (m.code === 'invocation_cancelled')
+      return p.fail(new InvocationCancelledError(String(m.message).match(/invocation (\S+)/)?.[1] ?? ''));
     p.fail(errorFor(m.code, m.message));
   });
   const call = (m: string, a: Json[] = [], k: Json = {}, frame?: (f: Json) => void, named?: (id: number) => void) =>
@@ -103,32 +174,81 @@ export const pythonPlane: PlaneFactory = async () => {
       named?.(id);
       pending.set(id, { ok, fail, frame });
       // JSON has no NaN or Infinity: they travel as {"$f": "NaN"}, so the Python plane sees what the caller passed.
-      child.stdin!.write(`${JSON.stringify({ n: id, m, a, k }, (_key, v) => (typeof v === 'number' && !Number.isFinite(v) ? { $f: String(v) } : v))}\n`);
+      child.stdin!.write(
+        `${JSON.stringify({ n: id, m, a, k }, (_key, v) => (typeof v === 'number' && !Number.isFinite(v) ? { $f: String(v) } : v))}\n`,
+      );
     });
   const unsupported = (verb: string) => () => Promise.reject(new Error(`${verb} is not on the Python local plane yet (PYTHON_LACKS)`));
 
   const verbs: Partial<DispatchPlane> & Record<string, unknown> = {
     namespace,
     inProcess: true,
-    submit: (queue, envelope, o) => call('submit', [queue, b64(envelope)], {
-      id: o.id, key: o.key ?? null, priority: o.priority ?? 0, parent: o.parent ?? null, delay: s(o.delayMs), run_at: s(o.runAt), ttl: s(o.ttlMs), expires_at: s(o.expiresAt), max_attempts: o.maxAttempts ?? null,
-    }),
-    submitMany: async (queue, items) => (await call('submit_many', [queue, items.map(({ envelope, opts: o }) => ({
-      envelope: b64(envelope), id: o.id, key: o.key ?? null, priority: o.priority ?? 0, parent: o.parent ?? null, delay: s(o.delayMs), run_at: s(o.runAt), ttl: s(o.ttlMs), expires_at: s(o.expiresAt), max_attempts: o.maxAttempts ?? null,
-    }))])).map((r: Json) => (typeof r === 'string' ? { id: r } : { error: errorFor(r.$error, r.message) })),
+    submit: (queue, envelope, o) =>
+      call('submit', [queue, b64(envelope)], {
+        id: o.id,
+        key: o.key ?? null,
+        priority: o.priority ?? 0,
+        parent: o.parent ?? null,
+        delay: s(o.delayMs),
+        run_at: s(o.runAt),
+        ttl: s(o.ttlMs),
+        expires_at: s(o.expiresAt),
+        max_attempts: o.maxAttempts ?? null,
+      }),
+    submitMany: async (queue, items) =>
+      (
+        await call('submit_many', [
+          queue,
+          items.map(({ envelope, opts: o }) => ({
+            envelope: b64(envelope),
+            id: o.id,
+            key: o.key ?? null,
+            priority: o.priority ?? 0,
+            parent: o.parent ?? null,
+            delay: s(o.delayMs),
+            run_at: s(o.runAt),
+            ttl: s(o.ttlMs),
+            expires_at: s(o.expiresAt),
+            max_attempts: o.maxAttempts ?? null,
+          })),
+        ])
+      ).map((r: Json) => (typeof r === 'string' ? { id: r } : { error: errorFor(r.$error, r.message) })),
     claim: async (queue, workerId, o = {}) => {
-      const c = await call('claim', [queue, workerId], { kind: o.kind ?? 'fifo', temperature: o.temperature ?? 1, wait: s(o.waitMs) ?? 0, lease: s(o.leaseMs), worker: o.worker ?? null });
+      const c = await call('claim', [queue, workerId], {
+        kind: o.kind ?? 'fifo',
+        temperature: o.temperature ?? 1,
+        wait: s(o.waitMs) ?? 0,
+        lease: s(o.leaseMs),
+        worker: o.worker ?? null,
+      });
       return c ? claimedOf(c) : null;
     },
-    claimMany: async (queue, workerId, max, o = {}) => (await call('claim_many', [queue, workerId, max], { kind: o.kind ?? 'fifo', temperature: o.temperature ?? 1, wait: s(o.waitMs) ?? 0, lease: s(o.leaseMs), worker: o.worker ?? null })).map(claimedOf),
+    claimMany: async (queue, workerId, max, o = {}) =>
+      (
+        await call('claim_many', [queue, workerId, max], {
+          kind: o.kind ?? 'fifo',
+          temperature: o.temperature ?? 1,
+          wait: s(o.waitMs) ?? 0,
+          lease: s(o.leaseMs),
+          worker: o.worker ?? null,
+        })
+      ).map(claimedOf),
     ackAndClaim: async (queue, workerId, acks, max, o = {}) => {
-      const [answers, claimed] = await call('ack_and_claim', [queue, workerId, acks.map((a) => ({ id: a.id, attempt: a.attempt ?? null, result: a.result ? b64(a.result) : null })), max], {
-        kind: o.kind ?? 'fifo', wait: s(o.waitMs) ?? 0, lease: s(o.leaseMs),
-      });
+      const [answers, claimed] = await call(
+        'ack_and_claim',
+        [queue, workerId, acks.map((a) => ({ id: a.id, attempt: a.attempt ?? null, result: a.result ? b64(a.result) : null })), max],
+        {
+          kind: o.kind ?? 'fifo',
+          wait: s(o.waitMs) ?? 0,
+          lease: s(o.leaseMs),
+        },
+      );
       return { acks: answers.map((e: Json) => (e === null ? null : errorFor(e.$error, e.message))), claimed: claimed.map(claimedOf) };
     },
-    ack: async (id, workerId, o = {}) => void (await call('ack', [id, workerId], { result: o.result ? b64(o.result) : null, attempt: o.attempt ?? null })),
-    nack: (id, workerId, o) => call('nack', [id, workerId], { error: o.error, retry: o.retry ?? true, delay: s(o.delayMs), attempt: o.attempt ?? null }),
+    ack: async (id, workerId, o = {}) =>
+      void (await call('ack', [id, workerId], { result: o.result ? b64(o.result) : null, attempt: o.attempt ?? null })),
+    nack: (id, workerId, o) =>
+      call('nack', [id, workerId], { error: o.error, retry: o.retry ?? true, delay: s(o.delayMs), attempt: o.attempt ?? null }),
     heartbeat: async (id, workerId, o = {}) => {
       const [leaseUntil, cancelled] = await call('heartbeat_lease', [id, workerId], { lease: s(o.leaseMs), attempt: o.attempt ?? null });
       return { leaseUntil, cancelled };
@@ -141,56 +261,103 @@ export const pythonPlane: PlaneFactory = async () => {
     result: async (id, o = {}) => {
       const bytes = unb64(await call('result', [id], { timeout: s(o.timeoutMs) ?? 30 }));
       // Python answers b"" for an ack without a result; the row says which it was.
-      return bytes.length ? bytes : ((await call('get', [id]))?.result ? bytes : null);
+      return bytes.length ? bytes : (await call('get', [id]))?.result ? bytes : null;
     },
     count: (queue, state = 'queued') => call('count', [queue, state]),
     journalAppend: async (id, seq, frame, o = {}) => {
       // The frame's bytes as the contract writes them, unchecked here: the Python plane checks them.
-      const bytes = frame instanceof Uint8Array ? frame : new TextEncoder().encode(JSON.stringify([frame.kind, seq ?? 0, Buffer.from(frame.body).toString('base64'), frame.meta ?? null]));
+      const bytes =
+        frame instanceof Uint8Array
+          ? frame
+          : new TextEncoder().encode(
+              JSON.stringify([frame.kind, seq ?? 0, Buffer.from(frame.body).toString('base64'), frame.meta ?? null]),
+            );
       const kind = (JSON.parse(new TextDecoder().decode(bytes)) as [number])[0];
       const final = o.final ?? (kind === 3 || kind === 4);
       return call('journal_append', [id, seq, b64(bytes)], { final, worker_id: o.workerId ?? null, attempt: o.attempt ?? null });
     },
-    journalRead: (id, o = {}) => streamed<JournalFrame>((push, named) => call('journal_read', [id], { since: o.since ?? -1, timeout: s(o.timeoutMs) ?? 3600 }, (f) => push(frameOf(f)), named)),
+    journalRead: (id, o = {}) =>
+      streamed<JournalFrame>((push, named) =>
+        call('journal_read', [id], { since: o.since ?? -1, timeout: s(o.timeoutMs) ?? 3600 }, (f) => push(frameOf(f)), named),
+      ),
     journalPage: async (id, o = {}) => {
       const p = await call('journal_page', [id], { since: o.since ?? -1, limit: o.limit ?? 1000 });
       const oc = p.outcome;
       return {
-        frames: p.frames.map(frameOf), next: p.next, trimmedBefore: p.trimmed_before, done: p.done, state: p.state,
-        outcome: oc === null ? null : oc.state === 'succeeded' ? { state: 'succeeded', result: oc.result ? unb64(oc.result) : null } : { state: oc.state, error: oc.error },
+        frames: p.frames.map(frameOf),
+        next: p.next,
+        trimmedBefore: p.trimmed_before,
+        done: p.done,
+        state: p.state,
+        outcome:
+          oc === null
+            ? null
+            : oc.state === 'succeeded'
+              ? { state: 'succeeded', result: oc.result ? unb64(oc.result) : null }
+              : { state: oc.state, error: oc.error },
       } as JournalPage;
     },
     journalTrim: (id, keepLast) => call('journal_trim', [id], { keep_last: keepLast }),
     configureQueue: async (queue, c) => {
       const b = c.retryBackoff;
       const wire: Json = {
-        lease_ms: c.leaseMs, max_attempts: c.maxAttempts, max_running: c.maxRunning, claims_per_second: c.claimsPerSecond,
+        lease_ms: c.leaseMs,
+        max_attempts: c.maxAttempts,
+        max_running: c.maxRunning,
+        claims_per_second: c.claimsPerSecond,
         retry_backoff: b === undefined ? undefined : b && { initial_ms: b.initialMs, factor: b.factor, max_ms: b.maxMs, jitter: b.jitter },
-        dead_letter_queue: c.deadLetterQueue, ttl_ms: c.ttlMs, retention_ms: c.retentionMs,
+        dead_letter_queue: c.deadLetterQueue,
+        ttl_ms: c.ttlMs,
+        retention_ms: c.retentionMs,
       };
       // A setting left out keeps its value: it is not sent (a null clears it).
-      return queueInfoOf(await call('configure_queue', [queue], Object.fromEntries(Object.entries(wire).filter(([, v]) => v !== undefined))));
+      return queueInfoOf(
+        await call('configure_queue', [queue], Object.fromEntries(Object.entries(wire).filter(([, v]) => v !== undefined))),
+      );
     },
     queueInfo: async (queue) => queueInfoOf(await call('queue_info', [queue])),
     listQueues: () => call('list_queues'),
     list: async (queue, o = {}) => {
       const p = await call('list', [queue], { state: o.state ?? 'queued', limit: o.limit ?? 50, cursor: o.cursor ?? null });
-      return { items: p.items.map((r: Json) => { const { envelope: _e, result: _r, ...rest } = invocationOf({ ...r, envelope: b64(new Uint8Array()), result: null }); return rest; }), cursor: p.cursor };
+      return {
+        items: p.items.map((r: Json) => {
+          const { envelope: _e, result: _r, ...rest } = invocationOf({ ...r, envelope: b64(new Uint8Array()), result: null });
+          return rest;
+        }),
+        cursor: p.cursor,
+      };
     },
-    overview: async (queues) => (await call('overview', [queues?.length ? queues : null])).map((o: Json) => ({
-      ...queueInfoOf(o), counts: o.counts, capped: o.capped, oldestQueuedMs: o.oldest_queued_ms,
-      recent: { bucketMs: o.recent.bucket_ms, until: o.recent.until, succeeded: o.recent.succeeded, failed: o.recent.failed },
-    })),
+    overview: async (queues) =>
+      (await call('overview', [queues?.length ? queues : null])).map((o: Json) => ({
+        ...queueInfoOf(o),
+        counts: o.counts,
+        capped: o.capped,
+        oldestQueuedMs: o.oldest_queued_ms,
+        recent: { bucketMs: o.recent.bucket_ms, until: o.recent.until, succeeded: o.recent.succeeded, failed: o.recent.failed },
+      })),
     retry: async (id) => void (await call('retry', [id])),
     redrive: (queue, o = {}) => call('redrive', [queue], { limit: o.limit ?? null, dead_letters: o.deadLetters ?? false }),
     pauseQueue: async (queue) => void (await call('pause_queue', [queue])),
     resumeQueue: async (queue) => void (await call('resume_queue', [queue])),
-    events: (queue, o = {}) => streamed<FeedItem>((push, named) => call('events', [queue], { kinds: o.kinds ?? null }, (r) => push(r as FeedItem), named), o.signal, (n) => void call('_stop', [n])),
+    events: (queue, o = {}) =>
+      streamed<FeedItem>(
+        (push, named) => call('events', [queue], { kinds: o.kinds ?? null }, (r) => push(r as FeedItem), named),
+        o.signal,
+        (n) => void call('_stop', [n]),
+      ),
     workerLog: async (queue, workerId, lines) => void (await call('worker_log', [queue, workerId, lines])),
     workers: () => call('workers'),
     workerStopped: async (queue, workerId) => void (await call('worker_stopped', [queue, workerId])),
     metrics: () => call('metrics'),
-    setSchedule: async (queue, name, o) => scheduleOf(await call('set_schedule', [queue, name], { cron: o.cron, envelope: b64(o.envelope), timezone: o.timezone ?? null, priority: o.priority ?? 0 })),
+    setSchedule: async (queue, name, o) =>
+      scheduleOf(
+        await call('set_schedule', [queue, name], {
+          cron: o.cron,
+          envelope: b64(o.envelope),
+          timezone: o.timezone ?? null,
+          priority: o.priority ?? 0,
+        }),
+      ),
     listSchedules: async (queue) => (await call('list_schedules', [queue])).map(scheduleOf),
     removeSchedule: async (queue, name) => void (await call('remove_schedule', [queue, name])),
     close: async () => {},

@@ -6,7 +6,14 @@
  * and bounded waits for the expected state).
  */
 import { beforeEach, describe, expect, it } from 'vitest';
-import { BadRequestError, FencingConflictError, InvocationFailedError, NotFoundError, type DispatchPlane, type FeedItem } from '../../client/local/index.ts';
+import {
+  BadRequestError,
+  FencingConflictError,
+  InvocationFailedError,
+  NotFoundError,
+  type DispatchPlane,
+  type FeedItem,
+} from '../../client/local/index.ts';
 import { attachedFeed, type PlaneHandle } from './planes.ts';
 import { until } from '../support/wait.ts';
 
@@ -81,7 +88,7 @@ export function scheduling(handle: () => PlaneHandle, lacks: ReadonlySet<string>
         await expect(d.configureQueue('q', { maxRunning: 0 })).rejects.toBeInstanceOf(BadRequestError);
         await expect(d.configureQueue('q', { retryBackoff: { factor: 0.5 } })).rejects.toBeInstanceOf(BadRequestError);
         await expect(d.configureQueue('q', { claimsPerSecond: -1 })).rejects.toBeInstanceOf(BadRequestError);
-        expect(await d.count('q', 'delayed') + await d.count('q')).toBe(0);
+        expect((await d.count('q', 'delayed')) + (await d.count('q'))).toBe(0);
         expect((await d.queueInfo('q')).settings).toMatchObject({ maxRunning: null, retryBackoff: null, claimsPerSecond: null });
       });
     });
@@ -95,26 +102,29 @@ export function scheduling(handle: () => PlaneHandle, lacks: ReadonlySet<string>
         await expect(d.result('once')).rejects.toMatchObject({ error: { type: 'AttemptsExhausted', last: { message: 'boom' } } });
       });
 
-      unless('retry')('retry puts a failed job back with a fresh budget, the same id and its journal; its stale worker stays fenced', async () => {
-        await d.submit('q', bytes('x'), { id: 'r', maxAttempts: 1 });
-        const first = (await d.claim('q', 'w1'))!;
-        await d.journalAppend('r', null, { kind: 4, seq: 0, body: bytes('first try'), meta: null });
-        await d.nack('r', 'w1', { error: 'boom', retry: false });
-        await expect(d.result('r')).rejects.toBeInstanceOf(InvocationFailedError);
-        await d.retry('r');
-        expect(await d.get('r')).toMatchObject({ state: 'queued', attempt: 1 });
-        const again = (await d.claim('q', 'w2'))!;
-        expect(again).toMatchObject({ id: 'r', attempt: 2 });
-        await expect(d.ack('r', 'w1', { attempt: first.attempt })).rejects.toBeInstanceOf(FencingConflictError);
-        await d.ack('r', 'w2', { result: bytes('second try') });
-        expect(text(await d.result('r'))).toBe('second try');
-        expect((await d.journalPage('r')).frames.map((f) => [f.seq, f.attempt])).toEqual([[0, 1]]);
-        await expect(d.retry('r')).rejects.toBeInstanceOf(FencingConflictError); // succeeded: not retried
-        await expect(d.retry('ghost')).rejects.toBeInstanceOf(NotFoundError);
-        await d.submit('q', bytes('x'), { id: 'c' });
-        await d.cancel('c');
-        await expect(d.retry('c')).rejects.toBeInstanceOf(FencingConflictError); // cancelled stays cancelled
-      });
+      unless('retry')(
+        'retry puts a failed job back with a fresh budget, the same id and its journal; its stale worker stays fenced',
+        async () => {
+          await d.submit('q', bytes('x'), { id: 'r', maxAttempts: 1 });
+          const first = (await d.claim('q', 'w1'))!;
+          await d.journalAppend('r', null, { kind: 4, seq: 0, body: bytes('first try'), meta: null });
+          await d.nack('r', 'w1', { error: 'boom', retry: false });
+          await expect(d.result('r')).rejects.toBeInstanceOf(InvocationFailedError);
+          await d.retry('r');
+          expect(await d.get('r')).toMatchObject({ state: 'queued', attempt: 1 });
+          const again = (await d.claim('q', 'w2'))!;
+          expect(again).toMatchObject({ id: 'r', attempt: 2 });
+          await expect(d.ack('r', 'w1', { attempt: first.attempt })).rejects.toBeInstanceOf(FencingConflictError);
+          await d.ack('r', 'w2', { result: bytes('second try') });
+          expect(text(await d.result('r'))).toBe('second try');
+          expect((await d.journalPage('r')).frames.map((f) => [f.seq, f.attempt])).toEqual([[0, 1]]);
+          await expect(d.retry('r')).rejects.toBeInstanceOf(FencingConflictError); // succeeded: not retried
+          await expect(d.retry('ghost')).rejects.toBeInstanceOf(NotFoundError);
+          await d.submit('q', bytes('x'), { id: 'c' });
+          await d.cancel('c');
+          await expect(d.retry('c')).rejects.toBeInstanceOf(FencingConflictError); // cancelled stays cancelled
+        },
+      );
 
       unless('retry')('redrive retries a queue’s failed jobs, oldest first, up to its limit, and no other finished job', async () => {
         // A succeeded and a cancelled job come first in submit order: redrive passes over them.
@@ -128,7 +138,10 @@ export function scheduling(handle: () => PlaneHandle, lacks: ReadonlySet<string>
           await d.claim('q', 'w');
           await d.nack(id, 'w', { error: 'x', retry: false });
         }
-        expect(await d.redrive('q', { limit: 2 })).toEqual([{ id: 'f1', queue: 'q' }, { id: 'f2', queue: 'q' }]);
+        expect(await d.redrive('q', { limit: 2 })).toEqual([
+          { id: 'f1', queue: 'q' },
+          { id: 'f2', queue: 'q' },
+        ]);
         expect([await d.count('q'), await d.count('q', 'failed')]).toEqual([2, 1]);
         expect(await d.redrive('q', { limit: 10 })).toEqual([{ id: 'f3', queue: 'q' }]);
         expect([(await d.get('s'))!.state, (await d.get('c'))!.state]).toEqual(['succeeded', 'cancelled']);
@@ -142,7 +155,10 @@ export function scheduling(handle: () => PlaneHandle, lacks: ReadonlySet<string>
         const letter = (await d.claim('dlq', 'repair'))!;
         expect(letter).toMatchObject({ id: 'dead:dl:1', queue: 'dlq' });
         expect(text(letter.envelope)).toBe('payload');
-        expect(await d.get('dead:dl:1')).toMatchObject({ parent: 'dl', error: { type: 'AttemptsExhausted', last: { type: 'ValueError' } } });
+        expect(await d.get('dead:dl:1')).toMatchObject({
+          parent: 'dl',
+          error: { type: 'AttemptsExhausted', last: { type: 'ValueError' } },
+        });
         await d.nack('dead:dl:1', 'repair', { error: 'not yet', retry: true }); // back to waiting in the dead-letter queue
         expect(await d.redrive('dlq', { deadLetters: true })).toEqual([{ id: 'dl', queue: 'q' }]);
         expect(await d.get('dl')).toMatchObject({ state: 'queued' });
@@ -228,7 +244,8 @@ export function scheduling(handle: () => PlaneHandle, lacks: ReadonlySet<string>
 
       it('submits only the latest of the ticks missed while the plane looked away', async (ctx) => {
         // Missing ticks takes a plane that looks away for a while: a clock the test can move.
-        if (!h.movableClock) return ctx.skip('over HTTP the plane’s clock is real time; the engine code is the same as on the local planes');
+        if (!h.movableClock)
+          return ctx.skip('over HTTP the plane’s clock is real time; the engine code is the same as on the local planes');
         await d.setSchedule('q', 'each-second', { cron: '* * * * * *', envelope: bytes('tick') });
         await h.elapse(30_000); // thirty ticks pass unseen
         await until(async () => (await d.count('q')) >= 1, 'the catch-up tick', 10_000);
@@ -236,7 +253,7 @@ export function scheduling(handle: () => PlaneHandle, lacks: ReadonlySet<string>
         expect(await d.count('q')).toBeLessThanOrEqual(2); // the latest missed tick, and perhaps the one after it: not thirty
       });
 
-      it('a tick\'s job is told on the feed as any submitted job is', async () => {
+      it("a tick's job is told on the feed as any submitted job is", async () => {
         const ac = new AbortController();
         const it = await attachedFeed(d, 'cronfeed', ac.signal);
         await d.setSchedule('cronfeed', 'each-second', { cron: '* * * * * *', envelope: bytes('tick') });
@@ -247,17 +264,27 @@ export function scheduling(handle: () => PlaneHandle, lacks: ReadonlySet<string>
           if (r.value.kind === 'job' && r.value.id.startsWith('schedule:')) tick = r.value;
         }
         ac.abort();
-        expect(tick).toMatchObject({ kind: 'job', queue: 'cronfeed', status: 'queued', attempt: 0, id: expect.stringMatching(/^schedule:cronfeed:each-second:\d+$/) });
+        expect(tick).toMatchObject({
+          kind: 'job',
+          queue: 'cronfeed',
+          status: 'queued',
+          attempt: 0,
+          id: expect.stringMatching(/^schedule:cronfeed:each-second:\d+$/),
+        });
       });
 
       it('refuses a malformed cron and an unknown time zone', async () => {
         await expect(d.setSchedule('q', 'bad', { cron: 'every day', envelope: bytes('x') })).rejects.toBeInstanceOf(BadRequestError);
-        await expect(d.setSchedule('q', 'bad', { cron: '0 9 * * *', timezone: 'Mars/Olympus', envelope: bytes('x') })).rejects.toBeInstanceOf(BadRequestError);
+        await expect(
+          d.setSchedule('q', 'bad', { cron: '0 9 * * *', timezone: 'Mars/Olympus', envelope: bytes('x') }),
+        ).rejects.toBeInstanceOf(BadRequestError);
         // Outside the one language every plane reads (src/core/cron.ts): each plane refuses it alike.
         for (const cron of ['0 0 * * FRI-MON', '5/15 * * * *', '0 0 1W * *', '0 0 0 1 1 * 2030', '@reboot']) {
           await expect(d.setSchedule('q', 'bad', { cron, envelope: bytes('x') }), cron).rejects.toBeInstanceOf(BadRequestError);
         }
-        await expect(d.setSchedule('q', 'bad', { cron: '0 9 * * *', timezone: '+01:00', envelope: bytes('x') })).rejects.toBeInstanceOf(BadRequestError);
+        await expect(d.setSchedule('q', 'bad', { cron: '0 9 * * *', timezone: '+01:00', envelope: bytes('x') })).rejects.toBeInstanceOf(
+          BadRequestError,
+        );
         const s = await d.setSchedule('q', 'nine', { cron: '0 9 * * *', timezone: 'europe/berlin', envelope: bytes('x') });
         expect(s.timezone).toBe('Europe/Berlin'); // stored by its canonical name
         expect(Number(new Date(s.nextAt).toLocaleString('en', { timeZone: 'Europe/Berlin', hour: 'numeric', hour12: false }))).toBe(9);

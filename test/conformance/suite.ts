@@ -4,8 +4,17 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
-  BadRequestError, FencingConflictError, FrameKind, InvocationCancelledError, InvocationFailedError, NotFoundError,
-  PayloadTooLargeError, TimeoutError, encodeFrame, type DispatchPlane, type JournalFrame,
+  BadRequestError,
+  FencingConflictError,
+  FrameKind,
+  InvocationCancelledError,
+  InvocationFailedError,
+  NotFoundError,
+  PayloadTooLargeError,
+  TimeoutError,
+  encodeFrame,
+  type DispatchPlane,
+  type JournalFrame,
 } from '../../client/local/index.ts';
 import { ackAndClaim } from './ack-and-claim.ts';
 import { claimKinds } from './claim-kinds.ts';
@@ -18,7 +27,12 @@ import { until } from '../support/wait.ts';
 
 const bytes = (s: string) => new TextEncoder().encode(s);
 const text = (b: Uint8Array | null) => (b === null ? null : new TextDecoder().decode(b));
-const frame = (kind: number, body: string, meta: Record<string, unknown> | null = null) => ({ kind: kind as 0, seq: 0, body: bytes(body), meta });
+const frame = (kind: number, body: string, meta: Record<string, unknown> | null = null) => ({
+  kind: kind as 0,
+  seq: 0,
+  body: bytes(body),
+  meta,
+});
 
 async function drain(it: AsyncIterable<JournalFrame>): Promise<JournalFrame[]> {
   const out: JournalFrame[] = [];
@@ -51,8 +65,20 @@ export function conformance(planeName: string, makePlane: PlaneFactory, lacks: R
       it('submit then get answers the row as submitted', async () => {
         await d.submit('q', bytes('env'), { id: 'a', key: 'k', priority: 2.5, parent: 'p' });
         expect(await d.get('a')).toMatchObject({
-          id: 'a', namespace: d.namespace, queue: 'q', key: 'k', priority: 2.5, parent: 'p', state: 'queued', attempt: 0,
-          workerId: null, leaseUntil: null, result: null, error: null, startedAt: null, finishedAt: null,
+          id: 'a',
+          namespace: d.namespace,
+          queue: 'q',
+          key: 'k',
+          priority: 2.5,
+          parent: 'p',
+          state: 'queued',
+          attempt: 0,
+          workerId: null,
+          leaseUntil: null,
+          result: null,
+          error: null,
+          startedAt: null,
+          finishedAt: null,
         });
         expect(text((await d.get('a'))!.envelope)).toBe('env');
         expect(await d.get('missing')).toBeNull();
@@ -84,11 +110,16 @@ export function conformance(planeName: string, makePlane: PlaneFactory, lacks: R
         const names = Object.keys(envs);
         await d.submit('q', envs.utf8!, { id: 'one-utf8' });
         await d.submit('q', envs.binary!, { id: 'one-binary' });
-        const many = await d.submitMany('q', names.map((n) => ({ envelope: envs[n]!, opts: { id: n } })));
+        const many = await d.submitMany(
+          'q',
+          names.map((n) => ({ envelope: envs[n]!, opts: { id: n } })),
+        );
         expect(many.every((r) => 'id' in r)).toBe(true);
         const claimed = new Map((await d.claimMany('q', 'w', 20)).map((c) => [c.id, [...c.envelope]]));
         expect(Object.fromEntries(claimed)).toEqual({
-          'one-utf8': [...envs.utf8!], 'one-binary': [...envs.binary!], ...Object.fromEntries(names.map((n) => [n, [...envs[n]!]])),
+          'one-utf8': [...envs.utf8!],
+          'one-binary': [...envs.binary!],
+          ...Object.fromEntries(names.map((n) => [n, [...envs[n]!]])),
         });
         for (const n of names) expect([...(await d.get(n))!.envelope], n).toEqual([...envs[n]!]);
       });
@@ -126,8 +157,13 @@ export function conformance(planeName: string, makePlane: PlaneFactory, lacks: R
         await d.claim('q', 'w');
         await d.ack('j0', 'w');
         await d.cancel('j4');
-        expect([await d.count('q'), await d.count('q', 'running'), await d.count('q', 'succeeded'), await d.count('q', 'cancelled'), await d.count('q', 'failed')])
-          .toEqual([2, 1, 1, 1, 0]);
+        expect([
+          await d.count('q'),
+          await d.count('q', 'running'),
+          await d.count('q', 'succeeded'),
+          await d.count('q', 'cancelled'),
+          await d.count('q', 'failed'),
+        ]).toEqual([2, 1, 1, 1, 0]);
         expect(await d.count('other')).toBe(0);
       });
 
@@ -266,7 +302,9 @@ export function conformance(planeName: string, makePlane: PlaneFactory, lacks: R
         await d.nack('a', 'w', { error: 'again' });
         await d.claim('q', 'w');
         await d.ack('a', 'w');
-        const all = (await Promise.all(['queued', 'running', 'succeeded', 'failed', 'cancelled'].map((s) => d.count('q', s as 'queued')))).reduce((x, y) => x + y, 0);
+        const all = (
+          await Promise.all(['queued', 'running', 'succeeded', 'failed', 'cancelled'].map((s) => d.count('q', s as 'queued')))
+        ).reduce((x, y) => x + y, 0);
         expect(all).toBe(1);
       });
 
@@ -298,7 +336,9 @@ export function conformance(planeName: string, makePlane: PlaneFactory, lacks: R
         await expect(d.ack('a', 'A', { attempt: first!.attempt, result: bytes('stale') })).rejects.toBeInstanceOf(FencingConflictError);
         await expect(d.nack('a', 'A', { attempt: first!.attempt, error: 'stale' })).rejects.toBeInstanceOf(FencingConflictError);
         await expect(d.heartbeat('a', 'A', { attempt: first!.attempt })).rejects.toBeInstanceOf(FencingConflictError);
-        await expect(d.journalAppend('a', 0, frame(0, 'stale'), { workerId: 'A', attempt: first!.attempt })).rejects.toBeInstanceOf(FencingConflictError);
+        await expect(d.journalAppend('a', 0, frame(0, 'stale'), { workerId: 'A', attempt: first!.attempt })).rejects.toBeInstanceOf(
+          FencingConflictError,
+        );
         expect(await d.get('a')).toMatchObject({ state: 'running', attempt: 2, workerId: 'B' });
         await d.ack('a', 'B', { result: bytes('fresh') });
         expect(text(await d.result('a'))).toBe('fresh');
@@ -352,7 +392,9 @@ export function conformance(planeName: string, makePlane: PlaneFactory, lacks: R
         await d.claim('q', 'dead', { leaseMs: h.shortLeaseMs });
         await h.elapse(h.shortLeaseMs + 1);
         expect(await d.claim('q', 'live')).toBeNull();
-        await expect(d.result('a')).rejects.toMatchObject({ error: { type: 'AttemptsExhausted', attempts: 1, last: { type: 'LeaseExpired' } } });
+        await expect(d.result('a')).rejects.toMatchObject({
+          error: { type: 'AttemptsExhausted', attempts: 1, last: { type: 'LeaseExpired' } },
+        });
       });
 
       it('a lease that ran out is gone: its worker can no longer ack, nack, heartbeat or append, alone or with a claim, and the row is as the lease left it', async () => {
@@ -363,14 +405,16 @@ export function conformance(planeName: string, makePlane: PlaneFactory, lacks: R
         const holder = { attempt: c.attempt };
         for (const late of [
           () => d.ack('late', 'w', { ...holder, result: bytes('late') }),
-          () => d.ackAndClaim('q', 'w', [{ id: 'late', ...holder, result: bytes('late') }], 1, { waitMs: 0 }).then((out) => {
-            if (out.acks[0]) throw out.acks[0];
-            throw new Error(`the late ack landed (claimed ${out.claimed.map((x) => x.id).join()})`);
-          }),
+          () =>
+            d.ackAndClaim('q', 'w', [{ id: 'late', ...holder, result: bytes('late') }], 1, { waitMs: 0 }).then((out) => {
+              if (out.acks[0]) throw out.acks[0];
+              throw new Error(`the late ack landed (claimed ${out.claimed.map((x) => x.id).join()})`);
+            }),
           () => d.nack('late', 'w', { ...holder, error: 'late', retry: false }),
           () => d.heartbeat('late', 'w', { ...holder, leaseMs: 60_000 }),
           () => d.journalAppend('late', 1, frame(FrameKind.CHUNK, 'late'), { workerId: 'w', ...holder }),
-        ]) await expect(late()).rejects.toBeInstanceOf(FencingConflictError);
+        ])
+          await expect(late()).rejects.toBeInstanceOf(FencingConflictError);
         // Still running with its lease in the past where no sweep came yet (the ackAndClaim's own
         // claim may have taken it back as attempt 2 for w); never finished, never extended.
         const row = (await d.get('late'))!;
@@ -461,7 +505,11 @@ export function conformance(planeName: string, makePlane: PlaneFactory, lacks: R
         await d.journalAppend('a', null, frame(FrameKind.END, ''));
         const all = await drain(d.journalRead('a', { timeoutMs: 5_000 }));
         expect(all.map((f) => [f.seq, f.kind, f.attempt, f.final])).toEqual([
-          [0, FrameKind.BEGIN, 1, false], [1, FrameKind.ERROR, 1, false], [2, FrameKind.BEGIN, 2, false], [3, FrameKind.VALUE, 2, false], [4, FrameKind.END, 2, true],
+          [0, FrameKind.BEGIN, 1, false],
+          [1, FrameKind.ERROR, 1, false],
+          [2, FrameKind.BEGIN, 2, false],
+          [3, FrameKind.VALUE, 2, false],
+          [4, FrameKind.END, 2, true],
         ]);
       });
     });

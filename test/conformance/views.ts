@@ -4,7 +4,15 @@
  * the documented order, walked with a cursor that neither skips nor repeats a job.
  */
 import { beforeEach, describe, expect, it } from 'vitest';
-import { BadRequestError, NotFoundError, type DispatchPlane, type FeedItem, type InvocationSummary, type JobRecord, type State } from '../../client/local/index.ts';
+import {
+  BadRequestError,
+  NotFoundError,
+  type DispatchPlane,
+  type FeedItem,
+  type InvocationSummary,
+  type JobRecord,
+  type State,
+} from '../../client/local/index.ts';
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 import { until } from '../support/wait.ts';
 import { attachedFeed, type PlaneHandle } from './planes.ts';
@@ -32,7 +40,7 @@ export function views(handle: () => PlaneHandle) {
       d = h.plane;
     });
 
-    it('the overview counts each queue\'s delayed, queued and running jobs from the rows, with its longest wait and settings', async () => {
+    it("the overview counts each queue's delayed, queued and running jobs from the rows, with its longest wait and settings", async () => {
       const t0 = h.now();
       for (let i = 0; i < 5; i++) await d.submit('a', bytes('x'), { id: `a${i}` });
       await d.submit('a', bytes('x'), { id: 'later', delayMs: 3_600_000 });
@@ -45,7 +53,14 @@ export function views(handle: () => PlaneHandle) {
       await h.elapse(50);
       const all = await d.overview();
       expect(all.map((q) => q.queue).sort()).toEqual(['a', 'b', 'c']);
-      expect(all.find((q) => q.queue === 'c')!.counts).toEqual({ delayed: 0, queued: 0, running: 0, succeeded: 0, failed: 1, cancelled: 0 });
+      expect(all.find((q) => q.queue === 'c')!.counts).toEqual({
+        delayed: 0,
+        queued: 0,
+        running: 0,
+        succeeded: 0,
+        failed: 1,
+        cancelled: 0,
+      });
       const a = all.find((q) => q.queue === 'a')!;
       expect(a.counts).toEqual({ delayed: 1, queued: 3, running: 2, succeeded: 0, failed: 0, cancelled: 0 });
       expect(a.capped).toEqual([]);
@@ -85,9 +100,13 @@ export function views(handle: () => PlaneHandle) {
 
     it('counts succeeded jobs up to 10,000, and past that says there are at least that many', async () => {
       const ids = Array.from({ length: 10_001 }, (_, i) => `s${i}`);
-      for (let i = 0; i < ids.length; i += 1000) await d.submitMany('big', ids.slice(i, i + 1000).map((id) => ({ envelope: bytes('x'), opts: { id } })));
+      for (let i = 0; i < ids.length; i += 1000)
+        await d.submitMany(
+          'big',
+          ids.slice(i, i + 1000).map((id) => ({ envelope: bytes('x'), opts: { id } })),
+        );
       const ack = async (n: number) => {
-        for (let done = 0; done < n;) {
+        for (let done = 0; done < n; ) {
           const got = await d.claimMany('big', 'w', Math.min(1000, n - done));
           await Promise.all(got.map((g) => d.ack(g.id, 'w')));
           done += got.length;
@@ -104,7 +123,10 @@ export function views(handle: () => PlaneHandle) {
       for (const [i, p] of prios.entries()) await d.submit('q', bytes('x'), { id: `j${i}`, priority: p });
       const pages = await walk(d, 'q', 'queued', 3);
       expect(pages.map((p) => p.length)).toEqual([3, 3, 3, 2]);
-      const order = prios.map((p, i) => ({ p, i })).sort((x, y) => y.p - x.p || x.i - y.i).map((x) => `j${x.i}`);
+      const order = prios
+        .map((p, i) => ({ p, i }))
+        .sort((x, y) => y.p - x.p || x.i - y.i)
+        .map((x) => `j${x.i}`);
       expect(pages.flat().map((j) => j.id)).toEqual(order);
       // The order claims take.
       const claimed = await d.claimMany('q', 'w', 4);
@@ -158,7 +180,7 @@ export function retention(handle: () => PlaneHandle) {
       d = h.plane;
     });
 
-    it('purges finished jobs past their queue\'s retention with their frames; waiting and running ones stay, and counts stay right', async () => {
+    it("purges finished jobs past their queue's retention with their frames; waiting and running ones stay, and counts stay right", async () => {
       const info = await d.configureQueue('r', { retentionMs: 300 });
       expect(info.settings.retentionMs).toBe(300);
       for (let i = 0; i < 6; i++) await d.submit('r', bytes('x'), { id: `r${i}` });
@@ -170,7 +192,11 @@ export function retention(handle: () => PlaneHandle) {
       await d.cancel('r4');
       // Finished: r0, r1, r4. Their retention runs out; the plane's own timer purges them.
       await h.elapse(301);
-      await until(async () => (await d.get('r0')) === null && (await d.get('r1')) === null && (await d.get('r4')) === null, 'the finished jobs to be purged', 30_000);
+      await until(
+        async () => (await d.get('r0')) === null && (await d.get('r1')) === null && (await d.get('r4')) === null,
+        'the finished jobs to be purged',
+        30_000,
+      );
       expect((await d.get('r2'))?.state).toBe('running');
       expect((await d.get('r5'))?.state).toBe('queued');
       const [q] = await d.overview(['r']);
@@ -179,7 +205,10 @@ export function retention(handle: () => PlaneHandle) {
         expect((await d.list('r', { state: s })).items, s).toEqual([]);
         expect(await d.count('r', s), s).toBe(0);
       }
-      const gone = await d.result('r0', { timeoutMs: 0 }).then(() => null, (e: unknown) => e);
+      const gone = await d.result('r0', { timeoutMs: 0 }).then(
+        () => null,
+        (e: unknown) => e,
+      );
       expect(gone).toBeInstanceOf(NotFoundError);
       expect((gone as Error).message).toContain('retention');
       await expect(d.journalPage('r0')).rejects.toBeInstanceOf(NotFoundError);
@@ -188,7 +217,7 @@ export function retention(handle: () => PlaneHandle) {
       expect((await d.get('r2'))?.state).toBe('succeeded');
     }, 60_000);
 
-    it('takes retention_ms from 1 ms to 365 days, and null for the plane\'s default (7 days)', async () => {
+    it("takes retention_ms from 1 ms to 365 days, and null for the plane's default (7 days)", async () => {
       await expect(d.configureQueue('r', { retentionMs: 0 })).rejects.toBeInstanceOf(BadRequestError);
       await expect(d.configureQueue('r', { retentionMs: 400 * 86_400_000 })).rejects.toBeInstanceOf(BadRequestError);
       expect((await d.configureQueue('r', { retentionMs: 86_400_000 })).settings.retentionMs).toBe(86_400_000);
@@ -211,7 +240,11 @@ export function observing(handle: () => PlaneHandle) {
       const it = await attachedFeed(d, 'e', ac.signal);
       // An envelope with a traceparent: its records carry the trace id, its later ones too.
       const traceId = 'c0ffee'.padEnd(32, '0');
-      await d.submit('e', bytes(JSON.stringify({ v: 1, fn: 'f', args: [], kwargs: {}, traceparent: `00-${traceId}-${'b'.repeat(16)}-01` })), { id: 'a' });
+      await d.submit(
+        'e',
+        bytes(JSON.stringify({ v: 1, fn: 'f', args: [], kwargs: {}, traceparent: `00-${traceId}-${'b'.repeat(16)}-01` })),
+        { id: 'a' },
+      );
       await d.submit('e', bytes('x'), { id: 'later', delayMs: 3_600_000 });
       await d.cancel('a');
       await d.cancel('later');
@@ -230,7 +263,7 @@ export function observing(handle: () => PlaneHandle) {
       expect(traces).toEqual([`a:${traceId}`, 'later:-', `a:${traceId}`, 'later:-']);
     });
 
-    it('the namespace-wide feed tells every queue\'s transitions, of a queue that starts meanwhile too; kinds keep one kind', async () => {
+    it("the namespace-wide feed tells every queue's transitions, of a queue that starts meanwhile too; kinds keep one kind", async () => {
       await d.submit('n1', bytes('x'), { id: 'n1-old' });
       await d.cancel('n1-old');
       const ac = new AbortController();
@@ -281,14 +314,21 @@ export function observing(handle: () => PlaneHandle) {
       for (let i = 0; i < 50 && !told; i++) {
         await w.submit('k', bytes('x'), { id: `k${i}` });
         await w.claimMany('k', `wk${i}`, 1, { worker: { queues: ['k'] } });
-        told = await Promise.race([first, new Promise<null>((res) => setTimeout(() => res(null), 200))]).then((r) => (r && !r.done ? r.value : null));
+        told = await Promise.race([first, new Promise<null>((res) => setTimeout(() => res(null), 200))]).then((r) =>
+          r && !r.done ? r.value : null,
+        );
       }
       ac2.abort();
       expect(told).toMatchObject({ kind: 'worker', queue: 'k', status: 'started' });
-      await expect(d.events('k', { kinds: ['jobs' as 'job'] })[Symbol.asyncIterator]().next()).rejects.toBeInstanceOf(BadRequestError);
+      await expect(
+        d
+          .events('k', { kinds: ['jobs' as 'job'] })
+          [Symbol.asyncIterator]()
+          .next(),
+      ).rejects.toBeInstanceOf(BadRequestError);
     });
 
-    it('tells a worker\'s log lines on the feed as worker records; bad lines are refused', async () => {
+    it("tells a worker's log lines on the feed as worker records; bad lines are refused", async () => {
       const w = h.inProcess ?? d;
       const ac = new AbortController();
       const it = w.events('lg', { signal: ac.signal, kinds: ['worker'] })[Symbol.asyncIterator]();
@@ -298,20 +338,45 @@ export function observing(handle: () => PlaneHandle) {
       // Attached once a line reaches it (bounded, line by line).
       for (let i = 0; i < 50 && !told; i++) {
         await w.workerLog('lg', 'gpu-1', [{ id: `job-${i}`, level: 'warn', message: `step ${i}: loss is nan`, trace_id: traceId }]);
-        told = await Promise.race([first, new Promise<null>((res) => setTimeout(() => res(null), 200))]).then((r) => (r && !r.done ? r.value : null));
+        told = await Promise.race([first, new Promise<null>((res) => setTimeout(() => res(null), 200))]).then((r) =>
+          r && !r.done ? r.value : null,
+        );
       }
       ac.abort();
-      expect(told).toMatchObject({ kind: 'worker', worker_id: 'gpu-1', queue: 'lg', level: 'warn', message: expect.stringMatching(/^step \d+: loss is nan$/), trace_id: traceId, at: expect.any(Number) });
-      for (const bad of [[{ id: 'j', level: 'loud', message: 'x' }], [{ id: 'j', level: 'info', message: 'x', trace_id: 'xyz' }], Array.from({ length: 101 }, () => ({ id: 'j', level: 'info', message: 'x' }))]) {
+      expect(told).toMatchObject({
+        kind: 'worker',
+        worker_id: 'gpu-1',
+        queue: 'lg',
+        level: 'warn',
+        message: expect.stringMatching(/^step \d+: loss is nan$/),
+        trace_id: traceId,
+        at: expect.any(Number),
+      });
+      for (const bad of [
+        [{ id: 'j', level: 'loud', message: 'x' }],
+        [{ id: 'j', level: 'info', message: 'x', trace_id: 'xyz' }],
+        Array.from({ length: 101 }, () => ({ id: 'j', level: 'info', message: 'x' })),
+      ]) {
         await expect(w.workerLog('lg', 'gpu-1', bad as never)).rejects.toBeInstanceOf(BadRequestError);
       }
     });
 
     it('lists the workers heard from, with their card and what each holds; a stop is told', async () => {
       await d.submit('wq', bytes('x'), { id: 'held' });
-      await d.claimMany('wq', 'w-a', 1, { leaseMs: 60_000, worker: { queues: ['wq'], host: 'h1', pid: 7, version: '0.1.0', concurrency: 2 } });
+      await d.claimMany('wq', 'w-a', 1, {
+        leaseMs: 60_000,
+        worker: { queues: ['wq'], host: 'h1', pid: 7, version: '0.1.0', concurrency: 2 },
+      });
       const w = (await d.workers()).find((x) => x.worker_id === 'w-a');
-      expect(w).toMatchObject({ status: 'active', queues: ['wq'], host: 'h1', pid: 7, version: '0.1.0', concurrency: 2, holding: [{ id: 'held', queue: 'wq' }] });
+      expect(w).toMatchObject({
+        status: 'active',
+        queues: ['wq'],
+        host: 'h1',
+        pid: 7,
+        version: '0.1.0',
+        concurrency: 2,
+        holding: [{ id: 'held', queue: 'wq' }],
+      });
       expect(h.now() - w!.last_seen).toBeLessThan(60_000);
       await d.workerStopped('wq', 'w-a');
       expect((await d.workers()).find((x) => x.worker_id === 'w-a')!.status).toBe('stopped');
@@ -323,7 +388,8 @@ export function observing(handle: () => PlaneHandle) {
       await d.cancel('m2');
       const families = parsePrometheusTextFormat(await d.metrics());
       const family = (name: string) => families.find((f) => f.name === name)!;
-      const value = (name: string, labels: Record<string, string>) => Number(family(name).metrics.find((m) => Object.entries(labels).every(([k, v]) => m.labels?.[k] === v))?.value);
+      const value = (name: string, labels: Record<string, string>) =>
+        Number(family(name).metrics.find((m) => Object.entries(labels).every(([k, v]) => m.labels?.[k] === v))?.value);
       expect(family('lakeshore_jobs').type).toBe('GAUGE');
       expect(family('lakeshore_transitions_total').type).toBe('COUNTER');
       expect(value('lakeshore_jobs', { queue: 'm', state: 'queued', namespace: d.namespace })).toBe(2);

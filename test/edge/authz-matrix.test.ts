@@ -38,7 +38,10 @@ const failed = async (base: string, q: string, id: string) => {
 const MATRIX: Record<string, Entry> = {
   'GET /v1/ns/:ns/queues': { roles: ['producer', 'worker'] },
   'POST /v1/ns/:ns/queues/:queue/invocations': { roles: ['producer'], body: (id) => ({ id: `${id}-new`, envelope: b64('x') }) },
-  'POST /v1/ns/:ns/queues/:queue/invocations/batch': { roles: ['producer'], body: (id) => ({ items: [{ id: `${id}-b`, envelope: b64('x') }] }) },
+  'POST /v1/ns/:ns/queues/:queue/invocations/batch': {
+    roles: ['producer'],
+    body: (id) => ({ items: [{ id: `${id}-b`, envelope: b64('x') }] }),
+  },
   'POST /v1/ns/:ns/queues/:queue/claim': { roles: ['worker'], body: () => ({ worker_id: 'w' }) },
   'POST /v1/ns/:ns/queues/:queue/claim/cancel': { roles: ['worker'], body: () => ({ worker_id: 'w', claim_id: 'c' }) },
   'POST /v1/ns/:ns/queues/:queue/ack': { roles: ['worker'], body: (id) => ({ items: [{ id, worker_id: 'w' }] }) },
@@ -53,7 +56,10 @@ const MATRIX: Record<string, Entry> = {
   'POST /v1/ns/:ns/queues/:queue/redrive': { roles: ['producer'], body: () => ({ limit: 10 }) },
   'GET /v1/ns/:ns/queues/:queue/schedules': { roles: [] },
   'PUT /v1/ns/:ns/queues/:queue/schedules/:name': { roles: [], body: () => ({ cron: '0 0 1 1 *', envelope: b64('x') }) },
-  'DELETE /v1/ns/:ns/queues/:queue/schedules/:name': { roles: [], setup: (base, q) => call('PUT', `${base}/queues/${q}/schedules/nightly`, { cron: '0 0 1 1 *', envelope: b64('x') }) },
+  'DELETE /v1/ns/:ns/queues/:queue/schedules/:name': {
+    roles: [],
+    setup: (base, q) => call('PUT', `${base}/queues/${q}/schedules/nightly`, { cron: '0 0 1 1 *', envelope: b64('x') }),
+  },
   'POST /v1/ns/:ns/invocations/:id/retry': { roles: ['producer'], byId: true, setup: failed },
   'GET /v1/ns/:ns/invocations/:id': { roles: ['producer'], byId: true },
   'GET /v1/ns/:ns/invocations/:id/result': { roles: ['producer'], byId: true },
@@ -69,7 +75,10 @@ const MATRIX: Record<string, Entry> = {
   'GET /v1/ns/:ns/metrics': { roles: ['producer', 'worker'] },
   'GET /v1/ns/:ns/workers': { roles: ['producer', 'worker'] },
   'POST /v1/ns/:ns/queues/:queue/workers/:worker/stop': { roles: ['worker'] },
-  'POST /v1/ns/:ns/queues/:queue/workers/:worker/log': { roles: ['worker'], body: () => ({ lines: [{ id: 'j', level: 'info', message: 'step 1' }] }) },
+  'POST /v1/ns/:ns/queues/:queue/workers/:worker/log': {
+    roles: ['worker'],
+    body: () => ({ lines: [{ id: 'j', level: 'info', message: 'step 1' }] }),
+  },
   // One queue's feed, and the namespace's.
   'GET /v1/ns/:ns/events': { roles: ['producer', 'worker'], query: ['?queue=:queue', ''] },
   'PUT /v1/ns/:ns/code/:stamp': { roles: ['producer'], body: () => ARCHIVE, headers: ARCHIVE_DIGEST },
@@ -83,7 +92,9 @@ const MATRIX: Record<string, Entry> = {
 const PUBLIC = new Set(['GET /health', 'GET ', 'GET /dashboard.js', 'GET /favicon.ico']);
 
 const routes = () =>
-  [...new Set(app.routes.filter((r) => r.method !== 'ALL').map((r) => `${r.method} ${r.path.replace(/\/$/, '')}`))].filter((r) => !PUBLIC.has(r));
+  [...new Set(app.routes.filter((r) => r.method !== 'ALL').map((r) => `${r.method} ${r.path.replace(/\/$/, '')}`))].filter(
+    (r) => !PUBLIC.has(r),
+  );
 
 async function mint(ns: string, role: Role) {
   return (await call('POST', `/v1/ns/${ns}/tokens`, { role })).body as { token: string; id: string };
@@ -111,7 +122,14 @@ describe('authorization matrix', () => {
         const q = `q${checked}-${k}`;
         for (const n of [ns, other]) await call('POST', `/v1/ns/${n}/queues/${q}/invocations`, { id, envelope: b64('x') });
         const query = route.endsWith('/result') ? '?timeout_ms=0' : variant.replace(':queue', q);
-        const path = (n: string, inv = id) => template.replace(':ns', n).replace(':queue', q).replace(':name', 'nightly').replace(':worker', 'w').replace(':stamp', STAMP).replace(':id', route.includes('/tokens/') ? tokens.producer.id : inv) + query;
+        const path = (n: string, inv = id) =>
+          template
+            .replace(':ns', n)
+            .replace(':queue', q)
+            .replace(':name', 'nightly')
+            .replace(':worker', 'w')
+            .replace(':stamp', STAMP)
+            .replace(':id', route.includes('/tokens/') ? tokens.producer.id : inv) + query;
         const body = e.body?.(id);
         const as = (t: string | null) => ({ ...e.headers, authorization: t === null ? '' : `Bearer ${t}` });
 
@@ -137,7 +155,8 @@ describe('authorization matrix', () => {
         }
         const role = e.roles[0] ?? 'admin';
         await e.setup?.(`/v1/ns/${ns}`, q, id);
-        if (role === 'worker' && (e.byId || route.endsWith('/ack') || route.endsWith('/nack'))) await call('POST', `/v1/ns/${ns}/queues/${q}/claim`, { worker_id: 'w' }, as(tokens.worker.token));
+        if (role === 'worker' && (e.byId || route.endsWith('/ack') || route.endsWith('/nack')))
+          await call('POST', `/v1/ns/${ns}/queues/${q}/claim`, { worker_id: 'w' }, as(tokens.worker.token));
         const ok = await call(method, path(ns), body, as(tokens[role].token));
         expect(ok.status, `${route} as ${role}: ${JSON.stringify(ok.body)}`).toBeLessThan(300);
       }
@@ -150,25 +169,37 @@ describe('authorization matrix', () => {
   it('lets a stream token read its one invocation (row, result, journal) and nothing else, in the header or the query', async () => {
     const ns = freshNs();
     const other = freshNs();
-    for (const n of [ns, other]) for (const id of ['mine', 'theirs']) await call('POST', `/v1/ns/${n}/queues/q/invocations`, { id, envelope: b64('secret args') });
+    for (const n of [ns, other])
+      for (const id of ['mine', 'theirs']) await call('POST', `/v1/ns/${n}/queues/q/invocations`, { id, envelope: b64('secret args') });
     const minted = (await call('POST', `/v1/ns/${ns}/invocations/mine/stream-token`, {})).body as { token: string; url: string };
     expect(minted.url).toBe(`http://plane/v1/ns/${ns}/invocations/mine/journal?access_token=${minted.token}`);
-    const reads = new Set(['GET /v1/ns/:ns/invocations/:id', 'GET /v1/ns/:ns/invocations/:id/result', 'GET /v1/ns/:ns/invocations/:id/journal']);
+    const reads = new Set([
+      'GET /v1/ns/:ns/invocations/:id',
+      'GET /v1/ns/:ns/invocations/:id/result',
+      'GET /v1/ns/:ns/invocations/:id/journal',
+    ]);
     let allowed = 0;
     for (const [route, e] of Object.entries(MATRIX)) {
       const [method, template] = route.split(' ') as [string, string];
       const query = route.endsWith('/result') ? '?timeout_ms=0' : '';
-      const path = (n: string, inv: string) => template.replace(':ns', n).replace(':queue', 'q').replace(':name', 'nightly').replace(':worker', 'w').replace(':id', inv) + query;
-      for (const [n, inv] of [[ns, 'mine'], [ns, 'theirs'], [other, 'mine']] as const) {
+      const path = (n: string, inv: string) =>
+        template.replace(':ns', n).replace(':queue', 'q').replace(':name', 'nightly').replace(':worker', 'w').replace(':id', inv) + query;
+      for (const [n, inv] of [
+        [ns, 'mine'],
+        [ns, 'theirs'],
+        [other, 'mine'],
+      ] as const) {
         const own = n === ns && inv === 'mine';
         const byHeader = await call(method, path(n, inv), e.body?.(inv), { authorization: `Bearer ${minted.token}` });
-        const byQuery = await call(method, `${path(n, inv)}${query ? '&' : '?'}access_token=${minted.token}`, e.body?.(inv), { authorization: '' });
+        const byQuery = await call(method, `${path(n, inv)}${query ? '&' : '?'}access_token=${minted.token}`, e.body?.(inv), {
+          authorization: '',
+        });
         for (const r of [byHeader, byQuery]) {
           if (own && reads.has(route)) {
             expect(r.status, `${route} on its own invocation`).toBe(200);
             allowed++;
           } else {
-            expect([401, 403, 404], `${route} on ${n === ns ? '' : 'another namespace\'s '}${inv}: ${r.status}`).toContain(r.status);
+            expect([401, 403, 404], `${route} on ${n === ns ? '' : "another namespace's "}${inv}: ${r.status}`).toContain(r.status);
             // Nothing of another invocation leaks: not its id, not its arguments.
             if (!own) expect(JSON.stringify(r.body)).not.toContain(b64('secret args'));
           }
@@ -194,7 +225,9 @@ describe('authorization matrix', () => {
       expect(r.body.error.message).toContain('query string');
     }
     // Even beside a valid header: a full token in a URL is refused, not ignored.
-    expect((await call('GET', `${path}?access_token=${producer.token}`, undefined, { authorization: `Bearer ${producer.token}` })).status).toBe(401);
+    expect(
+      (await call('GET', `${path}?access_token=${producer.token}`, undefined, { authorization: `Bearer ${producer.token}` })).status,
+    ).toBe(401);
     const { token } = (await call('POST', `/v1/ns/${ns}/invocations/j/stream-token`, { ttl_ms: 1000 })).body as { token: string };
     const [claims, sig] = token.slice(4).split('.') as [string, string];
     const flip = (s: string, at: number) => `${s.slice(0, at)}${s[at] === 'A' ? 'B' : 'A'}${s.slice(at + 1)}`;
@@ -205,7 +238,12 @@ describe('authorization matrix', () => {
     // The claims rewritten (a later expiry, another invocation) with the old signature.
     const forged = JSON.parse(atob(claims.replace(/-/g, '+').replace(/_/g, '/')));
     const reclaim = (o: object) => `lss_${btoa(JSON.stringify(o)).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '')}.${sig}`;
-    for (const [what, t] of [['tampered signature', tamperedSig], ['respelled signature', respelled], ['later expiry', reclaim({ ...forged, exp: forged.exp + 3600_000 })], ['another id', reclaim({ ...forged, id: 'k' })]] as const) {
+    for (const [what, t] of [
+      ['tampered signature', tamperedSig],
+      ['respelled signature', respelled],
+      ['later expiry', reclaim({ ...forged, exp: forged.exp + 3600_000 })],
+      ['another id', reclaim({ ...forged, id: 'k' })],
+    ] as const) {
       const r = await call('GET', `${path}?access_token=${t}`, undefined, { authorization: '' });
       expect(r.status, what).toBe(401);
       expect(r.body.error.message, what).toContain('signature');
@@ -213,10 +251,14 @@ describe('authorization matrix', () => {
     // Once its TTL (1 s here) has passed, the same token is refused, saying so.
     const ok = await call('GET', `${path}?access_token=${token}`, undefined, { authorization: '' });
     expect(ok.status).toBe(200);
-    const expired = await eventually(async () => {
-      const r = await call('GET', `${path}?access_token=${token}`, undefined, { authorization: '' });
-      return r.status === 401 ? r : undefined;
-    }, 'the stream token to expire', 5000);
+    const expired = await eventually(
+      async () => {
+        const r = await call('GET', `${path}?access_token=${token}`, undefined, { authorization: '' });
+        return r.status === 401 ? r : undefined;
+      },
+      'the stream token to expire',
+      5000,
+    );
     expect(expired.body.error.message).toContain('expired');
     const bad = await call('POST', `/v1/ns/${ns}/invocations/j/stream-token`, { ttl_ms: 25 * 3600_000 });
     expect(bad.status).toBe(400);
@@ -224,7 +266,7 @@ describe('authorization matrix', () => {
     expect((await call('POST', `/v1/ns/${ns}/invocations/nope/stream-token`, {})).status).toBe(404);
   });
 
-  it('serves the dashboard\'s shell without a token, and nothing of any namespace in it', async () => {
+  it("serves the dashboard's shell without a token, and nothing of any namespace in it", async () => {
     const ns = freshNs();
     await call('POST', `/v1/ns/${ns}/queues/secretqueue/invocations`, { id: 'secret-job', envelope: b64('x') });
     for (const path of ['/', '/dashboard.js']) {
@@ -239,7 +281,11 @@ describe('authorization matrix', () => {
   it('never takes server-owned fields from a body', async () => {
     const ns = freshNs();
     for (const field of ['state', 'attempt', 'worker_id', 'namespace', 'ns', 'lease_until', 'result']) {
-      const r = await call('POST', `/v1/ns/${ns}/queues/q/invocations`, { id: `x-${field}`, envelope: b64('x'), [field]: field === 'attempt' ? 7 : 'succeeded' });
+      const r = await call('POST', `/v1/ns/${ns}/queues/q/invocations`, {
+        id: `x-${field}`,
+        envelope: b64('x'),
+        [field]: field === 'attempt' ? 7 : 'succeeded',
+      });
       expect(r.status, field).toBe(400);
       expect(r.body.error.message).toContain(field);
     }

@@ -16,7 +16,11 @@ const hex = (b: Uint8Array) => [...b].map((x) => x.toString(16).padStart(2, '0')
 async function send(method: string, ns: string, stamp: string, opts: { body?: Uint8Array; digest?: string | null; token?: string } = {}) {
   const headers: Record<string, string> = { authorization: `Bearer ${opts.token ?? 'test-token'}` };
   if (opts.body && opts.digest !== null) headers['content-digest'] = opts.digest ?? `sha-256=:${b64(await sha(opts.body))}:`;
-  return (exports as any).default.fetch(`http://plane/v1/ns/${ns}/code/${stamp}`, { method, headers, body: opts.body }) as Promise<Response>;
+  return (exports as any).default.fetch(`http://plane/v1/ns/${ns}/code/${stamp}`, {
+    method,
+    headers,
+    body: opts.body,
+  }) as Promise<Response>;
 }
 
 const mint = async (ns: string, role: string) => (await call('POST', `/v1/ns/${ns}/tokens`, { role })).body.token as string;

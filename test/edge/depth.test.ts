@@ -16,7 +16,9 @@ async function fill(ns: string, queue: string, n: number) {
     `WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i + 1 < ?3)
      INSERT INTO invocations (ns, queue, id, priority, envelope, state, created_at, updated_at)
      SELECT ?1, ?2, 'd' || i, i % 3, X'00', 'queued', 1, 1 FROM k`,
-  ).bind(ns, queue, n).run();
+  )
+    .bind(ns, queue, n)
+    .run();
 }
 
 async function rowsReadPerClaim(depth: number, kind: string) {
@@ -50,7 +52,9 @@ describe('claim cost does not grow with depth', () => {
         `WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i + 1 < ?3)
          INSERT INTO invocations (ns, queue, id, envelope, state, run_at, created_at, updated_at)
          SELECT ?1, ?2, 'later' || i, X'00', 'delayed', ?4 + i, 1, 1 FROM k`,
-      ).bind(p.ns, 'q', delayed, hour).run();
+      )
+        .bind(p.ns, 'q', delayed, hour)
+        .run();
       const stub = queueStub(p.ns, 'q');
       await stub.stats(); // the object starts, and learns when its first delayed job is due
       // Ten come due, written around the object: it is told to forget what it knew.
@@ -58,7 +62,9 @@ describe('claim cost does not grow with depth', () => {
         `WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i + 1 < 10)
          INSERT INTO invocations (ns, queue, id, envelope, state, run_at, created_at, updated_at)
          SELECT ?1, ?2, 'due' || i, X'00', 'delayed', 1000 + i, 1, 1 FROM k`,
-      ).bind(p.ns, 'q').run();
+      )
+        .bind(p.ns, 'q')
+        .run();
       await runInDurableObject(stub, (o) => o.forgetHints());
       const before = await stub.stats();
       for (let i = 0; i < 10; i++) expect((await p.claim('q', 'w')).body.claimed[0].id).toBe(`due${i}`);
@@ -94,7 +100,9 @@ describe('what a delay costs', () => {
     };
     const queued = await life(false);
     const delayed = await life(true);
-    console.log(`per job, submit to ack: queued wrote ${queued.written}, read ${queued.read}; delayed wrote ${delayed.written}, read ${delayed.read}`);
+    console.log(
+      `per job, submit to ack: queued wrote ${queued.written}, read ${queued.read}; delayed wrote ${delayed.written}, read ${delayed.read}`,
+    );
     expect(delayed.written).toBeGreaterThan(queued.written); // the promotion is a real write, counted
     expect(delayed.written).toBeLessThanOrEqual(queued.written + 2); // 8 against 6 on D1's count
   }, 60_000);
@@ -109,7 +117,9 @@ describe('what a listing costs', () => {
       await env.DB.prepare(
         `WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i + 1 < ?3)
          INSERT INTO invocations (ns, queue, id, envelope, state, created_at, updated_at, finished_at) SELECT ?1, ?2, 's' || i, X'00', 'succeeded', 1, 1, 1 FROM k`,
-      ).bind(ns, 'q', depth).run();
+      )
+        .bind(ns, 'q', depth)
+        .run();
     }
     let read = 0;
     const engine = new Engine(new D1Port(env.DB), { committer: { onBatch: (rs) => rs.forEach((r) => (read += r.rowsRead)) } });

@@ -35,12 +35,26 @@ describe('bad input', () => {
       ['POST', `${base}/queues/q/claim`, { worker_id: 'w', kind: 'random' }, 400, 'bad_request', /unknown claim kind/],
       ['POST', `${base}/queues/q/claim`, { worker_id: 'w', wait_ms: -5 }, 400, 'bad_request', /wait_ms must not be negative/],
       ['POST', `${base}/queues/q/claim`, { worker_id: 'w', temperature: -1 }, 400, 'bad_request', /temperature/],
-      ['POST', `${base}/queues/q/claim`, { worker_id: 'w', wait_ms: 60_001 }, 400, 'bad_request', /longest wait this plane allows is 60000 ms/],
+      [
+        'POST',
+        `${base}/queues/q/claim`,
+        { worker_id: 'w', wait_ms: 60_001 },
+        400,
+        'bad_request',
+        /longest wait this plane allows is 60000 ms/,
+      ],
       ['GET', `${base}/invocations/seed/result?timeout_ms=300001`, undefined, 400, 'bad_request', /longest wait/],
       ['POST', `${base}/queues/q/claim`, { kind: 'fifo' }, 400, 'bad_request', /worker_id/],
       // A claim carrying acks: a bad ack or bad claim arguments refuse it all; the seed's ack does not land.
       ['POST', `${base}/queues/q/claim`, { worker_id: 'w', acks: [{ id: 'seed', result: '@@@' }] }, 400, 'bad_request', /base64/],
-      ['POST', `${base}/queues/q/claim`, { worker_id: 'w', kind: 'random', acks: [{ id: 'seed' }] }, 400, 'bad_request', /unknown claim kind/],
+      [
+        'POST',
+        `${base}/queues/q/claim`,
+        { worker_id: 'w', kind: 'random', acks: [{ id: 'seed' }] },
+        400,
+        'bad_request',
+        /unknown claim kind/,
+      ],
       ['POST', `${base}/queues/q/claim`, { worker_id: 'w', acks: [{ id: 'seed', state: 'succeeded' }] }, 400, 'bad_request', /state/],
       ['GET', `${base}/queues/q/count?state=sleeping`, undefined, 400, 'bad_request', /unknown state/],
       ['GET', `${base}/invocations/seed/result?timeout_ms=-1`, undefined, 400, 'bad_request', /timeout must not be negative/],
@@ -49,7 +63,14 @@ describe('bad input', () => {
       ['POST', `${base}/invocations/seed/nack`, { worker_id: 'w' }, 400, 'bad_request', /error/],
       ['POST', `${base}/invocations/seed/journal`, { worker_id: 'w', kind: 9, body: b64('x') }, 400, 'bad_request', /unknown frame kind/],
       ['POST', `${base}/invocations/seed/journal`, { worker_id: 'w', kind: 0, body: b64('x'), seq: 1.5 }, 400, 'bad_request', /seq/],
-      ['POST', `${base}/invocations/seed/journal`, { worker_id: 'w', kind: 0, body: b64('x'.repeat((256 << 10) + 1)) }, 413, 'payload_too_large', /frame body/],
+      [
+        'POST',
+        `${base}/invocations/seed/journal`,
+        { worker_id: 'w', kind: 0, body: b64('x'.repeat((256 << 10) + 1)) },
+        413,
+        'payload_too_large',
+        /frame body/,
+      ],
       ['GET', `${base}/invocations/seed/journal?since=-7`, undefined, 400, 'bad_request', /since/],
       ['POST', `${base}/invocations/seed/journal/trim`, { keep_last: -1 }, 400, 'bad_request', /keep_last/],
       ['PUT', `${base}/queues/q`, { lease_ms: 0 }, 400, 'bad_request', /lease_ms/],
@@ -60,7 +81,9 @@ describe('bad input', () => {
       try {
         expectError(a, status, code, message);
       } catch (e) {
-        throw new Error(`${method} ${path} ${JSON.stringify(body)?.slice(0, 80)} -> ${a.status} ${JSON.stringify(a.body)}: ${(e as Error).message}`);
+        throw new Error(
+          `${method} ${path} ${JSON.stringify(body)?.slice(0, 80)} -> ${a.status} ${JSON.stringify(a.body)}: ${(e as Error).message}`,
+        );
       }
     }
     expect(await rows(p.ns)).toEqual(before);
@@ -79,9 +102,23 @@ describe('bad input', () => {
   it('requires a valid bearer token on every route but /health', async () => {
     const p = plane();
     expect((await call('GET', '/health', undefined, { authorization: '' })).status).toBe(200);
-    expectError(await call('GET', `/v1/ns/${p.ns}/queues/q/count`, undefined, { authorization: '' }), 401, 'unauthorized', /missing bearer token/);
-    expectError(await call('GET', `/v1/ns/${p.ns}/queues/q/count`, undefined, { authorization: 'Bearer wrong' }), 401, 'unauthorized', /invalid or revoked token/);
-    expectError(await call('POST', `/v1/ns/${p.ns}/queues/q/invocations`, { id: 'x', envelope: b64('x') }, { authorization: 'Basic abc' }), 401, 'unauthorized');
+    expectError(
+      await call('GET', `/v1/ns/${p.ns}/queues/q/count`, undefined, { authorization: '' }),
+      401,
+      'unauthorized',
+      /missing bearer token/,
+    );
+    expectError(
+      await call('GET', `/v1/ns/${p.ns}/queues/q/count`, undefined, { authorization: 'Bearer wrong' }),
+      401,
+      'unauthorized',
+      /invalid or revoked token/,
+    );
+    expectError(
+      await call('POST', `/v1/ns/${p.ns}/queues/q/invocations`, { id: 'x', envelope: b64('x') }, { authorization: 'Basic abc' }),
+      401,
+      'unauthorized',
+    );
     expect((await p.count('q')).body.count).toBe(0);
   });
   it('refuses free-form values nested past 64 levels with a 400 before anything recursive touches them; 64 is stored', async () => {
@@ -99,16 +136,26 @@ describe('bad input', () => {
     for (const [path, body] of bodies) {
       const r = await call('POST', path, body);
       expect(r.status).toBe(400);
-      expect(r.body.error).toMatchObject({ code: 'bad_request', message: expect.stringMatching(/nests deeper than 64 levels|may nest at most 64/) });
+      expect(r.body.error).toMatchObject({
+        code: 'bad_request',
+        message: expect.stringMatching(/nests deeper than 64 levels|may nest at most 64/),
+      });
     }
     expect(await rows(p.ns)).toEqual(before);
-    expect((await call('POST', `${base}/invocations/deep-1/journal`, `{"worker_id":"w","kind":0,"body":"","meta":${deep(64)}}`)).status).toBe(200);
+    expect(
+      (await call('POST', `${base}/invocations/deep-1/journal`, `{"worker_id":"w","kind":0,"body":"","meta":${deep(64)}}`)).status,
+    ).toBe(200);
   });
   it('a wrong ?queue= hint finds nothing on the read routes too (404), as on the write routes', async () => {
     const p = plane();
     await p.submit('q', 'a');
     const base = `/v1/ns/${p.ns}/invocations/a`;
-    for (const path of [`${base}?queue=other`, `${base}/result?queue=other&timeout_ms=0`, `${base}/journal?queue=other`, `${base}/journal?queue=other&wait_ms=10`]) {
+    for (const path of [
+      `${base}?queue=other`,
+      `${base}/result?queue=other&timeout_ms=0`,
+      `${base}/journal?queue=other`,
+      `${base}/journal?queue=other&wait_ms=10`,
+    ]) {
       expectError(await call('GET', path), 404, 'not_found');
     }
     expectError(await call('GET', `${base}/journal?queue=other`, undefined, { accept: 'text/event-stream' }), 404, 'not_found');
@@ -119,11 +166,35 @@ describe('bad input', () => {
   it('refuses a batch whole for one item of the wrong JSON type, naming the item; answers semantic errors per item', async () => {
     const p = plane();
     const base = `/v1/ns/${p.ns}`;
-    const items = [{ id: 'a', envelope: b64('x') }, { id: 'b', envelope: '@@@' }, { id: 'c', envelope: b64('x') }];
-    expectError(await call('POST', `${base}/queues/q/invocations/batch`, { items }), 400, 'bad_request', /^items\[1\]\.envelope: must be base64$/);
-    expectError(await call('POST', `${base}/queues/q/invocations/batch`, { items: [{ id: 'a', envelope: b64('x') }, { id: 7, envelope: b64('x') }] }), 400, 'bad_request', /^items\[1\]\.id: /);
+    const items = [
+      { id: 'a', envelope: b64('x') },
+      { id: 'b', envelope: '@@@' },
+      { id: 'c', envelope: b64('x') },
+    ];
+    expectError(
+      await call('POST', `${base}/queues/q/invocations/batch`, { items }),
+      400,
+      'bad_request',
+      /^items\[1\]\.envelope: must be base64$/,
+    );
+    expectError(
+      await call('POST', `${base}/queues/q/invocations/batch`, {
+        items: [
+          { id: 'a', envelope: b64('x') },
+          { id: 7, envelope: b64('x') },
+        ],
+      }),
+      400,
+      'bad_request',
+      /^items\[1\]\.id: /,
+    );
     expect((await p.count('q')).body.count).toBe(0);
-    const out = await call('POST', `${base}/queues/q/invocations/batch`, { items: [{ id: 'a', envelope: b64('x') }, { id: '', envelope: b64('x') }] });
+    const out = await call('POST', `${base}/queues/q/invocations/batch`, {
+      items: [
+        { id: 'a', envelope: b64('x') },
+        { id: '', envelope: b64('x') },
+      ],
+    });
     expect(out.status).toBe(200);
     expect(out.body.results[0]).toEqual({ id: 'a', created: true });
     expect(out.body.results[1].error).toMatchObject({ code: 'bad_request', message: 'id must not be empty' });

@@ -22,7 +22,10 @@ async function thousandTransitions(ns: string) {
   const items = Array.from({ length: 250 }, (_, i) => ({ id: `j${i}`, envelope: b64('x') }));
   expect((await call('POST', `${base}/queues/q/invocations/batch`, { items })).status).toBe(200);
   const claimed: string[] = [];
-  while (claimed.length < 250) claimed.push(...(await call('POST', `${base}/queues/q/claim`, { worker_id: 'w', max: 100 })).body.claimed.map((c: { id: string }) => c.id));
+  while (claimed.length < 250)
+    claimed.push(
+      ...(await call('POST', `${base}/queues/q/claim`, { worker_id: 'w', max: 100 })).body.claimed.map((c: { id: string }) => c.id),
+    );
   for (let i = 0; i < 250; i += 50) {
     const acks = claimed.slice(i, i + 50).map((id) => ({ id, worker_id: 'w' }));
     expect((await call('POST', `${base}/queues/q/ack`, { items: acks })).status).toBe(200);
@@ -32,7 +35,8 @@ async function thousandTransitions(ns: string) {
   for (const m of more) expect((await call('POST', `${base}/invocations/${m.id}/cancel`)).body.cancelled).toBe(true);
 }
 
-const records = (evs: EventSourceMessage[]) => evs.filter((e) => e.event === 'job').map((e) => ({ eventId: e.id!, ...(JSON.parse(e.data) as { id: string; status: string }) }));
+const records = (evs: EventSourceMessage[]) =>
+  evs.filter((e) => e.event === 'job').map((e) => ({ eventId: e.id!, ...(JSON.parse(e.data) as { id: string; status: string }) }));
 
 describe('lifecycle feed', () => {
   it('tells 1,000 transitions as 1,000 records in commit order, and a reader cut 20 times gets each once', async () => {
@@ -85,9 +89,14 @@ describe('lifecycle feed', () => {
       expect((await call('POST', `${base}/queues/q/invocations/batch`, { items })).status).toBe(200);
     }
     let claimed: string[] = [];
-    while (claimed.length < 3400) claimed = claimed.concat((await call('POST', `${base}/queues/q/claim`, { worker_id: 'w', max: 1000 })).body.claimed.map((c: { id: string }) => c.id));
+    while (claimed.length < 3400)
+      claimed = claimed.concat(
+        (await call('POST', `${base}/queues/q/claim`, { worker_id: 'w', max: 1000 })).body.claimed.map((c: { id: string }) => c.id),
+      );
     for (let i = 0; i < claimed.length; i += 1000) {
-      expect((await call('POST', `${base}/queues/q/ack`, { items: claimed.slice(i, i + 1000).map((id) => ({ id, worker_id: 'w' })) })).status).toBe(200);
+      expect(
+        (await call('POST', `${base}/queues/q/ack`, { items: claimed.slice(i, i + 1000).map((id) => ({ id, worker_id: 'w' })) })).status,
+      ).toBe(200);
     }
     const recs = records(await live);
     const instance = recs[0]!.eventId.split('.')[0]!;

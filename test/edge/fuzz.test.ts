@@ -21,7 +21,9 @@ const snapshot = async (ns: string) => {
                                         || ':' || coalesce(claims_per_second, '') || ':' || coalesce(backoff, '') || ':' || coalesce(dead_letter_queue, '') || ':' || coalesce(ttl_ms, ''), '|')
                     FROM queues WHERE ns = ?1)
          || '#' || (SELECT group_concat(name || ':' || cron || ':' || next_at, '|') FROM schedules WHERE ns = ?1) AS s`,
-  ).bind(ns).first<{ s: string | null }>();
+  )
+    .bind(ns)
+    .first<{ s: string | null }>();
   return r?.s ?? '';
 };
 
@@ -31,60 +33,197 @@ const weird = fc.oneof(
   fc.constantFrom('', '\u0000', 'a\u0000b', '\ud800', '💥', '../../etc', '%00', 'x'.repeat(300), ' ', 'inv', 'q'),
 );
 const num = fc.oneof(fc.integer(), fc.double(), fc.constantFrom(-1, 0, 1, 1e308, -0, 2 ** 53, 60_001)).map((v) => v);
-const value = fc.oneof(weird, num, fc.boolean(), fc.constant(null), fc.array(fc.string(), { maxLength: 3 }), fc.dictionary(fc.string(), fc.string(), { maxKeys: 3 }));
+const value = fc.oneof(
+  weird,
+  num,
+  fc.boolean(),
+  fc.constant(null),
+  fc.array(fc.string(), { maxLength: 3 }),
+  fc.dictionary(fc.string(), fc.string(), { maxKeys: 3 }),
+);
 const fields = [
-  'id', 'envelope', 'key', 'priority', 'parent', 'worker_id', 'kind', 'temperature', 'lease_ms', 'wait_ms', 'max', 'attempt', 'result', 'error', 'retry', 'seq', 'body',
-  'meta', 'final', 'keep_last', 'items', 'role', 'pools', 'state', 'namespace', 'delay_ms', 'run_at', 'ttl_ms', 'expires_at', 'max_attempts', 'max_running',
-  'claims_per_second', 'retry_backoff', 'dead_letter_queue', 'cron', 'timezone', 'limit', 'dead_letters', 'claim_id',
-  'streams', 'worker', 'lines', 'level', 'message', 'trace_id',
+  'id',
+  'envelope',
+  'key',
+  'priority',
+  'parent',
+  'worker_id',
+  'kind',
+  'temperature',
+  'lease_ms',
+  'wait_ms',
+  'max',
+  'attempt',
+  'result',
+  'error',
+  'retry',
+  'seq',
+  'body',
+  'meta',
+  'final',
+  'keep_last',
+  'items',
+  'role',
+  'pools',
+  'state',
+  'namespace',
+  'delay_ms',
+  'run_at',
+  'ttl_ms',
+  'expires_at',
+  'max_attempts',
+  'max_running',
+  'claims_per_second',
+  'retry_backoff',
+  'dead_letter_queue',
+  'cron',
+  'timezone',
+  'limit',
+  'dead_letters',
+  'claim_id',
+  'streams',
+  'worker',
+  'lines',
+  'level',
+  'message',
+  'trace_id',
 ];
 /** Scheduling input a plane must refuse: negative, NaN or far-future times, bad crons and zones, caps of 0. */
 const scheduling = fc.constantFrom(
-  `{"id":"s1","envelope":"eA==","delay_ms":-1}`, `{"id":"s2","envelope":"eA==","delay_ms":1e300}`, `{"id":"s3","envelope":"eA==","run_at":9e15}`,
-  `{"id":"s4","envelope":"eA==","delay_ms":5,"run_at":5}`, `{"id":"s5","envelope":"eA==","ttl_ms":0}`, `{"id":"s6","envelope":"eA==","max_attempts":0}`,
-  `{"max_running":0}`, `{"max_running":-3}`, `{"claims_per_second":0}`, `{"retry_backoff":{"factor":0.5}}`, `{"retry_backoff":{"initial_ms":-1}}`,
-  `{"retry_backoff":{"jitter":2}}`, `{"dead_letter_queue":"bad name"}`, `{"ttl_ms":-5}`, `{"cron":"every day","envelope":"eA=="}`,
-  `{"cron":"* * * * *","timezone":"Mars/Olympus","envelope":"eA=="}`, `{"cron":"61 * * * *","envelope":"eA=="}`, `{"limit":-1}`, `{"state":"running"}`,
-  `{"worker_id":"w","error":"x","delay_ms":-5}`, `{"worker_id":"w","error":"x","delay_ms":"soon"}`,
-  `{"worker_id":"w","claim_id":""}`, `{"worker_id":"w","claim_id":"a\u0000b"}`, `{"worker_id":"w","claim_id":7}`,
-  `{"lines":[{"id":"inv","level":"loud","message":"m"}]}`, `{"lines":[{"id":"inv","level":"info","message":"m","trace_id":"XYZ"}]}`,
-  `{"lines":[{"id":"","level":"info","message":"m"}]}`, `{"lines":[{"id":"inv","level":"info","message":7}]}`, `{"lines":"x"}`,
+  `{"id":"s1","envelope":"eA==","delay_ms":-1}`,
+  `{"id":"s2","envelope":"eA==","delay_ms":1e300}`,
+  `{"id":"s3","envelope":"eA==","run_at":9e15}`,
+  `{"id":"s4","envelope":"eA==","delay_ms":5,"run_at":5}`,
+  `{"id":"s5","envelope":"eA==","ttl_ms":0}`,
+  `{"id":"s6","envelope":"eA==","max_attempts":0}`,
+  `{"max_running":0}`,
+  `{"max_running":-3}`,
+  `{"claims_per_second":0}`,
+  `{"retry_backoff":{"factor":0.5}}`,
+  `{"retry_backoff":{"initial_ms":-1}}`,
+  `{"retry_backoff":{"jitter":2}}`,
+  `{"dead_letter_queue":"bad name"}`,
+  `{"ttl_ms":-5}`,
+  `{"cron":"every day","envelope":"eA=="}`,
+  `{"cron":"* * * * *","timezone":"Mars/Olympus","envelope":"eA=="}`,
+  `{"cron":"61 * * * *","envelope":"eA=="}`,
+  `{"limit":-1}`,
+  `{"state":"running"}`,
+  `{"worker_id":"w","error":"x","delay_ms":-5}`,
+  `{"worker_id":"w","error":"x","delay_ms":"soon"}`,
+  `{"worker_id":"w","claim_id":""}`,
+  `{"worker_id":"w","claim_id":"a\u0000b"}`,
+  `{"worker_id":"w","claim_id":7}`,
+  `{"lines":[{"id":"inv","level":"loud","message":"m"}]}`,
+  `{"lines":[{"id":"inv","level":"info","message":"m","trace_id":"XYZ"}]}`,
+  `{"lines":[{"id":"","level":"info","message":"m"}]}`,
+  `{"lines":[{"id":"inv","level":"info","message":7}]}`,
+  `{"lines":"x"}`,
   `{"lines":[${Array.from({ length: 101 }, () => '{"id":"inv","level":"info","message":"m"}').join(',')}]}`,
 );
 /** Free-form JSON values (meta, an error object), nested up to 6,000 levels, or carrying own __proto__ keys. */
-const deepJson = fc.tuple(fc.integer({ min: 2, max: 6_000 }), fc.boolean()).map(([d, arr]) => (arr ? '['.repeat(d) + '1' + ']'.repeat(d) : '{"a":'.repeat(d) + '1' + '}'.repeat(d)));
-const freeForm = fc.oneof(deepJson, fc.constantFrom('{"__proto__":{"p":1},"k":1}', '{"message":"m","__proto__":{"x":[1]}}', '{"__proto__":null}'));
-const withFreeForm = fc.tuple(freeForm, fc.constantFrom(
-  (v: string) => `{"worker_id":"w","kind":0,"body":"","meta":${v}}`,
-  (v: string) => `{"worker_id":"w","retry":false,"error":{"message":"m","x":${v}}}`,
-  (v: string) => `{"worker_id":"w","error":${v}}`,
-  (v: string) => `{"items":[{"id":"run","worker_id":"w","error":{"message":"m","x":${v}}}]}`,
-  (v: string) => `{"worker_id":"w","kind":0,"body":"","meta":{"deep":${v}}}`,
-)).map(([v, t]) => t(v));
+const deepJson = fc
+  .tuple(fc.integer({ min: 2, max: 6_000 }), fc.boolean())
+  .map(([d, arr]) => (arr ? '['.repeat(d) + '1' + ']'.repeat(d) : '{"a":'.repeat(d) + '1' + '}'.repeat(d)));
+const freeForm = fc.oneof(
+  deepJson,
+  fc.constantFrom('{"__proto__":{"p":1},"k":1}', '{"message":"m","__proto__":{"x":[1]}}', '{"__proto__":null}'),
+);
+const withFreeForm = fc
+  .tuple(
+    freeForm,
+    fc.constantFrom(
+      (v: string) => `{"worker_id":"w","kind":0,"body":"","meta":${v}}`,
+      (v: string) => `{"worker_id":"w","retry":false,"error":{"message":"m","x":${v}}}`,
+      (v: string) => `{"worker_id":"w","error":${v}}`,
+      (v: string) => `{"items":[{"id":"run","worker_id":"w","error":{"message":"m","x":${v}}}]}`,
+      (v: string) => `{"worker_id":"w","kind":0,"body":"","meta":{"deep":${v}}}`,
+    ),
+  )
+  .map(([v, t]) => t(v));
 const body = fc.oneof(
   withFreeForm,
   scheduling,
   fc.dictionary(fc.constantFrom(...fields), value, { maxKeys: 6 }).map((o) => JSON.stringify(o)),
-  fc.constantFrom('{', '[]', 'null', '"x"', '{"id":', '\u0000', '{"id":"a","envelope":"' + 'A'.repeat(5_000_000) + '"}', 'NaN', '{"priority":NaN}'),
+  fc.constantFrom(
+    '{',
+    '[]',
+    'null',
+    '"x"',
+    '{"id":',
+    '\u0000',
+    '{"id":"a","envelope":"' + 'A'.repeat(5_000_000) + '"}',
+    'NaN',
+    '{"priority":NaN}',
+  ),
   fc.json(),
   fc.record({ id: weird, envelope: fc.oneof(fc.constant(b64('x')), weird) }).map((o) => JSON.stringify(o)),
 );
 const routes: [string, string][] = [
-  ['POST', 'queues/:q/invocations'], ['POST', 'queues/:q/invocations/batch'], ['POST', 'queues/:q/claim'], ['POST', 'queues/:q/claim/cancel'], ['POST', 'queues/:q/ack'], ['POST', 'queues/:q/nack'],
-  ['GET', 'queues/:q/count?state=:s'], ['PUT', 'queues/:q'], ['GET', 'queues/:q/stats'], ['GET', 'queues'], ['GET', 'queues/:q'],
-  ['POST', 'queues/:q/pause'], ['POST', 'queues/:q/resume'], ['POST', 'queues/:q/redrive'], ['GET', 'queues/:q/schedules'],
-  ['PUT', 'queues/:q/schedules/:id'], ['DELETE', 'queues/:q/schedules/:id'], ['POST', 'invocations/:id/retry'],
-  ['GET', 'invocations/:id'], ['GET', 'invocations/:id/result?timeout_ms=:n'], ['POST', 'invocations/:id/ack'], ['POST', 'invocations/:id/nack'],
-  ['POST', 'invocations/:id/heartbeat'], ['POST', 'invocations/:id/cancel'], ['POST', 'invocations/:id/journal'],
-  ['GET', 'invocations/:id/journal?since=:n'], ['POST', 'invocations/:id/journal/trim'], ['POST', 'tokens'], ['GET', 'tokens'], ['DELETE', 'tokens/:id'],
-  ['POST', 'invocations/:id/stream-token'], ['GET', 'queues/:q/invocations?state=:s&limit=:n'], ['GET', 'queues/:q/invocations?cursor=:id'],
-  ['GET', 'metrics'], ['GET', 'workers'], ['POST', 'queues/:q/workers/:id/stop'], ['POST', 'queues/:q/workers/:id/log'], ['PUT', 'code/:id'], ['HEAD', 'code/:id'], ['GET', 'code/:id'], ['PUT', 'code/cccccccccccccccccccccccccccccccccccccccc'], ['GET', 'events?queue=:q'], ['GET', 'events?queue=:q&kinds=:id'], ['GET', 'events'], ['GET', 'invocations/inv'], ['GET', 'invocations/inv/journal?since=:n'],
+  ['POST', 'queues/:q/invocations'],
+  ['POST', 'queues/:q/invocations/batch'],
+  ['POST', 'queues/:q/claim'],
+  ['POST', 'queues/:q/claim/cancel'],
+  ['POST', 'queues/:q/ack'],
+  ['POST', 'queues/:q/nack'],
+  ['GET', 'queues/:q/count?state=:s'],
+  ['PUT', 'queues/:q'],
+  ['GET', 'queues/:q/stats'],
+  ['GET', 'queues'],
+  ['GET', 'queues/:q'],
+  ['POST', 'queues/:q/pause'],
+  ['POST', 'queues/:q/resume'],
+  ['POST', 'queues/:q/redrive'],
+  ['GET', 'queues/:q/schedules'],
+  ['PUT', 'queues/:q/schedules/:id'],
+  ['DELETE', 'queues/:q/schedules/:id'],
+  ['POST', 'invocations/:id/retry'],
+  ['GET', 'invocations/:id'],
+  ['GET', 'invocations/:id/result?timeout_ms=:n'],
+  ['POST', 'invocations/:id/ack'],
+  ['POST', 'invocations/:id/nack'],
+  ['POST', 'invocations/:id/heartbeat'],
+  ['POST', 'invocations/:id/cancel'],
+  ['POST', 'invocations/:id/journal'],
+  ['GET', 'invocations/:id/journal?since=:n'],
+  ['POST', 'invocations/:id/journal/trim'],
+  ['POST', 'tokens'],
+  ['GET', 'tokens'],
+  ['DELETE', 'tokens/:id'],
+  ['POST', 'invocations/:id/stream-token'],
+  ['GET', 'queues/:q/invocations?state=:s&limit=:n'],
+  ['GET', 'queues/:q/invocations?cursor=:id'],
+  ['GET', 'metrics'],
+  ['GET', 'workers'],
+  ['POST', 'queues/:q/workers/:id/stop'],
+  ['POST', 'queues/:q/workers/:id/log'],
+  ['PUT', 'code/:id'],
+  ['HEAD', 'code/:id'],
+  ['GET', 'code/:id'],
+  ['PUT', 'code/cccccccccccccccccccccccccccccccccccccccc'],
+  ['GET', 'events?queue=:q'],
+  ['GET', 'events?queue=:q&kinds=:id'],
+  ['GET', 'events'],
+  ['GET', 'invocations/inv'],
+  ['GET', 'invocations/inv/journal?since=:n'],
 ];
 /**
  * Who calls: the root token, none, garbage, another namespace's admin; a stream token for `inv`
  * (as a header or in the query), a tampered one, a full token or garbage in the query.
  */
-const auth = fc.constantFrom('root', 'root', 'root', 'none', 'garbage', 'foreign', 'stream', 'stream-query', 'tampered-query', 'full-query', 'garbage-query');
+const auth = fc.constantFrom(
+  'root',
+  'root',
+  'root',
+  'none',
+  'garbage',
+  'foreign',
+  'stream',
+  'stream-query',
+  'tampered-query',
+  'full-query',
+  'garbage-query',
+);
 /** Percent-encodes, passing lone surrogates through as raw (invalid) UTF-8 escapes. */
 const enc = (s: string) => {
   try {
@@ -105,15 +244,27 @@ describe('hostile input', () => {
     await call('POST', `/v1/ns/${ns}/invocations/done/ack`, { worker_id: 'w' });
     const stream = (await call('POST', `/v1/ns/${ns}/invocations/inv/stream-token`, {})).body.token as string;
     const tampered = `${stream.slice(0, -10)}${stream.at(-10) === 'A' ? 'B' : 'A'}${stream.slice(-9)}`;
-    const inQuery: Record<string, string> = { 'stream-query': stream, 'tampered-query': tampered, 'full-query': 'test-token', 'garbage-query': 'lss_x.y' };
+    const inQuery: Record<string, string> = {
+      'stream-query': stream,
+      'tampered-query': tampered,
+      'full-query': 'test-token',
+      'garbage-query': 'lss_x.y',
+    };
     let n = 0;
     let refused = 0;
     await fc.assert(
       fc.asyncProperty(fc.constantFrom(...routes), weird, weird, num, body, auth, async ([method, tpl], q, id, k, b, who) => {
-        let path = `/v1/ns/${ns}/` + tpl.replace(':q', enc(q)).replace(':id', enc(id)).replace(':s', enc(String(q))).replace(':n', String(k));
+        let path =
+          `/v1/ns/${ns}/` +
+          tpl
+            .replace(':q', enc(q))
+            .replace(':id', enc(id))
+            .replace(':s', enc(String(q)))
+            .replace(':n', String(k));
         const query = inQuery[who];
         if (query !== undefined) path += `${path.includes('?') ? '&' : '?'}access_token=${encodeURIComponent(query)}`;
-        const bearer = who === 'root' ? null : who === 'garbage' ? 'lsk_nope' : who === 'foreign' ? foreign : who === 'stream' ? stream : '';
+        const bearer =
+          who === 'root' ? null : who === 'garbage' ? 'lsk_nope' : who === 'foreign' ? foreign : who === 'stream' ? stream : '';
         const headers: Record<string, string> = bearer === null ? {} : { authorization: bearer ? `Bearer ${bearer}` : '' };
         // Snapshots right around the request, so a lease running out elsewhere in a long run
         // cannot pass for a change made by a refused request.
@@ -136,7 +287,8 @@ describe('hostile input', () => {
       { numRuns: N, endOnFailure: true },
     );
     // Replayed acks of a finished job are absorbed, never a second transition.
-    for (let i = 0; i < 5; i++) expect((await call('POST', `/v1/ns/${ns}/invocations/done/ack`, { worker_id: 'w' })).body.absorbed).toBe(true);
+    for (let i = 0; i < 5; i++)
+      expect((await call('POST', `/v1/ns/${ns}/invocations/done/ack`, { worker_id: 'w' })).body.absorbed).toBe(true);
     expect(n).toBe(N);
     expect(refused).toBeGreaterThan(N / 2);
   }, 600_000);

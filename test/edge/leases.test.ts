@@ -41,7 +41,10 @@ describe('leases', () => {
     expect(row.state).toBe('failed');
     expect(row.error).toMatchObject({ type: 'AttemptsExhausted', last: { type: 'LeaseExpired' } });
     expect(row.error.message).toBe('the worker stopped answering: its lease expired (attempt 2 of 2, none left)');
-    expect((await p.result('a')).body).toMatchObject({ state: 'failed', error: { type: 'AttemptsExhausted', last: { type: 'LeaseExpired' } } });
+    expect((await p.result('a')).body).toMatchObject({
+      state: 'failed',
+      error: { type: 'AttemptsExhausted', last: { type: 'LeaseExpired' } },
+    });
   });
 
   it('lets a claim reclaim an expired lease itself, without any alarm', async () => {
@@ -62,7 +65,9 @@ describe('leases', () => {
     await evictDurableObject(stub);
     await stub.stats(); // any request starts it again
     const alarm = await runInDurableObject(stub, (_o, state) => state.storage.getAlarm());
-    const lease = (await env.DB.prepare(`SELECT lease_until FROM invocations WHERE ns = ?1 AND id = 'a'`).bind(p.ns).first<{ lease_until: number }>())!.lease_until;
+    const lease = (await env.DB.prepare(`SELECT lease_until FROM invocations WHERE ns = ?1 AND id = 'a'`)
+      .bind(p.ns)
+      .first<{ lease_until: number }>())!.lease_until;
     expect(alarm).toBe(lease);
   });
 

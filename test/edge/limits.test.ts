@@ -14,7 +14,9 @@ async function mint(ns: string, limits: Record<string, number>) {
 }
 
 const openStream = (ns: string, id: string, token: string) =>
-  (exports as any).default.fetch(`http://plane/v1/ns/${ns}/invocations/${id}/journal`, { headers: { ...as(token), accept: 'text/event-stream' } }) as Promise<Response>;
+  (exports as any).default.fetch(`http://plane/v1/ns/${ns}/invocations/${id}/journal`, {
+    headers: { ...as(token), accept: 'text/event-stream' },
+  }) as Promise<Response>;
 
 describe('per-token limits', () => {
   it('a token over its request rate gets 429 with Retry-After and a JSON error, and its request changes nothing', async () => {
@@ -22,7 +24,8 @@ describe('per-token limits', () => {
     const token = await mint(ns, { requests_per_second: 1, request_burst: 3 });
     const base = `/v1/ns/${ns}`;
     const answers = [];
-    for (let i = 0; i < 4; i++) answers.push(await call('POST', `${base}/queues/q/invocations`, { id: `r${i}`, envelope: b64('x') }, as(token)));
+    for (let i = 0; i < 4; i++)
+      answers.push(await call('POST', `${base}/queues/q/invocations`, { id: `r${i}`, envelope: b64('x') }, as(token)));
     expect(answers.slice(0, 3).map((a) => a.status)).toEqual([201, 201, 201]);
     const refused = answers[3]!;
     expect(refused.status).toBe(429);
@@ -41,7 +44,8 @@ describe('per-token limits', () => {
     const ns = freshNs();
     const token = await mint(ns, { requests_per_second: 100, request_burst: 200 });
     const path = `/v1/ns/${ns}/queues/q/count?state=queued`;
-    const together = async (n: number) => (await Promise.all(Array.from({ length: n }, () => call('GET', path, undefined, as(token))))).map((r) => r.status);
+    const together = async (n: number) =>
+      (await Promise.all(Array.from({ length: n }, () => call('GET', path, undefined, as(token))))).map((r) => r.status);
     const first = await together(150);
     expect(first.filter((s) => s !== 200)).toEqual([]);
     // 50 of the burst are left (plus what refilled meanwhile): 70 at once get at most 20 refusals, each a 429.
@@ -81,15 +85,19 @@ describe('per-token limits', () => {
     expect(((await second.json()) as any).error.code).toBe('rate_limited');
     await reader.cancel();
     let third: Response | null = null;
-    await until(async () => {
-      await third?.body?.cancel();
-      third = await openStream(ns, 'live', token);
-      return third.status === 200;
-    }, 'the closed stream to free its place', 5_000);
+    await until(
+      async () => {
+        await third?.body?.cancel();
+        third = await openStream(ns, 'live', token);
+        return third.status === 200;
+      },
+      'the closed stream to free its place',
+      5_000,
+    );
     await third!.body!.cancel();
   });
 
-  it('a stream token has its own stream cap (`streams` at minting), not its minter\'s', async () => {
+  it("a stream token has its own stream cap (`streams` at minting), not its minter's", async () => {
     const ns = freshNs();
     const minter = await mint(ns, { streams: 1 });
     expect((await call('POST', `/v1/ns/${ns}/queues/q/invocations`, { id: 'live', envelope: b64('x') })).status).toBe(201);

@@ -19,7 +19,10 @@ const feed = (ns: string, opts: { last?: string; query?: string } = {}) =>
   }) as Promise<Response>;
 
 type Rec = { eventId: string; id: string; queue: string; status: string };
-const records = (evs: EventSourceMessage[]): Rec[] => evs.filter((e) => e.event === 'job').map((e) => ({ eventId: e.id!, ...(JSON.parse(e.data) as { id: string; queue: string; status: string }) }));
+const records = (evs: EventSourceMessage[]): Rec[] =>
+  evs
+    .filter((e) => e.event === 'job')
+    .map((e) => ({ eventId: e.id!, ...(JSON.parse(e.data) as { id: string; queue: string; status: string }) }));
 const byQueue = (recs: Rec[], q: string) => recs.filter((r) => r.queue === q).map((r) => `${r.id}:${r.status}`);
 
 /** Submits, claims and acks `n` jobs on each of `queues`, in rounds that alternate between them. */
@@ -38,7 +41,7 @@ async function work(ns: string, queues: string[], n: number, tag: string) {
 const readers = async (ns: string, q: string) => (await queueStub(ns, q).stats()).feed_readers;
 
 describe('namespace-wide lifecycle feed', () => {
-  it('merges every queue\'s records, each queue in commit order, and a reader cut 10 times resumes every queue once', async () => {
+  it("merges every queue's records, each queue in commit order, and a reader cut 10 times resumes every queue once", async () => {
     const p = plane();
     // Two queues that exist before the readers come (a job each, cancelled: nothing left to claim).
     for (const q of ['a', 'b']) {
@@ -67,7 +70,12 @@ describe('namespace-wide lifecycle feed', () => {
       const want = Array.from({ length: 100 }, (_, i) => [`j-${q}-${i}:queued`]).flat();
       expect(byQueue(recs, q).filter((r) => r.endsWith(':queued'))).toEqual(want);
       // Every job's life in order.
-      for (let i = 0; i < 100; i++) expect(byQueue(recs, q).filter((r) => r.startsWith(`j-${q}-${i}:`))).toEqual([`j-${q}-${i}:queued`, `j-${q}-${i}:running`, `j-${q}-${i}:succeeded`]);
+      for (let i = 0; i < 100; i++)
+        expect(byQueue(recs, q).filter((r) => r.startsWith(`j-${q}-${i}:`))).toEqual([
+          `j-${q}-${i}:queued`,
+          `j-${q}-${i}:running`,
+          `j-${q}-${i}:succeeded`,
+        ]);
     }
     // An id holds the reader's place in each queue.
     expect(recs.at(-1)!.eventId).toMatch(/^(a|b)=[a-z0-9]+\.\d+,(a|b)=[a-z0-9]+\.\d+$/);
@@ -110,11 +118,20 @@ describe('namespace-wide lifecycle feed', () => {
     await p.claim('w', 'gpu-1', { worker: { queues: ['w'], host: 'h' } });
     const evs = await got;
     expect(evs.filter((e) => e.event === 'job')).toEqual([]);
-    expect(JSON.parse(evs.find((e) => e.event === 'worker')!.data)).toMatchObject({ kind: 'worker', worker_id: 'gpu-1', status: 'started' });
-    for (const [query, last] of [['?kinds=jobs', ''], ['', 'a=b'], ['', 'no-equals'], ['?queue=', '']]) {
+    expect(JSON.parse(evs.find((e) => e.event === 'worker')!.data)).toMatchObject({
+      kind: 'worker',
+      worker_id: 'gpu-1',
+      status: 'started',
+    });
+    for (const [query, last] of [
+      ['?kinds=jobs', ''],
+      ['', 'a=b'],
+      ['', 'no-equals'],
+      ['?queue=', ''],
+    ]) {
       const r = await feed(p.ns, { query, last });
       expect(r.status, `${query} ${last}`).toBe(400);
-      expect((await r.json() as { error: { code: string } }).error.code).toBe('bad_request');
+      expect(((await r.json()) as { error: { code: string } }).error.code).toBe('bad_request');
     }
   }, 30_000);
 });

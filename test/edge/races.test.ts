@@ -22,7 +22,10 @@ describe('races', () => {
     expect(retry.body).toMatchObject({ seq: 0, absorbed: true });
     // Two tries of one append in flight at once, ten times over: one lands, the other is absorbed.
     for (let s = 1; s <= 10; s++) {
-      const both = await Promise.all([p.append('a', 'w', { seq: s, body: b64(`f${s}`) }), p.append('a', 'w', { seq: s, body: b64(`f${s}`) })]);
+      const both = await Promise.all([
+        p.append('a', 'w', { seq: s, body: b64(`f${s}`) }),
+        p.append('a', 'w', { seq: s, body: b64(`f${s}`) }),
+      ]);
       expect(both.map((r) => r.status)).toEqual([200, 200]);
       expect(both.map((r) => r.body.absorbed).sort()).toEqual([false, true]);
     }

@@ -22,11 +22,15 @@ describe('retention', () => {
       `WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i + 1 < 10000)
        INSERT INTO invocations (ns, queue, id, envelope, state, attempt, created_at, updated_at, finished_at)
        SELECT ?1, 'q', 'old' || i, X'00', CASE WHEN i < 8000 THEN 'succeeded' WHEN i < 9500 THEN 'failed' ELSE 'cancelled' END, 1, ?2, ?2, ?2 FROM k`,
-    ).bind(p.ns, twoDaysAgo).run();
+    )
+      .bind(p.ns, twoDaysAgo)
+      .run();
     await env.DB.prepare(
       `INSERT INTO frames (inv, seq, kind, body, attempt, final, created_at)
        SELECT rid, 0, 0, X'01', 1, 0, ?2 FROM invocations WHERE ns = ?1 AND state = 'succeeded'`,
-    ).bind(p.ns, twoDaysAgo).run();
+    )
+      .bind(p.ns, twoDaysAgo)
+      .run();
     const recent = await call('POST', `${base}/queues/q/invocations`, { id: 'recent', envelope: b64('x') });
     expect(recent.status).toBe(201);
     const stub = queueStub(p.ns, 'q');
@@ -34,19 +38,31 @@ describe('retention', () => {
     // A one-day retention: the old ones are past it. Setting it asks the object for a purge pass,
     // which its alarm runs at once.
     expect((await call('PUT', `${base}/queues/q`, { retention_ms: 86_400_000 })).body.settings.retention_ms).toBe(86_400_000);
-    const left = async () => (await env.DB.prepare(`SELECT count(*) AS n FROM invocations WHERE ns = ?1 AND id LIKE 'old%'`).bind(p.ns).first<{ n: number }>())!.n;
+    const left = async () =>
+      (await env.DB.prepare(`SELECT count(*) AS n FROM invocations WHERE ns = ?1 AND id LIKE 'old%'`).bind(p.ns).first<{ n: number }>())!.n;
     await until(async () => (await left()) === 0, 'the alarm to purge the old jobs', 30_000);
     const after = await stub.stats();
-    const frames = await env.DB.prepare(`SELECT count(*) AS n FROM frames WHERE inv NOT IN (SELECT rid FROM invocations)`).first<{ n: number }>();
+    const frames = await env.DB.prepare(`SELECT count(*) AS n FROM frames WHERE inv NOT IN (SELECT rid FROM invocations)`).first<{
+      n: number;
+    }>();
     expect(frames!.n).toBe(0);
     expect((await call('GET', `${base}/invocations/running`)).body.state).toBe('running');
     expect((await call('GET', `${base}/invocations/waiting`)).body.state).toBe('queued');
-    expect((await call('GET', `${base}/queues`)).body.queues[0].counts).toEqual({ delayed: 0, queued: 2, running: 1, succeeded: 0, failed: 0, cancelled: 0 });
+    expect((await call('GET', `${base}/queues`)).body.queues[0].counts).toEqual({
+      delayed: 0,
+      queued: 2,
+      running: 1,
+      succeeded: 0,
+      failed: 0,
+      cancelled: 0,
+    });
     for (const s of ['succeeded', 'failed', 'cancelled']) expect((await p.count('q', s)).body.count, s).toBe(0);
     const gone = await call('GET', `${base}/invocations/old7`);
     expect(gone.status).toBe(404);
     expect(gone.body.error.message).toContain('retention');
     const perJob = (after.written - before.written) / 10_000;
-    console.log(`purge: 10,000 finished jobs (8,000 with a frame) in one alarm, ${after.batches - before.batches} D1 batches, ${perJob.toFixed(2)} D1 rows written per job purged`);
+    console.log(
+      `purge: 10,000 finished jobs (8,000 with a frame) in one alarm, ${after.batches - before.batches} D1 batches, ${perJob.toFixed(2)} D1 rows written per job purged`,
+    );
   }, 120_000);
 });

@@ -18,7 +18,16 @@ describe('rule 1: one row per invocation', () => {
     const all = await rows(p.ns);
     expect(all).toHaveLength(1);
     const got = (await p.get('a')).body;
-    expect(got).toMatchObject({ id: 'a', queue: 'q', key: 'k1', priority: 2, parent: 'root', state: 'succeeded', attempt: 2, worker_id: 'w' });
+    expect(got).toMatchObject({
+      id: 'a',
+      queue: 'q',
+      key: 'k1',
+      priority: 2,
+      parent: 'root',
+      state: 'succeeded',
+      attempt: 2,
+      worker_id: 'w',
+    });
     expect(unb64(got.result)).toBe('done');
     expect(unb64(got.envelope)).toBe('env-a');
   });
@@ -73,14 +82,16 @@ describe('rule 3: fencing', () => {
       expect(r.status).toBe(409);
       expect(r.body.error.code).toBe('conflict');
     }
-    const many = await call('POST', `/v1/ns/${p.ns}/queues/q/ack`, { items: [{ id: 'a', worker_id: 'A', attempt: second.attempt, result: b64('stale') }] });
+    const many = await call('POST', `/v1/ns/${p.ns}/queues/q/ack`, {
+      items: [{ id: 'a', worker_id: 'A', attempt: second.attempt, result: b64('stale') }],
+    });
     expect(many.body.results[0].error.code).toBe('conflict');
     expect(await rows(p.ns)).toEqual(before);
     expect(await frameCount(p.ns, 'a')).toBe(0);
     expect((await p.ack('a', 'B', { attempt: 2 })).status).toBe(200);
   });
 
-  it('fences the same worker id on an older attempt when the attempt is sent, alone or in a batch, and the row stays the new attempt\'s', async () => {
+  it("fences the same worker id on an older attempt when the attempt is sent, alone or in a batch, and the row stays the new attempt's", async () => {
     const p = plane();
     await p.submit('q', 'a');
     await p.claim('q', 'W');
@@ -89,7 +100,9 @@ describe('rule 3: fencing', () => {
     const before = await rows(p.ns);
     expect(before[0]).toMatchObject({ state: 'running', attempt: 2, result: '' }); // hex(NULL) is ''
     expect((await p.ack('a', 'W', { attempt: 1, result: b64('stale') })).status).toBe(409);
-    const many = await call('POST', `/v1/ns/${p.ns}/queues/q/ack`, { items: [{ id: 'a', worker_id: 'W', attempt: 1, result: b64('stale') }] });
+    const many = await call('POST', `/v1/ns/${p.ns}/queues/q/ack`, {
+      items: [{ id: 'a', worker_id: 'W', attempt: 1, result: b64('stale') }],
+    });
     expect(many.body.results[0].error.code).toBe('conflict');
     const withClaim = await p.claim('q', 'W', { acks: [{ id: 'a', attempt: 1, result: b64('stale') }] });
     expect(withClaim.body.acks[0].error.code).toBe('conflict');
@@ -117,7 +130,9 @@ describe('rule 3: fencing', () => {
       expect(r.status).toBe(409);
       expect(r.body.error.message).toMatch(/lease of attempt 1 of invocation "a" ran out/);
     }
-    const many = await call('POST', `/v1/ns/${p.ns}/queues/q/ack`, { items: [{ id: 'a', worker_id: 'W', attempt: a.attempt, result: b64('late') }] });
+    const many = await call('POST', `/v1/ns/${p.ns}/queues/q/ack`, {
+      items: [{ id: 'a', worker_id: 'W', attempt: a.attempt, result: b64('late') }],
+    });
     expect(many.body.results[0].error.code).toBe('conflict');
     expect(await rows(p.ns)).toEqual(before);
     expect(await frameCount(p.ns, 'a')).toBe(1);
@@ -152,7 +167,7 @@ describe('rule 4: idempotent submit', () => {
 });
 
 describe('rule 5: counts come from the same rows', () => {
-  it('counts each state exactly as the rows hold it, and a sampled queue\'s level counts agree', async () => {
+  it("counts each state exactly as the rows hold it, and a sampled queue's level counts agree", async () => {
     const p = plane();
     for (let i = 0; i < 12; i++) await p.submit('q', `j${i}`, { priority: i % 3 });
     for (let i = 0; i < 2; i++) await p.claim('q', 'w');
@@ -169,25 +184,61 @@ describe('rule 5: counts come from the same rows', () => {
     for (const state of ['queued', 'running', 'succeeded', 'failed', 'cancelled']) {
       expect((await p.count('q', state)).body.count, state).toBe(all.filter((r) => r.state === state).length);
     }
-    const levels = await env.DB.prepare(`SELECT priority, queued FROM queue_levels WHERE ns = ?1 AND queue = 'q' AND queued > 0 ORDER BY priority`).bind(p.ns).all();
-    const truth = await env.DB.prepare(`SELECT priority, count(*) AS queued FROM invocations WHERE ns = ?1 AND queue = 'q' AND state = 'queued' GROUP BY priority ORDER BY priority`).bind(p.ns).all();
+    const levels = await env.DB.prepare(
+      `SELECT priority, queued FROM queue_levels WHERE ns = ?1 AND queue = 'q' AND queued > 0 ORDER BY priority`,
+    )
+      .bind(p.ns)
+      .all();
+    const truth = await env.DB.prepare(
+      `SELECT priority, count(*) AS queued FROM invocations WHERE ns = ?1 AND queue = 'q' AND state = 'queued' GROUP BY priority ORDER BY priority`,
+    )
+      .bind(p.ns)
+      .all();
     expect(levels.results).toEqual(truth.results);
   });
 
-  it('keeps a sampled queue\'s level counts through every path that inserts: set submits (made, repeated, delayed), a lone repeat, dead letters, schedule ticks', async () => {
+  it("keeps a sampled queue's level counts through every path that inserts: set submits (made, repeated, delayed), a lone repeat, dead letters, schedule ticks", async () => {
     const p = plane();
-    const levels = async (queue: string) => (await env.DB.prepare(`SELECT priority, queued FROM queue_levels WHERE ns = ?1 AND queue = ?2 AND queued > 0 ORDER BY priority`).bind(p.ns, queue).all()).results;
-    const truth = async (queue: string) => (await env.DB.prepare(`SELECT priority, count(*) AS queued FROM invocations WHERE ns = ?1 AND queue = ?2 AND state = 'queued' GROUP BY priority ORDER BY priority`).bind(p.ns, queue).all()).results;
-    const many = (items: Record<string, unknown>[]) => call('POST', `/v1/ns/${p.ns}/queues/q/invocations/batch`, { items: items.map((it) => ({ envelope: b64('m'), ...it })) });
+    const levels = async (queue: string) =>
+      (
+        await env.DB.prepare(`SELECT priority, queued FROM queue_levels WHERE ns = ?1 AND queue = ?2 AND queued > 0 ORDER BY priority`)
+          .bind(p.ns, queue)
+          .all()
+      ).results;
+    const truth = async (queue: string) =>
+      (
+        await env.DB.prepare(
+          `SELECT priority, count(*) AS queued FROM invocations WHERE ns = ?1 AND queue = ?2 AND state = 'queued' GROUP BY priority ORDER BY priority`,
+        )
+          .bind(p.ns, queue)
+          .all()
+      ).results;
+    const many = (items: Record<string, unknown>[]) =>
+      call('POST', `/v1/ns/${p.ns}/queues/q/invocations/batch`, { items: items.map((it) => ({ envelope: b64('m'), ...it })) });
     expect((await p.configure('q', { dead_letter_queue: 'dlq' })).status).toBe(200);
     await p.submit('q', 'first', { priority: 1 });
     await p.submit('dlq', 'd0');
     for (const q of ['q', 'dlq']) expect((await p.claim(q, 'w', { kind: 'boltzmann' })).body.claimed).toHaveLength(1); // both sampled from here on
     // A set: two levels, one delayed item, one repeat of a made id (answered, not made again).
-    const made = await many([{ id: 'a', priority: 1 }, { id: 'b', priority: 2 }, { id: 'c', priority: 2, delay_ms: 60_000 }, { id: 'd', priority: 1 }]);
+    const made = await many([
+      { id: 'a', priority: 1 },
+      { id: 'b', priority: 2 },
+      { id: 'c', priority: 2, delay_ms: 60_000 },
+      { id: 'd', priority: 1 },
+    ]);
     expect(made.body.results.map((r: { created: boolean }) => r.created)).toEqual([true, true, true, true]);
-    const again = await many([{ id: 'e', priority: 2 }, { id: 'a', priority: 1 }, { id: 'f', priority: 3, key: 'k' }, { id: 'g', priority: 3, key: 'k' }]);
-    expect(again.body.results.map((r: { id: string; created: boolean }) => [r.id, r.created])).toEqual([['e', true], ['a', false], ['f', true], ['f', false]]);
+    const again = await many([
+      { id: 'e', priority: 2 },
+      { id: 'a', priority: 1 },
+      { id: 'f', priority: 3, key: 'k' },
+      { id: 'g', priority: 3, key: 'k' },
+    ]);
+    expect(again.body.results.map((r: { id: string; created: boolean }) => [r.id, r.created])).toEqual([
+      ['e', true],
+      ['a', false],
+      ['f', true],
+      ['f', false],
+    ]);
     expect((await p.submit('q', 'e', { priority: 2 })).body).toEqual({ id: 'e', created: false }); // a lone repeat
     expect(await levels('q')).toEqual(await truth('q'));
     // A dead letter: the failed job's copy lands queued in the sampled dead-letter queue.

@@ -62,7 +62,9 @@ describe('the alarm drives delays, TTLs and schedules', () => {
     await call('PUT', `/v1/ns/${p.ns}/queues/q/schedules/good`, { cron: '* * * * * *', envelope: b64('tick') });
     // A row no plane can read (as a corrupted or hand-edited one would be), due now beside the good one.
     await env.DB.prepare(`INSERT INTO schedules (ns, queue, name, cron, envelope, priority, next_at, created_at, updated_at)
-      VALUES (?1, 'q', 'bad', 'not a cron', X'00', 0, 1, 1, 1)`).bind(p.ns).run();
+      VALUES (?1, 'q', 'bad', 'not a cron', X'00', 0, 1, 1, 1)`)
+      .bind(p.ns)
+      .run();
     await env.DB.prepare(`UPDATE schedules SET next_at = 1 WHERE ns = ?1 AND name = 'good'`).bind(p.ns).run();
     const stub = queueStub(p.ns, 'q');
     await runInDurableObject(stub, (o) => o.forgetHints());

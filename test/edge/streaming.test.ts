@@ -60,7 +60,7 @@ describe('an event stream a browser can live with', () => {
     expect((await sse(path, { authorization: 'Bearer test-token', 'last-event-id': first[0]!.id! })).status).toBe(204);
   });
 
-  it('sends a server-side error as a `problem` event, never as `error` (EventSource\'s own name)', async () => {
+  it("sends a server-side error as a `problem` event, never as `error` (EventSource's own name)", async () => {
     const page: JournalPage = { frames: [], next: -1, trimmedBefore: -1, done: false, state: 'running', outcome: null };
     // The channel's follow fails after the first page (say, the invocation was purged meanwhile).
     const streams = new JournalStreams(async () => {
@@ -81,7 +81,7 @@ describe('CORS (CORS_ORIGINS = "http://app.test, *" in these tests)', () => {
       headers: { origin, 'access-control-request-method': method, 'access-control-request-headers': 'authorization' },
     }) as Promise<Response>;
 
-  it('answers a listed origin\'s preflight without a token, on every route, and its requests with the origin echoed', async () => {
+  it("answers a listed origin's preflight without a token, on every route, and its requests with the origin echoed", async () => {
     const p = plane();
     const r = await preflight(`/v1/ns/${p.ns}/queues/q/invocations`, 'http://app.test', 'POST');
     expect(r.status).toBe(204);
@@ -103,17 +103,26 @@ describe('CORS (CORS_ORIGINS = "http://app.test, *" in these tests)', () => {
     await p.submit('q', 'a');
     const { token } = (await call('POST', `/v1/ns/${p.ns}/invocations/a/stream-token`, {})).body;
     for (const path of [`/v1/ns/${p.ns}/invocations/a`, `/v1/ns/${p.ns}/invocations/a/result`, `/v1/ns/${p.ns}/invocations/a/journal`]) {
-      const r = await call('GET', `${path}?timeout_ms=0&access_token=${token}`, undefined, { origin: 'https://anywhere.example', authorization: '' });
+      const r = await call('GET', `${path}?timeout_ms=0&access_token=${token}`, undefined, {
+        origin: 'https://anywhere.example',
+        authorization: '',
+      });
       expect(r.status, path).toBe(200);
       expect(r.headers.get('access-control-allow-origin'), path).toBe('*');
       expect((await preflight(path, 'https://anywhere.example', 'GET')).headers.get('access-control-allow-origin'), path).toBe('*');
     }
     // Writes and listings: no CORS header for an unlisted origin, preflight or not.
-    for (const [path, method] of [[`/v1/ns/${p.ns}/queues/q/invocations`, 'POST'], [`/v1/ns/${p.ns}/queues`, 'GET'], [`/v1/ns/${p.ns}/invocations/a/cancel`, 'POST']] as const) {
+    for (const [path, method] of [
+      [`/v1/ns/${p.ns}/queues/q/invocations`, 'POST'],
+      [`/v1/ns/${p.ns}/queues`, 'GET'],
+      [`/v1/ns/${p.ns}/invocations/a/cancel`, 'POST'],
+    ] as const) {
       const pre = await preflight(path, 'https://anywhere.example', method);
       expect(pre.headers.get('access-control-allow-origin'), `${method} ${path}`).toBeNull();
       if (path.endsWith('/cancel')) continue;
-      const r = await call(method, path, method === 'POST' ? { id: 'x', envelope: b64('x') } : undefined, { origin: 'https://anywhere.example' });
+      const r = await call(method, path, method === 'POST' ? { id: 'x', envelope: b64('x') } : undefined, {
+        origin: 'https://anywhere.example',
+      });
       expect(r.headers.get('access-control-allow-origin'), `${method} ${path}`).toBeNull();
     }
   });

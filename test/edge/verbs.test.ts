@@ -12,19 +12,39 @@ const claimIds = async (p: ReturnType<typeof plane>, queue: string, n: number, e
 describe('claim order', () => {
   it('fifo: highest priority first, then oldest', async () => {
     const p = plane();
-    for (const [id, pr] of [['a', 0], ['b', 1], ['c', 0], ['d', 1], ['e', 2]] as const) await p.submit('q', id, { priority: pr });
+    for (const [id, pr] of [
+      ['a', 0],
+      ['b', 1],
+      ['c', 0],
+      ['d', 1],
+      ['e', 2],
+    ] as const)
+      await p.submit('q', id, { priority: pr });
     expect(await claimIds(p, 'q', 5, { kind: 'fifo' })).toEqual(['e', 'b', 'd', 'a', 'c']);
   });
 
   it('filo: highest priority first, then newest', async () => {
     const p = plane();
-    for (const [id, pr] of [['a', 0], ['b', 1], ['c', 0], ['d', 1], ['e', 2]] as const) await p.submit('q', id, { priority: pr });
+    for (const [id, pr] of [
+      ['a', 0],
+      ['b', 1],
+      ['c', 0],
+      ['d', 1],
+      ['e', 2],
+    ] as const)
+      await p.submit('q', id, { priority: pr });
     expect(await claimIds(p, 'q', 5, { kind: 'filo' })).toEqual(['e', 'd', 'b', 'c', 'a']);
   });
 
   it('boltzmann at T=0 degenerates to fifo', async () => {
     const p = plane();
-    for (const [id, pr] of [['a', 0], ['b', 1], ['c', 0], ['d', 1]] as const) await p.submit('q', id, { priority: pr });
+    for (const [id, pr] of [
+      ['a', 0],
+      ['b', 1],
+      ['c', 0],
+      ['d', 1],
+    ] as const)
+      await p.submit('q', id, { priority: pr });
     expect(await claimIds(p, 'q', 4, { kind: 'boltzmann', temperature: 0 })).toEqual(['b', 'd', 'a', 'c']);
   });
 
@@ -66,7 +86,9 @@ describe('waits', () => {
     // one else is woken), not twenty, each of which costs a row read.
     expect(after.read - before.read).toBeLessThanOrEqual(10);
     const more = Array.from({ length: 19 }, (_, i) => `more${i}`);
-    expect((await call('POST', `/v1/ns/${p.ns}/queues/q/invocations/batch`, { items: more.map((id) => ({ id, envelope: b64(id) })) })).status).toBe(200);
+    expect(
+      (await call('POST', `/v1/ns/${p.ns}/queues/q/invocations/batch`, { items: more.map((id) => ({ id, envelope: b64(id) })) })).status,
+    ).toBe(200);
     const rest = (await Promise.all(parked.filter((_, i) => i !== first.i))).map((r) => r.body.claimed.map((c: { id: string }) => c.id));
     expect(rest.flat().sort()).toEqual([...more].sort());
   });
@@ -121,17 +143,30 @@ describe('batch nack and ack', () => {
     for (const id of ['a', 'b', 'c']) await p.submit('q', id);
     await p.claim('q', 'w', { max: 3 });
     const nacks = await call('POST', `/v1/ns/${p.ns}/queues/q/nack`, {
-      items: [{ id: 'a', worker_id: 'w', error: 'again' }, { id: 'b', worker_id: 'intruder', error: 'x' }, { id: 'c', worker_id: 'w', error: 'bad', retry: false }],
+      items: [
+        { id: 'a', worker_id: 'w', error: 'again' },
+        { id: 'b', worker_id: 'intruder', error: 'x' },
+        { id: 'c', worker_id: 'w', error: 'bad', retry: false },
+      ],
     });
     expect(nacks.body.results).toEqual([
       { ok: true, state: 'queued', absorbed: false },
       { error: { code: 'conflict', message: expect.stringMatching(/another worker/) } },
       { ok: true, state: 'failed', absorbed: false },
     ]);
-    const acks = await call('POST', `/v1/ns/${p.ns}/queues/q/ack`, { items: [{ id: 'b', worker_id: 'w' }, { id: 'c', worker_id: 'w' }] });
+    const acks = await call('POST', `/v1/ns/${p.ns}/queues/q/ack`, {
+      items: [
+        { id: 'b', worker_id: 'w' },
+        { id: 'c', worker_id: 'w' },
+      ],
+    });
     expect(acks.body.results[0]).toEqual({ ok: true, absorbed: false });
     expect(acks.body.results[1].error.code).toBe('conflict');
-    expect([(await p.get('a')).body.state, (await p.get('b')).body.state, (await p.get('c')).body.state]).toEqual(['queued', 'succeeded', 'failed']);
+    expect([(await p.get('a')).body.state, (await p.get('b')).body.state, (await p.get('c')).body.state]).toEqual([
+      'queued',
+      'succeeded',
+      'failed',
+    ]);
   });
 });
 
@@ -169,7 +204,11 @@ describe('journal', () => {
     await p.append('a', 'w', { kind: 3, body: b64('') });
     const page = (await p.read('a')).body;
     expect(page.frames.map((f: any) => [f.seq, f.kind, f.attempt, f.final])).toEqual([
-      [0, 2, 1, false], [1, 4, 1, false], [2, 2, 2, false], [3, 0, 2, false], [4, 3, 2, true],
+      [0, 2, 1, false],
+      [1, 4, 1, false],
+      [2, 2, 2, false],
+      [3, 0, 2, false],
+      [4, 3, 2, true],
     ]);
     expect(page.done).toBe(true);
   });

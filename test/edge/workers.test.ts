@@ -39,7 +39,9 @@ describe('workers', () => {
   it('tells the feed when a worker starts and stops', async () => {
     const p = plane();
     await p.submit('q', 'j');
-    const res: Response = await (exports as any).default.fetch(`http://plane/v1/ns/${p.ns}/events?queue=q&kinds=job,worker`, { headers: { authorization: 'Bearer test-token', accept: 'text/event-stream' } });
+    const res: Response = await (exports as any).default.fetch(`http://plane/v1/ns/${p.ns}/events?queue=q&kinds=job,worker`, {
+      headers: { authorization: 'Bearer test-token', accept: 'text/event-stream' },
+    });
     await until(async () => (await queueStub(p.ns, 'q').stats()).feed_readers >= 1, 'the reader');
     const got: EventSourceMessage[] = [];
     const reading = (async () => {

@@ -29,7 +29,12 @@ describe('fault: ambiguous responses', () => {
       const direct = client();
       // No coalescing: each call is its own request, so each drop hits exactly one call.
       // No coalescing and no retries of its own: each call is one request, and each dropped answer surfaces here.
-      const flaky = new HttpDispatch(proxy.url, { token: inject('planeToken'), namespace: direct.namespace, coalesce: false, retryForMs: 0 });
+      const flaky = new HttpDispatch(proxy.url, {
+        token: inject('planeToken'),
+        namespace: direct.namespace,
+        coalesce: false,
+        retryForMs: 0,
+      });
       let retries = 0;
       const ids: string[] = [];
       for (let i = 0; i < N; i++) {
@@ -40,7 +45,9 @@ describe('fault: ambiguous responses', () => {
         expect(c!.id).toBe(sub.value);
         ids.push(c!.id);
         proxy.dropNext(1);
-        retries += (await retried(() => flaky.journalAppend(c!.id, 0, { kind: FrameKind.VALUE, seq: 0, body: new Uint8Array([7]), meta: null }))).tries - 1;
+        retries +=
+          (await retried(() => flaky.journalAppend(c!.id, 0, { kind: FrameKind.VALUE, seq: 0, body: new Uint8Array([7]), meta: null })))
+            .tries - 1;
         proxy.dropNext(1);
         retries += (await retried(() => flaky.ack(c!.id, 'w', { result: new Uint8Array([i]) }))).tries - 1;
       }

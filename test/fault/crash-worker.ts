@@ -7,7 +7,16 @@ import { work } from '../support/wait.ts';
 import { currentJob, HttpDispatch, runWorker } from '../../client/local/index.ts';
 import { recorder } from './history.ts';
 
-const [url, token, ns, queue, file, jobMs, leaseMs, concurrency] = process.argv.slice(2) as [string, string, string, string, string, string, string, string];
+const [url, token, ns, queue, file, jobMs, leaseMs, concurrency] = process.argv.slice(2) as [
+  string,
+  string,
+  string,
+  string,
+  string,
+  string,
+  string,
+  string,
+];
 const record = recorder(file);
 const d = new HttpDispatch(url, { token, namespace: ns, retryForMs: 60_000 });
 const stop = new AbortController();

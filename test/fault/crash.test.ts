@@ -48,12 +48,18 @@ afterAll(async () => {
 });
 
 function worker(ns: string, queue: string, file: string, jobMs: number, leaseMs: number, concurrency = 4): ChildProcess {
-  return spawn(process.execPath, ['--disable-warning=ExperimentalWarning', WORKER, url(), token, ns, queue, file, String(jobMs), String(leaseMs), String(concurrency)], { stdio: ['ignore', 'ignore', 'inherit'] });
+  return spawn(
+    process.execPath,
+    ['--disable-warning=ExperimentalWarning', WORKER, url(), token, ns, queue, file, String(jobMs), String(leaseMs), String(concurrency)],
+    { stdio: ['ignore', 'ignore', 'inherit'] },
+  );
 }
 
 /** Waits (bounded) until a worker's history shows a handler start. */
-const started = (file: string) => until(() => existsSync(file) && readFileSync(file, 'utf8').includes('"start"'), `a job start in ${file}`, 30_000);
-const exited = (c: ChildProcess) => (c.exitCode !== null || c.signalCode !== null ? Promise.resolve() : new Promise<void>((r) => c.once('exit', () => r())));
+const started = (file: string) =>
+  until(() => existsSync(file) && readFileSync(file, 'utf8').includes('"start"'), `a job start in ${file}`, 30_000);
+const exited = (c: ChildProcess) =>
+  c.exitCode !== null || c.signalCode !== null ? Promise.resolve() : new Promise<void>((r) => c.once('exit', () => r()));
 
 async function succeededIds(d: HttpDispatch, ids: string[]): Promise<Set<string>> {
   const out = new Set<string>();
@@ -81,18 +87,20 @@ describe('fault: crashes', () => {
       return worker(ns, 'q', files[i + 1]!, 20, 1_000);
     });
     let next = 0;
-    const produce = Promise.all(Array.from({ length: 4 }, async () => {
-      while (next < JOBS) {
-        const id = `j${next++}`;
-        record({ op: 'submit', phase: 'invoke', id });
-        try {
-          await d.submit('q', encodeEnvelope({ fn: 'job' }), { id });
-          record({ op: 'submit', phase: 'ok', id });
-        } catch {
-          record({ op: 'submit', phase: 'fail', id });
+    const produce = Promise.all(
+      Array.from({ length: 4 }, async () => {
+        while (next < JOBS) {
+          const id = `j${next++}`;
+          record({ op: 'submit', phase: 'invoke', id });
+          try {
+            await d.submit('q', encodeEnvelope({ fn: 'job' }), { id });
+            record({ op: 'submit', phase: 'ok', id });
+          } catch {
+            record({ op: 'submit', phase: 'fail', id });
+          }
         }
-      }
-    }));
+      }),
+    );
     const outages: number[] = [];
     for (let k = 0; k < KILLS; k++) {
       await randomMoment();
@@ -104,11 +112,24 @@ describe('fault: crashes', () => {
     }
     await produce;
     await drained(d, 'q', JOBS, 60_000);
-    const counts = { queued: await d.count('q', 'queued'), running: await d.count('q', 'running'), succeeded: await d.count('q', 'succeeded'), failed: await d.count('q', 'failed') };
+    const counts = {
+      queued: await d.count('q', 'queued'),
+      running: await d.count('q', 'running'),
+      succeeded: await d.count('q', 'succeeded'),
+      failed: await d.count('q', 'failed'),
+    };
     for (const w of workers) w.kill('SIGTERM');
     await Promise.all(workers.map(exited));
-    const v = check(readHistory(files.filter(existsSync)), await succeededIds(d, Array.from({ length: JOBS }, (_, i) => `j${i}`)));
-    console.log(`[server kill] ${JSON.stringify({ jobs: JOBS, kills: KILLS, restart_ms_max: Math.max(0, ...outages), store: counts, ...v })}`);
+    const v = check(
+      readHistory(files.filter(existsSync)),
+      await succeededIds(
+        d,
+        Array.from({ length: JOBS }, (_, i) => `j${i}`),
+      ),
+    );
+    console.log(
+      `[server kill] ${JSON.stringify({ jobs: JOBS, kills: KILLS, restart_ms_max: Math.max(0, ...outages), store: counts, ...v })}`,
+    );
     expect(v.lost).toBe(0);
     expect(v.duplicated).toBe(0);
     expect(v.unexpected).toBe(0);
@@ -144,7 +165,13 @@ describe('fault: crashes', () => {
     await drained(d, 'q', n, 120_000);
     survivor.kill('SIGTERM');
     await exited(survivor);
-    const v = check(readHistory(files.filter(existsSync)), await succeededIds(d, Array.from({ length: n }, (_, i) => `k${i}`)));
+    const v = check(
+      readHistory(files.filter(existsSync)),
+      await succeededIds(
+        d,
+        Array.from({ length: n }, (_, i) => `k${i}`),
+      ),
+    );
     console.log(`[worker kill] ${JSON.stringify({ kills: WORKER_KILLS, jobs: n, ...v })}`);
     expect(v.lost).toBe(0);
     expect(v.duplicated).toBe(0);
@@ -181,7 +208,12 @@ describe('fault: crashes', () => {
     const b = worker(ns, 'q', fb, 1, 1_000);
     await drained(d, 'q', 1, 30_000);
     a.kill('SIGCONT');
-    await until(() => readHistory([fa]).some((e) => e.op === 'ack' && e.attempt === 1), 'the resumed worker to answer its first attempt', 30_000, 50);
+    await until(
+      () => readHistory([fa]).some((e) => e.op === 'ack' && e.attempt === 1),
+      'the resumed worker to answer its first attempt',
+      30_000,
+      50,
+    );
     for (const w of [a, b]) w.kill('SIGTERM');
     await Promise.all([exited(a), exited(b)]);
     const h = readHistory([fa, fb]);

@@ -26,7 +26,14 @@ export function recorder(file: string) {
 }
 
 export const readHistory = (files: string[]): Event[] =>
-  files.flatMap((f) => readFileSync(f, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Event)).sort((a, b) => a.t - b.t);
+  files
+    .flatMap((f) =>
+      readFileSync(f, 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as Event),
+    )
+    .sort((a, b) => a.t - b.t);
 
 export interface Verdict {
   attempted: number;
@@ -80,7 +87,10 @@ export function check(history: Event[], succeeded: Set<string>): Verdict {
     ok_fraction: invoked.size ? +([...invoked].filter((id) => succeeded.has(id)).length / invoked.size).toFixed(4) : 1,
     deliveries: [...starts.values()].reduce((n, l) => n + l.length, 0),
     redelivered: delays.length,
-    redelivery_ms: { max: delays.length ? delays[delays.length - 1]! : null, p99: delays.length ? delays[Math.min(delays.length - 1, Math.ceil(0.99 * delays.length) - 1)]! : null },
+    redelivery_ms: {
+      max: delays.length ? delays[delays.length - 1]! : null,
+      p99: delays.length ? delays[Math.min(delays.length - 1, Math.ceil(0.99 * delays.length) - 1)]! : null,
+    },
     lost_ids: lostIds.slice(0, 20),
   };
 }

@@ -153,7 +153,12 @@ describe('committer: batches in flight', () => {
     await Promise.all([first, second]);
     expect(order).toEqual([1, 2]);
     // Both committed, in the order the store ran them.
-    expect(db.prepare('SELECT n FROM t ORDER BY rowid').all().map((r) => r.n)).toEqual([2, 1]);
+    expect(
+      db
+        .prepare('SELECT n FROM t ORDER BY rowid')
+        .all()
+        .map((r) => r.n),
+    ).toEqual([2, 1]);
   });
 
   it('a plan run alone waits for the batches in flight, and nothing goes out beside it', async () => {
@@ -199,7 +204,12 @@ describe('committer: batches in flight', () => {
     await expect(ok2).resolves.toBe(2);
     await expect(bad).rejects.toThrow(/nowhere/);
     expect(s.done).toBe(true);
-    expect(db.prepare('SELECT n FROM t ORDER BY n').all().map((r) => r.n)).toEqual([0, 1, 2]);
+    expect(
+      db
+        .prepare('SELECT n FROM t ORDER BY n')
+        .all()
+        .map((r) => r.n),
+    ).toEqual([0, 1, 2]);
   });
 });
 
@@ -290,7 +300,7 @@ const setupEngine = () => {
   return { engine, batches, state };
 };
 
-describe('a single writer\'s hints in a claim that may wait', () => {
+describe("a single writer's hints in a claim that may wait", () => {
   it('a claim on a queue with no pause, cap or rate reads no wake statement, and a parked one still looks when a lease runs out', async () => {
     const { engine, batches } = setupEngine();
     const wakeReads = () => batches.flat().filter((s) => s.sql.includes('min(run_at)')).length;
@@ -315,7 +325,7 @@ describe('a single writer\'s hints in a claim that may wait', () => {
   });
 });
 
-describe('acks of a worker that keeps up ride the next submit\'s batch', () => {
+describe("acks of a worker that keeps up ride the next submit's batch", () => {
   /**
    * The object knows the queue's hints (a first claim read them), and a worker kept up: its parked
    * claim was handed the one job a submit queued (it asked for 4).
@@ -335,7 +345,11 @@ describe('acks of a worker that keeps up ride the next submit\'s batch', () => {
     const { engine, batches, state } = setupEngine();
     const j1 = await keptUp(engine);
     const before = batches.length;
-    const round = engine.work.ackAndClaim('ns', 'q', [{ id: 'j1', workerId: 'w', attempt: j1.attempt }], { workerId: 'w', max: 4, waitMs: 5_000 });
+    const round = engine.work.ackAndClaim('ns', 'q', [{ id: 'j1', workerId: 'w', attempt: j1.attempt }], {
+      workerId: 'w',
+      max: 4,
+      waitMs: 5_000,
+    });
     await turn(); // the submit comes a moment later (a turn; GATHER_MS is 5 ms)
     await engine.submit('ns', 'q', { id: 'j2', envelope: BYTES });
     const out = await round;
@@ -352,7 +366,11 @@ describe('acks of a worker that keeps up ride the next submit\'s batch', () => {
     const full = await engine.work.claimMany('ns', 'q', { workerId: 'w', max: 2, waitMs: 5_000 });
     expect(full.map((c) => c.id)).toEqual(['b1', 'b2']);
     const before = batches.length;
-    const round = engine.work.ackAndClaim('ns', 'q', [{ id: 'b1', workerId: 'w', attempt: full[0]!.attempt }], { workerId: 'w', max: 2, waitMs: 5_000 });
+    const round = engine.work.ackAndClaim('ns', 'q', [{ id: 'b1', workerId: 'w', attempt: full[0]!.attempt }], {
+      workerId: 'w',
+      max: 2,
+      waitMs: 5_000,
+    });
     await turn();
     await engine.submit('ns', 'q', { id: 'j2', envelope: BYTES });
     const out = await round;
@@ -365,7 +383,11 @@ describe('acks of a worker that keeps up ride the next submit\'s batch', () => {
     const { engine, batches, state } = setupEngine();
     const j1 = await keptUp(engine);
     const before = batches.length;
-    const out = await engine.work.ackAndClaim('ns', 'q', [{ id: 'j1', workerId: 'w', attempt: j1.attempt }], { workerId: 'w', max: 4, waitMs: 5_000 });
+    const out = await engine.work.ackAndClaim('ns', 'q', [{ id: 'j1', workerId: 'w', attempt: j1.attempt }], {
+      workerId: 'w',
+      max: 4,
+      waitMs: 5_000,
+    });
     expect(out.acks).toEqual([{ ok: true, value: { absorbed: false } }]);
     expect(out.claimed).toEqual([]);
     expect(state('j1')).toBe('succeeded');

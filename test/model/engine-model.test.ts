@@ -52,7 +52,10 @@ function fresh(): Real {
   const db = new DatabaseSync(':memory:');
   migrate(db);
   const clock = { now: 1_000_000 };
-  const engine = new Engine(new SqlitePort(db), { now: () => clock.now, limits: { defaultLeaseMs: LEASE, defaultMaxAttempts: MAX_ATTEMPTS } });
+  const engine = new Engine(new SqlitePort(db), {
+    now: () => clock.now,
+    limits: { defaultLeaseMs: LEASE, defaultMaxAttempts: MAX_ATTEMPTS },
+  });
   return { engine, clock, db };
 }
 
@@ -79,9 +82,19 @@ const text = new TextEncoder();
  * here even when its answer was right.
  */
 function realRows(r: Real): Map<string, Pick<Job, 'state' | 'attempt' | 'worker' | 'result'> & { leaseUntil: number | null }> {
-  const rows = r.db.prepare(`SELECT id, state, attempt, worker_id, CAST(result AS TEXT) AS result, lease_until FROM invocations WHERE ns = ? ORDER BY rid`).all(NS) as
-    { id: string; state: State; attempt: number; worker_id: string | null; result: string | null; lease_until: number | null }[];
-  return new Map(rows.map((x) => [x.id, { state: x.state, attempt: x.attempt, worker: x.worker_id, result: x.result, leaseUntil: x.lease_until }]));
+  const rows = r.db
+    .prepare(`SELECT id, state, attempt, worker_id, CAST(result AS TEXT) AS result, lease_until FROM invocations WHERE ns = ? ORDER BY rid`)
+    .all(NS) as {
+    id: string;
+    state: State;
+    attempt: number;
+    worker_id: string | null;
+    result: string | null;
+    lease_until: number | null;
+  }[];
+  return new Map(
+    rows.map((x) => [x.id, { state: x.state, attempt: x.attempt, worker: x.worker_id, result: x.result, leaseUntil: x.lease_until }]),
+  );
 }
 function agree(m: Model, r: Real, after: string) {
   const real = realRows(r);
@@ -90,7 +103,13 @@ function agree(m: Model, r: Real, after: string) {
     const row = real.get(id)!;
     // A row has a lease only while it runs: with it, the guard's lease term alone keeps every
     // other state out (fence.ts).
-    const want = { state: j.state, attempt: j.attempt, worker: j.worker, result: j.state === 'succeeded' ? j.result : null, leaseUntil: j.state === 'running' ? j.leaseUntil : null };
+    const want = {
+      state: j.state,
+      attempt: j.attempt,
+      worker: j.worker,
+      result: j.state === 'succeeded' ? j.result : null,
+      leaseUntil: j.state === 'running' ? j.leaseUntil : null,
+    };
     expect(row, `${id} after ${after}`).toEqual(want);
   }
 }
@@ -122,7 +141,16 @@ class Submit extends Step {
     const out = await r.engine.submit(NS, Q, { id: this.id, envelope: bytes, delayMs: this.delayMs || undefined });
     expect(out.created).toBe(!m.jobs.has(this.id));
     if (!m.jobs.has(this.id)) {
-      m.jobs.set(this.id, { state: this.delayMs ? 'delayed' : 'queued', attempt: 0, worker: null, leaseUntil: 0, frames: [], runAt: r.clock.now + this.delayMs, budgetFrom: 0, result: null });
+      m.jobs.set(this.id, {
+        state: this.delayMs ? 'delayed' : 'queued',
+        attempt: 0,
+        worker: null,
+        leaseUntil: 0,
+        frames: [],
+        runAt: r.clock.now + this.delayMs,
+        budgetFrom: 0,
+        result: null,
+      });
     }
   }
   toString = () => `submit(${this.id}${this.delayMs ? `, delay ${this.delayMs}` : ''})`;
@@ -153,7 +181,8 @@ class Claim extends Step {
     const expected = claimModel(m, r.clock.now, this.worker, 1);
     expect(got?.id ?? null).toBe(expected[0] ?? null);
     if (got) expect(got.attempt).toBe(m.jobs.get(got.id)!.attempt);
-    if (got && m.cap !== null) expect(await r.engine.count(NS, Q, 'running'), 'never more than max_running running').toBeLessThanOrEqual(m.cap);
+    if (got && m.cap !== null)
+      expect(await r.engine.count(NS, Q, 'running'), 'never more than max_running running').toBeLessThanOrEqual(m.cap);
   }
   toString = () => `claim(${this.worker})`;
 }
@@ -187,7 +216,9 @@ class Ack extends Step {
   async step(m: Model, r: Real) {
     const [id, w] = this.spec;
     const attempt = attemptFor(m, this.spec);
-    const c = await code(r.engine.work.ack(NS, id, { workerId: w, attempt: attempt ?? undefined, result: text.encode(resultOf(w, attempt)) }));
+    const c = await code(
+      r.engine.work.ack(NS, id, { workerId: w, attempt: attempt ?? undefined, result: text.encode(resultOf(w, attempt)) }),
+    );
     expect(c).toBe(ackModel(m, r.clock.now, id, w, attempt));
   }
   toString = () => `ack(${this.spec.join(', ')})`;
@@ -228,7 +259,10 @@ class AckAndClaim extends Step {
     this.max = max;
   }
   async step(m: Model, r: Real) {
-    const items = ackItems(m, this.specs.map(([id, , d]) => [id, this.worker, d] as const));
+    const items = ackItems(
+      m,
+      this.specs.map(([id, , d]) => [id, this.worker, d] as const),
+    );
     const got = await r.engine.work.ackAndClaim(NS, Q, items, { workerId: this.worker, max: this.max });
     expect(got.acks.map(settledCode)).toEqual(items.map((it) => ackModel(m, r.clock.now, it.id, it.workerId, it.attempt ?? null)));
     expect(got.claimed.map((c) => c.id)).toEqual(claimModel(m, r.clock.now, this.worker, this.max));
@@ -417,7 +451,9 @@ class Append extends Step {
   }
   async step(m: Model, r: Real) {
     const j = m.jobs.get(this.id);
-    const c = await code(r.engine.journal.append(NS, this.id, { workerId: this.worker, attempt: j?.attempt, seq: this.seq, kind: 0, body: bytes }));
+    const c = await code(
+      r.engine.journal.append(NS, this.id, { workerId: this.worker, attempt: j?.attempt, seq: this.seq, kind: 0, body: bytes }),
+    );
     if (!j) return expect(c).toBe('not_found');
     if (j.frames.includes(this.seq) && j.worker === this.worker) return expect(['ok', 'conflict']).toContain(c); // absorbed (same attempt) or written by another attempt
     if (holds(j, this.worker, j.attempt, r.clock.now) && this.seq > Math.max(-1, ...j.frames)) {
@@ -492,7 +528,7 @@ describe('model-based: the transition core against a model of the contract', () 
     await interleaved(false);
   }, 120_000);
 
-  it('the same with the queue object\'s committer: hints kept, two batches in flight, each batch run and answered when the scheduler says, so the store may apply them in either order', async () => {
+  it("the same with the queue object's committer: hints kept, two batches in flight, each batch run and answered when the scheduler says, so the store may apply them in either order", async () => {
     await interleaved(true);
   }, 120_000);
 });
@@ -516,8 +552,11 @@ class ScheduledPort implements Port {
 }
 
 async function interleaved(pipelined: boolean): Promise<void> {
-    await fc.assert(
-      fc.asyncProperty(fc.scheduler(), fc.array(fc.constantFrom('claim', 'claim', 'ack', 'nack', 'cancel', 'expire', 'heartbeat'), { minLength: 4, maxLength: 24 }), async (s, ops) => {
+  await fc.assert(
+    fc.asyncProperty(
+      fc.scheduler(),
+      fc.array(fc.constantFrom('claim', 'claim', 'ack', 'nack', 'cancel', 'expire', 'heartbeat'), { minLength: 4, maxLength: 24 }),
+      async (s, ops) => {
         const db = new DatabaseSync(':memory:');
         migrate(db);
         // Every change of state, in the order the store made them (the truth when batches in
@@ -528,7 +567,11 @@ async function interleaved(pipelined: boolean): Promise<void> {
             VALUES (new.id, old.state, new.state, old.attempt, new.attempt, old.lease_until, new.updated_at); END;`);
         const clock = { now: 1_000_000 };
         const port = new ScheduledPort(new SqlitePort(db));
-        const engine = new Engine(port, { now: () => clock.now, limits: { defaultLeaseMs: LEASE, defaultMaxAttempts: MAX_ATTEMPTS }, ...(pipelined ? { singleWriter: true, committer: { depth: 2 } } : {}) });
+        const engine = new Engine(port, {
+          now: () => clock.now,
+          limits: { defaultLeaseMs: LEASE, defaultMaxAttempts: MAX_ATTEMPTS },
+          ...(pipelined ? { singleWriter: true, committer: { depth: 2 } } : {}),
+        });
         for (const i of IDS) await engine.submit(NS, Q, { id: i, envelope: bytes });
         if (pipelined) port.s = s;
         // Per job and attempt: when it was handed out, until when its holder's lease ran (claim,
@@ -554,7 +597,10 @@ async function interleaved(pipelined: boolean): Promise<void> {
               const [inv, h] = target;
               const mine = attempts.get(`${inv}@${h.attempt}`)!;
               if (op === 'ack' || op === 'nack') {
-                const call = op === 'ack' ? engine.work.ack(NS, inv, { workerId: h.w, attempt: h.attempt }) : engine.work.nack(NS, inv, { workerId: h.w, attempt: h.attempt, error: 'x' });
+                const call =
+                  op === 'ack'
+                    ? engine.work.ack(NS, inv, { workerId: h.w, attempt: h.attempt })
+                    : engine.work.nack(NS, inv, { workerId: h.w, attempt: h.attempt, error: 'x' });
                 if ((await code(call)) === 'ok') mine.released = true;
               } else if (op === 'heartbeat') {
                 const hb = await engine.work.heartbeat(NS, inv, { workerId: h.w, attempt: h.attempt }).catch(() => null);
@@ -585,28 +631,46 @@ async function interleaved(pipelined: boolean): Promise<void> {
         // The real invariant: at every moment at most one worker holds an unexpired lease on a job.
         // In the store's order: attempt k+1 starts only after attempt k left running, and, unless
         // its holder let it go, by an expiry at or after its lease's end (heartbeats included).
-        const moves = db.prepare('SELECT * FROM moves ORDER BY seq').all() as { id: string; old_state: string; new_state: string; old_attempt: number; new_attempt: number; old_lease: number | null; at: number }[];
+        const moves = db.prepare('SELECT * FROM moves ORDER BY seq').all() as {
+          id: string;
+          old_state: string;
+          new_state: string;
+          old_attempt: number;
+          new_attempt: number;
+          old_lease: number | null;
+          at: number;
+        }[];
         const out = new Map<string, { attempt: number; at: number; lease: number | null }>();
         for (const m of moves) {
           expect(['succeeded', 'failed', 'cancelled'], `${m.id} moved from ${m.old_state} to ${m.new_state}`).not.toContain(m.old_state);
           if (m.new_state === 'running') {
             const last = out.get(m.id);
             if (m.new_attempt > 1) {
-              expect(last?.attempt, `${m.id}: attempt ${m.new_attempt} started before attempt ${m.new_attempt - 1} left running`).toBe(m.new_attempt - 1);
-              if (!attempts.get(`${m.id}@${last!.attempt}`)?.released) expect(last!.at, `${m.id}: attempt ${last!.attempt} moved out at ${last!.at}, before its lease ran out at ${last!.lease}`).toBeGreaterThanOrEqual(last!.lease ?? 0);
+              expect(last?.attempt, `${m.id}: attempt ${m.new_attempt} started before attempt ${m.new_attempt - 1} left running`).toBe(
+                m.new_attempt - 1,
+              );
+              if (!attempts.get(`${m.id}@${last!.attempt}`)?.released)
+                expect(
+                  last!.at,
+                  `${m.id}: attempt ${last!.attempt} moved out at ${last!.at}, before its lease ran out at ${last!.lease}`,
+                ).toBeGreaterThanOrEqual(last!.lease ?? 0);
             }
             out.delete(m.id);
           } else if (m.old_state === 'running') out.set(m.id, { attempt: m.old_attempt, at: m.at, lease: m.old_lease });
         }
         // With one batch at a time the store's order is the order calls were planned in, so the
         // same holds in the clock of the plans: attempt k+1 was planned after attempt k's lease ended.
-        if (!pipelined) for (const [key, next] of attempts) {
-          const [id, k] = key.split('@') as [string, string];
-          if (Number(k) < 2) continue;
-          const prev = attempts.get(`${id}@${Number(k) - 1}`);
-          if (!prev) continue;
-          expect(prev.released || next.at >= prev.until, `${id}: attempt ${k} went to ${next.w} at ${next.at} while attempt ${Number(k) - 1} of ${prev.w} held a lease until ${prev.until}`).toBe(true);
-        }
+        if (!pipelined)
+          for (const [key, next] of attempts) {
+            const [id, k] = key.split('@') as [string, string];
+            if (Number(k) < 2) continue;
+            const prev = attempts.get(`${id}@${Number(k) - 1}`);
+            if (!prev) continue;
+            expect(
+              prev.released || next.at >= prev.until,
+              `${id}: attempt ${k} went to ${next.w} at ${next.at} while attempt ${Number(k) - 1} of ${prev.w} held a lease until ${prev.until}`,
+            ).toBe(true);
+          }
         // A single writer's hints are never later than the rows (hints.ts): else a claim would skip
         // an expiry or a promotion that is due.
         const hint = engine.hints?.get(NS, Q);
@@ -618,7 +682,8 @@ async function interleaved(pipelined: boolean): Promise<void> {
           if (lease < Infinity) expect(hint.lease ?? Infinity, 'the lease hint').toBeLessThanOrEqual(lease);
           if (due < Infinity) expect(hint.due ?? Infinity, 'the due hint').toBeLessThanOrEqual(due);
         }
-      }),
-      { numRuns: Number(process.env.MODEL_RUNS ?? 200) },
-    );
+      },
+    ),
+    { numRuns: Number(process.env.MODEL_RUNS ?? 200) },
+  );
 }

@@ -11,7 +11,9 @@ const ROOT = resolve(import.meta.dirname, '../..');
 const SRC = join(ROOT, 'src');
 
 function files(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : []));
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : [],
+  );
 }
 
 /** Each file's imports: a package name, a runtime module (`node:`, `cloudflare:`), or the src/ folder a relative path lands in. */
@@ -31,12 +33,18 @@ describe('src/ layers', () => {
   });
 
   it('src/core imports no runtime (node:, cloudflare:) and nothing outside src/core', () => {
-    const bad = [...imports].filter(([f]) => layer(f) === 'core').flatMap(([f, ts]) => ts.filter((t) => /^(node|cloudflare):/.test(t) || t === 'durable' || t === 'worker').map((t) => `${f} -> ${t}`));
+    const bad = [...imports]
+      .filter(([f]) => layer(f) === 'core')
+      .flatMap(([f, ts]) =>
+        ts.filter((t) => /^(node|cloudflare):/.test(t) || t === 'durable' || t === 'worker').map((t) => `${f} -> ${t}`),
+      );
     expect(bad).toEqual([]);
   });
 
   it('src/durable never imports src/worker (the HTTP layer above it)', () => {
-    const bad = [...imports].filter(([f]) => layer(f) === 'durable').flatMap(([f, ts]) => ts.filter((t) => t === 'worker').map((t) => `${f} -> ${t}`));
+    const bad = [...imports]
+      .filter(([f]) => layer(f) === 'durable')
+      .flatMap(([f, ts]) => ts.filter((t) => t === 'worker').map((t) => `${f} -> ${t}`));
     expect(bad).toEqual([]);
   });
 });

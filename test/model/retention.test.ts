@@ -37,7 +37,9 @@ describe('retention keeps what is inside it', () => {
 
     const out = await engine.admin.purge(NS, Q);
     expect(out).toMatchObject({ jobs: 1, frames: 1 });
-    const left = (db.prepare('SELECT id, state FROM invocations ORDER BY rid').all() as { id: string; state: string }[]).map((r) => `${r.id}:${r.state}`);
+    const left = (db.prepare('SELECT id, state FROM invocations ORDER BY rid').all() as { id: string; state: string }[]).map(
+      (r) => `${r.id}:${r.state}`,
+    );
     expect(left).toEqual(['edge:succeeded', 'inside:succeeded', 'young:succeeded', 'running:running', 'waiting:queued']);
     const frames = db.prepare('SELECT i.id FROM frames f JOIN invocations i ON i.rid = f.inv ORDER BY i.rid').all() as { id: string }[];
     expect(frames.map((f) => f.id)).toEqual(['edge', 'inside', 'young']);
@@ -45,7 +47,7 @@ describe('retention keeps what is inside it', () => {
     expect(out.nextAt).toBe(clock.now - ages.edge + RETENTION);
     clock.now += 1;
     expect(await engine.admin.purge(NS, Q)).toMatchObject({ jobs: 1 });
-    expect((await engine.get(NS, 'edge'))).toBeNull();
+    expect(await engine.get(NS, 'edge')).toBeNull();
     expect((await engine.get(NS, 'inside'))?.state).toBe('succeeded');
   });
 });

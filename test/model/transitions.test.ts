@@ -19,14 +19,18 @@ const NOW = 1_000_000;
  * A fresh engine with one row `a` forced into `state`, held by worker w at attempt `attempt`;
  * a delayed row is due at `runAt`; `expiresAt` gives it a TTL; `backoff` gives its queue one.
  */
-async function rowIn(state: State, { attempt = 1, leaseUntil = NOW + 60_000, runAt = NOW + 60_000, expiresAt = null as number | null, backoff = false } = {}) {
+async function rowIn(
+  state: State,
+  { attempt = 1, leaseUntil = NOW + 60_000, runAt = NOW + 60_000, expiresAt = null as number | null, backoff = false } = {},
+) {
   const db = new DatabaseSync(':memory:');
   migrate(db);
   const engine = new Engine(new SqlitePort(db), { now: () => NOW, limits: { defaultMaxAttempts: 3 } });
   if (backoff) await engine.admin.configure(NS, Q, { retryBackoff: { initialMs: 1_000 } });
   await engine.submit(NS, Q, { id: 'a', envelope: new Uint8Array() });
-  db.prepare(`UPDATE invocations SET state = ?, worker_id = 'w', attempt = ?, lease_until = ?, run_at = ?, expires_at = ? WHERE id = 'a'`)
-    .run(state, attempt, state === 'running' ? leaseUntil : null, state === 'delayed' ? runAt : null, expiresAt);
+  db.prepare(
+    `UPDATE invocations SET state = ?, worker_id = 'w', attempt = ?, lease_until = ?, run_at = ?, expires_at = ? WHERE id = 'a'`,
+  ).run(state, attempt, state === 'running' ? leaseUntil : null, state === 'delayed' ? runAt : null, expiresAt);
   const stateOf = () => (db.prepare(`SELECT state FROM invocations WHERE id = 'a'`).get() as { state: State }).state;
   return { engine, stateOf };
 }
@@ -129,6 +133,10 @@ describe('the transition table is what the guards admit', () => {
   });
 
   it('covers every verb of the table', () => {
-    expect(Object.keys(TRANSITIONS).filter((v) => !v.startsWith('submit')).sort()).toEqual(Object.keys(run).sort());
+    expect(
+      Object.keys(TRANSITIONS)
+        .filter((v) => !v.startsWith('submit'))
+        .sort(),
+    ).toEqual(Object.keys(run).sort());
   });
 });

@@ -37,7 +37,11 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
     expect(tail.child.exitCode).toBe(null);
     writeFileSync(gate, '');
     expect(await tail.exited).toBe(0);
-    const frames = tail.stdout().trim().split('\n').map((l) => JSON.parse(l));
+    const frames = tail
+      .stdout()
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(frames.map((f) => f.kind)).toEqual(['BEGIN', 'VALUE', 'VALUE', 'VALUE', 'VALUE', 'END']);
     expect(frames.filter((f) => f.kind === 'VALUE').map((f) => f.body)).toEqual([0, 1, 2, 3]);
     const res = await cli(['--json', 'result', id], env);
@@ -104,9 +108,18 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
 
   it('operates a queue: settings, a delayed and a failed job, retry, pause and resume, and a cron schedule', async () => {
     const env = planeEnv(kind);
-    const q = JSON.parse((await cli(['--json', 'queue', 'ops', '--max-attempts', '1', '--max-running', '4', '--backoff', '1000,2,8000'], env)).stdout);
-    expect(q).toMatchObject({ queue: 'ops', paused: false, settings: { maxAttempts: 1, maxRunning: 4, retryBackoff: { initialMs: 1000, factor: 2, maxMs: 8000, jitter: 0 } } });
-    expect(JSON.parse((await cli(['--json', 'queue', 'ops', '--max-running', 'none'], env)).stdout).settings).toMatchObject({ maxRunning: null, maxAttempts: 1 });
+    const q = JSON.parse(
+      (await cli(['--json', 'queue', 'ops', '--max-attempts', '1', '--max-running', '4', '--backoff', '1000,2,8000'], env)).stdout,
+    );
+    expect(q).toMatchObject({
+      queue: 'ops',
+      paused: false,
+      settings: { maxAttempts: 1, maxRunning: 4, retryBackoff: { initialMs: 1000, factor: 2, maxMs: 8000, jitter: 0 } },
+    });
+    expect(JSON.parse((await cli(['--json', 'queue', 'ops', '--max-running', 'none'], env)).stdout).settings).toMatchObject({
+      maxRunning: null,
+      maxAttempts: 1,
+    });
     const later = (await cli(['submit', 'ops', 'add', '[1, 2]', '--delay-ms', '600000'], env)).stdout.trim();
     expect(JSON.parse((await cli(['--json', 'get', later], env)).stdout)).toMatchObject({ state: 'delayed', run_at: expect.any(Number) });
     const id = (await cli(['submit', 'ops', 'boom'], env)).stdout.trim();
@@ -119,14 +132,16 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
     expect((await cli(['worker', 'once', '--queue', 'ops', '--module', HANDLERS], env)).code).toBe(0); // nothing handed out while paused
     expect(JSON.parse((await cli(['--json', 'get', id], env)).stdout).state).toBe('queued');
     expect((await cli(['resume', 'ops'], env)).code).toBe(0);
-    expect((await cli(['--json', 'schedule', 'set', 'ops', 'hourly', '--cron', '0 * * * *', '--fn', 'add', '--args', '[1,1]'], env)).code).toBe(0);
+    expect(
+      (await cli(['--json', 'schedule', 'set', 'ops', 'hourly', '--cron', '0 * * * *', '--fn', 'add', '--args', '[1,1]'], env)).code,
+    ).toBe(0);
     const listed = JSON.parse((await cli(['--json', 'schedule', 'list', 'ops'], env)).stdout);
     expect(listed.schedules).toEqual([expect.objectContaining({ name: 'hourly', cron: '0 * * * *', nextAt: expect.any(Number) })]);
     expect((await cli(['schedule', 'rm', 'ops', 'hourly'], env)).code).toBe(0);
     expect((await cli(['schedule', 'set', 'ops', 'bad', '--cron', 'whenever', '--fn', 'add'], env)).code).not.toBe(0);
   });
 
-  it('`lakeshore ls` pages through a queue\'s jobs in one state, and says how to get the next page', async () => {
+  it("`lakeshore ls` pages through a queue's jobs in one state, and says how to get the next page", async () => {
     const env = planeEnv(kind);
     const ids: string[] = [];
     for (let i = 0; i < 3; i++) ids.push((await cli(['submit', 'listed', 'count', '[1]'], env)).stdout.trim());
@@ -199,7 +214,12 @@ describe('lakeshore token (edge plane)', () => {
 
 describe('an unreachable plane', () => {
   it('is said at once, while the CLI retries; then it fails with a hint and exit code 8', async () => {
-    const env = { ...process.env, LAKESHORE_URL: `http://127.0.0.1:${await freePort()}`, LAKESHORE_TOKEN: 'x', LAKESHORE_RETRY_FOR_MS: '3000' };
+    const env = {
+      ...process.env,
+      LAKESHORE_URL: `http://127.0.0.1:${await freePort()}`,
+      LAKESHORE_TOKEN: 'x',
+      LAKESHORE_RETRY_FOR_MS: '3000',
+    };
     const r = start(['stats', 'demo'], env);
     await until(() => r.stderr().includes('cannot reach the plane at'), 'the first word of it', 10_000);
     expect(r.child.exitCode).toBeNull(); // still retrying: it did not wait until the end to say so

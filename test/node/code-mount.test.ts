@@ -25,13 +25,18 @@ const plane = (ns: string) => new HttpDispatch(inject('planeUrl'), { token: inje
 
 async function put(ns: string, stamp: string, tar: Uint8Array) {
   const res = await fetch(`${inject('planeUrl')}/v1/ns/${ns}/code/${stamp}`, {
-    method: 'PUT', body: Buffer.from(tar), headers: { authorization: `Bearer ${inject('planeToken')}`, 'content-digest': `sha-256=:${createHash('sha256').update(tar).digest('base64')}:` },
+    method: 'PUT',
+    body: Buffer.from(tar),
+    headers: {
+      authorization: `Bearer ${inject('planeToken')}`,
+      'content-digest': `sha-256=:${createHash('sha256').update(tar).digest('base64')}:`,
+    },
   });
   expect(res.status).toBe(201);
 }
 
 describe('pushed code', () => {
-  it('a worker in an empty directory runs the producer\'s code at each job\'s stamp; one without --code mount refuses it', async () => {
+  it("a worker in an empty directory runs the producer's code at each job's stamp; one without --code mount refuses it", async () => {
     const repo = repoWith({ 'tasks.mjs': "export function train(x) { return 'v1:' + x; }\n" });
     const env = planeEnv('edge');
     const ns = env.LAKESHORE_NAMESPACE!;
@@ -60,7 +65,10 @@ describe('pushed code', () => {
     // Without --code mount, a job carrying pushed code fails at once, saying why, with an ERROR frame.
     const refused = await q.submitWith<string>({ code: 'push', codeDir: repo, module: 'tasks.mjs#train' }, 'train', 8);
     expect((await cli(['worker', 'once', '--queue', 'mq'], { ...env, LAKESHORE_HOME: home })).code).toBe(0);
-    const err = await refused.result({ timeoutMs: 20_000 }).then(() => null, (e: Error) => e);
+    const err = await refused.result({ timeoutMs: 20_000 }).then(
+      () => null,
+      (e: Error) => e,
+    );
     expect(err?.message).toContain('does not run pushed code');
     const frames = await d.journalPage(refused.id);
     expect(frames.frames.map((f) => f.kind)).toContain(4);
@@ -75,7 +83,14 @@ describe('pushed code', () => {
     const hostile: [string, TarEntry[], RegExp][] = [
       ['absolute path', [{ name: `${outside}/pwned`, body: 'x' }], /outside the mount/],
       ['.. escape', [{ name: '../../escape.txt', body: 'x' }], /outside the mount/],
-      ['symlink out', [{ name: 'ok.txt', body: 'x' }, { name: 'link', type: '2', linkname: '../../../etc' }], /points outside the mount/],
+      [
+        'symlink out',
+        [
+          { name: 'ok.txt', body: 'x' },
+          { name: 'link', type: '2', linkname: '../../../etc' },
+        ],
+        /points outside the mount/,
+      ],
       ['hard link out', [{ name: 'hard', type: '1', linkname: '/etc/passwd' }], /points outside the mount|outside the mount/],
       ['device file', [{ name: 'dev', type: '3' }], /CharacterDevice/],
       ['too many entries', Array.from({ length: MOUNT_MAX_ENTRIES + 1 }, (_, i) => ({ name: `f${i}`, body: '' })), /entries/],
@@ -84,7 +99,10 @@ describe('pushed code', () => {
       const stamp = String(i).repeat(40);
       await put(ns, stamp, tarOf(entries));
       const home = tempDir('lakeshore-codehome-');
-      const err = await new Mounts((s) => d.fetchCode(s), home).mount(stamp).then(() => null, (e: unknown) => e);
+      const err = await new Mounts((s) => d.fetchCode(s), home).mount(stamp).then(
+        () => null,
+        (e: unknown) => e,
+      );
       expect(err, what).toBeInstanceOf(MountError);
       expect((err as Error).message, what).toMatch(why);
       expect(existsSync(home) ? readdirSync(home) : [], what).toEqual([]);
@@ -119,12 +137,17 @@ describe('pushed code', () => {
     await put(ns, stamp, new Uint8Array(execFileSync('git', ['archive', '--format=tar', stamp], { cwd: repo })));
     const home = tempDir('lakeshore-codehome-');
     const script = resolve(import.meta.dirname, 'setup', 'mount-once.ts');
-    const one = () => new Promise<string>((ok, fail) => {
-      const p = spawn(process.execPath, ['--experimental-strip-types', '--no-warnings', script, inject('planeUrl'), inject('planeToken'), ns, home, stamp], { stdio: ['ignore', 'pipe', 'inherit'] });
-      let out = '';
-      p.stdout.on('data', (b) => (out += b));
-      p.on('exit', (c) => (c === 0 ? ok(out.trim()) : fail(new Error(`mount-once exited ${c}`))));
-    });
+    const one = () =>
+      new Promise<string>((ok, fail) => {
+        const p = spawn(
+          process.execPath,
+          ['--experimental-strip-types', '--no-warnings', script, inject('planeUrl'), inject('planeToken'), ns, home, stamp],
+          { stdio: ['ignore', 'pipe', 'inherit'] },
+        );
+        let out = '';
+        p.stdout.on('data', (b) => (out += b));
+        p.on('exit', (c) => (c === 0 ? ok(out.trim()) : fail(new Error(`mount-once exited ${c}`))));
+      });
     const [a, b] = await Promise.all([one(), one()]);
     expect(a).toBe(b);
     expect(readdirSync(home)).toEqual([stamp]);

@@ -12,15 +12,64 @@ import { cronOf } from '../../src/core/cron.ts';
 import { PYTHON } from '../support/python.ts';
 
 const VALID = [
-  '* * * * *', '*/5 * * * *', '0 9 * * *', '30 2 * * *', '0 2 * * *', '30 1,2 * * *', '0 1-3 * * *', '0 */3 * * *', '*/30 * * * *',
-  '0 0 L * *', '0 0 L 2 *', '0 0 * * MON#2', '0 9 * * FRI#5', '0 12 * * 1-5', '15,45 8-18/2 * * *', '0 0 1 JAN,JUL *', '0 0 * * 7',
-  '0 0 * * 0', '0 0 * * 5-7', '0 0 * * 1-7/2', '0 20 1 * MON', '0 0 1-7 * SUN', '0 0 29 2 *', '0 0 31 * *', '0 3 * * SUN',
-  '@daily', '@hourly', '@weekly', '@monthly', '@yearly', '*/10 * * * * *', '0 30 1 * * *', '30 */20 * * * *',
+  '* * * * *',
+  '*/5 * * * *',
+  '0 9 * * *',
+  '30 2 * * *',
+  '0 2 * * *',
+  '30 1,2 * * *',
+  '0 1-3 * * *',
+  '0 */3 * * *',
+  '*/30 * * * *',
+  '0 0 L * *',
+  '0 0 L 2 *',
+  '0 0 * * MON#2',
+  '0 9 * * FRI#5',
+  '0 12 * * 1-5',
+  '15,45 8-18/2 * * *',
+  '0 0 1 JAN,JUL *',
+  '0 0 * * 7',
+  '0 0 * * 0',
+  '0 0 * * 5-7',
+  '0 0 * * 1-7/2',
+  '0 20 1 * MON',
+  '0 0 1-7 * SUN',
+  '0 0 29 2 *',
+  '0 0 31 * *',
+  '0 3 * * SUN',
+  '@daily',
+  '@hourly',
+  '@weekly',
+  '@monthly',
+  '@yearly',
+  '*/10 * * * * *',
+  '0 30 1 * * *',
+  '30 */20 * * * *',
 ];
 const INVALID = [
-  'every day', '', '60 * * * *', '* * * *', '0 0 * * * * *', '0 0 32 * *', '0 0 * 13 *', '0 0 * * 8', 'H * * * *', '0 0 ? * *',
-  '0 0 1W * *', '0 0 * * MON#6', '0 0 * * MON#0', '0 0 * * +MON', '1-60 * * * *', 'abc * * * *', '*/0 * * * *', '0 0 L * L',
-  '0 0 * JAN-XYZ *', '5-1 * * * *', '0 0 * * FRI-MON', '5/15 * * * *', '@reboot',
+  'every day',
+  '',
+  '60 * * * *',
+  '* * * *',
+  '0 0 * * * * *',
+  '0 0 32 * *',
+  '0 0 * 13 *',
+  '0 0 * * 8',
+  'H * * * *',
+  '0 0 ? * *',
+  '0 0 1W * *',
+  '0 0 * * MON#6',
+  '0 0 * * MON#0',
+  '0 0 * * +MON',
+  '1-60 * * * *',
+  'abc * * * *',
+  '*/0 * * * *',
+  '0 0 L * L',
+  '0 0 * JAN-XYZ *',
+  '5-1 * * * *',
+  '0 0 * * FRI-MON',
+  '5/15 * * * *',
+  '@reboot',
 ];
 const ZONES = [null, 'Europe/Berlin', 'America/New_York', 'Australia/Lord_Howe', 'Asia/Kolkata'];
 const MOMENTS = [
@@ -30,7 +79,9 @@ const MOMENTS = [
   '2026-11-01T05:30:00Z', // New York, in the hour that occurs twice
   '2026-04-04T14:00:00Z', // Lord Howe, before its 30-minute fall back
   '2026-10-03T14:30:00Z', // Lord Howe, at its 30-minute spring forward
-  '2028-02-27T12:00:00.500Z', '2026-12-31T23:59:59.999Z', '2026-06-01T09:00:00Z',
+  '2028-02-27T12:00:00.500Z',
+  '2026-12-31T23:59:59.999Z',
+  '2026-06-01T09:00:00Z',
 ].map((m) => Date.parse(m));
 
 type Row = [string, string | null, 'invalid'] | [string, string | null, number, number[], number | null];
@@ -103,7 +154,9 @@ describe('one cron language on every plane', () => {
     const show = (r: Row | undefined) => r && r.map((v) => (Array.isArray(v) ? v.map(iso) : iso(v)));
     const key = (r: Row) => JSON.stringify(r.slice(0, r[2] === 'invalid' ? 2 : 3));
     const py = new Map(p.map((r) => [key(r), r]));
-    const differ = n.filter((r) => JSON.stringify(py.get(key(r))) !== JSON.stringify(r)).map((r) => ({ node: show(r), python: show(py.get(key(r))) }));
+    const differ = n
+      .filter((r) => JSON.stringify(py.get(key(r))) !== JSON.stringify(r))
+      .map((r) => ({ node: show(r), python: show(py.get(key(r))) }));
     expect(differ.slice(0, 5)).toEqual([]);
     expect(p).toHaveLength(n.length);
     // Both refused every expression of INVALID, on every zone, and none of VALID.

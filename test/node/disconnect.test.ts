@@ -24,10 +24,19 @@ interface Target {
 const targets: [string, () => Target][] = [];
 let served: Awaited<ReturnType<typeof startPlane>> | undefined;
 const npmStart: Target = { url: '', token: newToken('lsk_test_') };
-targets.push(['npm start (one workerd)', () => npmStart], ['wrangler dev', () => ({ url: inject('planeUrl'), token: inject('planeToken') })]);
+targets.push(
+  ['npm start (one workerd)', () => npmStart],
+  ['wrangler dev', () => ({ url: inject('planeUrl'), token: inject('planeToken') })],
+);
 
 beforeAll(async () => {
-  served = await startPlane({ node: process.execPath, env: process.env, persistTo: tempDir('lakeshore-disconnect-'), vars: { LAKESHORE_TOKEN: npmStart.token }, server: 'miniflare' });
+  served = await startPlane({
+    node: process.execPath,
+    env: process.env,
+    persistTo: tempDir('lakeshore-disconnect-'),
+    vars: { LAKESHORE_TOKEN: npmStart.token },
+    server: 'miniflare',
+  });
   npmStart.url = served.url;
 });
 afterAll(async () => {
@@ -56,11 +65,15 @@ async function submitToLiveWorker(d: HttpDispatch, t: Target, queue: string, id:
   // tells that it arrived. (A batch of the object's own, a sweep, may be taken for it: then the
   // submit may come before the live claim parks, which it finds the job after, the same way.)
   let left = false;
-  await until(async () => {
-    const s = await stats(t, d.namespace, queue);
-    if (s.waiters < before) left = true;
-    return s.waiters > before || ((left || s.batches > b0) && s.waiters >= 1);
-  }, 'the live claim to park', 10_000);
+  await until(
+    async () => {
+      const s = await stats(t, d.namespace, queue);
+      if (s.waiters < before) left = true;
+      return s.waiters > before || ((left || s.batches > b0) && s.waiters >= 1);
+    },
+    'the live claim to park',
+    10_000,
+  );
   const t0 = Date.now();
   await d.submit(queue, bytes('x'), { id });
   const job = await live;
@@ -93,7 +106,9 @@ describe.each(targets)('on %s', (name, target) => {
       times.push(ms);
       await d.ack(job!.id, 'live');
     }
-    console.log(`${name}: a killed client's claim, then a submit: the live worker had the job in max ${Math.max(...times)} ms, median ${times.sort((a, b) => a - b)[10]} ms`);
+    console.log(
+      `${name}: a killed client's claim, then a submit: the live worker had the job in max ${Math.max(...times)} ms, median ${times.sort((a, b) => a - b)[10]} ms`,
+    );
     expect(Math.max(...times)).toBeLessThanOrEqual(WITHIN_MS);
     await d.close();
   }, 120_000);

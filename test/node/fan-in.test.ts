@@ -11,13 +11,18 @@ import { Agent } from 'undici';
 import { freshNs } from './setup/client.ts';
 
 describe('single submits from many producers at once', () => {
-  it('ride shared calls to the queue object, and each gets a lone submit\'s answer', async () => {
+  it("ride shared calls to the queue object, and each gets a lone submit's answer", async () => {
     const ns = freshNs();
     const url = inject('planeUrl');
     const headers = { authorization: `Bearer ${inject('planeToken')}`, 'content-type': 'application/json' };
     const dispatcher = new Agent({ connections: 400 });
     const post = async (queue: string, body: Record<string, unknown>) => {
-      const r = await fetch(`${url}/v1/ns/${ns}/queues/${queue}/invocations`, { method: 'POST', headers, body: JSON.stringify({ envelope: 'eA==', ...body }), dispatcher } as RequestInit);
+      const r = await fetch(`${url}/v1/ns/${ns}/queues/${queue}/invocations`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ envelope: 'eA==', ...body }),
+        dispatcher,
+      } as RequestInit);
       return { status: r.status, body: (await r.json()) as { id?: string; created?: boolean; error?: { code: string; message: string } } };
     };
     expect((await post('elsewhere', { id: 'taken' })).status).toBe(201);
@@ -50,7 +55,9 @@ describe('single submits from many producers at once', () => {
       expect(mine.every((a) => a.body.id === created[0]!.body.id)).toBe(true);
     }
     expect(of((b) => b.id === 'taken').map((a) => [a.status, a.body.error?.code])).toEqual(Array(5).fill([409, 'conflict']));
-    expect(of((b) => String(b.id).startsWith('bad')).map((a) => [a.status, a.body.error?.code])).toEqual(Array(5).fill([400, 'bad_request']));
+    expect(of((b) => String(b.id).startsWith('bad')).map((a) => [a.status, a.body.error?.code])).toEqual(
+      Array(5).fill([400, 'bad_request']),
+    );
 
     const count = await fetch(`${url}/v1/ns/${ns}/queues/fan/count`, { headers }).then((r) => r.json() as Promise<{ count: number }>);
     expect(count.count).toBe(250 + 5);

@@ -52,7 +52,12 @@ async function fanOut(readers: number, frames: number) {
   const [job] = await d.claimMany(queue, 'w', 1, { leaseMs: 600_000 });
   expect(job!.id).toBe(id);
   const { url } = await d.streamToken(id, { streams: readers });
-  const stats = async () => (await (await fetch(`${d.baseUrl}/v1/ns/${d.namespace}/queues/${queue}/stats`, { headers: { authorization: `Bearer ${inject('planeToken')}` } })).json()) as Stats;
+  const stats = async () =>
+    (await (
+      await fetch(`${d.baseUrl}/v1/ns/${d.namespace}/queues/${queue}/stats`, {
+        headers: { authorization: `Bearer ${inject('planeToken')}` },
+      })
+    ).json()) as Stats;
   // A signal per reader: fetch raises a shared signal's listener cap to 1,500 by itself, and 1,000
   // readers put ~3,000 listeners on one.
   const acs = Array.from({ length: readers }, () => new AbortController());
@@ -64,9 +69,12 @@ async function fanOut(readers: number, frames: number) {
   await until(async () => (await stats()).streams >= readers, `${readers} readers parked`, 120_000);
   const t1 = Date.now();
   const before = await stats();
-  for (let s = 0; s < frames; s++) await d.journalAppend(id, s, encodeFrame({ kind: FrameKind.VALUE, seq: s, body: bytes(`v${s}`), meta: null }), { workerId: 'w' });
+  for (let s = 0; s < frames; s++)
+    await d.journalAppend(id, s, encodeFrame({ kind: FrameKind.VALUE, seq: s, body: bytes(`v${s}`), meta: null }), { workerId: 'w' });
   const after = await stats();
-  console.log(`${readers} readers: parked in ${t1 - t0} ms, ${frames} appends in ${Date.now() - t1} ms, ${cuts.n} reader(s) cut and resumed`);
+  console.log(
+    `${readers} readers: parked in ${t1 - t0} ms, ${frames} appends in ${Date.now() - t1} ms, ${cuts.n} reader(s) cut and resumed`,
+  );
   await d.ack(id, 'w', { result: bytes('done') });
   const ends = await Promise.all(ended);
   for (const ac of acs) ac.abort();

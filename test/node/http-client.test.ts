@@ -33,7 +33,12 @@ describe('HttpDispatch batches', () => {
     expect(claimed).toHaveLength(16);
     while (claimed.length < 36) claimed.push(...(await d.claimMany('q', 'w', 36 - claimed.length)));
     // Their acks, each with a 1 MiB result, in one call: in parts as well.
-    const acks = await d.ackAndClaim('q', 'w', claimed.map((c) => ({ id: c.id, attempt: c.attempt, result: mib })), 1);
+    const acks = await d.ackAndClaim(
+      'q',
+      'w',
+      claimed.map((c) => ({ id: c.id, attempt: c.attempt, result: mib })),
+      1,
+    );
     expect(acks.acks).toEqual(claimed.map(() => null));
     expect(await d.count('q', 'succeeded')).toBe(36);
   }, 120_000);

@@ -55,7 +55,9 @@ describe('local plane, several processes on one file', () => {
     for (const [round, point] of points.entries()) {
       const p = run(['stream', file, 'cr', 'q', `r${round}`]);
       await until(() => lines(p.out()).length >= point || p.child.exitCode !== null, `${point} acknowledged submits`).catch((e) => {
-        throw new Error(`${e.message}: round ${round} printed ${lines(p.out()).length}; exit ${p.child.exitCode}; stderr ${p.err().slice(0, 500)}`);
+        throw new Error(
+          `${e.message}: round ${round} printed ${lines(p.out()).length}; exit ${p.child.exitCode}; stderr ${p.err().slice(0, 500)}`,
+        );
       });
       p.child.kill('SIGKILL');
       await p.exited;

@@ -24,7 +24,13 @@ function systemNode(): string {
 const NODE = systemNode();
 const nodeVersion = execFileSync(NODE, ['--version'], { encoding: 'utf8' }).trim();
 // The system npm, run by the system Node, with that Node first on PATH (as a user's shell has it).
-const env: NodeJS.ProcessEnv = { ...process.env, PATH: [dirname(NODE), ...(process.env.PATH ?? '').split(delimiter).filter((d) => !d.includes('.toolchain') && !d.includes('node_modules'))].join(delimiter) };
+const env: NodeJS.ProcessEnv = {
+  ...process.env,
+  PATH: [
+    dirname(NODE),
+    ...(process.env.PATH ?? '').split(delimiter).filter((d) => !d.includes('.toolchain') && !d.includes('node_modules')),
+  ].join(delimiter),
+};
 for (const k of Object.keys(env)) if (k.startsWith('npm_')) delete env[k]; // not the test runner's npm settings
 
 let project = '';
@@ -32,7 +38,10 @@ let installErr = '';
 
 beforeAll(() => {
   const out = tempDir('lakeshore-pack-');
-  const tarball = execFileSync(process.execPath, [join(ROOT, 'scripts', 'pack.mjs'), '--out', out], { cwd: ROOT, encoding: 'utf8' }).trim().split('\n').pop()!;
+  const tarball = execFileSync(process.execPath, [join(ROOT, 'scripts', 'pack.mjs'), '--out', out], { cwd: ROOT, encoding: 'utf8' })
+    .trim()
+    .split('\n')
+    .pop()!;
   project = tempDir('lakeshore-project-');
   writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'tour', private: true, type: 'module' }));
   const r = spawnSync('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball], { cwd: project, env, encoding: 'utf8' });
@@ -49,7 +58,12 @@ describe(`the lakeshore package on the system Node (${nodeVersion})`, () => {
     let plane: Awaited<ReturnType<typeof startPlane>>;
     const token = newToken('lsk_test_');
     beforeAll(async () => {
-      plane = await startPlane({ node: process.execPath, env: process.env, persistTo: tempDir('lakeshore-pack-plane-'), vars: { LAKESHORE_TOKEN: token } });
+      plane = await startPlane({
+        node: process.execPath,
+        env: process.env,
+        persistTo: tempDir('lakeshore-pack-plane-'),
+        vars: { LAKESHORE_TOKEN: token },
+      });
     }, 120_000);
     afterAll(async () => plane?.stop());
 
@@ -58,14 +72,24 @@ describe(`the lakeshore package on the system Node (${nodeVersion})`, () => {
       const tour = /cat > \/tmp\/lakeshore-tour\/tour\.mjs <<'JS'\n([\s\S]*?)\nJS\n/.exec(readme)?.[1];
       expect(tour, 'the tour.mjs block of the README').toBeDefined();
       writeFileSync(join(project, 'tour.mjs'), tour!);
-      const r = spawnSync(NODE, ['tour.mjs'], { cwd: project, env: { ...env, LAKESHORE_URL: plane.url, LAKESHORE_TOKEN: token }, encoding: 'utf8', timeout: 60_000 });
+      const r = spawnSync(NODE, ['tour.mjs'], {
+        cwd: project,
+        env: { ...env, LAKESHORE_URL: plane.url, LAKESHORE_TOKEN: token },
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
       expect(r.stderr).toBe('');
       expect(r.stdout).toBe('frame 0 1\nresult 3\n');
       expect(r.status).toBe(0);
     });
 
     it('npx lakeshore talks to the plane', () => {
-      const r = spawnSync('npx', ['lakeshore', 'stats', 'tour'], { cwd: project, env: { ...env, LAKESHORE_URL: plane.url, LAKESHORE_TOKEN: token }, encoding: 'utf8', timeout: 60_000 });
+      const r = spawnSync('npx', ['lakeshore', 'stats', 'tour'], {
+        cwd: project,
+        env: { ...env, LAKESHORE_URL: plane.url, LAKESHORE_TOKEN: token },
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
       expect(r.stderr).toBe('');
       expect(r.stdout).toMatch(/tour\s+0\s+0\s+0\s+\d+/);
     });
@@ -85,7 +109,9 @@ describe(`the lakeshore package on the system Node (${nodeVersion})`, () => {
       if (seen.has(file)) return [];
       seen.add(file);
       const src = readFileSync(file, 'utf8');
-      const specs = [...src.matchAll(/^\s*(?:import|export)\s[^;]*?from\s*["']([^"']+)["']|^\s*import\s*["']([^"']+)["']/gm)].map((m) => m[1] ?? m[2]!);
+      const specs = [...src.matchAll(/^\s*(?:import|export)\s[^;]*?from\s*["']([^"']+)["']|^\s*import\s*["']([^"']+)["']/gm)].map(
+        (m) => m[1] ?? m[2]!,
+      );
       return specs.flatMap((s) => (s.startsWith('.') ? staticImports(join(dirname(file), s)) : [s]));
     };
     const fromRoot = staticImports(join(dist, 'index.js'));
@@ -99,19 +125,33 @@ describe(`the lakeshore package on the system Node (${nodeVersion})`, () => {
   });
 
   it('typechecks a TypeScript user of `lakeshore` without @types/node', () => {
-    writeFileSync(join(project, 'use.ts'), [
-      "import { HttpDispatch, FrameKind, InvocationFailedError, type Claimed } from 'lakeshore';",
-      "import { streamJob, type StreamFrame } from 'lakeshore/browser';",
-      "const stop: () => void = streamJob('http://127.0.0.1:8787/x', { onFrame: (f: StreamFrame) => f.text() });",
-      "const d = new HttpDispatch('http://127.0.0.1:8787', { token: 't' });",
-      "const c: Claimed | null = await d.claim('q', 'w', { waitMs: 1000 });",
-      'const k: number = FrameKind.VALUE;',
-      'export { c, k, InvocationFailedError, stop };',
-    ].join('\n'));
-    writeFileSync(join(project, 'tsconfig.json'), JSON.stringify({
-      compilerOptions: { target: 'es2022', module: 'nodenext', moduleResolution: 'nodenext', strict: true, noEmit: true, types: [], lib: ['es2023', 'dom'] },
-      files: ['use.ts'],
-    }));
+    writeFileSync(
+      join(project, 'use.ts'),
+      [
+        "import { HttpDispatch, FrameKind, InvocationFailedError, type Claimed } from 'lakeshore';",
+        "import { streamJob, type StreamFrame } from 'lakeshore/browser';",
+        "const stop: () => void = streamJob('http://127.0.0.1:8787/x', { onFrame: (f: StreamFrame) => f.text() });",
+        "const d = new HttpDispatch('http://127.0.0.1:8787', { token: 't' });",
+        "const c: Claimed | null = await d.claim('q', 'w', { waitMs: 1000 });",
+        'const k: number = FrameKind.VALUE;',
+        'export { c, k, InvocationFailedError, stop };',
+      ].join('\n'),
+    );
+    writeFileSync(
+      join(project, 'tsconfig.json'),
+      JSON.stringify({
+        compilerOptions: {
+          target: 'es2022',
+          module: 'nodenext',
+          moduleResolution: 'nodenext',
+          strict: true,
+          noEmit: true,
+          types: [],
+          lib: ['es2023', 'dom'],
+        },
+        files: ['use.ts'],
+      }),
+    );
     const r = spawnSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', project], { encoding: 'utf8' });
     expect(r.stdout + r.stderr).toBe('');
     expect(r.status).toBe(0);

@@ -13,7 +13,6 @@ import { BadRequestError, HttpDispatch } from '../../client/local/index.ts';
 import { freshNs } from './setup/client.ts';
 import { git, repoWith } from '../support/git.ts';
 
-
 describe('pushCode', () => {
   it('pushes a git tree once per tree, answers its stamp, refuses uncommitted changes; a worker fetches what was pushed', async () => {
     const repo = repoWith({ 'tasks.mjs': 'export const train = (x) => x * 2;\n' });
@@ -21,7 +20,8 @@ describe('pushCode', () => {
     const bodies: Buffer[] = [];
     const ns = freshNs();
     const d = new HttpDispatch(inject('planeUrl'), {
-      token: inject('planeToken'), namespace: ns,
+      token: inject('planeToken'),
+      namespace: ns,
       fetch: (url, init) => {
         if (init?.method === 'PUT' && String(url).includes('/code/')) {
           uploads.push(String(url));
@@ -38,10 +38,15 @@ describe('pushCode', () => {
     expect(uploads).toHaveLength(1);
     // What went up is the archive of that tree (an archive of a tree carries the time it was made
     // as its files' mtime, so compare the files), and a worker fetches exactly what went up.
-    const files = (tar: Buffer) => [execFileSync('tar', ['-t'], { input: tar }).toString(), execFileSync('tar', ['-xO'], { input: tar }).toString()];
+    const files = (tar: Buffer) => [
+      execFileSync('tar', ['-t'], { input: tar }).toString(),
+      execFileSync('tar', ['-xO'], { input: tar }).toString(),
+    ];
     expect(files(bodies[0]!)).toEqual(files(execFileSync('git', ['archive', '--format=tar', first.stamp], { cwd: repo })));
     const worker = await d.createToken('worker');
-    const res = await fetch(`${inject('planeUrl')}/v1/ns/${ns}/code/${first.stamp}`, { headers: { authorization: `Bearer ${worker.token}` } });
+    const res = await fetch(`${inject('planeUrl')}/v1/ns/${ns}/code/${first.stamp}`, {
+      headers: { authorization: `Bearer ${worker.token}` },
+    });
     const tar = Buffer.from(await res.arrayBuffer());
     expect(tar.equals(bodies[0]!)).toBe(true);
     expect(res.headers.get('content-digest')).toBe(`sha-256=:${createHash('sha256').update(tar).digest('base64')}:`);
@@ -49,7 +54,10 @@ describe('pushCode', () => {
     writeFileSync(join(repo, 'notes.txt'), 'untracked\n');
     expect((await d.pushCode({ cwd: repo })).uploaded).toBe(false);
     writeFileSync(join(repo, 'tasks.mjs'), 'export const train = (x) => x * 3;\n');
-    const dirty = await d.pushCode({ cwd: repo }).then(() => null, (e: unknown) => e);
+    const dirty = await d.pushCode({ cwd: repo }).then(
+      () => null,
+      (e: unknown) => e,
+    );
     expect(dirty).toBeInstanceOf(BadRequestError);
     expect((dirty as Error).message).toContain('commit them first');
     // Committed, it is a new tree: a new stamp, a second upload.

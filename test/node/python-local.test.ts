@@ -29,7 +29,13 @@ function python(code: string, args: string[] = []): Promise<string> {
   });
 }
 
-const homeEnv = (home: string, ns: string) => ({ ...process.env, LAKESHORE_URL: '', LAKESHORE_TOKEN: '', LAKESHORE_HOME: home, LAKESHORE_NAMESPACE: ns });
+const homeEnv = (home: string, ns: string) => ({
+  ...process.env,
+  LAKESHORE_URL: '',
+  LAKESHORE_TOKEN: '',
+  LAKESHORE_HOME: home,
+  LAKESHORE_NAMESPACE: ns,
+});
 
 /** A fresh $LAKESHORE_HOME and namespace: its shared file, and the environment the CLI runs with. */
 function sharedFile() {
@@ -39,25 +45,32 @@ function sharedFile() {
 }
 
 describe('Python and Node on one file', () => {
-  it('the SQL the Python plane runs is the core\'s (sql.json is current)', () => {
-    const r = spawnSync(process.execPath, ['--experimental-strip-types', '--no-warnings', join(ROOT, 'scripts', 'python-sql.ts'), '--check'], { encoding: 'utf8' });
+  it("the SQL the Python plane runs is the core's (sql.json is current)", () => {
+    const r = spawnSync(
+      process.execPath,
+      ['--experimental-strip-types', '--no-warnings', join(ROOT, 'scripts', 'python-sql.ts'), '--check'],
+      { encoding: 'utf8' },
+    );
     expect(r.status, r.stderr).toBe(0);
   });
 
-  it('a Python producer\'s job runs on a Node worker, its result waited for in Python', async () => {
+  it("a Python producer's job runs on a Node worker, its result waited for in Python", async () => {
     const { ns, file, env } = sharedFile();
     // Python submits and waits for the result (polling the file); the Node worker starts after.
-    const waiting = python(`
+    const waiting = python(
+      `
 import sys, lakeshore as ls
 d = ls.Dispatch(sys.argv[1], ns=sys.argv[2])
 d.submit("jobs", ls.encode_envelope("add", [2, 3]), id="from-python")
 print(d.result("from-python", timeout=60).decode())
-`, [file, ns]);
+`,
+      [file, ns],
+    );
     const r = await cli(['worker', 'once', '--queue', 'jobs', '--module', HANDLERS], env);
     expect(r.code, r.stderr).toBe(0);
     expect((await waiting).trim()).toBe('5');
     const d = new Dispatch(file, { namespace: ns });
-    expect((await d.get('from-python'))).toMatchObject({ state: 'succeeded', attempt: 1 });
+    expect(await d.get('from-python')).toMatchObject({ state: 'succeeded', attempt: 1 });
     await d.close();
   }, 60_000);
 
@@ -66,13 +79,16 @@ print(d.result("from-python", timeout=60).decode())
     // The CLI sets a schedule and exits: no Node process has the plane open when its ticks come due.
     const set = await cli(['schedule', 'set', 'cron-py', 'each-second', '--cron', '* * * * * *', '--fn', 'add', '--args', '[1, 2]'], env);
     expect(set.code, set.stderr).toBe(0);
-    const out = await python(`
+    const out = await python(
+      `
 import sys, lakeshore as ls
 d = ls.Dispatch(sys.argv[1], ns=sys.argv[2])
 job = d.claim("cron-py", "w", wait=10)
 print(job.id)
 d.set_schedule("cron-node", "each-second", cron="* * * * * *", envelope=ls.encode_envelope("add", [2, 3]))
-`, [file, ns]);
+`,
+      [file, ns],
+    );
     expect(out.trim()).toMatch(/^schedule:cron-py:each-second:\d+000$/);
     // And a schedule Python set (its process gone) fires for a Node worker.
     const r = await cli(['worker', 'once', '--queue', 'cron-node', '--module', HANDLERS], env);
@@ -82,10 +98,11 @@ d.set_schedule("cron-node", "each-second", cron="* * * * * *", envelope=ls.encod
     await d.close();
   }, 60_000);
 
-  it('a Node producer\'s job runs on a Python worker; a Node worker waiting on a claim wakes for a Python submit', async () => {
+  it("a Node producer's job runs on a Python worker; a Node worker waiting on a claim wakes for a Python submit", async () => {
     const { ns, file, env } = sharedFile();
     const id = (await cli(['submit', 'gen', 'count', '[3]'], env)).stdout.trim();
-    await python(`
+    await python(
+      `
 import sys, lakeshore as ls
 d = ls.Dispatch(sys.argv[1], ns=sys.argv[2])
 def count(n, delay_ms=0):
@@ -93,20 +110,30 @@ def count(n, delay_ms=0):
         yield i
     return n
 assert ls.run_worker(ls.SyncQueue("gen", dispatch=d), registry={"count": count}, once=True) == 1
-`, [file, ns]);
+`,
+      [file, ns],
+    );
     const res = await cli(['--json', 'result', id], env);
     expect(JSON.parse(res.stdout)).toMatchObject({ state: 'succeeded', result: 3 });
     const tail = await cli(['--json', 'tail', id], env);
-    expect(tail.stdout.trim().split('\n').map((l) => JSON.parse(l).kind)).toEqual(['BEGIN', 'VALUE', 'VALUE', 'VALUE', 'END']);
+    expect(
+      tail.stdout
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l).kind),
+    ).toEqual(['BEGIN', 'VALUE', 'VALUE', 'VALUE', 'END']);
     // A Node worker already waiting: a Python submit wakes it.
     const worker = start(['worker', 'start', '--queue', 'jobs', '--module', HANDLERS], env);
     try {
-      const out = await python(`
+      const out = await python(
+        `
 import sys, lakeshore as ls
 d = ls.Dispatch(sys.argv[1], ns=sys.argv[2])
 h = ls.SyncQueue("jobs", dispatch=d).submit("add", 20, 22)
 print(h.result(timeout=60))
-`, [file, ns]);
+`,
+        [file, ns],
+      );
       expect(out.trim()).toBe('42');
     } finally {
       await stop(worker, 'SIGTERM');
@@ -117,8 +144,13 @@ print(h.result(timeout=60))
     const { ns, file } = sharedFile();
     const d = new Dispatch(file, { namespace: ns });
     const N = 2000;
-    for (let i = 0; i < N; i += 500) await d.submitMany('race', Array.from({ length: 500 }, (_, k) => ({ envelope: encodeEnvelope({ fn: 'f' }), opts: { id: `r${i + k}` } })));
-    const py = python(`
+    for (let i = 0; i < N; i += 500)
+      await d.submitMany(
+        'race',
+        Array.from({ length: 500 }, (_, k) => ({ envelope: encodeEnvelope({ fn: 'f' }), opts: { id: `r${i + k}` } })),
+      );
+    const py = python(
+      `
 import sys, json, lakeshore as ls
 d = ls.Dispatch(sys.argv[1], ns=sys.argv[2])
 got = []
@@ -128,7 +160,9 @@ while True:
         break
     got.append([c.id, c.attempt])
 print(json.dumps(got))
-`, [file, ns]);
+`,
+      [file, ns],
+    );
     const node: [string, number][] = [];
     // Node joins once Python is claiming: then both take from what is left.
     await until(async () => (await d.count('race', 'running')) > 0, 'the Python claimer to start');

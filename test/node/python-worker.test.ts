@@ -34,20 +34,25 @@ describe('lakeshore worker --runtime python', () => {
     const root = tempDir('lakeshore-pyroot-');
     const mod = `pytasks_${process.pid}`;
     const mark = join(tempDir('lakeshore-mark-'), 'marks.log');
-    writeFileSync(join(root, `${mod}.py`), [
-      'import time',
-      'def add(a, b):',
-      '    return a + b',
-      'def slow(ms, mark):',
-      '    time.sleep(ms / 1000)',
-      '    open(mark, "a").write("done\\n")',
-      '    return "slow"',
-      '',
-    ].join('\n'));
+    writeFileSync(
+      join(root, `${mod}.py`),
+      [
+        'import time',
+        'def add(a, b):',
+        '    return a + b',
+        'def slow(ms, mark):',
+        '    time.sleep(ms / 1000)',
+        '    open(mark, "a").write("done\\n")',
+        '    return "slow"',
+        '',
+      ].join('\n'),
+    );
     const sup = start(['worker', 'start', '--runtime', 'python', '--queue', 'py', '--root', root], env);
     running.push(sup);
-    const submit = async (fn: string, args: unknown[]) => (await cli(['submit', 'py', fn, JSON.stringify(args), '--module', `${mod}:${fn}`], env)).stdout.trim();
-    const result = async (id: string) => JSON.parse((await cli(['--json', 'result', id, '--timeout', '30'], env)).stdout) as { state: string; result: unknown };
+    const submit = async (fn: string, args: unknown[]) =>
+      (await cli(['submit', 'py', fn, JSON.stringify(args), '--module', `${mod}:${fn}`], env)).stdout.trim();
+    const result = async (id: string) =>
+      JSON.parse((await cli(['--json', 'result', id, '--timeout', '30'], env)).stdout) as { state: string; result: unknown };
 
     expect(await result(await submit('add', [2, 3]))).toMatchObject({ state: 'succeeded', result: 5 });
     // Killed outright, the daemon is started again.

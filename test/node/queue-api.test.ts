@@ -4,7 +4,14 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { work } from '../support/wait.ts';
 import {
-  FrameKind, InvocationFailedError, Queue, currentJob, decodeEnvelope, dispatchByName, runWorker, type RouteTable,
+  FrameKind,
+  InvocationFailedError,
+  Queue,
+  currentJob,
+  decodeEnvelope,
+  dispatchByName,
+  runWorker,
+  type RouteTable,
 } from '../../client/local/index.ts';
 import { bothPlanes, client } from './setup/client.ts';
 import { tempDir } from '../support/tmp.ts';
@@ -30,7 +37,11 @@ describe.each(planes)('Queue API on the %s plane', (_name, make) => {
     })();
     expect(await runWorker('gpu', { dispatch: d, registry: { train }, once: true })).toBe(1);
     await streaming;
-    expect(seen).toEqual([{ epoch: 0, loss: 1 }, { epoch: 1, loss: 0.5 }, { epoch: 2, loss: 1 / 3 }]);
+    expect(seen).toEqual([
+      { epoch: 0, loss: 1 },
+      { epoch: 1, loss: 0.5 },
+      { epoch: 2, loss: 1 / 3 },
+    ]);
     expect(await h.result()).toBe('trained');
     await d.close();
   });
@@ -87,7 +98,13 @@ describe.each(planes)('Queue API on the %s plane', (_name, make) => {
     const h = await dispatchByName('render', { scene: 'a' }, { routes, dispatch: d });
     const inv = (await d.get(h.id))!;
     expect(inv).toMatchObject({ queue: 'gpu', priority: 5 });
-    expect(decodeEnvelope(inv.envelope)).toMatchObject({ fn: 'render', args: [], kwargs: { scene: 'a' }, time_limit_ms: 100, max_retries: 0 });
+    expect(decodeEnvelope(inv.envelope)).toMatchObject({
+      fn: 'render',
+      args: [],
+      kwargs: { scene: 'a' },
+      time_limit_ms: 100,
+      max_retries: 0,
+    });
     await expect(dispatchByName('nope', [], { routes, dispatch: d })).rejects.toThrow(/no route/);
     // The route's time limit aborts a handler that runs too long, and its max_retries=0 fails it.
     const render = async () => {

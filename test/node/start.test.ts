@@ -23,7 +23,10 @@ interface Started {
 /** `npm start -- --port N` as a terminal runs it: a process group of its own, fresh state. */
 function npmStart(port: number, state: string): Started {
   const child = spawn(process.execPath, [join(ROOT, 'scripts', 'run.mjs'), 'dev', '--port', String(port)], {
-    cwd: ROOT, env: { ...process.env, LAKESHORE_STATE: state }, stdio: ['ignore', 'pipe', 'pipe'], detached: true,
+    cwd: ROOT,
+    env: { ...process.env, LAKESHORE_STATE: state },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
   });
   let out = '';
   let err = '';
@@ -80,7 +83,12 @@ describe('npm start', () => {
     try {
       await until(() => first.out().includes('Ctrl-C stops it'), 'the first plane to be up', 90_000, 50);
       // One URL in what it printed, the plane's own.
-      expect(first.out().match(/http:\/\/127\.0\.0\.1:\d+/g)?.every((u) => u === `http://127.0.0.1:${port}`)).toBe(true);
+      expect(
+        first
+          .out()
+          .match(/http:\/\/127\.0\.0\.1:\d+/g)
+          ?.every((u) => u === `http://127.0.0.1:${port}`),
+      ).toBe(true);
       expect(first.out() + first.err()).not.toMatch(/\[mf:info\]|Using secrets|npm warn/);
 
       const second = npmStart(port, tempDir('lakeshore-start-'));
@@ -93,7 +101,12 @@ describe('npm start', () => {
       expect(tree.some((p) => p.cmd.includes('serve.mjs'))).toBe(true);
       expect(tree.some((p) => p.cmd.includes('workerd'))).toBe(true);
       process.kill(-first.child.pid!, 'SIGHUP'); // the terminal closed: its foreground group hangs up
-      await until(() => [first.child.pid!, ...tree.map((p) => p.pid)].every((p) => !alive(p)), 'every process of the plane to exit', 15_000, 50);
+      await until(
+        () => [first.child.pid!, ...tree.map((p) => p.pid)].every((p) => !alive(p)),
+        'every process of the plane to exit',
+        15_000,
+        50,
+      );
     } finally {
       try {
         process.kill(-first.child.pid!, 'SIGKILL');
@@ -111,7 +124,12 @@ describe('npm start', () => {
     const dev = tree.find((p) => p.cmd.includes('dev.mjs'))!;
     expect(dev).toBeDefined();
     process.kill(dev.pid, 'SIGKILL'); // no handler runs: the server must notice on its own
-    await until(() => tree.filter((p) => p.pid !== first.child.pid).every((p) => !alive(p.pid)), 'the server and workerd to exit', 15_000, 50);
+    await until(
+      () => tree.filter((p) => p.pid !== first.child.pid).every((p) => !alive(p.pid)),
+      'the server and workerd to exit',
+      15_000,
+      50,
+    );
     try {
       process.kill(-first.child.pid!, 'SIGKILL');
     } catch {

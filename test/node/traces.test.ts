@@ -60,7 +60,12 @@ describe('traces', () => {
     const runParent = one('run parentJob');
     const enqChild = one('enqueue childJob');
     const runChild = one('run childJob');
-    expect([enqParent.kind, runParent.kind, enqChild.kind, runChild.kind]).toEqual([SpanKind.PRODUCER, SpanKind.CONSUMER, SpanKind.PRODUCER, SpanKind.CONSUMER]);
+    expect([enqParent.kind, runParent.kind, enqChild.kind, runChild.kind]).toEqual([
+      SpanKind.PRODUCER,
+      SpanKind.CONSUMER,
+      SpanKind.PRODUCER,
+      SpanKind.CONSUMER,
+    ]);
     expect(parentOf(enqParent)).toBe(request.spanContext().spanId);
     expect(parentOf(runParent)).toBe(enqParent.spanContext().spanId);
     expect(parentOf(enqChild)).toBe(runParent.spanContext().spanId);
@@ -69,7 +74,7 @@ describe('traces', () => {
     expect(runChild.attributes['messaging.message.id']).toBe(childId);
   }, 30_000);
 
-  it('a handler\'s currentJob().log lines go to stderr and to the feed, with the trace they were logged in', async () => {
+  it("a handler's currentJob().log lines go to stderr and to the feed, with the trace they were logged in", async () => {
     const d = new Dispatch(':memory:', { namespace: 'logs' });
     const q = new Queue('t', { dispatch: d });
     const ac = new AbortController();
@@ -79,8 +84,16 @@ describe('traces', () => {
     console.error = (...a: unknown[]) => void stderr.push(a.join(' '));
     const stop = new AbortController();
     const worker = runWorker('t', {
-      dispatch: d, stop: stop.signal, claimWaitMs: 200,
-      registry: { train: () => { currentJob().log('epoch 1 loss 0.5'); currentJob().log('nan in grads', 'warn'); return 'done'; } },
+      dispatch: d,
+      stop: stop.signal,
+      claimWaitMs: 200,
+      registry: {
+        train: () => {
+          currentJob().log('epoch 1 loss 0.5');
+          currentJob().log('nan in grads', 'warn');
+          return 'done';
+        },
+      },
     });
     try {
       const root = trace.getTracer('test').startSpan('request');
@@ -90,7 +103,10 @@ describe('traces', () => {
       const got: FeedItem[] = [];
       while (got.filter((r) => r.kind === 'worker' && 'level' in r).length < 2) got.push((await feed.next()).value as FeedItem);
       const lines = got.filter((r): r is LogRecord => r.kind === 'worker' && 'level' in r);
-      expect(lines.map((l) => [l.id, l.level, l.message, l.queue])).toEqual([[h.id, 'info', 'epoch 1 loss 0.5', 't'], [h.id, 'warn', 'nan in grads', 't']]);
+      expect(lines.map((l) => [l.id, l.level, l.message, l.queue])).toEqual([
+        [h.id, 'info', 'epoch 1 loss 0.5', 't'],
+        [h.id, 'warn', 'nan in grads', 't'],
+      ]);
       // The trace of the job's run span: the request's.
       expect(lines.every((l) => l.trace_id === root.spanContext().traceId)).toBe(true);
       expect(stderr).toContain(`[t/${h.id}] warn: nan in grads`);
@@ -103,14 +119,21 @@ describe('traces', () => {
     }
   }, 30_000);
 
-  it('runWorker onDone sees each outcome with the envelope\'s origin; a failure answered \'handled\' fails at once, without a retry', async () => {
+  it("runWorker onDone sees each outcome with the envelope's origin; a failure answered 'handled' fails at once, without a retry", async () => {
     const d = new Dispatch(':memory:', { namespace: 'done' });
     const q = new Queue('t', { dispatch: d });
     const seen: { job: DoneJob; state: string }[] = [];
     const stop = new AbortController();
     const worker = runWorker('t', {
-      dispatch: d, stop: stop.signal, claimWaitMs: 200,
-      registry: { charge: () => { throw new Error('card declined'); }, ok: () => 'fine' },
+      dispatch: d,
+      stop: stop.signal,
+      claimWaitMs: 200,
+      registry: {
+        charge: () => {
+          throw new Error('card declined');
+        },
+        ok: () => 'fine',
+      },
       onDone: (job, outcome) => {
         seen.push({ job, state: outcome.state });
         return outcome.state === 'failed' && job.fn === 'charge' ? 'handled' : undefined;

@@ -17,7 +17,11 @@ type Handler = (req: IncomingMessage, res: ServerResponse, body: string) => void
 let server: Server;
 let base = '';
 let handler: Handler = (_req, res) => res.end('{}');
-const seen = { connections: 0, requests: [] as { method: string; url: string; headers: IncomingMessage['headers']; body: string }[], finished: 0 };
+const seen = {
+  connections: 0,
+  requests: [] as { method: string; url: string; headers: IncomingMessage['headers']; body: string }[],
+  finished: 0,
+};
 
 beforeAll(async () => {
   server = createServer((req, res) => {
@@ -52,7 +56,10 @@ const json = (res: ServerResponse, status: number, v: unknown, headers: Record<s
 
 const requesters = [
   ['node:http (the default in Node)', (opts = {}) => new Transport(base, { token: 'tok', timeout: 5_000, retryForMs: 0, ...opts })],
-  ['fetch (given by the caller)', (opts = {}) => new Transport(base, { token: 'tok', timeout: 5_000, retryForMs: 0, fetch: (u, i) => fetch(u, i), ...opts })],
+  [
+    'fetch (given by the caller)',
+    (opts = {}) => new Transport(base, { token: 'tok', timeout: 5_000, retryForMs: 0, fetch: (u, i) => fetch(u, i), ...opts }),
+  ],
 ] as const;
 
 describe.each(requesters)('transport over %s', (name, make) => {
@@ -128,7 +135,12 @@ describe.each(requesters)('transport over %s', (name, make) => {
     const port = (gone.address() as AddressInfo).port;
     await new Promise((r) => gone.close(r));
     const told: string[] = [];
-    const t = new Transport(`http://127.0.0.1:${port}/v1/ns/t`, { timeout: 5_000, retryForMs: 300, onUnreachable: (m) => told.push(m), ...(nodeHttp ? {} : { fetch: (u, i) => fetch(u, i) }) });
+    const t = new Transport(`http://127.0.0.1:${port}/v1/ns/t`, {
+      timeout: 5_000,
+      retryForMs: 300,
+      onUnreachable: (m) => told.push(m),
+      ...(nodeHttp ? {} : { fetch: (u, i) => fetch(u, i) }),
+    });
     const e = await t.call('GET', '/queues').catch((x: unknown) => x);
     expect(e).toBeInstanceOf(UnavailableError);
     expect((e as Error).message).toContain('ECONNREFUSED');

@@ -26,7 +26,13 @@ describe.each(bothPlanes('abort'))('aborting a running job on the %s plane', (_n
       seen.reason = (s.reason as Error | undefined)?.message;
     };
     const outcomes = new Map<string, string>();
-    const ran = runWorker('q', { dispatch: d, registry: { late }, stop: stop.signal, heartbeatMs: 50, onJob: (id, outcome) => outcomes.set(id, outcome) });
+    const ran = runWorker('q', {
+      dispatch: d,
+      registry: { late },
+      stop: stop.signal,
+      heartbeatMs: 50,
+      onJob: (id, outcome) => outcomes.set(id, outcome),
+    });
     await until(() => started, 'the job to start');
     expect(await d.cancel('c1')).toBe(true);
     await until(() => outcomes.has('c1'), 'the worker to stop the cancelled job');
@@ -48,13 +54,20 @@ describe.each(bothPlanes('abort'))('aborting a running job on the %s plane', (_n
     // Settles only through its signal.
     const forever = () => {
       const s = currentJob().signal;
-      return new Promise((_, reject) => s.addEventListener('abort', () => {
-        heard.push((s.reason as Error).name);
-        reject(s.reason);
-      }));
+      return new Promise((_, reject) =>
+        s.addEventListener('abort', () => {
+          heard.push((s.reason as Error).name);
+          reject(s.reason);
+        }),
+      );
     };
     const outcomes = new Map<string, string>();
-    const ran = runWorker('q', { dispatch: d, registry: { forever }, stop: stop.signal, onJob: (id, outcome) => outcomes.set(id, outcome) });
+    const ran = runWorker('q', {
+      dispatch: d,
+      registry: { forever },
+      stop: stop.signal,
+      onJob: (id, outcome) => outcomes.set(id, outcome),
+    });
     await until(() => outcomes.has('t1'), 'the time limit to end the job');
     expect(outcomes.get('t1')).toBe('failed');
     expect(heard).toEqual(['TimeLimitExceeded']);

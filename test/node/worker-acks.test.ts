@@ -11,15 +11,26 @@ describe.each(planes)('worker acks on the %s plane', (_name, make) => {
     const d = make();
     const N = 3000;
     for (let i = 0; i < N; i += 500) {
-      await d.submitMany('fast', Array.from({ length: 500 }, (_, j) => ({ envelope: encodeEnvelope({ fn: 'noop', args: [] }), opts: { id: `f${i + j}` } })));
+      await d.submitMany(
+        'fast',
+        Array.from({ length: 500 }, (_, j) => ({ envelope: encodeEnvelope({ fn: 'noop', args: [] }), opts: { id: `f${i + j}` } })),
+      );
     }
     // Count how the acks travel: with a claim (ackAndClaim) or on their own (ack).
     let riding = 0;
     let alone = 0;
     const counted = new Proxy(d, {
       get(target, prop, recv) {
-        if (prop === 'ackAndClaim') return (q: string, w: string, acks: unknown[], ...rest: unknown[]) => { riding += acks.length; return (target.ackAndClaim as any)(q, w, acks, ...rest); };
-        if (prop === 'ack') return (...args: unknown[]) => { alone++; return (target.ack as any)(...args); };
+        if (prop === 'ackAndClaim')
+          return (q: string, w: string, acks: unknown[], ...rest: unknown[]) => {
+            riding += acks.length;
+            return (target.ackAndClaim as any)(q, w, acks, ...rest);
+          };
+        if (prop === 'ack')
+          return (...args: unknown[]) => {
+            alone++;
+            return (target.ack as any)(...args);
+          };
         const v = Reflect.get(target, prop, recv);
         return typeof v === 'function' ? v.bind(target) : v;
       },
@@ -27,7 +38,10 @@ describe.each(planes)('worker acks on the %s plane', (_name, make) => {
     const stop = new AbortController();
     const outcomes = new Map<string, string>();
     const ran = runWorker('fast', {
-      dispatch: counted, concurrency: 8, registry: { noop: () => null }, stop: stop.signal,
+      dispatch: counted,
+      concurrency: 8,
+      registry: { noop: () => null },
+      stop: stop.signal,
       onJob: (id, outcome) => {
         expect(outcomes.has(id)).toBe(false);
         outcomes.set(id, outcome);
@@ -59,7 +73,12 @@ describe.each(planes)('worker acks on the %s plane', (_name, make) => {
     let finish!: () => void;
     const handlerEnds = new Promise<void>((r) => (finish = r));
     const ran = runWorker('slow', {
-      dispatch: counted, concurrency: 1, leaseMs: 100, heartbeatMs: 60_000, prefetch: 0, stop: stop.signal,
+      dispatch: counted,
+      concurrency: 1,
+      leaseMs: 100,
+      heartbeatMs: 60_000,
+      prefetch: 0,
+      stop: stop.signal,
       registry: { slow: () => ((started = true), handlerEnds) },
       onJob: (_id, o) => {
         outcome = o;

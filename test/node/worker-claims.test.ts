@@ -39,7 +39,13 @@ function slowClaims(d: Dispatch, ms: number) {
 async function queued(n: number, fn: string, args: (i: number) => unknown[]) {
   const d = new Dispatch(join(tempDir('lakeshore-claims-'), 'd.sqlite'), { namespace: 'claims' });
   for (let i = 0; i < n; i += 1000) {
-    await d.submitMany('q', Array.from({ length: Math.min(1000, n - i) }, (_, k) => ({ envelope: encodeEnvelope({ fn, args: args(i + k) }), opts: { id: `j${i + k}` } })));
+    await d.submitMany(
+      'q',
+      Array.from({ length: Math.min(1000, n - i) }, (_, k) => ({
+        envelope: encodeEnvelope({ fn, args: args(i + k) }),
+        opts: { id: `j${i + k}` },
+      })),
+    );
   }
   return d;
 }
@@ -51,7 +57,19 @@ it('a claim sent while another is in flight asks for at least half the window', 
   const { plane, overlapping } = slowClaims(d, 20);
   const stop = new AbortController();
   let done = 0;
-  const ran = await runWorker('q', { dispatch: plane, concurrency: 8, prefetch: 0, registry: { step: async (ms: number) => { await work(ms); if (++done === N) stop.abort(); } }, stop: stop.signal, claimWaitMs: 100 });
+  const ran = await runWorker('q', {
+    dispatch: plane,
+    concurrency: 8,
+    prefetch: 0,
+    registry: {
+      step: async (ms: number) => {
+        await work(ms);
+        if (++done === N) stop.abort();
+      },
+    },
+    stop: stop.signal,
+    claimWaitMs: 100,
+  });
   expect(ran).toBe(N);
   expect(overlapping.length, 'some claims overlapped (else this test says nothing)').toBeGreaterThan(0);
   expect(Math.min(...overlapping)).toBeGreaterThanOrEqual(4); // window 8 (concurrency 8, no prefetch)
@@ -64,7 +82,17 @@ it('with short jobs on a far plane, the auto window holds two full claims: one i
   const { plane, overlapping } = slowClaims(d, 30);
   const stop = new AbortController();
   let done = 0;
-  const ran = await runWorker('q', { dispatch: plane, concurrency: 8, registry: { noop: () => { if (++done === N) stop.abort(); } }, stop: stop.signal, claimWaitMs: 100 });
+  const ran = await runWorker('q', {
+    dispatch: plane,
+    concurrency: 8,
+    registry: {
+      noop: () => {
+        if (++done === N) stop.abort();
+      },
+    },
+    stop: stop.signal,
+    claimWaitMs: 100,
+  });
   expect(ran).toBe(N);
   // A window of one claim (1,000 and the 8 handlers) would let an overlapping claim ask for 504 at most.
   expect(Math.max(...overlapping)).toBe(1000);
@@ -77,7 +105,13 @@ it('with no backlog, one claim waits for work, not two (each submit would wake o
   const { plane, most } = slowClaims(d, 10);
   const stop = new AbortController();
   let done = 0;
-  const ran = runWorker('q', { dispatch: plane, concurrency: 8, registry: { noop: () => void done++ }, stop: stop.signal, claimWaitMs: 5_000 });
+  const ran = runWorker('q', {
+    dispatch: plane,
+    concurrency: 8,
+    registry: { noop: () => void done++ },
+    stop: stop.signal,
+    claimWaitMs: 5_000,
+  });
   // A burst first, so the worker's pace (and its window) is large; then jobs one at a time.
   await until(() => done === N, 'the burst done');
   await until(() => most.inFlight > 0, 'a claim waiting');
@@ -97,20 +131,34 @@ it('answers the jobs it started: a buffered job dropped because its lease ran ou
   const stop = new AbortController();
   const runs: string[] = [];
   const ran = await runWorker('q', {
-    dispatch: d, concurrency: 1, prefetch: 3, leaseMs: 600, heartbeatMs: 200, claimWaitMs: 100, stop: stop.signal,
+    dispatch: d,
+    concurrency: 1,
+    prefetch: 3,
+    leaseMs: 600,
+    heartbeatMs: 200,
+    claimWaitMs: 100,
+    stop: stop.signal,
     registry: {
       slow: async () => {
         const job = currentJob();
         runs.push(`${job.id}@${job.attempt}`);
         // The first job holds the only slot until the three claimed beside it, waiting in the
         // buffer, have let their leases run out (its own is kept by heartbeats).
-        if (runs.length === 1) await until(async () => (await d.list('q', { state: 'running' })).items.every((i) => i.id === job.id || i.leaseUntil! < Date.now()), 'the buffered leases to run out', 10_000);
+        if (runs.length === 1)
+          await until(
+            async () => (await d.list('q', { state: 'running' })).items.every((i) => i.id === job.id || i.leaseUntil! < Date.now()),
+            'the buffered leases to run out',
+            10_000,
+          );
         if (new Set(runs.map((r) => r.split('@')[0])).size === 4 && runs.length >= 4) stop.abort();
       },
     },
   });
   expect(await d.count('q', 'succeeded')).toBe(4);
-  expect(runs.filter((r) => !r.endsWith('@1')).length, 'the dropped jobs ran again as later attempts (else this test says nothing)').toBeGreaterThan(0);
+  expect(
+    runs.filter((r) => !r.endsWith('@1')).length,
+    'the dropped jobs ran again as later attempts (else this test says nothing)',
+  ).toBeGreaterThan(0);
   expect(ran).toBe(runs.length);
   await d.close();
 });

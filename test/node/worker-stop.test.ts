@@ -20,12 +20,21 @@ describe.each(bothPlanes('stop'))('stopping a worker on the %s plane', (_name, m
     const hold = () => {
       const job = currentJob();
       started.add(job.id);
-      return new Promise((_, reject) => job.signal.addEventListener('abort', () => {
-        reasons.set(job.id, (job.signal.reason as Error).message);
-        reject(job.signal.reason);
-      }));
+      return new Promise((_, reject) =>
+        job.signal.addEventListener('abort', () => {
+          reasons.set(job.id, (job.signal.reason as Error).message);
+          reject(job.signal.reason);
+        }),
+      );
     };
-    const ran = runWorker('q', { dispatch: d, concurrency: 3, registry: { hold }, stop: stop.signal, graceMs: 100, onJob: (id, outcome) => outcomes.set(id, outcome) });
+    const ran = runWorker('q', {
+      dispatch: d,
+      concurrency: 3,
+      registry: { hold },
+      stop: stop.signal,
+      graceMs: 100,
+      onJob: (id, outcome) => outcomes.set(id, outcome),
+    });
     await until(() => started.size === 3, 'three running jobs');
     stop.abort();
     const returned = await Promise.race([ran.then(() => true), new Promise((r) => setTimeout(() => r(false), 15_000))]);

@@ -38,7 +38,8 @@ export function bytesCases(native: boolean) {
   it('base64: padding optional; anything else that is not standard base64 is refused', () => {
     expect([...fromBase64('QQ')!]).toEqual([0x41]);
     expect([...fromBase64('QQ==')!]).toEqual([0x41]);
-    for (const bad of ['@@@', ' QQ==', 'QQ==\n', 'QUJD    ', 'QU\nJ\tDRA', 'Q', 'QQ=A', '-_8=', 'QQ===']) expect(fromBase64(bad), JSON.stringify(bad)).toBeNull();
+    for (const bad of ['@@@', ' QQ==', 'QQ==\n', 'QUJD    ', 'QU\nJ\tDRA', 'Q', 'QQ=A', '-_8=', 'QQ==='])
+      expect(fromBase64(bad), JSON.stringify(bad)).toBeNull();
   });
 
   it('asText: only UTF-8 that turns back into the same bytes, without NUL', () => {

@@ -5,7 +5,9 @@ import { join } from 'node:path';
 import { tempDir } from './tmp.ts';
 
 export const git = (cwd: string, ...args: string[]) =>
-  execFileSync('git', ['-c', 'user.email=t@example.com', '-c', 'user.name=t', '-c', 'commit.gpgsign=false', ...args], { cwd }).toString().trim();
+  execFileSync('git', ['-c', 'user.email=t@example.com', '-c', 'user.name=t', '-c', 'commit.gpgsign=false', ...args], { cwd })
+    .toString()
+    .trim();
 
 /** A fresh repository whose first commit holds `files` (path -> text). */
 export function repoWith(files: Record<string, string>): string {

@@ -31,7 +31,8 @@ const ackOne = (now: number, ns: string, a: AckItem): Stmt =>
   stmt(
     `UPDATE invocations SET state = 'succeeded', result = ?7, lease_until = NULL, updated_at = ?6, finished_at = ?6
       WHERE ${heldOne()} ${RETURNING}`,
-    ...holderArgs(now, ns, a.id, a.queue, a.holder), a.result,
+    ...holderArgs(now, ns, a.id, a.queue, a.holder),
+    a.result,
   );
 
 /**
@@ -50,13 +51,19 @@ const ackSet = (now: number, ns: string, items: AckItem[]): Stmt =>
        FROM m
       WHERE invocations.rid = m.rid AND ${itemHeld}
       ${RETURNING}`,
-    ns, JSON.stringify(items.map((a) => [a.id, a.queue, a.holder.workerId, a.holder.attempt, a.result === null ? null : toHex(a.result)])), now,
+    ns,
+    JSON.stringify(items.map((a) => [a.id, a.queue, a.holder.workerId, a.holder.attempt, a.result === null ? null : toHex(a.result)])),
+    now,
   );
 
 export function ackPlan(now: number, ns: string, items: AckItem[]): Plan<(Finished | Error)[]> {
   // Two items of one id (a retried ack beside the current one) go in statements one after the
   // other: a set statement that matched both would write either item's result.
-  const groups = groupBySize(items, (a) => a.result?.length ?? 0, (a) => a.id);
+  const groups = groupBySize(
+    items,
+    (a) => a.result?.length ?? 0,
+    (a) => a.id,
+  );
   return {
     stmts: groups.map((g) => (g.alone || g.items.length === 1 ? ackOne(now, ns, g.items[0]!) : ackSet(now, ns, g.items))),
     done: (rs) => {

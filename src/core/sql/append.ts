@@ -37,7 +37,15 @@ const TOP = `max(COALESCE(l.seq, -1), i.trimmed)`;
  * it), and never after a final frame of the same attempt (a reader that stopped at the end would
  * miss it). A retry of a frame that landed is absorbed (see appendMissed).
  */
-export function appendPlan(now: number, ns: string, id: string, queue: string | null, h: Holder, a: AppendInput, maxFrames: number): Plan<Appended> {
+export function appendPlan(
+  now: number,
+  ns: string,
+  id: string,
+  queue: string | null,
+  h: Holder,
+  a: AppendInput,
+  maxFrames: number,
+): Plan<Appended> {
   const seq = `COALESCE(?7, ${TOP} + 1)`;
   return {
     stmts: [
@@ -48,7 +56,13 @@ export function appendPlan(now: number, ns: string, id: string, queue: string | 
           WHERE ${heldOne('i.')} AND ${seq} > ${TOP} AND ${seq} < ?12 AND NOT (COALESCE(l.final, 0) = 1 AND l.attempt = i.attempt)
          ON CONFLICT (inv, seq) DO NOTHING
          RETURNING seq, attempt, (SELECT queue FROM invocations WHERE rid = inv) AS queue`,
-        ...holderArgs(now, ns, id, queue, h), a.seq, a.kind, a.body, a.meta === null ? null : JSON.stringify(a.meta), a.final ? 1 : 0, maxFrames,
+        ...holderArgs(now, ns, id, queue, h),
+        a.seq,
+        a.kind,
+        a.body,
+        a.meta === null ? null : JSON.stringify(a.meta),
+        a.final ? 1 : 0,
+        maxFrames,
       ),
     ],
     done: ([ins]) => {
@@ -56,7 +70,14 @@ export function appendPlan(now: number, ns: string, id: string, queue: string | 
       if (row) {
         const seq = Number(row.seq);
         // meta as a read parses it back from its stored JSON.
-        const frame: JournalFrame = { seq, kind: a.kind as FrameKind, body: a.body, meta: a.meta === null ? null : JSON.parse(JSON.stringify(a.meta)), attempt: Number(row.attempt), final: a.final };
+        const frame: JournalFrame = {
+          seq,
+          kind: a.kind as FrameKind,
+          body: a.body,
+          meta: a.meta === null ? null : JSON.parse(JSON.stringify(a.meta)),
+          attempt: Number(row.attempt),
+          final: a.final,
+        };
         return { seq, queue: String(row.queue), final: a.final, absorbed: false, frame };
       }
       return followUp(appendMissed(now, ns, id, queue, h, a, maxFrames));
@@ -65,9 +86,19 @@ export function appendPlan(now: number, ns: string, id: string, queue: string | 
 }
 
 /** Why an append inserted nothing: a retry (absorbed), a full journal, a seq not after the last, an ended stream, or a stale holder. */
-const appendMissed = (now: number, ns: string, id: string, queue: string | null, h: Holder, a: AppendInput, maxFrames: number): Plan<Appended> =>
+const appendMissed = (
+  now: number,
+  ns: string,
+  id: string,
+  queue: string | null,
+  h: Holder,
+  a: AppendInput,
+  maxFrames: number,
+): Plan<Appended> =>
   diagnose(
-    ns, id, queue,
+    ns,
+    id,
+    queue,
     (row, x) => {
       const f = x!.rows[0]!;
       const mine = holds(row, h, now);
@@ -83,15 +114,24 @@ const appendMissed = (now: number, ns: string, id: string, queue: string | null,
       if (seq >= maxFrames) throw new LakeshoreError('payload_too_large', `the journal of ${at} is full: at most ${maxFrames} frames`);
       if (taken) throw new LakeshoreError('conflict', `seq ${seq} of ${at} was already written by attempt ${String(f.attempt)}`);
       if (Number(f.last_final) === 1 && Number(f.last_attempt) === row.attempt) {
-        throw new LakeshoreError('conflict', `attempt ${row.attempt} of ${at} already ended its stream (a final frame at seq ${String(f.last_seq)}): nothing may follow it`);
+        throw new LakeshoreError(
+          'conflict',
+          `attempt ${row.attempt} of ${at} already ended its stream (a final frame at seq ${String(f.last_seq)}): nothing may follow it`,
+        );
       }
-      if (seq <= top) throw new LakeshoreError('conflict', `seq ${seq} of ${at} is not after the journal's last seq ${top}: a reader may already be past it`);
+      if (seq <= top)
+        throw new LakeshoreError(
+          'conflict',
+          `seq ${seq} of ${at} is not after the journal's last seq ${top}: a reader may already be past it`,
+        );
       throw staleError('append', id, row, h);
     },
     stmt(
       `SELECT f.attempt, f.final, l.seq AS last_seq, l.attempt AS last_attempt, l.final AS last_final, i.trimmed
          FROM invocations i LEFT JOIN frames f ON f.inv = i.rid AND f.seq = ?3 LEFT JOIN ${LAST} AS l ON l.inv = i.rid
         WHERE i.ns = ?1 AND i.id = ?2`,
-      ns, id, a.seq,
+      ns,
+      id,
+      a.seq,
     ),
   );

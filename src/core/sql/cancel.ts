@@ -16,7 +16,10 @@ export function cancelPlan(now: number, ns: string, id: string, queue: string | 
                 lease_until = NULL, run_at = NULL, updated_at = ?4, finished_at = ?4
           WHERE ns = ?1 AND id = ?2 AND (?3 IS NULL OR queue = ?3) AND state IN ('delayed', 'queued', 'running')
           RETURNING queue`,
-        ns, id, queue, now,
+        ns,
+        id,
+        queue,
+        now,
       ),
     ],
     done: ([u]) => {

@@ -67,7 +67,16 @@ function tokens(q: string, now: string): string {
  * unspecified: `claimOrder` puts the rows in claim order. (A single claim uses `rid = (...)`,
  * which D1 counts as three fewer rows read than `IN`.) Spend its tokens right after (claimStmts).
  */
-export function claimStmt(now: number, ns: string, queue: string, c: ClaimInput, defaultLeaseMs: number, level: number | null, limit = 1, plain = false): Stmt {
+export function claimStmt(
+  now: number,
+  ns: string,
+  queue: string,
+  c: ClaimInput,
+  defaultLeaseMs: number,
+  level: number | null,
+  limit = 1,
+  plain = false,
+): Stmt {
   // `plain`: the queue is known to be neither paused, capped nor rate-limited (hints.ts).
   const allowed = plain ? '?8' : ALLOWED;
   let where = `ns = ?1 AND queue = ?2 AND state = 'queued'`;
@@ -86,7 +95,14 @@ export function claimStmt(now: number, ns: string, queue: string, c: ClaimInput,
             lease_until = ${leaseExpr('?4', '?5', '?1', '?2', '?6')}
       WHERE rid ${limit === 1 ? '=' : 'IN'} (${pick}) AND state = 'queued' AND (expires_at IS NULL OR expires_at > ?4)
       ${RETURNING}`,
-    ns, queue, c.workerId, now, c.leaseMs, defaultLeaseMs, level, limit,
+    ns,
+    queue,
+    c.workerId,
+    now,
+    c.leaseMs,
+    defaultLeaseMs,
+    level,
+    limit,
   );
 }
 
@@ -98,14 +114,25 @@ export const spendTokensStmt = (now: number, ns: string, queue: string): Stmt =>
   stmt(
     `UPDATE queues SET claim_tokens = ${tokens('queues', '?3')} - changes(), claim_tokens_at = ?3
       WHERE ns = ?1 AND queue = ?2 AND claims_per_second IS NOT NULL`,
-    ns, queue, now,
+    ns,
+    queue,
+    now,
   );
 
 /**
  * A claim statement and, unless the queue is known to have no claim rate, the bucket spending
  * that must follow it directly. The claim's result is the first.
  */
-export function claimStmts(now: number, ns: string, queue: string, c: ClaimInput, defaultLeaseMs: number, level: number | null, limit: number, known?: Hints): Stmt[] {
+export function claimStmts(
+  now: number,
+  ns: string,
+  queue: string,
+  c: ClaimInput,
+  defaultLeaseMs: number,
+  level: number | null,
+  limit: number,
+  known?: Hints,
+): Stmt[] {
   const plain = !!known && !known.paused && !known.capped && !known.rated;
   const claim = claimStmt(now, ns, queue, c, defaultLeaseMs, level, limit, plain);
   return known && !known.rated ? [claim] : [claim, spendTokensStmt(now, ns, queue)];

@@ -4,7 +4,16 @@ import { stmt } from '../port.ts';
 import type { SettingsPatch } from '../requests.ts';
 import type { QueueInfo } from '../types.ts';
 
-const COLUMNS = ['lease_ms', 'max_attempts', 'max_running', 'claims_per_second', 'backoff', 'dead_letter_queue', 'ttl_ms', 'retention_ms'] as const;
+const COLUMNS = [
+  'lease_ms',
+  'max_attempts',
+  'max_running',
+  'claims_per_second',
+  'backoff',
+  'dead_letter_queue',
+  'ttl_ms',
+  'retention_ms',
+] as const;
 
 /**
  * configure: the settings the patch names change (a null clears one); the others keep their
@@ -19,7 +28,10 @@ export const configurePlan = (now: number, ns: string, queue: string, patch: Set
        ON CONFLICT (ns, queue) DO UPDATE SET updated_at = excluded.updated_at,
          ${COLUMNS.map((c) => `${c} = CASE WHEN json_type(?4, '$.${c}') IS NULL THEN ${c} ELSE excluded.${c} END`).join(',\n         ')},
          claim_tokens = CASE WHEN json_type(?4, '$.claims_per_second') IS NULL THEN claim_tokens END`,
-      ns, queue, now, JSON.stringify(patch),
+      ns,
+      queue,
+      now,
+      JSON.stringify(patch),
     ),
   ],
   done: () => undefined,
@@ -31,7 +43,10 @@ export const pausePlan = (now: number, ns: string, queue: string, paused: boolea
     stmt(
       `INSERT INTO queues (ns, queue, updated_at, paused) VALUES (?1, ?2, ?3, ?4)
        ON CONFLICT (ns, queue) DO UPDATE SET paused = excluded.paused, updated_at = excluded.updated_at`,
-      ns, queue, now, paused ? 1 : 0,
+      ns,
+      queue,
+      now,
+      paused ? 1 : 0,
     ),
   ],
   done: () => undefined,
@@ -44,7 +59,10 @@ export const queueInfoPlan = (ns: string, queue: string): Plan<QueueInfo> => ({
   stmts: [stmt(`SELECT * FROM queues WHERE ns = ?1 AND queue = ?2`, ns, queue)],
   done: ([r]) => {
     const q = r!.rows[0] ?? {};
-    const b = typeof q.backoff === 'string' ? (JSON.parse(q.backoff) as { initial_ms: number; factor: number; max_ms: number; jitter: number }) : null;
+    const b =
+      typeof q.backoff === 'string'
+        ? (JSON.parse(q.backoff) as { initial_ms: number; factor: number; max_ms: number; jitter: number })
+        : null;
     return {
       queue,
       paused: Number(q.paused ?? 0) === 1,

@@ -29,6 +29,9 @@ export function expireStmt(now: number, ns: string, queue: string, defaultMaxAtt
             lease_until = NULL, updated_at = ?3
        FROM x WHERE invocations.rid = x.rid AND invocations.state = 'running'
       RETURNING invocations.id, invocations.state`,
-    ns, queue, now, defaultMaxAttempts,
+    ns,
+    queue,
+    now,
+    defaultMaxAttempts,
   );
 }

@@ -43,7 +43,8 @@ export const held = (t: string, a: HolderSql): string =>
  * queue-or-null, ?4 worker id, ?5 attempt-or-null, ?6 now (`holderArgs` binds them).
  */
 export const heldOne = (t = '') => held(t, { ns: '?1', id: '?2', queue: '?3', worker: '?4', attempt: '?5', now: '?6' });
-export const holderArgs = (now: number, ns: string, id: string, queue: string | null, h: Holder) => [ns, id, queue, h.workerId, h.attempt, now] as const;
+export const holderArgs = (now: number, ns: string, id: string, queue: string | null, h: Holder) =>
+  [ns, id, queue, h.workerId, h.attempt, now] as const;
 
 export interface RowFacts {
   rid: number;
@@ -58,8 +59,21 @@ export interface RowFacts {
  * Reads the row's fencing facts (and, with `extra`, one more statement's rows in the same
  * round trip); `decide` turns them into an answer or throws. An unknown id is a 404.
  */
-export function diagnose<T>(ns: string, id: string, queue: string | null, decide: (row: RowFacts, extra: StmtResult | undefined) => T, extra?: Stmt): Plan<T> {
-  const stmts = [stmt(`SELECT rid, queue, state, worker_id, attempt, lease_until FROM invocations WHERE ns = ?1 AND id = ?2 AND (?3 IS NULL OR queue = ?3)`, ns, id, queue)];
+export function diagnose<T>(
+  ns: string,
+  id: string,
+  queue: string | null,
+  decide: (row: RowFacts, extra: StmtResult | undefined) => T,
+  extra?: Stmt,
+): Plan<T> {
+  const stmts = [
+    stmt(
+      `SELECT rid, queue, state, worker_id, attempt, lease_until FROM invocations WHERE ns = ?1 AND id = ?2 AND (?3 IS NULL OR queue = ?3)`,
+      ns,
+      id,
+      queue,
+    ),
+  ];
   if (extra) stmts.push(extra);
   return {
     stmts,
@@ -67,25 +81,41 @@ export function diagnose<T>(ns: string, id: string, queue: string | null, decide
       const row = r!.rows[0];
       if (!row) throw invocationNotFound(id);
       const leaseUntil = row.lease_until === null || row.lease_until === undefined ? null : Number(row.lease_until);
-      return decide({ rid: Number(row.rid), queue: String(row.queue), state: row.state as State, workerId: (row.worker_id as string | null) ?? null, attempt: Number(row.attempt), leaseUntil }, x);
+      return decide(
+        {
+          rid: Number(row.rid),
+          queue: String(row.queue),
+          state: row.state as State,
+          workerId: (row.worker_id as string | null) ?? null,
+          attempt: Number(row.attempt),
+          leaseUntil,
+        },
+        x,
+      );
     },
   };
 }
 
 /** True when the row's last attempt is the caller's. */
-export const sameHolder = (row: Pick<RowFacts, 'workerId' | 'attempt'>, h: Holder) => row.workerId === h.workerId && (h.attempt === null || row.attempt === h.attempt);
+export const sameHolder = (row: Pick<RowFacts, 'workerId' | 'attempt'>, h: Holder) =>
+  row.workerId === h.workerId && (h.attempt === null || row.attempt === h.attempt);
 
 /** True when the caller holds the row's running attempt at `now`: `held`, read back from a row. */
-export const holds = (row: RowFacts, h: Holder, now: number) => row.state === 'running' && sameHolder(row, h) && row.leaseUntil !== null && row.leaseUntil > now;
+export const holds = (row: RowFacts, h: Holder, now: number) =>
+  row.state === 'running' && sameHolder(row, h) && row.leaseUntil !== null && row.leaseUntil > now;
 
 export function staleError(verb: string, id: string, row: RowFacts, h: Holder): Error {
   const at = `invocation ${JSON.stringify(id)}`;
   if (row.state !== 'running') return fenced(`${verb} refused: ${at} is ${row.state}, not running`);
   if (!sameHolder(row, h)) {
-    return fenced(`${verb} refused: ${at} is held by attempt ${row.attempt}${row.workerId === h.workerId ? '' : ' of another worker'}; this worker's lease was lost`);
+    return fenced(
+      `${verb} refused: ${at} is held by attempt ${row.attempt}${row.workerId === h.workerId ? '' : ' of another worker'}; this worker's lease was lost`,
+    );
   }
   if (row.leaseUntil !== null) {
-    return fenced(`${verb} refused: the lease of attempt ${row.attempt} of ${at} ran out at ${new Date(row.leaseUntil).toISOString()}; this worker's lease was lost`);
+    return fenced(
+      `${verb} refused: the lease of attempt ${row.attempt} of ${at} ran out at ${new Date(row.leaseUntil).toISOString()}; this worker's lease was lost`,
+    );
   }
   return fenced(`${verb} refused for ${at}`);
 }

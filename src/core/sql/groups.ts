@@ -25,7 +25,8 @@ export function groupBySize<T>(items: T[], size: (t: T) => number, key?: (t: T) 
       return;
     }
     const k = key?.(it);
-    if (!g || g.alone || g.bytes + n > SET_BYTES || (k !== undefined && g.keys?.has(k))) groups.push((g = { at: [], items: [], alone: false, bytes: 0 }));
+    if (!g || g.alone || g.bytes + n > SET_BYTES || (k !== undefined && g.keys?.has(k)))
+      groups.push((g = { at: [], items: [], alone: false, bytes: 0 }));
     if (k !== undefined) (g.keys ??= new Set()).add(k);
     g.at.push(i);
     g.items.push(it);
@@ -38,7 +39,12 @@ export function groupBySize<T>(items: T[], size: (t: T) => number, key?: (t: T) 
  * One plan's answers from its groups' statements: each group's statement answers some items
  * (null where its row did not come back); `answer` reads a group's result into its items' slots.
  */
-export function scatter<T, R>(groups: Group<T>[], total: number, results: { rows: Record<string, unknown>[] }[], answer: (g: Group<T>, rows: Record<string, unknown>[]) => (R | null)[]): (R | null)[] {
+export function scatter<T, R>(
+  groups: Group<T>[],
+  total: number,
+  results: { rows: Record<string, unknown>[] }[],
+  answer: (g: Group<T>, rows: Record<string, unknown>[]) => (R | null)[],
+): (R | null)[] {
   const out: (R | null)[] = new Array(total).fill(null);
   groups.forEach((g, k) => {
     answer(g, results[k]!.rows).forEach((r, j) => {

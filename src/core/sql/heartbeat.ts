@@ -9,13 +9,23 @@ import { diagnose, heldOne, holderArgs, sameHolder, staleError, type Holder } fr
  * fence.ts). A cancelled invocation answers `cancelled: true` to its holder, so the worker learns
  * to stop; anyone else's heartbeat is refused.
  */
-export function heartbeatPlan(now: number, ns: string, id: string, queue: string | null, h: Holder, leaseMs: number | null, defaultLeaseMs: number): Plan<HeartbeatAnswer> {
+export function heartbeatPlan(
+  now: number,
+  ns: string,
+  id: string,
+  queue: string | null,
+  h: Holder,
+  leaseMs: number | null,
+  defaultLeaseMs: number,
+): Plan<HeartbeatAnswer> {
   return {
     stmts: [
       stmt(
         `UPDATE invocations SET lease_until = ${leaseExpr('?6', '?7', '?1', 'invocations.queue', '?8')}, updated_at = ?6
           WHERE ${heldOne()} RETURNING lease_until`,
-        ...holderArgs(now, ns, id, queue, h), leaseMs, defaultLeaseMs,
+        ...holderArgs(now, ns, id, queue, h),
+        leaseMs,
+        defaultLeaseMs,
       ),
     ],
     done: ([u]) => {

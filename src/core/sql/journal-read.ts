@@ -10,12 +10,20 @@ import type { JournalPage } from '../types.ts';
 export function readPlan(ns: string, id: string, since: number, limit: number, queue: string | null = null): Plan<JournalPage> {
   return {
     stmts: [
-      stmt(`SELECT rid, state, result, error, trimmed FROM invocations WHERE ns = ?1 AND id = ?2 AND (?3 IS NULL OR queue = ?3)`, ns, id, queue),
+      stmt(
+        `SELECT rid, state, result, error, trimmed FROM invocations WHERE ns = ?1 AND id = ?2 AND (?3 IS NULL OR queue = ?3)`,
+        ns,
+        id,
+        queue,
+      ),
       stmt(
         `SELECT seq, kind, body, meta, attempt, final FROM frames
           WHERE inv = (SELECT rid FROM invocations WHERE ns = ?1 AND id = ?2) AND seq > ?3
           ORDER BY seq LIMIT ?4`,
-        ns, id, since, limit,
+        ns,
+        id,
+        since,
+        limit,
       ),
     ],
     done: ([inv, fr]) => {

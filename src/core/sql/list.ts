@@ -50,7 +50,8 @@ const encodeCursor = (state: State, key: Key) => b64url(JSON.stringify([state, .
 function decodeCursor(state: State, cursor: string): Key {
   try {
     const v = JSON.parse(atob(cursor.replace(/-/g, '+').replace(/_/g, '/'))) as unknown;
-    if (Array.isArray(v) && v.length === 3 && v[0] === state && (v[1] === null || typeof v[1] === 'number') && Number.isInteger(v[2])) return [v[1] as number | null, v[2] as number];
+    if (Array.isArray(v) && v.length === 3 && v[0] === state && (v[1] === null || typeof v[1] === 'number') && Number.isInteger(v[2]))
+      return [v[1] as number | null, v[2] as number];
   } catch {
     /* below */
   }
@@ -69,18 +70,41 @@ function pageStmts(ns: string, queue: string, state: State, limit: number, after
         stmt(`${base} AND state = 'queued' AND priority < ?4 ORDER BY priority DESC, rid LIMIT ?3`, ns, queue, limit, after[0]),
       ];
     case 'running':
-      return [stmt(`${base} AND state = 'running' AND (?4 IS NULL OR (lease_until, rid) > (?4, ?5)) ORDER BY lease_until, rid LIMIT ?3`, ns, queue, limit, after?.[0] ?? null, after?.[1] ?? 0)];
+      return [
+        stmt(
+          `${base} AND state = 'running' AND (?4 IS NULL OR (lease_until, rid) > (?4, ?5)) ORDER BY lease_until, rid LIMIT ?3`,
+          ns,
+          queue,
+          limit,
+          after?.[0] ?? null,
+          after?.[1] ?? 0,
+        ),
+      ];
     case 'delayed':
-      return [stmt(`${base} AND state = 'delayed' AND (?4 IS NULL OR (run_at, rid) > (?4, ?5)) ORDER BY run_at, rid LIMIT ?3`, ns, queue, limit, after?.[0] ?? null, after?.[1] ?? 0)];
+      return [
+        stmt(
+          `${base} AND state = 'delayed' AND (?4 IS NULL OR (run_at, rid) > (?4, ?5)) ORDER BY run_at, rid LIMIT ?3`,
+          ns,
+          queue,
+          limit,
+          after?.[0] ?? null,
+          after?.[1] ?? 0,
+        ),
+      ];
     default:
       // SQLite uses a partial index only when the query's WHERE repeats its condition (FINISHED),
       // and the state is written in, not bound. The index is named: left to itself, the planner
       // walks the whole table backwards by rowid for the ORDER BY.
-      return [stmt(
-        `SELECT ${COLUMNS} FROM invocations INDEXED BY invocations_finished
+      return [
+        stmt(
+          `SELECT ${COLUMNS} FROM invocations INDEXED BY invocations_finished
           WHERE ns = ?1 AND queue = ?2 AND ${FINISHED} AND state = '${state}' AND rid < ?4 ORDER BY rid DESC LIMIT ?3`,
-        ns, queue, limit, after?.[1] ?? Number.MAX_SAFE_INTEGER,
-      )];
+          ns,
+          queue,
+          limit,
+          after?.[1] ?? Number.MAX_SAFE_INTEGER,
+        ),
+      ];
   }
 }
 
@@ -124,14 +148,22 @@ export interface QueueOverview extends QueueInfo {
 
 /** Each named queue's live counts, its oldest waiting job, and its settings. */
 export function overviewPlan(now: number, ns: string, queues: string[]): Plan<Omit<QueueOverview, 'recent'>[]> {
-  const finished = (s: string) => `FROM invocations INDEXED BY invocations_finished WHERE ns = ?1 AND queue = ?2 AND ${FINISHED} AND state = '${s}'`;
+  const finished = (s: string) =>
+    `FROM invocations INDEXED BY invocations_finished WHERE ns = ?1 AND queue = ?2 AND ${FINISHED} AND state = '${s}'`;
   const counts = STATES.map((s) =>
-    s === 'failed' ? `(SELECT count(*) ${finished(s)}) AS "${s}"`
-      // One more than the cap is read: it says whether the cap was reached.
-      : s === 'succeeded' || s === 'cancelled' ? `(SELECT count(*) FROM (SELECT 1 ${finished(s)} LIMIT ${FINISHED_COUNT_CAP + 1})) AS "${s}"`
-        : `(SELECT count(*) FROM invocations WHERE ns = ?1 AND queue = ?2 AND state = '${s}') AS "${s}"`).join(', ');
+    s === 'failed'
+      ? `(SELECT count(*) ${finished(s)}) AS "${s}"`
+      : // One more than the cap is read: it says whether the cap was reached.
+        s === 'succeeded' || s === 'cancelled'
+        ? `(SELECT count(*) FROM (SELECT 1 ${finished(s)} LIMIT ${FINISHED_COUNT_CAP + 1})) AS "${s}"`
+        : `(SELECT count(*) FROM invocations WHERE ns = ?1 AND queue = ?2 AND state = '${s}') AS "${s}"`,
+  ).join(', ');
   const per = queues.map((q) => ({
-    stats: stmt(`SELECT ${counts}, (SELECT min(updated_at) FROM invocations WHERE ns = ?1 AND queue = ?2 AND state = 'queued') AS oldest`, ns, q),
+    stats: stmt(
+      `SELECT ${counts}, (SELECT min(updated_at) FROM invocations WHERE ns = ?1 AND queue = ?2 AND state = 'queued') AS oldest`,
+      ns,
+      q,
+    ),
     info: queueInfoPlan(ns, q),
   }));
   return {
@@ -141,7 +173,10 @@ export function overviewPlan(now: number, ns: string, queues: string[]): Plan<Om
         const row = rs[i * 2]!.rows[0]!;
         const info = p.info.done([rs[i * 2 + 1]!]) as QueueInfo;
         const oldest = row.oldest === null || row.oldest === undefined ? null : Math.max(0, now - Number(row.oldest));
-        const counts = Object.fromEntries(STATES.map((s) => [s, Math.min(Number(row[s] ?? 0), FINISHED_COUNT_CAP)])) as Record<State, number>;
+        const counts = Object.fromEntries(STATES.map((s) => [s, Math.min(Number(row[s] ?? 0), FINISHED_COUNT_CAP)])) as Record<
+          State,
+          number
+        >;
         const capped = CAPPED_STATES.filter((s) => Number(row[s] ?? 0) > FINISHED_COUNT_CAP);
         return { ...info, counts, capped, oldestQueuedMs: oldest };
       }),

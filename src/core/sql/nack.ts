@@ -12,7 +12,17 @@ import { backoff, budget, exhausted, spent } from './attempts.ts';
  * see attempts.ts), as a nack without retry does at once. `runAt` in the answer: when a delayed
  * row comes due.
  */
-export function nackPlan(now: number, ns: string, id: string, queue: string | null, h: Holder, error: InvocationError, retry: boolean, defaultMaxAttempts: number, delayMs: number | null): Plan<Finished & { runAt: number | null }> {
+export function nackPlan(
+  now: number,
+  ns: string,
+  id: string,
+  queue: string | null,
+  h: Holder,
+  error: InvocationError,
+  retry: boolean,
+  defaultMaxAttempts: number,
+  delayMs: number | null,
+): Plan<Finished & { runAt: number | null }> {
   const again = `?7 = 1 AND x.n < x.max`;
   return {
     stmts: [
@@ -27,12 +37,22 @@ export function nackPlan(now: number, ns: string, id: string, queue: string | nu
                 lease_until = NULL, updated_at = ?6, finished_at = CASE WHEN ${again} THEN NULL ELSE ?6 END
            FROM x WHERE invocations.rid = x.rid
           RETURNING invocations.queue, invocations.state, invocations.run_at`,
-        ...holderArgs(now, ns, id, queue, h), retry ? 1 : 0, JSON.stringify(error), defaultMaxAttempts, delayMs,
+        ...holderArgs(now, ns, id, queue, h),
+        retry ? 1 : 0,
+        JSON.stringify(error),
+        defaultMaxAttempts,
+        delayMs,
       ),
     ],
     done: ([u]) => {
       const row = u!.rows[0];
-      if (row) return { queue: String(row.queue), state: row.state as Finished['state'], absorbed: false, runAt: row.run_at === null ? null : Number(row.run_at) };
+      if (row)
+        return {
+          queue: String(row.queue),
+          state: row.state as Finished['state'],
+          absorbed: false,
+          runAt: row.run_at === null ? null : Number(row.run_at),
+        };
       return followUp(
         diagnose(ns, id, queue, (r) => {
           // A repeat of a nack that landed: it left the row waiting (queued or delayed) or failed.

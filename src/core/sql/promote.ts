@@ -15,7 +15,9 @@ export const promoteStmt = (now: number, ns: string, queue: string): Stmt =>
       WHERE rid IN (SELECT rid FROM invocations WHERE ns = ?1 AND queue = ?2 AND state = 'delayed' AND run_at <= ?3 ORDER BY run_at LIMIT ${SWEEP_ROWS})
         AND state = 'delayed'
       RETURNING id`,
-    ns, queue, now,
+    ns,
+    queue,
+    now,
   );
 
 /**
@@ -32,5 +34,7 @@ export const ttlStmt = (now: number, ns: string, queue: string): Stmt =>
                        AND expires_at <= ?3 ORDER BY expires_at LIMIT ${SWEEP_ROWS})
         AND state IN ('delayed', 'queued')
       RETURNING id`,
-    ns, queue, now,
+    ns,
+    queue,
+    now,
   );

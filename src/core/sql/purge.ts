@@ -45,7 +45,10 @@ export function purgePlan(now: number, ns: string, queue: string, defaultRetenti
   stmts.push(
     stmt(
       `SELECT min(finished_at) AS oldest, ${RETENTION} AS retention FROM (${STATES.map((s) => `SELECT * FROM (${windowOf(s)})`).join(' UNION ALL ')})`,
-      ns, queue, defaultRetentionMs, batch,
+      ns,
+      queue,
+      defaultRetentionMs,
+      batch,
     ),
   );
   return {

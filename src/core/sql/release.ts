@@ -24,7 +24,11 @@ export const releasePlan = (now: number, ns: string, queue: string, workerId: st
       `UPDATE invocations SET state = 'queued', budget_from = budget_from + 1, lease_until = NULL, updated_at = ?5
         WHERE rid IN (SELECT r.rid FROM json_each(?4) j JOIN invocations r ON ${itemHeld})
         RETURNING id`,
-      ns, queue, workerId, JSON.stringify(items.map((h) => [h.id, h.attempt])), now,
+      ns,
+      queue,
+      workerId,
+      JSON.stringify(items.map((h) => [h.id, h.attempt])),
+      now,
     ),
   ],
   done: ([u]) => u!.rows.map((r) => String(r.id)),

@@ -14,7 +14,15 @@ const RETRIED = `state = 'queued', budget_from = attempt, run_at = NULL, expires
 
 export function retryPlan(now: number, ns: string, id: string, queue: string | null): Plan<{ queue: string }> {
   return {
-    stmts: [stmt(`UPDATE invocations SET ${RETRIED}, updated_at = ?4 WHERE ns = ?1 AND id = ?2 AND (?3 IS NULL OR queue = ?3) AND state = 'failed' RETURNING queue`, ns, id, queue, now)],
+    stmts: [
+      stmt(
+        `UPDATE invocations SET ${RETRIED}, updated_at = ?4 WHERE ns = ?1 AND id = ?2 AND (?3 IS NULL OR queue = ?3) AND state = 'failed' RETURNING queue`,
+        ns,
+        id,
+        queue,
+        now,
+      ),
+    ],
     done: ([u]) => {
       const row = u!.rows[0];
       if (row) return { queue: String(row.queue) };
@@ -23,7 +31,9 @@ export function retryPlan(now: number, ns: string, id: string, queue: string | n
         done: ([r]) => {
           const found = r!.rows[0];
           if (!found) throw invocationNotFound(id);
-          throw conflict(`retry refused: invocation ${JSON.stringify(id)} is ${String(found.state)}; only a failed invocation can be retried`);
+          throw conflict(
+            `retry refused: invocation ${JSON.stringify(id)} is ${String(found.state)}; only a failed invocation can be retried`,
+          );
         },
       });
     },
@@ -37,7 +47,10 @@ export const redrivePlan = (now: number, ns: string, queue: string, limit: numbe
       `UPDATE invocations SET ${RETRIED}, updated_at = ?3
         WHERE rid IN (SELECT rid FROM invocations INDEXED BY invocations_finished WHERE ns = ?1 AND queue = ?2 AND ${FINISHED} AND state = 'failed' ORDER BY rid LIMIT ?4) AND state = 'failed'
         RETURNING id`,
-      ns, queue, now, limit,
+      ns,
+      queue,
+      now,
+      limit,
     ),
   ],
   done: ([u]) => u!.rows.map((r) => String(r.id)),
@@ -53,13 +66,22 @@ export const redriveDeadLettersPlan = (now: number, ns: string, dlq: string, lim
   const letters = `SELECT parent FROM invocations WHERE ns = ?1 AND queue = ?2 AND state = 'queued' AND id LIKE 'dead:%' AND parent IS NOT NULL ORDER BY rid LIMIT ?4`;
   return {
     stmts: [
-      stmt(`UPDATE invocations SET ${RETRIED}, updated_at = ?3 WHERE ns = ?1 AND state = 'failed' AND id IN (${letters}) RETURNING id, queue`, ns, dlq, now, limit),
+      stmt(
+        `UPDATE invocations SET ${RETRIED}, updated_at = ?3 WHERE ns = ?1 AND state = 'failed' AND id IN (${letters}) RETURNING id, queue`,
+        ns,
+        dlq,
+        now,
+        limit,
+      ),
       stmt(
         `UPDATE invocations SET state = 'cancelled', finished_at = ?3, updated_at = ?3,
                 error = json_object('type', 'Redriven', 'message', 'its failed job ' || parent || ' was sent back to its queue')
           WHERE rid IN (SELECT rid FROM invocations WHERE ns = ?1 AND queue = ?2 AND state = 'queued' AND id LIKE 'dead:%' AND parent IS NOT NULL ORDER BY rid LIMIT ?4)
           RETURNING id`,
-        ns, dlq, now, limit,
+        ns,
+        dlq,
+        now,
+        limit,
       ),
     ],
     done: ([r]) => r!.rows.map((x) => ({ id: String(x.id), queue: String(x.queue) })),

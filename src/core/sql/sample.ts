@@ -21,12 +21,14 @@ export const markSampledStmts = (now: number, ns: string, queue: string): Stmt[]
         SET queued = (SELECT count(*) FROM invocations AS i
                        WHERE i.ns = ?1 AND i.queue = ?2 AND i.state = 'queued' AND i.priority = queue_levels.priority)
       WHERE ns = ?1 AND queue = ?2 AND NOT EXISTS (SELECT 1 FROM queues WHERE ns = ?1 AND queue = ?2 AND sampled = 1)`,
-    ns, queue,
+    ns,
+    queue,
   ),
   stmt(
     `INSERT INTO queues (ns, queue, updated_at, sampled) VALUES (?1, ?2, ?3, 1)
      ON CONFLICT (ns, queue) DO UPDATE SET sampled = 1 WHERE sampled = 0`,
-    ns, queue, now,
+    ns,
+    queue,
+    now,
   ),
 ];
-

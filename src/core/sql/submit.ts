@@ -55,7 +55,17 @@ const insertOne = (now: number, ns: string, queue: string, s: SubmitInput): Stmt
     `INSERT INTO invocations ${COLUMNS}
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, COALESCE(?7, X''), ${VALUES('?9', '?10', '?8')}, ?11)
      ON CONFLICT DO NOTHING RETURNING id, state, run_at, expires_at`,
-    ns, queue, s.id, s.key, s.priority, s.parent, asText(s.envelope) ?? s.envelope, now, s.runAt, s.expiresAt, s.maxAttempts,
+    ns,
+    queue,
+    s.id,
+    s.key,
+    s.priority,
+    s.parent,
+    asText(s.envelope) ?? s.envelope,
+    now,
+    s.runAt,
+    s.expiresAt,
+    s.maxAttempts,
   );
 
 /**
@@ -68,10 +78,15 @@ const insertSet = (now: number, ns: string, queue: string, items: SubmitInput[])
      SELECT ?1, ?2, value->>0, value->>1, value->>2, value->>3, COALESCE(value->>8, unhex(value->>4), X''), ${VALUES('value->>5', 'value->>6', '?4')}, value->>7
        FROM json_each(?3) WHERE true
      ON CONFLICT DO NOTHING RETURNING id, state, run_at, expires_at`,
-    ns, queue, JSON.stringify(items.map((s) => {
-      const text = asText(s.envelope);
-      return [s.id, s.key, s.priority, s.parent, text === null ? toHex(s.envelope) : null, s.runAt, s.expiresAt, s.maxAttempts, text];
-    })), now,
+    ns,
+    queue,
+    JSON.stringify(
+      items.map((s) => {
+        const text = asText(s.envelope);
+        return [s.id, s.key, s.priority, s.parent, text === null ? toHex(s.envelope) : null, s.runAt, s.expiresAt, s.maxAttempts, text];
+      }),
+    ),
+    now,
   );
 
 /**
@@ -83,7 +98,9 @@ const insertSet = (now: number, ns: string, queue: string, items: SubmitInput[])
 export function submitPlan(now: number, ns: string, queue: string, items: SubmitInput[]): Plan<(Created | Submitted | Error)[]> {
   const groups = groupBySize(items, (s) => s.envelope.length);
   return {
-    stmts: groups.map((g) => (g.alone || g.items.length === 1 ? insertOne(now, ns, queue, g.items[0]!) : insertSet(now, ns, queue, g.items))),
+    stmts: groups.map((g) =>
+      g.alone || g.items.length === 1 ? insertOne(now, ns, queue, g.items[0]!) : insertSet(now, ns, queue, g.items),
+    ),
     done: (rs) => {
       const out = scatter<SubmitInput, Created | Submitted>(groups, items.length, rs, (g, rows) => {
         const created = new Map(rows.map((r) => [String(r.id), r]));
@@ -113,7 +130,9 @@ function existingPlan(ns: string, queue: string, s: SubmitInput): Plan<Submitted
       const r = byId!.rows[0];
       if (r && r.queue === queue) return { id: s.id, created: false };
       if (r) throw new LakeshoreError('conflict', `id ${JSON.stringify(s.id)} already names an invocation in another queue`);
-      throw new LakeshoreError('conflict', `submit of ${JSON.stringify(s.id)} conflicted with a concurrent change; retry it`, { retryable: true });
+      throw new LakeshoreError('conflict', `submit of ${JSON.stringify(s.id)} conflicted with a concurrent change; retry it`, {
+        retryable: true,
+      });
     },
   };
 }

@@ -16,17 +16,38 @@ export interface TokenInfo {
 }
 
 const info = (r: Record<string, unknown>): TokenInfo => ({
-  id: String(r.id), ns: String(r.ns), role: r.role as Role, pools: typeof r.pools === 'string' ? (JSON.parse(r.pools) as string[]) : null,
-  name: (r.name as string | null) ?? null, created_at: Number(r.created_at), revoked_at: r.revoked_at === null || r.revoked_at === undefined ? null : Number(r.revoked_at),
+  id: String(r.id),
+  ns: String(r.ns),
+  role: r.role as Role,
+  pools: typeof r.pools === 'string' ? (JSON.parse(r.pools) as string[]) : null,
+  name: (r.name as string | null) ?? null,
+  created_at: Number(r.created_at),
+  revoked_at: r.revoked_at === null || r.revoked_at === undefined ? null : Number(r.revoked_at),
   limits: typeof r.limits === 'string' ? (JSON.parse(r.limits) as TokenLimits) : null,
 });
 
-export const createTokenPlan = (now: number, ns: string, id: string, digest: string, role: Role, pools: string[] | null, name: string | null, limits: TokenLimits | null = null): Plan<TokenInfo> => ({
+export const createTokenPlan = (
+  now: number,
+  ns: string,
+  id: string,
+  digest: string,
+  role: Role,
+  pools: string[] | null,
+  name: string | null,
+  limits: TokenLimits | null = null,
+): Plan<TokenInfo> => ({
   stmts: [
     stmt(
       `INSERT INTO tokens (id, ns, role, pools, name, digest, created_at, limits) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
        RETURNING id, ns, role, pools, name, created_at, revoked_at, limits`,
-      id, ns, role, pools ? JSON.stringify(pools) : null, name, digest, now, limits ? JSON.stringify(limits) : null,
+      id,
+      ns,
+      role,
+      pools ? JSON.stringify(pools) : null,
+      name,
+      digest,
+      now,
+      limits ? JSON.stringify(limits) : null,
     ),
   ],
   done: ([r]) => info(r!.rows[0]!),

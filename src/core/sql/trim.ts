@@ -16,12 +16,16 @@ export function trimPlan(ns: string, id: string, queue: string | null, keepLast:
             SET trimmed = max(trimmed, COALESCE((SELECT seq FROM frames WHERE inv = invocations.rid ORDER BY seq DESC LIMIT 1 OFFSET ?4), -1))
           WHERE ns = ?1 AND id = ?2 AND (?3 IS NULL OR queue = ?3)
           RETURNING queue`,
-        ns, id, queue, keepLast,
+        ns,
+        id,
+        queue,
+        keepLast,
       ),
       stmt(
         `DELETE FROM frames WHERE inv = (SELECT rid FROM invocations WHERE ns = ?1 AND id = ?2)
             AND seq <= (SELECT trimmed FROM invocations WHERE ns = ?1 AND id = ?2)`,
-        ns, id,
+        ns,
+        id,
       ),
     ],
     done: ([u, d]) => {

@@ -15,7 +15,8 @@ export const wakeStmt = (ns: string, queue: string): Stmt =>
             q.paused AS paused, q.max_running AS max_running, q.claims_per_second AS rate, q.claim_tokens AS tokens, q.claim_tokens_at AS tokens_at,
             CASE WHEN q.max_running IS NOT NULL THEN (SELECT count(*) FROM invocations WHERE ns = ?1 AND queue = ?2 AND state = 'running') END AS running
        FROM (SELECT 1) LEFT JOIN queues q ON q.ns = ?1 AND q.queue = ?2`,
-    ns, queue,
+    ns,
+    queue,
   );
 
 /** A wakeStmt row, read. */

@@ -31,12 +31,16 @@ function stampOf(c: Ctx): string {
 const keyOf = (c: Ctx, stamp: string) => `${c.var.ns}/${stamp}`;
 const hex = (b: ArrayBuffer) => [...new Uint8Array(b)].map((x) => x.toString(16).padStart(2, '0')).join('');
 const digestHeader = (sha256: string) => `sha-256=:${toBase64(new Uint8Array(sha256.match(/../g)!.map((h) => parseInt(h, 16))))}:`;
-const missing = (stamp: string) => new LakeshoreError('not_found', `no code archive ${stamp} in this namespace: push it first (pushCode / push_code)`);
+const missing = (stamp: string) =>
+  new LakeshoreError('not_found', `no code archive ${stamp} in this namespace: push it first (pushCode / push_code)`);
 
 const limit = bodyLimit({
   maxSize: CODE_MAX_BYTES,
   onError: () => {
-    throw new LakeshoreError('payload_too_large', `a code archive is at most ${CODE_MAX_BYTES} bytes; leave build output and data out of the git tree`);
+    throw new LakeshoreError(
+      'payload_too_large',
+      `a code archive is at most ${CODE_MAX_BYTES} bytes; leave build output and data out of the git tree`,
+    );
   },
 });
 
@@ -45,30 +49,45 @@ export const code = new Hono<App>()
     const stamp = stampOf(c);
     const named = DIGEST.exec(c.req.header('content-digest') ?? '')?.[1];
     const claimed = named ? fromBase64(named) : null;
-    if (!claimed || claimed.length !== 32) throw badRequest('name the archive\'s SHA-256: Content-Digest: sha-256=:<base64 of the 32-byte digest>:');
+    if (!claimed || claimed.length !== 32)
+      throw badRequest("name the archive's SHA-256: Content-Digest: sha-256=:<base64 of the 32-byte digest>:");
     const body = await c.req.arrayBuffer();
     const sha256 = hex(await crypto.subtle.digest('SHA-256', body));
-    if (sha256 !== [...claimed].map((x) => x.toString(16).padStart(2, '0')).join('')) throw badRequest(`the archive's SHA-256 is ${sha256}, not the one its Content-Digest names: it changed on the way, or the digest is wrong`);
+    if (sha256 !== [...claimed].map((x) => x.toString(16).padStart(2, '0')).join(''))
+      throw badRequest(
+        `the archive's SHA-256 is ${sha256}, not the one its Content-Digest names: it changed on the way, or the digest is wrong`,
+      );
     const bucket = c.env.CODE as R2Bucket;
     const have = await bucket.head(keyOf(c, stamp));
     if (have) {
       if (have.customMetadata?.sha256 === sha256) return c.json({ stamp, sha256, bytes: have.size, created: false }, 200);
-      throw new LakeshoreError('conflict', `stamp ${stamp} already names another archive (SHA-256 ${have.customMetadata?.sha256}): a stamp is one git tree`);
+      throw new LakeshoreError(
+        'conflict',
+        `stamp ${stamp} already names another archive (SHA-256 ${have.customMetadata?.sha256}): a stamp is one git tree`,
+      );
     }
     await bucket.put(keyOf(c, stamp), body, { sha256, customMetadata: { sha256 }, httpMetadata: { contentType: 'application/x-tar' } });
     return c.json({ stamp, sha256, bytes: body.byteLength, created: true }, 201);
   })
   // Hono answers HEAD with the GET route (without its body); a HEAD is authorized as codeHead:
   // a producer asks whether to push, a worker whether to fetch.
-  .get('/:stamp', (c, next) => (c.req.raw.method === 'HEAD' ? may('codeHead') : may('codeGet'))(c, next), async (c) => {
-    const stamp = stampOf(c);
-    const bucket = c.env.CODE as R2Bucket;
-    if (c.req.raw.method === 'HEAD') {
-      const have = await bucket.head(keyOf(c, stamp));
-      if (!have) throw missing(stamp);
-      return c.body(null, 200, { 'content-length': String(have.size), 'content-digest': digestHeader(have.customMetadata!.sha256!) });
-    }
-    const obj = await bucket.get(keyOf(c, stamp));
-    if (!obj) throw missing(stamp);
-    return c.body(obj.body, 200, { 'content-type': 'application/x-tar', 'content-length': String(obj.size), 'content-digest': digestHeader(obj.customMetadata!.sha256!) });
-  });
+  .get(
+    '/:stamp',
+    (c, next) => (c.req.raw.method === 'HEAD' ? may('codeHead') : may('codeGet'))(c, next),
+    async (c) => {
+      const stamp = stampOf(c);
+      const bucket = c.env.CODE as R2Bucket;
+      if (c.req.raw.method === 'HEAD') {
+        const have = await bucket.head(keyOf(c, stamp));
+        if (!have) throw missing(stamp);
+        return c.body(null, 200, { 'content-length': String(have.size), 'content-digest': digestHeader(have.customMetadata!.sha256!) });
+      }
+      const obj = await bucket.get(keyOf(c, stamp));
+      if (!obj) throw missing(stamp);
+      return c.body(obj.body, 200, {
+        'content-type': 'application/x-tar',
+        'content-length': String(obj.size),
+        'content-digest': digestHeader(obj.customMetadata!.sha256!),
+      });
+    },
+  );

@@ -50,4 +50,6 @@ const SECURITY = {
 export const dashboard = new Hono<App>()
   .get('/', (c) => c.html(PAGE, 200, SECURITY))
   .get('/favicon.ico', (c) => c.body(null, 204))
-  .get('/dashboard.js', (c) => c.body(DASHBOARD_JS, 200, { ...SECURITY, 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'no-cache' }));
+  .get('/dashboard.js', (c) =>
+    c.body(DASHBOARD_JS, 200, { ...SECURITY, 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'no-cache' }),
+  );

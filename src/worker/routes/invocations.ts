@@ -55,7 +55,9 @@ export const invocations = new Hono<App>()
   .post('/:id/nack', may('nack'), jsonBody(NackBody), async (c) => {
     const b = c.req.valid('json');
     const { id, stub } = await held(c, 'nack');
-    const out = await raise(stub.nack(id, { workerId: b.worker_id, attempt: b.attempt, error: b.error, retry: b.retry, delayMs: b.delay_ms }));
+    const out = await raise(
+      stub.nack(id, { workerId: b.worker_id, attempt: b.attempt, error: b.error, retry: b.retry, delayMs: b.delay_ms }),
+    );
     return c.json({ ok: true, state: out.state, absorbed: out.absorbed });
   })
   .post('/:id/heartbeat', may('heartbeat'), jsonBody(HeartbeatBody), async (c) => {

@@ -16,7 +16,8 @@ const KINDS = new Set(['job', 'worker']);
 /** `?kinds=job,worker` (the default: both), `job` or `worker`. */
 function kindsOf(param: string | undefined): Kinds {
   const asked = new Set((param ?? 'job,worker').split(','));
-  for (const k of asked) if (!KINDS.has(k)) throw badRequest(`unknown kind ${JSON.stringify(k)}: the feed has job and worker records (kinds=job,worker)`);
+  for (const k of asked)
+    if (!KINDS.has(k)) throw badRequest(`unknown kind ${JSON.stringify(k)}: the feed has job and worker records (kinds=job,worker)`);
   return asked.size === 2 ? 'all' : ([...asked][0] as Kinds);
 }
 
@@ -33,7 +34,9 @@ export const observe = new Hono<App>()
   })
   .get('/workers', may('workers'), async (c) => {
     const { ns } = c.var;
-    const seen = await Promise.all((await reader(c).queues(ns)).map(async (queue) => ({ queue, ...(await raise(queueObject(c, ns, queue).workersSeen())) })));
+    const seen = await Promise.all(
+      (await reader(c).queues(ns)).map(async (queue) => ({ queue, ...(await raise(queueObject(c, ns, queue).workersSeen())) })),
+    );
     return c.json({ workers: mergeWorkers(seen) });
   })
   .get('/metrics', may('metrics'), async (c) => {

@@ -2,7 +2,18 @@
 import { Hono } from 'hono';
 import { raise } from '../../core/settled.ts';
 import type * as z from 'zod/mini';
-import { AckManyBody, ClaimBody, ClaimCancelBody, WorkerLogBody, NackManyBody, QueueSettingsBody, RedriveBody, ScheduleBody, SubmitBody, SubmitManyBody } from '../../core/wire.ts';
+import {
+  AckManyBody,
+  ClaimBody,
+  ClaimCancelBody,
+  WorkerLogBody,
+  NackManyBody,
+  QueueSettingsBody,
+  RedriveBody,
+  ScheduleBody,
+  SubmitBody,
+  SubmitManyBody,
+} from '../../core/wire.ts';
 import type { QueueInfo, Schedule } from '../../core/types.ts';
 import { jsonBody, MAX_BATCH_BODY_BYTES, numParam } from '../body.ts';
 import { claimedJson, itemJson, overviewJson, pageOfJson, queueInfoJson, scheduleJson } from '../../core/wire-json.ts';
@@ -17,8 +28,16 @@ const acked = (r: { absorbed: boolean }) => ({ ok: true, absorbed: r.absorbed })
 
 /** A submit body, as the engine takes it. */
 const submitRequest = (b: z.output<typeof SubmitBody>) => ({
-  id: b.id, envelope: b.envelope, key: b.key, priority: b.priority, parent: b.parent,
-  delayMs: b.delay_ms, runAt: b.run_at, ttlMs: b.ttl_ms, expiresAt: b.expires_at, maxAttempts: b.max_attempts,
+  id: b.id,
+  envelope: b.envelope,
+  key: b.key,
+  priority: b.priority,
+  parent: b.parent,
+  delayMs: b.delay_ms,
+  runAt: b.run_at,
+  ttlMs: b.ttl_ms,
+  expiresAt: b.expires_at,
+  maxAttempts: b.max_attempts,
 });
 const nacked = (r: { state: string; absorbed: boolean }) => ({ ok: true, state: r.state, absorbed: r.absorbed });
 
@@ -29,7 +48,12 @@ const claimWaitId = (workerId: string, claimId: string | null | undefined) =>
 export const queues = new Hono<App>()
   .get('/', may('queues'), async (c) => c.json({ queues: (await liveOverview(c, c.var.ns)).map((q) => overviewJson(q.overview)) }))
   .get('/:queue/invocations', may('list'), async (c) =>
-    c.json(pageOfJson(await reader(c).list(c.var.ns, queueParam(c), c.req.query('state') ?? 'queued', numParam(c, 'limit'), c.req.query('cursor')))))
+    c.json(
+      pageOfJson(
+        await reader(c).list(c.var.ns, queueParam(c), c.req.query('state') ?? 'queued', numParam(c, 'limit'), c.req.query('cursor')),
+      ),
+    ),
+  )
   .post('/:queue/invocations', may('submit'), jsonBody(SubmitBody), async (c) => {
     const out = await raise(submitOne(c, c.var.ns, queueParam(c), submitRequest(c.req.valid('json'))));
     return c.json(out, out.created ? 201 : 200);
@@ -42,7 +66,15 @@ export const queues = new Hono<App>()
     const { ns } = c.var;
     const queue = queueParam(c);
     const b = c.req.valid('json');
-    const req = { workerId: b.worker_id, kind: b.kind, temperature: b.temperature, leaseMs: b.lease_ms, waitMs: b.wait_ms, max: b.max, worker: b.worker };
+    const req = {
+      workerId: b.worker_id,
+      kind: b.kind,
+      temperature: b.temperature,
+      leaseMs: b.lease_ms,
+      waitMs: b.wait_ms,
+      max: b.max,
+      worker: b.worker,
+    };
     const stub = queueObject(c, ns, queue);
     if (!b.acks) {
       // A claim that waits streams (long-poll.ts), so a client that goes away is noticed: parked,
@@ -51,7 +83,12 @@ export const queues = new Hono<App>()
       const waitId = claimWaitId(b.worker_id, b.claim_id);
       const answer = raise(stub.claim(req, waitId)).then((a) => ({ value: a.claimed, parked: a.parked }));
       if (!b.wait_ms) return c.json({ claimed: (await answer).value.map(claimedJson) });
-      return longPoll(c, answer, (got) => ({ claimed: got.map(claimedJson) }), () => stub.abortWait(waitId));
+      return longPoll(
+        c,
+        answer,
+        (got) => ({ claimed: got.map(claimedJson) }),
+        () => stub.abortWait(waitId),
+      );
     }
     allow(c, ns, 'ack', queue);
     const acks = b.acks.map((a) => ({ id: a.id, workerId: b.worker_id, attempt: a.attempt, result: a.result }));
@@ -79,7 +116,9 @@ export const queues = new Hono<App>()
     return c.json({ results: out.map((r) => itemJson(r, acked)) });
   })
   .post('/:queue/nack', may('nack'), jsonBody(NackManyBody, MAX_BATCH_BODY_BYTES), async (c) => {
-    const items = c.req.valid('json').items.map((n) => ({ id: n.id, workerId: n.worker_id, attempt: n.attempt, error: n.error, retry: n.retry, delayMs: n.delay_ms }));
+    const items = c.req
+      .valid('json')
+      .items.map((n) => ({ id: n.id, workerId: n.worker_id, attempt: n.attempt, error: n.error, retry: n.retry, delayMs: n.delay_ms }));
     const out = await raise(queueObject(c, c.var.ns, queueParam(c)).nackMany(items));
     return c.json({ results: out.map((r) => itemJson(r, nacked)) });
   })
@@ -87,11 +126,24 @@ export const queues = new Hono<App>()
   .get('/:queue', may('queues'), async (c) => c.json(queueInfoJson(await raise<QueueInfo>(queueObject(c, c.var.ns, queueParam(c)).info()))))
   .put('/:queue', may('configure'), jsonBody(QueueSettingsBody), async (c) => {
     const b = c.req.valid('json');
-    const backoff = b.retry_backoff && { initialMs: b.retry_backoff.initial_ms, factor: b.retry_backoff.factor, maxMs: b.retry_backoff.max_ms, jitter: b.retry_backoff.jitter };
-    const info = await raise<QueueInfo>(queueObject(c, c.var.ns, queueParam(c)).configure({
-      leaseMs: b.lease_ms, maxAttempts: b.max_attempts, maxRunning: b.max_running, claimsPerSecond: b.claims_per_second,
-      retryBackoff: backoff, deadLetterQueue: b.dead_letter_queue, ttlMs: b.ttl_ms, retentionMs: b.retention_ms,
-    }));
+    const backoff = b.retry_backoff && {
+      initialMs: b.retry_backoff.initial_ms,
+      factor: b.retry_backoff.factor,
+      maxMs: b.retry_backoff.max_ms,
+      jitter: b.retry_backoff.jitter,
+    };
+    const info = await raise<QueueInfo>(
+      queueObject(c, c.var.ns, queueParam(c)).configure({
+        leaseMs: b.lease_ms,
+        maxAttempts: b.max_attempts,
+        maxRunning: b.max_running,
+        claimsPerSecond: b.claims_per_second,
+        retryBackoff: backoff,
+        deadLetterQueue: b.dead_letter_queue,
+        ttlMs: b.ttl_ms,
+        retentionMs: b.retention_ms,
+      }),
+    );
     return c.json(queueInfoJson(info));
   })
   .post('/:queue/pause', may('pause'), async (c) => {
@@ -108,10 +160,19 @@ export const queues = new Hono<App>()
     if (b.dead_letters) return c.json({ redriven: await raise<{ id: string; queue: string }[]>(stub.redriveDeadLetters(b.limit)) });
     return c.json({ redriven: (await raise<string[]>(stub.redrive(b.limit))).map((id) => ({ id, queue: queueParam(c) })) });
   })
-  .get('/:queue/schedules', may('schedules'), async (c) => c.json({ schedules: (await raise<Schedule[]>(queueObject(c, c.var.ns, queueParam(c)).schedules())).map(scheduleJson) }))
+  .get('/:queue/schedules', may('schedules'), async (c) =>
+    c.json({ schedules: (await raise<Schedule[]>(queueObject(c, c.var.ns, queueParam(c)).schedules())).map(scheduleJson) }),
+  )
   .put('/:queue/schedules/:name', may('schedules'), jsonBody(ScheduleBody), async (c) => {
     const b = c.req.valid('json');
-    const s = await raise<Schedule>(queueObject(c, c.var.ns, queueParam(c)).setSchedule(c.req.param('name'), { cron: b.cron, timezone: b.timezone, envelope: b.envelope, priority: b.priority }));
+    const s = await raise<Schedule>(
+      queueObject(c, c.var.ns, queueParam(c)).setSchedule(c.req.param('name'), {
+        cron: b.cron,
+        timezone: b.timezone,
+        envelope: b.envelope,
+        priority: b.priority,
+      }),
+    );
     return c.json(scheduleJson(s));
   })
   .delete('/:queue/schedules/:name', may('schedules'), async (c) => {

@@ -42,16 +42,22 @@ export function plane(ns = freshNs()) {
   const base = `/v1/ns/${ns}`;
   return {
     ns,
-    submit: (queue: string, id: string, extra: Record<string, unknown> = {}) => call('POST', `${base}/queues/${queue}/invocations`, { id, envelope: b64(`env-${id}`), ...extra }),
-    claim: (queue: string, worker: string, extra: Record<string, unknown> = {}) => call('POST', `${base}/queues/${queue}/claim`, { worker_id: worker, ...extra }),
-    ack: (id: string, worker: string, extra: Record<string, unknown> = {}) => call('POST', `${base}/invocations/${id}/ack`, { worker_id: worker, ...extra }),
-    nack: (id: string, worker: string, extra: Record<string, unknown> = {}) => call('POST', `${base}/invocations/${id}/nack`, { worker_id: worker, error: 'boom', ...extra }),
-    heartbeat: (id: string, worker: string, extra: Record<string, unknown> = {}) => call('POST', `${base}/invocations/${id}/heartbeat`, { worker_id: worker, ...extra }),
+    submit: (queue: string, id: string, extra: Record<string, unknown> = {}) =>
+      call('POST', `${base}/queues/${queue}/invocations`, { id, envelope: b64(`env-${id}`), ...extra }),
+    claim: (queue: string, worker: string, extra: Record<string, unknown> = {}) =>
+      call('POST', `${base}/queues/${queue}/claim`, { worker_id: worker, ...extra }),
+    ack: (id: string, worker: string, extra: Record<string, unknown> = {}) =>
+      call('POST', `${base}/invocations/${id}/ack`, { worker_id: worker, ...extra }),
+    nack: (id: string, worker: string, extra: Record<string, unknown> = {}) =>
+      call('POST', `${base}/invocations/${id}/nack`, { worker_id: worker, error: 'boom', ...extra }),
+    heartbeat: (id: string, worker: string, extra: Record<string, unknown> = {}) =>
+      call('POST', `${base}/invocations/${id}/heartbeat`, { worker_id: worker, ...extra }),
     cancel: (id: string) => call('POST', `${base}/invocations/${id}/cancel`),
     get: (id: string) => call('GET', `${base}/invocations/${id}`),
     result: (id: string, timeoutMs = 0) => call('GET', `${base}/invocations/${id}/result?timeout_ms=${timeoutMs}`),
     count: (queue: string, state = 'queued') => call('GET', `${base}/queues/${queue}/count?state=${state}`),
-    append: (id: string, worker: string, extra: Record<string, unknown> = {}) => call('POST', `${base}/invocations/${id}/journal`, { worker_id: worker, kind: 0, body: b64('x'), ...extra }),
+    append: (id: string, worker: string, extra: Record<string, unknown> = {}) =>
+      call('POST', `${base}/invocations/${id}/journal`, { worker_id: worker, kind: 0, body: b64('x'), ...extra }),
     read: (id: string, since = -1) => call('GET', `${base}/invocations/${id}/journal?since=${since}`),
     trim: (id: string, keepLast: number) => call('POST', `${base}/invocations/${id}/journal/trim`, { keep_last: keepLast }),
     configure: (queue: string, body: Record<string, unknown>) => call('PUT', `${base}/queues/${queue}`, body),

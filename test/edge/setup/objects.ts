@@ -15,18 +15,26 @@ export function queueStub(ns: string, queue: string): DurableObjectStub<QueueObj
  * its next sweep): left to them, its claims would not look for an expired lease before its time.
  */
 export async function expireLease(ns: string, id: string): Promise<void> {
-  const row = await env.DB.prepare(`UPDATE invocations SET lease_until = 1 WHERE ns = ?1 AND id = ?2 AND state = 'running' RETURNING queue`).bind(ns, id).first<{ queue: string }>();
+  const row = await env.DB.prepare(`UPDATE invocations SET lease_until = 1 WHERE ns = ?1 AND id = ?2 AND state = 'running' RETURNING queue`)
+    .bind(ns, id)
+    .first<{ queue: string }>();
   if (row) await runInDurableObject(queueStub(ns, row.queue), (o) => o.forgetHints());
 }
 
 /** A namespace's rows as a refused write must leave them: state, holder, attempt, lease, result and error. */
 export async function rows(ns: string): Promise<Record<string, unknown>[]> {
-  const r = await env.DB.prepare(`SELECT id, queue, state, attempt, worker_id, lease_until, hex(result) AS result, error, finished_at FROM invocations WHERE ns = ?1 ORDER BY rid`).bind(ns).all();
+  const r = await env.DB.prepare(
+    `SELECT id, queue, state, attempt, worker_id, lease_until, hex(result) AS result, error, finished_at FROM invocations WHERE ns = ?1 ORDER BY rid`,
+  )
+    .bind(ns)
+    .all();
   return r.results;
 }
 
 export async function frameCount(ns: string, id: string): Promise<number> {
-  const r = await env.DB.prepare(`SELECT count(*) AS n FROM frames WHERE inv = (SELECT rid FROM invocations WHERE ns = ?1 AND id = ?2)`).bind(ns, id).first<{ n: number }>();
+  const r = await env.DB.prepare(`SELECT count(*) AS n FROM frames WHERE inv = (SELECT rid FROM invocations WHERE ns = ?1 AND id = ?2)`)
+    .bind(ns, id)
+    .first<{ n: number }>();
   return r?.n ?? 0;
 }
 

@@ -35,7 +35,11 @@ export function start(args: string[], env: NodeJS.ProcessEnv, cwd?: string): Run
   return { child, stdout: () => out, stderr: () => err, exited };
 }
 
-export async function cli(args: string[], env: NodeJS.ProcessEnv, cwd?: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+export async function cli(
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  cwd?: string,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const r = start(args, env, cwd);
   const code = await r.exited;
   return { code, stdout: r.stdout(), stderr: r.stderr() };

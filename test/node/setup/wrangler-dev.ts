@@ -15,7 +15,13 @@ declare module 'vitest' {
 export default async function setup(project: TestProject) {
   const dir = mkdtempSync(join(tmpdir(), 'lakeshore-test-'));
   const token: string = newToken('lsk_test_');
-  const plane = await startPlane({ node: process.execPath, env: process.env, persistTo: dir, vars: { LAKESHORE_TOKEN: token }, server: 'wrangler' });
+  const plane = await startPlane({
+    node: process.execPath,
+    env: process.env,
+    persistTo: dir,
+    vars: { LAKESHORE_TOKEN: token },
+    server: 'wrangler',
+  });
   project.provide('planeUrl', plane.url);
   project.provide('planeToken', token);
   return async () => {
