@@ -81,7 +81,7 @@ for (const s of sessions) {
   await s.send('Profiler.start');
 }
 const N = Number(process.argv.find((a) => a.startsWith('--n='))?.slice(4) ?? 3000);
-const d = new HttpDispatch(url, { token: 'tok', namespace: 'prof' + Date.now() });
+const d = new HttpDispatch(url, { token: 'tok', namespace: `prof${Date.now()}` });
 if (process.argv.includes('--fan-in')) {
   const { Pool } = await import('undici');
   const pool = new Pool(url, { connections: 256, pipelining: 1 });
@@ -162,7 +162,9 @@ async function report(): Promise<never> {
     const dt = profile.timeDeltas as number[];
     const byId = new Map(profile.nodes.map((n: any) => [n.id, n]));
     const counts = new Map<number, number>();
-    profile.samples.forEach((sid: number, i: number) => counts.set(sid, (counts.get(sid) ?? 0) + (dt[i] ?? 0)));
+    profile.samples.forEach((sid: number, i: number) => {
+      counts.set(sid, (counts.get(sid) ?? 0) + (dt[i] ?? 0));
+    });
     let total = 0,
       idle = 0;
     for (const [sid, us] of counts) {

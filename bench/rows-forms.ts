@@ -129,7 +129,7 @@ try {
   print('ack', '(ns, id) IN json_each, no per-item fence or result, no RETURNING', '1', await sql([ackIn(ns, 1e6 + 2 * N, false)]));
   // One statement per item (what the set forms save the statements of).
   ns = await fresh();
-  const one = Array.from({ length: N }, (_, i) => ({
+  const one = Array.from({ length: N }, (_, _i) => ({
     sql: `UPDATE invocations ${CLAIM_SET} WHERE rid = (SELECT rid FROM invocations WHERE ${W(ns)} ORDER BY priority DESC, rid ASC LIMIT 1) AND state = 'queued' ${CLAIM_RET}`,
   }));
   print('claim', 'one statement per job', `${N}`, await sql(one));

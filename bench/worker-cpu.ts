@@ -74,9 +74,19 @@ try {
   const ackAndClaim = d.ackAndClaim.bind(d);
   const claimMany = d.claimMany.bind(d);
   const ack = d.ack.bind(d);
-  d.ackAndClaim = (q, w, acks, max, o) => (count.claims++, (count.riding += acks.length), ackAndClaim(q, w, acks, max, o));
-  d.claimMany = (q, w, max, o) => (count.claims++, claimMany(q, w, max, o));
-  d.ack = (id, w, o) => (count.alone++, ack(id, w, o));
+  d.ackAndClaim = (q, w, acks, max, o) => {
+    count.claims++;
+    count.riding += acks.length;
+    return ackAndClaim(q, w, acks, max, o);
+  };
+  d.claimMany = (q, w, max, o) => {
+    count.claims++;
+    return claimMany(q, w, max, o);
+  };
+  d.ack = (id, w, o) => {
+    count.alone++;
+    return ack(id, w, o);
+  };
 
   const session = new Session();
   session.connect();

@@ -222,7 +222,7 @@ async function queueView(queue: string, state: State, cursor: string | null): Pr
 // ------------------------------------------------------------------ one job
 
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
-function valueOf(b: Uint8Array): string {
+function shownValue(b: Uint8Array): string {
   const t = text(b);
   try {
     return JSON.stringify(JSON.parse(t));
@@ -297,8 +297,8 @@ async function jobView(id: string): Promise<void> {
       return;
     }
     chunk = null;
-    if (f.kind === FrameKind.VALUE) journal.append(h('div', { class: 'value' }, valueOf(f.body)));
-    else if (f.kind === FrameKind.ERROR) journal.append(h('div', { class: 'frame-error' }, `error: ${valueOf(f.body)}`));
+    if (f.kind === FrameKind.VALUE) journal.append(h('div', { class: 'value' }, shownValue(f.body)));
+    else if (f.kind === FrameKind.ERROR) journal.append(h('div', { class: 'frame-error' }, `error: ${shownValue(f.body)}`));
     else if (f.kind === FrameKind.END) journal.append(h('div', { class: 'end' }, 'end'));
   };
   journal.replaceChildren(h('p', { class: 'muted' }, 'No frames yet.'));

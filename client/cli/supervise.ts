@@ -110,7 +110,10 @@ export async function supervisePython(
     log(`python worker ${exit.signal ? `killed by ${exit.signal}` : `exited ${exit.code}`}; starting it again in ${backoff} ms`);
     await new Promise<void>((r) => {
       const t = setTimeout(r, backoff);
-      wake = () => (clearTimeout(t), r());
+      wake = () => {
+        clearTimeout(t);
+        r();
+      };
     });
     wake = null;
     if (stopping) return 0;

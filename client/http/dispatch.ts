@@ -275,7 +275,9 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
       { waitMs: Math.min(opts.waitMs ?? 0, ACKS_WAIT_MS) },
     );
     const answers = [...settledOf(out.acks as Json[]), ...before].map((r) => (r.ok ? null : r.error));
-    acks.forEach((a, i) => answers[i] === null && this.claims.delete(a.id));
+    acks.forEach((a, i) => {
+      if (answers[i] === null) this.claims.delete(a.id);
+    });
     return { acks: answers, claimed: this.claimed(workerId, out.claimed as Json[]) };
   }
 

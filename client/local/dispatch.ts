@@ -298,7 +298,9 @@ export class Dispatch implements DispatchPlane {
         }),
       ),
     );
-    out.acks.forEach((r, i) => r.ok && this.claims.delete(acks[i]!.id));
+    out.acks.forEach((r, i) => {
+      if (r.ok) this.claims.delete(acks[i]!.id);
+    });
     for (const c of out.claimed) this.claims.set(c.id, { workerId, attempt: c.attempt });
     return { claimed: out.claimed, acks: out.acks.map((r) => (r.ok ? null : errorFor(r.error.code, r.error.message))) };
   }

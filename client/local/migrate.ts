@@ -12,7 +12,7 @@ function migrationsDir(): string {
   for (let dir = dirname(fileURLToPath(import.meta.url)); ; dir = dirname(dir)) {
     if (existsSync(join(dir, 'migrations', '0000_init.sql'))) return join(dir, 'migrations');
     if (dirname(dir) === dir)
-      throw new Error('the SQL migrations are missing: no migrations/ directory above ' + fileURLToPath(import.meta.url));
+      throw new Error(`the SQL migrations are missing: no migrations/ directory above ${fileURLToPath(import.meta.url)}`);
   }
 }
 

@@ -7,7 +7,7 @@
  * other process holds the lock for a fraction of a millisecond): it gives the event loop a turn
  * and tries again, backing off to 1 ms, for up to `busyTimeoutMs`.
  */
-import { DatabaseSync, type StatementSync } from 'node:sqlite';
+import type { DatabaseSync, StatementSync } from 'node:sqlite';
 import type { Port, Stmt, StmtResult } from '../../src/core/port.ts';
 
 const RETURNS = /^\s*(SELECT|WITH)\b|\bRETURNING\b/i;

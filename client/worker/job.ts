@@ -98,7 +98,7 @@ export interface DoneJob {
 export type OnDone = (
   job: DoneJob,
   outcome: { state: 'succeeded'; result: unknown } | { state: 'failed'; error: Error },
-) => 'handled' | void | Promise<'handled' | void>;
+) => 'handled' | undefined | Promise<'handled' | undefined>;
 
 const jobOf = (c: Claimed, env: Envelope | null): DoneJob => ({
   id: c.id,

@@ -6,6 +6,7 @@
 import type { Envelope } from '../envelope.ts';
 import type { Mounts } from './mount.ts';
 
+// biome-ignore lint/suspicious/noExplicitAny: a handler takes whatever arguments its jobs carry; unknown[] would refuse every typed handler
 export type Handler = (...args: any[]) => unknown;
 export type Registry = Record<string, Handler>;
 

@@ -280,7 +280,9 @@ class Worker {
     try {
       const t0 = performance.now();
       const now = Date.now();
-      const worker = now - this.infoAt >= INFO_EVERY_MS ? ((this.infoAt = now), this.info) : undefined;
+      const tell = now - this.infoAt >= INFO_EVERY_MS;
+      if (tell) this.infoAt = now;
+      const worker = tell ? this.info : undefined;
       const claimOpts = { waitMs, leaseMs: this.leaseMs ?? undefined, signal: this.stop, worker };
       if (riding.length) {
         const out = await this.d.ackAndClaim(
@@ -290,7 +292,9 @@ class Worker {
           want,
           claimOpts,
         );
-        riding.forEach((a, i) => a.done(out.acks[i] ?? null));
+        riding.forEach((a, i) => {
+          a.done(out.acks[i] ?? null);
+        });
         got = out.claimed;
       } else got = await this.d.claimMany(pool, this.workerId, want, claimOpts);
       if (got.length === want) this.prefetch.claimTook(performance.now() - t0); // a claim that waited for work says nothing of the round trip

@@ -172,7 +172,10 @@ export class Committer {
   private hand(group: Pending[], outcomes: Outcome[]): void {
     group.forEach((p, i) => {
       const o = outcomes[i]!;
-      if ('error' in o) return p.reject(o.error);
+      if ('error' in o) {
+        p.reject(o.error);
+        return;
+      }
       try {
         const out = p.plan.done(o.results);
         if (out instanceof Then) this.pending.push({ ...p, plan: out.plan as Plan<unknown> });

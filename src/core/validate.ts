@@ -5,6 +5,7 @@ import { isState, type State } from './states.ts';
 import { CLAIM_KINDS, type ClaimKind } from './types.ts';
 
 // Printable text: no C0/C1 controls (NUL included), no lone surrogates.
+// biome-ignore lint/suspicious/noControlCharactersInRegex: this pattern exists to find control characters
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._:-]*$/;
@@ -96,13 +97,19 @@ export function jsonValue<T>(what: string, value: T, max: number): T {
   // Two stacks of containers only (a leaf is never pushed): a client walks every body it sends.
   const nodes: object[] = [];
   const depths: number[] = [];
-  if (typeof value === 'object' && value !== null) nodes.push(value), depths.push(1);
+  if (typeof value === 'object' && value !== null) {
+    nodes.push(value);
+    depths.push(1);
+  }
   while (nodes.length) {
     const v = nodes.pop()!;
     const depth = depths.pop()!;
     if (depth > max) throw badRequest(`${what} nests deeper than ${max} levels`);
     for (const child of Array.isArray(v) ? v : Object.values(v)) {
-      if (typeof child === 'object' && child !== null) nodes.push(child), depths.push(depth + 1);
+      if (typeof child === 'object' && child !== null) {
+        nodes.push(child);
+        depths.push(depth + 1);
+      }
     }
   }
   return value;

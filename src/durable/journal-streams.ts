@@ -130,7 +130,7 @@ export class JournalStreams {
   private leave(id: string, r: Reader): void {
     r.gone = true;
     const c = this.channels.get(id);
-    if (!c || !c.readers.delete(r) || c.readers.size) return;
+    if (!c?.readers.delete(r) || c.readers.size) return;
     // The last reader left: call off the channel's follow.
     this.channels.delete(id);
     c.stop.abort();
@@ -185,7 +185,10 @@ export function end(r: Reader, event: string | Uint8Array): void {
 
 /** Ends a reader's stream after a `problem` event (or, for an error with no contract code, cuts it: the reader resumes). */
 function fail(r: Reader, e: unknown): void {
-  if (e instanceof LakeshoreError) return end(r, problemEvent(e));
+  if (e instanceof LakeshoreError) {
+    end(r, problemEvent(e));
+    return;
+  }
   r.gone = true;
   void r.writer.abort(e).catch(() => {});
 }

@@ -132,5 +132,12 @@ export async function namespaceFeed(c: Ctx, ns: string, positions: Map<string, s
 const pause = (ms: number, signal: AbortSignal) =>
   new Promise<void>((r) => {
     const t = setTimeout(r, ms);
-    signal.addEventListener('abort', () => (clearTimeout(t), r()), { once: true });
+    signal.addEventListener(
+      'abort',
+      () => {
+        clearTimeout(t);
+        r();
+      },
+      { once: true },
+    );
   });

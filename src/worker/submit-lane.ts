@@ -98,7 +98,9 @@ function send(c: Ctx, ns: string, queue: string, key: string, lane: Lane): Promi
       (e: unknown) => batch.map(() => failed(e)),
     )
     .then((out) => {
-      batch.forEach((w, i) => (w.answer = out[i] ?? failed(new Error('the queue object answered fewer submits than it was sent'))));
+      batch.forEach((w, i) => {
+        w.answer = out[i] ?? failed(new Error('the queue object answered fewer submits than it was sent'));
+      });
       lane.since = null;
       if (!lane.waiting.length) lanes.delete(key);
     });

@@ -9,7 +9,7 @@ import type { Browser, Page } from 'playwright-core';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { encodeFrame, FrameKind, HttpDispatch } from '../../client/local/index.ts';
-import { startProxy, type Proxy } from '../fault/proxy.ts';
+import { type Proxy as CuttingProxy, startProxy } from '../fault/proxy.ts';
 import { launch, plane, site, type Site, type TestPlane } from './harness.ts';
 
 let browser: Browser;
@@ -89,7 +89,7 @@ const got = (page: Page) =>
   page.evaluate(() => (window as any).got as { seqs: number[]; texts: string[]; end: any; errors: { code: string; message: string }[] });
 
 /** The stream URL through `proxy` (the token's URL names the plane's own origin). */
-const via = (proxy: Proxy, url: string) => url.replace(p.plane.url, proxy.url);
+const via = (proxy: CuttingProxy, url: string) => url.replace(p.plane.url, proxy.url);
 
 describe('a browser streams a job', () => {
   it(`receives ${FRAMES} frames in order, each once, then the end; after it, no more requests`, async () => {
@@ -240,7 +240,10 @@ describe('a browser is refused what its token does not allow', () => {
           }
           out.stream = await new Promise<string>((resolve) => {
             const es = new EventSource(u);
-            es.addEventListener('end', () => (es.close(), resolve('end')));
+            es.addEventListener('end', () => {
+              es.close();
+              resolve('end');
+            });
             es.addEventListener('error', () => es.readyState === 2 && resolve('refused'));
           });
           return out;

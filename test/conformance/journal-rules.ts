@@ -11,7 +11,7 @@ import {
   BadRequestError,
   FencingConflictError,
   FrameKind,
-  InvocationFailedError,
+  type InvocationFailedError,
   TimeoutError,
   type DispatchPlane,
 } from '../../client/local/index.ts';

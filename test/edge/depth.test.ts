@@ -122,7 +122,13 @@ describe('what a listing costs', () => {
         .run();
     }
     let read = 0;
-    const engine = new Engine(new D1Port(env.DB), { committer: { onBatch: (rs) => rs.forEach((r) => (read += r.rowsRead)) } });
+    const engine = new Engine(new D1Port(env.DB), {
+      committer: {
+        onBatch: (rs) => {
+          for (const r of rs) read += r.rowsRead;
+        },
+      },
+    });
     let cursor: string | null = null;
     for (let i = 0; i < pages; i++) cursor = (await engine.list(ns, 'q', state, 50, cursor)).cursor;
     const before = read;

@@ -13,7 +13,7 @@ function expectError(a: { status: number; body: any }, status: number, code: str
 }
 
 /** `{"a":{"a":...1}}`, `depth` levels deep, as raw JSON text. */
-const deep = (depth: number) => '{"a":'.repeat(depth) + '1' + '}'.repeat(depth);
+const deep = (depth: number) => `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`;
 
 describe('bad input', () => {
   it('refuses each malformed request with a 400 or 413 that names the problem, changing nothing', async () => {

@@ -124,7 +124,7 @@ const scheduling = fc.constantFrom(
 /** Free-form JSON values (meta, an error object), nested up to 6,000 levels, or carrying own __proto__ keys. */
 const deepJson = fc
   .tuple(fc.integer({ min: 2, max: 6_000 }), fc.boolean())
-  .map(([d, arr]) => (arr ? '['.repeat(d) + '1' + ']'.repeat(d) : '{"a":'.repeat(d) + '1' + '}'.repeat(d)));
+  .map(([d, arr]) => (arr ? `${'['.repeat(d)}1${']'.repeat(d)}` : `${'{"a":'.repeat(d)}1${'}'.repeat(d)}`));
 const freeForm = fc.oneof(
   deepJson,
   fc.constantFrom('{"__proto__":{"p":1},"k":1}', '{"message":"m","__proto__":{"x":[1]}}', '{"__proto__":null}'),
@@ -152,7 +152,7 @@ const body = fc.oneof(
     '"x"',
     '{"id":',
     '\u0000',
-    '{"id":"a","envelope":"' + 'A'.repeat(5_000_000) + '"}',
+    `{"id":"a","envelope":"${'A'.repeat(5_000_000)}"}`,
     'NaN',
     '{"priority":NaN}',
   ),

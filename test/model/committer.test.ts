@@ -294,7 +294,12 @@ const setupEngine = () => {
   migrate(db);
   const sql = new SqlitePort(db);
   const batches: Stmt[][] = [];
-  const port: Port = { batch: (stmts) => (batches.push(stmts), sql.batch(stmts)) };
+  const port: Port = {
+    batch: (stmts) => {
+      batches.push(stmts);
+      return sql.batch(stmts);
+    },
+  };
   const engine = new Engine(port, { singleWriter: true, committer: { depth: 2 } });
   const state = (id: string) => (db.prepare('SELECT state FROM invocations WHERE id = ?').get(id) as { state: string }).state;
   return { engine, batches, state };

@@ -90,7 +90,7 @@ function node(): Row[] {
   const out: Row[] = [];
   for (const e of [...VALID, ...INVALID]) {
     for (const z of ZONES) {
-      let c;
+      let c: ReturnType<typeof cronOf>;
       try {
         c = cronOf(e, z);
       } catch {
@@ -151,7 +151,7 @@ describe('one cron language on every plane', () => {
     const n = node();
     const p = python();
     const iso = (v: unknown) => (typeof v === 'number' ? new Date(v).toISOString() : v);
-    const show = (r: Row | undefined) => r && r.map((v) => (Array.isArray(v) ? v.map(iso) : iso(v)));
+    const show = (r: Row | undefined) => r?.map((v) => (Array.isArray(v) ? v.map(iso) : iso(v)));
     const key = (r: Row) => JSON.stringify(r.slice(0, r[2] === 'invalid' ? 2 : 3));
     const py = new Map(p.map((r) => [key(r), r]));
     const differ = n

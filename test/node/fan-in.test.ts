@@ -43,7 +43,7 @@ describe('single submits from many producers at once', () => {
     // Each id created exactly once; its repeat answered as existing, with its id.
     const repeated = new Set(ids.slice(0, 25));
     for (const id of ids) {
-      const mine = answers.filter((a, i) => requests[i]!.id === id);
+      const mine = answers.filter((_a, i) => requests[i]!.id === id);
       expect(mine.map((a) => a.status).sort(), id).toEqual(repeated.has(id) ? [200, 201] : [201]);
       expect(mine.every((a) => a.body.id === id)).toBe(true);
     }

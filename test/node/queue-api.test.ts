@@ -134,8 +134,8 @@ describe('imports named by an envelope', () => {
     const allowed = await q.submitWith({ module: './mod.mjs#triple' }, 'triple', 2);
     await runWorker('imp', { dispatch: d, root, once: true, allowImport: true });
     expect(await allowed.result()).toBe(6);
-    const escape = await q.submitWith({ module: '../../etc/passwd#x' }, 'x');
+    const outside = await q.submitWith({ module: '../../etc/passwd#x' }, 'x');
     await runWorker('imp', { dispatch: d, root, once: true, allowImport: true });
-    await expect(escape.result()).rejects.toMatchObject({ error: { message: expect.stringMatching(/outside the worker's root/) } });
+    await expect(outside.result()).rejects.toMatchObject({ error: { message: expect.stringMatching(/outside the worker's root/) } });
   });
 });

@@ -79,7 +79,12 @@ describe.each(planes)('worker acks on the %s plane', (_name, make) => {
       heartbeatMs: 60_000,
       prefetch: 0,
       stop: stop.signal,
-      registry: { slow: () => ((started = true), handlerEnds) },
+      registry: {
+        slow: () => {
+          started = true;
+          return handlerEnds;
+        },
+      },
       onJob: (_id, o) => {
         outcome = o;
         stop.abort();

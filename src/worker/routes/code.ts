@@ -49,8 +49,7 @@ export const code = new Hono<App>()
     const stamp = stampOf(c);
     const named = DIGEST.exec(c.req.header('content-digest') ?? '')?.[1];
     const claimed = named ? fromBase64(named) : null;
-    if (!claimed || claimed.length !== 32)
-      throw badRequest("name the archive's SHA-256: Content-Digest: sha-256=:<base64 of the 32-byte digest>:");
+    if (claimed?.length !== 32) throw badRequest("name the archive's SHA-256: Content-Digest: sha-256=:<base64 of the 32-byte digest>:");
     const body = await c.req.arrayBuffer();
     const sha256 = hex(await crypto.subtle.digest('SHA-256', body));
     if (sha256 !== [...claimed].map((x) => x.toString(16).padStart(2, '0')).join(''))
