@@ -9,6 +9,9 @@ export default defineConfig(async () => {
       cloudflareTest({
         wrangler: { configPath: './wrangler.toml' },
         miniflare: {
+          // Three shards (DB from wrangler.toml, and these two): each test's fresh namespace is
+          // placed on one of them, so every route is seen reaching its namespace's shard.
+          d1Databases: { DB_1: 'lakeshore-test-shard-1', DB_2: 'lakeshore-test-shard-2' },
           bindings: {
             TEST_MIGRATIONS: migrations,
             LAKESHORE_TOKEN: 'test-token',

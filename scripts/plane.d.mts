@@ -22,6 +22,8 @@ export interface StartOptions {
   migrate?: boolean;
   /** No `ready` line from the server. */
   quiet?: boolean;
+  /** D1 databases: DB, DB_1, ... (default 1). */
+  shards?: number;
 }
 
 export function quietEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv;
@@ -32,6 +34,8 @@ export function freePort(): Promise<number>;
 export function portHolder(port: number): Promise<'lakeshore' | 'other' | null>;
 /** Throws (code ERR_PORT_IN_USE) with a message saying what holds the port. */
 export function ensurePortFree(port: number): Promise<void>;
-export function applyMigrations(opts: { node: string; env: NodeJS.ProcessEnv; persistTo: string }): Promise<void>;
+export function applyMigrations(opts: { node: string; env: NodeJS.ProcessEnv; persistTo: string; shards?: number }): Promise<void>;
+export function shardBindings(shards?: number): string[];
+export function configFor(persistTo: string, shards?: number): string;
 export function startPlane(opts: StartOptions): Promise<Plane>;
 export function stopTree(child: ChildProcess): Promise<void>;

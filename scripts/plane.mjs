@@ -3,7 +3,7 @@
 // Used by `npm start` and by the Node-side tests (fresh state, free port). Plain JS, no deps.
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -81,8 +81,41 @@ export function freePort() {
 
 const wrangler = join(ROOT, 'node_modules', 'wrangler', 'bin', 'wrangler.js');
 
-export async function applyMigrations({ node, env, persistTo }) {
-  await pexec(node, [wrangler, 'd1', 'migrations', 'apply', 'DB', '--local', '--persist-to', persistTo], { cwd: ROOT, env: quietEnv(env) });
+/** The D1 bindings of a plane with `shards` shards: DB (the home database), DB_1, DB_2, ... */
+export const shardBindings = (shards = 1) => Array.from({ length: shards }, (_, i) => (i === 0 ? 'DB' : `DB_${i}`));
+
+/**
+ * The wrangler config of a plane with `shards` D1 databases: wrangler.toml itself for one, else a
+ * copy under `persistTo` with DB_1, DB_2, ... added (local ids of their own) and its paths made
+ * absolute. What an operator adds to wrangler.toml to deploy with shards (docs/deploy.md).
+ */
+export function configFor(persistTo, shards = 1) {
+  if (shards <= 1) return join(ROOT, 'wrangler.toml');
+  const extra = shardBindings(shards)
+    .slice(1)
+    .map(
+      (b, i) =>
+        `\n[[d1_databases]]\nbinding = "${b}"\ndatabase_name = "lakeshore-${i + 1}"\ndatabase_id = "00000000-0000-4000-8000-${String(i + 1).padStart(12, '0')}"\nmigrations_dir = "${join(ROOT, 'migrations')}"\n`,
+    )
+    .join('');
+  const toml = readFileSync(join(ROOT, 'wrangler.toml'), 'utf8')
+    .replace('main = "src/worker/index.ts"', `main = "${join(ROOT, 'src', 'worker', 'index.ts')}"`)
+    .replace('migrations_dir = "migrations"', `migrations_dir = "${join(ROOT, 'migrations')}"`);
+  mkdirSync(persistTo, { recursive: true });
+  const file = join(persistTo, `wrangler-${shards}-shards.toml`);
+  writeFileSync(file, toml + extra);
+  return file;
+}
+
+/** Applies the migrations to every shard's local D1 under `persistTo`. */
+export async function applyMigrations({ node, env, persistTo, shards = 1 }) {
+  const config = configFor(persistTo, shards);
+  for (const binding of shardBindings(shards)) {
+    await pexec(node, [wrangler, 'd1', 'migrations', 'apply', binding, '--local', '--persist-to', persistTo, '--config', config], {
+      cwd: ROOT,
+      env: quietEnv(env),
+    });
+  }
 }
 
 /**
@@ -90,7 +123,7 @@ export async function applyMigrations({ node, env, persistTo }) {
  * `server`: 'miniflare' (scripts/serve.mjs: one workerd process, what `npm start` and the bench
  * use) or 'wrangler' (`wrangler dev`, which adds a proxy workerd in front; the Node-side tests use
  * it so the real dev server stays covered). `vars` are passed as --var NAME:VALUE (tests use it for
- * the token, so they never touch .dev.vars).
+ * the token, so they never touch .dev.vars). `shards`: D1 databases (configFor).
  */
 export async function startPlane({
   node,
@@ -103,9 +136,11 @@ export async function startPlane({
   server = 'miniflare',
   migrate = true,
   quiet = false,
+  shards = 1,
 }) {
   if (port !== undefined) await ensurePortFree(port);
-  if (migrate) await applyMigrations({ node, env, persistTo });
+  if (migrate) await applyMigrations({ node, env, persistTo, shards });
+  const config = configFor(persistTo, shards);
   port ??= await freePort();
   let args;
   if (server === 'wrangler') {
@@ -113,6 +148,8 @@ export async function startPlane({
     args = [
       wrangler,
       'dev',
+      '--config',
+      config,
       '--ip',
       '127.0.0.1',
       '--port',
@@ -130,6 +167,8 @@ export async function startPlane({
   } else if (server === 'miniflare') {
     args = [
       join(ROOT, 'scripts', 'serve.mjs'),
+      '--config',
+      config,
       '--ip',
       '127.0.0.1',
       '--port',

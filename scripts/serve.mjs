@@ -5,6 +5,7 @@
 // --persist-to DIR` keeps it (DIR/v3), so the two servers share migrations and data.
 //
 //   node scripts/serve.mjs --port 8787 --persist-to DIR [--var NAME:VALUE ...] [--log-level warn]
+//                          [--config FILE]        (a wrangler config other than wrangler.toml: scripts/plane.mjs configFor)
 //                          [--inspector-port N]   (DevTools for profiling: ws://127.0.0.1:N/core:user:lakeshore)
 //                          [--quiet]              (no `ready` line)
 //                          [--exit-with-parent]   (stdin is a pipe from the parent: its end stops this)
@@ -21,6 +22,7 @@ import { ROOT } from './toolchain.mjs';
 const { values } = parseArgs({
   options: {
     port: { type: 'string', default: '8787' },
+    config: { type: 'string', default: join(ROOT, 'wrangler.toml') },
     ip: { type: 'string', default: '127.0.0.1' },
     'persist-to': { type: 'string', default: join(ROOT, '.wrangler', 'state') },
     var: { type: 'string', multiple: true, default: [] },
@@ -59,7 +61,7 @@ const vars = Object.fromEntries(
 );
 
 // Bindings, vars and compatibility settings come from wrangler.toml, read by wrangler itself.
-const { workerOptions: w } = unstable_getMiniflareWorkerOptions(join(ROOT, 'wrangler.toml'));
+const { workerOptions: w } = unstable_getMiniflareWorkerOptions(values.config);
 // The Worker listens on the port itself (a direct socket), not behind Miniflare's entry worker,
 // which would add a hop per request; Miniflare's own entry socket stays on a free port.
 const mf = new Miniflare(

@@ -205,3 +205,32 @@ export const tokens = sqliteTable('tokens', {
   /** JSON {requests_per_second, request_burst, streams}: this token's own limits; null for the plane's. */
   limits: text('limits'),
 });
+
+/**
+ * The directory: the shard (a D1 database, by its binding: DB, DB_1, DB_2, ...) that each
+ * namespace lives on, all its rows there. Read and written in the home database (binding DB)
+ * only; every shard has the table (one set of migrations), empty elsewhere. A namespace is placed
+ * on its first use, on the shard with the most room (src/durable/directory.ts). `moving` while a
+ * move copies it to another shard, its writes fenced (src/durable/mover.ts).
+ */
+export const namespaces = sqliteTable('namespaces', {
+  ns: text('ns').primaryKey(),
+  /** The D1 binding of its shard. */
+  shard: text('shard').notNull(),
+  /** active | moving. */
+  state: text('state').notNull().default('active'),
+  /** Bumped by each move: a queue object fenced at one epoch resumes only at a later one. */
+  epoch: integer('epoch').notNull().default(0),
+  /** Epoch ms it was placed (0: it had rows before the plane had shards). */
+  placed_at: integer('placed_at').notNull(),
+});
+
+/** Each queue object that ever started, by namespace (home database): what a move must fence. */
+export const namespaceQueues = sqliteTable(
+  'namespace_queues',
+  {
+    ns: text('ns').notNull(),
+    queue: text('queue').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.ns, t.queue] })],
+);

@@ -1,10 +1,19 @@
-/** The storage port on D1: a batch is one `db.batch()`, one round trip and one transaction. */
+/**
+ * The storage port on D1: a batch is one `db.batch()`, one round trip and one transaction. A queue
+ * object's port learns its database (its namespace's shard) once it has read the directory, and
+ * another one when a move switches the namespace (`use`).
+ */
 import type { Port, Stmt, StmtResult } from '../core/port.ts';
 
 export class D1Port implements Port {
-  private readonly db: D1Database;
+  private db: D1Database | null;
 
-  constructor(db: D1Database) {
+  constructor(db: D1Database | null) {
+    this.db = db;
+  }
+
+  /** From now on, batches go to `db`. */
+  use(db: D1Database): void {
     this.db = db;
   }
 
@@ -21,8 +30,10 @@ export class D1Port implements Port {
   }
 
   private async run(stmts: Stmt[]): Promise<StmtResult[]> {
-    const prepared = stmts.map((s) => this.db.prepare(s.sql).bind(...s.args));
-    const results = prepared.length === 1 ? [await prepared[0]!.all()] : await this.db.batch(prepared);
+    const db = this.db;
+    if (!db) throw new Error('D1Port: no database yet (the queue object reads its shard from the directory first)');
+    const prepared = stmts.map((s) => db.prepare(s.sql).bind(...s.args));
+    const results = prepared.length === 1 ? [await prepared[0]!.all()] : await db.batch(prepared);
     return results.map((r) => ({
       rows: (r.results ?? []) as Record<string, unknown>[],
       changes: r.meta?.changes ?? 0,

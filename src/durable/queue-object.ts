@@ -28,6 +28,7 @@ import { WorkerBook, type WorkerInfo } from '../core/workers.ts';
 import { RetentionClock } from '../core/retention.ts';
 import { leaseKeeper, type TokenGate } from './gate.ts';
 import { settingsFrom } from './settings.ts';
+import { enter } from './directory.ts';
 
 type Claim = Omit<ClaimRequest, 'signal' | 'onPark'>;
 
@@ -55,6 +56,8 @@ export class QueueObject extends DurableObject<Env> {
   private readonly port: D1Port;
   readonly ns: string;
   readonly queue: string;
+  /** The shard its namespace lives on (directory.ts), read as the object starts. */
+  private shard = '';
   /** The alarm time this instance last set; a cache of a timer, not of queue state. */
   private alarmAt: number | null = null;
   /** When this queue's next retention pass is due (core/retention.ts). */
@@ -89,7 +92,7 @@ export class QueueObject extends DurableObject<Env> {
     this.ns = name.slice(0, at);
     this.queue = name.slice(at + 1);
     const settings = settingsFrom(env);
-    this.port = new D1Port(env.DB);
+    this.port = new D1Port(null);
     this.engine = new Engine(this.port, {
       limits: settings.limits,
       committer: {
@@ -130,6 +133,9 @@ export class QueueObject extends DurableObject<Env> {
     // is looked at again by the first alarm or finished job. A throw here resets the object, and
     // the next request retries.
     void ctx.blockConcurrencyWhile(async () => {
+      const placed = await enter(env, this.ns, this.queue, settings.storage.limitBytes);
+      this.port.use(placed.db);
+      this.shard = placed.shard;
       this.settings = (await this.engine.admin.info(this.ns, this.queue)).settings;
       await this.sweep();
     });
@@ -405,6 +411,7 @@ export class QueueObject extends DurableObject<Env> {
     return {
       ...this.rows,
       d1_ms: this.port.busyMs,
+      shard: this.shard,
       waiters: this.engine.park.waiters.size,
       streams: this.streams.size,
       feed_readers: this.feed.size,

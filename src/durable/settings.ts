@@ -27,7 +27,13 @@ export interface Settings {
   resolved: Limits;
   http: HttpLimits;
   simulatedDelayMs: number;
+  /** Each shard's storage budget (STORAGE_LIMIT_BYTES, STORAGE_HIGH_WATER_PERCENT). */
+  storage: { limitBytes: number; highWaterPercent: number };
 }
+
+/** D1's size cap, which cannot be raised: 10 GB. */
+export const DEFAULT_STORAGE_LIMIT_BYTES = 10_000_000_000;
+export const DEFAULT_HIGH_WATER_PERCENT = 90;
 
 /** `envelopeBytes` -> `LIMIT_ENVELOPE_BYTES`: every limit can be set by a var of that name. */
 const varName = (k: string) => `LIMIT_${k.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase()}`;
@@ -66,5 +72,9 @@ function parse(env: Env): Settings {
     resolved: { ...DEFAULT_LIMITS, ...limits },
     http,
     simulatedDelayMs: int(e.SIMULATED_D1_DELAY_MS, 'SIMULATED_D1_DELAY_MS') ?? 0,
+    storage: {
+      limitBytes: int(e.STORAGE_LIMIT_BYTES, 'STORAGE_LIMIT_BYTES') || DEFAULT_STORAGE_LIMIT_BYTES,
+      highWaterPercent: Math.min(100, int(e.STORAGE_HIGH_WATER_PERCENT, 'STORAGE_HIGH_WATER_PERCENT') || DEFAULT_HIGH_WATER_PERCENT),
+    },
   };
 }

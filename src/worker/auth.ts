@@ -7,7 +7,7 @@
  */
 import { createMiddleware } from 'hono/factory';
 import { LakeshoreError, invocationNotFound } from '../core/errors.ts';
-import { committerRun, nsParam, queueParam } from './plane.ts';
+import { homeRun, nsParam, queueParam } from './plane.ts';
 import { authorize, constantTimeEqual, sha256Hex, tokenId, type Principal, type Verb } from '../core/tokens.ts';
 import { tokenPlan } from '../core/sql/tokens.ts';
 import type { App, Ctx } from './plane.ts';
@@ -53,7 +53,7 @@ export const authenticate = createMiddleware<App>(async (c, next) => {
   }
   const id = tokenId(m[1]!);
   if (!id) throw invalid();
-  const t = await committerRun(c, tokenPlan(id));
+  const t = await homeRun(c, tokenPlan(id));
   if (!t || t.revoked_at !== null || !constantTimeEqual(given, t.digest)) throw invalid();
   const principal: Principal = { kind: 'token', id: t.id, ns: t.ns, role: t.role, pools: t.pools, limits: t.limits };
   c.set('principal', principal);

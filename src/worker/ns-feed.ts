@@ -43,7 +43,7 @@ export function positionsOf(last: string): Map<string, string> {
 
 /** The namespace's feed for a reader at `positions` (positionsOf its Last-Event-ID). */
 export async function namespaceFeed(c: Ctx, ns: string, positions: Map<string, string>, kinds: Kinds): Promise<Response> {
-  const first = await reader(c).queues(ns);
+  const first = await (await reader(c, ns)).queues(ns);
   if (first.length > MAX_FEED_QUEUES)
     throw badRequest(
       `this namespace has ${first.length} queues; a namespace-wide feed follows at most ${MAX_FEED_QUEUES}: name one with ?queue=`,
@@ -108,8 +108,8 @@ export async function namespaceFeed(c: Ctx, ns: string, positions: Map<string, s
   for (const q of first) void follow(q);
   const keepalive = setInterval(() => write(KEEPALIVE), KEEPALIVE_MS);
   const relist = setInterval(() => {
-    void reader(c)
-      .queues(ns)
+    void reader(c, ns)
+      .then((r) => r.queues(ns))
       .then(
         (all) => {
           for (const q of all) {

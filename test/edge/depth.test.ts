@@ -2,21 +2,21 @@
  * Claims cost the same few rows at any queue depth (D1's own rows_read), for every claim kind,
  * and whatever number of delayed jobs waits behind the ones that came due.
  */
-import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import { plane } from './setup/http.ts';
 import { runInDurableObject } from 'cloudflare:test';
-import { queueStub } from './setup/objects.ts';
+import { dbOf, queueStub } from './setup/objects.ts';
 import { Engine } from '../../src/core/engine.ts';
 import { D1Port } from '../../src/durable/d1-port.ts';
 
 /** Inserts `n` queued rows at three priorities straight into D1 (a recursive CTE; the triggers keep the level counts). */
 async function fill(ns: string, queue: string, n: number) {
-  await env.DB.prepare(
-    `WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i + 1 < ?3)
+  await (await dbOf(ns))
+    .prepare(
+      `WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i + 1 < ?3)
      INSERT INTO invocations (ns, queue, id, priority, envelope, state, created_at, updated_at)
      SELECT ?1, ?2, 'd' || i, i % 3, X'00', 'queued', 1, 1 FROM k`,
-  )
+    )
     .bind(ns, queue, n)
     .run();
 }
@@ -48,21 +48,23 @@ describe('claim cost does not grow with depth', () => {
     const perClaim = async (delayed: number) => {
       const p = plane();
       const hour = Date.now() + 3_600_000;
-      await env.DB.prepare(
-        `WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i + 1 < ?3)
+      await (await dbOf(p.ns))
+        .prepare(
+          `WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i + 1 < ?3)
          INSERT INTO invocations (ns, queue, id, envelope, state, run_at, created_at, updated_at)
          SELECT ?1, ?2, 'later' || i, X'00', 'delayed', ?4 + i, 1, 1 FROM k`,
-      )
+        )
         .bind(p.ns, 'q', delayed, hour)
         .run();
       const stub = queueStub(p.ns, 'q');
       await stub.stats(); // the object starts, and learns when its first delayed job is due
       // Ten come due, written around the object: it is told to forget what it knew.
-      await env.DB.prepare(
-        `WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i + 1 < 10)
+      await (await dbOf(p.ns))
+        .prepare(
+          `WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i + 1 < 10)
          INSERT INTO invocations (ns, queue, id, envelope, state, run_at, created_at, updated_at)
          SELECT ?1, ?2, 'due' || i, X'00', 'delayed', 1000 + i, 1, 1 FROM k`,
-      )
+        )
         .bind(p.ns, 'q')
         .run();
       await runInDurableObject(stub, (o) => o.forgetHints());
@@ -114,15 +116,16 @@ describe('what a listing costs', () => {
     const ns = plane().ns;
     if (state === 'queued') await fill(ns, 'q', depth);
     else {
-      await env.DB.prepare(
-        `WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i + 1 < ?3)
+      await (await dbOf(ns))
+        .prepare(
+          `WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i + 1 < ?3)
          INSERT INTO invocations (ns, queue, id, envelope, state, created_at, updated_at, finished_at) SELECT ?1, ?2, 's' || i, X'00', 'succeeded', 1, 1, 1 FROM k`,
-      )
+        )
         .bind(ns, 'q', depth)
         .run();
     }
     let read = 0;
-    const engine = new Engine(new D1Port(env.DB), {
+    const engine = new Engine(new D1Port(await dbOf(ns)), {
       committer: {
         onBatch: (rs) => {
           for (const r of rs) read += r.rowsRead;

@@ -9,22 +9,25 @@ import { env } from 'cloudflare:workers';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { b64, call, freshNs } from './setup/http.ts';
+import { dbOf } from './setup/objects.ts';
 
 const N = Number((env as unknown as { FUZZ_N?: string }).FUZZ_N ?? 1500);
 
+/** Everything of the namespace: its rows on its shard, and its tokens in the home database. */
 const snapshot = async (ns: string) => {
-  const r = await env.DB.prepare(
-    `SELECT (SELECT group_concat(id || ':' || state || ':' || attempt || ':' || coalesce(worker_id, '') || ':' || hex(coalesce(result, '')), '|') FROM invocations WHERE ns = ?1)
+  const tokens = await env.DB.prepare(`SELECT count(*) AS n FROM tokens WHERE ns = ?1`).bind(ns).first<{ n: number }>();
+  const r = await (await dbOf(ns))
+    .prepare(
+      `SELECT (SELECT group_concat(id || ':' || state || ':' || attempt || ':' || coalesce(worker_id, '') || ':' || hex(coalesce(result, '')), '|') FROM invocations WHERE ns = ?1)
          || '#' || (SELECT count(*) FROM frames WHERE inv IN (SELECT rid FROM invocations WHERE ns = ?1))
-         || '#' || (SELECT count(*) FROM tokens WHERE ns = ?1)
          || '#' || (SELECT group_concat(queue || ':' || paused || ':' || coalesce(lease_ms, '') || ':' || coalesce(max_attempts, '') || ':' || coalesce(max_running, '')
                                         || ':' || coalesce(claims_per_second, '') || ':' || coalesce(backoff, '') || ':' || coalesce(dead_letter_queue, '') || ':' || coalesce(ttl_ms, ''), '|')
                     FROM queues WHERE ns = ?1)
          || '#' || (SELECT group_concat(name || ':' || cron || ':' || next_at, '|') FROM schedules WHERE ns = ?1) AS s`,
-  )
+    )
     .bind(ns)
     .first<{ s: string | null }>();
-  return r?.s ?? '';
+  return `${r?.s ?? ''}#${tokens?.n ?? 0}`;
 };
 
 const weird = fc.oneof(

@@ -1,9 +1,8 @@
 /** Leases: expiry through the alarm and through claims, attempt limits, restarts, heartbeats. */
-import { env } from 'cloudflare:workers';
 import { evictDurableObject, runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { plane } from './setup/http.ts';
-import { expireLease, queueStub } from './setup/objects.ts';
+import { dbOf, expireLease, queueStub } from './setup/objects.ts';
 
 describe('leases', () => {
   it('sets the lease from the claim, else the queue setting, else the default', async () => {
@@ -65,7 +64,10 @@ describe('leases', () => {
     await evictDurableObject(stub);
     await stub.stats(); // any request starts it again
     const alarm = await runInDurableObject(stub, (_o, state) => state.storage.getAlarm());
-    const lease = (await env.DB.prepare(`SELECT lease_until FROM invocations WHERE ns = ?1 AND id = 'a'`)
+    const lease = (await (
+      await dbOf(p.ns)
+    )
+      .prepare(`SELECT lease_until FROM invocations WHERE ns = ?1 AND id = 'a'`)
       .bind(p.ns)
       .first<{ lease_until: number }>())!.lease_until;
     expect(alarm).toBe(lease);

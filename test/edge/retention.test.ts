@@ -3,10 +3,9 @@
  * retention in bounded batches. The clock is injected by the rows themselves: 10,000 finished jobs
  * are written as having finished two days ago, under a one-day retention.
  */
-import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import { b64, call, plane } from './setup/http.ts';
-import { queueStub } from './setup/objects.ts';
+import { dbOf, queueStub } from './setup/objects.ts';
 import { until } from '../support/wait.ts';
 
 describe('retention', () => {
@@ -18,17 +17,19 @@ describe('retention', () => {
     await p.claim('q', 'w', { lease_ms: 3_600_000 });
     const twoDaysAgo = Date.now() - 2 * 86_400_000;
     // 8,000 succeeded, 1,500 failed, 500 cancelled, finished two days ago; each succeeded one has a frame.
-    await env.DB.prepare(
-      `WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i + 1 < 10000)
+    await (await dbOf(p.ns))
+      .prepare(
+        `WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i + 1 < 10000)
        INSERT INTO invocations (ns, queue, id, envelope, state, attempt, created_at, updated_at, finished_at)
        SELECT ?1, 'q', 'old' || i, X'00', CASE WHEN i < 8000 THEN 'succeeded' WHEN i < 9500 THEN 'failed' ELSE 'cancelled' END, 1, ?2, ?2, ?2 FROM k`,
-    )
+      )
       .bind(p.ns, twoDaysAgo)
       .run();
-    await env.DB.prepare(
-      `INSERT INTO frames (inv, seq, kind, body, attempt, final, created_at)
+    await (await dbOf(p.ns))
+      .prepare(
+        `INSERT INTO frames (inv, seq, kind, body, attempt, final, created_at)
        SELECT rid, 0, 0, X'01', 1, 0, ?2 FROM invocations WHERE ns = ?1 AND state = 'succeeded'`,
-    )
+      )
       .bind(p.ns, twoDaysAgo)
       .run();
     const recent = await call('POST', `${base}/queues/q/invocations`, { id: 'recent', envelope: b64('x') });
@@ -39,12 +40,19 @@ describe('retention', () => {
     // which its alarm runs at once.
     expect((await call('PUT', `${base}/queues/q`, { retention_ms: 86_400_000 })).body.settings.retention_ms).toBe(86_400_000);
     const left = async () =>
-      (await env.DB.prepare(`SELECT count(*) AS n FROM invocations WHERE ns = ?1 AND id LIKE 'old%'`).bind(p.ns).first<{ n: number }>())!.n;
+      (await (
+        await dbOf(p.ns)
+      )
+        .prepare(`SELECT count(*) AS n FROM invocations WHERE ns = ?1 AND id LIKE 'old%'`)
+        .bind(p.ns)
+        .first<{ n: number }>())!.n;
     await until(async () => (await left()) === 0, 'the alarm to purge the old jobs', 30_000);
     const after = await stub.stats();
-    const frames = await env.DB.prepare(`SELECT count(*) AS n FROM frames WHERE inv NOT IN (SELECT rid FROM invocations)`).first<{
-      n: number;
-    }>();
+    const frames = await (await dbOf(p.ns))
+      .prepare(`SELECT count(*) AS n FROM frames WHERE inv NOT IN (SELECT rid FROM invocations)`)
+      .first<{
+        n: number;
+      }>();
     expect(frames!.n).toBe(0);
     expect((await call('GET', `${base}/invocations/running`)).body.state).toBe('running');
     expect((await call('GET', `${base}/invocations/waiting`)).body.state).toBe('queued');

@@ -1,8 +1,7 @@
 /** The six design rules, each a named regression test against real workerd, D1 and Durable Objects. */
-import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import { b64, call, plane, unb64 } from './setup/http.ts';
-import { expireLease, frameCount, queueStub, rows } from './setup/objects.ts';
+import { dbOf, expireLease, frameCount, queueStub, rows } from './setup/objects.ts';
 import { runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 
 describe('rule 1: one row per invocation', () => {
@@ -184,14 +183,14 @@ describe('rule 5: counts come from the same rows', () => {
     for (const state of ['queued', 'running', 'succeeded', 'failed', 'cancelled']) {
       expect((await p.count('q', state)).body.count, state).toBe(all.filter((r) => r.state === state).length);
     }
-    const levels = await env.DB.prepare(
-      `SELECT priority, queued FROM queue_levels WHERE ns = ?1 AND queue = 'q' AND queued > 0 ORDER BY priority`,
-    )
+    const levels = await (await dbOf(p.ns))
+      .prepare(`SELECT priority, queued FROM queue_levels WHERE ns = ?1 AND queue = 'q' AND queued > 0 ORDER BY priority`)
       .bind(p.ns)
       .all();
-    const truth = await env.DB.prepare(
-      `SELECT priority, count(*) AS queued FROM invocations WHERE ns = ?1 AND queue = 'q' AND state = 'queued' GROUP BY priority ORDER BY priority`,
-    )
+    const truth = await (await dbOf(p.ns))
+      .prepare(
+        `SELECT priority, count(*) AS queued FROM invocations WHERE ns = ?1 AND queue = 'q' AND state = 'queued' GROUP BY priority ORDER BY priority`,
+      )
       .bind(p.ns)
       .all();
     expect(levels.results).toEqual(truth.results);
@@ -201,15 +200,21 @@ describe('rule 5: counts come from the same rows', () => {
     const p = plane();
     const levels = async (queue: string) =>
       (
-        await env.DB.prepare(`SELECT priority, queued FROM queue_levels WHERE ns = ?1 AND queue = ?2 AND queued > 0 ORDER BY priority`)
+        await (
+          await dbOf(p.ns)
+        )
+          .prepare(`SELECT priority, queued FROM queue_levels WHERE ns = ?1 AND queue = ?2 AND queued > 0 ORDER BY priority`)
           .bind(p.ns, queue)
           .all()
       ).results;
     const truth = async (queue: string) =>
       (
-        await env.DB.prepare(
-          `SELECT priority, count(*) AS queued FROM invocations WHERE ns = ?1 AND queue = ?2 AND state = 'queued' GROUP BY priority ORDER BY priority`,
+        await (
+          await dbOf(p.ns)
         )
+          .prepare(
+            `SELECT priority, count(*) AS queued FROM invocations WHERE ns = ?1 AND queue = ?2 AND state = 'queued' GROUP BY priority ORDER BY priority`,
+          )
           .bind(p.ns, queue)
           .all()
       ).results;
@@ -248,7 +253,7 @@ describe('rule 5: counts come from the same rows', () => {
     expect(await levels('dlq')).toEqual(await truth('dlq'));
     // A schedule's tick, due now.
     await call('PUT', `/v1/ns/${p.ns}/queues/q/schedules/every`, { cron: '* * * * * *', envelope: b64('tick'), priority: 9 });
-    await env.DB.prepare(`UPDATE schedules SET next_at = 1 WHERE ns = ?1 AND name = 'every'`).bind(p.ns).run();
+    await (await dbOf(p.ns)).prepare(`UPDATE schedules SET next_at = 1 WHERE ns = ?1 AND name = 'every'`).bind(p.ns).run();
     const stub = queueStub(p.ns, 'q');
     await runInDurableObject(stub, (o) => o.forgetHints());
     expect(await runDurableObjectAlarm(stub)).toBe(true);

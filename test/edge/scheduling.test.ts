@@ -3,11 +3,10 @@
  * the earliest of them, re-armed when an evicted object starts again, and does their work when it
  * fires. (The behaviours themselves are in test/conformance/scheduling.ts, on every plane.)
  */
-import { env } from 'cloudflare:workers';
 import { evictDurableObject, runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { b64, call, plane } from './setup/http.ts';
-import { queueStub } from './setup/objects.ts';
+import { dbOf, queueStub } from './setup/objects.ts';
 
 const alarmOf = (stub: ReturnType<typeof queueStub>) => runInDurableObject(stub, (_o, state) => state.storage.getAlarm());
 
@@ -48,7 +47,7 @@ describe('the alarm drives delays, TTLs and schedules', () => {
     await p.submit('q', 'a', { delay_ms: 300_000 });
     await p.submit('q', 'b', { delay_ms: 600_000 });
     // Bring `a` due, as time passing would, around the object; then let its alarm fire.
-    await env.DB.prepare(`UPDATE invocations SET run_at = 1 WHERE ns = ?1 AND id = 'a'`).bind(p.ns).run();
+    await (await dbOf(p.ns)).prepare(`UPDATE invocations SET run_at = 1 WHERE ns = ?1 AND id = 'a'`).bind(p.ns).run();
     const stub = queueStub(p.ns, 'q');
     await runInDurableObject(stub, (o) => o.forgetHints());
     expect(await runDurableObjectAlarm(stub)).toBe(true);
@@ -61,11 +60,12 @@ describe('the alarm drives delays, TTLs and schedules', () => {
     const p = plane();
     await call('PUT', `/v1/ns/${p.ns}/queues/q/schedules/good`, { cron: '* * * * * *', envelope: b64('tick') });
     // A row no plane can read (as a corrupted or hand-edited one would be), due now beside the good one.
-    await env.DB.prepare(`INSERT INTO schedules (ns, queue, name, cron, envelope, priority, next_at, created_at, updated_at)
+    await (await dbOf(p.ns))
+      .prepare(`INSERT INTO schedules (ns, queue, name, cron, envelope, priority, next_at, created_at, updated_at)
       VALUES (?1, 'q', 'bad', 'not a cron', X'00', 0, 1, 1, 1)`)
       .bind(p.ns)
       .run();
-    await env.DB.prepare(`UPDATE schedules SET next_at = 1 WHERE ns = ?1 AND name = 'good'`).bind(p.ns).run();
+    await (await dbOf(p.ns)).prepare(`UPDATE schedules SET next_at = 1 WHERE ns = ?1 AND name = 'good'`).bind(p.ns).run();
     const stub = queueStub(p.ns, 'q');
     await runInDurableObject(stub, (o) => o.forgetHints());
     expect(await runDurableObjectAlarm(stub)).toBe(true);

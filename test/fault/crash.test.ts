@@ -32,7 +32,15 @@ let port: number;
 const token: string = newToken('lsk_crash_');
 let plane: { url: string; child: ChildProcess; stop: () => Promise<void> };
 const start = async (migrate: boolean) => {
-  plane = await startPlane({ node: process.execPath, env: process.env, persistTo: dir, port, vars: { LAKESHORE_TOKEN: token }, migrate });
+  plane = await startPlane({
+    node: process.execPath,
+    env: process.env,
+    persistTo: dir,
+    port,
+    vars: { LAKESHORE_TOKEN: token },
+    migrate,
+    shards: 3,
+  });
 };
 const url = () => `http://127.0.0.1:${port}`;
 
@@ -72,28 +80,42 @@ const drained = (d: HttpDispatch, queue: string, n: number, ms: number) =>
   until(async () => (await d.count(queue, 'succeeded')) >= n, `${n} jobs succeeded`, ms, 200).catch(() => {});
 
 describe('fault: crashes', () => {
-  it(`server kill: ${JOBS} jobs, 4 workers, the plane SIGKILLed ${KILLS} times: nothing lost, nothing duplicated`, async () => {
-    const ns = `kill${Date.now().toString(36)}`;
-    const files = [join(dir, `${ns}-producer.jsonl`)];
+  it(`server kill: ${JOBS} jobs in 3 namespaces on 3 shards, 4 workers, the plane SIGKILLed ${KILLS} times: nothing lost, nothing duplicated`, async () => {
+    // Three namespaces, placed on a fresh plane's three shards one each (the fewest-namespaces rule).
+    const stamp = Date.now().toString(36);
+    const spaces = [0, 1, 2].map((i) => `kill${stamp}s${i}`);
+    const ds = spaces.map((namespace) => new HttpDispatch(url(), { token, namespace, retryForMs: 60_000 }));
+    const files = [join(dir, `kill${stamp}-producer.jsonl`)];
     const record = recorder(files[0]!);
-    const d = new HttpDispatch(url(), { token, namespace: ns, retryForMs: 60_000 });
     // Each kill can cost a job in flight one attempt (its 1 s lease runs out during the restart):
     // allow more attempts than kills, so that every job can still succeed.
-    await d.configureQueue('q', { maxAttempts: KILLS + 3 });
+    for (const d of ds) await d.configureQueue('q', { maxAttempts: KILLS + 3 });
+    const shards = await Promise.all(
+      spaces.map(
+        async (ns) =>
+          (
+            (await (await fetch(`${url()}/v1/ns/${ns}/queues/q/stats`, { headers: { authorization: `Bearer ${token}` } })).json()) as {
+              shard: string;
+            }
+          ).shard,
+      ),
+    );
+    expect(new Set(shards).size, `the namespaces' shards: ${shards.join(', ')}`).toBe(3);
     const workers = Array.from({ length: 4 }, (_, i) => {
-      files.push(join(dir, `${ns}-w${i}.jsonl`));
+      files.push(join(dir, `kill${stamp}-w${i}.jsonl`));
       // A lease (1 s) shorter than a restart: jobs caught by a kill are delivered again, and the
       // stale attempt's late ack must be refused.
-      return worker(ns, 'q', files[i + 1]!, 20, 1_000);
+      return worker(spaces[i % 3]!, 'q', files[i + 1]!, 20, 1_000);
     });
     let next = 0;
     const produce = Promise.all(
       Array.from({ length: 4 }, async () => {
         while (next < JOBS) {
-          const id = `j${next++}`;
+          const n = next++;
+          const id = `j${n}`;
           record({ op: 'submit', phase: 'invoke', id });
           try {
-            await d.submit('q', encodeEnvelope({ fn: 'job' }), { id });
+            await ds[n % 3]!.submit('q', encodeEnvelope({ fn: 'job' }), { id });
             record({ op: 'submit', phase: 'ok', id });
           } catch {
             record({ op: 'submit', phase: 'fail', id });
@@ -111,31 +133,35 @@ describe('fault: crashes', () => {
       outages.push(Date.now() - down);
     }
     await produce;
-    await drained(d, 'q', JOBS, 60_000);
+    const total = async (state: 'queued' | 'running' | 'succeeded' | 'failed') =>
+      (await Promise.all(ds.map((d) => d.count('q', state)))).reduce((a, b) => a + b, 0);
+    await until(async () => (await total('succeeded')) >= JOBS, `${JOBS} jobs succeeded`, 60_000, 200).catch(() => {});
     const counts = {
-      queued: await d.count('q', 'queued'),
-      running: await d.count('q', 'running'),
-      succeeded: await d.count('q', 'succeeded'),
-      failed: await d.count('q', 'failed'),
+      queued: await total('queued'),
+      running: await total('running'),
+      succeeded: await total('succeeded'),
+      failed: await total('failed'),
     };
     for (const w of workers) w.kill('SIGTERM');
     await Promise.all(workers.map(exited));
-    const v = check(
-      readHistory(files.filter(existsSync)),
-      await succeededIds(
+    const ids = Array.from({ length: JOBS }, (_, i) => `j${i}`);
+    const succeeded = new Set<string>();
+    for (const [k, d] of ds.entries())
+      for (const id of await succeededIds(
         d,
-        Array.from({ length: JOBS }, (_, i) => `j${i}`),
-      ),
-    );
+        ids.filter((_, i) => i % 3 === k),
+      ))
+        succeeded.add(id);
+    const v = check(readHistory(files.filter(existsSync)), succeeded);
     console.log(
-      `[server kill] ${JSON.stringify({ jobs: JOBS, kills: KILLS, restart_ms_max: Math.max(0, ...outages), store: counts, ...v })}`,
+      `[server kill] ${JSON.stringify({ jobs: JOBS, kills: KILLS, shards, restart_ms_max: Math.max(0, ...outages), store: counts, ...v })}`,
     );
     expect(v.lost).toBe(0);
     expect(v.duplicated).toBe(0);
     expect(v.unexpected).toBe(0);
     expect(v.acknowledged).toBe(JOBS); // the client rode out every restart
     expect(v.succeeded).toBe(JOBS);
-    expect(await d.count('q', 'running')).toBe(0);
+    expect(await total('running')).toBe(0);
   }, 600_000);
 
   it(`worker kill: a worker SIGKILLed mid-job ${WORKER_KILLS} times leaves no job running past its lease`, async () => {

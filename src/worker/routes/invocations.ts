@@ -22,7 +22,7 @@ async function held(c: Ctx, verb: Verb) {
 export const invocations = new Hono<App>()
   .get('/:id', may('get'), async (c) => {
     const id = idParam(c);
-    const inv = await reader(c).get(c.var.ns, id, hint(c));
+    const inv = await (await reader(c, c.var.ns)).get(c.var.ns, id, hint(c));
     if (!inv) throw invocationNotFound(id);
     const json = invocationJson(inv);
     // A stream token sees the row without its envelope: the arguments may hold what a browser should not.
@@ -35,7 +35,7 @@ export const invocations = new Hono<App>()
     const b = c.req.valid('json');
     const ttl = streamTtl(b.ttl_ms);
     const streams = streamCap(b.streams);
-    const inv = await reader(c).get(ns, id, hint(c));
+    const inv = await (await reader(c, ns)).get(ns, id, hint(c));
     if (!inv) throw invocationNotFound(id);
     const exp = Date.now() + ttl;
     const token = await mintStreamToken(await streamKeys(c.env), { ns, queue: inv.queue, id, exp, jti: newJti(), streams });

@@ -51,7 +51,7 @@ export const journal = new Hono<App>()
       const queue = await locate(c, ns, id);
       return c.json(pageJson(await raise<JournalPage>(queueObject(c, ns, queue).follow(id, since, wait, limit))));
     }
-    return c.json(pageJson(await reader(c).journal.read(ns, id, since, limit, hint(c))));
+    return c.json(pageJson(await (await reader(c, ns)).journal.read(ns, id, since, limit, hint(c))));
   })
   .post('/:id/journal/trim', may('trim'), jsonBody(TrimBody), async (c) => {
     const { ns } = c.var;

@@ -35,7 +35,7 @@ export const observe = new Hono<App>()
   .get('/workers', may('workers'), async (c) => {
     const { ns } = c.var;
     const seen = await Promise.all(
-      (await reader(c).queues(ns)).map(async (queue) => ({ queue, ...(await raise(queueObject(c, ns, queue).workersSeen())) })),
+      (await (await reader(c, ns)).queues(ns)).map(async (queue) => ({ queue, ...(await raise(queueObject(c, ns, queue).workersSeen())) })),
     );
     return c.json({ workers: mergeWorkers(seen) });
   })

@@ -50,7 +50,13 @@ export const queues = new Hono<App>()
   .get('/:queue/invocations', may('list'), async (c) =>
     c.json(
       pageOfJson(
-        await reader(c).list(c.var.ns, queueParam(c), c.req.query('state') ?? 'queued', numParam(c, 'limit'), c.req.query('cursor')),
+        await (await reader(c, c.var.ns)).list(
+          c.var.ns,
+          queueParam(c),
+          c.req.query('state') ?? 'queued',
+          numParam(c, 'limit'),
+          c.req.query('cursor'),
+        ),
       ),
     ),
   )
@@ -122,7 +128,9 @@ export const queues = new Hono<App>()
     const out = await raise(queueObject(c, c.var.ns, queueParam(c)).nackMany(items));
     return c.json({ results: out.map((r) => itemJson(r, nacked)) });
   })
-  .get('/:queue/count', may('count'), async (c) => c.json({ count: await reader(c).count(c.var.ns, queueParam(c), c.req.query('state')) }))
+  .get('/:queue/count', may('count'), async (c) =>
+    c.json({ count: await (await reader(c, c.var.ns)).count(c.var.ns, queueParam(c), c.req.query('state')) }),
+  )
   .get('/:queue', may('queues'), async (c) => c.json(queueInfoJson(await raise<QueueInfo>(queueObject(c, c.var.ns, queueParam(c)).info()))))
   .put('/:queue', may('configure'), jsonBody(QueueSettingsBody), async (c) => {
     const b = c.req.valid('json');

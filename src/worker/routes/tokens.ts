@@ -6,7 +6,7 @@ import { createTokenPlan, listTokensPlan, revokeTokenPlan } from '../../core/sql
 import { TokenBody } from '../../core/wire.ts';
 import { may } from '../auth.ts';
 import { jsonBody } from '../body.ts';
-import { committerRun, limitsOf, type App } from '../plane.ts';
+import { homeRun, limitsOf, type App } from '../plane.ts';
 
 export const tokens = new Hono<App>()
   .post('/', may('tokens'), jsonBody(TokenBody), async (c) => {
@@ -15,12 +15,12 @@ export const tokens = new Hono<App>()
     const pools = b.pools ? b.pools.map((p) => v.queue(p, limitsOf(c))) : null;
     const name = v.optionalText('name', b.name, 200);
     const t = await newToken();
-    const info = await committerRun(c, createTokenPlan(Date.now(), c.var.ns, t.id, t.digest, role, pools, name, b.limits ?? null));
+    const info = await homeRun(c, createTokenPlan(Date.now(), c.var.ns, t.id, t.digest, role, pools, name, b.limits ?? null));
     // The token itself is in this answer and nowhere else: only its digest is stored.
     return c.json({ token: t.token, ...info }, 201);
   })
-  .get('/', may('tokens'), async (c) => c.json({ tokens: await committerRun(c, listTokensPlan(c.var.ns)) }))
+  .get('/', may('tokens'), async (c) => c.json({ tokens: await homeRun(c, listTokensPlan(c.var.ns)) }))
   .delete('/:id', may('tokens'), async (c) => {
     const id = v.text('token id', c.req.param('id'), 64);
-    return c.json({ revoked: await committerRun(c, revokeTokenPlan(Date.now(), c.var.ns, id)) });
+    return c.json({ revoked: await homeRun(c, revokeTokenPlan(Date.now(), c.var.ns, id)) });
   });

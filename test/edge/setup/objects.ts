@@ -3,6 +3,15 @@ import { env } from 'cloudflare:workers';
 import { runInDurableObject } from 'cloudflare:test';
 import type { QueueObject } from '../../../src/durable/queue-object.ts';
 import { until } from '../../support/wait.ts';
+import { place } from '../../../src/durable/directory.ts';
+
+/**
+ * The D1 database of the namespace's shard (placing the namespace now if it is new, as its first
+ * request would): where a white-box test reads and writes its rows.
+ */
+export async function dbOf(ns: string): Promise<D1Database> {
+  return (await place(env, ns, 10_000_000_000)).db;
+}
 
 export function queueStub(ns: string, queue: string): DurableObjectStub<QueueObject> {
   const binding = env.QUEUE as unknown as DurableObjectNamespace<QueueObject>;
@@ -15,7 +24,8 @@ export function queueStub(ns: string, queue: string): DurableObjectStub<QueueObj
  * its next sweep): left to them, its claims would not look for an expired lease before its time.
  */
 export async function expireLease(ns: string, id: string): Promise<void> {
-  const row = await env.DB.prepare(`UPDATE invocations SET lease_until = 1 WHERE ns = ?1 AND id = ?2 AND state = 'running' RETURNING queue`)
+  const row = await (await dbOf(ns))
+    .prepare(`UPDATE invocations SET lease_until = 1 WHERE ns = ?1 AND id = ?2 AND state = 'running' RETURNING queue`)
     .bind(ns, id)
     .first<{ queue: string }>();
   if (row) await runInDurableObject(queueStub(ns, row.queue), (o) => o.forgetHints());
@@ -23,16 +33,18 @@ export async function expireLease(ns: string, id: string): Promise<void> {
 
 /** A namespace's rows as a refused write must leave them: state, holder, attempt, lease, result and error. */
 export async function rows(ns: string): Promise<Record<string, unknown>[]> {
-  const r = await env.DB.prepare(
-    `SELECT id, queue, state, attempt, worker_id, lease_until, hex(result) AS result, error, finished_at FROM invocations WHERE ns = ?1 ORDER BY rid`,
-  )
+  const r = await (await dbOf(ns))
+    .prepare(
+      `SELECT id, queue, state, attempt, worker_id, lease_until, hex(result) AS result, error, finished_at FROM invocations WHERE ns = ?1 ORDER BY rid`,
+    )
     .bind(ns)
     .all();
   return r.results;
 }
 
 export async function frameCount(ns: string, id: string): Promise<number> {
-  const r = await env.DB.prepare(`SELECT count(*) AS n FROM frames WHERE inv = (SELECT rid FROM invocations WHERE ns = ?1 AND id = ?2)`)
+  const r = await (await dbOf(ns))
+    .prepare(`SELECT count(*) AS n FROM frames WHERE inv = (SELECT rid FROM invocations WHERE ns = ?1 AND id = ?2)`)
     .bind(ns, id)
     .first<{ n: number }>();
   return r?.n ?? 0;

@@ -1,4 +1,8 @@
-/** Starts `wrangler dev` once for the Node-side tests: fresh state in a temp dir, a random token. */
+/**
+ * Starts `wrangler dev` once for the Node-side tests: fresh state in a temp dir, a random token,
+ * and three shards (D1 databases DB, DB_1, DB_2), so the suites' fresh namespaces spread across
+ * them and every route is seen reaching its namespace's shard. One shard is the special case.
+ */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,6 +25,7 @@ export default async function setup(project: TestProject) {
     persistTo: dir,
     vars: { LAKESHORE_TOKEN: token },
     server: 'wrangler',
+    shards: 3,
   });
   project.provide('planeUrl', plane.url);
   project.provide('planeToken', token);
