@@ -51,6 +51,16 @@ export class RateLimitedError extends LakeshoreError {
     this.name = 'RateLimitedError';
   }
 }
+/**
+ * The namespace's database (its shard) is past its storage high-water mark: submits are refused
+ * until retention, a move or a new shard makes room; claims, acks and reads go on. Not retried.
+ */
+export class StorageFullError extends LakeshoreError {
+  constructor(message: string) {
+    super('storage_full', message);
+    this.name = 'StorageFullError';
+  }
+}
 /** The plane could not be reached (its connection refused or cut) for as long as the client retried. */
 export class UnavailableError extends LakeshoreError {
   constructor(message: string, cause?: unknown) {
@@ -105,6 +115,8 @@ export function errorFor(code: ErrorCode | string, message: string, extra?: { re
       return new RateLimitedError(message, extra?.retryAfterMs ?? null);
     case 'timeout':
       return new TimeoutError(message);
+    case 'storage_full':
+      return new StorageFullError(message);
     case 'unavailable':
       return new UnavailableError(message);
     default:

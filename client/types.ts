@@ -178,6 +178,8 @@ export interface FeedOptions {
   kinds?: ('job' | 'worker')[];
 }
 import type { Page as InvocationPage, QueueOverview } from '../src/core/sql/list.ts';
+import type { StorageState } from '../src/core/storage.ts';
+export type { StorageState } from '../src/core/storage.ts';
 
 export interface DispatchPlane {
   readonly namespace: string;
@@ -249,6 +251,11 @@ export interface DispatchPlane {
   events(queue: string | null, opts?: FeedOptions): AsyncIterable<FeedItem>;
   /** The namespace's metrics in the Prometheus text format (docs/contract.md, "Metrics"). */
   metrics(): Promise<string>;
+  /**
+   * The namespace's database (its shard, on the edge plane) against its storage budget: past the
+   * high-water mark submits raise StorageFullError (docs/contract.md, "Storage").
+   */
+  storage(): Promise<StorageState>;
   /**
    * The workers heard from lately, each once across its queues: what it said of itself, when last
    * heard, what it holds. On the local plane, the workers this process heard from.

@@ -25,6 +25,7 @@ const wrangler = (args, opts = {}) =>
     ...opts,
   });
 /** What wrangler printed, without its colours and decorations. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: it removes the terminal's colour codes (ESC [ ... m)
 const said = (r) => `${r.stdout ?? ''}\n${r.stderr ?? ''}`.replace(/\x1b\[[0-9;]*m/g, '');
 /** Wrangler could not reach Cloudflare at all (it exits 0 for some of these). */
 const unreachable = (r) =>

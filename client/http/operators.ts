@@ -7,6 +7,7 @@ import type * as wire from '../../src/core/wire-types.ts';
 import type { TokenLimits } from '../../src/core/wire-types.ts';
 import type {
   FeedItem,
+  StorageState,
   FeedOptions,
   InvocationPage,
   LogLine,
@@ -33,6 +34,17 @@ export class HttpOperators {
   async overview(queues?: string[]): Promise<QueueOverview[]> {
     const all = ((await this.http.call('GET', '/queues')).queues as Json[]).map(overviewOf);
     return queues?.length ? all.filter((q) => queues.includes(q.queue)) : all;
+  }
+
+  async storage(): Promise<StorageState> {
+    const j = await this.http.call('GET', '/storage');
+    return {
+      shard: String(j.shard),
+      bytes: j.bytes === null ? null : Number(j.bytes),
+      limitBytes: Number(j.limit_bytes),
+      highWaterBytes: Number(j.high_water_bytes),
+      full: j.full === true,
+    };
   }
 
   async list(queue: string, opts: ListOptions = {}): Promise<InvocationPage> {

@@ -37,6 +37,7 @@ import type {
   FeedOptions,
   LogLine,
   WorkerSeen,
+  StorageState,
 } from '../types.ts';
 import { feedOf, localMetrics, LocalWorkers } from './observe.ts';
 import { RetentionClock } from '../../src/core/retention.ts';
@@ -53,6 +54,11 @@ export interface DispatchOptions {
   busyTimeoutMs?: number;
   /** The plane's clock (leases, timestamps); tests inject one. Default Date.now. */
   now?: () => number;
+  /**
+   * The file's storage budget (docs/contract.md, "Storage"): past the high-water mark submits are
+   * refused with StorageFullError. Default 10 GB and 90 %, as a D1 shard's.
+   */
+  storage?: { limitBytes: number; highWaterPercent?: number };
 }
 
 /** Runs a verb, re-raising plane errors as their client classes. */
@@ -109,6 +115,7 @@ export class Dispatch implements DispatchPlane {
     this.engine = new Engine(new SqlitePort(this.db, opts.busyTimeoutMs ?? 10_000), {
       limits: opts.limits,
       now: this.now,
+      storage: opts.storage,
       onWake: (ns, queue, at) => this.armTimer(ns, queue, at),
       // Dead letters are queued rows of another queue: wake this process's claims, they look again.
       onFailed: () => this.engine.park.wakeAll(),
@@ -194,6 +201,11 @@ export class Dispatch implements DispatchPlane {
 
   metrics(): Promise<string> {
     return verb(localMetrics(this.engine, this.namespace));
+  }
+
+  /** The file's storage against its budget (the `storage` option). */
+  storage(): Promise<StorageState> {
+    return verb(this.engine.storageState());
   }
 
   /** The workers this process heard from (a worker in another process is heard there). */

@@ -49,6 +49,7 @@ export async function localMetrics(engine: Engine, ns: string): Promise<string> 
   return metricsText(
     ns,
     overview.map((o) => ({ overview: o, counters: { since: feed.since, counts: feed.counters(ns, o.queue)[0]?.counts ?? null } })),
+    await engine.storageState(),
   );
 }
 

@@ -43,11 +43,22 @@ export class SqlitePort implements Port {
     try {
       const out = stmts.map((s) => this.one(s));
       this.db.exec('COMMIT');
+      // The file's size after the batch, as D1 reports `size_after` (core/storage.ts).
+      if (out.length) out[out.length - 1]!.sizeAfter = this.size();
       return out;
     } catch (e) {
       this.db.exec('ROLLBACK');
       throw e;
     }
+  }
+
+  private pageSize = 0;
+  private pageCount: StatementSync | null = null;
+  /** The database's size in bytes: pages (free ones too, as the file holds them) times page size. */
+  size(): number {
+    this.pageCount ??= this.db.prepare('PRAGMA page_count');
+    if (!this.pageSize) this.pageSize = Number((this.db.prepare('PRAGMA page_size').get() as { page_size: number }).page_size);
+    return Number((this.pageCount.get() as { page_count: number }).page_count) * this.pageSize;
   }
 
   private one(s: Stmt): StmtResult {

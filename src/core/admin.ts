@@ -3,7 +3,8 @@
  * failed jobs and of dead letters, and cron schedules, whose ticks the queue's alarm submits.
  */
 import type { Committer } from './committer.ts';
-import { badRequest } from './errors.ts';
+import { badRequest, LakeshoreError } from './errors.ts';
+import { STORAGE_FRESH_MS } from './storage.ts';
 import { cronOf, storedCron, zoneOf } from './cron.ts';
 import type { Limits } from './limits.ts';
 import type { Parking } from './park.ts';
@@ -37,6 +38,8 @@ export interface AdminOptions {
   now: () => number;
   onWake?: ((ns: string, queue: string, at: number) => void) | undefined;
   hints?: HintBook | undefined;
+  /** Throws storage_full while the database refuses new work (engine.ts admitWork). */
+  admitWork: () => Promise<void>;
 }
 
 export class Admin {
@@ -154,6 +157,15 @@ export class Admin {
    */
   async fire(ns: string, queue: string): Promise<number> {
     const now = this.o.now();
+    try {
+      await this.o.admitWork();
+    } catch (e) {
+      // Full: no tick submits now. Look again shortly; the latest tick missed meanwhile is
+      // submitted once there is room, as after an outage.
+      if (!(e instanceof LakeshoreError && e.code === 'storage_full')) throw e;
+      this.o.onWake?.(ns, queue, now + STORAGE_FRESH_MS);
+      return 0;
+    }
     let created = 0;
     for (const s of await this.o.committer.run(dueSchedulesPlan(now, ns, queue))) {
       const cron = storedCron(s.cron, s.timezone);

@@ -6,11 +6,12 @@
  * (journal.ts). Every verb is async: a bad argument is a rejected promise, never a throw.
  */
 import { Committer, type CommitterOptions } from './committer.ts';
-import { invocationNotFound } from './errors.ts';
+import { invocationNotFound, LakeshoreError } from './errors.ts';
 import { DEFAULT_LIMITS, type Limits } from './limits.ts';
 import { outcomeOf } from './rows.ts';
 import { isTerminal } from './states.ts';
-import type { Port } from './port.ts';
+import { stmt, type Port } from './port.ts';
+import { DEFAULT_STORAGE_LIMIT_BYTES, StorageBudget, type StorageOptions, type StorageState } from './storage.ts';
 import { cancelPlan } from './sql/cancel.ts';
 import { countPlan, getPlan, queueOfPlan, queuesPlan } from './sql/read.ts';
 import { listPlan, overviewPlan, type Page, type QueueOverview } from './sql/list.ts';
@@ -21,7 +22,7 @@ import { HintBook } from './hints.ts';
 import type { Invocation, Outcome } from './types.ts';
 import * as v from './validate.ts';
 import { submitInput, type SettingsRequest, type SubmitRequest } from './requests.ts';
-import { fill, one, parseEach, type Settled } from './settled.ts';
+import { failed, fill, one, parseEach, type Settled } from './settled.ts';
 import { keys } from './waiters.ts';
 import { Journal } from './journal.ts';
 import { Parking } from './park.ts';
@@ -39,6 +40,8 @@ export interface EngineOptions {
   onWake?: (ns: string, queue: string, at: number) => void;
   /** Told when a job of `queue` failed for good: a plane wakes claims parked on its dead-letter queue, if any. */
   onFailed?: (ns: string, queue: string) => void;
+  /** The database's storage budget (storage.ts): past its high-water mark submits are refused. Default: 10 GB, 90 %. */
+  storage?: StorageOptions;
   /**
    * The plane is the single writer of its queues (the queue's Durable Object): it keeps hints of
    * their timing and settings, and claims leave out the statements that cannot do anything (hints.ts).
@@ -60,11 +63,21 @@ export class Engine {
   private readonly onWake: EngineOptions['onWake'];
   /** A single writer's hints of its queues (hints.ts), or none. */
   readonly hints: HintBook | undefined;
+  /** The database's storage budget: every batch tells it the database's size. */
+  readonly storage: StorageBudget;
 
   constructor(port: Port, opts: EngineOptions = {}) {
     this.limits = { ...DEFAULT_LIMITS, ...opts.limits };
     this.now = opts.now ?? Date.now;
-    this.committer = new Committer(port, opts.committer);
+    this.storage = new StorageBudget(opts.storage ?? { limitBytes: DEFAULT_STORAGE_LIMIT_BYTES }, this.now);
+    const told = opts.committer?.onBatch;
+    this.committer = new Committer(port, {
+      ...opts.committer,
+      onBatch: (results, plans) => {
+        this.storage.observe(results);
+        told?.(results, plans);
+      },
+    });
     this.park = new Parking(this.committer, this.now);
     this.onWake = opts.onWake;
     this.hints = opts.singleWriter ? new HintBook() : undefined;
@@ -75,6 +88,7 @@ export class Engine {
       now: this.now,
       onWake: opts.onWake,
       hints: this.hints,
+      admitWork: () => this.admitWork(),
     };
     this.work = new Work({ ...parts, random: opts.random ?? Math.random, onFailed: opts.onFailed });
     this.journal = new Journal(this.committer, this.park, this.limits, this.now);
@@ -91,12 +105,35 @@ export class Engine {
   async submitMany(ns: string, queue: string, items: SubmitRequest[]): Promise<Settled<Submitted>[]> {
     const q = v.queue(queue, this.limits);
     const now = this.now();
-    const { out, valid, at } = parseEach(v.batch(items, this.limits), (it) => submitInput(it, this.limits, now));
+    const batch = v.batch(items, this.limits);
+    // Past the storage high-water mark the batch is refused whole: every item answers storage_full.
+    const full = await this.admitWork().then(
+      () => null,
+      (e: unknown) => (e instanceof LakeshoreError && e.code === 'storage_full' ? e : Promise.reject(e)),
+    );
+    if (full) return batch.map(() => failed(full));
+    const { out, valid, at } = parseEach(batch, (it) => submitInput(it, this.limits, now));
     return fill(out, at, valid.length ? await this.submitted(ns, q, valid) : []);
+  }
+
+  /** The database's storage against its budget, its size read again if the last one is stale. */
+  async storageState(): Promise<StorageState> {
+    if (!this.storage.fresh) await this.committer.run({ stmts: [stmt('SELECT 1')], done: () => undefined });
+    return this.storage.state();
+  }
+
+  /**
+   * Refuses new work (storage_full) while the database is past its storage high-water mark, as
+   * its last batch reported it: no extra round trip. Another writer may have filled the database
+   * since; this one learns it from its own next batch, and the mark leaves room for that one.
+   */
+  async admitWork(): Promise<void> {
+    this.storage.admit();
   }
 
   /** Inserts; claims parked on the queue ride along for what was queued; a delayed row or a TTL arms the queue's timer. */
   private async submitted(ns: string, q: string, inputs: SubmitInput[]): Promise<(Submitted | Error)[]> {
+    await this.admitWork();
     const created = (r: Created | Submitted | Error): r is Created => !(r instanceof Error) && r.created;
     const plan = submitPlan(this.now(), ns, q, inputs);
     // Told as the batch commits, so before the claims that ride along with it are.

@@ -10,6 +10,8 @@ export const ERROR_CODES = Object.freeze({
   conflict: 409,
   payload_too_large: 413,
   rate_limited: 429,
+  /** The database (the namespace's shard) is past its storage high-water mark: new work is refused, the rest goes on. */
+  storage_full: 507,
   timeout: 504,
   /** Client side: the plane could not be reached (connection refused or cut) for as long as the client retried. */
   unavailable: 503,

@@ -7,6 +7,7 @@
  */
 import { COUNTERS, type Counter } from './feed.ts';
 import type { QueueOverview } from './sql/list.ts';
+import type { StorageState } from './storage.ts';
 
 export interface QueueMetrics {
   overview: QueueOverview;
@@ -16,7 +17,7 @@ export interface QueueMetrics {
 
 const esc = (v: string) => v.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
 
-export function metricsText(ns: string, queues: QueueMetrics[]): string {
+export function metricsText(ns: string, queues: QueueMetrics[], storage?: StorageState): string {
   const lines: string[] = [];
   const family = (name: string, type: 'gauge' | 'counter', help: string, rows: [Record<string, string>, number][]) => {
     lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
@@ -68,5 +69,19 @@ export function metricsText(ns: string, queues: QueueMetrics[]): string {
       q.counters ? [[{ queue: q.overview.queue }, Math.floor(q.counters.since / 1000)] as [Record<string, string>, number]] : [],
     ),
   );
+  if (storage) {
+    family('lakeshore_storage_bytes', 'gauge', "Bytes the namespace's database (its shard) holds, as it last reported them.", [
+      [{ shard: storage.shard }, storage.bytes ?? 0],
+    ]);
+    family(
+      'lakeshore_storage_limit_bytes',
+      'gauge',
+      "The database's storage limit: past STORAGE_HIGH_WATER_PERCENT of it, submits are refused (storage_full).",
+      [[{ shard: storage.shard }, storage.limitBytes]],
+    );
+    family('lakeshore_storage_high_water_bytes', 'gauge', 'Past this many bytes, submits are refused (storage_full).', [
+      [{ shard: storage.shard }, storage.highWaterBytes],
+    ]);
+  }
   return `${lines.join('\n')}\n`;
 }

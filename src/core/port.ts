@@ -16,6 +16,8 @@ export interface StmtResult {
   /** Rows the database read and wrote for this statement, where the driver reports it (D1). */
   rowsRead: number;
   rowsWritten: number;
+  /** The database's size in bytes after this statement, where the driver reports it (storage.ts). */
+  sizeAfter?: number;
 }
 
 export interface Port {

@@ -2,9 +2,19 @@
 import { toBase64 } from './bytes.ts';
 import type { ErrorBody, Settled } from './settled.ts';
 import type { InvocationSummary, Page, QueueOverview } from './sql/list.ts';
+import type { StorageState } from './storage.ts';
 import type { Claimed, Invocation, JournalFrame, JournalPage, Outcome, QueueInfo, QueueSettings, Schedule } from './types.ts';
 
 const b64 = (b: Uint8Array | null) => (b === null ? null : toBase64(b));
+
+/** The namespace's database against its storage budget (core/storage.ts). */
+export const storageJson = (s: StorageState) => ({
+  shard: s.shard,
+  bytes: s.bytes,
+  limit_bytes: s.limitBytes,
+  high_water_bytes: s.highWaterBytes,
+  full: s.full,
+});
 
 /** A listing's item: the row without its envelope and result (get has those). */
 export const summaryJson = (i: InvocationSummary) => ({

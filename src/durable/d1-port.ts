@@ -39,6 +39,7 @@ export class D1Port implements Port {
       changes: r.meta?.changes ?? 0,
       rowsRead: r.meta?.rows_read ?? 0,
       rowsWritten: r.meta?.rows_written ?? 0,
+      sizeAfter: (r.meta as { size_after?: number } | undefined)?.size_after,
     }));
   }
 }

@@ -110,6 +110,7 @@ export class QueueObject extends DurableObject<Env> {
       },
       onWake: (_ns, _queue, at) => this.armAlarm(at),
       singleWriter: true,
+      storage: settings.storage,
       // A job failed for good: claims parked on this queue's dead-letter queue wake for its dead letter.
       onFailed: () => {
         const dlq = this.settings?.deadLetterQueue;
@@ -136,6 +137,7 @@ export class QueueObject extends DurableObject<Env> {
       const placed = await enter(env, this.ns, this.queue, settings.storage.limitBytes);
       this.port.use(placed.db);
       this.shard = placed.shard;
+      this.engine.storage.shard = placed.shard;
       this.settings = (await this.engine.admin.info(this.ns, this.queue)).settings;
       await this.sweep();
     });

@@ -1,5 +1,6 @@
 /** Plane settings from the Worker's vars: defaults that a queue's own settings override. */
 import { DEFAULT_LIMITS, type Limits } from '../core/limits.ts';
+import { DEFAULT_STORAGE_LIMIT_BYTES } from '../core/storage.ts';
 
 function int(v: string | undefined, name: string): number | undefined {
   if (v === undefined || v === '') return undefined;
@@ -31,8 +32,6 @@ export interface Settings {
   storage: { limitBytes: number; highWaterPercent: number };
 }
 
-/** D1's size cap, which cannot be raised: 10 GB. */
-export const DEFAULT_STORAGE_LIMIT_BYTES = 10_000_000_000;
 export const DEFAULT_HIGH_WATER_PERCENT = 90;
 
 /** `envelopeBytes` -> `LIMIT_ENVELOPE_BYTES`: every limit can be set by a var of that name. */

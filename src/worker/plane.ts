@@ -27,7 +27,7 @@ export function queueObject(c: Ctx, ns: string, queue: string): DurableObjectStu
 export async function reader(c: Ctx, ns: string): Promise<Engine> {
   const s = settingsFrom(c.env);
   const p = await placementOf(c.env, ns, s.storage.limitBytes);
-  return new Engine(new D1Port(p.db), { limits: s.limits });
+  return new Engine(new D1Port(p.db), { limits: s.limits, storage: { ...s.storage, shard: p.shard } });
 }
 
 /** An engine over the home database: tokens (directory.ts says why they live there). */

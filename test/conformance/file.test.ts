@@ -1,4 +1,4 @@
 import { conformance } from './suite.ts';
-import { twoProcessPlane } from './planes.ts';
+import { twoProcessPlane, twoProcessStoragePlane } from './planes.ts';
 
-conformance('Dispatch on one file shared by two processes', twoProcessPlane);
+conformance('Dispatch on one file shared by two processes', twoProcessPlane, { storagePlane: twoProcessStoragePlane });

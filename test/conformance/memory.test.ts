@@ -1,4 +1,4 @@
 import { conformance } from './suite.ts';
-import { memoryPlane } from './planes.ts';
+import { memoryPlane, memoryStoragePlane } from './planes.ts';
 
-conformance('Dispatch(":memory:")', memoryPlane);
+conformance('Dispatch(":memory:")', memoryPlane, { storagePlane: memoryStoragePlane });

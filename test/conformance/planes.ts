@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import { inject } from 'vitest';
 import { Dispatch, HttpDispatch, errorFor, type DispatchPlane, type FeedItem } from '../../client/local/index.ts';
 import { until } from '../support/wait.ts';
+import { newToken, startPlane } from '../../scripts/plane.mjs';
 
 export interface PlaneHandle {
   plane: DispatchPlane;
@@ -42,6 +43,8 @@ export interface PlaneHandle {
   inProcess?: DispatchPlane;
 }
 export type PlaneFactory = () => Promise<PlaneHandle>;
+/** A plane of its own whose database has this storage budget (the storage part of the suite). */
+export type StoragePlaneFactory = (limitBytes: number, highWaterPercent: number) => Promise<PlaneHandle>;
 
 let n = 0;
 const freshNs = () => `c${process.pid}x${Date.now().toString(36)}${(n++).toString(36)}`;
@@ -52,9 +55,12 @@ function movableClock() {
   return { now: () => Date.now() + offset, advance: (ms: number) => void (offset += ms) };
 }
 
-export const memoryPlane: PlaneFactory = async () => {
+export const memoryPlane: PlaneFactory = () => memoryPlaneWith();
+export const memoryStoragePlane: StoragePlaneFactory = (limitBytes, highWaterPercent) => memoryPlaneWith({ limitBytes, highWaterPercent });
+
+async function memoryPlaneWith(storage?: { limitBytes: number; highWaterPercent: number }): Promise<PlaneHandle> {
   const clock = movableClock();
-  const plane = new Dispatch(':memory:', { namespace: freshNs(), now: clock.now });
+  const plane = new Dispatch(':memory:', { namespace: freshNs(), now: clock.now, storage });
   return {
     plane,
     dispose: () => plane.close(),
@@ -63,6 +69,29 @@ export const memoryPlane: PlaneFactory = async () => {
     now: clock.now,
     shortLeaseMs: 1_000,
     movableClock: true,
+  };
+}
+
+/** A plane of its own (scripts/serve.mjs, one shard) whose D1 has this budget (STORAGE_LIMIT_BYTES, STORAGE_HIGH_WATER_PERCENT). */
+export const httpStoragePlane: StoragePlaneFactory = async (limitBytes, highWaterPercent) => {
+  const dir = mkdtempSync(join(tmpdir(), 'lakeshore-storage-'));
+  const token = newToken('lsk_storage_');
+  const served = await startPlane({
+    node: process.execPath,
+    env: process.env,
+    persistTo: dir,
+    vars: { LAKESHORE_TOKEN: token, STORAGE_LIMIT_BYTES: String(limitBytes), STORAGE_HIGH_WATER_PERCENT: String(highWaterPercent) },
+  });
+  const plane = new HttpDispatch(served.url, { token, namespace: freshNs() });
+  return {
+    plane,
+    async dispose() {
+      await plane.close();
+      await served.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+    parked: async () => 0,
+    ...realTime,
   };
 };
 
@@ -105,12 +134,16 @@ export const realTime = {
  */
 const WORKER_VERBS = new Set(['claim', 'claimMany', 'ack', 'nack', 'heartbeat', 'journalAppend', 'workers', 'workerStopped', 'overview']);
 
-export const twoProcessPlane: PlaneFactory = async () => {
+export const twoProcessPlane: PlaneFactory = () => twoProcessPlaneWith();
+export const twoProcessStoragePlane: StoragePlaneFactory = (limitBytes, highWaterPercent) =>
+  twoProcessPlaneWith({ limitBytes, highWaterPercent });
+
+async function twoProcessPlaneWith(storage?: { limitBytes: number; highWaterPercent: number }): Promise<PlaneHandle> {
   const dir = mkdtempSync(join(tmpdir(), 'lakeshore-conf-'));
   const file = join(dir, 'dispatch.sqlite');
   const namespace = freshNs();
   const clock = movableClock();
-  const local = new Dispatch(file, { namespace, now: clock.now });
+  const local = new Dispatch(file, { namespace, now: clock.now, storage });
   const child: ChildProcess = fork(join(import.meta.dirname, 'peer.ts'), [file, namespace], {
     serialization: 'advanced',
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
@@ -159,7 +192,7 @@ export const twoProcessPlane: PlaneFactory = async () => {
     movableClock: true,
     inProcess: local,
   };
-};
+}
 
 /**
  * Follows `queue`'s feed (the namespace's with null) and answers its iterator once attached: once

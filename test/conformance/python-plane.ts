@@ -27,7 +27,7 @@ import {
 import { tempDir } from '../support/tmp.ts';
 import { until } from '../support/wait.ts';
 import { PYTHON } from '../support/python.ts';
-import type { PlaneFactory } from './planes.ts';
+import type { PlaneFactory, PlaneHandle, StoragePlaneFactory } from './planes.ts';
 
 /** What the Python local plane lacks, by the suite's feature names (docs/contract.md, "The Python local plane"). */
 export const PYTHON_LACKS: ReadonlySet<string> = new Set([]);
@@ -146,11 +146,16 @@ const frameOf = (f: Json): JournalFrame => ({
   final: f.final,
 });
 
-export const pythonPlane: PlaneFactory = async () => {
+export const pythonPlane: PlaneFactory = () => pythonPlaneWith({});
+export const pythonStoragePlane: StoragePlaneFactory = (limitBytes, highWaterPercent) =>
+  pythonPlaneWith({ storage_limit_bytes: limitBytes, storage_high_water_percent: highWaterPercent });
+
+/** The Python local plane behind the bridge; `options` are the Dispatch's keyword arguments. */
+async function pythonPlaneWith(options: Record<string, unknown>): Promise<PlaneHandle> {
   const dir = tempDir('lakeshore-pyconf-');
   const namespace = freshNs();
   const root = resolve(import.meta.dirname, '..', '..', 'client', 'python');
-  const child = spawn(PYTHON, [join(root, 'tests', 'bridge.py'), join(dir, 'dispatch.sqlite'), namespace], {
+  const child = spawn(PYTHON, [join(root, 'tests', 'bridge.py'), join(dir, 'dispatch.sqlite'), namespace, JSON.stringify(options)], {
     stdio: ['pipe', 'pipe', 'inherit'],
   });
   let offset = 0;
@@ -360,6 +365,10 @@ export const pythonPlane: PlaneFactory = async () => {
       ),
     listSchedules: async (queue) => (await call('list_schedules', [queue])).map(scheduleOf),
     removeSchedule: async (queue, name) => void (await call('remove_schedule', [queue, name])),
+    storage: async () => {
+      const st = await call('storage');
+      return { shard: st.shard, bytes: st.bytes, limitBytes: st.limit_bytes, highWaterBytes: st.high_water_bytes, full: st.full };
+    },
     close: async () => {},
   };
   const plane = new Proxy(verbs, {
@@ -382,4 +391,4 @@ export const pythonPlane: PlaneFactory = async () => {
     shortLeaseMs: 1_000,
     movableClock: true,
   };
-};
+}

@@ -22,7 +22,8 @@ import { attempts } from './attempts.ts';
 import { journalRules } from './journal-rules.ts';
 import { scheduling } from './scheduling.ts';
 import { observing, retention, views } from './views.ts';
-import type { PlaneFactory, PlaneHandle } from './planes.ts';
+import type { PlaneFactory, PlaneHandle, StoragePlaneFactory } from './planes.ts';
+import { storageBudget } from './storage.ts';
 import { until } from '../support/wait.ts';
 
 const bytes = (s: string) => new TextEncoder().encode(s);
@@ -44,8 +45,17 @@ async function drain(it: AsyncIterable<JournalFrame>): Promise<JournalFrame[]> {
  * `lacks`: parts of the contract a plane does not have yet, by name (a Python local plane's list is
  * in python-plane.ts); those tests are skipped on it, visibly, and every other one runs.
  * `statClaims`: the claims a statistical test makes on this plane (claim-kinds.ts; default 2,000).
+ * `storagePlane`: a plane of its own with a small storage budget (storage.ts); every target has one.
  */
-export function conformance(planeName: string, makePlane: PlaneFactory, lacks: ReadonlySet<string> = new Set(), statClaims?: number) {
+export function conformance(
+  planeName: string,
+  makePlane: PlaneFactory,
+  {
+    lacks = new Set<string>(),
+    statClaims,
+    storagePlane,
+  }: { lacks?: ReadonlySet<string>; statClaims?: number; storagePlane: StoragePlaneFactory },
+) {
   const part = (name: string) => (lacks.has(name) ? describe.skip : describe);
   const unless = (name: string) => it.skipIf(lacks.has(name));
   describe(`conformance: ${planeName}`, () => {
@@ -522,5 +532,6 @@ export function conformance(planeName: string, makePlane: PlaneFactory, lacks: R
     part('views')('(views)', () => views(() => h));
     part('retention')('(retention)', () => retention(() => h));
     part('observing')('(feed and metrics)', () => observing(() => h));
+    storageBudget(storagePlane);
   });
 }

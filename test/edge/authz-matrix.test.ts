@@ -73,6 +73,7 @@ const MATRIX: Record<string, Entry> = {
   'POST /v1/ns/:ns/invocations/:id/stream-token': { roles: ['producer'], byId: true, body: () => ({ ttl_ms: 60_000 }) },
   'POST /v1/ns/:ns/tokens': { roles: [], body: () => ({ role: 'producer' }) },
   'GET /v1/ns/:ns/metrics': { roles: ['producer', 'worker'] },
+  'GET /v1/ns/:ns/storage': { roles: ['producer', 'worker'] },
   'GET /v1/ns/:ns/workers': { roles: ['producer', 'worker'] },
   'POST /v1/ns/:ns/queues/:queue/workers/:worker/stop': { roles: ['worker'] },
   'POST /v1/ns/:ns/queues/:queue/workers/:worker/log': {

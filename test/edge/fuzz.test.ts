@@ -173,6 +173,7 @@ const routes: [string, string][] = [
   ['PUT', 'queues/:q'],
   ['GET', 'queues/:q/stats'],
   ['GET', 'queues'],
+  ['GET', 'storage'],
   ['GET', 'queues/:q'],
   ['POST', 'queues/:q/pause'],
   ['POST', 'queues/:q/resume'],

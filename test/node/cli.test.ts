@@ -128,6 +128,18 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
     expect((await cli(['retry', id], env)).code).toBe(0);
     expect(JSON.parse((await cli(['--json', 'get', id], env)).stdout)).toMatchObject({ state: 'queued', attempt: 1 });
     expect((await cli(['retry', id], env)).code).not.toBe(0); // only a failed job is retried
+    // stats: the counts, and the database against its storage budget (its shard, or the local file).
+    const stats = (await cli(['stats', 'ops'], env)).stdout;
+    expect(stats).toMatch(/^ops\s+1\s+1\s+0/m);
+    expect(stats).toMatch(
+      kind === 'edge'
+        ? /^storage: shard DB(_\d)? holds \d+(\.\d)? [KM]B of 10\.0 GB/m
+        : /^storage: the local file holds \d+(\.\d)? [KM]B of 10\.0 GB/m,
+    );
+    expect(JSON.parse((await cli(['--json', 'stats', 'ops'], env)).stdout.trim().split('\n').pop()!).storage).toMatchObject({
+      limitBytes: 10_000_000_000,
+      full: false,
+    });
     expect((await cli(['pause', 'ops'], env)).code).toBe(0);
     expect((await cli(['worker', 'once', '--queue', 'ops', '--module', HANDLERS], env)).code).toBe(0); // nothing handed out while paused
     expect(JSON.parse((await cli(['--json', 'get', id], env)).stdout).state).toBe('queued');

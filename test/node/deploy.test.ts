@@ -50,7 +50,7 @@ describe('npm run deploy', () => {
     expect(r.stderr).toContain('MISSING  a D1 database id for shard DB_2 in wrangler.toml');
     expect(r.stderr).toContain('npx wrangler d1 create lakeshore-2');
     // A token it could not show to Cloudflare is neither ok nor missing.
-    expect(r.stderr).toMatch(/UNKNOWN  Cloudflare credentials: could not check \(no answer from Cloudflare/);
+    expect(r.stderr).toMatch(/UNKNOWN {2}Cloudflare credentials: could not check \(no answer from Cloudflare/);
     expect(r.stderr).not.toMatch(/ok +Cloudflare credentials/);
     expect(r.stderr).toContain('could not be made: run again where Cloudflare can be reached');
   });

@@ -92,6 +92,7 @@ describe(`the lakeshore package on the system Node (${nodeVersion})`, () => {
       });
       expect(r.stderr).toBe('');
       expect(r.stdout).toMatch(/tour\s+0\s+0\s+0\s+\d+/);
+      expect(r.stdout).toMatch(/^storage: shard DB holds \d+(\.\d)? [KM]B of 10\.0 GB \(submits refused past 9\.0 GB\)$/m);
     });
   });
 

@@ -3,7 +3,7 @@
 from .envelope import decode_envelope, encode_envelope
 from .tracing import new_traceparent
 from .errors import (BadRequest, FencingConflict, Forbidden, InvocationCancelled, InvocationFailed, LakeshoreError, NotFound,
-                     PayloadTooLarge, RateLimited, Timeout, Unauthorized, Unavailable)
+                     PayloadTooLarge, RateLimited, StorageFull, Timeout, Unauthorized, Unavailable)
 from .frames import BEGIN, CHUNK, END, ERROR, VALUE, FrameKind, decode_frame, encode_frame
 from .http import Claimed, HttpDispatch
 from .local import Dispatch
@@ -15,5 +15,5 @@ __all__ = [
     "Dispatch", "HttpDispatch", "Claimed", "SyncQueue", "Handle", "default_dispatch", "run_worker", "current_job", "JobContext", "TimeLimitExceeded", "encode_envelope", "decode_envelope", "new_traceparent",
     "encode_frame", "decode_frame", "FrameKind", "VALUE", "CHUNK", "BEGIN", "END", "ERROR",
     "LakeshoreError", "BadRequest", "Unauthorized", "Forbidden", "NotFound", "FencingConflict", "PayloadTooLarge",
-    "RateLimited", "Timeout", "Unavailable", "InvocationFailed", "InvocationCancelled",
+    "RateLimited", "StorageFull", "Timeout", "Unavailable", "InvocationFailed", "InvocationCancelled",
 ]

@@ -47,6 +47,13 @@ class RateLimited(LakeshoreError):
     code, status = "rate_limited", 429
 
 
+class StorageFull(LakeshoreError):
+    """The namespace's database (its shard) is past its storage high-water mark: submits are refused
+    until retention, a move or a new shard makes room; claims, acks and reads go on."""
+
+    code, status = "storage_full", 507
+
+
 class Unavailable(LakeshoreError, ConnectionError):
     """The plane could not be reached (its connection refused or cut) for as long as the client retried."""
 
@@ -74,7 +81,7 @@ class InvocationCancelled(Exception):
         self.id = inv_id
 
 
-_BY_CODE = {c.code: c for c in (BadRequest, Unauthorized, Forbidden, NotFound, FencingConflict, PayloadTooLarge, RateLimited, Timeout, Unavailable)}
+_BY_CODE = {c.code: c for c in (BadRequest, Unauthorized, Forbidden, NotFound, FencingConflict, PayloadTooLarge, RateLimited, StorageFull, Timeout, Unavailable)}
 
 
 def error_for(code: str, message: str) -> LakeshoreError:

@@ -201,7 +201,7 @@ def merge_workers(seen: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
              "first_seen": x["w"]["first_seen"], "last_seen": x["w"]["last_seen"], "holding": x["holding"]} for x in out]
 
 
-def metrics_text(ns: str, overview: List[Dict[str, Any]], feed: Feed) -> str:
+def metrics_text(ns: str, overview: List[Dict[str, Any]], feed: Feed, storage: Optional[Dict[str, Any]] = None) -> str:
     """The Prometheus text format 0.0.4 (the core's metricsText): gauges from the rows, this process's counters."""
     lines: List[str] = []
     esc = lambda v: str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")  # noqa: E731
@@ -223,6 +223,12 @@ def metrics_text(ns: str, overview: List[Dict[str, Any]], feed: Feed) -> str:
            [({"queue": q, "transition": c}, n[c]) for q, n in counts.items() for c in COUNTERS])
     family("lakeshore_counters_started_seconds", "gauge", "When the transition counters of the queue started, in Unix seconds.",
            [({"queue": q}, feed.since // 1000) for q in counts])
+    if storage is not None:
+        shard = {"shard": storage["shard"]}
+        family("lakeshore_storage_bytes", "gauge", "Bytes the namespace's database (its shard) holds, as it last reported them.", [(shard, storage["bytes"] or 0)])
+        family("lakeshore_storage_limit_bytes", "gauge", "The database's storage limit: past STORAGE_HIGH_WATER_PERCENT of it, submits are refused (storage_full).",
+               [(shard, storage["limit_bytes"])])
+        family("lakeshore_storage_high_water_bytes", "gauge", "Past this many bytes, submits are refused (storage_full).", [(shard, storage["high_water_bytes"])])
     return "\n".join(lines) + "\n"
 
 
@@ -261,4 +267,4 @@ class ObserveVerbs:
         return merge_workers(seen)
 
     def metrics(self) -> str:
-        return metrics_text(self.namespace, self.overview(), self.feed)  # type: ignore[attr-defined]
+        return metrics_text(self.namespace, self.overview(), self.feed, self.storage())  # type: ignore[attr-defined]

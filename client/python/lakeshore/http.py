@@ -271,6 +271,11 @@ class HttpDispatch:
             q["cursor"] = cursor
         return self._call("GET", "/queues/%s/invocations?%s" % (_q(queue), urllib.parse.urlencode(q)))
 
+    def storage(self) -> Dict[str, Any]:
+        """The namespace's database (its shard) against its storage budget: `{"shard", "bytes",
+        "limit_bytes", "high_water_bytes", "full"}`; past the high-water mark submits raise StorageFull."""
+        return dict(self._call("GET", "/storage"))
+
     def metrics(self) -> str:
         """The namespace's metrics in the Prometheus text format (docs/contract.md, "Metrics")."""
         req = urllib.request.Request(self._url("/metrics"), headers=self._headers())

@@ -21,7 +21,7 @@ import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from .checks import STATES, not_found, _duration, _int, _moment, _name, _number, _shallow, _text, max_wait, _ms
-from .errors import BadRequest, FencingConflict, InvocationCancelled, InvocationFailed, LakeshoreError, NotFound, PayloadTooLarge, Timeout
+from .errors import BadRequest, FencingConflict, InvocationCancelled, InvocationFailed, LakeshoreError, NotFound, PayloadTooLarge, StorageFull, Timeout
 from .http import Claimed
 from .claims import ClaimMachinery
 from .feed import Feed, ObserveVerbs
@@ -51,7 +51,8 @@ class Dispatch(ClaimMachinery, JournalVerbs, ObserveVerbs, OperatorVerbs, Schedu
 
     in_process = True
 
-    def __init__(self, path: str = ":memory:", *, ns: str = "default", namespace: Optional[str] = None, busy_timeout: float = 10.0):
+    def __init__(self, path: str = ":memory:", *, ns: str = "default", namespace: Optional[str] = None, busy_timeout: float = 10.0,
+                 storage_limit_bytes: int = 10_000_000_000, storage_high_water_percent: int = 90):
         if sqlite3.sqlite_version_info < (3, 38, 0):
             raise RuntimeError("the local plane needs SQLite >= 3.38 (its JSON operators); this Python has SQLite %s" % sqlite3.sqlite_version)
         self.path = path
@@ -70,6 +71,11 @@ class Dispatch(ClaimMachinery, JournalVerbs, ObserveVerbs, OperatorVerbs, Schedu
         self.feed = Feed()
         self.clock = QueueClock(self)
         self._closed = False
+        # The file's storage budget (src/core/storage.ts): past the high-water mark submits are refused.
+        self._storage_limit = _int("storage_limit_bytes", storage_limit_bytes, 1, 2 ** 62)
+        self._high_water = self._storage_limit * min(100, max(1, _int("storage_high_water_percent", storage_high_water_percent, 1, 100))) // 100
+        self._bytes: Optional[int] = None
+        self._bytes_at = float("-inf")
 
     # ------------------------------------------------------------------ plumbing
 
@@ -106,6 +112,7 @@ class Dispatch(ClaimMachinery, JournalVerbs, ObserveVerbs, OperatorVerbs, Schedu
                     cur = self._db.execute(st["sql"], [self._value(p, values) for p in st["params"]])
                     out.append(_Rows(cur.fetchall(), cur.rowcount))
                 self._db.execute("COMMIT")
+                self._observe_size()
                 return out
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -161,6 +168,28 @@ class Dispatch(ClaimMachinery, JournalVerbs, ObserveVerbs, OperatorVerbs, Schedu
             raise not_found(inv_id)
         return rows[0]
 
+    def _observe_size(self) -> None:
+        """The file's size after a batch, as D1 reports `size_after`: pages (free ones too) times page size."""
+        pages = self._db.execute("PRAGMA page_count").fetchone()[0]
+        self._bytes = int(pages) * int(self._db.execute("PRAGMA page_size").fetchone()[0])
+        self._bytes_at = time.time()
+
+    def storage(self) -> Dict[str, Any]:
+        """The file against its storage budget: `{"shard": "local", "bytes", "limit_bytes",
+        "high_water_bytes", "full"}`; past the high-water mark submits raise StorageFull."""
+        if time.time() - self._bytes_at >= 10.0:  # the core's STORAGE_FRESH_MS
+            with self._lock:
+                self._observe_size()
+        full = self._bytes is not None and self._bytes >= self._high_water
+        return {"shard": "local", "bytes": self._bytes, "limit_bytes": self._storage_limit, "high_water_bytes": self._high_water, "full": full}
+
+    def _admit_work(self) -> None:
+        """Refuses new work while the file is past its high-water mark (src/core/storage.ts storageFull)."""
+        s = self.storage()
+        if s["full"]:
+            raise StorageFull("the database is past its high-water mark (%d of %d bytes; new work is refused past %d): submits wait until "
+                              "retention, a move or a new shard makes room; claims, acks and reads go on" % (s["bytes"], s["limit_bytes"], s["high_water_bytes"]))
+
     # ------------------------------------------------------------------ producers
 
     def submit(self, queue: str, envelope: bytes, *, id: str, key: Optional[str] = None, priority: float = 0.0, parent: Optional[str] = None,
@@ -168,6 +197,7 @@ class Dispatch(ClaimMachinery, JournalVerbs, ObserveVerbs, OperatorVerbs, Schedu
                expires_at: Optional[float] = None, max_attempts: Optional[int] = None) -> str:
         """Submits one job; idempotent on `key` (per queue) and on `id`. Times as HttpDispatch.submit."""
         queue, inv_id = _name("queue", queue), _text("id", id)
+        self._admit_work()
         if len(envelope) > LIMITS["envelope_bytes"]:
             raise PayloadTooLarge("envelope is %d bytes; at most %d" % (len(envelope), LIMITS["envelope_bytes"]))
         now = int(time.time() * 1000)
@@ -199,7 +229,12 @@ class Dispatch(ClaimMachinery, JournalVerbs, ObserveVerbs, OperatorVerbs, Schedu
 
     def submit_many(self, queue: str, items: List[Dict[str, Any]]) -> List[Union[str, LakeshoreError]]:
         """Submits many: `items` are dicts of submit's arguments (`envelope`, `id`, ...); each keeps
-        its own id, key and idempotency and fails alone (its error in its place, not raised)."""
+        its own id, key and idempotency and fails alone (its error in its place, not raised). Past the
+        storage high-water mark the batch is refused whole: every item answers StorageFull."""
+        try:
+            self._admit_work()
+        except StorageFull as e:
+            return [e for _ in items]
         out: List[Union[str, LakeshoreError]] = []
         for it in items:
             it = dict(it)

@@ -66,6 +66,8 @@ class ScheduleVerbs:
     def _fire(self, queue: str) -> Optional[int]:
         """Submits the queue's due ticks (src/core/admin.ts fire); answers when the next one is due, or None."""
         now = int(time.time() * 1000)
+        if self.storage()["full"]:  # type: ignore[attr-defined]
+            return now + 10_000  # no tick submits while full: look again soon (the latest missed tick goes once there is room)
         due = self._run("due_schedules", {"queue": queue, "now": now})[0]
         created = 0
         unread = set()

@@ -8,7 +8,7 @@ The plane's clock can be moved, as the suite moves the Node local planes' inject
 moves this process's `time.time` (what the plane reads its time from) ahead, and wakes the
 plane's clock thread so its timed work (schedule ticks) sees the new time.
 
-    python3 tests/bridge.py PATH NAMESPACE
+    python3 tests/bridge.py PATH NAMESPACE [OPTIONS_JSON]   (OPTIONS_JSON: the Dispatch's keyword arguments)
 """
 import base64
 import dataclasses
@@ -59,7 +59,7 @@ def dec(v: Any, depth: int = 0) -> Any:
 
 
 def main() -> None:
-    d = ls.Dispatch(sys.argv[1], ns=sys.argv[2])
+    d = ls.Dispatch(sys.argv[1], ns=sys.argv[2], **(json.loads(sys.argv[3]) if len(sys.argv) > 3 else {}))
     out = threading.Lock()
     parked = [0]
     stops = {}  # an events call's n -> its stop event ("_stop" sets it)

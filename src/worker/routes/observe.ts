@@ -10,6 +10,7 @@ import { relayStream } from '../relay.ts';
 import { namespaceFeed, positionsOf } from '../ns-feed.ts';
 import type { Kinds } from '../../durable/feed-streams.ts';
 import { limitsOf, liveOverview, queueObject, reader, type App } from '../plane.ts';
+import { storageJson } from '../../core/wire-json.ts';
 
 const KINDS = new Set(['job', 'worker']);
 
@@ -39,8 +40,10 @@ export const observe = new Hono<App>()
     );
     return c.json({ workers: mergeWorkers(seen) });
   })
+  .get('/storage', may('queues'), async (c) => c.json(storageJson(await (await reader(c, c.var.ns)).storageState())))
   .get('/metrics', may('metrics'), async (c) => {
     const { ns } = c.var;
-    const text = metricsText(ns, await liveOverview(c, ns));
+    const [overview, storage] = await Promise.all([liveOverview(c, ns), (await reader(c, ns)).storageState()]);
+    const text = metricsText(ns, overview, storage);
     return c.body(text, 200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
   });

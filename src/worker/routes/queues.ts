@@ -16,7 +16,7 @@ import {
 } from '../../core/wire.ts';
 import type { QueueInfo, Schedule } from '../../core/types.ts';
 import { jsonBody, MAX_BATCH_BODY_BYTES, numParam } from '../body.ts';
-import { claimedJson, itemJson, overviewJson, pageOfJson, queueInfoJson, scheduleJson } from '../../core/wire-json.ts';
+import { claimedJson, itemJson, overviewJson, pageOfJson, queueInfoJson, scheduleJson, storageJson } from '../../core/wire-json.ts';
 import { limitsOf, liveOverview, queueObject, queueParam, reader, type App } from '../plane.ts';
 import { logLines } from '../../core/feed.ts';
 import { allow, may } from '../auth.ts';
@@ -46,7 +46,10 @@ const claimWaitId = (workerId: string, claimId: string | null | undefined) =>
   claimId === undefined || claimId === null ? crypto.randomUUID() : `${v.workerId(workerId)}\u0000${v.text('claim_id', claimId, 200)}`;
 
 export const queues = new Hono<App>()
-  .get('/', may('queues'), async (c) => c.json({ queues: (await liveOverview(c, c.var.ns)).map((q) => overviewJson(q.overview)) }))
+  .get('/', may('queues'), async (c) => {
+    const [overview, storage] = await Promise.all([liveOverview(c, c.var.ns), (await reader(c, c.var.ns)).storageState()]);
+    return c.json({ queues: overview.map((q) => overviewJson(q.overview)), storage: storageJson(storage) });
+  })
   .get('/:queue/invocations', may('list'), async (c) =>
     c.json(
       pageOfJson(
