@@ -181,6 +181,19 @@ import type { Page as InvocationPage, QueueOverview } from '../src/core/sql/list
 import type { StorageState } from '../src/core/storage.ts';
 export type { StorageState } from '../src/core/storage.ts';
 
+/** What a namespace's move did (HttpDispatch.moveNamespace). */
+export interface MoveReport {
+  namespace: string;
+  from: string;
+  to: string;
+  jobs: number;
+  frames: number;
+  queues: number;
+  schedules: number;
+  /** How long the namespace's writes waited, in ms. */
+  fencedMs: number;
+}
+
 export interface DispatchPlane {
   readonly namespace: string;
   /** True for a plane in this process (the local SQLite plane): its envelopes come from this machine's own users. */

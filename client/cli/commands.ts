@@ -373,6 +373,19 @@ export async function dev(args: string[]) {
 }
 
 /** `lakeshore token create|list|revoke`: needs the edge plane and an admin token. */
+/** `lakeshore admin move-namespace NS --to SHARD`: the namespace's rows to another shard (the root token). */
+export async function moveNamespace(d: DispatchPlane, out: Out, to: string | undefined) {
+  if (!(d instanceof HttpDispatch))
+    throw new UsageError("shards are the edge plane's: pass --url (or set LAKESHORE_URL) and the root --token");
+  if (!to) throw new UsageError('move-namespace needs --to SHARD (a D1 binding: DB, DB_1, ...)');
+  const r = await d.moveNamespace(to);
+  out.print(
+    r,
+    `moved ${r.namespace} from ${r.from} to ${r.to}: ${r.jobs} jobs, ${r.frames} frames, ${r.queues} queues' settings, ${r.schedules} schedules; writes waited ${r.fencedMs} ms`,
+  );
+  return EXIT.ok;
+}
+
 export async function token(
   d: DispatchPlane,
   out: Out,

@@ -210,6 +210,14 @@ program
     ) => run((g) => cmd.token(planeOf(g), output(!!g.json), action, id, o))(),
   );
 
+const admin = program.command('admin').description("the deployment's operator (edge plane; the root token)");
+admin
+  .command('move-namespace')
+  .description("move a namespace's rows to another shard; its writes wait a moment, nothing is lost or repeated")
+  .argument('<namespace>')
+  .requiredOption('--to <shard>', 'the shard to move it to: a D1 binding (DB, DB_1, ...)')
+  .action((namespace: string, o: { to: string }) => run((g) => cmd.moveNamespace(planeOf({ ...g, namespace }), output(!!g.json), o.to))());
+
 program
   .command('stream-url')
   .description("a browser's URL for an invocation's journal: a read-only stream token for it in the query (edge plane)")

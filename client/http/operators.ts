@@ -7,6 +7,7 @@ import type * as wire from '../../src/core/wire-types.ts';
 import type { TokenLimits } from '../../src/core/wire-types.ts';
 import type {
   FeedItem,
+  MoveReport,
   StorageState,
   FeedOptions,
   InvocationPage,
@@ -55,6 +56,26 @@ export class HttpOperators {
     });
     const out = await this.http.call('GET', `/queues/${enc(queue)}/invocations?${p}`);
     return { items: (out.items as Json[]).map(summaryOf), cursor: (out.cursor as string | null) ?? null };
+  }
+
+  // ------------------------------------------------------------ shards (edge plane only; the root token)
+
+  /**
+   * Moves this namespace's rows to another shard (docs/deploy.md, "Moving a namespace"): its
+   * writes wait a moment (503s that the clients retry), nothing is lost or repeated.
+   */
+  async moveNamespace(to: string): Promise<MoveReport> {
+    const j = await this.http.call('POST', '/move', { to });
+    return {
+      namespace: String(j.namespace),
+      from: String(j.from),
+      to: String(j.to),
+      jobs: Number(j.jobs),
+      frames: Number(j.frames),
+      queues: Number(j.queues),
+      schedules: Number(j.schedules),
+      fencedMs: Number(j.fenced_ms),
+    };
   }
 
   // ------------------------------------------------------------ tokens (edge plane only)

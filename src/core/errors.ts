@@ -13,7 +13,10 @@ export const ERROR_CODES = Object.freeze({
   /** The database (the namespace's shard) is past its storage high-water mark: new work is refused, the rest goes on. */
   storage_full: 507,
   timeout: 504,
-  /** Client side: the plane could not be reached (connection refused or cut) for as long as the client retried. */
+  /**
+   * The plane could not be reached (connection refused or cut) for as long as the client retried;
+   * or, answered by the plane, the namespace is being moved to another shard for a moment. Retried.
+   */
   unavailable: 503,
   internal: 500,
 } as const);

@@ -43,8 +43,13 @@ export const PERMISSIONS = Object.freeze({
   codePut: ['producer'],
   codeHead: ['producer', 'worker'],
   codeGet: ['worker'],
+  /** Moving a namespace to another shard: the operator's, the root token only (ROOT_VERBS). */
+  move: [],
 } satisfies Record<string, Role[]>);
 export type Verb = keyof typeof PERMISSIONS;
+
+/** Verbs of the deployment's operator: the root token only, not even a namespace's admin. */
+const ROOT_VERBS: ReadonlySet<Verb> = new Set<Verb>(['move']);
 
 /** Verbs limited to a worker token's pools when it names some. */
 const POOL_VERBS: ReadonlySet<Verb> = new Set<Verb>(['claim', 'heartbeat', 'ack', 'nack', 'append']);
@@ -69,6 +74,7 @@ export function authorize(p: Principal, ns: string, verb: Verb, queue?: string):
     return;
   }
   if (p.ns !== ns) throw new LakeshoreError('forbidden', `token ${p.id} belongs to another namespace`);
+  if (ROOT_VERBS.has(verb)) throw new LakeshoreError('forbidden', `only the deployment's root token may ${verb}`);
   if (p.role === 'admin') return;
   if (!(PERMISSIONS[verb] as readonly Role[]).includes(p.role)) throw new LakeshoreError('forbidden', `a ${p.role} token may not ${verb}`);
   if (queue !== undefined && p.pools && POOL_VERBS.has(verb) && !p.pools.includes(queue)) {

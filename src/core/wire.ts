@@ -143,6 +143,8 @@ export const AppendBody = exactly<AppendWire>()(
   z.strictObject({ ...holder, seq: opt(z.number()), kind: z.number(), body: b64, meta: opt(freeObject()), final: opt(z.boolean()) }),
 );
 
+export const MoveBody = exactly<{ to: string }>()(z.strictObject({ to: z.string() }));
+
 export const TrimBody = exactly<{ keep_last: number }>()(z.strictObject({ keep_last: z.number() }));
 
 export const QueueSettingsBody = exactly<QueueSettingsWire>()(

@@ -1,12 +1,22 @@
 /**
  * The storage port on D1: a batch is one `db.batch()`, one round trip and one transaction. A queue
  * object's port learns its database (its namespace's shard) once it has read the directory, and
- * another one when a move switches the namespace (`use`).
+ * another one when a move switches the namespace.
+ *
+ * While a move copies the namespace, the port is fenced: no batch reaches any database, each
+ * answers 503 `unavailable` (clients retry it), and `fence` resolves only once the batches that
+ * were on their way have answered. That is the guarantee a move's copy rests on: after it, the old
+ * shard sees no write of this object.
  */
+import { LakeshoreError } from '../core/errors.ts';
 import type { Port, Stmt, StmtResult } from '../core/port.ts';
 
 export class D1Port implements Port {
   private db: D1Database | null;
+  /** Why batches are refused now (a move), or null. */
+  private fencedBy: string | null = null;
+  private inFlight = 0;
+  private idle: (() => void)[] = [];
 
   constructor(db: D1Database | null) {
     this.db = db;
@@ -17,15 +27,35 @@ export class D1Port implements Port {
     this.db = db;
   }
 
+  get fenced(): boolean {
+    return this.fencedBy !== null;
+  }
+
+  /** Refuses every batch from now on (`why` is their error's message); resolves once none is in flight. */
+  fence(why: string): Promise<void> {
+    this.fencedBy = why;
+    if (this.inFlight === 0) return Promise.resolve();
+    return new Promise((r) => this.idle.push(r));
+  }
+
+  /** Batches go to `db` again. */
+  unfence(db: D1Database): void {
+    this.db = db;
+    this.fencedBy = null;
+  }
+
   /** Wall time spent waiting on D1, for profiling. */
   busyMs = 0;
 
   async batch(stmts: Stmt[]): Promise<StmtResult[]> {
+    if (this.fencedBy !== null) throw new LakeshoreError('unavailable', this.fencedBy, { retryable: true });
     const t0 = Date.now();
+    this.inFlight++;
     try {
       return await this.run(stmts);
     } finally {
       this.busyMs += Date.now() - t0;
+      if (--this.inFlight === 0) for (const r of this.idle.splice(0)) r();
     }
   }
 

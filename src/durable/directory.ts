@@ -105,6 +105,9 @@ export async function enter(env: Env, ns: string, queue: string, limitBytes: num
 export const PLACEMENT_TTL_MS = 5_000;
 const placements = new Map<string, { p: Promise<Placement & { db: D1Database }>; until: number }>();
 
+/** Forgets what this isolate read of the namespace's placement (it was just moved from here). */
+export const forgetPlacement = (ns: string) => placements.delete(ns);
+
 /** The namespace's placement as this isolate last read it (within PLACEMENT_TTL_MS), placing the namespace if new. */
 export function placementOf(env: Env, ns: string, limitBytes: number): Promise<Placement & { db: D1Database }> {
   const now = Date.now();

@@ -28,7 +28,7 @@ import { WorkerBook, type WorkerInfo } from '../core/workers.ts';
 import { RetentionClock } from '../core/retention.ts';
 import { leaseKeeper, type TokenGate } from './gate.ts';
 import { settingsFrom } from './settings.ts';
-import { enter } from './directory.ts';
+import { enter, homeOf, shardNamed } from './directory.ts';
 
 type Claim = Omit<ClaimRequest, 'signal' | 'onPark'>;
 
@@ -58,6 +58,8 @@ export class QueueObject extends DurableObject<Env> {
   readonly queue: string;
   /** The shard its namespace lives on (directory.ts), read as the object starts. */
   private shard = '';
+  /** The epoch of the move that fenced it (mover.ts), while one does. */
+  private fencedAt: number | null = null;
   /** The alarm time this instance last set; a cache of a timer, not of queue state. */
   private alarmAt: number | null = null;
   /** When this queue's next retention pass is due (core/retention.ts). */
@@ -138,9 +140,56 @@ export class QueueObject extends DurableObject<Env> {
       this.port.use(placed.db);
       this.shard = placed.shard;
       this.engine.storage.shard = placed.shard;
-      this.settings = (await this.engine.admin.info(this.ns, this.queue)).settings;
-      await this.sweep();
+      // Started while a move copies its namespace: fenced until the mover says where it went.
+      if (placed.state === 'moving') {
+        this.fencedAt = placed.epoch;
+        void this.port.fence(this.movingMessage());
+        this.armAlarm(Date.now() + 1_000);
+        return;
+      }
+      await this.started();
     });
+  }
+
+  /** Reads its settings and sweeps once, arming the alarm (at start, and after a move). */
+  private async started(): Promise<void> {
+    this.settings = (await this.engine.admin.info(this.ns, this.queue)).settings;
+    await this.sweep();
+  }
+
+  private movingMessage(): string {
+    return `namespace ${JSON.stringify(this.ns)} is moving to another shard: retry in a moment`;
+  }
+
+  // ------------------------------------------------------------ moves (src/durable/mover.ts)
+
+  /**
+   * A move of its namespace begins: from now no batch of this object reaches any shard (each
+   * answers 503 unavailable, which clients retry), parked claims are woken to answer so, and this
+   * resolves once the batches already on their way have answered.
+   */
+  async fence(epoch: number): Promise<{ shard: string }> {
+    this.fencedAt = Math.max(this.fencedAt ?? 0, epoch);
+    await this.port.fence(this.movingMessage());
+    this.engine.park.wakeAll();
+    // While fenced, the alarm looks at the directory each second (alarm()).
+    this.armAlarm(Date.now() + 1_000);
+    return { shard: this.shard };
+  }
+
+  /**
+   * The move ended: its namespace now lives on `shard` (the one it was on, if the move was rolled
+   * back). Batches go there from now; the alarm is armed again from its rows.
+   */
+  async unfence(shard: string, epoch: number): Promise<void> {
+    if (this.fencedAt !== null && epoch < this.fencedAt) throw new Error(`unfence at epoch ${epoch}, fenced at ${this.fencedAt}`);
+    const to = shardNamed(this.env, shard);
+    this.port.unfence(to.db);
+    this.fencedAt = null;
+    this.shard = to.name;
+    this.engine.storage.shard = to.name;
+    this.engine.hints?.forget(this.ns, this.queue);
+    await this.started();
   }
 
   // ------------------------------------------------------------ producers
@@ -424,6 +473,17 @@ export class QueueObject extends DurableObject<Env> {
 
   override async alarm(): Promise<void> {
     this.alarmAt = null;
+    // Fenced by a move: the mover unfences it; should that call not arrive, the directory says
+    // where the namespace went once the move ended (or was undone). Until then, look each second.
+    if (this.port.fenced) {
+      const row = await homeOf(this.env)
+        .prepare(`SELECT shard, state, epoch FROM namespaces WHERE ns = ?1`)
+        .bind(this.ns)
+        .first<{ shard: string; state: string; epoch: number }>();
+      if (row?.state === 'active' && row.epoch > (this.fencedAt ?? 0)) await this.unfence(row.shard, row.epoch);
+      else this.armAlarm(Date.now() + 1_000);
+      return;
+    }
     await this.sweep();
     // Retention, when due; the first alarm of this instance looks too (the purge alarm it had may be the one firing).
     const purge = await this.retention.due();

@@ -11,6 +11,7 @@ import { tokens } from './routes/tokens.ts';
 import { code } from './routes/code.ts';
 import { observe } from './routes/observe.ts';
 import { dashboard } from './routes/dashboard.ts';
+import { move } from './routes/move.ts';
 
 export const app = new Hono<App>();
 
@@ -26,6 +27,7 @@ app.route('/v1/ns/:ns/invocations', invocations);
 app.route('/v1/ns/:ns/invocations', journal);
 app.route('/v1/ns/:ns/tokens', tokens);
 app.route('/v1/ns/:ns/code', code);
+app.route('/v1/ns/:ns/move', move);
 app.route('/v1/ns/:ns', observe);
 
 app.notFound((c) => c.json({ error: { code: 'not_found', message: `no route for ${c.req.method} ${new URL(c.req.url).pathname}` } }, 404));

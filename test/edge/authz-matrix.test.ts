@@ -7,6 +7,8 @@ import { describe, expect, it } from 'vitest';
 import { app } from '../../src/worker/app.ts';
 import { b64, call, freshNs } from './setup/http.ts';
 import { eventually } from '../support/wait.ts';
+import { env } from 'cloudflare:workers';
+import { place } from '../../src/durable/directory.ts';
 
 type Role = 'producer' | 'worker' | 'admin';
 interface Entry {
@@ -21,7 +23,14 @@ interface Entry {
   setup?: (base: string, q: string, id: string) => Promise<unknown>;
   /** Headers the route needs besides the token. */
   headers?: Record<string, string>;
+  /** The deployment's operator only: the root token, never a namespace's admin. */
+  rootOnly?: true;
+  /** A body made for the namespace the route is called in (`body` when it depends on it). */
+  bodyFor?: (ns: string) => Promise<unknown>;
 }
+
+/** A shard the namespace is not on (test/edge/shards.test.ts: three of them). */
+const otherShard = async (ns: string) => ({ to: (await place(env, ns, 10_000_000_000)).shard === 'DB_2' ? 'DB_1' : 'DB_2' });
 
 /** A code archive and its digest (routes/code.ts). */
 const ARCHIVE = 'archive';
@@ -85,6 +94,8 @@ const MATRIX: Record<string, Entry> = {
   'PUT /v1/ns/:ns/code/:stamp': { roles: ['producer'], body: () => ARCHIVE, headers: ARCHIVE_DIGEST },
   // GET fetches (worker); HEAD, answered by the same route, asks (producer or worker): code.test.ts.
   'GET /v1/ns/:ns/code/:stamp': { roles: ['worker'], setup: (base) => pushed(base) },
+  'POST /v1/ns/:ns/move': { roles: [], rootOnly: true, bodyFor: otherShard },
+  // The producer's token is revoked by the last one: these come last.
   'GET /v1/ns/:ns/tokens': { roles: [] },
   'DELETE /v1/ns/:ns/tokens/:id': { roles: [] },
 };
@@ -131,7 +142,7 @@ describe('authorization matrix', () => {
             .replace(':worker', 'w')
             .replace(':stamp', STAMP)
             .replace(':id', route.includes('/tokens/') ? tokens.producer.id : inv) + query;
-        const body = e.body?.(id);
+        const body = e.bodyFor ? await e.bodyFor(ns) : e.body?.(id);
         const as = (t: string | null) => ({ ...e.headers, authorization: t === null ? '' : `Bearer ${t}` });
 
         const none = await call(method, path(ns), body, as(null));
@@ -144,7 +155,7 @@ describe('authorization matrix', () => {
         const foreignIn = await call(method, path(ns), body, as(foreign.token));
         if (foreignIn.status < 300) crossTenant++;
         expect(foreignIn.status, `${route} with another namespace's token`).toBe(403);
-        for (const role of ['producer', 'worker'] as const) {
+        for (const role of e.rootOnly ? (['producer', 'worker', 'admin'] as const) : (['producer', 'worker'] as const)) {
           if (e.roles.includes(role)) continue;
           const wrong = await call(method, path(ns), body, as(tokens[role].token));
           expect(wrong.status, `${route} as ${role}`).toBe(403);
@@ -156,6 +167,11 @@ describe('authorization matrix', () => {
         }
         const role = e.roles[0] ?? 'admin';
         await e.setup?.(`/v1/ns/${ns}`, q, id);
+        if (e.rootOnly) {
+          const ok = await call(method, path(ns), body);
+          expect(ok.status, `${route} as root: ${JSON.stringify(ok.body)}`).toBeLessThan(300);
+          continue;
+        }
         if (role === 'worker' && (e.byId || route.endsWith('/ack') || route.endsWith('/nack')))
           await call('POST', `/v1/ns/${ns}/queues/${q}/claim`, { worker_id: 'w' }, as(tokens.worker.token));
         const ok = await call(method, path(ns), body, as(tokens[role].token));

@@ -174,6 +174,7 @@ const routes: [string, string][] = [
   ['GET', 'queues/:q/stats'],
   ['GET', 'queues'],
   ['GET', 'storage'],
+  ['POST', 'move'],
   ['GET', 'queues/:q'],
   ['POST', 'queues/:q/pause'],
   ['POST', 'queues/:q/resume'],

@@ -23,7 +23,8 @@ export default async function setup(project: TestProject) {
     node: process.execPath,
     env: process.env,
     persistTo: dir,
-    vars: { LAKESHORE_TOKEN: token },
+    // A move copies as slowly as a large one would (test/node/move.test.ts).
+    vars: { LAKESHORE_TOKEN: token, SIMULATED_MOVE_PAUSE_MS: '500' },
     server: 'wrangler',
     shards: 3,
   });

@@ -1,0 +1,88 @@
+/**
+ * Moving a namespace to another shard (src/durable/mover.ts) on `wrangler dev` with three shards,
+ * with producers submitting and a worker running jobs throughout; the move is the operator's
+ * command, `lakeshore admin move-namespace`. Every job runs and succeeds once, the counts are what
+ * they were, and every journal is whole.
+ */
+import { expect, it } from 'vitest';
+import { currentJob, encodeEnvelope, FrameKind, HttpDispatch, runWorker } from '../../client/local/index.ts';
+import { cli, planeEnv } from './setup/cli.ts';
+import { until } from '../support/wait.ts';
+
+const N = 240;
+
+it('moves a namespace with producers and a worker running throughout: every job once, counts equal, journals intact', async () => {
+  const env = planeEnv('edge');
+  const ns = env.LAKESHORE_NAMESPACE!;
+  const d = new HttpDispatch(env.LAKESHORE_URL!, { token: env.LAKESHORE_TOKEN!, namespace: ns, retryForMs: 30_000 });
+  await d.configureQueue('mv', { maxAttempts: 1 }); // a second attempt of any job would fail this test
+  // Rows besides the jobs under load: a binary envelope and a text one (kept as stored), a
+  // queue's settings, a cron schedule.
+  const binary = new Uint8Array([0, 255, 1, 254, 0]);
+  await d.submit('keep', binary, { id: 'bin' });
+  await d.submit('keep', new TextEncoder().encode('{"plain":"text"}'), { id: 'txt', key: 'k1', priority: 3 });
+  await d.configureQueue('keep', { leaseMs: 12_345, retentionMs: 86_400_000 });
+  await d.setSchedule('keep', 'nightly', { cron: '0 3 * * *', envelope: binary });
+  const from = (await d.storage()).shard;
+  const to = from === 'DB_2' ? 'DB_1' : 'DB_2';
+
+  const runs = new Map<string, number>();
+  const stop = new AbortController();
+  const worker = runWorker('mv', {
+    dispatch: new HttpDispatch(env.LAKESHORE_URL!, { token: env.LAKESHORE_TOKEN!, namespace: ns, retryForMs: 30_000 }),
+    concurrency: 4,
+    claimWaitMs: 1_000,
+    stop: stop.signal,
+    registry: {
+      async *step(i: number) {
+        const id = currentJob()!.id;
+        runs.set(id, (runs.get(id) ?? 0) + 1);
+        for (let k = 0; k < 3; k++) yield `${i}.${k}`;
+        return `done ${i}`;
+      },
+    },
+  });
+  let next = 0;
+  const produce = Promise.all(
+    Array.from({ length: 2 }, async () => {
+      while (next < N) {
+        const i = next++;
+        await d.submit('mv', encodeEnvelope({ fn: 'step', args: [i] }), { id: `m${i}` });
+      }
+    }),
+  );
+  await until(async () => next >= N / 3 && (await d.count('mv', 'succeeded')) > 20, 'work under way', 30_000);
+  const moved = await cli(['--json', 'admin', 'move-namespace', ns, '--to', to], env);
+  expect(moved.code, moved.stderr).toBe(0);
+  const report = JSON.parse(moved.stdout);
+  expect(report).toMatchObject({ namespace: ns, from, to });
+  expect(report.jobs).toBeGreaterThan(N / 3 - 1);
+  console.log(`[move] ${JSON.stringify(report)}`);
+  await produce;
+  await until(async () => (await d.count('mv', 'succeeded')) === N, `${N} jobs succeeded`, 60_000, 200);
+  stop.abort();
+  await worker;
+
+  expect((await d.storage()).shard).toBe(to);
+  expect(await d.get('bin')).toMatchObject({ state: 'queued', envelope: binary });
+  expect(await d.get('txt')).toMatchObject({ key: 'k1', priority: 3, envelope: new TextEncoder().encode('{"plain":"text"}') });
+  expect(await d.submit('keep', new Uint8Array([9]), { id: 'other', key: 'k1' })).toBe('txt'); // the key's index came along
+  expect((await d.queueInfo('keep')).settings).toMatchObject({ leaseMs: 12_345, retentionMs: 86_400_000 });
+  expect((await d.listSchedules('keep')).map((s) => [s.name, s.cron])).toEqual([['nightly', '0 3 * * *']]);
+  for (const s of ['delayed', 'queued', 'running', 'failed', 'cancelled'] as const) expect(await d.count('mv', s), s).toBe(0);
+  expect(await d.count('mv', 'succeeded')).toBe(N);
+  const twice = [...runs].filter(([, n]) => n !== 1);
+  expect(twice, 'jobs run more than once').toEqual([]);
+  expect(runs.size).toBe(N);
+  const broken: string[] = [];
+  for (let i = 0; i < N; i++) {
+    const page = await d.journalPage(`m${i}`);
+    const values = page.frames.filter((f) => f.kind === FrameKind.VALUE).map((f) => JSON.parse(new TextDecoder().decode(f.body)));
+    if (JSON.stringify(values) !== JSON.stringify([`${i}.0`, `${i}.1`, `${i}.2`]) || page.state !== 'succeeded') broken.push(`m${i}`);
+  }
+  expect(broken, 'journals not whole').toEqual([]);
+  // A second move of the same namespace to where it is now is refused, and changes nothing.
+  const again = await cli(['admin', 'move-namespace', ns, '--to', to], env);
+  expect(again.code).not.toBe(0);
+  expect(again.stderr).toMatch(new RegExp(`is on ${to} already`));
+}, 180_000);
