@@ -15,18 +15,36 @@ export interface Taken {
   granted: number;
   /** When nothing was granted: how long until one permit is back. */
   retryAfterMs: number;
+  /** The token was revoked: every isolate that asks learns it here (src/worker/auth.ts). */
+  revoked?: true;
 }
 
 export class TokenGate extends DurableObject<Env> {
   private tokens = -1;
   private at = 0;
   private readonly streams = new Map<string, number>();
+  /** When the token was revoked (stored: a revocation outlives this object's restarts). */
+  private revokedAt: number | null = null;
+
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env);
+    void ctx.blockConcurrencyWhile(async () => {
+      this.revokedAt = (await ctx.storage.get<number>('revoked_at')) ?? null;
+    });
+  }
+
+  /** The token is revoked: from now on every take answers `revoked` and grants nothing. */
+  async revoke(at: number): Promise<void> {
+    this.revokedAt = at;
+    await this.ctx.storage.put('revoked_at', at);
+  }
 
   /**
    * Grants up to `want` permits from the bucket, plus up to `spare` more while at least half the
    * burst would be left (see src/worker/admission.ts). `retryAfterMs`: when one permit is back.
    */
   take(want: number, spare: number, rate: number, burst: number): Taken {
+    if (this.revokedAt !== null) return { granted: 0, retryAfterMs: 0, revoked: true };
     const now = Date.now();
     this.tokens = this.tokens < 0 ? burst : Math.min(burst, this.tokens + ((now - this.at) / 1000) * rate);
     this.at = now;

@@ -10,21 +10,35 @@
  * isolates, a spare permit held unspent in one is budget another cannot use; the gate hands them
  * out only while the bucket is at least half full. (Requests wait for nothing but their own call:
  * a promise made in one request may not be resolved from another on Workers.)
+ *
+ * Spare permits last SPARE_MS: so every isolate asks the gate at least that often for each token
+ * it serves, and the gate's answer is how a revocation reaches isolates that cached the token
+ * (src/worker/auth.ts): within SPARE_MS.
  */
-export type Take = (want: number, spare: number) => Promise<{ granted: number; retryAfterMs: number }>;
+export type Take = (want: number, spare: number) => Promise<{ granted: number; retryAfterMs: number; revoked?: true }>;
+
+/** How long spare permits keep: the bound on how stale an isolate's view of a token's revocation is. */
+export const SPARE_MS = 1_000;
 
 export class Admission {
   private held = 0;
+  private heldUntil = 0;
 
-  /** Resolves null when admitted, else the ms to wait before retrying. */
-  async admit(take: Take, spare: number): Promise<number | null> {
+  /** Resolves null when admitted, the ms to wait before retrying, or 'revoked'. */
+  async admit(take: Take, spare: number, now = Date.now()): Promise<number | null | 'revoked'> {
+    if (this.heldUntil <= now) this.held = 0;
     if (this.held > 0) {
       this.held--;
       return null;
     }
     const r = await take(1, spare);
+    if (r.revoked) {
+      this.held = 0;
+      return 'revoked';
+    }
     if (r.granted > 0) {
       this.held += r.granted - 1;
+      this.heldUntil = Date.now() + SPARE_MS;
       return null;
     }
     if (this.held > 0) {

@@ -1,8 +1,8 @@
 /**
  * Authentication and authorization. Every route but /health requires a token, as
  * `Authorization: Bearer`. The deployment's LAKESHORE_TOKEN secret is the root token (all
- * namespaces); scoped tokens are looked up by their id on every request, so a revocation takes
- * effect at once. A stream token (stream-token.ts) may also come as `?access_token=` on a GET, for
+ * namespaces); a scoped token's row is read once per isolate and kept (token-cache.ts), and a
+ * revocation reaches every isolate through the token's gate within about a second. A stream token (stream-token.ts) may also come as `?access_token=` on a GET, for
  * a browser's EventSource, which cannot send headers; a full token never may (URLs end up in logs).
  */
 import { createMiddleware } from 'hono/factory';
@@ -13,6 +13,7 @@ import { tokenPlan } from '../core/sql/tokens.ts';
 import type { App, Ctx } from './plane.ts';
 import { admit } from './limits.ts';
 import { STREAM_TOKEN_PREFIX, streamKeys, verifyStreamToken } from './stream-token.ts';
+import { cachedToken, keepToken } from './token-cache.ts';
 
 /**
  * SHA-256 of presented tokens, remembered per isolate (a bounded map): a client sends the same
@@ -53,9 +54,16 @@ export const authenticate = createMiddleware<App>(async (c, next) => {
   }
   const id = tokenId(m[1]!);
   if (!id) throw invalid();
-  const t = await homeRun(c, tokenPlan(id));
-  if (!t || t.revoked_at !== null || !constantTimeEqual(given, t.digest)) throw invalid();
-  const principal: Principal = { kind: 'token', id: t.id, ns: t.ns, role: t.role, pools: t.pools, limits: t.limits };
+  // Read once per isolate (token-cache.ts): a revocation comes back through the token's gate, in admit().
+  let k = cachedToken(id);
+  if (!k) {
+    const t = await homeRun(c, tokenPlan(id));
+    if (!t || t.revoked_at !== null) throw invalid();
+    k = { principal: { kind: 'token', id: t.id, ns: t.ns, role: t.role, pools: t.pools, limits: t.limits }, digest: t.digest };
+    keepToken(id, k);
+  }
+  if (!constantTimeEqual(given, k.digest)) throw invalid();
+  const principal: Principal = k.principal;
   c.set('principal', principal);
   await admit(c, principal);
   return next();

@@ -11,6 +11,7 @@ import { settingsFrom } from '../durable/settings.ts';
 import { Admission } from './admission.ts';
 import type { Ctx } from './plane.ts';
 import { later } from './request.ts';
+import { forgetToken } from './token-cache.ts';
 
 /** Per token (its gate key), this isolate's admission of requests. */
 const admissions = new Map<string, Admission>();
@@ -35,7 +36,12 @@ function limitsOf(c: Ctx, p: Principal) {
   return { rate: own?.requests_per_second ?? d.requestsPerSecond, burst: own?.request_burst ?? d.requestBurst, streams };
 }
 
-/** Spends one request permit of the caller's token, or throws 429. */
+/** Tells the token's gate it is revoked: every isolate's next ask refuses it (admission.ts SPARE_MS). */
+export async function revokeAtGate(c: Ctx, tokenId: string, at: number): Promise<void> {
+  await gate(c, `token:${tokenId}`).revoke(at);
+}
+
+/** Spends one request permit of the caller's token, or throws 429 (401 once the token is revoked). */
 export async function admit(c: Ctx, p: Principal): Promise<void> {
   const { rate, burst } = limitsOf(c, p);
   const key = gateKey(p);
@@ -46,6 +52,10 @@ export async function admit(c: Ctx, p: Principal): Promise<void> {
   }
   const spare = Math.max(0, Math.min(burst, Math.floor(rate / 50)));
   const retryAfterMs = await a.admit((want, extra) => gate(c, key).take(want, extra, rate, burst), spare);
+  if (retryAfterMs === 'revoked') {
+    if (p.kind === 'token') forgetToken(p.id);
+    throw new LakeshoreError('unauthorized', 'invalid or revoked token');
+  }
   if (retryAfterMs !== null) {
     throw rateLimited(
       `this token is over its limit of ${rate} requests per second (burst ${burst}); retry after the time in Retry-After`,
