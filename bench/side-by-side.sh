@@ -30,4 +30,7 @@ for rep in $(seq 1 "$REPS"); do
   echo "[side-by-side] round $rep of $REPS: lakeshore ($(date -u +%H:%M:%S))" >&2
   (cd "$ROOT" && REPS=1 BENCH_REP="$rep" node scripts/run.mjs bench >> "$OUT/lakeshore.jsonl")
 done
+# Shard scaling, once, after the rounds: a SIMULATION of D1's single writer (bench/shards.ts).
+echo "[side-by-side] shard scaling, simulated D1 ($(date -u +%H:%M:%S))" >&2
+(cd "$ROOT" && node scripts/run.mjs node bench/shards.ts >> "$OUT/lakeshore.jsonl")
 node "$ROOT/bench/table.mjs" "$OUT/lakeshore.jsonl" "$OUT/peers.jsonl" | tee "$OUT/table.md"

@@ -213,6 +213,19 @@ for (const [delay, goal] of [
 }
 const rowsRead = median(bulk.map((r) => r.d1?.rows_read_per_job));
 if (rowsRead !== null) targets.push(['D1 rows read per job (bulk)', rowsRead, 10, '≤', (x) => f(x, 2), '', '']);
+// Shard scaling (bench/shards.ts): a simulation of D1's single writer, one run at 1 shard and one at 4.
+const scaling = all.filter((r) => r.case === 'shard-scaling (simulated D1 single writer)');
+const at = (n) => scaling.find((r) => r.shards === n);
+if (at(1) && at(4))
+  targets.push([
+    'shard scaling, 4 shards against 1 (SIMULATED D1 single writer)',
+    at(4).jobs_per_s / at(1).jobs_per_s,
+    3,
+    '≥',
+    times,
+    `${f(at(4).jobs_per_s)} / ${f(at(1).jobs_per_s)} jobs/s at ${at(1).service_ms} ms a query; D1 queries per job ${at(1).d1_queries_per_job} / ${at(4).d1_queries_per_job}, of them the home database's ${at(1).home_queries_per_job} / ${at(4).home_queries_per_job}`,
+    '',
+  ]);
 if (targets.length) {
   out.push('', '| target | this sitting | goal | met | figures (medians) | round by round |', '|---|---|---|---|---|---|');
   for (const [what, x, goal, op, show, figures, rounds] of targets) {

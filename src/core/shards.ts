@@ -22,15 +22,21 @@ export interface ShardRoom {
   namespaces: number;
 }
 
+/** The shards a new namespace may go on: those whose room left under `limitBytes` is within a percent of the most. */
+export function nearShards(shards: Pick<ShardRoom, 'name' | 'bytes'>[], limitBytes: number): string[] {
+  if (!shards.length) throw new Error('the plane has no shard: bind a D1 database as DB');
+  const room = (s: Pick<ShardRoom, 'bytes'>) => limitBytes - s.bytes;
+  const most = Math.max(...shards.map(room));
+  return shards.filter((s) => most - room(s) < limitBytes / 100).map((s) => s.name);
+}
+
 /**
- * The shard a new namespace goes on: the one with the most room left under `limitBytes`; among
- * shards whose room differs by less than a percent of the limit, the one with the fewest
- * namespaces (so an empty plane spreads its first namespaces round the shards), then the first.
+ * The shard a new namespace goes on: among the near shards (nearShards), the one with the fewest
+ * namespaces, so an empty plane spreads its first namespaces round the shards; then the first.
+ * (The directory applies this rule inside the INSERT that places a namespace, so placements made
+ * at the same moment each count the ones before: src/durable/directory.ts.)
  */
 export function pickShard(shards: ShardRoom[], limitBytes: number): string {
-  if (!shards.length) throw new Error('the plane has no shard: bind a D1 database as DB');
-  const room = (s: ShardRoom) => limitBytes - s.bytes;
-  const most = Math.max(...shards.map(room));
-  const near = shards.filter((s) => most - room(s) < limitBytes / 100);
-  return near.reduce((best, s) => (s.namespaces < best.namespaces ? s : best)).name;
+  const near = new Set(nearShards(shards, limitBytes));
+  return shards.filter((s) => near.has(s.name)).reduce((best, s) => (s.namespaces < best.namespaces ? s : best)).name;
 }

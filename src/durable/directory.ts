@@ -13,7 +13,9 @@
  * isolates placing one new namespace at once agree without a coordinator.
  */
 import type { Placement } from '../core/shards.ts';
-import { pickShard, SHARD_BINDING } from '../core/shards.ts';
+import { nearShards, SHARD_BINDING } from '../core/shards.ts';
+import { modelled } from './d1-model.ts';
+import { settingsFrom } from './settings.ts';
 
 export interface Shard {
   /** Its binding: DB, DB_1, DB_2, ... */
@@ -28,7 +30,7 @@ const isD1 = (v: unknown): v is D1Database =>
 export function shardsOf(env: Env): Shard[] {
   const all = Object.entries(env as unknown as Record<string, unknown>)
     .filter(([k, v]) => SHARD_BINDING.test(k) && isD1(v))
-    .map(([name, db]) => ({ name, db: db as D1Database }));
+    .map(([name, db]) => ({ name, db: served(env, name, db as D1Database) }));
   const n = (s: Shard) => (s.name === 'DB' ? 0 : Number(s.name.slice(3)));
   return all.sort((a, b) => n(a) - n(b));
 }
@@ -41,10 +43,13 @@ export function shardNamed(env: Env, name: string): Shard {
         .map((s) => s.name)
         .join(', ')}`,
     );
-  return { name, db };
+  return { name, db: served(env, name, db) };
 }
 
-export const homeOf = (env: Env): D1Database => env.DB;
+export const homeOf = (env: Env): D1Database => served(env, 'DB', env.DB);
+
+/** A shard's database as the plane uses it: behind the single-writer model when a benchmark turns it on (d1-model.ts). */
+const served = (env: Env, name: string, db: D1Database): D1Database => modelled(db, name, settingsFrom(env).simulatedServiceMs);
 
 /** A shard's size in bytes, as D1 reports it after a query (`meta.size_after`). */
 export async function shardBytes(db: D1Database): Promise<number> {
@@ -68,19 +73,21 @@ export async function place(env: Env, ns: string, limitBytes: number): Promise<P
   const found = await home.prepare(SELECT).bind(ns).first<Record<string, unknown>>();
   if (found) return placementFrom(env, found);
   const shards = shardsOf(env);
-  const [sizes, counts] = await Promise.all([
-    Promise.all(shards.map((s) => shardBytes(s.db))),
-    home.prepare(`SELECT shard, count(*) AS n FROM namespaces GROUP BY shard`).all<{ shard: string; n: number }>(),
-  ]);
-  const count = new Map(counts.results.map((r) => [r.shard, Number(r.n)]));
-  const chosen = pickShard(
-    shards.map((s, i) => ({ name: s.name, bytes: sizes[i]!, namespaces: count.get(s.name) ?? 0 })),
+  const sizes = await Promise.all(shards.map((s) => shardBytes(s.db)));
+  const near = nearShards(
+    shards.map((s, i) => ({ name: s.name, bytes: sizes[i]! })),
     limitBytes,
   );
+  // pickShard's rule, applied by the INSERT itself: the near shard with the fewest namespaces
+  // counted as it runs, so placements made at the same moment spread instead of piling up.
   const [, got] = await home.batch([
     home
-      .prepare(`INSERT OR IGNORE INTO namespaces (ns, shard, state, epoch, placed_at) VALUES (?1, ?2, 'active', 0, ?3)`)
-      .bind(ns, chosen, Date.now()),
+      .prepare(
+        `INSERT OR IGNORE INTO namespaces (ns, shard, state, epoch, placed_at)
+         SELECT ?1, j.value, 'active', 0, ?3 FROM json_each(?2) j
+          ORDER BY (SELECT count(*) FROM namespaces n WHERE n.shard = j.value), j.key LIMIT 1`,
+      )
+      .bind(ns, JSON.stringify(near), Date.now()),
     home.prepare(SELECT).bind(ns),
   ]);
   return placementFrom(env, got!.results[0] as Record<string, unknown>);

@@ -29,6 +29,7 @@ import { RetentionClock } from '../core/retention.ts';
 import { leaseKeeper, type TokenGate } from './gate.ts';
 import { settingsFrom } from './settings.ts';
 import { enter, homeOf, shardNamed } from './directory.ts';
+import { modelCounters } from './d1-model.ts';
 
 type Claim = Omit<ClaimRequest, 'signal' | 'onPark'>;
 
@@ -463,6 +464,7 @@ export class QueueObject extends DurableObject<Env> {
       ...this.rows,
       d1_ms: this.port.busyMs,
       shard: this.shard,
+      d1_model: modelCounters(),
       waiters: this.engine.park.waiters.size,
       streams: this.streams.size,
       feed_readers: this.feed.size,

@@ -28,6 +28,8 @@ export interface Settings {
   resolved: Limits;
   http: HttpLimits;
   simulatedDelayMs: number;
+  /** Benchmarks only: D1 as a single writer, each query holding its database this long (d1-model.ts). */
+  simulatedServiceMs: number;
   /** Each shard's storage budget (STORAGE_LIMIT_BYTES, STORAGE_HIGH_WATER_PERCENT). */
   storage: { limitBytes: number; highWaterPercent: number };
 }
@@ -71,6 +73,7 @@ function parse(env: Env): Settings {
     resolved: { ...DEFAULT_LIMITS, ...limits },
     http,
     simulatedDelayMs: int(e.SIMULATED_D1_DELAY_MS, 'SIMULATED_D1_DELAY_MS') ?? 0,
+    simulatedServiceMs: Number(e.SIMULATED_D1_SERVICE_MS ?? 0) || 0,
     storage: {
       limitBytes: int(e.STORAGE_LIMIT_BYTES, 'STORAGE_LIMIT_BYTES') || DEFAULT_STORAGE_LIMIT_BYTES,
       highWaterPercent: Math.min(100, int(e.STORAGE_HIGH_WATER_PERCENT, 'STORAGE_HIGH_WATER_PERCENT') || DEFAULT_HIGH_WATER_PERCENT),
