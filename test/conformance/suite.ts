@@ -188,6 +188,15 @@ export function conformance(
         await expect(d.result('missing', { timeoutMs: 10 })).rejects.toBeInstanceOf(NotFoundError);
       });
 
+      it('result waits as long as asked, past the 300 s one wait of the HTTP route may take (an hour, here)', async () => {
+        await d.submit('q', bytes('x'), { id: 'long' });
+        const waiting = d.result('long', { timeoutMs: 3_600_000 });
+        const c = await d.claim('q', 'w');
+        await parked();
+        await d.ack(c!.id, 'w', { result: bytes('in time') });
+        expect(text(await waiting)).toBe('in time');
+      });
+
       it('claim waits for a submit, and answers null when its wait runs out', async () => {
         expect(await d.claim('q', 'w', { waitMs: 30 })).toBeNull();
         const waiting = d.claim('q', 'w', { waitMs: 10_000 });

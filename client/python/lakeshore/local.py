@@ -267,9 +267,9 @@ class Dispatch(ClaimMachinery, JournalVerbs, ObserveVerbs, OperatorVerbs, Schedu
         return out
 
     def result(self, inv_id: str, *, timeout: float = 30.0, poll: float = 0.02) -> bytes:
-        """The result of a succeeded invocation, waiting up to `timeout` seconds for it to end."""
-        if _number("timeout", timeout, 0) > 300:
-            raise BadRequest("timeout is at most 300 seconds")
+        """The result of a succeeded invocation, waiting up to `timeout` seconds for it to end (as long
+        as asked: the HTTP route's 300 s cap on one wait is the client's to slice, as here)."""
+        _number("timeout", timeout, 0)
         deadline = time.monotonic() + timeout
         while True:
             row = self.get(inv_id)

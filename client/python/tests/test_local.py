@@ -182,3 +182,20 @@ class ThreeLines(TempDirs):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ReadmeOnTheLocalPlane(TempDirs):
+    """The README's snippets that need no plane URL run as written with none set: on the local plane."""
+
+    def test_every_python_snippet_of_the_readme_that_names_no_url_runs_verbatim_on_the_local_plane(self):
+        import re
+        with open(os.path.join(os.path.dirname(__file__), "..", "README.md"), encoding="utf-8") as f:
+            blocks = [b for b in re.findall(r"```python\n(.*?)```", f.read(), re.S) if "os.environ[\"LAKESHORE_URL\"]" not in b]
+        self.assertGreaterEqual(len(blocks), 1)
+        env = {k: v for k, v in os.environ.items() if k not in ("LAKESHORE_URL", "LAKESHORE_TOKEN", "LAKESHORE_NAMESPACE")}
+        env.update({"PYTHONPATH": os.path.join(os.path.dirname(__file__), ".."), "LAKESHORE_HOME": self.temp_dir("lakeshore-readme-")})
+        for block in blocks:
+            want = [m.group(1).strip() for m in re.finditer(r"^print\(.*\)\s+#\s*(.*)$", block, re.M)]
+            out = subprocess.run([sys.executable, "-c", block], env=env, capture_output=True, text=True, timeout=60)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertEqual(out.stdout.strip().splitlines(), want, block)
