@@ -44,7 +44,18 @@ export function attempts(plane: () => DispatchPlane, lacks: ReadonlySet<string> 
       expect(await d.get('three')).toMatchObject({
         state: 'failed',
         attempt: 3,
-        error: { type: 'AttemptsExhausted', last: { message: 'try 3' } },
+        // Integers, whatever the plane stores the default as ("3 of 3.0" was D1's REAL).
+        error: { type: 'AttemptsExhausted', message: 'try 3 (attempt 3 of 3, none left)', attempts: 3, last: { message: 'try 3' } },
+      });
+      // Retried: a fresh budget, and the message says which of it the attempt was.
+      await d.retry('three');
+      for (let attempt = 4; attempt <= 6; attempt++) {
+        expect((await d.claim('q', 'w'))?.attempt).toBe(attempt);
+        await d.nack('three', 'w', { error: `try ${attempt}` });
+      }
+      expect((await d.get('three'))!.error).toMatchObject({
+        message: 'try 6 (attempt 6, the 3rd of 3 since its retry, none left)',
+        attempts: 3,
       });
     });
   });

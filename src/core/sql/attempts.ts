@@ -24,8 +24,18 @@ export const backoff = (t: string) =>
                          * (1 + json_extract(q.backoff, '$.jitter') * ((abs(random()) % 2000001) / 1000000.0 - 1)) AS INTEGER)
                FROM queues q WHERE q.ns = ${t}.ns AND q.queue = ${t}.queue AND q.backoff IS NOT NULL), 0)`;
 
-/** SQL: the error of a row whose last attempt failed with the JSON error `last`. */
-export const exhausted = (last: string, attempt: string, max: string) =>
-  `json_object('type', 'AttemptsExhausted',
-               'message', json_extract(${last}, '$.message') || ' (attempt ' || ${attempt} || ' of ' || ${max} || ', none left)',
-               'attempts', ${attempt}, 'last', json(${last}))`;
+/**
+ * SQL: the error of a row whose last attempt failed with the JSON error `last`: `spent` of its
+ * budget `max` used, the row's own attempt number `attempt` (higher than `spent` after a retry).
+ * Integers in the message whatever their storage class (a budget bound from JavaScript comes as a
+ * REAL on D1: "3 of 3.0" otherwise). "boom (attempt 3 of 3, none left)"; after a retry, "boom
+ * (attempt 4, the 2nd of 2 since its retry, none left)".
+ */
+export const exhausted = (last: string, spent: string, max: string, attempt: string) => {
+  const [n, m, a] = [spent, max, attempt].map((x) => `CAST(${x} AS INTEGER)`);
+  const nth = `${n} || CASE WHEN ${n} % 100 IN (11, 12, 13) THEN 'th' WHEN ${n} % 10 = 1 THEN 'st' WHEN ${n} % 10 = 2 THEN 'nd' WHEN ${n} % 10 = 3 THEN 'rd' ELSE 'th' END`;
+  return `json_object('type', 'AttemptsExhausted',
+               'message', json_extract(${last}, '$.message') || ' (attempt ' ||
+                 CASE WHEN ${a} = ${n} THEN ${n} || ' of ' || ${m} ELSE ${a} || ', the ' || ${nth} || ' of ' || ${m} || ' since its retry' END || ', none left)',
+               'attempts', ${n}, 'last', json(${last}))`;
+};

@@ -19,12 +19,12 @@ export function expireStmt(now: number, ns: string, queue: string, defaultMaxAtt
   const lost = `json_object('type', 'LeaseExpired', 'message', 'the worker stopped answering: its lease expired')`;
   return stmt(
     `WITH x AS MATERIALIZED (
-       SELECT r.rid, ${spent('r')} AS n, ${budget('r', '?4')} AS max, ${backoff('r')} AS delay
+       SELECT r.rid, r.attempt, ${spent('r')} AS n, ${budget('r', '?4')} AS max, ${backoff('r')} AS delay
          FROM invocations r WHERE r.ns = ?1 AND r.queue = ?2 AND r.state = 'running' AND r.lease_until <= ?3)
      UPDATE invocations
         SET state = CASE WHEN x.n >= x.max THEN 'failed' WHEN x.delay > 0 THEN 'delayed' ELSE 'queued' END,
             run_at = CASE WHEN x.n < x.max AND x.delay > 0 THEN ?3 + x.delay END,
-            error = CASE WHEN x.n >= x.max THEN ${exhausted(lost, 'x.n', 'x.max')} ELSE error END,
+            error = CASE WHEN x.n >= x.max THEN ${exhausted(lost, 'x.n', 'x.max', 'x.attempt')} ELSE error END,
             finished_at = CASE WHEN x.n >= x.max THEN ?3 END,
             lease_until = NULL, updated_at = ?3
        FROM x WHERE invocations.rid = x.rid AND invocations.state = 'running'

@@ -28,12 +28,12 @@ export function nackPlan(
     stmts: [
       stmt(
         `WITH x AS MATERIALIZED (
-           SELECT r.rid, ${spent('r')} AS n, ${budget('r', '?9')} AS max, COALESCE(?10, ${backoff('r')}) AS delay
+           SELECT r.rid, r.attempt, ${spent('r')} AS n, ${budget('r', '?9')} AS max, COALESCE(?10, ${backoff('r')}) AS delay
              FROM invocations r WHERE ${heldOne('r.')})
          UPDATE invocations
             SET state = CASE WHEN ${again} THEN (CASE WHEN x.delay > 0 THEN 'delayed' ELSE 'queued' END) ELSE 'failed' END,
                 run_at = CASE WHEN ${again} AND x.delay > 0 THEN ?6 + x.delay END,
-                error = CASE WHEN ?7 = 1 AND NOT (x.n < x.max) THEN ${exhausted('?8', 'x.n', 'x.max')} ELSE ?8 END,
+                error = CASE WHEN ?7 = 1 AND NOT (x.n < x.max) THEN ${exhausted('?8', 'x.n', 'x.max', 'x.attempt')} ELSE ?8 END,
                 lease_until = NULL, updated_at = ?6, finished_at = CASE WHEN ${again} THEN NULL ELSE ?6 END
            FROM x WHERE invocations.rid = x.rid
           RETURNING invocations.queue, invocations.state, invocations.run_at`,
