@@ -4,7 +4,7 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/node/**/*.test.ts', 'test/conformance/**/*.test.ts', 'test/model/**/*.test.ts', 'test/fault/**/*.test.ts'],
-    exclude: ['test/fault/crash.test.ts'], // alone, in vitest.crash.config.ts
+    exclude: ['test/fault/crash.test.ts', 'test/fault/outage.test.ts'], // alone, in vitest.crash.config.ts
     globalSetup: ['test/node/setup/wrangler-dev.ts'],
     // Two files at a time: most of these wait on other processes (the plane, CLIs, workers), and
     // vitest's default on two cores is one. Tests that time anything bound it by an observable

@@ -11,7 +11,7 @@
  * `lakeshore/local` registers it.
  */
 import { BadRequestError } from './errors.ts';
-import { HttpDispatch } from './http/dispatch.ts';
+import { HttpDispatch, type HttpDispatchOptions } from './http/dispatch.ts';
 import type { DispatchPlane } from './types.ts';
 
 export interface PlaneFlags {
@@ -21,6 +21,10 @@ export interface PlaneFlags {
   home?: string;
   /** See HttpDispatchOptions.onUnreachable. */
   onUnreachable?: (message: string) => void;
+  /** See HttpDispatchOptions: a worker retries for ever (Infinity), and logs an outage once (onOutage). */
+  retryForMs?: number;
+  onOutage?: HttpDispatchOptions['onOutage'];
+  maxBackoffMs?: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -46,7 +50,9 @@ export function planeFromEnv(env: Env = processEnv(), flags: PlaneFlags = {}): D
       token: pick(flags.token, 'LAKESHORE_TOKEN'),
       namespace,
       onUnreachable: flags.onUnreachable,
-      retryForMs: retryFor,
+      retryForMs: flags.retryForMs ?? retryFor,
+      onOutage: flags.onOutage,
+      maxBackoffMs: flags.maxBackoffMs,
     });
   }
   if (localPlane) return localPlane(env, { ...flags, namespace });

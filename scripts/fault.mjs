@@ -2,6 +2,7 @@
 //   hostile input: 10,000 generated requests (FUZZ_N)    model-based: 2,000 sequences (MODEL_RUNS)
 //   SSE reconnect: 200 cuts (SSE_CUTS)                    ambiguous responses: 100 rounds (AMBIGUOUS_N)
 //   server kill: 10,000 jobs, 20 SIGKILLs (CRASH_JOBS, CRASH_KILLS)   worker kill: 100 (WORKER_KILLS)
+//   plane outage under a Node and a Python worker: 60 s (OUTAGE_S)
 //   fan-out: 1,000 SSE readers of one job (FANOUT_READERS)
 //   guard mutants: each guard of test/mutants.json broken in turn, the fast tier must fail (scripts/mutants.mjs)
 import { spawnSync } from 'node:child_process';
@@ -37,6 +38,7 @@ const runs = [
       CRASH_JOBS: process.env.CRASH_JOBS ?? '10000',
       CRASH_KILLS: process.env.CRASH_KILLS ?? '20',
       WORKER_KILLS: process.env.WORKER_KILLS ?? '100',
+      OUTAGE_S: process.env.OUTAGE_S ?? '60',
     },
   },
   { name: 'guard mutants', script: join(ROOT, 'scripts', 'mutants.mjs'), args: [], env: {} },

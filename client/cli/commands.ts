@@ -307,6 +307,7 @@ export interface WorkerFlags {
   timeLimitMs?: string;
   graceMs?: string;
   workerId?: string;
+  giveUpAfter?: string;
 }
 
 /** Loads the registry: every exported function of --module, by its export name. */

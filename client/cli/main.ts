@@ -53,6 +53,22 @@ const planeOf = (g: Global) =>
     },
   });
 
+/**
+ * A long-running worker's plane: it never gives up on the plane (or only after --give-up-after),
+ * backs off up to 5 s between tries, and says once when the plane goes away and once when it is back.
+ */
+const workerPlaneOf = (g: Global, giveUpAfterS: string | undefined) => {
+  const giveUp = giveUpAfterS === undefined ? Number.POSITIVE_INFINITY : Number(giveUpAfterS) * 1000;
+  if (!(giveUp > 0)) throw new cmd.UsageError(`--give-up-after takes a number of seconds, got ${JSON.stringify(giveUpAfterS)}`);
+  const log = (m: string) => process.stderr.write(`[lakeshore worker] ${m}\n`);
+  return planeFromEnv(process.env, {
+    ...g,
+    retryForMs: giveUp,
+    maxBackoffMs: 5_000,
+    onOutage: (e) => log(e.away ? `${e.message}; its jobs keep their place` : `the plane is back after ${(e.awayMs / 1000).toFixed(1)} s`),
+  });
+};
+
 program
   .command('submit')
   .description('submit FN(ARGS) to QUEUE; prints the invocation id')
@@ -259,6 +275,7 @@ const workerOptions = (c: Command) =>
     .option('--time-limit-ms <ms>', 'abort and nack a job past this')
     .option('--grace-ms <ms>', 'on SIGTERM/SIGINT, wait this long for running jobs', '30000')
     .option('--worker-id <id>', 'name this worker (default host:pid:random)')
+    .option('--give-up-after <seconds>', 'exit (code 8) once the plane has been unreachable this long (default: never)')
     .addOption(
       new Option('--runtime <runtime>', 'node, or python: run `python -m lakeshore.daemon` and restart it when it dies')
         .choices(['node', 'python'])
@@ -290,7 +307,7 @@ const serve = (o: WorkerOpts, once: boolean) =>
           ),
         { plane: false },
       )
-    : run((g) => cmd.worker(planeOf(g), output(!!g.json), o, once)))();
+    : run((g) => cmd.worker(once ? planeOf(g) : workerPlaneOf(g, o.giveUpAfter), output(!!g.json), o, once)))();
 workerOptions(worker.command('start').description('serve pools until SIGTERM/SIGINT, then drain')).action((o: WorkerOpts) =>
   serve(o, false),
 );

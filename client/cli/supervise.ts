@@ -4,7 +4,8 @@
  * backoff (250 ms, doubling to 30 s, back to 250 ms once a daemon has lived a minute); SIGTERM or
  * SIGINT are passed on so the running job finishes and its answer goes out, then the supervisor
  * exits 0 (a daemon still running after the grace period is killed). A daemon that exits 2 (bad
- * flags or setup) is not restarted: its error is the supervisor's.
+ * flags or setup), 6 (its token refused) or 8 (it gave up on the plane, as --give-up-after told
+ * it) is not restarted: its error is the supervisor's. A daemon rides out a plane outage itself.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -22,6 +23,7 @@ export interface PythonFlags {
   runtimePolicy?: string;
   code?: string;
   python?: string;
+  giveUpAfter?: string;
 }
 
 export interface PlaneFlags {
@@ -56,6 +58,7 @@ export function daemonArgs(f: PythonFlags, plane: PlaneFlags, once: boolean, env
   if (f.allowPickled) args.push('--allow-pickled');
   if (f.runtimePolicy) args.push('--runtime-policy', f.runtimePolicy);
   if (f.code) args.push('--code', f.code);
+  if (f.giveUpAfter) args.push('--give-up-after', f.giveUpAfter);
   return args;
 }
 
@@ -105,7 +108,8 @@ export async function supervisePython(
     if (exit.error) throw new UsageError(`could not start ${python}: ${exit.error.message} (set --python or LAKESHORE_PYTHON)`);
     if (stopping) return 0;
     if (once) return exit.code ?? 1;
-    if (exit.code === 2) return 2;
+    // Not started again: bad flags (2), a refusal of its token (6), or giving up on the plane as told (8).
+    if (exit.code === 2 || exit.code === 6 || exit.code === 8) return exit.code;
     if (Date.now() - started >= HEALTHY_MS) backoff = FIRST_BACKOFF_MS;
     log(`python worker ${exit.signal ? `killed by ${exit.signal}` : `exited ${exit.code}`}; starting it again in ${backoff} ms`);
     await new Promise<void>((r) => {

@@ -29,7 +29,7 @@ import type { Batcher } from '../batcher.ts';
 import { b64, batcherFor, enc, inParts, invocationOf, pageOf, PART_BYTES, PART_ITEMS, settledOf, type Json } from './wire.ts';
 import { followJournal } from './follow.ts';
 import { HttpOperators } from './operators.ts';
-import { Transport } from './transport.ts';
+import { Transport, type TransportOptions } from './transport.ts';
 import { randomId } from '../ids.ts';
 
 const failedItem = (error: Error) => ({ ok: false as const, error });
@@ -55,6 +55,10 @@ export interface HttpDispatchOptions {
    * it); once retries run out the request fails with UnavailableError.
    */
   onUnreachable?: (message: string) => void;
+  /** Told once when the plane goes away and once when it is back (transport.ts); a worker's log. */
+  onOutage?: TransportOptions['onOutage'];
+  /** The longest pause between two tries of a request (default 1 s). */
+  maxBackoffMs?: number;
 }
 
 type SubmitItem = { envelope: Uint8Array; opts: SubmitOptions };

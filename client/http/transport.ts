@@ -28,6 +28,13 @@ export interface TransportOptions {
   fetch?: typeof fetch;
   /** Told at once (once per request) when the plane cannot be reached and the request will be retried. */
   onUnreachable?: (message: string) => void;
+  /**
+   * Told once when the plane goes away (no request of this client reaches it) and once when it is
+   * back, however many requests wait meanwhile: what a long-running worker logs.
+   */
+  onOutage?: (event: { away: true; message: string } | { away: false; awayMs: number }) => void;
+  /** The longest pause between two tries of a request (default 1 s; a worker waiting out an outage uses more). */
+  maxBackoffMs?: number;
 }
 
 export class Transport {
@@ -37,6 +44,10 @@ export class Transport {
   private readonly retryForMs: number;
   private readonly fetchImpl: typeof fetch;
   private readonly onUnreachable: ((message: string) => void) | undefined;
+  private readonly onOutage: TransportOptions['onOutage'];
+  private readonly maxBackoffMs: number;
+  /** Since when no request has reached the plane, or null while they do. */
+  private awaySince: number | null = null;
   private requester: Promise<Requester> | null = null;
   private readonly ownFetch: boolean;
 
@@ -49,6 +60,23 @@ export class Transport {
     this.fetchImpl = opts.fetch ?? globalThis.fetch.bind(globalThis);
     this.ownFetch = opts.fetch !== undefined;
     this.onUnreachable = opts.onUnreachable;
+    this.onOutage = opts.onOutage;
+    this.maxBackoffMs = opts.maxBackoffMs ?? 1_000;
+  }
+
+  /** The plane answered: if it had been away, it is back. */
+  private reached(): void {
+    if (this.awaySince === null) return;
+    const awayMs = Date.now() - this.awaySince;
+    this.awaySince = null;
+    this.onOutage?.({ away: false, awayMs });
+  }
+
+  private lost(why: string): void {
+    if (this.awaySince !== null) return;
+    this.awaySince = Date.now();
+    const until = Number.isFinite(this.retryForMs) ? `for up to ${Math.round(this.retryForMs / 1000)} s` : 'until it is back';
+    this.onOutage?.({ away: true, message: `cannot reach the plane at ${this.origin()} (${why}); retrying ${until}` });
   }
 
   /** Closes the idle connections the calls keep open. */
@@ -75,16 +103,19 @@ export class Transport {
     }
     const giveUp = Date.now() + this.retryForMs;
     for (let attempt = 0; ; attempt++) {
-      const backoff = Math.min(1_000, 25 * 2 ** attempt) * (0.5 + Math.random() / 2);
+      // Capped exponential backoff with jitter (half to all of the step).
+      const backoff = Math.min(this.maxBackoffMs, 25 * 2 ** Math.min(attempt, 20)) * (0.5 + Math.random() / 2);
       let out: Json | { error: LakeshoreError; status: number };
       try {
         out = await this.once(method, path, body, opts);
+        this.reached();
       } catch (e) {
         if (!isConnectionError(e) || opts.signal?.aborted) throw e;
         const why = reasonOf(e);
+        this.lost(why);
         if (Date.now() + backoff > giveUp) {
           throw new UnavailableError(
-            `cannot reach the plane at ${this.origin()}: ${why}${attempt ? ` (tried for ${Math.round(this.retryForMs / 1000)} s)` : ''}`,
+            `cannot reach the plane at ${this.origin()}: ${why}${attempt && Number.isFinite(this.retryForMs) ? ` (tried for ${Math.round(this.retryForMs / 1000)} s)` : ''}`,
             e,
           );
         }

@@ -145,12 +145,20 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
   let journal = null as ReturnType<typeof journalWriters> | null;
   const journalOf = () => (journal ??= journalWriters(d, c, workerId));
 
+  // One heartbeat at a time: while the plane is away a heartbeat waits for it (the client retries),
+  // and the next ones are skipped rather than piled up behind it.
+  let beating = false;
   const beat = setInterval(async () => {
+    if (beating) return;
+    beating = true;
     try {
       const hb = await d.heartbeat(c.id, workerId, { ...holder, leaseMs: o.leaseMs ?? undefined });
       if (hb.cancelled) abort('cancelled', 'the invocation was cancelled');
     } catch (e) {
-      if (e instanceof FencingConflictError || e instanceof NotFoundError) abort('lost', 'this worker lost the lease');
+      if (e instanceof FencingConflictError || e instanceof NotFoundError)
+        abort('lost', 'its lease was lost (it ran out, or the job went to another worker)');
+    } finally {
+      beating = false;
     }
   }, o.heartbeatMs);
   let limit: ReturnType<typeof setTimeout> | undefined;
@@ -207,9 +215,9 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
     try {
       await o.ack(c, jsonBytes(result));
     } catch (e) {
-      // The handler succeeded; only its ack did not land (the lease ran out and the job went to
-      // another worker, or the plane stayed away). Nothing to nack: the row's lease decides.
-      o.log(`job ${c.id} attempt ${c.attempt}: its ack was refused (${e instanceof Error ? e.message : String(e)}); the lease decides`);
+      // The handler succeeded; only its ack did not land (its lease ran out, say while the plane
+      // was away, and the job is another attempt's now). Nothing to nack: the row decides.
+      o.log(`job ${c.id} attempt ${c.attempt}: lost: its result was refused (${e instanceof Error ? e.message : String(e)})`);
       return 'lost';
     }
     return 'succeeded';
@@ -217,8 +225,18 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
     handlerDone();
     const err = e instanceof Error ? e : new Error(String(e));
     if (err instanceof Abort && (err.why === 'cancelled' || err.why === 'lost')) {
-      o.log(`job ${c.id} attempt ${c.attempt}: ${err.message}; stopped`);
+      o.log(`job ${c.id} attempt ${c.attempt}: ${err.why === 'cancelled' ? 'cancelled' : 'lost'}: ${err.message}; stopped`);
       return err.why === 'cancelled' ? 'cancelled' : 'lost';
+    }
+    // A write of the job refused as no longer this worker's (an append, say, before a heartbeat
+    // noticed): the job was cancelled or went to another attempt. Not a failure of the handler.
+    if (err instanceof FencingConflictError || err instanceof NotFoundError) {
+      const now = await d.get(c.id).catch(() => null);
+      const cancelled = now?.state === 'cancelled';
+      o.log(
+        `job ${c.id} attempt ${c.attempt}: ${cancelled ? 'cancelled' : 'lost: its lease ran out or the job went to another worker'}; stopped`,
+      );
+      return cancelled ? 'cancelled' : 'lost';
     }
     // The worker may only lower the plane's attempt budget: with retry, the plane says whether one is
     // left. A job it cannot start (no such function, an import refused) would fail the same way again.
@@ -227,13 +245,18 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
     const verdict = await Promise.resolve(o.onDone?.(jobOf(c, env), { state: 'failed', error: err })).catch(() => undefined);
     const retry = verdict !== 'handled' && !(err instanceof ResolveError) && c.attempt <= Math.min(o.retries, env?.max_retries ?? Infinity);
     const error = { message: err.message, type: err.name, stack: err.stack ?? null };
-    o.log(`job ${c.id} attempt ${c.attempt} failed: ${err.name}: ${err.message}${retry ? ' (retrying if attempts are left)' : ''}`);
+    const failedWith = `job ${c.id} attempt ${c.attempt} failed: ${err.name}: ${err.message}`;
     try {
       await journalOf().append(FrameKind.ERROR, jsonBytes(error), { attempt: c.attempt }, !retry);
       const state = await d.nack(c.id, workerId, { ...holder, error, retry });
+      // Said once the plane has said where the job went.
+      o.log(`${failedWith}; ${state === 'failed' ? (retry ? 'no attempts left' : 'not retried') : `it will be retried (${state})`}`);
       return state === 'failed' ? 'failed' : 'retried';
     } catch (e2) {
-      if (e2 instanceof FencingConflictError || e2 instanceof NotFoundError) return 'lost';
+      if (e2 instanceof FencingConflictError || e2 instanceof NotFoundError) {
+        o.log(`${failedWith}; lost: no longer this worker's (cancelled, or its lease ran out)`);
+        return 'lost';
+      }
       throw e2;
     }
   } finally {

@@ -17,6 +17,7 @@ import sys
 import threading
 from typing import List, Optional
 
+from .errors import LakeshoreError, Unavailable
 from .http import HttpDispatch
 from .plane import default_dispatch
 from .queue import SyncQueue
@@ -37,14 +38,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--runtime-policy", choices=POLICIES, default="minor", help="how a pickled function's interpreter must match this one")
     p.add_argument("--retries", type=int, default=1, help="retry a failing job at most this often (the plane's budget may be lower)")
     p.add_argument("--worker-id", help="this worker's id (default: host:pid:py)")
+    p.add_argument("--give-up-after", type=float, help="exit (code 8) once the plane has been unreachable this many seconds (default: never)")
     a = p.parse_args(argv)
     url = a.url or os.environ.get("LAKESHORE_URL")
+    stop = threading.Event()
     if url:
+        # A worker never gives up on the plane unless told to: it waits out an outage with the jobs
+        # it holds (their heartbeats and acks go once it is back), says so once, and stops at once
+        # when signalled meanwhile.
         d = HttpDispatch(url, token=a.token or os.environ.get("LAKESHORE_TOKEN"),
-                         namespace=a.namespace or os.environ.get("LAKESHORE_NAMESPACE") or "default")
+                         namespace=a.namespace or os.environ.get("LAKESHORE_NAMESPACE") or "default",
+                         retry_for=a.give_up_after if a.give_up_after else float("inf"), stop=stop, max_backoff=5.0)
     else:
         d = default_dispatch()
-    stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
         print("lakeshore.daemon: %s: no more claims; finishing the running job" % signal.Signals(signum).name, file=sys.stderr, flush=True)
@@ -54,8 +60,18 @@ def main(argv: Optional[List[str]] = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     root = os.path.abspath(a.root) if a.root else None
     print("lakeshore.daemon: serving %s on %s (pid %d)" % (a.queue, url or "the local plane", os.getpid()), file=sys.stderr, flush=True)
-    n = run_worker(SyncQueue(a.queue, dispatch=d), root=root, once=a.once, stop=stop, retries=a.retries,
-                   allow_pickled=True if a.allow_pickled else None, runtime_policy=a.runtime_policy, worker_id=a.worker_id, code=a.code)
+    try:
+        n = run_worker(SyncQueue(a.queue, dispatch=d), root=root, once=a.once, stop=stop, retries=a.retries,
+                       allow_pickled=True if a.allow_pickled else None, runtime_policy=a.runtime_policy, worker_id=a.worker_id, code=a.code)
+    except Unavailable as e:
+        if stop.is_set():  # stopped while the plane was away: nothing to say but that
+            print("lakeshore.daemon: stopped (the plane was away)", file=sys.stderr, flush=True)
+            return 0
+        print("lakeshore.daemon: %s" % e, file=sys.stderr, flush=True)
+        return 8
+    except LakeshoreError as e:  # a refusal (a bad token, a role): one line, not a traceback
+        print("lakeshore.daemon: %s: %s" % (type(e).__name__, e), file=sys.stderr, flush=True)
+        return 6 if e.status in (401, 403) else 1
     print("lakeshore.daemon: ran %d job%s; stopped" % (n, "" if n == 1 else "s"), file=sys.stderr, flush=True)
     return 0
 

@@ -160,14 +160,20 @@ class HttpDispatch:
     >>> d.result(inv, timeout=60)
     """
 
-    def __init__(self, base_url: str, *, token: Optional[str] = None, namespace: str = "default", timeout: float = 30.0, retry_for: float = 15.0):
+    def __init__(self, base_url: str, *, token: Optional[str] = None, namespace: str = "default", timeout: float = 30.0, retry_for: float = 15.0,
+                 stop: Optional[threading.Event] = None, max_backoff: float = 1.0):
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.namespace = namespace
         self.timeout = timeout
         #: How long (s) to keep retrying a request whose connection failed, or that got 429/503.
-        #: Every verb is safe to repeat (ids, fencing); 0 turns retries off.
+        #: Every verb is safe to repeat (ids, fencing); 0 turns retries off; float("inf"): until the
+        #: plane is back (a worker's daemon: it logs once when the plane goes away and once when back).
         self.retry_for = retry_for
+        #: Set, it ends a wait for the plane at once (Unavailable): a worker told to stop during an outage.
+        self.stop = stop
+        self.max_backoff = max_backoff
+        self._away_since: Optional[float] = None
         self._lock = threading.Lock()
         self._queues: Dict[str, str] = {}  # id -> queue: a routing hint, never trusted for correctness
         self._claims: Dict[str, Tuple[str, int]] = {}  # id -> (worker id, attempt) of claims made here
@@ -588,11 +594,13 @@ class HttpDispatch:
         give_up = time.monotonic() + self.retry_for
         attempt = 0
         while True:
-            backoff = min(1.0, 0.025 * 2 ** attempt) * (0.5 + random.random() / 2)
+            # Capped exponential backoff with jitter (half to all of the step).
+            backoff = min(self.max_backoff, 0.025 * 2 ** min(attempt, 20)) * (0.5 + random.random() / 2)
             conn, reused = self._pool.take(self.timeout + wait)
             try:
                 conn.request(method, target_path, body=data, headers=headers)
                 resp = conn.getresponse()
+                self._reached()
                 if 200 <= resp.status < 300:
                     return _answer(resp, lambda whole: self._pool.give(conn) if whole else conn.close())
                 err = _error_of_body(resp.status, resp.read())
@@ -615,10 +623,28 @@ class HttpDispatch:
                 if time.monotonic() + pause > give_up:
                     raise Unavailable("cannot reach the plane at %s: %s (tried for %ss). Is it running? Is the URL right?"
                                       % (self.base_url, why, int(self.retry_for))) from e
-                if attempt == 0:
-                    _log.warning("cannot reach the plane at %s (%s); retrying for up to %ss", self.base_url, why, int(self.retry_for))
+                self._lost(why)
             attempt += 1
-            time.sleep(pause)
+            if self.stop is not None:
+                if self.stop.wait(pause):
+                    raise Unavailable("stopped while waiting for the plane at %s" % self.base_url)
+            else:
+                time.sleep(pause)
+
+    def _lost(self, why: str) -> None:
+        """No request reaches the plane: said once, however many wait (not once per request)."""
+        with self._lock:
+            if self._away_since is not None:
+                return
+            self._away_since = time.monotonic()
+        until = "for up to %ss" % int(self.retry_for) if self.retry_for != float("inf") else "until it is back"
+        _log.warning("cannot reach the plane at %s (%s); retrying %s", self.base_url, why, until)
+
+    def _reached(self) -> None:
+        with self._lock:
+            since, self._away_since = self._away_since, None
+        if since is not None:
+            _log.warning("the plane at %s is back after %.1f s", self.base_url, time.monotonic() - since)
 
 
 def _answer(resp: "http.client.HTTPResponse", done: Any) -> Dict[str, Any]:
