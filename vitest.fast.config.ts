@@ -3,7 +3,12 @@
 // server is started. The other half is the workerd suite (vitest.edge.config.ts).
 import { defineConfig } from 'vitest/config';
 
-export const FAST_NODE = ['test/model/**/*.test.ts', 'test/conformance/memory.test.ts', 'test/conformance/python.test.ts'];
+export const FAST_NODE = [
+  'test/model/**/*.test.ts',
+  'test/conformance/memory.test.ts',
+  'test/conformance/python.test.ts',
+  'test/node/cli-docs.test.ts',
+];
 
 export default defineConfig({
   test: {

@@ -229,6 +229,8 @@ export interface DispatchPlane {
   cancel(id: string): Promise<boolean>;
   /** Puts a failed job back in its queue with a fresh attempt budget (same id, journal kept); anything else is a FencingConflictError. */
   retry(id: string): Promise<void>;
+  /** Deletes a finished job (succeeded, failed or cancelled) and its frames; missing: NotFoundError; not finished: FencingConflictError. */
+  delete(id: string): Promise<void>;
   get(id: string): Promise<Invocation | null>;
   /** Waits for the invocation to end: its result bytes, or InvocationFailedError / InvocationCancelledError / TimeoutError. */
   result(id: string, opts?: { timeoutMs?: number; signal?: AbortSignal }): Promise<Uint8Array | null>;
@@ -289,6 +291,12 @@ export interface DispatchPlane {
    * on a dead-letter queue: sends its dead letters' failed jobs back to their queues. Answers the retried jobs.
    */
   redrive(queue: string, opts?: { limit?: number; deadLetters?: boolean }): Promise<{ id: string; queue: string }[]>;
+  /**
+   * Deletes up to `limit` (default and most 1,000) finished jobs of one state of the queue, oldest
+   * submitted first, with their frames; answers how many (call again while it answers `limit`).
+   * An admin's verb.
+   */
+  purge(queue: string, opts: { state: 'succeeded' | 'failed' | 'cancelled'; limit?: number }): Promise<number>;
   /** Sets a cron schedule of the queue: each tick submits `envelope`, keyed `schedule:<name>:<tick ms>`. */
   setSchedule(queue: string, name: string, opts: ScheduleOptions): Promise<Schedule>;
   listSchedules(queue: string): Promise<Schedule[]>;

@@ -32,6 +32,7 @@ import { purgePlan } from '../src/core/sql/purge.ts';
 import { PURGE_BATCH } from '../src/core/admin.ts';
 import { PURGE_ROUNDS } from '../src/core/retention.ts';
 import { redriveDeadLettersPlan, redrivePlan, retryPlan } from '../src/core/sql/retry.ts';
+import { deletePlan, purgeStatePlan } from '../src/core/sql/delete.ts';
 import { CLAIM_BYTES, claimStmts } from '../src/core/sql/claim.ts';
 import { dueSchedulesPlan, listSchedulesPlan, removeSchedulePlan, setSchedulePlan, tickPlan } from '../src/core/sql/schedules.ts';
 import { CRON_SYNTAX } from '../src/core/cron.ts';
@@ -140,6 +141,7 @@ const nackRetry = nackPlan(S.now, S.ns, S.id, S.queue, holder, { message: S.erro
 const heartbeat = heartbeatPlan(S.now, S.ns, S.id, S.queue, holder, S.lease_ms, S.default_lease_ms);
 const cancel = cancelPlan(S.now, S.ns, S.id, S.queue);
 const retry = retryPlan(S.now, S.ns, S.id, S.queue);
+const del = deletePlan(S.ns, S.id, S.queue);
 const frame = { seq: S.seq, kind: S.kind as 0, body: S.body, meta: S.meta as never };
 const append = appendPlan(S.now, S.ns, S.id, S.queue, holder, { ...frame, final: true }, S.max_frames);
 
@@ -223,6 +225,9 @@ const artifact = {
     purge: statements(purgePlan(S.now, S.ns, S.queue, S.default_retention_ms, PURGE_BATCH)),
     retry: statements(retry),
     retry_missed: followUp(retry),
+    delete: statements(del),
+    delete_missed: followUp(del),
+    purge_finished: statements(purgeStatePlan(S.ns, S.queue, S.state as 'failed', S.limit)),
     redrive: statements(redrivePlan(S.now, S.ns, S.queue, S.limit)),
     redrive_dead_letters: statements(redriveDeadLettersPlan(S.now, S.ns, S.queue, S.limit)),
     count: statements(countPlan(S.ns, S.queue, S.state)),

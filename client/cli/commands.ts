@@ -7,7 +7,7 @@ import { FrameKind, FRAME_KIND_NAMES } from '../../src/core/frame.ts';
 import { STATES } from '../../src/core/states.ts';
 import type { JournalFrame } from '../../src/core/types.ts';
 import { decodeEnvelope, encodeEnvelope, fromJsonBytes, newTraceparent } from '../envelope.ts';
-import { InvocationCancelledError, InvocationFailedError, TimeoutError } from '../errors.ts';
+import { InvocationCancelledError, InvocationFailedError, NotFoundError, TimeoutError } from '../errors.ts';
 import type { DispatchPlane } from '../types.ts';
 import { HttpDispatch } from '../http/dispatch.ts';
 import { runWorker } from '../worker/run-worker.ts';
@@ -79,10 +79,7 @@ export async function submit(
 
 export async function get(d: DispatchPlane, out: Out, id: string) {
   const inv = await d.get(id);
-  if (!inv) {
-    out.print({ id, error: 'not found' }, `${id}: not found`);
-    return EXIT.notFound;
-  }
+  if (!inv) throw new NotFoundError(`invocation ${id} not found`);
   let call: unknown = null;
   try {
     call = decodeEnvelope(inv.envelope);
@@ -133,20 +130,71 @@ const safeJson = (b: Uint8Array | null) => {
 };
 
 /** Waits for the result. On a TTY a status line shows the elapsed time and the state. */
-export async function result(d: DispatchPlane, out: Out, id: string, timeoutS: number) {
+/** How long a waited-for job may sit queued in a queue where nothing is claimed before `result` says so (LAKESHORE_QUIET_QUEUE_MS). */
+const quietQueueMs = (env: NodeJS.ProcessEnv) => {
+  const ms = Number(env.LAKESHORE_QUIET_QUEUE_MS ?? 60_000);
+  return Number.isFinite(ms) && ms > 0 ? ms : 60_000;
+};
+
+/**
+ * Watches the queue of a job `result` waits for: when the job has stayed queued for the quiet span
+ * while its queue ran nothing and finished nothing, no worker is claiming from it. Said once.
+ */
+function quietQueue(d: DispatchPlane, id: string, quietMs: number) {
+  let since: { at: number; finished: number } | null = null;
+  let said = false;
+  let looked = 0;
+  return async (): Promise<string | null> => {
+    // A look costs two reads: at most one per 5 s (a quarter of the span when it is shorter).
+    if (said || Date.now() - looked < Math.min(quietMs / 4, 5_000)) return null;
+    looked = Date.now();
+    const inv = await d.get(id);
+    if (inv?.state !== 'queued') {
+      since = null;
+      return null;
+    }
+    const [o] = await d.overview([inv.queue]);
+    if (!o) return null;
+    const finished = o.counts.succeeded + o.counts.failed + o.counts.cancelled;
+    const now = Date.now();
+    if (o.counts.running > 0 || !since || since.finished !== finished) {
+      since = { at: now, finished };
+      return null;
+    }
+    if (now - since.at < quietMs) return null;
+    said = true;
+    const s = `${Math.round(quietMs / 1000)} s`;
+    return o.paused
+      ? `queue ${inv.queue} is paused: no worker gets ${id} until \`lakeshore resume ${inv.queue}\``
+      : `no worker has claimed from queue ${inv.queue} in ${s} (${id} is still queued): is one serving it? \`lakeshore worker start --queue ${inv.queue} ...\`; \`lakeshore workers\` lists those heard from`;
+  };
+}
+
+export async function result(d: DispatchPlane, out: Out, id: string, timeoutS: number, env: NodeJS.ProcessEnv = process.env) {
   const t0 = Date.now();
   const deadline = timeoutS > 0 ? t0 + timeoutS * 1000 : Infinity;
+  const quietMs = quietQueueMs(env);
+  const quiet = quietQueue(d, id, quietMs);
   try {
+    await quiet(); // the quiet span starts now
     for (;;) {
-      const slice = out.tty ? 1_000 : Math.min(deadline - Date.now(), 300_000);
+      // Waits in slices: a status line each second on a terminal, and a look at the queue each quiet span.
+      const slice = out.tty ? 1_000 : Math.min(deadline - Date.now(), 300_000, quietMs / 2);
       try {
         const bytes = await d.result(id, { timeoutMs: Math.max(0, Math.min(slice, deadline - Date.now())) });
         out.print({ id, state: 'succeeded', result: safeJson(bytes) }, JSON.stringify(safeJson(bytes)));
         return EXIT.ok;
       } catch (e) {
         if (!(e instanceof TimeoutError) || Date.now() >= deadline) throw e;
-        const inv = await d.get(id);
-        out.status(`waiting for ${id}: ${inv?.state ?? '?'} (attempt ${inv?.attempt ?? 0}), ${elapsed(t0)}`);
+        const said = await quiet();
+        if (said) {
+          out.clearStatus();
+          process.stderr.write(`lakeshore: ${said}\n`);
+        }
+        if (out.tty) {
+          const inv = await d.get(id);
+          out.status(`waiting for ${id}: ${inv?.state ?? '?'} (attempt ${inv?.attempt ?? 0}), ${elapsed(t0)}`);
+        }
       }
     }
   } catch (e) {
@@ -340,7 +388,16 @@ export async function worker(d: DispatchPlane, out: Out, f: WorkerFlags, once: b
   process.on('SIGTERM', () => onSignal('SIGTERM'));
   process.on('SIGINT', () => onSignal('SIGINT'));
   const log = (m: string) => process.stderr.write(`[lakeshore worker] ${m}\n`);
-  log(`serving ${pools.join(', ')}; ${Object.keys(registry).length} functions from ${f.module ?? '(no module)'}`);
+  // Where this worker finds the functions it runs: named on its start line, not "0 functions".
+  const fns = Object.keys(registry).length;
+  const from = [
+    f.module ? `${fns} function${fns === 1 ? '' : 's'} from ${f.module}` : null,
+    f.code === 'mount' ? "the producers' pushed code, mounted by its stamp" : null,
+    (f.allowImport ?? d.inProcess === true) ? `the modules jobs name under ${f.root ? resolve(f.root) : process.cwd()}` : null,
+  ].filter(Boolean);
+  log(
+    `serving ${pools.join(', ')}; runs ${from.length ? from.join(', and ') : 'nothing yet: give it --module, --code mount or --allow-import'}`,
+  );
   const n = await runWorker(pools, {
     dispatch: d,
     registry,

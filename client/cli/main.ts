@@ -6,6 +6,7 @@
 import { Command, CommanderError, Option } from 'commander';
 import * as cmd from './commands.ts';
 import * as op from './operate.ts';
+import * as watch from './watch.ts';
 import { EXIT, exitCodeOf, output } from './output.ts';
 import { planeFromEnv, type PlaneFlags } from '../default.ts';
 import { UnavailableError } from '../errors.ts';
@@ -13,7 +14,7 @@ import { supervisePython, type PythonFlags } from './supervise.ts';
 
 type Global = PlaneFlags & { json?: boolean };
 
-const program = new Command('lakeshore')
+export const program = new Command('lakeshore')
   .description('Submit, run and watch lakeshore jobs on the edge plane or the local SQLite plane.')
   .option('--url <url>', 'edge plane URL (env LAKESHORE_URL); without it, the local SQLite plane')
   .option('--token <token>', 'bearer token (env LAKESHORE_TOKEN)')
@@ -37,11 +38,23 @@ async function loadLocalPlane() {
   try {
     await import('../local/default.ts');
   } catch (e) {
-    throw new cmd.UsageError(
-      `the local SQLite plane needs Node >= 22.12 (node:sqlite), and this is Node ${process.versions.node}: run on Node 22, or use an edge plane with --url or LAKESHORE_URL (${e instanceof Error ? e.message : String(e)})`,
-    );
+    // client/local/sqlite.ts names the Node it needs and the way out (an edge plane's URL).
+    throw new cmd.UsageError(e instanceof Error ? e.message : String(e));
   }
 }
+/** Asks on the terminal; where stdin is none, says how to confirm instead. */
+async function confirm(question: string): Promise<boolean> {
+  if (!process.stdin.isTTY)
+    throw new cmd.UsageError(`${question.replace(/\s*\[y\/N\]\s*$/, '')} Not asked: stdin is not a terminal; pass --yes to confirm`);
+  const { createInterface } = await import('node:readline/promises');
+  const rl = createInterface({ input: process.stdin, output: process.stderr });
+  try {
+    return /^y(es)?$/i.test((await rl.question(question)).trim());
+  } finally {
+    rl.close();
+  }
+}
+
 /** The plane; one that cannot be reached is said at once, while the client retries. */
 let warned = false;
 const planeOf = (g: Global) =>
@@ -188,9 +201,39 @@ program
 
 program
   .command('cancel')
-  .description('cancel a queued or running invocation')
+  .description('cancel a delayed, queued or running invocation')
   .argument('<id>')
   .action((id: string) => run((g) => cmd.cancel(planeOf(g), output(!!g.json), id))());
+
+program
+  .command('delete')
+  .description('delete a finished (succeeded, failed or cancelled) invocation and its frames; cancel one first')
+  .argument('<id>')
+  .action((id: string) => run((g) => op.del(planeOf(g), output(!!g.json), id))());
+
+program
+  .command('purge')
+  .description("delete a queue's finished jobs of a state, with their frames, after a confirmation (an admin token's)")
+  .argument('<queue>')
+  .requiredOption('--state <state>', 'succeeded, failed, cancelled, or finished (all three)')
+  .option('--yes', 'do not ask (needed where stdin is not a terminal)')
+  .action((queue: string, o: { state: string; yes?: boolean }) => run((g) => op.purge(planeOf(g), output(!!g.json), queue, o, confirm))());
+
+program
+  .command('workers')
+  .description('the workers heard from lately: their queues, what each holds, when each was last heard')
+  .action(() => run((g) => watch.workers(planeOf(g), output(!!g.json)))());
+
+program
+  .command('events')
+  .description("a queue's lifecycle feed, or the namespace's, live: one line per record until Ctrl-C")
+  .argument('[queue]', 'one queue (default: every queue of the namespace)')
+  .option('--count <n>', 'exit after this many records')
+  .action((queue: string | undefined, o: { count?: string }) => {
+    if (o.count !== undefined && !(Number.isInteger(Number(o.count)) && Number(o.count) > 0))
+      throw new cmd.UsageError(`--count takes a positive integer, got ${JSON.stringify(o.count)}`);
+    return run((g) => watch.events(planeOf(g), output(!!g.json), queue ?? null, o))();
+  });
 
 program
   .command('stats')

@@ -139,3 +139,51 @@ export async function schedule(
   out.print(view, scheduleLine(s));
   return EXIT.ok;
 }
+
+export async function del(d: DispatchPlane, out: Out, id: string) {
+  await d.delete(id);
+  out.print({ id, deleted: true }, `${id}: deleted`);
+  return EXIT.ok;
+}
+
+const PURGEABLE = ['succeeded', 'failed', 'cancelled'] as const;
+
+/**
+ * `lakeshore purge QUEUE --state failed`: deletes the queue's finished jobs of a state (or of all
+ * three: `--state finished`), in batches, after a confirmation: asked on a terminal, `--yes`
+ * elsewhere. Jobs that finish while it runs may go too; nothing unfinished ever does.
+ */
+export async function purge(
+  d: DispatchPlane,
+  out: Out,
+  queue: string,
+  f: { state: string; yes?: boolean },
+  ask: (question: string) => Promise<boolean>,
+) {
+  const states = f.state === 'finished' ? [...PURGEABLE] : PURGEABLE.filter((s) => s === f.state);
+  if (!states.length)
+    throw new UsageError(`--state must be one of ${[...PURGEABLE, 'finished'].join(', ')}, got ${JSON.stringify(f.state)}`);
+  const counts = await Promise.all(states.map((s) => d.count(queue, s)));
+  const total = counts.reduce((a, b) => a + b, 0);
+  const what = states.map((s, i) => `${counts[i]} ${s}`).join(', ');
+  if (!total) {
+    out.print({ queue, purged: 0 }, `nothing to purge: ${what} in ${queue}`);
+    return EXIT.ok;
+  }
+  if (!f.yes && !(await ask(`delete ${what} job(s) of queue ${queue}, with their frames? This cannot be undone. [y/N] `))) {
+    out.print({ queue, purged: 0, confirmed: false }, 'not confirmed: nothing deleted');
+    return EXIT.failed;
+  }
+  const limit = 1000;
+  let purged = 0;
+  for (const state of states) {
+    for (;;) {
+      const n = await d.purge(queue, { state, limit });
+      purged += n;
+      out.status(`purging ${queue}: ${purged} deleted`);
+      if (n < limit) break;
+    }
+  }
+  out.print({ queue, purged }, `${queue}: ${purged} job(s) deleted`);
+  return EXIT.ok;
+}

@@ -30,10 +30,15 @@ async function git(cwd: string, args: string[]): Promise<Buffer> {
 }
 
 export async function pushCode(http: Transport, cwd: string): Promise<PushedCode> {
-  const dirty = (await git(cwd, ['status', '--porcelain', '--untracked-files=no'])).toString().trim();
-  if (dirty) {
+  // Each porcelain line is "XY PATH": two status columns (either may be a space), then the path.
+  // Trimming the whole output would eat the first line's leading blank column and a path letter.
+  const dirty = (await git(cwd, ['status', '--porcelain', '--untracked-files=no']))
+    .toString()
+    .split('\n')
+    .filter((line) => line.trim());
+  if (dirty.length) {
     throw new BadRequestError(
-      `the working tree has changes not committed (${dirty.split('\n').length} file(s), e.g. ${dirty.split('\n')[0]!.slice(3)}): pushCode sends HEAD's tree; commit them first`,
+      `the working tree has changes not committed (${dirty.length} file(s), e.g. ${dirty[0]!.slice(3)}): pushCode sends HEAD's tree; commit them first`,
     );
   }
   const stamp = (await git(cwd, ['rev-parse', 'HEAD^{tree}'])).toString().trim();

@@ -26,7 +26,7 @@ import type {
   SubmitOptions,
 } from '../types.ts';
 import type { Batcher } from '../batcher.ts';
-import { b64, batcherFor, enc, inParts, invocationOf, pageOf, PART_BYTES, PART_ITEMS, settledOf, type Json } from './wire.ts';
+import { b64, batcherFor, enc, inParts, invocationOf, pageOf, PART_BYTES, PART_ITEMS, queuePath, settledOf, type Json } from './wire.ts';
 import { followJournal } from './follow.ts';
 import { HttpOperators } from './operators.ts';
 import { Transport, type TransportOptions } from './transport.ts';
@@ -123,7 +123,7 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
       const b = batcherFor(this.submitters, queue, (items) => this.submitBatch(queue, items));
       return b.add({ envelope, opts });
     }
-    const out = await this.http.call('POST', `/queues/${enc(queue)}/invocations`, submitWire(envelope, opts));
+    const out = await this.http.call('POST', `${queuePath(queue)}/invocations`, submitWire(envelope, opts));
     const id = String(out.id);
     this.hint(id, queue);
     return id;
@@ -142,7 +142,7 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
       wires,
       size,
       async (part) => {
-        const out = await this.http.call('POST', `/queues/${enc(queue)}/invocations/batch`, { items: part } satisfies {
+        const out = await this.http.call('POST', `${queuePath(queue)}/invocations/batch`, { items: part } satisfies {
           items: wire.SubmitWire[];
         });
         return (out.results as Json[]).map((r) => {
@@ -191,7 +191,7 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
   }
 
   async count(queue: string, state: State = 'queued'): Promise<number> {
-    const out = await this.http.call('GET', `/queues/${enc(queue)}/count?state=${enc(state)}`);
+    const out = await this.http.call('GET', `${queuePath(queue)}/count?state=${enc(state)}`);
     return Number(out.count);
   }
 
@@ -219,6 +219,10 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
     await this.http.call('POST', `/invocations/${enc(id)}/retry${this.q(id)}`);
   }
 
+  async delete(id: string): Promise<void> {
+    await this.http.call('DELETE', `/invocations/${enc(id)}${this.q(id)}`);
+  }
+
   // ------------------------------------------------------------ workers
 
   async claim(queue: string, workerId: string, opts: ClaimOptions = {}): Promise<Claimed | null> {
@@ -235,11 +239,11 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
     const claimId = opts.signal ? randomId() : undefined;
     const body = { ...this.claimBody(workerId, max, opts), claim_id: claimId } satisfies wire.ClaimWire;
     const out = await this.http
-      .call('POST', `/queues/${enc(queue)}/claim`, body, { waitMs: opts.waitMs ?? 0, signal: opts.signal })
+      .call('POST', `${queuePath(queue)}/claim`, body, { waitMs: opts.waitMs ?? 0, signal: opts.signal })
       .catch(async (e: unknown) => {
         if (!opts.signal?.aborted) throw e;
         const cancel = { worker_id: workerId, claim_id: claimId! } satisfies wire.ClaimCancelWire;
-        await this.http.call('POST', `/queues/${enc(queue)}/claim/cancel`, cancel).catch(() => {});
+        await this.http.call('POST', `${queuePath(queue)}/claim/cancel`, cancel).catch(() => {});
         return { claimed: [] };
       });
     return this.claimed(workerId, out.claimed as Json[]);
@@ -274,7 +278,7 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
         : [];
     const out = await this.http.call(
       'POST',
-      `/queues/${enc(queue)}/claim`,
+      `${queuePath(queue)}/claim`,
       { ...this.claimBody(workerId, max, opts), acks: items.slice(0, fit) } satisfies wire.ClaimWire,
       { waitMs: Math.min(opts.waitMs ?? 0, ACKS_WAIT_MS) },
     );
@@ -341,7 +345,7 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
     return inParts(
       wires,
       size,
-      async (part) => settledOf((await this.http.call('POST', `/queues/${enc(queue)}/ack`, { items: part })).results as Json[]),
+      async (part) => settledOf((await this.http.call('POST', `${queuePath(queue)}/ack`, { items: part })).results as Json[]),
       failedItem,
     );
   }
@@ -391,7 +395,7 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
     return inParts(
       wires,
       size,
-      async (part) => settledOf((await this.http.call('POST', `/queues/${enc(queue)}/nack`, { items: part })).results as Json[]),
+      async (part) => settledOf((await this.http.call('POST', `${queuePath(queue)}/nack`, { items: part })).results as Json[]),
       failedItem,
     );
   }

@@ -23,7 +23,7 @@ import type {
 import { followFeed, settingsWire } from './observe.ts';
 import { errorOf, type Transport } from './transport.ts';
 import { fetchCode, pushCode, type PushedCode } from './code.ts';
-import { enc, overviewOf, queueInfoOf, scheduleOf, summaryOf, type Json } from './wire.ts';
+import { enc, overviewOf, queueInfoOf, queuePath, scheduleOf, summaryOf, type Json } from './wire.ts';
 
 export class HttpOperators {
   protected readonly http: Transport;
@@ -54,7 +54,7 @@ export class HttpOperators {
       ...(opts.limit === undefined ? {} : { limit: String(opts.limit) }),
       ...(opts.cursor ? { cursor: opts.cursor } : {}),
     });
-    const out = await this.http.call('GET', `/queues/${enc(queue)}/invocations?${p}`);
+    const out = await this.http.call('GET', `${queuePath(queue)}/invocations?${p}`);
     return { items: (out.items as Json[]).map(summaryOf), cursor: (out.cursor as string | null) ?? null };
   }
 
@@ -105,7 +105,7 @@ export class HttpOperators {
   }
 
   async configureQueue(queue: string, s: SettingsChange): Promise<QueueInfo> {
-    return queueInfoOf(await this.http.call('PUT', `/queues/${enc(queue)}`, settingsWire(s)));
+    return queueInfoOf(await this.http.call('PUT', `${queuePath(queue)}`, settingsWire(s)));
   }
 
   /** The queue's lifecycle feed, live (observe.ts); ends when `signal` aborts. */
@@ -125,11 +125,11 @@ export class HttpOperators {
 
   /** Tells the plane that this worker stops (runWorker does, at shutdown): the feed says stopped, not lost. */
   async workerStopped(queue: string, workerId: string): Promise<void> {
-    await this.http.call('POST', `/queues/${enc(queue)}/workers/${enc(workerId)}/stop`);
+    await this.http.call('POST', `${queuePath(queue)}/workers/${enc(workerId)}/stop`);
   }
 
   async workerLog(queue: string, workerId: string, lines: LogLine[]): Promise<void> {
-    await this.http.call('POST', `/queues/${enc(queue)}/workers/${enc(workerId)}/log`, { lines });
+    await this.http.call('POST', `${queuePath(queue)}/workers/${enc(workerId)}/log`, { lines });
   }
 
   /**
@@ -153,19 +153,27 @@ export class HttpOperators {
   }
 
   async queueInfo(queue: string): Promise<QueueInfo> {
-    return queueInfoOf(await this.http.call('GET', `/queues/${enc(queue)}`));
+    return queueInfoOf(await this.http.call('GET', `${queuePath(queue)}`));
   }
 
   async pauseQueue(queue: string): Promise<void> {
-    await this.http.call('POST', `/queues/${enc(queue)}/pause`);
+    await this.http.call('POST', `${queuePath(queue)}/pause`);
   }
 
   async resumeQueue(queue: string): Promise<void> {
-    await this.http.call('POST', `/queues/${enc(queue)}/resume`);
+    await this.http.call('POST', `${queuePath(queue)}/resume`);
+  }
+
+  async purge(queue: string, opts: { state: 'succeeded' | 'failed' | 'cancelled'; limit?: number }): Promise<number> {
+    const out = await this.http.call('POST', `${queuePath(queue)}/purge`, {
+      state: opts.state,
+      limit: opts.limit ?? null,
+    } satisfies wire.PurgeWire);
+    return Number(out.purged);
   }
 
   async redrive(queue: string, opts: { limit?: number; deadLetters?: boolean } = {}): Promise<{ id: string; queue: string }[]> {
-    const out = await this.http.call('POST', `/queues/${enc(queue)}/redrive`, {
+    const out = await this.http.call('POST', `${queuePath(queue)}/redrive`, {
       limit: opts.limit,
       dead_letters: opts.deadLetters,
     } satisfies wire.RedriveWire);
@@ -179,14 +187,14 @@ export class HttpOperators {
       envelope: toBase64(opts.envelope),
       priority: opts.priority ?? 0,
     } satisfies wire.ScheduleWire;
-    return scheduleOf(await this.http.call('PUT', `/queues/${enc(queue)}/schedules/${enc(name)}`, body));
+    return scheduleOf(await this.http.call('PUT', `${queuePath(queue)}/schedules/${enc(name)}`, body));
   }
 
   async listSchedules(queue: string): Promise<Schedule[]> {
-    return ((await this.http.call('GET', `/queues/${enc(queue)}/schedules`)).schedules as Json[]).map(scheduleOf);
+    return ((await this.http.call('GET', `${queuePath(queue)}/schedules`)).schedules as Json[]).map(scheduleOf);
   }
 
   async removeSchedule(queue: string, name: string): Promise<void> {
-    await this.http.call('DELETE', `/queues/${enc(queue)}/schedules/${enc(name)}`);
+    await this.http.call('DELETE', `${queuePath(queue)}/schedules/${enc(name)}`);
   }
 }

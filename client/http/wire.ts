@@ -1,6 +1,6 @@
 /** Small pieces of the HTTP client: encoding, batch plumbing. */
 import { fromBase64 } from '../../src/core/bytes.ts';
-import { errorFor, LakeshoreError } from '../errors.ts';
+import { BadRequestError, errorFor, LakeshoreError } from '../errors.ts';
 import { Batcher } from '../batcher.ts';
 import { STATES, type State } from '../../src/core/states.ts';
 import type { Invocation, InvocationError, JournalFrame, JournalPage, Outcome, QueueInfo, Schedule } from '../../src/core/types.ts';
@@ -15,6 +15,15 @@ export const b64 = (s: unknown): Uint8Array => {
 };
 
 export const enc = encodeURIComponent;
+
+/**
+ * A queue's path, checked first: an empty name would make a path with `//` in it, which the plane
+ * answers as no route; the local plane says "queue must not be empty", and so does this.
+ */
+export function queuePath(queue: string): string {
+  if (typeof queue !== 'string' || !queue) throw new BadRequestError('queue must not be empty');
+  return `/queues/${encodeURIComponent(queue)}`;
+}
 
 /** The batcher of one queue, made on first use. */
 export function batcherFor<I, O>(

@@ -9,7 +9,7 @@
  * const d = new Dispatch('./jobs.sqlite', { namespace: 'default' });
  * await d.submit('cpu', new TextEncoder().encode('{}'), { id: 'job-1' });
  */
-import { DatabaseSync } from 'node:sqlite';
+import { DatabaseSync } from './sqlite.ts';
 import { Engine } from '../../src/core/engine.ts';
 import { decodeFrame } from '../../src/core/frame.ts';
 import type { Limits } from '../../src/core/limits.ts';
@@ -260,6 +260,14 @@ export class Dispatch implements DispatchPlane {
 
   retry(id: string): Promise<void> {
     return verb(this.engine.retry(this.namespace, id));
+  }
+
+  delete(id: string): Promise<void> {
+    return verb(this.engine.delete(this.namespace, id));
+  }
+
+  purge(queue: string, opts: { state: 'succeeded' | 'failed' | 'cancelled'; limit?: number }): Promise<number> {
+    return verb(this.engine.admin.purgeFinished(this.namespace, queue, opts?.state, opts?.limit));
   }
 
   // ------------------------------------------------------------ workers

@@ -12,6 +12,7 @@ import { settingsInput, type SettingsRequest } from './requests.ts';
 import { configurePlan, pausePlan, queueInfoPlan } from './sql/configure.ts';
 import { redriveDeadLettersPlan, redrivePlan } from './sql/retry.ts';
 import { purgePlan, type Purged } from './sql/purge.ts';
+import { FINISHED_STATES, purgeStatePlan, type FinishedState } from './sql/delete.ts';
 import { dueSchedulesPlan, listSchedulesPlan, parkSchedulePlan, removeSchedulePlan, setSchedulePlan, tickPlan } from './sql/schedules.ts';
 import type { QueueInfo, Schedule } from './types.ts';
 import * as v from './validate.ts';
@@ -100,6 +101,19 @@ export class Admin {
     );
     if (ids.length) this.o.park.wake(keys.queue(ns, q), ids.length);
     return ids;
+  }
+
+  /**
+   * Deletes up to `limit` (default and most: the plane's batch, 1,000) finished jobs of one state
+   * of the queue, oldest submitted first, with their frames; answers how many. Run it again while
+   * it answers `limit`.
+   */
+  async purgeFinished(ns: string, queue: unknown, state: unknown, limit: unknown): Promise<number> {
+    const q = v.queue(queue, this.o.limits);
+    if (!FINISHED_STATES.includes(state as FinishedState))
+      throw badRequest(`state must be one of ${FINISHED_STATES.join(', ')}: only finished jobs are purged, got ${JSON.stringify(state)}`);
+    const n = v.intInRange('limit', limit, this.o.limits.maxBatch, 1, this.o.limits.maxBatch);
+    return this.o.committer.run(purgeStatePlan(ns, q, state as FinishedState, n));
   }
 
   /**

@@ -17,6 +17,7 @@ import { countPlan, getPlan, queueOfPlan, queuesPlan } from './sql/read.ts';
 import { listPlan, overviewPlan, type Page, type QueueOverview } from './sql/list.ts';
 import { submitPlan, type Created, type SubmitInput, type Submitted } from './sql/submit.ts';
 import { retryPlan } from './sql/retry.ts';
+import { deletePlan } from './sql/delete.ts';
 import { Admin } from './admin.ts';
 import { HintBook } from './hints.ts';
 import type { Invocation, Outcome } from './types.ts';
@@ -174,6 +175,11 @@ export class Engine {
     const out = await this.committer.run(retryPlan(this.now(), ns, invId, queue));
     this.park.events.told(ns, out.queue, [{ id: invId, status: 'queued' }]);
     this.park.wake(keys.queue(ns, out.queue), 1);
+  }
+
+  /** Deletes a finished invocation and its frames; anything not finished is a 409 (cancel it first). */
+  async delete(ns: string, id: unknown, queue: string | null = null): Promise<void> {
+    await this.committer.run(deletePlan(ns, v.id(id, this.limits), queue));
   }
 
   async cancel(ns: string, id: unknown, queue: string | null = null): Promise<boolean> {

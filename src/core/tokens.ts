@@ -20,6 +20,9 @@ export const PERMISSIONS = Object.freeze({
   cancel: ['producer'],
   retry: ['producer'],
   redrive: ['producer'],
+  /** Deleting one finished job: as cancel and retry. Purging a queue's finished jobs: admin only. */
+  delete: ['producer'],
+  purge: [],
   count: ['producer'],
   read: ['producer'],
   trim: ['producer'],

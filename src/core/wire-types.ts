@@ -90,6 +90,13 @@ export interface RedriveWire {
   dead_letters?: Opt<boolean>;
 }
 
+export interface PurgeWire {
+  /** The finished state whose jobs go: succeeded, failed or cancelled. */
+  state: 'succeeded' | 'failed' | 'cancelled';
+  /** At most this many (default and most: 1,000); oldest submitted first. */
+  limit?: Opt<number>;
+}
+
 export interface ScheduleWire {
   cron: string;
   timezone?: Opt<string>;

@@ -22,6 +22,7 @@ import type {
   WorkerLogWire,
   QueueSettingsWire,
   RedriveWire,
+  PurgeWire,
   ScheduleWire,
   TokenWire,
   StreamTokenWire,
@@ -167,6 +168,15 @@ export const RedriveBody = exactly<RedriveWire>()(
     limit: opt(z.number()),
     state: opt(z.literal('failed', { error: 'state must be "failed": only failed jobs are redriven' })),
     dead_letters: opt(z.boolean()),
+  }),
+);
+
+export const PurgeBody = exactly<PurgeWire>()(
+  z.strictObject({
+    state: z.enum(['succeeded', 'failed', 'cancelled'], {
+      error: 'state must be one of succeeded, failed, cancelled: only finished jobs are purged',
+    }),
+    limit: opt(z.number()),
   }),
 );
 

@@ -220,6 +220,11 @@ export class QueueObject extends DurableObject<Env> {
     return this.run(() => this.engine.retry(this.ns, id, this.queue));
   }
 
+  /** Deletes a finished invocation of this queue, with its frames. */
+  delete(id: string) {
+    return this.run(() => this.engine.delete(this.ns, id, this.queue));
+  }
+
   // ------------------------------------------------------------ operators
 
   info() {
@@ -242,6 +247,11 @@ export class QueueObject extends DurableObject<Env> {
 
   resume() {
     return this.run(() => this.engine.admin.resume(this.ns, this.queue));
+  }
+
+  /** Deletes up to `limit` finished jobs of one state of this queue. */
+  purgeFinished(state: unknown, limit: unknown) {
+    return this.run(() => this.engine.admin.purgeFinished(this.ns, this.queue, state, limit));
   }
 
   redrive(limit: unknown) {

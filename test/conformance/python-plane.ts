@@ -342,6 +342,8 @@ async function pythonPlaneWith(options: Record<string, unknown>): Promise<PlaneH
       })),
     retry: async (id) => void (await call('retry', [id])),
     redrive: (queue, o = {}) => call('redrive', [queue], { limit: o.limit ?? null, dead_letters: o.deadLetters ?? false }),
+    delete: async (id) => void (await call('delete', [id])),
+    purge: async (queue, o) => Number(await call('purge', [queue], { state: o?.state, limit: o?.limit ?? null })),
     pauseQueue: async (queue) => void (await call('pause_queue', [queue])),
     resumeQueue: async (queue) => void (await call('resume_queue', [queue])),
     events: (queue, o = {}) =>

@@ -147,6 +147,74 @@ export function scheduling(handle: () => PlaneHandle, lacks: ReadonlySet<string>
         expect([(await d.get('s'))!.state, (await d.get('c'))!.state]).toEqual(['succeeded', 'cancelled']);
       });
 
+      it('delete removes one finished job and its frames; a job not finished is refused and unchanged', async () => {
+        await d.submit('q', bytes('x'), { id: 'done', key: 'k-done' });
+        await d.claim('q', 'w');
+        await d.journalAppend('done', null, { kind: 0, seq: 0, body: bytes('frame'), meta: null }, { workerId: 'w' });
+        await d.ack('done', 'w', { result: bytes('r') });
+        await d.submit('q', bytes('x'), { id: 'waiting' });
+        await d.submit('q', bytes('x'), { id: 'held' });
+        await d.submit('q', bytes('x'), { id: 'later', delayMs: 60_000 });
+        const held = (await d.claim('q', 'w', { kind: 'filo' }))!;
+        expect(held.id).toBe('held');
+        await d.delete('done');
+        expect(await d.get('done')).toBeNull();
+        await expect(d.journalPage('done')).rejects.toBeInstanceOf(NotFoundError);
+        await expect(d.delete('done')).rejects.toBeInstanceOf(NotFoundError);
+        expect(await d.count('q', 'succeeded')).toBe(0);
+        for (const id of ['waiting', 'held', 'later']) {
+          const before = await d.get(id);
+          await expect(d.delete(id)).rejects.toThrow(/only a finished invocation .* can be deleted: cancel it first/);
+          await expect(d.delete(id)).rejects.toBeInstanceOf(FencingConflictError);
+          expect(await d.get(id)).toEqual(before);
+        }
+        // The holder of the running job is not disturbed: it acks as before.
+        await d.ack('held', 'w');
+        expect((await d.get('held'))!.state).toBe('succeeded');
+        // Its id and key are free again: a new job, not the old one's answer.
+        await d.submit('q', bytes('y'), { id: 'done', key: 'k-done' });
+        expect(await d.get('done')).toMatchObject({ state: 'queued', attempt: 0, result: null });
+      });
+
+      it('purge deletes a queue’s finished jobs of one state, oldest first, up to its limit, and nothing else', async () => {
+        for (const id of ['f1', 'f2', 'f3']) {
+          await d.submit('q', bytes('x'), { id });
+          await d.claim('q', 'w');
+          await d.nack(id, 'w', { error: 'x', retry: false });
+        }
+        await d.submit('q', bytes('x'), { id: 's' });
+        await d.claim('q', 'w');
+        await d.ack('s', 'w');
+        await d.submit('q', bytes('x'), { id: 'c' });
+        await d.cancel('c');
+        await d.submit('q', bytes('x'), { id: 'w1' });
+        await d.submit('other', bytes('x'), { id: 'o1' });
+        await d.claim('other', 'w');
+        await d.nack('o1', 'w', { error: 'x', retry: false });
+        expect(await d.purge('q', { state: 'failed', limit: 2 })).toBe(2);
+        expect([await d.get('f1'), await d.get('f2'), (await d.get('f3'))?.state]).toEqual([null, null, 'failed']);
+        expect(await d.purge('q', { state: 'failed' })).toBe(1);
+        expect(await d.purge('q', { state: 'failed' })).toBe(0);
+        expect([(await d.get('s'))?.state, (await d.get('c'))?.state, (await d.get('w1'))?.state]).toEqual([
+          'succeeded',
+          'cancelled',
+          'queued',
+        ]);
+        expect((await d.get('o1'))?.state).toBe('failed'); // another queue's
+        expect(await d.purge('q', { state: 'cancelled' })).toBe(1);
+        expect(await d.purge('q', { state: 'succeeded' })).toBe(1);
+        expect([
+          await d.count('q', 'failed'),
+          await d.count('q', 'succeeded'),
+          await d.count('q', 'cancelled'),
+          await d.count('q'),
+        ]).toEqual([0, 0, 0, 1]);
+        await expect(d.purge('q', { state: 'queued' as 'failed' })).rejects.toThrow(/only finished jobs are purged/);
+        await expect(d.purge('q', { state: 'failed', limit: 0 })).rejects.toBeInstanceOf(BadRequestError);
+        await expect(d.purge('q', { state: 'failed', limit: 1001 })).rejects.toBeInstanceOf(BadRequestError);
+        expect((await d.get('w1'))?.state).toBe('queued');
+      });
+
       unless('retry')('a job that fails for good is also submitted to its queue’s dead-letter queue, which redrives it back', async () => {
         await d.configureQueue('q', { deadLetterQueue: 'dlq', maxAttempts: 1 });
         await d.submit('q', bytes('payload'), { id: 'dl' });

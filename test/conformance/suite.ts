@@ -291,6 +291,10 @@ export function conformance(
         await expect(d.submit('q', bytes('x'), { id: '' })).rejects.toBeInstanceOf(BadRequestError);
         await expect(d.submit('q', bytes('x'), { id: 'a\u0000b' })).rejects.toBeInstanceOf(BadRequestError);
         await expect(d.submit('bad queue', bytes('x'), { id: 'a' })).rejects.toBeInstanceOf(BadRequestError);
+        // An empty queue name is named as such, not answered as a path with no route.
+        await expect(d.submit('', bytes('x'), { id: 'a' })).rejects.toThrow(/queue must not be empty/);
+        await expect(d.claim('', 'w')).rejects.toThrow(/queue must not be empty/);
+        await expect(d.count('')).rejects.toThrow(/queue must not be empty/);
         await expect(d.submit('q', bytes('x'), { id: 'a', priority: Number.NaN })).rejects.toBeInstanceOf(BadRequestError);
         await expect(d.submit('q', new Uint8Array((1 << 20) + 1), { id: 'big' })).rejects.toBeInstanceOf(PayloadTooLargeError);
         await expect(d.claim('q', 'w', { kind: 'random' as 'fifo' })).rejects.toBeInstanceOf(BadRequestError);

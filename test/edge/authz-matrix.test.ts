@@ -38,7 +38,7 @@ const ARCHIVE_DIGEST = { 'content-digest': 'sha-256=:DrPja/sk3Nm7HRvs4VMSFrWVOaj
 const STAMP = 'c'.repeat(40);
 const pushed = (base: string) => call('PUT', `${base}/code/${STAMP}`, ARCHIVE, ARCHIVE_DIGEST);
 
-/** Fails the invocation `id` of queue `q` (for retry). */
+/** Fails the invocation `id` of queue `q` (for retry and delete). */
 const failed = async (base: string, q: string, id: string) => {
   await call('POST', `${base}/queues/${q}/claim`, { worker_id: 'setup' });
   await call('POST', `${base}/invocations/${id}/nack`, { worker_id: 'setup', error: 'x', retry: false });
@@ -70,6 +70,8 @@ const MATRIX: Record<string, Entry> = {
     setup: (base, q) => call('PUT', `${base}/queues/${q}/schedules/nightly`, { cron: '0 0 1 1 *', envelope: b64('x') }),
   },
   'POST /v1/ns/:ns/invocations/:id/retry': { roles: ['producer'], byId: true, setup: failed },
+  'DELETE /v1/ns/:ns/invocations/:id': { roles: ['producer'], byId: true, setup: failed },
+  'POST /v1/ns/:ns/queues/:queue/purge': { roles: [], body: () => ({ state: 'failed' }) },
   'GET /v1/ns/:ns/invocations/:id': { roles: ['producer'], byId: true },
   'GET /v1/ns/:ns/invocations/:id/result': { roles: ['producer'], byId: true },
   'POST /v1/ns/:ns/invocations/:id/ack': { roles: ['worker'], byId: true, body: () => ({ worker_id: 'w' }) },

@@ -187,6 +187,93 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
     expect(await res.text()).toContain('event: end');
   });
 
+  it('`delete` removes a finished job, refuses one not finished; `purge` asks first, then deletes a state', async () => {
+    const env = planeEnv(kind);
+    const failed: string[] = [];
+    for (let i = 0; i < 3; i++) failed.push((await cli(['submit', 'jobs', 'boom', '["no"]', '--max-attempts', '1'], env)).stdout.trim());
+    const ok = (await cli(['submit', 'jobs', 'add', '[1, 2]'], env)).stdout.trim();
+    worker(env);
+    expect(JSON.parse((await cli(['--json', 'result', ok, '--timeout', '30'], env)).stdout)).toMatchObject({ result: 3 });
+    for (const id of failed) expect((await cli(['result', id, '--timeout', '30'], env)).code).toBe(1);
+    const waiting = (await cli(['submit', 'jobs', 'add', '[1, 2]', '--delay-ms', '600000'], env)).stdout.trim();
+
+    expect((await cli(['delete', ok], env)).stdout).toBe(`${ok}: deleted\n`);
+    expect((await cli(['get', ok], env)).code).toBe(3);
+    const refused = await cli(['delete', waiting], env);
+    expect(refused.code).toBe(7);
+    expect(refused.stderr).toContain(
+      'is delayed; only a finished invocation (succeeded, failed or cancelled) can be deleted: cancel it first',
+    );
+
+    // No terminal to ask on: it says how to confirm, and deletes nothing.
+    const unasked = await cli(['purge', 'jobs', '--state', 'failed'], env);
+    expect(unasked.code).toBe(2);
+    expect(unasked.stderr).toContain(
+      'delete 3 failed job(s) of queue jobs, with their frames? This cannot be undone. Not asked: stdin is not a terminal; pass --yes to confirm',
+    );
+    expect((await cli(['--json', 'ls', 'jobs', '--state', 'failed'], env)).stdout).toContain(failed[0]!);
+    const purged = await cli(['purge', 'jobs', '--state', 'failed', '--yes'], env);
+    expect(purged.stdout).toBe('jobs: 3 job(s) deleted\n');
+    expect(JSON.parse((await cli(['--json', 'ls', 'jobs', '--state', 'failed'], env)).stdout).items).toEqual([]);
+    expect((await cli(['purge', 'jobs', '--state', 'finished', '--yes'], env)).stdout).toContain('nothing to purge');
+    expect(JSON.parse((await cli(['--json', 'get', waiting], env)).stdout).state).toBe('delayed');
+    expect((await cli(['purge', 'jobs', '--state', 'queued', '--yes'], env)).code).toBe(2);
+  });
+
+  it('`result` says once when no worker claims from the job’s queue, and when the queue is paused', async () => {
+    const env = { ...planeEnv(kind), LAKESHORE_QUIET_QUEUE_MS: '1500' };
+    const id = (await cli(['submit', 'nobody', 'add', '[1, 2]'], env)).stdout.trim();
+    const r = await cli(['result', id, '--timeout', '8'], env);
+    expect(r.code).toBe(4);
+    const said = r.stderr.split('\n').filter((l) => l.includes('no worker has claimed'));
+    expect(said).toEqual([
+      `lakeshore: no worker has claimed from queue nobody in 2 s (${id} is still queued): is one serving it? \`lakeshore worker start --queue nobody ...\`; \`lakeshore workers\` lists those heard from`,
+    ]);
+    expect((await cli(['pause', 'held'], env)).code).toBe(0);
+    const held = (await cli(['submit', 'held', 'add', '[1, 2]'], env)).stdout.trim();
+    const p = await cli(['result', held, '--timeout', '5'], env);
+    expect(p.stderr).toContain(`queue held is paused: no worker gets ${held} until \`lakeshore resume held\``);
+  });
+
+  it('`lakeshore workers` and `lakeshore events` show who serves and what happens (edge plane: the local feed is per process)', async () => {
+    const env = planeEnv(kind);
+    if (kind === 'local') {
+      expect((await cli(['workers'], env)).stdout).toContain('no worker heard from lately by this process');
+      return;
+    }
+    const feed = start(['--json', 'events', 'jobs'], env);
+    const words = start(['events', 'jobs'], env);
+    running.push(feed, words);
+    await until(async () => {
+      // Both feeds are connected once a submit's record reaches them.
+      await cli(['submit', 'jobs', 'add', '[0, 0]'], env);
+      return feed.stdout().includes('"status":"queued"') && words.stdout().includes(' queued');
+    }, 'the feeds connected');
+    const w = worker(env, '--worker-id', 'cli-test-worker');
+    const id = (await cli(['submit', 'jobs', 'add', '[2, 3]'], env)).stdout.trim();
+    expect(JSON.parse((await cli(['--json', 'result', id, '--timeout', '30'], env)).stdout).result).toBe(5);
+    await until(() => feed.stdout().includes(`"id":"${id}","queue":"jobs","status":"succeeded"`), 'the succeeded record');
+    const records = feed
+      .stdout()
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
+    expect(records.filter((e) => e.id === id).map((e) => e.status)).toEqual(['queued', 'running', 'succeeded']);
+    expect(records).toContainEqual(expect.objectContaining({ kind: 'worker', worker_id: 'cli-test-worker', status: 'started' }));
+    const seen = (await cli(['--json', 'workers'], env)).stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
+    expect(seen).toContainEqual(expect.objectContaining({ worker_id: 'cli-test-worker', status: 'active', queues: ['jobs'] }));
+    const human = await cli(['workers'], env);
+    expect(human.stdout).toMatch(/^WORKER\s+STATUS\s+QUEUES\s+HOST\s+SLOTS\s+LAST HEARD\s+HOLDING$/m);
+    expect(human.stdout).toMatch(/^cli-test-worker\s+active\s+jobs\s+/m);
+    // In words, one line per record.
+    await until(() => words.stdout().includes(`job ${id} succeeded`), 'the succeeded line');
+    expect(words.stdout()).toMatch(new RegExp(`^\\S+Z  jobs  job ${id} succeeded \\(attempt 1\\) by cli-test-worker$`, 'm'));
+    expect(w.child.exitCode).toBe(null);
+  });
+
   it('`worker once` on an empty queue exits 0 after its short wait (2 s), so it runs from cron', async () => {
     const env = planeEnv(kind);
     const t0 = Date.now();
@@ -199,7 +286,15 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
   it('answers usage errors and unknown ids with their exit codes', async () => {
     const env = planeEnv(kind);
     expect((await cli(['submit', 'jobs', 'add', '[1,'], env)).code).toBe(2);
-    expect((await cli(['get', 'no-such-id'], env)).code).toBe(3);
+    const missing = await cli(['get', 'no-such-id'], env);
+    expect(missing.code).toBe(3);
+    // Said on stderr, as every other command's failure; stdout stays empty for scripts.
+    expect(missing.stdout).toBe('');
+    expect(missing.stderr).toContain('no-such-id');
+    // An empty queue name is named, not answered as a path with no route.
+    const empty = await cli(['submit', '', 'count', '[1]'], env);
+    expect(empty.code).toBe(2);
+    expect(empty.stderr).toContain('queue must not be empty');
     expect((await cli(['worker', 'once'], env)).code).toBe(2);
     const help = await cli(['worker', 'start', '--help'], env);
     expect(help.code).toBe(0);

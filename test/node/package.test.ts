@@ -117,12 +117,30 @@ describe(`the lakeshore package on the system Node (${nodeVersion})`, () => {
     };
     const fromRoot = staticImports(join(dist, 'index.js'));
     expect(fromRoot.filter((s) => s.startsWith('node:'))).toEqual([]);
+    // lakeshore/local loads node:sqlite itself (client/local/sqlite.ts), to name the Node it needs.
     seen.clear();
-    expect(staticImports(join(dist, 'local.js'))).toContain('node:sqlite');
+    staticImports(join(dist, 'local.js'));
+    expect([...seen].some((f) => /import\(\s*["']node:sqlite["']\s*\)/.test(readFileSync(f, 'utf8')))).toBe(true);
     // lakeshore/browser depends on nothing but the page's EventSource and fetch.
     seen.clear();
     expect(staticImports(join(dist, 'browser.js'))).toEqual([]);
     expect(readdirSync(join(project, 'node_modules', 'lakeshore', 'migrations')).length).toBeGreaterThan(0);
+  });
+
+  it('`lakeshore/local` names the Node it needs on an older one, and loads with no warning on Node 22', () => {
+    writeFileSync(
+      join(project, 'local.mjs'),
+      "import { Dispatch } from 'lakeshore/local';\nconst d = new Dispatch(':memory:');\nconsole.log(await d.count('q'));\nawait d.close();\n",
+    );
+    const major = Number(/^v(\d+)/.exec(nodeVersion)?.[1]);
+    if (major < 22) {
+      const old = spawnSync(NODE, ['local.mjs'], { cwd: project, env, encoding: 'utf8', timeout: 60_000 });
+      expect(old.status).not.toBe(0);
+      expect(old.stderr).toContain(`needs Node >= 22.12 (node:sqlite), and this is Node ${nodeVersion.slice(1)}`);
+    }
+    const r = spawnSync(process.execPath, ['local.mjs'], { cwd: project, env, encoding: 'utf8', timeout: 60_000 });
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toBe('0\n');
   });
 
   it('typechecks a TypeScript user of `lakeshore` without @types/node', () => {

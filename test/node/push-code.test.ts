@@ -60,6 +60,8 @@ describe('pushCode', () => {
     );
     expect(dirty).toBeInstanceOf(BadRequestError);
     expect((dirty as Error).message).toContain('commit them first');
+    // The file is named whole (git's porcelain line for it starts with a blank status column).
+    expect((dirty as Error).message).toContain('(1 file(s), e.g. tasks.mjs)');
     // Committed, it is a new tree: a new stamp, a second upload.
     git(repo, 'commit', '-qam', 'two');
     const second = await d.pushCode({ cwd: repo });

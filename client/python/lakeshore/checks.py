@@ -23,7 +23,9 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")
 
 
 def _name(what: str, v: Any, max_len: int = 128) -> str:
-    if not isinstance(v, str) or not v or len(v) > max_len or not _NAME.match(v):
+    if isinstance(v, str) and not v:
+        raise BadRequest("%s must not be empty" % what)  # as src/core/validate.ts says it
+    if not isinstance(v, str) or len(v) > max_len or not _NAME.match(v):
         raise BadRequest("%s %r may hold only letters, digits and . _ : - and must start with a letter or digit" % (what, v))
     return v
 

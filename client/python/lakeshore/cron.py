@@ -2,7 +2,7 @@
 
 The language is the portable one of src/core/cron.ts: its patterns come from sql.json, so an
 expression one plane takes, the other takes too. The times are computed by croniter, an optional
-dependency (`pip install 'lakeshore[cron]'`): without it, everything but schedules works, and
+dependency (`pip install './client/python[cron]'`): without it, everything but schedules works, and
 setting one says what to install. test/node/cron-parity.test.ts compares the ticks croniter and
 croner (the Node planes') give for the same expressions, zones and moments."""
 import re
@@ -25,7 +25,7 @@ class CronUnavailable(LakeshoreError):
     code, status = "unavailable", 503
 
     def __init__(self) -> None:
-        super().__init__("cron schedules on the Python local plane need croniter: pip install 'lakeshore[cron]'")
+        super().__init__("cron schedules on the Python local plane need croniter: pip install croniter (from a lakeshore checkout: pip install './client/python[cron]')")
 
 
 def available() -> bool:

@@ -189,7 +189,7 @@ class HttpDispatch:
         """Submits one job. `delay` (seconds) or `run_at` (epoch seconds, as time.time()) keeps it
         delayed until then; `ttl` (seconds) or `expires_at` fails it as Expired if no worker claimed
         it by then (default: the queue's TTL); `max_attempts` is its own attempt budget."""
-        out = self._call("POST", "/queues/%s/invocations" % _q(queue), _submit_body(
+        out = self._call("POST", "/queues/%s/invocations" % _queue(queue), _submit_body(
             envelope, id, key, priority, parent, delay=delay, run_at=run_at, ttl=ttl, expires_at=expires_at, max_attempts=max_attempts))
         self._hint(out["id"], queue)
         return out["id"]
@@ -204,7 +204,7 @@ class HttpDispatch:
         bodies = [_submit_body(**it) for it in items]
         for part in _parts(bodies):
             try:
-                results = self._call("POST", "/queues/%s/invocations/batch" % _q(queue), {"items": part})["results"]
+                results = self._call("POST", "/queues/%s/invocations/batch" % _queue(queue), {"items": part})["results"]
             except LakeshoreError as e:
                 out.extend(e for _ in part)
                 continue
@@ -250,12 +250,22 @@ class HttpDispatch:
                 raise Timeout("invocation %s is still %s after %ss" % (inv_id, state, timeout))
 
     def count(self, queue: str, state: str = "queued") -> int:
-        return int(self._call("GET", "/queues/%s/count?state=%s" % (_q(queue), _q(state)))["count"])
+        return int(self._call("GET", "/queues/%s/count?state=%s" % (_queue(queue), _q(state)))["count"])
 
     def retry(self, inv_id: str) -> None:
         """Puts a failed job back in its queue with a fresh attempt budget (same id, journal kept);
         a job in any other state raises FencingConflict."""
         self._call("POST", "/invocations/%s/retry%s" % (_q(inv_id), self._qs(inv_id)))
+
+    def delete(self, inv_id: str) -> None:
+        """Deletes a finished job (succeeded, failed or cancelled) and its frames; a job in any other
+        state raises FencingConflict (cancel it first), a missing one NotFound."""
+        self._call("DELETE", "/invocations/%s%s" % (_q(inv_id), self._qs(inv_id)))
+
+    def purge(self, queue: str, *, state: str, limit: Optional[int] = None) -> int:
+        """Deletes up to `limit` (default and most 1,000) finished jobs of one `state` (succeeded,
+        failed or cancelled) of `queue`, oldest submitted first; answers how many. An admin token's verb."""
+        return int(self._call("POST", "/queues/%s/purge" % _queue(queue), {"state": state, "limit": limit})["purged"])
 
     def list_queues(self) -> List[str]:
         return [str(q["queue"]) for q in self.overview()]
@@ -275,7 +285,7 @@ class HttpDispatch:
         q = {"state": state, "limit": str(limit)}
         if cursor:
             q["cursor"] = cursor
-        return self._call("GET", "/queues/%s/invocations?%s" % (_q(queue), urllib.parse.urlencode(q)))
+        return self._call("GET", "/queues/%s/invocations?%s" % (_queue(queue), urllib.parse.urlencode(q)))
 
     def storage(self) -> Dict[str, Any]:
         """The namespace's database (its shard) against its storage budget: `{"shard", "bytes",
@@ -343,10 +353,11 @@ class HttpDispatch:
                 raise BadRequest("git %s failed: %s" % (" ".join(args), r.stderr.decode("utf-8", "replace").strip()))
             return r.stdout
 
-        dirty = git("status", "--porcelain", "--untracked-files=no").decode("utf-8").strip()
+        # Each porcelain line is "XY PATH": two status columns (either may be a space), then the path.
+        dirty = [line for line in git("status", "--porcelain", "--untracked-files=no").decode("utf-8").split("\n") if line.strip()]
         if dirty:
             raise BadRequest("the working tree has changes not committed (%d file(s), e.g. %s): push_code sends HEAD's tree; commit them first"
-                             % (len(dirty.splitlines()), dirty.splitlines()[0][3:]))
+                             % (len(dirty), dirty[0][3:]))
         stamp = git("rev-parse", "HEAD^{tree}").decode("ascii").strip()
         head = urllib.request.Request(self._url("/code/%s" % stamp), method="HEAD", headers=self._headers())
         try:
@@ -381,7 +392,7 @@ class HttpDispatch:
     def worker_log(self, queue: str, worker_id: str, lines: List[Dict[str, Any]]) -> None:
         """Puts log lines of this worker's jobs on the feed (`[{"id", "level", "message",
         "trace_id"?, "at"?}]`, at most 100; run_worker sends current_job().log's)."""
-        self._call("POST", "/queues/%s/workers/%s/log" % (_q(queue), _q(worker_id)), {"lines": lines})
+        self._call("POST", "/queues/%s/workers/%s/log" % (_queue(queue), _q(worker_id)), {"lines": lines})
 
     def stream_token(self, inv_id: str, *, ttl: Optional[float] = None, streams: Optional[int] = None) -> Dict[str, Any]:
         """A read-only token for one invocation, for a browser: `{"token", "url", "expires_at", "id",
@@ -394,7 +405,7 @@ class HttpDispatch:
 
     def queue_info(self, queue: str) -> Dict[str, Any]:
         """`{"queue", "paused", "settings": {...}}`, settings in the wire's names and units (ms)."""
-        return self._call("GET", "/queues/%s" % _q(queue))
+        return self._call("GET", "/queues/%s" % _queue(queue))
 
     def configure_queue(self, queue: str, *, lease_ms: Any = KEEP, max_attempts: Any = KEEP, max_running: Any = KEEP,
                         claims_per_second: Any = KEEP, retry_backoff: Any = KEEP, dead_letter_queue: Any = KEEP, ttl_ms: Any = KEEP,
@@ -403,33 +414,33 @@ class HttpDispatch:
         is a dict of `initial_ms`, `factor`, `max_ms`, `jitter`. Answers queue_info."""
         named = {"lease_ms": lease_ms, "max_attempts": max_attempts, "max_running": max_running, "claims_per_second": claims_per_second,
                  "retry_backoff": retry_backoff, "dead_letter_queue": dead_letter_queue, "ttl_ms": ttl_ms, "retention_ms": retention_ms}
-        return self._call("PUT", "/queues/%s" % _q(queue), {k: v for k, v in named.items() if v is not KEEP})
+        return self._call("PUT", "/queues/%s" % _queue(queue), {k: v for k, v in named.items() if v is not KEEP})
 
     def pause_queue(self, queue: str) -> None:
         """A paused queue takes submits but hands out nothing until resumed."""
-        self._call("POST", "/queues/%s/pause" % _q(queue))
+        self._call("POST", "/queues/%s/pause" % _queue(queue))
 
     def resume_queue(self, queue: str) -> None:
-        self._call("POST", "/queues/%s/resume" % _q(queue))
+        self._call("POST", "/queues/%s/resume" % _queue(queue))
 
     def redrive(self, queue: str, *, limit: Optional[int] = None, dead_letters: bool = False) -> List[Dict[str, str]]:
         """Retries up to `limit` (default 100) failed jobs of the queue, oldest first; with
         `dead_letters`, on a dead-letter queue, sends its dead letters' jobs back to their queues.
         Answers the retried jobs as `{"id", "queue"}`."""
-        return self._call("POST", "/queues/%s/redrive" % _q(queue), {"limit": limit, "dead_letters": dead_letters})["redriven"]
+        return self._call("POST", "/queues/%s/redrive" % _queue(queue), {"limit": limit, "dead_letters": dead_letters})["redriven"]
 
     def set_schedule(self, queue: str, name: str, *, cron: str, envelope: bytes, timezone: Optional[str] = None, priority: float = 0.0) -> Dict[str, Any]:
         """Each tick of `cron` (5 fields, or 6 with seconds first; read in `timezone`, default UTC)
         submits `envelope`, keyed `schedule:<name>:<tick ms>`."""
-        out = self._call("PUT", "/queues/%s/schedules/%s" % (_q(queue), _q(name)), {
+        out = self._call("PUT", "/queues/%s/schedules/%s" % (_queue(queue), _q(name)), {
             "cron": cron, "timezone": timezone, "envelope": _b64(envelope), "priority": _finite("priority", priority)})
         return _schedule(out)
 
     def list_schedules(self, queue: str) -> List[Dict[str, Any]]:
-        return [_schedule(s) for s in self._call("GET", "/queues/%s/schedules" % _q(queue))["schedules"]]
+        return [_schedule(s) for s in self._call("GET", "/queues/%s/schedules" % _queue(queue))["schedules"]]
 
     def remove_schedule(self, queue: str, name: str) -> None:
-        self._call("DELETE", "/queues/%s/schedules/%s" % (_q(queue), _q(name)))
+        self._call("DELETE", "/queues/%s/schedules/%s" % (_queue(queue), _q(name)))
 
     # ------------------------------------------------------------------ workers
 
@@ -444,7 +455,7 @@ class HttpDispatch:
         }
         if claim_id is not None:
             body["claim_id"] = claim_id
-        out = self._call("POST", "/queues/%s/claim" % _q(queue), body, wait=wait)
+        out = self._call("POST", "/queues/%s/claim" % _queue(queue), body, wait=wait)
         if not out["claimed"]:
             return None
         c = out["claimed"][0]
@@ -457,7 +468,7 @@ class HttpDispatch:
     def cancel_claim(self, queue: str, worker_id: str, claim_id: str) -> bool:
         """Calls off this worker's claim named `claim_id`: while it waits it ends with no job, and a
         job it was answered moments ago goes back to the queue. False if there was nothing to call off."""
-        return bool(self._call("POST", "/queues/%s/claim/cancel" % _q(queue), {"worker_id": worker_id, "claim_id": claim_id})["cancelled"])
+        return bool(self._call("POST", "/queues/%s/claim/cancel" % _queue(queue), {"worker_id": worker_id, "claim_id": claim_id})["cancelled"])
 
     def ack(self, inv_id: str, worker_id: str, *, result: Optional[bytes] = None) -> None:
         self._call("POST", "/invocations/%s/ack%s" % (_q(inv_id), self._qs(inv_id)), {"worker_id": worker_id, "attempt": self._attempt(inv_id, worker_id), "result": _b64(result)})
@@ -686,6 +697,13 @@ def _schedule(s: Dict[str, Any]) -> Dict[str, Any]:
 
 def _q(s: str) -> str:
     return urllib.parse.quote(s, safe="")
+
+
+def _queue(queue: str) -> str:
+    """A queue's name in a path, checked first: an empty one would make a path the plane has no route for."""
+    if not isinstance(queue, str) or not queue:
+        raise BadRequest("queue must not be empty")
+    return _q(queue)
 
 
 def _error_of(e: "urllib.error.HTTPError") -> LakeshoreError:

@@ -1,10 +1,12 @@
 """The operators' verbs of the Python local plane (local.py) on a queue: its settings, pause and
-resume, retry and redrive; each on the core's statements (sql.json), checked as the core checks."""
+resume, retry and redrive, delete and purge; each on the core's statements (sql.json), checked as the core checks."""
 import json
 from typing import Any, Dict, List, Optional
 
 from .checks import _int, _name, _settings, _text
-from .errors import FencingConflict
+from .errors import BadRequest, FencingConflict
+
+FINISHED_STATES = ("succeeded", "failed", "cancelled")
 
 
 class OperatorVerbs:
@@ -39,6 +41,26 @@ class OperatorVerbs:
             return
         row = self._found("retry_missed", inv_id)
         raise FencingConflict("retry refused: invocation %s is %s; only a failed invocation can be retried" % (json.dumps(inv_id), row["state"]))
+
+    def delete(self, inv_id: str) -> None:
+        """Deletes a finished job (succeeded, failed or cancelled) and its frames; a job in any other
+        state raises FencingConflict (cancel it first), a missing one NotFound."""
+        gone = self._run("delete", {"id": _text("id", inv_id), "queue": None})[1]
+        if gone:
+            return
+        row = self._found("delete_missed", inv_id)
+        raise FencingConflict("delete refused: invocation %s is %s; only a finished invocation (succeeded, failed or cancelled) can be deleted: cancel it first"
+                              % (json.dumps(inv_id), row["state"]))
+
+    def purge(self, queue: str, *, state: str, limit: Optional[int] = None) -> int:
+        """Deletes up to `limit` (default and most 1,000) finished jobs of one `state` (succeeded,
+        failed or cancelled) of `queue`, oldest submitted first, with their frames; answers how many.
+        Call it again while it answers `limit`."""
+        queue = _name("queue", queue)
+        if state not in FINISHED_STATES:
+            raise BadRequest("state must be one of %s: only finished jobs are purged, got %s" % (", ".join(FINISHED_STATES), json.dumps(state)))
+        n = _int("limit", 1000 if limit is None else limit, 1, 1000)
+        return len(self._run("purge_finished", {"queue": queue, "state": state, "limit": n})[1])
 
     def redrive(self, queue: str, *, limit: Optional[int] = None, dead_letters: bool = False) -> List[Dict[str, str]]:
         """Retries up to `limit` (100) failed jobs of `queue`, oldest first; with `dead_letters`,

@@ -36,7 +36,7 @@ class ScheduleVerbs:
     def set_schedule(self, queue: str, name: str, *, cron: str, envelope: bytes, timezone: Optional[str] = None, priority: float = 0.0) -> Dict[str, Any]:
         """Sets (or replaces) the cron schedule `name` of `queue`: each tick submits `envelope`,
         keyed `schedule:<name>:<tick ms>`. 5 fields (minute first) or 6 (seconds first), read in
-        the IANA `timezone` (default UTC). Needs croniter (`pip install 'lakeshore[cron]'`)."""
+        the IANA `timezone` (default UTC). Needs croniter (`pip install './client/python[cron]'`)."""
         queue = _name("queue", queue)
         n = _name("schedule name", name)
         zone = None if timezone is None else cronlib.zone_of(self._syntax(), _text("timezone", timezone, 64))

@@ -625,6 +625,7 @@ class PushCode(TempDirs):
         with self.assertRaises(ls.BadRequest) as cm:
             d.push_code(repo)
         self.assertIn("commit them first", str(cm.exception))
+        self.assertIn("(1 file(s), e.g. pkg/tasks.py)", str(cm.exception))  # named whole
         git("commit", "-qam", "two")
         self.assertNotEqual(d.push_code(repo), stamp)
         self.assertEqual(d.code_uploads, 2)

@@ -131,7 +131,7 @@ class LocalPlane(unittest.TestCase):
         try:
             with self.assertRaises(ls.LakeshoreError) as e:
                 self.d.set_schedule("q", "s", cron="0 9 * * *", envelope=b"x")
-            self.assertIn("pip install 'lakeshore[cron]'", str(e.exception))
+            self.assertIn("pip install croniter (from a lakeshore checkout: pip install './client/python[cron]')", str(e.exception))
             self.assertEqual(self.d.list_schedules("q"), [])
             with self.assertRaises(ls.BadRequest):  # the syntax is checked all the same
                 self.d.set_schedule("q", "s", cron="every day", envelope=b"x")

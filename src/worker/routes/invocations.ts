@@ -1,4 +1,4 @@
-/** Invocation-scoped routes: get, result, ack, nack, heartbeat, cancel, retry, stream-token. Routed by id to the queue's object. */
+/** Invocation-scoped routes: get, result, ack, nack, heartbeat, cancel, retry, delete, stream-token. Routed by id to the queue's object. */
 import { Hono } from 'hono';
 import { invocationNotFound } from '../../core/errors.ts';
 import { raise } from '../../core/settled.ts';
@@ -74,4 +74,9 @@ export const invocations = new Hono<App>()
     const { id, stub } = await held(c, 'retry');
     await raise(stub.retry(id));
     return c.json({ retried: true });
+  })
+  .delete('/:id', may('delete'), async (c) => {
+    const { id, stub } = await held(c, 'delete');
+    await raise(stub.delete(id));
+    return c.json({ deleted: true });
   });

@@ -10,6 +10,7 @@ import {
   NackManyBody,
   QueueSettingsBody,
   RedriveBody,
+  PurgeBody,
   ScheduleBody,
   SubmitBody,
   SubmitManyBody,
@@ -170,6 +171,10 @@ export const queues = new Hono<App>()
     const stub = queueObject(c, c.var.ns, queueParam(c));
     if (b.dead_letters) return c.json({ redriven: await raise<{ id: string; queue: string }[]>(stub.redriveDeadLetters(b.limit)) });
     return c.json({ redriven: (await raise<string[]>(stub.redrive(b.limit))).map((id) => ({ id, queue: queueParam(c) })) });
+  })
+  .post('/:queue/purge', may('purge'), jsonBody(PurgeBody), async (c) => {
+    const b = c.req.valid('json');
+    return c.json({ purged: await raise<number>(queueObject(c, c.var.ns, queueParam(c)).purgeFinished(b.state, b.limit)) });
   })
   .get('/:queue/schedules', may('schedules'), async (c) =>
     c.json({ schedules: (await raise<Schedule[]>(queueObject(c, c.var.ns, queueParam(c)).schedules())).map(scheduleJson) }),
