@@ -40,13 +40,15 @@ class Resolver:
         self.mounts = mounts
 
     def __call__(self, env: Dict[str, Any]) -> Callable[..., Any]:
+        # The contract's order: a registry hit first, else the module:qualname import or the pickled
+        # blob. Pushed code is its own world: its module comes from the producer's tree only.
         if env.get("code"):
             return self._mounted(env)
-        if env.get("pickled") is not None:
-            return self._unpickle(env)
         fn = self.registry.get(env["fn"])
         if fn is not None:
             return fn
+        if env.get("pickled") is not None:
+            return self._unpickle(env)
         module = env.get("module")
         if isinstance(module, str) and ":" in module:
             if not self.allow_import:

@@ -9,7 +9,7 @@ import threading
 import time
 import traceback
 import uuid
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from .envelope import decode_envelope
 from .errors import FencingConflict, NotFound
@@ -79,14 +79,18 @@ class _LogShipper:
 
 
 class JobContext:
-    """The running job, for its handler (current_job()): who it is, and `log`."""
+    """The running job, for its handler (current_job()): who it is, where it runs, and `log`.
+    `root` is the worker's root (run_worker(root=), --root; else the directory it started in), and
+    `prefix` the envelope's `prefix` when its producer set one (None otherwise)."""
 
-    def __init__(self, claimed: Any, env: Dict[str, Any], trace_id: Optional[str], logs: _LogShipper):
+    def __init__(self, claimed: Any, env: Dict[str, Any], trace_id: Optional[str], logs: _LogShipper, root: Optional[str] = None):
         self.id, self.queue, self.attempt = claimed.id, claimed.queue, claimed.attempt
         self.kwargs: Dict[str, Any] = env.get("kwargs", {})
         self.traceparent: Optional[str] = env.get("traceparent")
         self.origin: Optional[str] = env.get("origin")
         self.trace_id = trace_id
+        self.root: str = root or os.getcwd()
+        self.prefix: Optional[str] = env.get("prefix") if isinstance(env.get("prefix"), str) else None
         self._logs = logs
 
     def log(self, message: Any, level: str = "info") -> None:
@@ -175,12 +179,14 @@ def _within(deadline: Optional[float], limit_ms: Optional[int], call: Callable[[
 
 
 def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str, Callable[..., Any]]] = None, *,
-               root: Optional[str] = None, once: bool = False, poll: float = 0.05, retries: Optional[int] = 1,
-               stop: Optional[threading.Event] = None, allow_pickled: Optional[bool] = None, runtime_policy: str = "minor",
+               root: "Optional[Union[str, os.PathLike[str]]]" = None, once: bool = False, poll: float = 0.05, retries: Optional[int] = 1,
+               stop: "Optional[Union[threading.Event, Callable[[], bool]]]" = None, allow_pickled: Optional[bool] = None, runtime_policy: str = "minor",
                once_wait: float = 2.0, worker_id: Optional[str] = None, wait: float = 20.0, lease: float = 30.0,
                on_done: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]] = None, code: Optional[str] = None,
                code_home: Optional[str] = None) -> int:
-    """Serves a queue until `stop` (a threading.Event) is set; returns the number of jobs run.
+    """Serves a queue until `stop` says so; returns the number of jobs run. `stop` is a
+    threading.Event or a callable answering True to stop (asked every `poll` seconds); either way
+    the worker stops within a second, also while it waits on an empty queue.
 
     The contract's form is `run_worker(q, root=..., registry=...)` with `q` a SyncQueue; the
     older `run_worker(dispatch, "queue", registry)` still works. With `once` it runs at most one
@@ -221,6 +227,8 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
         if not isinstance(queue, str):
             raise TypeError("run_worker needs a SyncQueue, or a dispatch and a queue name")
     local = is_local(dispatch)
+    if root is not None:
+        root = os.fspath(root)  # a pathlib.Path as a str
     if code not in (None, "off", "mount"):
         raise ValueError("code must be 'mount' or 'off', got %r" % code)
     from .mount import mounts_for
@@ -228,11 +236,11 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
                        allow_pickled=local if allow_pickled is None else allow_pickled, runtime_policy=runtime_policy,
                        mounts=mounts_for(dispatch, code_home) if code == "mount" else None)
     worker_id = worker_id or "%s:%d:py" % (socket.gethostname(), os.getpid())
-    stop = stop or threading.Event()
+    done = threading.Event()
+    stop = _stop_event(stop, poll, done)
     logs = _LogShipper(dispatch, worker_id)
     executed = 0
     claiming: Dict[str, str] = {}  # the claim waiting now, by name, for the stop watcher to call off
-    done = threading.Event()
 
     def call_off() -> None:
         # When `stop` is set, the waiting claim is called off on the plane: it takes no job.
@@ -248,15 +256,20 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
     can_cancel = hasattr(dispatch, "cancel_claim")
     if can_cancel:
         threading.Thread(target=call_off, daemon=True).start()
+    # A plane that cannot call a waiting claim off (the local one) is asked in short waits instead,
+    # so a stop is heard within one of them.
+    step = wait if can_cancel else min(wait, _LOCAL_WAIT_STEP)
     try:
+        once_until = time.monotonic() + once_wait
         while not stop.is_set():
             claim_id = uuid.uuid4().hex
             claiming["id"] = claim_id
-            c = dispatch.claim(queue, worker_id, wait=once_wait if once else wait, lease=lease,
+            this_wait = max(0.0, min(once_until - time.monotonic(), step)) if once else step
+            c = dispatch.claim(queue, worker_id, wait=this_wait, lease=lease,
                                **({"claim_id": claim_id} if can_cancel else {}))
             claiming.pop("id", None)
             if c is None:
-                if once:
+                if once and time.monotonic() >= once_until:
                     return 0
                 continue
             if stop.is_set():
@@ -273,6 +286,35 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
         done.set()
         logs.flush()
     return executed
+
+
+#: The longest single wait of a claim on a plane that cannot call one off (s): how soon a stop is heard.
+_LOCAL_WAIT_STEP = 0.5
+
+
+def _stop_event(stop: Any, poll: float, done: threading.Event) -> threading.Event:
+    """`stop` as an Event: an Event as it is; a callable asked every `poll` seconds (at most 0.5)
+    by a daemon thread, which sets the Event once it answers True (or raises)."""
+    if stop is None:
+        return threading.Event()
+    if hasattr(stop, "is_set") and hasattr(stop, "wait"):
+        return stop
+    if not callable(stop):
+        raise TypeError("stop must be a threading.Event or a callable answering True to stop, got %r" % (stop,))
+    event = threading.Event()
+    every = min(max(poll, 0.01), 0.5)
+
+    def ask() -> None:
+        while not done.wait(every):
+            try:
+                if stop():
+                    break
+            except Exception:
+                break
+        event.set()
+
+    threading.Thread(target=ask, daemon=True, name="lakeshore-stop").start()
+    return event
 
 
 def _told(on_done: Any, c: Any, env: Dict[str, Any], outcome: Dict[str, Any]) -> Any:
@@ -294,7 +336,7 @@ def _run_one(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
         pass  # _attempt fails it with the decoding error
     # The job runs in a CONSUMER span `run <fn>`, child of its submitter's (tracing.py).
     with run_span(env.get("fn") or "?", env.get("traceparent"), {"id": c.id, "queue": c.queue, "attempt": c.attempt}) as trace_id:
-        token = _current.set(JobContext(c, env, trace_id, logs))
+        token = _current.set(JobContext(c, env, trace_id, logs, resolve.root))
         try:
             _attempt(d, c, worker_id, resolve, retries, heartbeat_s, on_done)
         finally:

@@ -146,6 +146,57 @@ class LocalPlane(unittest.TestCase):
         self.assertEqual([m["name"] for m in artifact["migrations"]], [n for n in names if n.endswith(".sql")])
 
 
+def _tripled(x):
+    return 3 * x
+
+
+class ReferenceWorker(TempDirs):
+    """run_worker's arguments as the contract's reference spells them, on the local plane."""
+
+    def setUp(self):
+        self.d = ls.Dispatch(":memory:")
+        self.addCleanup(self.d.close)
+
+    def test_stop_may_be_a_callable_or_an_event_and_an_idle_worker_hears_it_within_a_second(self):
+        q = ls.SyncQueue("idle", dispatch=self.d)
+        for stop_kind in ("callable", "event"):
+            flag, event = [False], threading.Event()
+            stop = (lambda: flag[0]) if stop_kind == "callable" else event
+            ran = []
+            t = threading.Thread(target=lambda: ran.append(ls.run_worker(q, stop=stop)), daemon=True)
+            t.start()
+            time.sleep(0.3)  # not ordering anything: the worker is waiting on the empty queue either way
+            t0 = time.monotonic()
+            flag[0] = True
+            event.set()
+            t.join(timeout=10)
+            self.assertFalse(t.is_alive(), stop_kind)
+            # Its claim waited 20 s before: a stop must be heard well before that (within 1 s, with slack for a busy machine).
+            self.assertLess(time.monotonic() - t0, 5, stop_kind)
+            self.assertEqual(ran, [0])
+        with self.assertRaises(TypeError):
+            ls.run_worker(q, stop="soon")
+
+    def test_root_may_be_a_path_and_the_job_sees_it(self):
+        import pathlib
+        tasks = self.temp_dir("lakeshore-root-")
+        pkg = os.path.join(tasks, "rootpkg_%s" % os.urandom(3).hex())
+        os.makedirs(pkg)
+        open(os.path.join(pkg, "__init__.py"), "w").close()
+        with open(os.path.join(pkg, "tasks.py"), "w") as f:
+            f.write("import lakeshore as ls\ndef where(x):\n    return [x, ls.current_job().root, ls.current_job().prefix]\n")
+        q = ls.SyncQueue("rooted", dispatch=self.d)
+        h = q.submit("%s.tasks:where" % os.path.basename(pkg), 1)
+        self.assertEqual(ls.run_worker(q, root=pathlib.Path(tasks), once=True), 1)
+        self.assertEqual(h.result(timeout=5), [1, tasks, None])
+
+    def test_a_registry_hit_comes_before_the_pickled_function(self):
+        q = ls.SyncQueue("order", dispatch=self.d)
+        h = q.submit_with({"by_value": True}, _tripled, 5)
+        self.assertEqual(ls.run_worker(q, registry={"_tripled": lambda x: "from the registry"}, once=True), 1)
+        self.assertEqual(h.result(timeout=5), "from the registry")
+
+
 class ThreeLines(TempDirs):
     """The contract's example, run as written: `q = SyncQueue("gpu")` on the process-default
     plane (a file, $LAKESHORE_HOME/dispatch.sqlite, or the edge plane of LAKESHORE_URL), then
