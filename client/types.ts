@@ -114,6 +114,19 @@ export interface HolderOptions {
   attempt?: number;
 }
 
+export interface NackOptions extends HolderOptions {
+  error: string | { message: string; [k: string]: unknown };
+  /** Wait again while attempts are left (default); false fails the job now. */
+  retry?: boolean;
+  /** With retry: wait this long before the next attempt (instead of the queue's backoff). */
+  delayMs?: number;
+  /**
+   * The worker's attempt budget (its `retries` + 1), used only when neither the job nor its queue
+   * sets one, in place of the plane's default (3).
+   */
+  maxAttempts?: number;
+}
+
 export interface AckRequest {
   id: string;
   /** The attempt from the claim. */
@@ -220,11 +233,7 @@ export interface DispatchPlane {
    * With `retry` (default) the job waits again (`delayMs`, else its queue's backoff) while attempts
    * are left; else, or on its last attempt, it fails. Answers where it went.
    */
-  nack(
-    id: string,
-    workerId: string,
-    opts: HolderOptions & { error: string | { message: string; [k: string]: unknown }; retry?: boolean; delayMs?: number },
-  ): Promise<NackedState>;
+  nack(id: string, workerId: string, opts: NackOptions): Promise<NackedState>;
   heartbeat(id: string, workerId: string, opts?: HolderOptions & { leaseMs?: number }): Promise<HeartbeatAnswer>;
   cancel(id: string): Promise<boolean>;
   /** Puts a failed job back in its queue with a fresh attempt budget (same id, journal kept); anything else is a FencingConflictError. */

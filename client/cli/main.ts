@@ -306,7 +306,10 @@ const workerOptions = (c: Command) =>
     .option('--module <file>', 'handlers: every exported function is registered by its name')
     .option('--root <dir>', 'directory that envelope imports resolve under')
     .option('--concurrency <n>', 'jobs at a time', '1')
-    .option('--retries <n>', 'retry a failed job only while attempt <= n (default: within its attempt budget on the plane)')
+    .option(
+      '--retries <n>',
+      "retry a failed job while attempt <= n: n+1 attempts where neither the job nor its queue sets a budget (default: the plane's budget)",
+    )
     .option('--allow-import', 'let envelopes name modules to import (code execution; off by default over HTTP)')
     .addOption(
       new Option('--code <mode>', "mount: run jobs carrying a producer's pushed code, from their tree (runs the producer's code)").choices([

@@ -20,6 +20,7 @@ import type {
   ClaimOptions,
   DispatchPlane,
   HolderOptions,
+  NackOptions,
   NackedState,
   ReadOptions,
   StreamToken,
@@ -70,6 +71,7 @@ type NackItem = {
   error: string | { message: string; [k: string]: unknown };
   retry: boolean;
   delayMs: number | null;
+  maxAttempts: number | null;
 };
 
 /** The longest single long-poll; longer waits are made of several. */
@@ -350,11 +352,7 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
     );
   }
 
-  async nack(
-    id: string,
-    workerId: string,
-    opts: HolderOptions & { error: string | { message: string; [k: string]: unknown }; retry?: boolean; delayMs?: number },
-  ): Promise<NackedState> {
+  async nack(id: string, workerId: string, opts: NackOptions): Promise<NackedState> {
     const item: NackItem = {
       id,
       workerId,
@@ -362,6 +360,7 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
       error: opts.error,
       retry: opts.retry ?? true,
       delayMs: opts.delayMs ?? null,
+      maxAttempts: opts.maxAttempts ?? null,
     };
     const queue = this.queues.get(id);
     let out: Json;
@@ -375,6 +374,7 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
         error: item.error,
         retry: item.retry,
         delay_ms: item.delayMs,
+        max_attempts: item.maxAttempts,
       } satisfies wire.NackWire);
     }
     this.claims.delete(id);
@@ -390,6 +390,7 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
       error: n.error,
       retry: n.retry,
       delay_ms: n.delayMs,
+      max_attempts: n.maxAttempts,
     }));
     const size = (w: (typeof wires)[number]) => JSON.stringify(w).length;
     return inParts(

@@ -23,6 +23,7 @@ import type {
   ClaimOptions,
   DispatchPlane,
   HolderOptions,
+  NackOptions,
   NackedState,
   QueueInfo,
   ReadOptions,
@@ -332,11 +333,7 @@ export class Dispatch implements DispatchPlane {
     this.claims.delete(id);
   }
 
-  async nack(
-    id: string,
-    workerId: string,
-    opts: HolderOptions & { error: string | { message: string; [k: string]: unknown }; retry?: boolean; delayMs?: number },
-  ): Promise<NackedState> {
+  async nack(id: string, workerId: string, opts: NackOptions): Promise<NackedState> {
     this.workersSeen.touch(workerId);
     const out = await verb(
       this.engine.work.nack(this.namespace, id, {
@@ -345,6 +342,7 @@ export class Dispatch implements DispatchPlane {
         error: opts.error,
         retry: opts.retry ?? true,
         delayMs: opts.delayMs,
+        maxAttempts: opts.maxAttempts,
       }),
     );
     this.claims.delete(id);

@@ -248,7 +248,9 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
     const failedWith = `job ${c.id} attempt ${c.attempt} failed: ${err.name}: ${err.message}`;
     try {
       await journalOf().append(FrameKind.ERROR, jsonBytes(error), { attempt: c.attempt }, !retry);
-      const state = await d.nack(c.id, workerId, { ...holder, error, retry });
+      // The worker's budget (retries + 1) rules where neither the job nor its queue sets one.
+      const cap = Math.min(o.retries, env?.max_retries ?? Infinity);
+      const state = await d.nack(c.id, workerId, { ...holder, error, retry, maxAttempts: Number.isFinite(cap) ? cap + 1 : undefined });
       // Said once the plane has said where the job went.
       o.log(`${failedWith}; ${state === 'failed' ? (retry ? 'no attempts left' : 'not retried') : `it will be retried (${state})`}`);
       return state === 'failed' ? 'failed' : 'retried';

@@ -31,9 +31,10 @@ export interface WorkerOptions {
   onceWaitMs?: number;
   concurrency?: number;
   /**
-   * Lowers the plane's attempt budget: a failed job is retried while attempt <= retries. Default:
-   * no lower cap; the plane retries within the job's budget (its own max_attempts, else its
-   * queue's, else 3) and fails it once the budget is spent (AttemptsExhausted).
+   * A failed job is retried while attempt <= retries: retries + 1 attempts where neither the job
+   * nor its queue sets a budget (sent with each nack), and never past the job's or its queue's
+   * when one does. Default: the plane's budget alone (the job's max_attempts, else its queue's,
+   * else 3), failing the job once it is spent (AttemptsExhausted).
    */
   retries?: number;
   /** Aborting it stops the worker gracefully. */

@@ -86,6 +86,11 @@ export interface NackRequest extends HolderRequest {
   retry?: unknown;
   /** With retry: wait this long before the next attempt (instead of the queue's backoff). */
   delayMs?: unknown;
+  /**
+   * The worker's attempt budget (its `retries` + 1): used only when neither the job nor its queue
+   * sets one, in place of the plane's default.
+   */
+  maxAttempts?: unknown;
 }
 
 export interface AppendRequest extends HolderRequest {
@@ -208,13 +213,14 @@ export function invocationError(e: unknown, limits: Limits): InvocationError {
 export function nackInput(
   req: NackRequest,
   limits: Limits,
-): { holder: Holder; error: InvocationError; retry: boolean; delayMs: number | null } {
+): { holder: Holder; error: InvocationError; retry: boolean; delayMs: number | null; maxAttempts: number | null } {
   if (req.retry !== undefined && req.retry !== null && typeof req.retry !== 'boolean') throw badRequest('retry must be a boolean');
   return {
     holder: holder(req),
     error: invocationError(req.error, limits),
     retry: typeof req.retry === 'boolean' ? req.retry : true,
     delayMs: v.durationMs('delay_ms', req.delayMs, limits),
+    maxAttempts: v.attempts('max_attempts', req.maxAttempts),
   };
 }
 

@@ -130,7 +130,8 @@ export type AckBodyWire = HolderWire & { result?: Opt<string> };
 
 export type ErrorWire = string | { message: string; [k: string]: unknown };
 
-export type NackWire = HolderWire & { error: ErrorWire; retry?: Opt<boolean>; delay_ms?: Opt<number> };
+/** `max_attempts`: the worker's budget, used only when neither the job nor its queue sets one. */
+export type NackWire = HolderWire & { error: ErrorWire; retry?: Opt<boolean>; delay_ms?: Opt<number>; max_attempts?: Opt<number> };
 
 export type HeartbeatWire = HolderWire & { lease_ms?: Opt<number> };
 

@@ -132,7 +132,7 @@ const errorValue = z.union([
     'must be a string or an object with a string message',
   ),
 ]);
-const nack = { ...holder, error: errorValue, retry: opt(z.boolean()), delay_ms: opt(z.number()) };
+const nack = { ...holder, error: errorValue, retry: opt(z.boolean()), delay_ms: opt(z.number()), max_attempts: opt(z.number()) };
 export const NackBody = exactly<NackWire>()(z.strictObject(nack));
 export const NackManyBody = exactly<{ items: (NackWire & { id: string })[] }>()(
   z.strictObject({ items: z.array(z.strictObject({ id: z.string(), ...nack })) }),

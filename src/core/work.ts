@@ -240,7 +240,9 @@ export class Work {
   async nack(ns: string, id: unknown, req: NackRequest): Promise<Nacked> {
     const invId = v.id(id, this.limits);
     const n = nackInput(req, this.limits);
-    const plan = nackPlan(this.now(), ns, invId, req.queue ?? null, n.holder, n.error, n.retry, this.limits.defaultMaxAttempts, n.delayMs);
+    // The budget: the job's, else its queue's, else the nacking worker's, else the plane's default.
+    const fallback = n.maxAttempts ?? this.limits.defaultMaxAttempts;
+    const plan = nackPlan(this.now(), ns, invId, req.queue ?? null, n.holder, n.error, n.retry, fallback, n.delayMs);
     // A retry queues the row again: claims parked on its queue ride along when the caller named it.
     const fed = n.retry ? (req.queue ?? null) : null;
     const requeues = (out: Finished) => (!out.absorbed && out.state === 'queued' ? 1 : 0);

@@ -253,7 +253,13 @@ async function pythonPlaneWith(options: Record<string, unknown>): Promise<PlaneH
     ack: async (id, workerId, o = {}) =>
       void (await call('ack', [id, workerId], { result: o.result ? b64(o.result) : null, attempt: o.attempt ?? null })),
     nack: (id, workerId, o) =>
-      call('nack', [id, workerId], { error: o.error, retry: o.retry ?? true, delay: s(o.delayMs), attempt: o.attempt ?? null }),
+      call('nack', [id, workerId], {
+        error: o.error,
+        retry: o.retry ?? true,
+        delay: s(o.delayMs),
+        attempt: o.attempt ?? null,
+        max_attempts: o.maxAttempts ?? null,
+      }),
     heartbeat: async (id, workerId, o = {}) => {
       const [leaseUntil, cancelled] = await call('heartbeat_lease', [id, workerId], { lease: s(o.leaseMs), attempt: o.attempt ?? null });
       return { leaseUntil, cancelled };

@@ -102,6 +102,32 @@ export function scheduling(handle: () => PlaneHandle, lacks: ReadonlySet<string>
         await expect(d.result('once')).rejects.toMatchObject({ error: { type: 'AttemptsExhausted', last: { message: 'boom' } } });
       });
 
+      it('a nack’s max_attempts (the worker’s budget) rules only where neither the job nor its queue sets one', async () => {
+        // No budget on the job or queue: the worker's 5 beats the plane's default 3.
+        await d.submit('q', bytes('x'), { id: 'wb' });
+        for (let a = 1; a <= 4; a++) {
+          expect((await d.claim('q', 'w'))?.id).toBe('wb');
+          expect(await d.nack('wb', 'w', { error: 'x', maxAttempts: 5 })).toBe('queued');
+        }
+        await d.claim('q', 'w');
+        expect(await d.nack('wb', 'w', { error: 'x', maxAttempts: 5 })).toBe('failed');
+        await expect(d.result('wb')).rejects.toMatchObject({
+          error: { type: 'AttemptsExhausted', attempts: 5, message: 'x (attempt 5 of 5, none left)' },
+        });
+        // The job's own budget wins over the worker's.
+        await d.submit('q', bytes('x'), { id: 'jb', maxAttempts: 1 });
+        await d.claim('q', 'w');
+        expect(await d.nack('jb', 'w', { error: 'x', maxAttempts: 5 })).toBe('failed');
+        // So does the queue's.
+        await d.configureQueue('q2', { maxAttempts: 2 });
+        await d.submit('q2', bytes('x'), { id: 'qb' });
+        await d.claim('q2', 'w');
+        expect(await d.nack('qb', 'w', { error: 'x', maxAttempts: 9 })).toBe('queued');
+        await d.claim('q2', 'w');
+        expect(await d.nack('qb', 'w', { error: 'x', maxAttempts: 9 })).toBe('failed');
+        await expect(d.nack('qb', 'w', { error: 'x', maxAttempts: 0 })).rejects.toBeInstanceOf(BadRequestError);
+      });
+
       unless('retry')(
         'retry puts a failed job back with a fresh budget, the same id and its journal; its stale worker stays fenced',
         async () => {

@@ -475,13 +475,16 @@ class HttpDispatch:
         with self._lock:
             self._claims.pop(inv_id, None)
 
-    def nack(self, inv_id: str, worker_id: str, *, error: Union[str, Dict[str, Any]], retry: bool = True, delay: Optional[float] = None) -> str:
+    def nack(self, inv_id: str, worker_id: str, *, error: Union[str, Dict[str, Any]], retry: bool = True, delay: Optional[float] = None,
+             max_attempts: Optional[int] = None) -> str:
         """Gives the job back. With `retry` it waits for another attempt (`delay` seconds, else its
         queue's backoff) while its budget lasts; else, or on its last attempt, it fails. Answers
         where it went: "queued", "delayed" or "failed"."""
         body: Dict[str, Any] = {"worker_id": worker_id, "attempt": self._attempt(inv_id, worker_id), "error": error, "retry": retry}
         if delay is not None:
             body["delay_ms"] = _ms("delay", delay)
+        if max_attempts is not None:
+            body["max_attempts"] = max_attempts  # the worker's budget: where neither the job nor its queue sets one
         out = self._call("POST", "/invocations/%s/nack%s" % (_q(inv_id), self._qs(inv_id)), body)
         with self._lock:
             self._claims.pop(inv_id, None)

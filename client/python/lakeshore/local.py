@@ -127,7 +127,7 @@ class Dispatch(ClaimMachinery, JournalVerbs, ObserveVerbs, OperatorVerbs, Schedu
             return int(param[1:])
         if param == "ns":
             return self.namespace
-        if param in LIMITS:
+        if param in LIMITS and param not in values:  # a verb may put its own in (a nack: the worker's budget)
             return LIMITS[param]
         return values[param]
 
@@ -359,13 +359,16 @@ class Dispatch(ClaimMachinery, JournalVerbs, ObserveVerbs, OperatorVerbs, Schedu
         return answers, self.claim_many(queue, worker_id, max, kind=kind, wait=min(wait, 0.025) if acks else wait, lease=lease)
 
     def nack(self, inv_id: str, worker_id: str, *, error: Union[str, Dict[str, Any]], retry: bool = True, delay: Optional[float] = None,
-             attempt: Optional[int] = None) -> str:
-        """Gives a job back: "queued" or "delayed" (retried within its attempt budget) or "failed"."""
+             attempt: Optional[int] = None, max_attempts: Optional[int] = None) -> str:
+        """Gives a job back: "queued" or "delayed" (retried within its attempt budget) or "failed".
+        `max_attempts`: the worker's budget, used only when neither the job nor its queue sets one."""
         err = {"message": error} if isinstance(error, str) else _shallow("error", error)
         if not isinstance(err, dict) or not isinstance(err.get("message"), str):
             raise BadRequest("error must be a string or an object with a string message")
         h = self._holder(inv_id, worker_id, attempt)
         values = {"id": inv_id, "queue": None, "error_json": json.dumps(err), "delay_ms": None if delay is None else _ms(_number("delay", delay, 0)), **h}
+        if max_attempts is not None:
+            values["default_max_attempts"] = _int("max_attempts", max_attempts, 1, 1000)
         rows = self._run("nack_retry" if retry else "nack_fail", values)[0]
         self.touch(h["worker_id"])
         if rows:

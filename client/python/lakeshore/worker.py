@@ -203,10 +203,10 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
     run fails at once.
 
     A plain function's JSON result is acked. A generator streams one VALUE frame per yield, then
-    END. A failure writes an ERROR frame and nacks with retry: the plane retries it within the
-    job's attempt budget (its own max_attempts, else its queue's, else 3) and fails it once that
-    is spent. `retries` (default 1, as the contract) and an envelope's `max_retries` only lower
-    that: no retry after attempt `retries` + 1 (None: the plane's budget alone). The job's lease
+    END. A failure writes an ERROR frame and nacks: retried while its attempt is at most `retries`
+    (default 1, as the contract: 2 attempts) and the envelope's `max_retries`, a budget the nack
+    carries for the plane where neither the job nor its queue sets one; a job's own max_attempts
+    or its queue's still rules where set (None: the plane's budget alone, else 3). The job's lease
     is heartbeaten while it runs; a job cancelled meanwhile stops streaming. An envelope's
     `time_limit_ms` is kept: past it the job fails with TimeLimitExceeded (retried within the
     budget like any failure); Python cannot stop a thread, so the handler is left to finish in a
@@ -378,7 +378,8 @@ def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
         error = {"message": str(e), "type": type(e).__name__, "stack": traceback.format_exc()}
         try:
             job.append(ERROR, _json(error), {"attempt": c.attempt}, final=not retry)
-            d.nack(c.id, worker_id, error=error, retry=retry)
+            # The worker's budget (retries + 1) rules where neither the job nor its queue sets one.
+            d.nack(c.id, worker_id, error=error, retry=retry, **({"max_attempts": min(caps) + 1} if caps else {}))
         except (FencingConflict, NotFound):
             return
     finally:

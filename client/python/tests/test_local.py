@@ -190,6 +190,29 @@ class ReferenceWorker(TempDirs):
         self.assertEqual(ls.run_worker(q, root=pathlib.Path(tasks), once=True), 1)
         self.assertEqual(h.result(timeout=5), [1, tasks, None])
 
+    def test_retries_rule_the_budget_where_neither_the_job_nor_its_queue_sets_one(self):
+        q = ls.SyncQueue("flaky", dispatch=self.d)
+        tries = []
+
+        def always(x):
+            tries.append(x)
+            raise ValueError("not today")
+
+        h = q.submit("always", 1)
+        while ls.run_worker(q, registry={"always": always}, retries=5, once=True, once_wait=0.2):
+            pass
+        self.assertEqual(len(tries), 6)  # retrying while attempt <= 5
+        with self.assertRaises(ls.InvocationFailed) as e:
+            h.result(timeout=5)
+        self.assertEqual((e.exception.error["type"], e.exception.error["message"]), ("ValueError", "not today"))
+        # A queue's budget wins over the worker's.
+        self.d.configure_queue("capped", max_attempts=2)
+        q2 = ls.SyncQueue("capped", dispatch=self.d)
+        q2.submit("always", 2)
+        while ls.run_worker(q2, registry={"always": always}, retries=5, once=True, once_wait=0.2):
+            pass
+        self.assertEqual(tries.count(2), 2)
+
     def test_a_registry_hit_comes_before_the_pickled_function(self):
         q = ls.SyncQueue("order", dispatch=self.d)
         h = q.submit_with({"by_value": True}, _tripled, 5)

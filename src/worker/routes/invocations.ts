@@ -56,7 +56,14 @@ export const invocations = new Hono<App>()
     const b = c.req.valid('json');
     const { id, stub } = await held(c, 'nack');
     const out = await raise(
-      stub.nack(id, { workerId: b.worker_id, attempt: b.attempt, error: b.error, retry: b.retry, delayMs: b.delay_ms }),
+      stub.nack(id, {
+        workerId: b.worker_id,
+        attempt: b.attempt,
+        error: b.error,
+        retry: b.retry,
+        delayMs: b.delay_ms,
+        maxAttempts: b.max_attempts,
+      }),
     );
     return c.json({ ok: true, state: out.state, absorbed: out.absorbed });
   })

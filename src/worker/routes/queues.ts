@@ -126,9 +126,15 @@ export const queues = new Hono<App>()
     return c.json({ results: out.map((r) => itemJson(r, acked)) });
   })
   .post('/:queue/nack', may('nack'), jsonBody(NackManyBody, MAX_BATCH_BODY_BYTES), async (c) => {
-    const items = c.req
-      .valid('json')
-      .items.map((n) => ({ id: n.id, workerId: n.worker_id, attempt: n.attempt, error: n.error, retry: n.retry, delayMs: n.delay_ms }));
+    const items = c.req.valid('json').items.map((n) => ({
+      id: n.id,
+      workerId: n.worker_id,
+      attempt: n.attempt,
+      error: n.error,
+      retry: n.retry,
+      delayMs: n.delay_ms,
+      maxAttempts: n.max_attempts,
+    }));
     const out = await raise(queueObject(c, c.var.ns, queueParam(c)).nackMany(items));
     return c.json({ results: out.map((r) => itemJson(r, nacked)) });
   })

@@ -1,0 +1,34 @@
+/**
+ * A worker's `retries` is the budget where neither the job nor its queue sets one (the contract's
+ * "retrying while attempt <= retries"), on both planes: retries 5 runs a failing job 6 times, not
+ * the plane's default 3; without retries the plane's default stands; a queue's budget wins.
+ */
+import { describe, expect, it } from 'vitest';
+import { until } from '../support/wait.ts';
+import { encodeEnvelope, runWorker } from '../../client/local/index.ts';
+import { bothPlanes } from './setup/client.ts';
+
+describe.each(bothPlanes('retries'))('a worker’s retries on the %s plane', (_name, make) => {
+  it('govern the attempt budget only where neither the job nor its queue sets one', async () => {
+    const d = make();
+    const tries = new Map<string, number>();
+    const always = (id: string) => {
+      tries.set(id, (tries.get(id) ?? 0) + 1);
+      throw new Error('not today');
+    };
+    await d.configureQueue('capped', { maxAttempts: 2 });
+    const serve = async (queue: string, id: string, retries?: number) => {
+      await d.submit(queue, encodeEnvelope({ fn: 'always', args: [id] }), { id });
+      const stop = new AbortController();
+      const ran = runWorker(queue, { dispatch: d, registry: { always }, stop: stop.signal, ...(retries === undefined ? {} : { retries }) });
+      await until(async () => (await d.get(id))?.state === 'failed', `${id} to fail for good`);
+      stop.abort();
+      await ran;
+    };
+    await serve('q', 'five', 5);
+    await serve('q', 'default');
+    await serve('capped', 'queue-wins', 5);
+    expect(Object.fromEntries(tries)).toEqual({ five: 6, default: 3, 'queue-wins': 2 });
+    await d.close();
+  });
+});
