@@ -12,4 +12,4 @@ export { Queue, Handle, dispatchByName, type Route, type RouteTable, type Submit
 export { encodeEnvelope, decodeEnvelope, jsonBytes, fromJsonBytes, type Envelope } from './envelope.ts';
 export { runWorker, type WorkerOptions } from './worker/run-worker.ts';
 export type { OnDone, DoneJob } from './worker/job.ts';
-export { currentJob, type JobContext } from './worker/context.ts';
+export { currentJob, setOriginFor, type JobContext } from './worker/context.ts';

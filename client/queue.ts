@@ -10,7 +10,7 @@
 import { FrameKind } from '../src/core/frame.ts';
 import { decodeEnvelope, encodeEnvelope, fromJsonBytes, newTraceparent } from './envelope.ts';
 import { enqueueSpan } from './tracing.ts';
-import { jobOrNull } from './worker/context.ts';
+import { jobOrNull, originOf } from './worker/context.ts';
 import { defaultDispatch } from './default.ts';
 import type { DispatchPlane } from './types.ts';
 import { randomId } from './ids.ts';
@@ -89,7 +89,10 @@ export class Queue {
     ...args: unknown[]
   ): Promise<Handle<T>> {
     const name = fnName(fn);
-    const parent = opts.parent ?? jobOrNull()?.id;
+    // Inside a running job: the job is the new one's parent, and its origin flows on (setOriginFor decides).
+    const job = jobOrNull();
+    const parent = opts.parent ?? job?.id;
+    const origin = opts.origin ?? originOf(job);
     const code = opts.code === 'push' ? await pushed(this.dispatch, opts.codeDir) : (opts.code ?? null);
     return enqueueSpan(name, this.name, async (spanTp) => {
       const envelope = encodeEnvelope({
@@ -98,7 +101,7 @@ export class Queue {
         kwargs: opts.kwargs,
         module: opts.module,
         traceparent: opts.traceparent ?? spanTp ?? newTraceparent(),
-        origin: opts.origin,
+        origin,
         time_limit_ms: opts.timeLimitMs,
         max_retries: opts.maxRetries,
         code,

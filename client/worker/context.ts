@@ -69,6 +69,25 @@ export function loadJobContext(): Promise<void> {
 /** The running job, or null outside one. */
 export const jobOrNull = (): JobContext | null => store.getStore() ?? null;
 
+const inherit = (job: JobContext) => job.origin;
+let originFor: (job: JobContext) => string | null = inherit;
+
+/**
+ * Decides the `origin` of a job submitted from inside a running job without one of its own:
+ * `fn(currentJob())` answers it. The default (and `null`) hands the running job's origin on.
+ */
+export function setOriginFor(fn: ((job: JobContext) => string | null) | null): void {
+  originFor = fn ?? inherit;
+}
+
+/** The origin a job submitted inside `job` gets (null outside a job). */
+export function originOf(job: JobContext | null): string | null {
+  if (!job) return null;
+  const out = originFor(job);
+  if (out !== null && typeof out !== 'string') throw new TypeError(`originFor must answer a string or null, got ${typeof out}`);
+  return out;
+}
+
 export function currentJob(): JobContext {
   const c = store.getStore();
   if (!c) throw new Error('currentJob() called outside a lakeshore job');

@@ -11,6 +11,7 @@ import {
   decodeEnvelope,
   dispatchByName,
   runWorker,
+  setOriginFor,
   type RouteTable,
 } from '../../client/local/index.ts';
 import { bothPlanes, client } from './setup/client.ts';
@@ -78,6 +79,30 @@ describe.each(planes)('Queue API on the %s plane', (_name, make) => {
     const mul = (x: number, kw: { scale: number }) => ({ product: x * kw.scale, attempt: currentJob().attempt, id: currentJob().id });
     await runWorker('cpu', { dispatch: d, registry: { mul }, once: true });
     expect(await h.result()).toEqual({ product: 40, attempt: 1, id: h.id });
+    await d.close();
+  });
+
+  it('a job submitted inside a job gets its origin, as setOriginFor decides', async () => {
+    const d = make();
+    const q = new Queue('orig', { dispatch: d });
+    const parent = async () => (await q.submitWith({ id: `kid-${currentJob().id}` }, 'kid')).id;
+    const originOfKid = async (id: string) => decodeEnvelope((await d.get(`kid-${id}`))!.envelope).origin ?? null;
+    // Runs jobs one at a time until the queue is empty.
+    const serve = async () => {
+      while (await runWorker('orig', { dispatch: d, registry: { parent, kid: () => 2 }, once: true, onceWaitMs: 100 })) {}
+    };
+    await q.submitWith({ id: 'p1', origin: 'req-1' }, 'parent');
+    await q.submitWith({ id: 'p0' }, 'parent');
+    await serve();
+    expect([await originOfKid('p1'), await originOfKid('p0')]).toEqual(['req-1', null]);
+    setOriginFor((job) => `from:${job.id}`);
+    try {
+      await q.submitWith({ id: 'p2', origin: 'req-2' }, 'parent');
+      await serve();
+      expect(await originOfKid('p2')).toBe('from:p2');
+    } finally {
+      setOriginFor(null);
+    }
     await d.close();
   });
 

@@ -13,6 +13,7 @@ import uuid
 from typing import Any, Callable, Dict, Iterator, Optional, Union
 
 from .envelope import encode_envelope
+from .tracing import enqueue_span
 from .frames import VALUE, decode_frame
 from .plane import default_dispatch
 
@@ -106,18 +107,23 @@ class SyncQueue:
             extra = {"pickled": base64.b64encode(cloudpickle.dumps(fn)).decode("ascii"), "runtime": runtime_stamp()}
         if code:
             extra["code"] = code
-        envelope = encode_envelope(
-            ref["fn"] or "", args, kwargs, module=ref["module"], traceparent=opts.pop("traceparent", None),
-            time_limit_ms=opts.pop("time_limit_ms", None), max_retries=opts.pop("max_retries", None),
-            origin=opts.pop("origin", None), extra=extra,
-        )
+        from .worker import _current, origin_of
+        job = _current.get()
+        # Inside a running job: the job is the new one's parent, and its origin flows on (origin_for decides).
+        origin = opts.pop("origin", None)
+        if origin is None and job is not None:
+            origin = origin_of(job)
         inv_id = opts.pop("id", None) or "inv-%s" % uuid.uuid4().hex
         parent = opts.pop("parent", None)
         if parent is None:
-            from .worker import _current
-            job = _current.get()
             parent = job.id if job is not None else None
-        return Handle(self.dispatch.submit(self.name, envelope, id=inv_id, parent=parent, **opts), self.dispatch)
+        with enqueue_span(ref["fn"] or "", self.name):
+            envelope = encode_envelope(
+                ref["fn"] or "", args, kwargs, module=ref["module"], traceparent=opts.pop("traceparent", None),
+                time_limit_ms=opts.pop("time_limit_ms", None), max_retries=opts.pop("max_retries", None),
+                origin=origin, extra=extra,
+            )
+            return Handle(self.dispatch.submit(self.name, envelope, id=inv_id, parent=parent, **opts), self.dispatch)
 
     def stream(self, inv: Union[Handle, str], timeout: Optional[float] = None) -> Iterator[Any]:
         """The values of `inv` (a Handle or an id), as Handle.stream."""

@@ -4,6 +4,7 @@ does anything but carry the W3C traceparent).
 - An envelope encoded inside a span carries that span's context as its `traceparent`
   (encode_envelope), so a job submitted from a request, or from inside another job, joins its
   trace; outside any span it gets a fresh trace id, as before.
+- SyncQueue.submit runs in a PRODUCER span `enqueue <fn>`, whose context the envelope carries.
 - run_worker runs each job in a CONSUMER span `run <fn>` whose parent is the envelope's
   traceparent: producer, job and the jobs it submits form one trace tree.
 """
@@ -44,6 +45,20 @@ def current_traceparent() -> Optional[str]:
 def trace_id_of(traceparent: Optional[str]) -> Optional[str]:
     m = _TRACEPARENT.match(traceparent or "")
     return m.group(1) if m else None
+
+
+@contextmanager
+def enqueue_span(fn: str, queue: str) -> Iterator[None]:
+    """A submit's PRODUCER span `enqueue <fn>` (as the Node client's): the envelope encoded inside
+    it carries its context, so the job's run span is its child."""
+    if _trace is None:
+        yield
+        return
+    tracer = _trace.get_tracer("lakeshore")
+    with tracer.start_as_current_span("enqueue %s" % fn, kind=_trace.SpanKind.PRODUCER, attributes={
+        "messaging.system": "lakeshore", "messaging.destination.name": queue, "messaging.operation.type": "send",
+    }):
+        yield
 
 
 @contextmanager

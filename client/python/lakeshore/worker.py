@@ -102,6 +102,24 @@ class JobContext:
 _current: "contextvars.ContextVar[Optional[JobContext]]" = contextvars.ContextVar("lakeshore_job", default=None)
 
 
+_origin_for: Callable[[JobContext], Optional[str]] = lambda job: job.origin
+
+
+def set_origin_for(fn: Optional[Callable[[JobContext], Optional[str]]]) -> None:
+    """Decides the `origin` of a job submitted from inside a running job without one of its own:
+    `fn(current_job())` answers it. The default (and `None`) hands the running job's origin on."""
+    global _origin_for
+    _origin_for = fn if fn is not None else (lambda job: job.origin)
+
+
+def origin_of(job: JobContext) -> Optional[str]:
+    """The origin a job submitted inside `job` gets, by the application's origin_for."""
+    out = _origin_for(job)
+    if out is not None and not isinstance(out, str):
+        raise TypeError("origin_for must answer a string or None, got %r" % (out,))
+    return out
+
+
 def current_job() -> JobContext:
     """The job the calling handler runs for (run_worker sets it); RuntimeError outside a job."""
     job = _current.get()

@@ -502,22 +502,23 @@ import json, os, sys
 import lakeshore as ls
 from opentelemetry import trace
 d = ls.HttpDispatch(os.environ["LAKESHORE_URL"], token=os.environ["LAKESHORE_TOKEN"], namespace=sys.argv[1])
+q = ls.SyncQueue("q", dispatch=d)
 tracer = trace.get_tracer("app")
 with tracer.start_as_current_span("request") as root:
-    d.submit("q", ls.encode_envelope("train"), id="parent")
+    q.submit_with({"id": "parent"}, "train")
 seen = {}
 def train():
     seen.setdefault("trace_id", ls.current_job().trace_id)
     if ls.current_job().id == "parent":
-        d.submit("q", ls.encode_envelope("train"), id="child")  # inside the job's run span
+        q.submit_with({"id": "child"}, "train")  # inside the job's run span
     return 1
-ls.run_worker(d, "q", {"train": train}, once=True)
-ls.run_worker(d, "q", {"train": train}, once=True)
-spans = {s.name + ":" + str(s.attributes.get("messaging.message.id", "")): s for s in getattr(trace, "FINISHED", [])}
+ls.run_worker(q, registry={"train": train}, once=True)
+ls.run_worker(q, registry={"train": train}, once=True)
 def ids(s):
     c = s.get_span_context()
-    return {"trace": "%032x" % c.trace_id, "span": "%016x" % c.span_id, "parent": "%016x" % s.parent.span_id if s.parent else None, "kind": s.kind.name}
-print(json.dumps({"root": ids(root), "run_parent": ids(spans["run train:parent"]), "run_child": ids(spans["run train:child"]), "job_trace": seen["trace_id"]}))
+    return {"name": s.name, "id": s.attributes.get("messaging.message.id"), "trace": "%032x" % c.trace_id, "span": "%016x" % c.span_id,
+            "parent": "%016x" % s.parent.span_id if s.parent else None, "kind": s.kind.name if s.kind else None}
+print(json.dumps({"root": ids(root), "spans": [ids(s) for s in getattr(trace, "FINISHED", [])], "job_trace": seen["trace_id"]}))
 """
 
 
@@ -711,10 +712,16 @@ class Traces(unittest.TestCase):
         out = subprocess.run([sys.executable, "-c", OTEL_SCRIPT, fresh_ns()], env=env, capture_output=True, text=True, timeout=60)
         self.assertEqual(out.returncode, 0, out.stderr)
         got = json.loads(out.stdout)
-        root, run_parent, run_child = got["root"], got["run_parent"], got["run_child"]
-        self.assertEqual((run_parent["kind"], run_child["kind"]), ("CONSUMER", "CONSUMER"))
-        self.assertEqual(run_parent["parent"], root["span"])  # the envelope carried the request's span
-        self.assertEqual(run_child["parent"], run_parent["span"])  # submitted inside the parent's run span
+        root, spans = got["root"], got["spans"]
+        [enq_parent, enq_child] = [s for s in spans if s["name"] == "enqueue train"]
+        run_parent = next(s for s in spans if s["name"] == "run train" and s["id"] == "parent")
+        run_child = next(s for s in spans if s["name"] == "run train" and s["id"] == "child")
+        self.assertEqual([s["kind"] for s in (enq_parent, run_parent, enq_child, run_child)], ["PRODUCER", "CONSUMER", "PRODUCER", "CONSUMER"])
+        # request -> enqueue -> run -> enqueue (of the child, inside the run) -> run: one tree, one trace.
+        self.assertEqual(enq_parent["parent"], root["span"])
+        self.assertEqual(run_parent["parent"], enq_parent["span"])  # the envelope carried the PRODUCER span
+        self.assertEqual(enq_child["parent"], run_parent["span"])
+        self.assertEqual(run_child["parent"], enq_child["span"])
         self.assertEqual({root["trace"], run_parent["trace"], run_child["trace"], got["job_trace"]}, {root["trace"]})
 
     @unittest.skipUnless(__import__("importlib").util.find_spec("opentelemetry") and __import__("importlib").util.find_spec("opentelemetry.sdk"),

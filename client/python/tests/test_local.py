@@ -213,6 +213,29 @@ class ReferenceWorker(TempDirs):
             pass
         self.assertEqual(tries.count(2), 2)
 
+    def test_a_job_submitted_inside_a_job_gets_its_origin_and_origin_for_decides_it(self):
+        q = ls.SyncQueue("orig", dispatch=self.d)
+        seen = {}
+
+        def parent():
+            q.submit_with({"id": "kid-%s" % ls.current_job().id}, "kid")
+
+        reg = {"parent": parent, "kid": lambda: 2}
+
+        def drain():
+            while ls.run_worker(q, registry=reg, once=True, once_wait=0.2, on_done=lambda job, out: seen.update({job["id"]: job["origin"]})):
+                pass
+
+        q.submit_with({"id": "p1", "origin": "req-1"}, "parent")
+        q.submit_with({"id": "p0"}, "parent")
+        drain()
+        self.assertEqual((seen["kid-p1"], seen["kid-p0"]), ("req-1", None))
+        ls.set_origin_for(lambda job: "from:%s" % job.id)
+        self.addCleanup(ls.set_origin_for, None)
+        q.submit_with({"id": "p2", "origin": "req-2"}, "parent")
+        drain()
+        self.assertEqual(seen["kid-p2"], "from:p2")
+
     def test_a_registry_hit_comes_before_the_pickled_function(self):
         q = ls.SyncQueue("order", dispatch=self.d)
         h = q.submit_with({"by_value": True}, _tripled, 5)
