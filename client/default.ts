@@ -57,7 +57,7 @@ export function planeFromEnv(env: Env = processEnv(), flags: PlaneFlags = {}): D
   }
   if (localPlane) return localPlane(env, { ...flags, namespace });
   throw new BadRequestError(
-    "no plane: set LAKESHORE_URL (and LAKESHORE_TOKEN) for an edge plane, or import 'lakeshore/local' for the local SQLite plane",
+    "no plane: set LAKESHORE_URL (and LAKESHORE_TOKEN) for an edge plane, or import '@dreamlake/lakeshore/local' for the local SQLite plane",
   );
 }
 

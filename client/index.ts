@@ -1,7 +1,7 @@
 /**
- * `lakeshore`: the HTTP client, the Queue API and the worker, for Node >= 18 (test/node/package.test.ts
+ * `@dreamlake/lakeshore`: the HTTP client, the Queue API and the worker, for Node >= 18 (test/node/package.test.ts
  * runs it on the system's Node 20); errors, the frame codec and the contract's types. The local
- * SQLite plane is `lakeshore/local` (client/local/index.ts); web pages use `lakeshore/browser`.
+ * SQLite plane is `@dreamlake/lakeshore/local` (client/local/index.ts); web pages use `@dreamlake/lakeshore/browser`.
  */
 export { HttpDispatch, type HttpDispatchOptions } from './http/dispatch.ts';
 export * from './errors.ts';

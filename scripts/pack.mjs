@@ -1,8 +1,8 @@
-// Builds the npm package `lakeshore` into package/ and packs it (`npm pack`): ESM JavaScript for
+// Builds the npm package `@dreamlake/lakeshore` (its bin: `lakeshore`) into package/ and packs it (`npm pack`): ESM JavaScript for
 // Node >= 18, Bun, Deno, browsers and Workers, with .d.ts types:
-//   lakeshore        the HTTP client, the Queue API and the worker (client/index.ts)
-//   lakeshore/local  the local SQLite plane too (client/local/index.ts; node:sqlite, Node >= 22.12)
-//   lakeshore/browser  streamJob for web pages (client/browser/index.ts; no dependencies)
+//   @dreamlake/lakeshore        the HTTP client, the Queue API and the worker (client/index.ts)
+//   @dreamlake/lakeshore/local  the local SQLite plane too (client/local/index.ts; node:sqlite, Node >= 22.12)
+//   @dreamlake/lakeshore/browser  streamJob for web pages (client/browser/index.ts; no dependencies)
 //   bin lakeshore    the CLI (client/cli/bin.ts; commander is bundled into it)
 // The plane's SQL migrations ship in package/migrations for the local plane.
 //

@@ -3,7 +3,7 @@
  * EventSource, on the URL a stream token gives (POST .../invocations/:id/stream-token, minted by
  * your backend, which holds the real token).
  *
- *   import { streamJob } from 'lakeshore/browser';
+ *   import { streamJob } from '@dreamlake/lakeshore/browser';
  *   const stop = streamJob(url, {
  *     onFrame: (f) => out.append(f.text()),
  *     onEnd: (end) => console.log('done:', end.state),

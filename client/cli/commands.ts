@@ -378,7 +378,8 @@ export async function worker(d: DispatchPlane, out: Out, f: WorkerFlags, once: b
         .split(',')
         .map((s) => s.trim())
         .filter(Boolean);
-  if (!pools.length) throw new UsageError('name at least one pool: --queue NAME (repeatable) or LAKESHORE_POOLS=a,b');
+  // A worker that names no pool serves `default`, the pool an unrouted call goes to.
+  if (!pools.length) pools.push('default');
   const registry = await loadRegistry(f.module);
   const stop = new AbortController();
   const onSignal = (sig: string) => {

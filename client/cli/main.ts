@@ -323,11 +323,12 @@ const workerOptions = (c: Command) =>
     .option('--worker-id <id>', 'name this worker (default host:pid:random)')
     .option('--give-up-after <seconds>', 'exit (code 8) once the plane has been unreachable this long (default: never)')
     .addOption(
-      new Option('--runtime <runtime>', 'node, or python: run `python -m lakeshore.daemon` and restart it when it dies')
-        .choices(['node', 'python'])
-        .default('node'),
+      new Option(
+        '--runtime <runtime>',
+        'node: this process runs the jobs; python: run `python -m dreamlake.lakeshore.daemon` and restart it when it dies (default: node when --module, --allow-import or --code mount gives a Node worker something to run, else python)',
+      ).choices(['node', 'python']),
     )
-    .option('--python <path>', 'the Python interpreter for --runtime python (env LAKESHORE_PYTHON, default python3)')
+    .option('--python <path>', 'the Python interpreter for the python runtime (env LAKESHORE_PYTHON, default python3)')
     .option('--allow-pickled', "python: run by-value (pickled) functions; this runs the sender's code")
     .addOption(
       new Option('--runtime-policy <policy>', "python: how a pickled function's interpreter must match").choices([
@@ -336,10 +337,17 @@ const workerOptions = (c: Command) =>
         'off',
       ]),
     );
-type WorkerOpts = cmd.WorkerFlags & PythonFlags & { runtime: 'node' | 'python' };
+type WorkerOpts = cmd.WorkerFlags & PythonFlags & { runtime?: 'node' | 'python' };
+/**
+ * Which worker: the one `--runtime` names, else a Node one when its flags give it something to run
+ * (--module, --allow-import, --code mount), else a Python one: the reference's `lakeshore worker
+ * start --queue gpu --root /data` serves Python functions.
+ */
+export const runtimeOf = (o: WorkerOpts): 'node' | 'python' =>
+  o.runtime ?? (o.module || o.allowImport || o.code === 'mount' ? 'node' : 'python');
 /** A Node worker in this process, or a supervised Python one. */
 const serve = (o: WorkerOpts, once: boolean) =>
-  (o.runtime === 'python'
+  (runtimeOf(o) === 'python'
     ? run(
         (g) =>
           supervisePython(

@@ -1,5 +1,5 @@
 /**
- * `lakeshore worker start|once --runtime python`: runs `python -m lakeshore.daemon` and looks
+ * `lakeshore worker start|once` with Python: runs `python -m dreamlake.lakeshore.daemon` and looks
  * after it. Flags pass through; a daemon that dies (a crash, a kill) is started again after a
  * backoff (250 ms, doubling to 30 s, back to 250 ms once a daemon has lived a minute); SIGTERM or
  * SIGINT are passed on so the running job finishes and its answer goes out, then the supervisor
@@ -36,19 +36,10 @@ const FIRST_BACKOFF_MS = 250;
 const MAX_BACKOFF_MS = 30_000;
 const HEALTHY_MS = 60_000;
 
-/** The daemon's argv: the pool, and every flag it shares with the Node worker. */
-export function daemonArgs(f: PythonFlags, plane: PlaneFlags, once: boolean, env: NodeJS.ProcessEnv): string[] {
-  const pools = f.queue?.length
-    ? f.queue
-    : (env.LAKESHORE_POOLS ?? '')
-        .split(',')
-        .map((s) => s.trim())
-        .filter(Boolean);
-  if (pools.length !== 1)
-    throw new UsageError(
-      `--runtime python serves one queue per worker: name it with --queue (got ${pools.length}); start one worker per queue`,
-    );
-  const args = ['-m', 'lakeshore.daemon', '--queue', pools[0]!];
+/** The daemon's argv: the pools, and every flag it shares with the Node worker. */
+export function daemonArgs(f: PythonFlags, plane: PlaneFlags, once: boolean): string[] {
+  // With no --queue the daemon serves LAKESHORE_POOLS (its environment is this one), else `default`.
+  const args = ['-m', 'dreamlake.lakeshore.daemon', ...(f.queue ?? []).flatMap((q) => ['--queue', q])];
   if (f.root) args.push('--root', resolve(f.root));
   if (once) args.push('--once');
   if (plane.url) args.push('--url', plane.url);
@@ -77,7 +68,7 @@ export async function supervisePython(
   once: boolean,
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<number> {
-  const args = daemonArgs(f, plane, once, env);
+  const args = daemonArgs(f, plane, once);
   const python = f.python ?? env.LAKESHORE_PYTHON ?? 'python3';
   // The token goes by the environment, not argv (a process list shows argv).
   const childEnv = { ...env, PYTHONPATH: pythonPath(env), ...(plane.token ? { LAKESHORE_TOKEN: plane.token } : {}) };

@@ -1,6 +1,6 @@
 /**
- * `lakeshore/local`: the local SQLite plane (node:sqlite, Node >= 22.12), and everything of
- * `lakeshore`. Loading it makes the local plane the default where no LAKESHORE_URL is set.
+ * `@dreamlake/lakeshore/local`: the local SQLite plane (node:sqlite, Node >= 22.12), and everything of
+ * `@dreamlake/lakeshore`. Loading it makes the local plane the default where no LAKESHORE_URL is set.
  */
 import './default.ts';
 

@@ -295,7 +295,7 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
     const empty = await cli(['submit', '', 'count', '[1]'], env);
     expect(empty.code).toBe(2);
     expect(empty.stderr).toContain('queue must not be empty');
-    expect((await cli(['worker', 'once'], env)).code).toBe(2);
+    expect((await cli(['worker', 'once', '--code', 'sideways'], env)).code).toBe(2);
     const help = await cli(['worker', 'start', '--help'], env);
     expect(help.code).toBe(0);
     expect(help.stdout).toContain('--concurrency');

@@ -64,7 +64,7 @@ describe('pushed code', () => {
     expect(mounted).toHaveLength(2);
     // Without --code mount, a job carrying pushed code fails at once, saying why, with an ERROR frame.
     const refused = await q.submitWith<string>({ code: 'push', codeDir: repo, module: 'tasks.mjs#train' }, 'train', 8);
-    expect((await cli(['worker', 'once', '--queue', 'mq'], { ...env, LAKESHORE_HOME: home })).code).toBe(0);
+    expect((await cli(['worker', 'once', '--runtime', 'node', '--queue', 'mq'], { ...env, LAKESHORE_HOME: home })).code).toBe(0);
     const err = await refused.result({ timeoutMs: 20_000 }).then(
       () => null,
       (e: Error) => e,

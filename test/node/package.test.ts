@@ -104,7 +104,7 @@ describe(`the lakeshore package on the system Node (${nodeVersion})`, () => {
   });
 
   it('`lakeshore` loads no Node built-in at import time (it runs where only fetch exists); `lakeshore/local` is the only way to node:sqlite', () => {
-    const dist = join(project, 'node_modules', 'lakeshore', 'dist');
+    const dist = join(project, 'node_modules', '@dreamlake', 'lakeshore', 'dist');
     const seen = new Set<string>();
     const staticImports = (file: string): string[] => {
       if (seen.has(file)) return [];
@@ -124,13 +124,13 @@ describe(`the lakeshore package on the system Node (${nodeVersion})`, () => {
     // lakeshore/browser depends on nothing but the page's EventSource and fetch.
     seen.clear();
     expect(staticImports(join(dist, 'browser.js'))).toEqual([]);
-    expect(readdirSync(join(project, 'node_modules', 'lakeshore', 'migrations')).length).toBeGreaterThan(0);
+    expect(readdirSync(join(project, 'node_modules', '@dreamlake', 'lakeshore', 'migrations')).length).toBeGreaterThan(0);
   });
 
   it('`lakeshore/local` names the Node it needs on an older one, and loads with no warning on Node 22', () => {
     writeFileSync(
       join(project, 'local.mjs'),
-      "import { Dispatch } from 'lakeshore/local';\nconst d = new Dispatch(':memory:');\nconsole.log(await d.count('q'));\nawait d.close();\n",
+      "import { Dispatch } from '@dreamlake/lakeshore/local';\nconst d = new Dispatch(':memory:');\nconsole.log(await d.count('q'));\nawait d.close();\n",
     );
     const major = Number(/^v(\d+)/.exec(nodeVersion)?.[1]);
     if (major < 22) {
@@ -147,8 +147,8 @@ describe(`the lakeshore package on the system Node (${nodeVersion})`, () => {
     writeFileSync(
       join(project, 'use.ts'),
       [
-        "import { HttpDispatch, FrameKind, InvocationFailedError, type Claimed } from 'lakeshore';",
-        "import { streamJob, type StreamFrame } from 'lakeshore/browser';",
+        "import { HttpDispatch, FrameKind, InvocationFailedError, type Claimed } from '@dreamlake/lakeshore';",
+        "import { streamJob, type StreamFrame } from '@dreamlake/lakeshore/browser';",
         "const stop: () => void = streamJob('http://127.0.0.1:8787/x', { onFrame: (f: StreamFrame) => f.text() });",
         "const d = new HttpDispatch('http://127.0.0.1:8787', { token: 't' });",
         "const c: Claimed | null = await d.claim('q', 'w', { waitMs: 1000 });",

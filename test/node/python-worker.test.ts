@@ -1,7 +1,8 @@
 /**
- * `lakeshore worker start --runtime python`: the CLI runs `python -m lakeshore.daemon` (real
- * python3, real processes, the edge plane of the test's wrangler dev), passes flags through,
- * restarts it when it is killed, and on SIGTERM lets the running job finish before it exits 0.
+ * `lakeshore worker start --queue gpu --root /data`, the reference's spelling: with no Node handlers
+ * named, the CLI runs `python -m dreamlake.lakeshore.daemon` (real python3, real processes, the
+ * edge plane of the test's wrangler dev) on every pool named, passes flags through, restarts it
+ * when it is killed, and on SIGTERM lets the running job finish before it exits 0.
  */
 import { writeFileSync, readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -20,7 +21,7 @@ const alive = (pid: number) => {
 };
 const pids = (r: Running) => [...r.stderr().matchAll(/python worker started \(pid (\d+)\)/g)].map((m) => Number(m[1]));
 
-describe('lakeshore worker --runtime python', () => {
+describe('lakeshore worker with Python', () => {
   const running: Running[] = [];
   afterEach(async () => {
     for (const r of running.splice(0)) {
@@ -29,7 +30,7 @@ describe('lakeshore worker --runtime python', () => {
     }
   });
 
-  it('runs Python functions imported under --root, restarts a killed daemon, and drains on SIGTERM', async () => {
+  it('runs Python functions imported under --root on two pools, restarts a killed daemon, and drains on SIGTERM', async () => {
     const env = planeEnv('edge');
     const root = tempDir('lakeshore-pyroot-');
     const mod = `pytasks_${process.pid}`;
@@ -47,14 +48,18 @@ describe('lakeshore worker --runtime python', () => {
         '',
       ].join('\n'),
     );
-    const sup = start(['worker', 'start', '--runtime', 'python', '--queue', 'py', '--root', root], env);
+    // The reference's command, verbatim but for the second pool: no --runtime, no --module.
+    const sup = start(['worker', 'start', '--queue', 'py', '--queue', 'py2', '--root', root], env);
     running.push(sup);
-    const submit = async (fn: string, args: unknown[]) =>
-      (await cli(['submit', 'py', fn, JSON.stringify(args), '--module', `${mod}:${fn}`], env)).stdout.trim();
+    const submit = async (fn: string, args: unknown[], pool = 'py') =>
+      (await cli(['submit', pool, fn, JSON.stringify(args), '--module', `${mod}:${fn}`], env)).stdout.trim();
     const result = async (id: string) =>
       JSON.parse((await cli(['--json', 'result', id, '--timeout', '30'], env)).stdout) as { state: string; result: unknown };
 
     expect(await result(await submit('add', [2, 3]))).toMatchObject({ state: 'succeeded', result: 5 });
+    expect(await result(await submit('add', [1, 1], 'py2'))).toMatchObject({ state: 'succeeded', result: 2 });
+    expect(sup.stderr()).toContain(' -m dreamlake.lakeshore.daemon --queue py --queue py2 --root ');
+    expect(sup.stderr()).toContain('lakeshore.daemon: serving py, py2 on');
     // Killed outright, the daemon is started again.
     await until(() => pids(sup).length === 1, 'the first daemon');
     const first = pids(sup)[0]!;
@@ -77,18 +82,19 @@ describe('lakeshore worker --runtime python', () => {
     const root = tempDir('lakeshore-pyroot-');
     writeFileSync(join(root, 'local_tasks.py'), 'def shout(s):\n    return s.upper() + "!"\n');
     const id = (await cli(['submit', 'py', 'shout', '["hi"]', '--module', 'local_tasks:shout'], env)).stdout.trim();
-    const r = await cli(['worker', 'once', '--runtime', 'python', '--queue', 'py', '--root', root], env);
+    const r = await cli(['worker', 'once', '--queue', 'py', '--root', root], env);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).toContain('on the local plane');
     expect(JSON.parse((await cli(['--json', 'result', id], env)).stdout)).toMatchObject({ state: 'succeeded', result: 'HI!' });
   }, 60_000);
 
-  it('`worker once --runtime python` on an empty queue exits 0 after its short wait', async () => {
+  it('`worker once` naming no pool serves `default`, and on an empty one exits 0 after its short wait', async () => {
     const env = planeEnv('edge');
     const t0 = Date.now();
-    const r = await cli(['worker', 'once', '--runtime', 'python', '--queue', 'empty'], env);
+    const r = await cli(['worker', 'once'], env);
     expect(r.code, r.stderr).toBe(0);
     expect(Date.now() - t0).toBeGreaterThanOrEqual(2_000);
+    expect(r.stderr).toContain('lakeshore.daemon: serving default on');
     expect(r.stderr).toContain('ran 0 jobs');
   }, 60_000);
 });

@@ -1,14 +1,18 @@
-"""`python -m lakeshore.daemon`: a Python worker process serving one queue.
+"""`python -m dreamlake.lakeshore.daemon` (or `python -m lakeshore.daemon`): a Python worker
+process serving one or more pools.
 
-    python -m lakeshore.daemon --queue gpu [--root /data] [--once] [--url URL --token TOKEN]
-                               [--namespace NS] [--allow-pickled] [--runtime-policy minor]
+    python -m dreamlake.lakeshore.daemon --queue gpu [--queue cpu] [--root /data] [--once]
+                               [--url URL --token TOKEN] [--namespace NS] [--allow-pickled]
+                               [--runtime-policy minor]
+
+With no --queue it serves LAKESHORE_POOLS (a,b), else the pool `default`. Several pools are served
+at once, one claim loop each; with --once it runs at most one job of any of them.
 
 Flags win over the environment (LAKESHORE_URL, LAKESHORE_TOKEN, LAKESHORE_NAMESPACE). Functions
 resolve as run_worker's (resolve.py): the registry (none here), then `module:qualname` imported
 under --root. --allow-pickled lets it run by-value functions: unpickling runs the sender's code,
 so it is off unless asked for on an HTTP plane. SIGTERM or SIGINT stop its claims; the job running
-finishes (its answer goes out), then it exits 0. `lakeshore worker start --runtime python`
-supervises it.
+finishes (its answer goes out), then it exits 0. `lakeshore worker start` supervises it.
 """
 import argparse
 import os
@@ -26,8 +30,8 @@ from .worker import run_worker
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m lakeshore.daemon", description="Serve a lakeshore queue with Python functions.")
-    p.add_argument("--queue", required=True, help="the queue to serve")
+    p = argparse.ArgumentParser(prog="python -m dreamlake.lakeshore.daemon", description="Serve lakeshore pools with Python functions.")
+    p.add_argument("--queue", action="append", help="a pool to serve (repeatable; default: LAKESHORE_POOLS, else 'default')")
     p.add_argument("--root", help="import module:qualname functions from under this directory")
     p.add_argument("--once", action="store_true", help="run at most one job (an empty queue: exit 0 after a 2 s wait)")
     p.add_argument("--url", help="the plane's address (default: LAKESHORE_URL)")
@@ -54,17 +58,20 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     def on_signal(signum: int, _frame: object) -> None:
         print("lakeshore.daemon: %s: no more claims; finishing the running job" % signal.Signals(signum).name, file=sys.stderr, flush=True)
+        signalled.set()
         stop.set()
 
+    signalled = threading.Event()  # a signal, not one pool's failure, stopped it
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     root = os.path.abspath(a.root) if a.root else None
-    print("lakeshore.daemon: serving %s on %s (pid %d)" % (a.queue, url or "the local plane", os.getpid()), file=sys.stderr, flush=True)
+    pools = a.queue or [p.strip() for p in os.environ.get("LAKESHORE_POOLS", "").split(",") if p.strip()] or ["default"]
+    print("lakeshore.daemon: serving %s on %s (pid %d)" % (", ".join(pools), url or "the local plane", os.getpid()), file=sys.stderr, flush=True)
     try:
-        n = run_worker(SyncQueue(a.queue, dispatch=d), root=root, once=a.once, stop=stop, retries=a.retries,
-                       allow_pickled=True if a.allow_pickled else None, runtime_policy=a.runtime_policy, worker_id=a.worker_id, code=a.code)
+        n = _serve(d, pools, stop, once=a.once, root=root, retries=a.retries, allow_pickled=True if a.allow_pickled else None,
+                   runtime_policy=a.runtime_policy, worker_id=a.worker_id, code=a.code)
     except Unavailable as e:
-        if stop.is_set():  # stopped while the plane was away: nothing to say but that
+        if signalled.is_set():  # stopped while the plane was away: nothing to say but that
             print("lakeshore.daemon: stopped (the plane was away)", file=sys.stderr, flush=True)
             return 0
         print("lakeshore.daemon: %s" % e, file=sys.stderr, flush=True)
@@ -74,6 +81,38 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 6 if e.status in (401, 403) else 1
     print("lakeshore.daemon: ran %d job%s; stopped" % (n, "" if n == 1 else "s"), file=sys.stderr, flush=True)
     return 0
+
+
+def _serve(d: object, pools: List[str], stop: threading.Event, *, once: bool, **opts: object) -> int:
+    """Serves each pool with its own run_worker, together; answers the jobs run. With `once`, the
+    pools are asked in turn (the 2 s wait shared among them) until one gives a job."""
+    if once:
+        for pool in pools:
+            ran = run_worker(SyncQueue(pool, dispatch=d), once=True, once_wait=2.0 / len(pools), stop=stop, **opts)  # type: ignore[arg-type]
+            if ran:
+                return ran
+        return 0
+    if len(pools) == 1:
+        return run_worker(SyncQueue(pools[0], dispatch=d), stop=stop, **opts)  # type: ignore[arg-type]
+    ran: List[int] = []
+    failed: List[BaseException] = []
+
+    def loop(pool: str) -> None:
+        try:
+            ran.append(run_worker(SyncQueue(pool, dispatch=d), stop=stop, **opts))  # type: ignore[arg-type]
+        except BaseException as e:  # one pool's failure (a refused token, the plane given up on) stops them all
+            failed.append(e)
+            stop.set()
+
+    threads = [threading.Thread(target=loop, args=(p,), name="lakeshore-%s" % p, daemon=True) for p in pools]
+    for t in threads:
+        t.start()
+    for t in threads:
+        while t.is_alive():
+            t.join(0.5)  # in slices, so the main thread still takes signals
+    if failed:
+        raise failed[0]
+    return sum(ran)
 
 
 if __name__ == "__main__":
