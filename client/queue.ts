@@ -134,17 +134,65 @@ export interface Route {
 }
 export type RouteTable = Record<string, Route>;
 
+/** The pool of a call its route table does not name. */
+export const DEFAULT_POOL = 'default';
+
+let configured: RouteTable | null = null;
+let fromEnv: { path: string; table: Promise<RouteTable> } | null = null;
+
+/** Sets this process's route table (null: back to LAKESHORE_ROUTES, else none). */
+export function setRoutes(routes: RouteTable | null): void {
+  configured = routes;
+}
+
 /**
- * Enqueues a call on the pool its route names, without loading any handler code.
- * `payload` is the call's arguments: an array (args) or an object (kwargs).
+ * A route table as a JSON file holds it (both languages read the same file): `{name: {queue,
+ * priority?, time_limit_ms?, max_retries?}}`; camelCase keys are taken too.
+ */
+export function routesOf(json: unknown, where = 'the route table'): RouteTable {
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) throw new TypeError(`${where} must be an object of routes by name`);
+  const out: RouteTable = {};
+  for (const [name, r] of Object.entries(json as Record<string, Record<string, unknown>>)) {
+    if (typeof r !== 'object' || r === null || typeof r.queue !== 'string' || !r.queue)
+      throw new TypeError(`${where}: the route of ${JSON.stringify(name)} needs a queue`);
+    const n = (k: string, c: string) => (typeof (r[k] ?? r[c]) === 'number' ? ((r[k] ?? r[c]) as number) : undefined);
+    out[name] = {
+      queue: r.queue,
+      priority: n('priority', 'priority'),
+      timeLimitMs: n('time_limit_ms', 'timeLimitMs'),
+      maxRetries: n('max_retries', 'maxRetries'),
+    };
+  }
+  return out;
+}
+
+/** The process's routes: setRoutes', else the JSON file LAKESHORE_ROUTES names (read once), else none. */
+async function processRoutes(): Promise<RouteTable> {
+  if (configured) return configured;
+  const path = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.LAKESHORE_ROUTES;
+  if (!path) return {};
+  if (fromEnv?.path !== path) {
+    const table = import('node:fs/promises').then(async (fs) =>
+      routesOf(JSON.parse(await fs.readFile(path, 'utf8')), `LAKESHORE_ROUTES (${path})`),
+    );
+    fromEnv = { path, table };
+  }
+  return fromEnv.table;
+}
+
+/**
+ * Enqueues a call on the pool its route names, without loading any handler code. `payload` is the
+ * call's arguments: an array (args) or an object (kwargs). The routes are `opts.routes`, else the
+ * process's (setRoutes, else the JSON file LAKESHORE_ROUTES names); a name no route names goes to
+ * the pool `default`, with no options.
  */
 export async function dispatchByName<T = unknown>(
   name: string,
   payload: unknown[] | Record<string, unknown>,
-  opts: { routes: RouteTable; dispatch?: DispatchPlane; id?: string; key?: string },
+  opts: { routes?: RouteTable; dispatch?: DispatchPlane; id?: string; key?: string } = {},
 ): Promise<Handle<T>> {
-  const route = opts.routes[name];
-  if (!route) throw new Error(`no route for function ${JSON.stringify(name)}: add it to the route table`);
+  const routes = opts.routes ?? (await processRoutes());
+  const route: Route = Object.hasOwn(routes, name) ? routes[name]! : { queue: DEFAULT_POOL };
   const q = new Queue(route.queue, { dispatch: opts.dispatch });
   return q.submitWith<T>(
     {

@@ -12,6 +12,7 @@ import {
   dispatchByName,
   runWorker,
   setOriginFor,
+  setRoutes,
   type RouteTable,
 } from '../../client/local/index.ts';
 import { bothPlanes, client } from './setup/client.ts';
@@ -106,6 +107,31 @@ describe.each(planes)('Queue API on the %s plane', (_name, make) => {
     await d.close();
   });
 
+  it('dispatchByName(name, payload) takes the process’s routes: setRoutes, else the JSON file LAKESHORE_ROUTES names', async () => {
+    const d = make();
+    const file = join(tempDir('lakeshore-routes-'), 'routes.json');
+    writeFileSync(file, JSON.stringify({ train: { queue: 'gpu', time_limit_ms: 3_600_000, max_retries: 2 }, index: { queue: 'cpu' } }));
+    const before = process.env.LAKESHORE_ROUTES;
+    process.env.LAKESHORE_ROUTES = file;
+    try {
+      const on = { dispatch: d }; // the plane under test; the routes are the process's
+      const t = await dispatchByName('train', { epochs: 3 }, on);
+      const inv = (await d.get(t.id))!;
+      expect(inv.queue).toBe('gpu');
+      expect(decodeEnvelope(inv.envelope)).toMatchObject({ fn: 'train', kwargs: { epochs: 3 }, time_limit_ms: 3_600_000, max_retries: 2 });
+      expect((await d.get((await dispatchByName('index', [1], on)).id))!.queue).toBe('cpu');
+      expect((await d.get((await dispatchByName('other', [1], on)).id))!.queue).toBe('default');
+      // setRoutes wins over the file.
+      setRoutes({ train: { queue: 'tpu' } });
+      expect((await d.get((await dispatchByName('train', [], on)).id))!.queue).toBe('tpu');
+    } finally {
+      setRoutes(null);
+      if (before === undefined) delete process.env.LAKESHORE_ROUTES;
+      else process.env.LAKESHORE_ROUTES = before;
+    }
+    await d.close();
+  });
+
   it('cancels through the handle', async () => {
     const d = make();
     const h = await new Queue('cpu', { dispatch: d }).submit('never');
@@ -130,7 +156,9 @@ describe.each(planes)('Queue API on the %s plane', (_name, make) => {
       time_limit_ms: 100,
       max_retries: 0,
     });
-    await expect(dispatchByName('nope', [], { routes, dispatch: d })).rejects.toThrow(/no route/);
+    // A name no route names goes to the pool `default`, as it is.
+    const unrouted = await dispatchByName('nope', [1], { routes, dispatch: d });
+    expect(await d.get(unrouted.id)).toMatchObject({ queue: 'default', priority: 0 });
     // The route's time limit aborts a handler that runs too long, and its max_retries=0 fails it.
     const render = async () => {
       await work(2_000);

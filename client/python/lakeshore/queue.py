@@ -7,10 +7,12 @@ reference, then wait for its result or stream its values.
 >>> h.result()
 """
 import base64
+import importlib
 import json
+import os
 import platform
 import uuid
-from typing import Any, Callable, Dict, Iterator, Optional, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from .envelope import encode_envelope
 from .tracing import enqueue_span
@@ -131,3 +133,71 @@ class SyncQueue:
 
     def __repr__(self) -> str:
         return "SyncQueue(%r)" % self.name
+
+
+#: The pool of a call its route table does not name.
+DEFAULT_POOL = "default"
+_ROUTE_KEYS = ("priority", "time_limit_ms", "max_retries")
+_routes: Optional[Dict[str, Dict[str, Any]]] = None
+_env_routes: Optional[Tuple[str, Dict[str, Dict[str, Any]]]] = None
+
+
+def routes_of(table: Any, where: str = "the route table") -> Dict[str, Dict[str, Any]]:
+    """A route table, checked: `{name: {"queue", "priority"?, "time_limit_ms"?, "max_retries"?}}`
+    (the JSON file both languages read; camelCase keys are taken too)."""
+    if not isinstance(table, dict):
+        raise TypeError("%s must be a dict of routes by name" % where)
+    out: Dict[str, Dict[str, Any]] = {}
+    camel = {"time_limit_ms": "timeLimitMs", "max_retries": "maxRetries", "priority": "priority"}
+    for name, r in table.items():
+        if not isinstance(r, dict) or not isinstance(r.get("queue"), str) or not r["queue"]:
+            raise TypeError("%s: the route of %r needs a queue" % (where, name))
+        route: Dict[str, Any] = {"queue": r["queue"]}
+        for k in _ROUTE_KEYS:
+            v = r.get(k, r.get(camel[k]))
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                route[k] = v
+        out[name] = route
+    return out
+
+
+def set_routes(routes: Optional[Dict[str, Dict[str, Any]]]) -> None:
+    """Sets this process's route table (None: back to LAKESHORE_ROUTES, else none)."""
+    global _routes
+    _routes = None if routes is None else routes_of(routes)
+
+
+def _process_routes() -> Dict[str, Dict[str, Any]]:
+    """set_routes', else LAKESHORE_ROUTES: a JSON file's path, or a module's name whose ROUTES is the table (read once)."""
+    global _env_routes
+    if _routes is not None:
+        return _routes
+    spec = os.environ.get("LAKESHORE_ROUTES")
+    if not spec:
+        return {}
+    if _env_routes is None or _env_routes[0] != spec:
+        if spec.endswith(".json") or os.path.isfile(spec):
+            with open(spec, encoding="utf-8") as f:
+                table = json.load(f)
+        else:
+            table = getattr(importlib.import_module(spec), "ROUTES", None)
+        _env_routes = (spec, routes_of(table, "LAKESHORE_ROUTES (%s)" % spec))
+    return _env_routes[1]
+
+
+def dispatch_by_name(name: str, payload: Union[List[Any], Tuple[Any, ...], Dict[str, Any]], *, routes: Optional[Dict[str, Dict[str, Any]]] = None,
+                     dispatch: Any = None, id: Optional[str] = None, key: Optional[str] = None) -> Handle:
+    """Enqueues `name(payload)` on the pool its route names, without importing any handler:
+    `payload` is the arguments (a list) or the keyword arguments (a dict). The routes are `routes`,
+    else the process's (set_routes, else LAKESHORE_ROUTES); a name no route names goes to the pool
+    `default`, with no options."""
+    table = routes_of(routes) if routes is not None else _process_routes()
+    route = table.get(name) or {"queue": DEFAULT_POOL}
+    opts: Dict[str, Any] = {k: route[k] for k in _ROUTE_KEYS if k in route}
+    if id is not None:
+        opts["id"] = id
+    if key is not None:
+        opts["key"] = key
+    if isinstance(payload, dict):
+        return SyncQueue(route["queue"], dispatch=dispatch).submit_with(opts, name, **payload)
+    return SyncQueue(route["queue"], dispatch=dispatch).submit_with(opts, name, *payload)

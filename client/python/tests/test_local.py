@@ -236,6 +236,37 @@ class ReferenceWorker(TempDirs):
         drain()
         self.assertEqual(seen["kid-p2"], "from:p2")
 
+    def test_dispatch_by_name_takes_the_process_routes_and_sends_the_unrouted_to_default(self):
+        routes = os.path.join(self.temp_dir("lakeshore-routes-"), "routes.json")
+        with open(routes, "w") as f:
+            json.dump({"train": {"queue": "gpu", "time_limit_ms": 3600000, "max_retries": 2, "priority": 1}}, f)
+        before = os.environ.get("LAKESHORE_ROUTES")
+        os.environ["LAKESHORE_ROUTES"] = routes
+        self.addCleanup(lambda: os.environ.__setitem__("LAKESHORE_ROUTES", before) if before is not None else os.environ.pop("LAKESHORE_ROUTES", None))
+        self.addCleanup(ls.set_routes, None)
+        h = ls.dispatch_by_name("train", {"epochs": 3}, dispatch=self.d)
+        row = self.d.get(h.id)
+        env = json.loads(bytes(row["envelope"]).decode())
+        self.assertEqual((row["queue"], row["priority"]), ("gpu", 1))
+        self.assertEqual((env["fn"], env["kwargs"], env["time_limit_ms"], env["max_retries"]), ("train", {"epochs": 3}, 3600000, 2))
+        other = ls.dispatch_by_name("other", [1, 2], dispatch=self.d)
+        self.assertEqual(self.d.get(other.id)["queue"], ls.DEFAULT_POOL)
+        self.assertEqual(json.loads(bytes(self.d.get(other.id)["envelope"]).decode())["args"], [1, 2])
+        # LAKESHORE_ROUTES may name a module instead, whose ROUTES is the table (the host app's way).
+        mod_dir = self.temp_dir("lakeshore-routes-mod-")
+        mod = "routes_%s" % os.urandom(3).hex()
+        with open(os.path.join(mod_dir, mod + ".py"), "w") as f:
+            f.write("ROUTES = {'train': {'queue': 'mod-gpu'}}\n")
+        sys.path.insert(0, mod_dir)
+        self.addCleanup(sys.path.remove, mod_dir)
+        os.environ["LAKESHORE_ROUTES"] = mod
+        self.assertEqual(self.d.get(ls.dispatch_by_name("train", [], dispatch=self.d).id)["queue"], "mod-gpu")
+        ls.set_routes({"train": {"queue": "tpu"}})  # wins over the environment
+        self.assertEqual(self.d.get(ls.dispatch_by_name("train", [], dispatch=self.d).id)["queue"], "tpu")
+        # A worker naming no pool serves `default`: the daemon does, with no --queue.
+        served = ls.run_worker(ls.SyncQueue(ls.DEFAULT_POOL, dispatch=self.d), registry={"other": lambda a, b: a + b}, once=True)
+        self.assertEqual((served, other.result(timeout=5)), (1, 3))
+
     def test_a_registry_hit_comes_before_the_pickled_function(self):
         q = ls.SyncQueue("order", dispatch=self.d)
         h = q.submit_with({"by_value": True}, _tripled, 5)
