@@ -52,7 +52,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         # when signalled meanwhile.
         d = HttpDispatch(url, token=a.token or os.environ.get("LAKESHORE_TOKEN"),
                          namespace=a.namespace or os.environ.get("LAKESHORE_NAMESPACE") or "default",
-                         retry_for=a.give_up_after if a.give_up_after else float("inf"), stop=stop, max_backoff=5.0)
+                         # --once is a one-shot command: it keeps the client's bounded retry (15 s), as `worker once` in Node.
+                         retry_for=a.give_up_after if a.give_up_after else (15.0 if a.once else float("inf")), stop=stop, max_backoff=5.0)
     else:
         d = default_dispatch()
 

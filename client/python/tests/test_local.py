@@ -267,6 +267,17 @@ class ReferenceWorker(TempDirs):
         served = ls.run_worker(ls.SyncQueue(ls.DEFAULT_POOL, dispatch=self.d), registry={"other": lambda a, b: a + b}, once=True)
         self.assertEqual((served, other.result(timeout=5)), (1, 3))
 
+    def test_the_reference_signature_as_written(self):
+        from dreamlake.lakeshore import Dispatch, HttpDispatch, SyncQueue, run_worker  # noqa: F401  the reference's import line
+        q = SyncQueue("gpu", dispatch=self.d)
+        h = q.submit("three", 3)
+        self.assertEqual(run_worker(q, root=None, registry={"three": lambda x: x * 3}, once=False, poll=0.05, retries=1,
+                                    stop=lambda: h.dispatch.get(h.id)["state"] == "succeeded", allow_pickled=None,
+                                    runtime_policy="minor"), 1)
+        self.assertEqual(h.result(timeout=5), 9)
+        q.submit("three", 4)
+        self.assertEqual(run_worker(q, registry={"three": lambda x: x * 3}, once=True), 1)  # drain one job
+
     def test_a_registry_hit_comes_before_the_pickled_function(self):
         q = ls.SyncQueue("order", dispatch=self.d)
         h = q.submit_with({"by_value": True}, _tripled, 5)
