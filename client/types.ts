@@ -63,6 +63,8 @@ export interface SettingsChange {
   ttlMs?: number | null;
   /** How long finished jobs are kept before they are purged (default 7 days). */
   retentionMs?: number | null;
+  /** The time limit of the queue's jobs that name none, which workers apply (default: the worker's, 600 s). */
+  timeLimitMs?: number | null;
 }
 
 export interface ScheduleOptions {

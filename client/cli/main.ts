@@ -146,6 +146,7 @@ program
   .option('--dead-letter-queue <queue>', 'where a job that fails for good is also submitted')
   .option('--ttl-ms <ms>', 'a submit without a TTL fails as Expired if not claimed within this')
   .option('--retention-ms <ms>', 'how long finished jobs are kept before they are purged (default 7 days)')
+  .option('--time-limit-ms <ms>', "the time limit of the queue's jobs that name none (default: the worker's, 600 s)")
   .action((queue: string, o: op.QueueFlags) => run((g) => op.queue(planeOf(g), output(!!g.json), queue, o))());
 
 program
@@ -318,7 +319,7 @@ const workerOptions = (c: Command) =>
       ]),
     )
     .option('--lease-ms <ms>', 'lease per claim')
-    .option('--time-limit-ms <ms>', 'abort and nack a job past this')
+    .option('--time-limit-ms <ms>', "a job's time limit where neither its envelope nor its queue sets one (default 600000; 0: none)")
     .option('--grace-ms <ms>', 'on SIGTERM/SIGINT, wait this long for running jobs', '30000')
     .option('--worker-id <id>', 'name this worker (default host:pid:random)')
     .option('--give-up-after <seconds>', 'exit (code 8) once the plane has been unreachable this long (default: never)')

@@ -58,6 +58,7 @@ export interface QueueFlags {
   deadLetterQueue?: string;
   ttlMs?: string;
   retentionMs?: string;
+  timeLimitMs?: string;
 }
 
 /** `queue <name>` shows the settings; with flags it changes those named first ("none" clears one). */
@@ -69,6 +70,7 @@ export async function queue(d: DispatchPlane, out: Out, name: string, f: QueueFl
   if (f.rate !== undefined) change.claimsPerSecond = setting('--rate', f.rate);
   if (f.ttlMs !== undefined) change.ttlMs = setting('--ttl-ms', f.ttlMs);
   if (f.retentionMs !== undefined) change.retentionMs = setting('--retention-ms', f.retentionMs);
+  if (f.timeLimitMs !== undefined) change.timeLimitMs = setting('--time-limit-ms', f.timeLimitMs);
   if (f.deadLetterQueue !== undefined) change.deadLetterQueue = f.deadLetterQueue === 'none' ? null : f.deadLetterQueue;
   if (f.backoff !== undefined) {
     // --backoff INITIAL_MS[,FACTOR[,MAX_MS[,JITTER]]] or none
@@ -90,6 +92,7 @@ export async function queue(d: DispatchPlane, out: Out, name: string, f: QueueFl
       `dead letters to  ${s.deadLetterQueue ?? 'none'}`,
       `default ttl      ${s.ttlMs === null ? 'none' : `${s.ttlMs} ms`}`,
       `retention        ${s.retentionMs === null ? 'plane default (7 days)' : `${s.retentionMs} ms`}`,
+      `time limit       ${s.timeLimitMs === null ? "the worker's (600 s by default)" : `${s.timeLimitMs} ms`}`,
     ].join('\n'),
   );
   return EXIT.ok;

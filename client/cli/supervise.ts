@@ -24,6 +24,7 @@ export interface PythonFlags {
   code?: string;
   python?: string;
   giveUpAfter?: string;
+  timeLimitMs?: string;
 }
 
 export interface PlaneFlags {
@@ -50,6 +51,7 @@ export function daemonArgs(f: PythonFlags, plane: PlaneFlags, once: boolean): st
   if (f.runtimePolicy) args.push('--runtime-policy', f.runtimePolicy);
   if (f.code) args.push('--code', f.code);
   if (f.giveUpAfter) args.push('--give-up-after', f.giveUpAfter);
+  if (f.timeLimitMs) args.push('--time-limit-ms', f.timeLimitMs);
   return args;
 }
 

@@ -55,5 +55,6 @@ export function settingsWire(s: SettingsChange): QueueSettingsWire {
     dead_letter_queue: s.deadLetterQueue,
     ttl_ms: s.ttlMs,
     retention_ms: s.retentionMs,
+    time_limit_ms: s.timeLimitMs,
   };
 }

@@ -28,7 +28,10 @@ export interface JobOptions {
    * max_retries). Infinity leaves it to the plane, which fails the job once its attempt budget is spent.
    */
   retries: number;
+  /** The worker's own time limit (ms; null: none), for a job neither its envelope nor its queue limits. */
   timeLimitMs: number | null;
+  /** A queue's time limit (its `time_limit_ms` setting), as the worker last read it; null: none set. */
+  queueTimeLimitMs?: (queue: string) => number | null;
   heartbeatMs: number;
   leaseMs: number | null;
   /** Sees each job's outcome; for a failure, 'handled' fails it without a retry (runWorker's onDone). */
@@ -166,7 +169,8 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
 
   try {
     env = decodeEnvelope(c.envelope);
-    const maxMs = env.time_limit_ms ?? o.timeLimitMs;
+    // The job's own limit, else its queue's, else the worker's (contract, "Time limits").
+    const maxMs = env.time_limit_ms ?? o.queueTimeLimitMs?.(c.queue) ?? o.timeLimitMs;
     if (maxMs) limit = setTimeout(() => abort('time_limit', `the job ran past its time limit of ${maxMs} ms`), maxMs);
     // Awaited even when the registry has it: a handler that returns at once frees its slot, and
     // the next job starts, a turn later (run-worker.ts), not inside this call.

@@ -49,6 +49,10 @@ export interface WorkerOptions {
   code?: 'mount' | 'off';
   codeHome?: string;
   workerId?: string;
+  /**
+   * The time limit of a job whose envelope and queue set none: past it the job is aborted and
+   * fails with TimeLimitExceeded. Default 600 s (the contract's); 0: none.
+   */
   timeLimitMs?: number;
   leaseMs?: number;
   heartbeatMs?: number;
@@ -78,6 +82,10 @@ export const ONCE_WAIT_MS = 2_000;
 const MAX_CLAIM = 1000;
 /** How often a worker's claims carry who it is. */
 const INFO_EVERY_MS = 30_000;
+/** A job's time limit when its envelope, its queue and its worker set none (the contract's 600 s). */
+export const DEFAULT_TIME_LIMIT_MS = 600_000;
+/** How often a worker reads its pools' settings again (their time limits): a change reaches it within this. */
+const QUEUE_SETTINGS_MS = 30_000;
 
 /** This host and process, for worker ids: `host:pid` where the runtime has them. */
 async function hostName(): Promise<string> {
@@ -177,7 +185,8 @@ class Worker {
       root: opts.root ?? process.cwd(),
       allowImport: opts.allowImport ?? d.inProcess === true,
       retries: opts.retries ?? Infinity,
-      timeLimitMs: opts.timeLimitMs ?? null,
+      timeLimitMs: opts.timeLimitMs === 0 ? null : (opts.timeLimitMs ?? DEFAULT_TIME_LIMIT_MS),
+      queueTimeLimitMs: (queue) => this.queueLimits.get(queue) ?? null,
       heartbeatMs: opts.heartbeatMs ?? Math.max(200, Math.floor((this.leaseMs ?? 30_000) / 3)),
       leaseMs: this.leaseMs,
       hardStop: this.hard,
@@ -190,8 +199,26 @@ class Worker {
     this.info = { queues: pools, host, pid: proc?.pid, version: CLIENT_VERSION, concurrency: this.concurrency };
   }
 
+  /** Each pool's `time_limit_ms` setting, read at the start and every QUEUE_SETTINGS_MS after. */
+  private readonly queueLimits = new Map<string, number | null>();
+
+  private async readQueueLimits(): Promise<void> {
+    await Promise.all(
+      this.pools.map((p) =>
+        this.d.queueInfo(p).then(
+          (info) => void this.queueLimits.set(p, info.settings.timeLimitMs),
+          () => {}, // kept as last read: the plane may be away
+        ),
+      ),
+    );
+  }
+
   async run(): Promise<number> {
     const grace = this.opts.graceMs ?? 30_000;
+    await this.readQueueLimits();
+    const reread = setInterval(() => void this.readQueueLimits(), QUEUE_SETTINGS_MS);
+    (reread as { unref?: () => void }).unref?.();
+    this.stop.addEventListener('abort', () => clearInterval(reread), { once: true });
     const onStop = () => {
       this.log(`stopping: no more claims; waiting up to ${grace} ms for running jobs`);
       setTimeout(() => this.hard.stop(), grace).unref();
@@ -200,6 +227,7 @@ class Worker {
     try {
       await this.claimer();
     } finally {
+      clearInterval(reread);
       this.stop.removeEventListener('abort', onStop);
       await this.jobOpts.logs.flush();
       // Stopping, said: the plane's feed tells `stopped` rather than, a minute later, `lost`.

@@ -111,12 +111,21 @@ export interface SettingsRequest {
   deadLetterQueue?: unknown;
   ttlMs?: unknown;
   retentionMs?: unknown;
+  timeLimitMs?: unknown;
 }
 
 /** The stored form of settings to change: column -> value, only for the fields given. */
 export type SettingsPatch = Partial<
   Record<
-    'lease_ms' | 'max_attempts' | 'max_running' | 'claims_per_second' | 'backoff' | 'dead_letter_queue' | 'ttl_ms' | 'retention_ms',
+    | 'lease_ms'
+    | 'max_attempts'
+    | 'max_running'
+    | 'claims_per_second'
+    | 'backoff'
+    | 'dead_letter_queue'
+    | 'ttl_ms'
+    | 'retention_ms'
+    | 'time_limit_ms',
     number | string | null
   >
 >;
@@ -167,6 +176,7 @@ export function settingsInput(req: SettingsRequest, limits: Limits, queue: strin
   }
   if (given('ttlMs')) p.ttl_ms = v.durationMs('ttl_ms', req.ttlMs, limits, 1);
   if (given('retentionMs')) p.retention_ms = v.durationMs('retention_ms', req.retentionMs, limits, 1);
+  if (given('timeLimitMs')) p.time_limit_ms = v.durationMs('time_limit_ms', req.timeLimitMs, limits, 1);
   return p;
 }
 

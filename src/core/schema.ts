@@ -135,6 +135,8 @@ export const queues = sqliteTable(
     ttl_ms: integer('ttl_ms'),
     /** How long finished jobs (and their frames) are kept, in ms; null: the plane's default (7 days). */
     retention_ms: integer('retention_ms'),
+    /** The time limit of the queue's jobs that name none, in ms, told to workers; null: theirs (600 s by default). */
+    time_limit_ms: integer('time_limit_ms'),
   },
   (t) => [primaryKey({ columns: [t.ns, t.queue] })],
 );

@@ -76,6 +76,8 @@ export interface QueueSettings {
   ttlMs: number | null;
   /** How long finished jobs are kept before they are purged; null: the plane's default (7 days). */
   retentionMs: number | null;
+  /** The time limit of the queue's jobs that name none (ms), which workers apply; null: the worker's (600 s by default). */
+  timeLimitMs: number | null;
 }
 
 /** Retry backoff: attempt n waits min(maxMs, initialMs * factor^(n-1)), times 1 ± jitter at random. */

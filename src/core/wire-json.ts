@@ -65,6 +65,7 @@ export const settingsJson = (s: QueueSettings) => ({
   dead_letter_queue: s.deadLetterQueue,
   ttl_ms: s.ttlMs,
   retention_ms: s.retentionMs,
+  time_limit_ms: s.timeLimitMs,
 });
 
 export const queueInfoJson = (q: QueueInfo) => ({ queue: q.queue, paused: q.paused, settings: settingsJson(q.settings) });

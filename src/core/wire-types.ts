@@ -80,6 +80,7 @@ export interface QueueSettingsWire {
   dead_letter_queue?: Opt<string>;
   ttl_ms?: Opt<number>;
   retention_ms?: Opt<number>;
+  time_limit_ms?: Opt<number>;
 }
 
 export interface RedriveWire {

@@ -102,6 +102,7 @@ const queueInfoOf = (q: Json): QueueInfo => {
       deadLetterQueue: t.dead_letter_queue,
       ttlMs: t.ttl_ms,
       retentionMs: t.retention_ms,
+      timeLimitMs: t.time_limit_ms,
     },
   };
 };
@@ -320,6 +321,7 @@ async function pythonPlaneWith(options: Record<string, unknown>): Promise<PlaneH
         dead_letter_queue: c.deadLetterQueue,
         ttl_ms: c.ttlMs,
         retention_ms: c.retentionMs,
+        time_limit_ms: c.timeLimitMs,
       };
       // A setting left out keeps its value: it is not sent (a null clears it).
       return queueInfoOf(

@@ -223,6 +223,15 @@ export function retention(handle: () => PlaneHandle) {
       expect((await d.configureQueue('r', { retentionMs: 86_400_000 })).settings.retentionMs).toBe(86_400_000);
       expect((await d.configureQueue('r', { retentionMs: null })).settings.retentionMs).toBeNull();
     });
+
+    it('keeps a time_limit_ms for its jobs, which its queue info tells workers, and null clears it', async () => {
+      await expect(d.configureQueue('r', { timeLimitMs: 0 })).rejects.toBeInstanceOf(BadRequestError);
+      expect((await d.queueInfo('r')).settings.timeLimitMs).toBeNull();
+      expect((await d.configureQueue('r', { timeLimitMs: 1_500 })).settings.timeLimitMs).toBe(1_500);
+      expect((await d.configureQueue('r', { retentionMs: 86_400_000 })).settings.timeLimitMs).toBe(1_500); // kept
+      expect((await d.queueInfo('r')).settings.timeLimitMs).toBe(1_500);
+      expect((await d.configureQueue('r', { timeLimitMs: null })).settings.timeLimitMs).toBeNull();
+    });
   });
 }
 

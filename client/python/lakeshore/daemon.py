@@ -42,6 +42,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--runtime-policy", choices=POLICIES, default="minor", help="how a pickled function's interpreter must match this one")
     p.add_argument("--retries", type=int, default=1, help="retry a failing job at most this often (the plane's budget may be lower)")
     p.add_argument("--worker-id", help="this worker's id (default: host:pid:py)")
+    p.add_argument("--time-limit-ms", type=int, help="the time limit of a job whose envelope and queue set none (default 600000; 0: none)")
     p.add_argument("--give-up-after", type=float, help="exit (code 8) once the plane has been unreachable this many seconds (default: never)")
     a = p.parse_args(argv)
     url = a.url or os.environ.get("LAKESHORE_URL")
@@ -70,7 +71,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     print("lakeshore.daemon: serving %s on %s (pid %d)" % (", ".join(pools), url or "the local plane", os.getpid()), file=sys.stderr, flush=True)
     try:
         n = _serve(d, pools, stop, once=a.once, root=root, retries=a.retries, allow_pickled=True if a.allow_pickled else None,
-                   runtime_policy=a.runtime_policy, worker_id=a.worker_id, code=a.code)
+                   runtime_policy=a.runtime_policy, worker_id=a.worker_id, code=a.code, time_limit_ms=a.time_limit_ms)
     except Unavailable as e:
         if signalled.is_set():  # stopped while the plane was away: nothing to say but that
             print("lakeshore.daemon: stopped (the plane was away)", file=sys.stderr, flush=True)

@@ -17,13 +17,13 @@ class OperatorVerbs:
         rows = self._run("queue_info", {"queue": _name("queue", queue)})[0]
         q = dict(rows[0]) if rows else {}
         b = json.loads(q["backoff"]) if q.get("backoff") else None
-        settings = {k: q.get(k) for k in ("lease_ms", "max_attempts", "max_running", "claims_per_second", "dead_letter_queue", "ttl_ms", "retention_ms")}
+        settings = {k: q.get(k) for k in ("lease_ms", "max_attempts", "max_running", "claims_per_second", "dead_letter_queue", "ttl_ms", "retention_ms", "time_limit_ms")}
         settings["retry_backoff"] = b and {k: b[k] for k in ("initial_ms", "factor", "max_ms", "jitter")}
         return {"queue": queue, "paused": q.get("paused") == 1, "settings": settings}
 
     def configure_queue(self, queue: str, **settings: Any) -> Dict[str, Any]:
         """Changes the settings named (by their wire names: lease_ms, max_attempts, max_running,
-        claims_per_second, retry_backoff, dead_letter_queue, ttl_ms, retention_ms); None clears
+        claims_per_second, retry_backoff, dead_letter_queue, ttl_ms, retention_ms, time_limit_ms); None clears
         one. Checked as the core checks them (src/core/requests.ts settingsInput). Answers queue_info."""
         queue = _name("queue", queue)
         patch = _settings(queue, settings)

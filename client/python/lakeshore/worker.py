@@ -201,7 +201,7 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
                stop: "Optional[Union[threading.Event, Callable[[], bool]]]" = None, allow_pickled: Optional[bool] = None, runtime_policy: str = "minor",
                once_wait: float = 2.0, worker_id: Optional[str] = None, wait: float = 20.0, lease: float = 30.0,
                on_done: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]] = None, code: Optional[str] = None,
-               code_home: Optional[str] = None) -> int:
+               code_home: Optional[str] = None, time_limit_ms: Optional[int] = None) -> int:
     """Serves a queue until `stop` says so; returns the number of jobs run. `stop` is a
     threading.Event or a callable answering True to stop (asked every `poll` seconds); either way
     the worker stops within a second, also while it waits on an empty queue.
@@ -226,7 +226,8 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
     carries for the plane where neither the job nor its queue sets one; a job's own max_attempts
     or its queue's still rules where set (None: the plane's budget alone, else 3). The job's lease
     is heartbeaten while it runs; a job cancelled meanwhile stops streaming. An envelope's
-    `time_limit_ms` is kept: past it the job fails with TimeLimitExceeded (retried within the
+    `time_limit_ms` is kept, else its queue's `time_limit_ms` setting (read at the start and every
+    30 s), else this worker's `time_limit_ms` (default 600 s, the contract's; 0: none): past it the job fails with TimeLimitExceeded (retried within the
     budget like any failure); Python cannot stop a thread, so the handler is left to finish in a
     daemon thread and what it does then is discarded. A job runs in an opentelemetry CONSUMER
     span when that is installed (tracing.py), and current_job() is the job it runs.
@@ -277,6 +278,19 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
     # A plane that cannot call a waiting claim off (the local one) is asked in short waits instead,
     # so a stop is heard within one of them.
     step = wait if can_cancel else min(wait, _LOCAL_WAIT_STEP)
+    own_limit = DEFAULT_TIME_LIMIT_MS if time_limit_ms is None else (time_limit_ms or None)
+    queue_limit: Dict[str, Any] = {"ms": None, "at": None}
+
+    def limit_of_queue() -> Optional[int]:
+        """The queue's time_limit_ms setting, read again every _QUEUE_SETTINGS_S (kept when the plane is away)."""
+        if queue_limit["at"] is None or time.monotonic() - queue_limit["at"] >= _QUEUE_SETTINGS_S:
+            queue_limit["at"] = time.monotonic()
+            try:
+                queue_limit["ms"] = (dispatch.queue_info(queue).get("settings") or {}).get("time_limit_ms")
+            except Exception:
+                pass
+        return queue_limit["ms"]
+
     try:
         once_until = time.monotonic() + once_wait
         while not stop.is_set():
@@ -297,7 +311,7 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
                     dispatch.nack(c.id, worker_id, error="the worker stopped before starting it", retry=True)
                 break
             executed += 1
-            _run_one(dispatch, c, worker_id, resolve, retries, max(0.2, lease / 3), on_done, logs)
+            _run_one(dispatch, c, worker_id, resolve, retries, max(0.2, lease / 3), on_done, logs, limit_of_queue() or own_limit)
             if once:
                 break
     finally:
@@ -308,6 +322,10 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
 
 #: The longest single wait of a claim on a plane that cannot call one off (s): how soon a stop is heard.
 _LOCAL_WAIT_STEP = 0.5
+#: A job's time limit when its envelope, its queue and its worker set none (ms): the contract's 600 s.
+DEFAULT_TIME_LIMIT_MS = 600_000
+#: How often a worker reads its queue's settings again (its time limit), in seconds.
+_QUEUE_SETTINGS_S = 30.0
 
 
 def _stop_event(stop: Any, poll: float, done: threading.Event) -> threading.Event:
@@ -346,7 +364,7 @@ def _told(on_done: Any, c: Any, env: Dict[str, Any], outcome: Dict[str, Any]) ->
 
 
 def _run_one(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optional[int], heartbeat_s: float,
-             on_done: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]], logs: _LogShipper) -> None:
+             on_done: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]], logs: _LogShipper, limit_ms: Optional[int] = None) -> None:
     env: Dict[str, Any] = {}
     try:
         env = decode_envelope(c.envelope)
@@ -356,19 +374,21 @@ def _run_one(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
     with run_span(env.get("fn") or "?", env.get("traceparent"), {"id": c.id, "queue": c.queue, "attempt": c.attempt}) as trace_id:
         token = _current.set(JobContext(c, env, trace_id, logs, resolve.root))
         try:
-            _attempt(d, c, worker_id, resolve, retries, heartbeat_s, on_done)
+            _attempt(d, c, worker_id, resolve, retries, heartbeat_s, on_done, limit_ms)
         finally:
             _current.reset(token)
 
 
 def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optional[int], heartbeat_s: float,
-             on_done: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]]) -> None:
+             on_done: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]], fallback_limit_ms: Optional[int] = None) -> None:
     job = _Job(d, c, worker_id, heartbeat_s)
     env: Dict[str, Any] = {}
     try:
         env = decode_envelope(c.envelope)
         fn = resolve(env)
-        limit_ms = env.get("time_limit_ms")
+        # The job's own limit, else its queue's, else the worker's (contract, "Time limits").
+        own = env.get("time_limit_ms")
+        limit_ms = own if isinstance(own, (int, float)) and not isinstance(own, bool) and own > 0 else fallback_limit_ms
         deadline = time.monotonic() + limit_ms / 1000.0 if isinstance(limit_ms, (int, float)) and limit_ms > 0 else None
         out = _within(deadline, limit_ms, lambda: fn(*env.get("args", []), **env.get("kwargs", {})))
         result: Any = out

@@ -278,6 +278,24 @@ class ReferenceWorker(TempDirs):
         q.submit("three", 4)
         self.assertEqual(run_worker(q, registry={"three": lambda x: x * 3}, once=True), 1)  # drain one job
 
+    def test_a_queues_time_limit_ends_its_jobs_that_name_none_and_a_jobs_own_wins(self):
+        self.d.configure_queue("tl", time_limit_ms=300)
+        q = ls.SyncQueue("tl", dispatch=self.d)
+
+        def slow(s):
+            time.sleep(s)
+            return "done"
+
+        late = q.submit_with({"max_attempts": 1}, "slow", 3)
+        own = q.submit_with({"time_limit_ms": 10_000}, "slow", 0.6)
+        for _ in range(2):
+            ls.run_worker(q, registry={"slow": slow}, once=True, retries=0)
+        with self.assertRaises(ls.InvocationFailed) as e:
+            late.result(timeout=5)
+        self.assertEqual(e.exception.error["type"], "TimeLimitExceeded")
+        self.assertIn("300 ms", e.exception.error["message"])
+        self.assertEqual(own.result(timeout=5), "done")
+
     def test_a_registry_hit_comes_before_the_pickled_function(self):
         q = ls.SyncQueue("order", dispatch=self.d)
         h = q.submit_with({"by_value": True}, _tripled, 5)

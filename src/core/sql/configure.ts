@@ -13,6 +13,7 @@ const COLUMNS = [
   'dead_letter_queue',
   'ttl_ms',
   'retention_ms',
+  'time_limit_ms',
 ] as const;
 
 /**
@@ -75,6 +76,7 @@ export const queueInfoPlan = (ns: string, queue: string): Plan<QueueInfo> => ({
         deadLetterQueue: (q.dead_letter_queue as string | null | undefined) ?? null,
         ttlMs: num(q.ttl_ms),
         retentionMs: num(q.retention_ms),
+        timeLimitMs: num(q.time_limit_ms),
       },
     };
   },

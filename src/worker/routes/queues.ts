@@ -160,6 +160,7 @@ export const queues = new Hono<App>()
         deadLetterQueue: b.dead_letter_queue,
         ttlMs: b.ttl_ms,
         retentionMs: b.retention_ms,
+        timeLimitMs: b.time_limit_ms,
       }),
     );
     return c.json(queueInfoJson(info));

@@ -1,0 +1,1 @@
+ALTER TABLE `queues` ADD `time_limit_ms` integer;
