@@ -272,7 +272,7 @@ export interface DispatchPlane {
    * The lifecycle feed of `queue` (null: of every queue of the namespace), live: a record per
    * committed transition, each queue's in commit order, until `signal` aborts; `kinds` keeps only
    * job or worker records. Over HTTP it resumes after a dropped connection and says `gap` when
-   * records were missed; on the local plane it tells this process's transitions only.
+   * records were missed; on the local plane it tells every process's on the file (feed-log.ts).
    */
   events(queue: string | null, opts?: FeedOptions): AsyncIterable<FeedItem>;
   /** The namespace's metrics in the Prometheus text format (docs/contract.md, "Metrics"). */

@@ -40,7 +40,8 @@ import type {
   WorkerSeen,
   StorageState,
 } from '../types.ts';
-import { feedOf, localMetrics, LocalWorkers } from './observe.ts';
+import { kindsOf, localMetrics, LocalWorkers } from './observe.ts';
+import { FeedLog } from './feed-log.ts';
 import { RetentionClock } from '../../src/core/retention.ts';
 import { Batcher } from '../batcher.ts';
 import { migrate } from './migrate.ts';
@@ -87,6 +88,7 @@ export class Dispatch implements DispatchPlane {
   private readonly retention = new Map<string, RetentionClock>();
   /** The workers this process heard from (GET /workers on the edge plane). */
   private readonly workersSeen: LocalWorkers;
+  private readonly feedLog: FeedLog;
   private closed = false;
   private readonly now: () => number;
   private readonly submitters = new Map<string, Batcher<{ envelope: Uint8Array; opts: SubmitOptions }, string>>();
@@ -113,7 +115,8 @@ export class Dispatch implements DispatchPlane {
     migrate(this.db);
     this.db.exec('PRAGMA busy_timeout = 0');
     this.now = opts.now ?? Date.now;
-    this.engine = new Engine(new SqlitePort(this.db, opts.busyTimeoutMs ?? 10_000), {
+    const port = new SqlitePort(this.db, opts.busyTimeoutMs ?? 10_000);
+    this.engine = new Engine(port, {
       limits: opts.limits,
       now: this.now,
       storage: opts.storage,
@@ -122,6 +125,8 @@ export class Dispatch implements DispatchPlane {
       onFailed: () => this.engine.park.wakeAll(),
     });
     this.workersSeen = new LocalWorkers(this.engine, this.namespace);
+    // The feed crosses processes: this process's records go to the file, readers follow the file.
+    this.feedLog = new FeedLog(port, this.engine.park.events, this.namespace);
     // A job finished: unless a purge pass already knows when it has work next, run one soon.
     this.engine.park.onFinish = (ns, queue) => this.clock(ns, queue).soon();
   }
@@ -196,8 +201,10 @@ export class Dispatch implements DispatchPlane {
     return verb(this.engine.overview(this.namespace, queues));
   }
 
+  /** The feed of every process on this file (feed-log.ts), from now on. */
   async *events(queue: string | null, opts: FeedOptions = {}): AsyncGenerator<FeedItem> {
-    yield* feedOf(this.engine.park.events, this.namespace, queue === null ? null : v.queue(queue, this.engine.limits), opts);
+    const q = queue === null ? null : v.queue(queue, this.engine.limits);
+    yield* this.feedLog.follow(q, kindsOf(opts.kinds), opts.signal);
   }
 
   metrics(): Promise<string> {
@@ -420,6 +427,7 @@ export class Dispatch implements DispatchPlane {
     this.engine.park.wakeAll();
     if (this.watcher) clearInterval(this.watcher);
     for (const t of this.timers.values()) clearTimeout(t.timer);
+    this.feedLog.close();
     this.db.close();
   }
 

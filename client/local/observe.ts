@@ -1,36 +1,11 @@
-/** The local plane's lifecycle feed (in-process: this process's transitions) and metrics. */
-import { logLines, type Feed, type FeedRecord, type LogLine } from '../../src/core/feed.ts';
+/** The local plane's feed options, metrics and the workers heard from (the feed itself: feed-log.ts). */
+import { logLines, type LogLine } from '../../src/core/feed.ts';
 import * as v from '../../src/core/validate.ts';
 import { metricsText } from '../../src/core/metrics.ts';
 import type { Engine } from '../../src/core/engine.ts';
-import type { FeedItem, FeedOptions, WorkerSeen } from '../types.ts';
+import type { FeedOptions, WorkerSeen } from '../types.ts';
 import { BadRequestError } from '../errors.ts';
 import { mergeWorkers, WorkerBook, type WorkerInfo } from '../../src/core/workers.ts';
-
-/** Records of `queue` (null: every queue of `ns`) as this process commits them, until `signal` aborts. */
-export async function* feedOf(feed: Feed, ns: string, queue: string | null, opts: FeedOptions): AsyncGenerator<FeedItem> {
-  const { signal } = opts;
-  const kinds = kindsOf(opts.kinds);
-  const waiting: FeedRecord[] = [];
-  let wake: (() => void) | null = null;
-  const off = feed.on((n, records) => {
-    if (n !== ns) return;
-    for (const r of records) if ((queue === null || r.queue === queue) && kinds.has(r.kind)) waiting.push(r);
-    wake?.();
-  });
-  const onAbort = () => wake?.();
-  signal?.addEventListener('abort', onAbort, { once: true });
-  try {
-    while (!signal?.aborted) {
-      while (waiting.length) yield waiting.shift()!;
-      await new Promise<void>((r) => (wake = r));
-      wake = null;
-    }
-  } finally {
-    off();
-    signal?.removeEventListener('abort', onAbort);
-  }
-}
 
 /** The kinds a reader asked for; an unknown one is refused as over HTTP. */
 export function kindsOf(kinds: FeedOptions['kinds']): Set<string> {

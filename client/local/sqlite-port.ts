@@ -38,9 +38,33 @@ export class SqlitePort implements Port {
     }
   }
 
+  /**
+   * Statements that ride along in the next batch, ahead of its own (the feed's rows: feed-log.ts),
+   * so they cost no transaction of their own while transitions are being made. A rider never fails
+   * the batch it rides: it is undone alone. A batch that waits on the lock keeps them for its retry.
+   */
+  riders: Stmt[] = [];
+
   batchSync(stmts: Stmt[]): StmtResult[] {
-    this.db.exec('BEGIN IMMEDIATE');
+    const riders = this.riders;
+    this.riders = [];
     try {
+      this.db.exec('BEGIN IMMEDIATE');
+    } catch (e) {
+      this.riders = riders.concat(this.riders);
+      throw e;
+    }
+    try {
+      if (riders.length) {
+        this.db.exec('SAVEPOINT riders');
+        try {
+          for (const r of riders) this.one(r);
+          this.db.exec('RELEASE riders');
+        } catch {
+          this.db.exec('ROLLBACK TO riders');
+          this.db.exec('RELEASE riders');
+        }
+      }
       const out = stmts.map((s) => this.one(s));
       this.db.exec('COMMIT');
       // The file's size after the batch, as D1 reports `size_after` (core/storage.ts).
@@ -50,6 +74,11 @@ export class SqlitePort implements Port {
       this.db.exec('ROLLBACK');
       throw e;
     }
+  }
+
+  /** Reads with no write lock (a reader of the feed, say): each statement sees what has committed. */
+  read(s: Stmt): Record<string, unknown>[] {
+    return this.one(s).rows;
   }
 
   private pageSize = 0;

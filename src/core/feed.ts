@@ -116,8 +116,25 @@ export const TRACES = 10_000;
 const TRACEPARENT = /"traceparent"\s*:\s*"00-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}"/;
 const utf8 = new TextDecoder();
 
-/** The trace id of an envelope's traceparent (docs/envelope.md), if it has one. */
+/** `"traceparent":"00-` as the clients write it (compact JSON), searched for as bytes. */
+const NEEDLE = new TextEncoder().encode('"traceparent":"00-');
+const HEX = /^[0-9a-f]{32}$/;
+
+/**
+ * The trace id of an envelope's traceparent (docs/envelope.md), if it has one. The clients' compact
+ * form is found among the bytes without decoding them (every job's record reads it, so this is on
+ * the path of every transition a feed tells); any other spelling falls back to decoding.
+ */
 export function traceIdOf(envelope: Uint8Array): string | null {
+  const first = NEEDLE[0]!;
+  const end = envelope.length - NEEDLE.length - 32;
+  for (let i = envelope.indexOf(first); i !== -1 && i <= end; i = envelope.indexOf(first, i + 1)) {
+    let k = 1;
+    while (k < NEEDLE.length && envelope[i + k] === NEEDLE[k]) k++;
+    if (k < NEEDLE.length) continue;
+    const id = String.fromCharCode(...envelope.subarray(i + k, i + k + 32));
+    if (HEX.test(id) && envelope[i + k + 32] === 0x2d) return id;
+  }
   return TRACEPARENT.exec(utf8.decode(envelope))?.[1] ?? null;
 }
 

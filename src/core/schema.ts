@@ -141,6 +141,35 @@ export const queues = sqliteTable(
   (t) => [primaryKey({ columns: [t.ns, t.queue] })],
 );
 
+/**
+ * The local planes' lifecycle feed, shared by every process on one file (client/local/feed-log.ts,
+ * Python's feed.py): each process appends the records of its transitions, right after they
+ * commit, and every reader follows the table by `seq`. The edge plane's feed lives in its queue
+ * objects instead; on D1 this table stays empty.
+ */
+export const localFeed = sqliteTable(
+  'local_feed',
+  {
+    seq: integer('seq').primaryKey({ autoIncrement: true }),
+    ns: text('ns').notNull(),
+    queue: text('queue').notNull(),
+    /** The record as JSON: {kind: "job" | "worker", ...} (src/core/feed.ts). */
+    record: text('record').notNull(),
+  },
+  (t) => [index('local_feed_ns').on(t.ns, t.seq)],
+);
+
+/**
+ * Who reads a local plane's feed: a process writes its records to `local_feed` only while some
+ * reader of the namespace is here (each renews its row every second; it lapses 5 s after the last).
+ */
+export const localFeedReaders = sqliteTable('local_feed_readers', {
+  reader: text('reader').primaryKey(),
+  ns: text('ns').notNull(),
+  /** Epoch ms: the row stands until then. */
+  until: integer('until').notNull(),
+});
+
 /** Cron schedules: each tick submits the envelope to the queue, keyed `schedule:<name>:<tick time>`. */
 export const schedules = sqliteTable(
   'schedules',

@@ -337,6 +337,27 @@ export function observing(handle: () => PlaneHandle) {
       ).rejects.toBeInstanceOf(BadRequestError);
     });
 
+    it('a reader sees the transitions of every process on the plane, in commit order (the file plane: a worker in another process)', async () => {
+      // On the file plane, producer verbs run in this process and worker verbs in a second one on
+      // the same file; the reader is this process's own plane.
+      const reader = h.inProcess ?? d;
+      const ac = new AbortController();
+      const it = await attachedFeed(reader, 'xp', ac.signal);
+      await d.submit('xp', bytes('x'), { id: 'xp1' });
+      expect((await d.claim('xp', 'w-other', { kind: 'filo' }))?.id).toBe('xp1'); // the newest: not a probe
+      await d.ack('xp1', 'w-other', { result: bytes('ok') });
+      const seen: string[] = [];
+      const deadline = Date.now() + 10_000;
+      while (!seen.some((s) => s.startsWith('succeeded')) && Date.now() < deadline) {
+        const r = await Promise.race([it.next(), new Promise<null>((res) => setTimeout(() => res(null), deadline - Date.now()))]);
+        if (!r || r.done) break;
+        if (r.value.kind === 'job' && r.value.id === 'xp1')
+          seen.push(`${r.value.status}${r.value.worker_id ? ` by ${r.value.worker_id}` : ''}`);
+      }
+      ac.abort();
+      expect(seen).toEqual(['queued', 'running by w-other', 'succeeded by w-other']);
+    });
+
     it("tells a worker's log lines on the feed as worker records; bad lines are refused", async () => {
       const w = h.inProcess ?? d;
       const ac = new AbortController();

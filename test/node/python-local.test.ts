@@ -74,6 +74,60 @@ print(d.result("from-python", timeout=60).decode())
     await d.close();
   }, 60_000);
 
+  it('the feed crosses processes and languages: a Node reader sees a Python process’s transitions, and a Python reader a Node one’s', async () => {
+    const { ns, file } = sharedFile();
+    const d = new Dispatch(file, { namespace: ns });
+    const ac = new AbortController();
+    const seen: string[] = [];
+    const reading = (async () => {
+      for await (const r of d.events('xl', { signal: ac.signal }))
+        if (r.kind === 'job') seen.push(`${r.id}:${r.status}:${r.worker_id ?? ''}`);
+    })();
+    // The reader is in place once a record of its own process reaches it.
+    let probes = 0;
+    await until(async () => {
+      await d.submit('xl', new TextEncoder().encode('p'), { id: `probe-${probes++}` });
+      return seen.some((s) => s.startsWith('probe-'));
+    }, 'the Node reader in place');
+    // The Python process reads its own feed while it submits, claims and acks; it prints what it saw of Node's job.
+    const py = python(
+      `
+import sys, threading, lakeshore as ls
+d = ls.Dispatch(sys.argv[1], ns=sys.argv[2])
+stop, got = threading.Event(), []
+feed = d.events("xl", stop=stop)  # its place is taken here, before anything below
+def read():
+    for r in feed:
+        if r["kind"] == "job" and r["id"] == "from-node":
+            got.append(r["status"])
+            if r["status"] == "succeeded":
+                stop.set()
+t = threading.Thread(target=read, daemon=True)
+t.start()
+d.submit("xl", b"x", id="from-python")
+d.claim("xl", "py-worker", kind="filo")  # the newest: not a probe
+d.ack("from-python", "py-worker", result=b"1")
+print("ready", flush=True)
+t.join(30)
+print(",".join(got))
+`,
+      [file, ns],
+    );
+    await until(() => seen.includes('from-python:succeeded:py-worker'), 'the Python process’s records in the Node reader');
+    expect(seen.filter((s) => s.startsWith('from-python:'))).toEqual([
+      'from-python:queued:',
+      'from-python:running:py-worker',
+      'from-python:succeeded:py-worker',
+    ]);
+    await d.submit('xl', new TextEncoder().encode('y'), { id: 'from-node' });
+    await d.claim('xl', 'node-worker', { kind: 'filo' });
+    await d.ack('from-node', 'node-worker');
+    expect((await py).trim().split('\n').pop()).toBe('queued,running,succeeded');
+    ac.abort();
+    await reading;
+    await d.close();
+  }, 60_000);
+
   it('a schedule the Node CLI set fires in a Python process that works the queue, and the other way round', async () => {
     const { ns, file, env } = sharedFile();
     // The CLI sets a schedule and exits: no Node process has the plane open when its ticks come due.

@@ -1,11 +1,13 @@
 """What the Python local plane (local.py) tells of itself, as the core does (src/core/feed.ts,
-workers.ts, metrics.ts): the lifecycle feed of this process's transitions (in-process, as on the
-Node local plane), the transition counters, the workers heard from, and the metrics text.
+workers.ts, metrics.ts): the lifecycle feed, the transition counters, the workers heard from, and
+the metrics text. The feed crosses processes as the Node local plane's does
+(client/local/feed-log.ts): each process appends its records to the file's `local_feed` table
+right after they commit, and a reader follows that table, so it sees a Node process's records too.
 
 A record per committed transition: `{"kind": "job", "id", "queue", "status", "attempt",
 "worker_id", "error"?, "trace_id"?, "at"}`; worker records `{"kind": "worker", "worker_id",
 "queue", "status": started|stopped|lost, "at"}` and log lines `{"kind": "worker", "worker_id",
-"queue", "id", "level", "message", "trace_id"?, "at"}`. Nothing is made while nobody listens."""
+"queue", "id", "level", "message", "trace_id"?, "at"}`."""
 import queue as queues
 import re
 import threading
@@ -34,6 +36,10 @@ class Feed:
         self.counts: Dict[str, Dict[str, int]] = {}
         self.since = _now()
         self.traces: Dict[str, str] = {}
+        #: Where every record also goes (the file's local_feed) while `wanted()` says some process
+        #: reads the feed, or None.
+        self.sink: Optional[Any] = None
+        self.wanted: Any = lambda: False
 
     def told(self, queue: str, items: List[Dict[str, Any]]) -> None:
         """Transitions that committed: counted always, told as records to the listeners (made only when there are some)."""
@@ -43,7 +49,7 @@ class Feed:
                 counter = "submitted" if it.get("submitted") else COUNTED.get(it["status"])
                 if counter:
                     c[counter] += 1
-            if not self.listeners:
+            if not self.listeners and not (self.sink is not None and self.wanted()):
                 return
             at = _now()
             records = []
@@ -74,6 +80,11 @@ class Feed:
         return t
 
     def tell(self, records: List[Dict[str, Any]]) -> None:
+        if self.sink is not None and records and self.wanted():
+            try:
+                self.sink(records)
+            except Exception:
+                pass  # the feed is never load-bearing
         with self.lock:
             listeners = list(self.listeners)
         for (q, kinds, box) in listeners:
@@ -125,7 +136,7 @@ class Feed:
                 rec["trace_id"] = tid
             rec["at"] = l.get("at") or _now()
             out.append(rec)
-        if self.listeners:
+        if self.listeners or (self.sink is not None and self.wanted()):
             self.tell(out)
 
 
@@ -236,9 +247,9 @@ class ObserveVerbs:
     """Mixed into Dispatch: the feed, the workers and the metrics of this process's plane."""
 
     def events(self, queue: Optional[str] = None, *, kinds: Optional[List[str]] = None, stop: Optional[threading.Event] = None) -> Iterator[Dict[str, Any]]:
-        """The lifecycle feed of `queue` (None: every queue), live, of this process's transitions, until `stop` is set."""
+        """The lifecycle feed of `queue` (None: every queue), live, of every process on this file, until `stop` is set."""
         from .checks import _name
-        return self.feed.follow(None if queue is None else _name("queue", queue), kinds, stop)  # type: ignore[attr-defined]
+        return self._feed_follow(None if queue is None else _name("queue", queue), kinds, stop)  # type: ignore[attr-defined]
 
     def worker_log(self, queue: str, worker_id: str, lines: List[Dict[str, Any]]) -> None:
         """Log lines of this worker's jobs, for this process's feed readers (run_worker sends current_job().log's)."""
