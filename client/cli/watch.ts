@@ -75,3 +75,43 @@ export async function events(d: DispatchPlane, out: Out, queue: string | null, f
   }
   return EXIT.ok;
 }
+
+/** How long a waited-for job may sit queued in a queue where nothing is claimed before `result` says so (LAKESHORE_QUIET_QUEUE_MS). */
+export const quietQueueMs = (env: NodeJS.ProcessEnv) => {
+  const ms = Number(env.LAKESHORE_QUIET_QUEUE_MS ?? 60_000);
+  return Number.isFinite(ms) && ms > 0 ? ms : 60_000;
+};
+
+/**
+ * Watches the queue of a job `result` waits for: when the job has stayed queued for the quiet span
+ * while its queue ran nothing and finished nothing, no worker is claiming from it. Said once.
+ */
+export function quietQueue(d: DispatchPlane, id: string, quietMs: number) {
+  let since: { at: number; finished: number } | null = null;
+  let said = false;
+  let looked = 0;
+  return async (): Promise<string | null> => {
+    // A look costs two reads: at most one per 5 s (a quarter of the span when it is shorter).
+    if (said || Date.now() - looked < Math.min(quietMs / 4, 5_000)) return null;
+    looked = Date.now();
+    const inv = await d.get(id);
+    if (inv?.state !== 'queued') {
+      since = null;
+      return null;
+    }
+    const [o] = await d.overview([inv.queue]);
+    if (!o) return null;
+    const finished = o.counts.succeeded + o.counts.failed + o.counts.cancelled;
+    const now = Date.now();
+    if (o.counts.running > 0 || !since || since.finished !== finished) {
+      since = { at: now, finished };
+      return null;
+    }
+    if (now - since.at < quietMs) return null;
+    said = true;
+    const s = `${Math.round(quietMs / 1000)} s`;
+    return o.paused
+      ? `queue ${inv.queue} is paused: no worker gets ${id} until \`lakeshore resume ${inv.queue}\``
+      : `no worker has claimed from queue ${inv.queue} in ${s} (${id} is still queued): is one serving it? \`lakeshore worker start --queue ${inv.queue} ...\`; \`lakeshore workers\` lists those heard from`;
+  };
+}

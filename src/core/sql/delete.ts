@@ -4,7 +4,7 @@
  * delayed, queued or running is cancelled first, so no worker holds what disappears and nothing
  * acknowledged as waiting is lost. The levels (queue_levels) follow by their triggers.
  */
-import { conflict, invocationNotFound } from '../errors.ts';
+import { refusedPlan } from './refused.ts';
 import { followUp, type Plan } from '../plan.ts';
 import { stmt } from '../port.ts';
 import { FINISHED } from './finished.ts';
@@ -24,16 +24,9 @@ export function deletePlan(ns: string, id: string, queue: string | null): Plan<{
     done: ([, d]) => {
       const gone = d!.rows[0];
       if (gone) return { queue: String(gone.queue) };
-      return followUp({
-        stmts: [stmt(`SELECT state FROM invocations WHERE ns = ?1 AND id = ?2 AND (?3 IS NULL OR queue = ?3)`, ns, id, queue)],
-        done: ([r]) => {
-          const found = r!.rows[0];
-          if (!found) throw invocationNotFound(id);
-          throw conflict(
-            `delete refused: invocation ${JSON.stringify(id)} is ${String(found.state)}; only a finished invocation (succeeded, failed or cancelled) can be deleted: cancel it first`,
-          );
-        },
-      });
+      return followUp(
+        refusedPlan('delete', ns, id, queue, 'only a finished invocation (succeeded, failed or cancelled) can be deleted: cancel it first'),
+      );
     },
   };
 }

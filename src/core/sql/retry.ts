@@ -5,7 +5,7 @@
  * attempt is still fenced: the row is not running, and its next attempt has a new number.
  * Cancelled rows stay cancelled: cancelling was a decision, failing was not.
  */
-import { conflict, invocationNotFound } from '../errors.ts';
+import { refusedPlan } from './refused.ts';
 import { followUp, type Plan } from '../plan.ts';
 import { stmt } from '../port.ts';
 import { FINISHED } from './finished.ts';
@@ -26,16 +26,7 @@ export function retryPlan(now: number, ns: string, id: string, queue: string | n
     done: ([u]) => {
       const row = u!.rows[0];
       if (row) return { queue: String(row.queue) };
-      return followUp({
-        stmts: [stmt(`SELECT state FROM invocations WHERE ns = ?1 AND id = ?2 AND (?3 IS NULL OR queue = ?3)`, ns, id, queue)],
-        done: ([r]) => {
-          const found = r!.rows[0];
-          if (!found) throw invocationNotFound(id);
-          throw conflict(
-            `retry refused: invocation ${JSON.stringify(id)} is ${String(found.state)}; only a failed invocation can be retried`,
-          );
-        },
-      });
+      return followUp(refusedPlan('retry', ns, id, queue, 'only a failed invocation can be retried'));
     },
   };
 }
