@@ -65,6 +65,21 @@ export interface SettingsChange {
   retentionMs?: number | null;
   /** The time limit of the queue's jobs that name none, which workers apply (default: the worker's, 600 s). */
   timeLimitMs?: number | null;
+  /**
+   * Push delivery: the plane POSTs the queue's jobs to `url`, signed (docs/contract.md, "Push
+   * delivery"); null turns it off. The answer that first sets it, or rotates its secret, carries
+   * `settings.push.secret`, once. Admin tokens only.
+   */
+  push?: PushChange | null;
+}
+
+/** A push target to set: `concurrency` (default 8) deliveries at once, each up to `timeoutMs` (default 30 s). */
+export interface PushChange {
+  url: string;
+  concurrency?: number;
+  timeoutMs?: number;
+  /** A new signing secret; the old one keeps signing too for 24 hours. */
+  rotateSecret?: boolean;
 }
 
 export interface ScheduleOptions {

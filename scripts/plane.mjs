@@ -139,6 +139,8 @@ export async function startPlane({
   shards = 1,
 }) {
   if (port !== undefined) await ensurePortFree(port);
+  // A plane on this machine may push to receivers on loopback (src/core/push-target.ts).
+  vars = { PUSH_HOSTS: 'local', ...vars };
   if (migrate) await applyMigrations({ node, env, persistTo, shards });
   const config = configFor(persistTo, shards);
   port ??= await freePort();

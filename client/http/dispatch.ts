@@ -337,7 +337,7 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
 
   /** Acks many invocations of one queue in one request; each is fenced on its own and fails alone. */
   private ackBatch(queue: string, items: AckItem[]) {
-    const wires: (wire.AckBodyWire & { id: string })[] = items.map((a) => ({
+    const wires: (wire.AckBodyWire & { id: string; worker_id: string })[] = items.map((a) => ({
       id: a.id,
       worker_id: a.workerId,
       attempt: a.attempt,

@@ -4,6 +4,7 @@ import { BadRequestError, errorFor, LakeshoreError } from '../errors.ts';
 import { Batcher } from '../batcher.ts';
 import { STATES, type State } from '../../src/core/states.ts';
 import type { Invocation, InvocationError, JournalFrame, JournalPage, Outcome, QueueInfo, Schedule } from '../../src/core/types.ts';
+import type { PushSettings } from '../../src/core/push-target.ts';
 import type { InvocationSummary, QueueOverview } from '../../src/core/sql/list.ts';
 
 export type Json = Record<string, unknown>;
@@ -137,9 +138,20 @@ export function queueInfoOf(j: Json): QueueInfo {
       ttlMs: n(s.ttl_ms),
       retentionMs: n(s.retention_ms),
       timeLimitMs: n(s.time_limit_ms),
+      push: pushOf(s.push as Json | null | undefined),
     },
   };
 }
+
+const pushOf = (p: Json | null | undefined): PushSettings | null =>
+  p
+    ? {
+        url: String(p.url),
+        concurrency: Number(p.concurrency),
+        timeoutMs: Number(p.timeout_ms),
+        ...(typeof p.secret === 'string' ? { secret: p.secret } : {}),
+      }
+    : null;
 
 export const scheduleOf = (j: Json): Schedule => ({
   queue: String(j.queue),

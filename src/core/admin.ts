@@ -9,7 +9,8 @@ import { cronOf, storedCron, zoneOf } from './cron.ts';
 import type { Limits } from './limits.ts';
 import type { Parking } from './park.ts';
 import { settingsInput, type SettingsRequest } from './requests.ts';
-import { configurePlan, pausePlan, queueInfoPlan } from './sql/configure.ts';
+import { configurePlan, pausePlan, pushTargetPlan, queueInfoPlan } from './sql/configure.ts';
+import type { PushHosts, PushTarget } from './push-target.ts';
 import { redriveDeadLettersPlan, redrivePlan } from './sql/retry.ts';
 import { purgePlan, type Purged } from './sql/purge.ts';
 import { FINISHED_STATES, purgeStatePlan, type FinishedState } from './sql/delete.ts';
@@ -41,6 +42,8 @@ export interface AdminOptions {
   hints?: HintBook | undefined;
   /** Throws storage_full while the database refuses new work (engine.ts admitWork). */
   admitWork: () => Promise<void>;
+  /** Where push targets may point (push-target.ts); default `local`. */
+  pushHosts?: PushHosts | undefined;
 }
 
 export class Admin {
@@ -65,13 +68,24 @@ export class Admin {
   /** Changes the settings the request names (a null clears one); answers them all. */
   async configure(ns: string, queue: unknown, req: SettingsRequest): Promise<QueueInfo> {
     const q = v.queue(queue, this.o.limits);
-    await this.o.committer.run(configurePlan(this.o.now(), ns, q, settingsInput(req, this.o.limits, q)), ALONE);
+    const patch = settingsInput(req, this.o.limits, q, this.o.pushHosts ?? 'local');
+    await this.o.committer.run(configurePlan(this.o.now(), ns, q, patch), ALONE);
     // A looser cap or rate may let parked claims go.
     this.o.park.wake(keys.queue(ns, q));
     this.o.park.wake(keys.capped(ns, q));
     const info = await this.o.committer.run(queueInfoPlan(ns, q), ALONE);
     this.o.hints?.settings(ns, q, info.settings, info.paused);
+    // The secret is shown once: in the answer that set or rotated it.
+    if (patch.push_secret && info.settings.push) {
+      const t = await this.pushTarget(ns, q);
+      if (t?.secrets[0] === patch.push_secret) info.settings.push.secret = t.secrets[0];
+    }
     return info;
+  }
+
+  /** The queue's push target and signing secrets, or null: for the plane's pusher, never a route. */
+  pushTarget(ns: string, queue: string): Promise<PushTarget | null> {
+    return this.o.committer.run(pushTargetPlan(this.o.now(), ns, queue));
   }
 
   /** A paused queue accepts submits but hands out nothing; its parked claims stay parked. */

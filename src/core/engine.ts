@@ -5,6 +5,7 @@
  * producers' verbs; the workers' are `engine.work` (work.ts), the journal's `engine.journal`
  * (journal.ts). Every verb is async: a bad argument is a rejected promise, never a throw.
  */
+import type { PushHosts } from './push-target.ts';
 import { Committer, type CommitterOptions } from './committer.ts';
 import { invocationNotFound, LakeshoreError } from './errors.ts';
 import { DEFAULT_LIMITS, type Limits } from './limits.ts';
@@ -48,6 +49,8 @@ export interface EngineOptions {
    * their timing and settings, and claims leave out the statements that cannot do anything (hints.ts).
    */
   singleWriter?: boolean;
+  /** Where push targets may point: `local` (default; http on loopback too) or `public` (a deployed plane). */
+  pushHosts?: PushHosts;
 }
 
 export class Engine {
@@ -90,6 +93,7 @@ export class Engine {
       onWake: opts.onWake,
       hints: this.hints,
       admitWork: () => this.admitWork(),
+      pushHosts: opts.pushHosts,
     };
     this.work = new Work({ ...parts, random: opts.random ?? Math.random, onFailed: opts.onFailed });
     this.journal = new Journal(this.committer, this.park, this.limits, this.now);

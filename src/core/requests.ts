@@ -6,6 +6,7 @@
 import { badRequest, LakeshoreError } from './errors.ts';
 import { isFrameKind, isTerminalKind } from './frame.ts';
 import type { Limits } from './limits.ts';
+import { newPushSecret, pushInput, type PushHosts } from './push-target.ts';
 import type { AckItem } from './sql/ack.ts';
 import type { AppendInput } from './sql/append.ts';
 import type { ClaimInput } from './sql/claim.ts';
@@ -112,6 +113,8 @@ export interface SettingsRequest {
   ttlMs?: unknown;
   retentionMs?: unknown;
   timeLimitMs?: unknown;
+  /** The push target ({url, concurrency, timeoutMs, rotateSecret}) or null (workers pull): core/push-target.ts. */
+  push?: unknown;
 }
 
 /** The stored form of settings to change: column -> value, only for the fields given. */
@@ -125,7 +128,13 @@ export type SettingsPatch = Partial<
     | 'dead_letter_queue'
     | 'ttl_ms'
     | 'retention_ms'
-    | 'time_limit_ms',
+    | 'time_limit_ms'
+    | 'push_url'
+    | 'push_concurrency'
+    | 'push_timeout_ms'
+    /** A new secret: stored if the queue has none yet or `push_rotate` is 1 (configure.ts). */
+    | 'push_secret'
+    | 'push_rotate',
     number | string | null
   >
 >;
@@ -155,7 +164,7 @@ export function backoffInput(b: unknown, limits: Limits): string | null {
 }
 
 /** The settings a request changes, checked. */
-export function settingsInput(req: SettingsRequest, limits: Limits, queue: string): SettingsPatch {
+export function settingsInput(req: SettingsRequest, limits: Limits, queue: string, hosts: PushHosts = 'local'): SettingsPatch {
   const p: SettingsPatch = {};
   const given = (k: keyof SettingsRequest) => req[k] !== undefined;
   if (given('leaseMs')) p.lease_ms = v.leaseMs(req.leaseMs, limits);
@@ -177,6 +186,17 @@ export function settingsInput(req: SettingsRequest, limits: Limits, queue: strin
   if (given('ttlMs')) p.ttl_ms = v.durationMs('ttl_ms', req.ttlMs, limits, 1);
   if (given('retentionMs')) p.retention_ms = v.durationMs('retention_ms', req.retentionMs, limits, 1);
   if (given('timeLimitMs')) p.time_limit_ms = v.durationMs('time_limit_ms', req.timeLimitMs, limits, 1);
+  if (given('push')) {
+    if (req.push === null) p.push_url = p.push_concurrency = p.push_timeout_ms = null;
+    else {
+      const t = pushInput(req.push, hosts);
+      p.push_url = t.url;
+      p.push_concurrency = t.concurrency;
+      p.push_timeout_ms = t.timeoutMs;
+      p.push_secret = newPushSecret();
+      p.push_rotate = t.rotate ? 1 : 0;
+    }
+  }
   return p;
 }
 

@@ -137,6 +137,17 @@ export const queues = sqliteTable(
     retention_ms: integer('retention_ms'),
     /** The time limit of the queue's jobs that name none, in ms, told to workers; null: theirs (600 s by default). */
     time_limit_ms: integer('time_limit_ms'),
+    /** Push delivery (core/push.ts): the URL the queue's jobs are POSTed to; null: workers pull. */
+    push_url: text('push_url'),
+    /** Most deliveries in flight at once (within max_running). */
+    push_concurrency: integer('push_concurrency'),
+    /** How long one delivery's request may take, in ms. */
+    push_timeout_ms: integer('push_timeout_ms'),
+    /** The `whsec_` secret deliveries are signed with (Standard Webhooks); never read back by a route. */
+    push_secret: text('push_secret'),
+    /** The secret before the last rotation: deliveries are signed with both until `push_secret_old_until`. */
+    push_secret_old: text('push_secret_old'),
+    push_secret_old_until: integer('push_secret_old_until'),
   },
   (t) => [primaryKey({ columns: [t.ns, t.queue] })],
 );

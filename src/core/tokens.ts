@@ -60,11 +60,18 @@ const POOL_VERBS: ReadonlySet<Verb> = new Set<Verb>(['claim', 'heartbeat', 'ack'
 /** What a stream token (src/worker/stream-token.ts) may do, on its one invocation only. */
 export const STREAM_VERBS: ReadonlySet<Verb> = new Set<Verb>(['get', 'result', 'read']);
 
-/** Who is calling: the deployment's root token, a namespace-scoped token, or a stream token for one invocation. */
+/**
+ * What a delivery token (delivery-token.ts) may do, on its one invocation and attempt: what the
+ * worker holding that attempt may, and read it.
+ */
+export const DELIVERY_VERBS: ReadonlySet<Verb> = new Set<Verb>(['get', 'result', 'read', 'ack', 'nack', 'heartbeat', 'append']);
+
+/** Who is calling: the deployment's root token, a namespace-scoped token, a stream token for one invocation, or a delivery token for one attempt. */
 export type Principal =
   | { kind: 'root' }
   | { kind: 'token'; id: string; ns: string; role: Role; pools: string[] | null; limits: TokenLimits | null }
-  | { kind: 'stream'; jti: string; ns: string; queue: string; id: string; streams: number };
+  | { kind: 'stream'; jti: string; ns: string; queue: string; id: string; streams: number }
+  | { kind: 'delivery'; ns: string; queue: string; id: string; attempt: number; workerId: string };
 
 export function authorize(p: Principal, ns: string, verb: Verb, queue?: string): void {
   if (p.kind === 'root') return;
@@ -74,6 +81,16 @@ export function authorize(p: Principal, ns: string, verb: Verb, queue?: string):
     // Another namespace, queue or invocation: as if there were nothing there (nothing leaks).
     if (p.ns !== ns || (queue !== undefined && queue !== p.queue))
       throw new LakeshoreError('not_found', 'nothing here for this stream token');
+    return;
+  }
+  if (p.kind === 'delivery') {
+    if (!DELIVERY_VERBS.has(verb))
+      throw new LakeshoreError(
+        'forbidden',
+        `a delivery token acts only on its own job (read, append, heartbeat, ack, nack); it may not ${verb}`,
+      );
+    if (p.ns !== ns || (queue !== undefined && queue !== p.queue))
+      throw new LakeshoreError('not_found', 'nothing here for this delivery token');
     return;
   }
   if (p.ns !== ns) throw new LakeshoreError('forbidden', `token ${p.id} belongs to another namespace`);

@@ -15,6 +15,7 @@
  */
 
 import type { State } from './states.ts';
+import type { PushSettings } from './push-target.ts';
 import type { JournalFrame } from './frame.ts';
 
 export type { Frame, JournalFrame } from './frame.ts';
@@ -78,6 +79,8 @@ export interface QueueSettings {
   retentionMs: number | null;
   /** The time limit of the queue's jobs that name none (ms), which workers apply; null: the worker's (600 s by default). */
   timeLimitMs: number | null;
+  /** Where its jobs are POSTed (push delivery, core/push-target.ts); null: workers pull them. */
+  push: PushSettings | null;
 }
 
 /** Retry backoff: attempt n waits min(maxMs, initialMs * factor^(n-1)), times 1 ± jitter at random. */

@@ -66,6 +66,12 @@ export const settingsJson = (s: QueueSettings) => ({
   ttl_ms: s.ttlMs,
   retention_ms: s.retentionMs,
   time_limit_ms: s.timeLimitMs,
+  push: s.push && {
+    url: s.push.url,
+    concurrency: s.push.concurrency,
+    timeout_ms: s.push.timeoutMs,
+    ...(s.push.secret ? { secret: s.push.secret } : {}),
+  },
 });
 
 export const queueInfoJson = (q: QueueInfo) => ({ queue: q.queue, paused: q.paused, settings: settingsJson(q.settings) });

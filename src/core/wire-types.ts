@@ -59,7 +59,8 @@ export interface ClaimCancelWire {
 }
 
 export interface HolderWire {
-  worker_id: string;
+  /** Required, except with a delivery token (docs/contract.md, "Push delivery"), which names its own attempt. */
+  worker_id?: Opt<string>;
   attempt?: Opt<number>;
 }
 
@@ -81,6 +82,16 @@ export interface QueueSettingsWire {
   ttl_ms?: Opt<number>;
   retention_ms?: Opt<number>;
   time_limit_ms?: Opt<number>;
+  /** Push delivery's target, or null: workers pull. */
+  push?: Opt<PushWire>;
+}
+
+/** A push target: where, how many at once, how long each may take; `rotate_secret` makes a new secret. */
+export interface PushWire {
+  url: string;
+  concurrency?: Opt<number>;
+  timeout_ms?: Opt<number>;
+  rotate_secret?: Opt<boolean>;
 }
 
 export interface RedriveWire {

@@ -119,9 +119,11 @@ export const WorkerLogBody = exactly<WorkerLogWire>()(
 );
 
 const holder = { worker_id: z.string(), attempt: opt(z.number()) };
+/** A single item's holder: with a delivery token the token names it (src/worker/holder.ts), else the engine requires worker_id. */
+const single = { worker_id: opt(z.string()), attempt: opt(z.number()) };
 
-export const AckBody = exactly<AckBodyWire>()(z.strictObject({ ...holder, result: opt(b64) }));
-export const AckManyBody = exactly<{ items: (AckBodyWire & { id: string })[] }>()(
+export const AckBody = exactly<AckBodyWire>()(z.strictObject({ ...single, result: opt(b64) }));
+export const AckManyBody = exactly<{ items: (AckBodyWire & { id: string; worker_id: string })[] }>()(
   z.strictObject({ items: z.array(z.strictObject({ id: z.string(), ...holder, result: opt(b64) })) }),
 );
 
@@ -133,15 +135,15 @@ const errorValue = z.union([
   ),
 ]);
 const nack = { ...holder, error: errorValue, retry: opt(z.boolean()), delay_ms: opt(z.number()), max_attempts: opt(z.number()) };
-export const NackBody = exactly<NackWire>()(z.strictObject(nack));
-export const NackManyBody = exactly<{ items: (NackWire & { id: string })[] }>()(
+export const NackBody = exactly<NackWire>()(z.strictObject({ ...nack, ...single }));
+export const NackManyBody = exactly<{ items: (NackWire & { id: string; worker_id: string })[] }>()(
   z.strictObject({ items: z.array(z.strictObject({ id: z.string(), ...nack })) }),
 );
 
-export const HeartbeatBody = exactly<HeartbeatWire>()(z.strictObject({ ...holder, lease_ms: opt(z.number()) }));
+export const HeartbeatBody = exactly<HeartbeatWire>()(z.strictObject({ ...single, lease_ms: opt(z.number()) }));
 
 export const AppendBody = exactly<AppendWire>()(
-  z.strictObject({ ...holder, seq: opt(z.number()), kind: z.number(), body: b64, meta: opt(freeObject()), final: opt(z.boolean()) }),
+  z.strictObject({ ...single, seq: opt(z.number()), kind: z.number(), body: b64, meta: opt(freeObject()), final: opt(z.boolean()) }),
 );
 
 export const MoveBody = exactly<{ to: string }>()(z.strictObject({ to: z.string() }));
@@ -161,6 +163,14 @@ export const QueueSettingsBody = exactly<QueueSettingsWire>()(
     ttl_ms: opt(z.number()),
     retention_ms: opt(z.number()),
     time_limit_ms: opt(z.number()),
+    push: opt(
+      z.strictObject({
+        url: z.string(),
+        concurrency: opt(z.number()),
+        timeout_ms: opt(z.number()),
+        rotate_secret: opt(z.boolean()),
+      }),
+    ),
   }),
 );
 

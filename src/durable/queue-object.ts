@@ -30,6 +30,7 @@ import { leaseKeeper, type TokenGate } from './gate.ts';
 import { settingsFrom } from './settings.ts';
 import { enter, homeOf, shardNamed } from './directory.ts';
 import { modelCounters } from './d1-model.ts';
+import { Pushing } from './pushing.ts';
 
 type Claim = Omit<ClaimRequest, 'signal' | 'onPark'>;
 
@@ -82,6 +83,8 @@ export class QueueObject extends DurableObject<Env> {
   private readonly workers: WorkerBook;
   /** The lifecycle feed's readers (feed-streams.ts). */
   private readonly feed: FeedStreams;
+  /** Push delivery, while the queue has a push target (pushing.ts). */
+  private readonly pushing: Pushing;
   /** The SSE readers of this queue's journals. */
   private readonly streams = new JournalStreams((id, since, waitMs, signal) =>
     this.engine.journal.follow(this.ns, id, since, waitMs, signal, undefined, this.queue),
@@ -114,6 +117,7 @@ export class QueueObject extends DurableObject<Env> {
       onWake: (_ns, _queue, at) => this.armAlarm(at),
       singleWriter: true,
       storage: settings.storage,
+      pushHosts: settings.pushHosts,
       // A job failed for good: claims parked on this queue's dead-letter queue wake for its dead letter.
       onFailed: () => {
         const dlq = this.settings?.deadLetterQueue;
@@ -133,6 +137,14 @@ export class QueueObject extends DurableObject<Env> {
     this.engine.park.onFinish = () => this.retention.soon();
     this.feed = new FeedStreams(this.engine.park.events);
     this.workers = new WorkerBook(this.engine.park.events, this.ns, this.queue);
+    this.pushing = new Pushing({
+      engine: this.engine,
+      env,
+      ns: this.ns,
+      queue: this.queue,
+      heard: (workerId, concurrency) => this.workers.heard(workerId, { host: 'plane', concurrency, queues: [this.queue] }),
+      log: (workerId, lines) => this.engine.park.events.toldLog(this.ns, this.queue, workerId, lines),
+    });
     // Alarms may not survive a restart (local workerd drops them): sweep once and re-arm. Retention
     // is looked at again by the first alarm or finished job. A throw here resets the object, and
     // the next request retries.
@@ -156,6 +168,7 @@ export class QueueObject extends DurableObject<Env> {
   private async started(): Promise<void> {
     this.settings = (await this.engine.admin.info(this.ns, this.queue)).settings;
     await this.sweep();
+    if (this.settings.push) await this.pushing.refresh();
   }
 
   private movingMessage(): string {
@@ -237,6 +250,7 @@ export class QueueObject extends DurableObject<Env> {
       this.settings = info.settings;
       // A new retention may bring the next purge closer.
       if (cfg.retentionMs !== undefined) this.retention.soon(true);
+      if (cfg.push !== undefined) await this.pushing.refresh();
       return info;
     });
   }
@@ -478,6 +492,7 @@ export class QueueObject extends DurableObject<Env> {
       waiters: this.engine.park.waiters.size,
       streams: this.streams.size,
       feed_readers: this.feed.size,
+      push: this.pushing.stats(),
     };
   }
 

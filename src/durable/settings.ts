@@ -1,6 +1,7 @@
 /** Plane settings from the Worker's vars: defaults that a queue's own settings override. */
 import { DEFAULT_LIMITS, type Limits } from '../core/limits.ts';
 import { DEFAULT_STORAGE_LIMIT_BYTES } from '../core/storage.ts';
+import type { PushHosts } from '../core/push-target.ts';
 
 function int(v: string | undefined, name: string): number | undefined {
   if (v === undefined || v === '') return undefined;
@@ -32,6 +33,8 @@ export interface Settings {
   simulatedServiceMs: number;
   /** Each shard's storage budget (STORAGE_LIMIT_BYTES, STORAGE_HIGH_WATER_PERCENT). */
   storage: { limitBytes: number; highWaterPercent: number };
+  /** Where push targets may point (PUSH_HOSTS): `public` unless the plane runs on this machine. */
+  pushHosts: PushHosts;
 }
 
 export const DEFAULT_HIGH_WATER_PERCENT = 90;
@@ -58,6 +61,12 @@ function overrides<T extends object>(e: Record<string, string | undefined>, defa
   return out;
 }
 
+function pushHosts(v: string | undefined): PushHosts {
+  if (v === undefined || v === '' || v === 'public') return 'public';
+  if (v === 'local') return 'local';
+  throw new Error(`PUSH_HOSTS must be "public" or "local", got ${JSON.stringify(v)}`);
+}
+
 function parse(env: Env): Settings {
   const e = env as unknown as Record<string, string | undefined>;
   const limits: Partial<Limits> = overrides<Limits>(e, DEFAULT_LIMITS);
@@ -74,6 +83,7 @@ function parse(env: Env): Settings {
     http,
     simulatedDelayMs: int(e.SIMULATED_D1_DELAY_MS, 'SIMULATED_D1_DELAY_MS') ?? 0,
     simulatedServiceMs: Number(e.SIMULATED_D1_SERVICE_MS ?? 0) || 0,
+    pushHosts: pushHosts(e.PUSH_HOSTS),
     storage: {
       limitBytes: int(e.STORAGE_LIMIT_BYTES, 'STORAGE_LIMIT_BYTES') || DEFAULT_STORAGE_LIMIT_BYTES,
       highWaterPercent: Math.min(100, int(e.STORAGE_HIGH_WATER_PERCENT, 'STORAGE_HIGH_WATER_PERCENT') || DEFAULT_HIGH_WATER_PERCENT),

@@ -14,6 +14,7 @@ import type { App, Ctx } from './plane.ts';
 import { admit } from './limits.ts';
 import { STREAM_TOKEN_PREFIX, streamKeys, verifyStreamToken } from './stream-token.ts';
 import { cachedToken, keepToken } from './token-cache.ts';
+import { DELIVERY_TOKEN_PREFIX, verifyDeliveryToken } from '../core/delivery-token.ts';
 
 /**
  * SHA-256 of presented tokens, remembered per isolate (a bounded map): a client sends the same
@@ -46,6 +47,7 @@ export const authenticate = createMiddleware<App>(async (c, next) => {
   if (header === undefined && query !== undefined) return await streamToken(c, query, next);
   if (!m) throw new LakeshoreError('unauthorized', 'missing bearer token: send Authorization: Bearer <token>');
   if (m[1]!.startsWith(STREAM_TOKEN_PREFIX)) return await streamToken(c, m[1]!, next);
+  if (m[1]!.startsWith(DELIVERY_TOKEN_PREFIX)) return await deliveryToken(c, m[1]!, next);
   const given = await digest(m[1]!);
   if (constantTimeEqual(given, await digest(secret))) {
     c.set('principal', { kind: 'root' });
@@ -80,6 +82,27 @@ async function streamToken(c: Ctx, token: string, next: () => Promise<void>): Pr
   return next();
 }
 
+/** A delivery token: its signature and expiry are the whole check (no D1 read); its attempt's fence does the rest. */
+async function deliveryToken(c: Ctx, token: string, next: () => Promise<void>): Promise<void> {
+  const d = await verifyDeliveryToken(await streamKeys(c.env), token, Date.now());
+  const principal: Principal = { kind: 'delivery', ns: d.ns, queue: d.queue, id: d.id, attempt: d.attempt, workerId: d.workerId };
+  c.set('principal', principal);
+  await admit(c, principal);
+  return next();
+}
+
+/**
+ * The holder an ack, nack, heartbeat or append names: the body's, or with a delivery token the
+ * token's own attempt (a body naming another is refused).
+ */
+export function holderOf(c: Ctx, b: { worker_id?: string | null; attempt?: number | null }): { workerId: unknown; attempt: unknown } {
+  const p = c.get('principal') as Principal;
+  if (p.kind !== 'delivery') return { workerId: b.worker_id, attempt: b.attempt };
+  if ((b.worker_id != null && b.worker_id !== p.workerId) || (b.attempt != null && b.attempt !== p.attempt))
+    throw new LakeshoreError('forbidden', `a delivery token acts for its own attempt (worker ${p.workerId}, attempt ${p.attempt}) only`);
+  return { workerId: p.workerId, attempt: p.attempt };
+}
+
 /** Refuses (403) unless the caller's token may do `verb` in `ns` (on `queue`, for pool-limited verbs). */
 export function allow(c: Ctx, ns: string, verb: Verb, queue?: string): void {
   authorize(c.get('principal') as Principal, ns, verb, queue);
@@ -95,7 +118,7 @@ export const may = (verb: Verb) =>
     allow(c, ns, verb, c.req.param('queue') === undefined ? undefined : queueParam(c));
     const p = c.get('principal') as Principal;
     // A stream token reads its one invocation; another id answers as if there were nothing there.
-    if (p.kind === 'stream' && c.req.param('id') !== p.id) throw invocationNotFound(c.req.param('id'));
+    if ((p.kind === 'stream' || p.kind === 'delivery') && c.req.param('id') !== p.id) throw invocationNotFound(c.req.param('id'));
     c.set('ns', ns);
     await next();
   });

@@ -16,7 +16,15 @@ import { forgetToken } from './token-cache.ts';
 /** Per token (its gate key), this isolate's admission of requests. */
 const admissions = new Map<string, Admission>();
 
-export const gateKey = (p: Principal) => (p.kind === 'root' ? 'root' : p.kind === 'stream' ? `stream:${p.jti}` : `token:${p.id}`);
+/** The gate of a caller: root's, a stream token's own, a push queue's (all its delivery tokens), or a scoped token's. */
+export const gateKey = (p: Principal) =>
+  p.kind === 'root'
+    ? 'root'
+    : p.kind === 'stream'
+      ? `stream:${p.jti}`
+      : p.kind === 'delivery'
+        ? `delivery:${p.ns}\u0000${p.queue}`
+        : `token:${p.id}`;
 
 function gate(c: Ctx, key: string): DurableObjectStub<TokenGate> {
   const ns = c.env.GATE as unknown as DurableObjectNamespace<TokenGate>;

@@ -40,10 +40,10 @@ export const nsParam = (c: Ctx) => v.namespace(c.req.param('ns'));
 export const queueParam = (c: Ctx) => v.queue(c.req.param('queue'), limitsOf(c));
 export const idParam = (c: Ctx) => v.id(c.req.param('id'), limitsOf(c));
 
-/** The caller's `?queue=` hint, checked; null when it gave none. A stream token carries its queue. */
+/** The caller's `?queue=` hint, checked; null when it gave none. A stream or delivery token carries its queue. */
 export const hint = (c: Ctx): string | null => {
   const p = c.get('principal');
-  if (p?.kind === 'stream') return p.queue;
+  if (p?.kind === 'stream' || p?.kind === 'delivery') return p.queue;
   const q = c.req.query('queue');
   return q ? v.queue(q, limitsOf(c)) : null;
 };

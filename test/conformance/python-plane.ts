@@ -103,6 +103,12 @@ const queueInfoOf = (q: Json): QueueInfo => {
       ttlMs: t.ttl_ms,
       retentionMs: t.retention_ms,
       timeLimitMs: t.time_limit_ms,
+      push: t.push && {
+        url: t.push.url,
+        concurrency: t.push.concurrency,
+        timeoutMs: t.push.timeout_ms,
+        ...(t.push.secret ? { secret: t.push.secret } : {}),
+      },
     },
   };
 };
@@ -322,6 +328,15 @@ async function pythonPlaneWith(options: Record<string, unknown>): Promise<PlaneH
         ttl_ms: c.ttlMs,
         retention_ms: c.retentionMs,
         time_limit_ms: c.timeLimitMs,
+        push:
+          c.push === undefined
+            ? undefined
+            : c.push && {
+                url: c.push.url,
+                concurrency: c.push.concurrency,
+                timeout_ms: c.push.timeoutMs,
+                rotate_secret: c.push.rotateSecret,
+              },
       };
       // A setting left out keeps its value: it is not sent (a null clears it).
       return queueInfoOf(

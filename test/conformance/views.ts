@@ -232,6 +232,43 @@ export function retention(handle: () => PlaneHandle) {
       expect((await d.queueInfo('r')).settings.timeLimitMs).toBe(1_500);
       expect((await d.configureQueue('r', { timeLimitMs: null })).settings.timeLimitMs).toBeNull();
     });
+
+    it('keeps a push target; its secret is shown once, kept on change, new on rotation, gone with push: null', async () => {
+      const q = 'push-settings'; // no jobs: nothing is delivered to the port that listens nowhere
+      const url = 'http://127.0.0.1:9/hook';
+      const SECRET = /^whsec_[A-Za-z0-9+/]{43}=$/;
+      expect((await d.queueInfo(q)).settings.push).toBeNull();
+      for (const bad of [
+        { url: 'ftp://127.0.0.1/x' },
+        { url: 'http://example.com/hook' }, // http only on loopback
+        { url: 'not a url' },
+        { url: 'https://user:pw@example.com/' },
+        { url, concurrency: 0 },
+        { url, concurrency: 1.5 },
+        { url, timeoutMs: 50 },
+        { url, timeoutMs: 16 * 60_000 },
+      ])
+        await expect(d.configureQueue(q, { push: bad }), JSON.stringify(bad)).rejects.toBeInstanceOf(BadRequestError);
+      expect((await d.queueInfo(q)).settings.push).toBeNull(); // refused whole
+      const set = (await d.configureQueue(q, { push: { url, concurrency: 4, timeoutMs: 5_000 } })).settings.push;
+      expect(set).toEqual({ url, concurrency: 4, timeoutMs: 5_000, secret: expect.stringMatching(SECRET) });
+      expect((await d.queueInfo(q)).settings.push).toEqual({ url, concurrency: 4, timeoutMs: 5_000 }); // never again
+      // Changing the target keeps the secret, and does not show it; another setting keeps the target.
+      expect((await d.configureQueue(q, { push: { url, concurrency: 2 } })).settings.push).toEqual({
+        url,
+        concurrency: 2,
+        timeoutMs: 30_000,
+      });
+      expect((await d.configureQueue(q, { ttlMs: 60_000 })).settings.push).toEqual({ url, concurrency: 2, timeoutMs: 30_000 });
+      const rotated = (await d.configureQueue(q, { push: { url, rotateSecret: true } })).settings.push;
+      expect(rotated?.secret).toMatch(SECRET);
+      expect(rotated?.secret).not.toBe(set?.secret);
+      expect((await d.configureQueue(q, { push: null })).settings.push).toBeNull();
+      const again = (await d.configureQueue(q, { push: { url } })).settings.push;
+      expect(again).toEqual({ url, concurrency: 8, timeoutMs: 30_000, secret: expect.stringMatching(SECRET) });
+      expect([set?.secret, rotated?.secret]).not.toContain(again?.secret);
+      await d.configureQueue(q, { push: null, ttlMs: null });
+    });
   });
 }
 

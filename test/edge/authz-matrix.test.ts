@@ -9,6 +9,8 @@ import { b64, call, freshNs } from './setup/http.ts';
 import { eventually } from '../support/wait.ts';
 import { env } from 'cloudflare:workers';
 import { place } from '../../src/durable/directory.ts';
+import { mintDeliveryToken } from '../../src/core/delivery-token.ts';
+import { signingKeys } from '../../src/core/signing.ts';
 
 type Role = 'producer' | 'worker' | 'admin';
 interface Entry {
@@ -184,6 +186,70 @@ describe('authorization matrix', () => {
     expect(crossTenant).toBe(0);
     expect(checked).toBe(Object.keys(MATRIX).length);
   }, 60_000);
+
+  it('lets a delivery token act on its one attempt (read, append, heartbeat, ack, nack) and on nothing else', async () => {
+    const ns = freshNs();
+    const other = freshNs();
+    for (const n of [ns, other])
+      for (const id of ['mine', 'theirs']) await call('POST', `/v1/ns/${n}/queues/q/invocations`, { id, envelope: b64('secret args') });
+    for (const n of [ns, other]) await call('POST', `/v1/ns/${n}/queues/q/claim`, { worker_id: 'w', max: 2, lease_ms: 600_000 });
+    const keys = await signingKeys(env as unknown as Record<string, string>);
+    const token = await mintDeliveryToken(keys, { ns, queue: 'q', id: 'mine', attempt: 1, workerId: 'w', exp: Date.now() + 60_000 });
+    const as = { authorization: `Bearer ${token}` };
+    const acts = new Set([
+      'GET /v1/ns/:ns/invocations/:id',
+      'GET /v1/ns/:ns/invocations/:id/result',
+      'GET /v1/ns/:ns/invocations/:id/journal',
+      'POST /v1/ns/:ns/invocations/:id/heartbeat',
+      'POST /v1/ns/:ns/invocations/:id/journal',
+    ]);
+    const finish = new Set(['POST /v1/ns/:ns/invocations/:id/ack', 'POST /v1/ns/:ns/invocations/:id/nack']);
+    let allowed = 0;
+    for (const [route, e] of Object.entries(MATRIX)) {
+      const [method, template] = route.split(' ') as [string, string];
+      const query = route.endsWith('/result') ? '?timeout_ms=0' : '';
+      const path = (n: string, inv: string) =>
+        template.replace(':ns', n).replace(':queue', 'q').replace(':name', 'nightly').replace(':worker', 'w').replace(':id', inv) + query;
+      for (const [n, inv] of [
+        [ns, 'mine'],
+        [ns, 'theirs'],
+        [other, 'mine'],
+      ] as const) {
+        const own = n === ns && inv === 'mine';
+        if (own && finish.has(route)) continue; // below, once the rest was tried
+        const r = await call(method, path(n, inv), e.body?.(inv), as);
+        if (own && acts.has(route)) {
+          expect(r.status, `${route} on its own attempt`).toBeLessThan(300);
+          allowed++;
+        } else {
+          expect([401, 403, 404], `${route} on ${n === ns ? '' : "another namespace's "}${inv}: ${r.status}`).toContain(r.status);
+          if (!own) expect(JSON.stringify(r.body)).not.toContain(b64('secret args'));
+        }
+      }
+    }
+    expect(allowed).toBe(5);
+    // Another attempt or holder named in the body: refused; its own: acked.
+    const ack = `/v1/ns/${ns}/invocations/mine/ack`;
+    expect((await call('POST', ack, { worker_id: 'w', attempt: 2 }, as)).status).toBe(403);
+    expect((await call('POST', ack, { worker_id: 'someone' }, as)).status).toBe(403);
+    expect((await call('GET', `/v1/ns/${ns}/invocations/mine`)).body.state).toBe('running');
+    expect((await call('POST', ack, {}, as)).status).toBe(200);
+    expect((await call('GET', `/v1/ns/${ns}/invocations/mine`)).body.state).toBe('succeeded');
+    // Tampered, expired, or signed with a key the plane does not hold: 401.
+    const tampered = `${token.slice(0, -3)}${token.at(-3) === 'A' ? 'B' : 'A'}${token.slice(-2)}`;
+    const expired = await mintDeliveryToken(keys, { ns, queue: 'q', id: 'theirs', attempt: 1, workerId: 'w', exp: Date.now() - 1 });
+    const foreignKey = await mintDeliveryToken(await signingKeys({ STREAM_TOKEN_KEYS: 'k'.repeat(40) }), {
+      ns,
+      queue: 'q',
+      id: 'theirs',
+      attempt: 1,
+      workerId: 'w',
+      exp: Date.now() + 60_000,
+    });
+    for (const t of [tampered, expired, foreignKey])
+      expect((await call('POST', `/v1/ns/${ns}/invocations/theirs/heartbeat`, {}, { authorization: `Bearer ${t}` })).status).toBe(401);
+    expect((await call('GET', `/v1/ns/${ns}/invocations/theirs`)).body.state).toBe('running');
+  });
 
   it('lets a stream token read its one invocation (row, result, journal) and nothing else, in the header or the query', async () => {
     const ns = freshNs();

@@ -10,6 +10,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { b64, call, freshNs } from './setup/http.ts';
 import { dbOf } from './setup/objects.ts';
+import { mintDeliveryToken } from '../../src/core/delivery-token.ts';
+import { signingKeys } from '../../src/core/signing.ts';
 
 const N = Number((env as unknown as { FUZZ_N?: string }).FUZZ_N ?? 1500);
 
@@ -21,7 +23,8 @@ const snapshot = async (ns: string) => {
       `SELECT (SELECT group_concat(id || ':' || state || ':' || attempt || ':' || coalesce(worker_id, '') || ':' || hex(coalesce(result, '')), '|') FROM invocations WHERE ns = ?1)
          || '#' || (SELECT count(*) FROM frames WHERE inv IN (SELECT rid FROM invocations WHERE ns = ?1))
          || '#' || (SELECT group_concat(queue || ':' || paused || ':' || coalesce(lease_ms, '') || ':' || coalesce(max_attempts, '') || ':' || coalesce(max_running, '')
-                                        || ':' || coalesce(claims_per_second, '') || ':' || coalesce(backoff, '') || ':' || coalesce(dead_letter_queue, '') || ':' || coalesce(ttl_ms, ''), '|')
+                                        || ':' || coalesce(claims_per_second, '') || ':' || coalesce(backoff, '') || ':' || coalesce(dead_letter_queue, '') || ':' || coalesce(ttl_ms, '')
+                                        || ':' || coalesce(push_url, '') || ':' || coalesce(push_concurrency, '') || ':' || coalesce(push_secret, ''), '|')
                     FROM queues WHERE ns = ?1)
          || '#' || (SELECT group_concat(name || ':' || cron || ':' || next_at, '|') FROM schedules WHERE ns = ?1) AS s`,
     )
@@ -90,6 +93,7 @@ const fields = [
   'level',
   'message',
   'trace_id',
+  'push',
 ];
 /** Scheduling input a plane must refuse: negative, NaN or far-future times, bad crons and zones, caps of 0. */
 const scheduling = fc.constantFrom(
@@ -125,6 +129,16 @@ const scheduling = fc.constantFrom(
   `{"lines":[{"id":"","level":"info","message":"m"}]}`,
   `{"lines":[{"id":"inv","level":"info","message":7}]}`,
   `{"lines":"x"}`,
+  `{"push":{"url":"http://127.0.0.1:9/hook"}}`,
+  `{"push":{"url":"https://10.0.0.1/hook"}}`,
+  `{"push":{"url":"https://[::1]/hook"}}`,
+  `{"push":{"url":"ftp://example.com/x"}}`,
+  `{"push":{"url":"https://example.com/x","concurrency":0}}`,
+  `{"push":{"url":"https://example.com/x","timeout_ms":-1}}`,
+  `{"push":{"url":"https://example.com/x","secret":"whsec_mine"}}`,
+  `{"push":{"url":""}}`,
+  `{"push":"https://example.com/x"}`,
+  `{"push":{}}`,
   `{"lines":[${Array.from({ length: 101 }, () => '{"id":"inv","level":"info","message":"m"}').join(',')}]}`,
 );
 /** Free-form JSON values (meta, an error object), nested up to 6,000 levels, or carrying own __proto__ keys. */
@@ -229,6 +243,7 @@ const auth = fc.constantFrom(
   'garbage',
   'foreign',
   'stream',
+  'delivery',
   'stream-query',
   'tampered-query',
   'full-query',
@@ -254,6 +269,15 @@ describe('hostile input', () => {
     await call('POST', `/v1/ns/${ns}/invocations/done/ack`, { worker_id: 'w' });
     const stream = (await call('POST', `/v1/ns/${ns}/invocations/inv/stream-token`, {})).body.token as string;
     const tampered = `${stream.slice(0, -10)}${stream.at(-10) === 'A' ? 'B' : 'A'}${stream.slice(-9)}`;
+    // A delivery token (push delivery) for the running job's attempt, as the plane mints one.
+    const delivery = await mintDeliveryToken(await signingKeys(env as unknown as Record<string, string>), {
+      ns,
+      queue: 'q',
+      id: 'run',
+      attempt: 1,
+      workerId: 'w',
+      exp: Date.now() + 3600_000,
+    });
     const inQuery: Record<string, string> = {
       'stream-query': stream,
       'tampered-query': tampered,
@@ -274,7 +298,17 @@ describe('hostile input', () => {
         const query = inQuery[who];
         if (query !== undefined) path += `${path.includes('?') ? '&' : '?'}access_token=${encodeURIComponent(query)}`;
         const bearer =
-          who === 'root' ? null : who === 'garbage' ? 'lsk_nope' : who === 'foreign' ? foreign : who === 'stream' ? stream : '';
+          who === 'root'
+            ? null
+            : who === 'garbage'
+              ? 'lsk_nope'
+              : who === 'foreign'
+                ? foreign
+                : who === 'stream'
+                  ? stream
+                  : who === 'delivery'
+                    ? delivery
+                    : '';
         const headers: Record<string, string> = bearer === null ? {} : { authorization: bearer ? `Bearer ${bearer}` : '' };
         // Snapshots right around the request, so a lease running out elsewhere in a long run
         // cannot pass for a change made by a refused request.

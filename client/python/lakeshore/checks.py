@@ -1,8 +1,11 @@
 """Input checks of the Python local plane: the core's (src/core/validate.ts, requests.ts), so a
 bad argument gets the same BadRequest on every plane."""
+import base64
 import json
 import math
 import re
+import secrets
+import urllib.parse
 from typing import Any, Dict, List, Optional
 
 from .errors import BadRequest, NotFound
@@ -141,7 +144,7 @@ def _round(x: float) -> int:
 
 def _settings(queue: str, s: Dict[str, Any]) -> Dict[str, Any]:
     """The core's settingsInput: what a patch changes, checked; a key given as None clears that setting."""
-    known = ("lease_ms", "max_attempts", "max_running", "claims_per_second", "retry_backoff", "dead_letter_queue", "ttl_ms", "retention_ms", "time_limit_ms")
+    known = ("lease_ms", "max_attempts", "max_running", "claims_per_second", "retry_backoff", "dead_letter_queue", "ttl_ms", "retention_ms", "time_limit_ms", "push")
     for k in s:
         if k not in known:
             raise BadRequest("unknown queue setting %r" % k)
@@ -172,7 +175,54 @@ def _settings(queue: str, s: Dict[str, Any]) -> Dict[str, Any]:
         p["retention_ms"] = _duration("retention_ms", s["retention_ms"], 1)
     if "time_limit_ms" in s:
         p["time_limit_ms"] = _duration("time_limit_ms", s["time_limit_ms"], 1)
+    if "push" in s:
+        if s["push"] is None:
+            p["push_url"] = p["push_concurrency"] = p["push_timeout_ms"] = None
+        else:
+            t = _push(s["push"])
+            p.update(push_url=t["url"], push_concurrency=t["concurrency"], push_timeout_ms=t["timeout_ms"],
+                     push_secret="whsec_" + base64.b64encode(secrets.token_bytes(32)).decode(), push_rotate=1 if t["rotate"] else 0)
     return p
+
+
+DEFAULT_PUSH_CONCURRENCY = 8
+MAX_PUSH_CONCURRENCY = 1000
+DEFAULT_PUSH_TIMEOUT_MS = 30_000
+MAX_PUSH_TIMEOUT_MS = 15 * 60_000
+
+
+def _push(t: Any) -> Dict[str, Any]:
+    """The core's pushInput on a local plane: https://, or http:// on loopback; concurrency and timeout."""
+    if not isinstance(t, dict):
+        raise BadRequest("push must be an object {url, concurrency, timeout_ms} or null")
+    for k in t:
+        if k not in ("url", "concurrency", "timeout_ms", "rotate_secret"):
+            raise BadRequest("unknown push setting %s" % json.dumps(k))
+    url = t.get("url")
+    if not isinstance(url, str) or not url:
+        raise BadRequest("push.url must be a URL")
+    if len(url) > 2048:
+        raise BadRequest("push.url must be at most 2048 characters")
+    u = urllib.parse.urlsplit(url)
+    if u.scheme not in ("http", "https") or not u.hostname:
+        raise BadRequest("push.url must be https://" if u.scheme != "http" else "push.url %s is not a URL" % json.dumps(url))
+    if u.username or u.password:
+        raise BadRequest("push.url must not carry credentials: the receiver checks the signature instead")
+    loop = u.hostname == "localhost" or u.hostname == "::1" or re.fullmatch(r"127(\.\d{1,3}){3}", u.hostname) is not None
+    if u.scheme == "http" and not loop:
+        raise BadRequest("push.url must be https:// (http:// only on loopback, for a plane on this machine)")
+    concurrency = t.get("concurrency")
+    concurrency = DEFAULT_PUSH_CONCURRENCY if concurrency is None else concurrency
+    if isinstance(concurrency, bool) or not isinstance(concurrency, (int, float)) or concurrency != int(concurrency) or not 1 <= concurrency <= MAX_PUSH_CONCURRENCY:
+        raise BadRequest("push.concurrency must be an integer from 1 to %d" % MAX_PUSH_CONCURRENCY)
+    timeout = t.get("timeout_ms")
+    timeout = DEFAULT_PUSH_TIMEOUT_MS if timeout is None else timeout
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout != int(timeout) or not 100 <= timeout <= MAX_PUSH_TIMEOUT_MS:
+        raise BadRequest("push.timeout_ms must be an integer from 100 to %d" % MAX_PUSH_TIMEOUT_MS)
+    rotate = t.get("rotate_secret")
+    if rotate is not None and not isinstance(rotate, bool):
+        raise BadRequest("push.rotate_secret must be true or false")
+    return {"url": url, "concurrency": int(concurrency), "timeout_ms": int(timeout), "rotate": rotate is True}
 
 
 def _ms(v: Optional[float]) -> Optional[int]:

@@ -19,6 +19,7 @@ class OperatorVerbs:
         b = json.loads(q["backoff"]) if q.get("backoff") else None
         settings = {k: q.get(k) for k in ("lease_ms", "max_attempts", "max_running", "claims_per_second", "dead_letter_queue", "ttl_ms", "retention_ms", "time_limit_ms")}
         settings["retry_backoff"] = b and {k: b[k] for k in ("initial_ms", "factor", "max_ms", "jitter")}
+        settings["push"] = {"url": q["push_url"], "concurrency": q["push_concurrency"], "timeout_ms": q["push_timeout_ms"]} if q.get("push_url") else None
         return {"queue": queue, "paused": q.get("paused") == 1, "settings": settings}
 
     def configure_queue(self, queue: str, **settings: Any) -> Dict[str, Any]:
@@ -30,7 +31,13 @@ class OperatorVerbs:
         self._run("configure", {"queue": queue, "patch_json": json.dumps(patch)})
         if "retention_ms" in patch:
             self.clock.soon(queue, changed=True)  # a new retention may bring the next pass closer
-        return self.queue_info(queue)
+        info = self.queue_info(queue)
+        # The push secret is shown once: in the answer that set or rotated it.
+        if patch.get("push_secret") and info["settings"]["push"]:
+            rows = self._run("queue_info", {"queue": queue})[0]
+            if rows and rows[0]["push_secret"] == patch["push_secret"]:
+                info["settings"]["push"]["secret"] = patch["push_secret"]
+        return info
 
     def retry(self, inv_id: str) -> None:
         """Puts a failed job back in its queue with a fresh attempt budget (same id, journal kept);

@@ -3,6 +3,7 @@ import type { Plan } from '../plan.ts';
 import { stmt } from '../port.ts';
 import type { SettingsPatch } from '../requests.ts';
 import type { QueueInfo } from '../types.ts';
+import { OLD_SECRET_MS, type PushTarget } from '../push-target.ts';
 
 const COLUMNS = [
   'lease_ms',
@@ -14,7 +15,26 @@ const COLUMNS = [
   'ttl_ms',
   'retention_ms',
   'time_limit_ms',
+  'push_url',
+  'push_concurrency',
+  'push_timeout_ms',
 ] as const;
+
+/**
+ * The push secret: kept while the target is only changed; a new one (the patch's) when the queue
+ * had none or `push_rotate` asks, the one before then signing too for OLD_SECRET_MS; all cleared
+ * when push is turned off (`push_url` given as null). In an UPDATE every right side reads the old row.
+ */
+const PUSH_SECRET = `
+         push_secret = CASE WHEN json_type(?4, '$.push_url') IS NULL THEN push_secret
+           WHEN ?4 ->> '$.push_url' IS NULL THEN NULL
+           WHEN push_secret IS NULL OR ?4 ->> '$.push_rotate' = 1 THEN excluded.push_secret ELSE push_secret END,
+         push_secret_old = CASE WHEN json_type(?4, '$.push_url') IS NULL THEN push_secret_old
+           WHEN ?4 ->> '$.push_url' IS NULL THEN NULL
+           WHEN push_secret IS NOT NULL AND ?4 ->> '$.push_rotate' = 1 THEN push_secret ELSE push_secret_old END,
+         push_secret_old_until = CASE WHEN json_type(?4, '$.push_url') IS NULL THEN push_secret_old_until
+           WHEN ?4 ->> '$.push_url' IS NULL THEN NULL
+           WHEN push_secret IS NOT NULL AND ?4 ->> '$.push_rotate' = 1 THEN ?3 + ${OLD_SECRET_MS} ELSE push_secret_old_until END,`;
 
 /**
  * configure: the settings the patch names change (a null clears one); the others keep their
@@ -24,9 +44,9 @@ const COLUMNS = [
 export const configurePlan = (now: number, ns: string, queue: string, patch: SettingsPatch): Plan<void> => ({
   stmts: [
     stmt(
-      `INSERT INTO queues (ns, queue, updated_at, ${COLUMNS.join(', ')})
-       VALUES (?1, ?2, ?3, ${COLUMNS.map((c) => `?4 ->> '$.${c}'`).join(', ')})
-       ON CONFLICT (ns, queue) DO UPDATE SET updated_at = excluded.updated_at,
+      `INSERT INTO queues (ns, queue, updated_at, push_secret, ${COLUMNS.join(', ')})
+       VALUES (?1, ?2, ?3, ?4 ->> '$.push_secret', ${COLUMNS.map((c) => `?4 ->> '$.${c}'`).join(', ')})
+       ON CONFLICT (ns, queue) DO UPDATE SET updated_at = excluded.updated_at,${PUSH_SECRET}
          ${COLUMNS.map((c) => `${c} = CASE WHEN json_type(?4, '$.${c}') IS NULL THEN ${c} ELSE excluded.${c} END`).join(',\n         ')},
          claim_tokens = CASE WHEN json_type(?4, '$.claims_per_second') IS NULL THEN claim_tokens END`,
       ns,
@@ -77,7 +97,38 @@ export const queueInfoPlan = (ns: string, queue: string): Plan<QueueInfo> => ({
         ttlMs: num(q.ttl_ms),
         retentionMs: num(q.retention_ms),
         timeLimitMs: num(q.time_limit_ms),
+        push:
+          typeof q.push_url === 'string'
+            ? { url: q.push_url, concurrency: Number(q.push_concurrency), timeoutMs: Number(q.push_timeout_ms) }
+            : null,
       },
+    };
+  },
+});
+
+/**
+ * A queue's push target with the secrets to sign with (newest first; the old one until its time
+ * is up), or null when its jobs are pulled. For the plane's pusher only: no route answers it.
+ */
+export const pushTargetPlan = (now: number, ns: string, queue: string): Plan<PushTarget | null> => ({
+  stmts: [
+    stmt(
+      `SELECT push_url, push_concurrency, push_timeout_ms, push_secret,
+         CASE WHEN push_secret_old_until > ?3 THEN push_secret_old END AS push_secret_old
+       FROM queues WHERE ns = ?1 AND queue = ?2`,
+      ns,
+      queue,
+      now,
+    ),
+  ],
+  done: ([r]) => {
+    const q = r!.rows[0];
+    if (!q || typeof q.push_url !== 'string' || typeof q.push_secret !== 'string') return null;
+    return {
+      url: q.push_url,
+      concurrency: Number(q.push_concurrency),
+      timeoutMs: Number(q.push_timeout_ms),
+      secrets: [q.push_secret, ...(typeof q.push_secret_old === 'string' ? [q.push_secret_old] : [])],
     };
   },
 });

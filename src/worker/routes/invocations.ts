@@ -7,7 +7,7 @@ import { mintStreamToken, newJti, streamCap, streamKeys, streamTtl } from '../st
 import { jsonBody, numParam } from '../body.ts';
 import { invocationJson, outcomeJson } from '../../core/wire-json.ts';
 import { hint, idParam, locate, queueObject, reader, type App, type Ctx } from '../plane.ts';
-import { allow, may } from '../auth.ts';
+import { allow, holderOf, may } from '../auth.ts';
 import type { Verb } from '../../core/tokens.ts';
 
 /** The id's queue object, once the caller may `verb` on that queue (a worker token's pools). */
@@ -49,7 +49,7 @@ export const invocations = new Hono<App>()
   .post('/:id/ack', may('ack'), jsonBody(AckBody), async (c) => {
     const b = c.req.valid('json');
     const { id, stub } = await held(c, 'ack');
-    const out = await raise(stub.ack(id, { workerId: b.worker_id, attempt: b.attempt, result: b.result }));
+    const out = await raise(stub.ack(id, { ...holderOf(c, b), result: b.result }));
     return c.json({ ok: true, absorbed: out.absorbed });
   })
   .post('/:id/nack', may('nack'), jsonBody(NackBody), async (c) => {
@@ -57,8 +57,7 @@ export const invocations = new Hono<App>()
     const { id, stub } = await held(c, 'nack');
     const out = await raise(
       stub.nack(id, {
-        workerId: b.worker_id,
-        attempt: b.attempt,
+        ...holderOf(c, b),
         error: b.error,
         retry: b.retry,
         delayMs: b.delay_ms,
@@ -70,7 +69,7 @@ export const invocations = new Hono<App>()
   .post('/:id/heartbeat', may('heartbeat'), jsonBody(HeartbeatBody), async (c) => {
     const b = c.req.valid('json');
     const { id, stub } = await held(c, 'heartbeat');
-    const out = await raise(stub.heartbeat(id, { workerId: b.worker_id, attempt: b.attempt, leaseMs: b.lease_ms }));
+    const out = await raise(stub.heartbeat(id, { ...holderOf(c, b), leaseMs: b.lease_ms }));
     return c.json({ lease_until: out.leaseUntil, cancelled: out.cancelled });
   })
   .post('/:id/cancel', may('cancel'), async (c) => {

@@ -8,7 +8,7 @@ import { relayStream } from '../relay.ts';
 import { jsonBody, numParam } from '../body.ts';
 import { pageJson } from '../../core/wire-json.ts';
 import { hint, idParam, locate, queueObject, reader, type App, type Ctx } from '../plane.ts';
-import { allow, may } from '../auth.ts';
+import { allow, holderOf, may } from '../auth.ts';
 import { END_ID } from '../../core/sse.ts';
 import type { JournalPage } from '../../core/types.ts';
 
@@ -30,7 +30,7 @@ export const journal = new Hono<App>()
     const b = c.req.valid('json');
     const queue = await locate(c, ns, id);
     allow(c, ns, 'append', queue);
-    const req = { workerId: b.worker_id, attempt: b.attempt, seq: b.seq, kind: b.kind, body: b.body, meta: b.meta, final: b.final };
+    const req = { ...holderOf(c, b), seq: b.seq, kind: b.kind, body: b.body, meta: b.meta, final: b.final };
     const out = await raise(queueObject(c, ns, queue).append(id, req));
     return c.json({ seq: out.seq, final: out.final, absorbed: out.absorbed });
   })

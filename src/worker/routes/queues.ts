@@ -161,6 +161,12 @@ export const queues = new Hono<App>()
         ttlMs: b.ttl_ms,
         retentionMs: b.retention_ms,
         timeLimitMs: b.time_limit_ms,
+        push: b.push && {
+          url: b.push.url,
+          concurrency: b.push.concurrency ?? undefined,
+          timeoutMs: b.push.timeout_ms ?? undefined,
+          rotateSecret: b.push.rotate_secret ?? undefined,
+        },
       }),
     );
     return c.json(queueInfoJson(info));

@@ -1,0 +1,105 @@
+/**
+ * The receiving end of push delivery (docs/contract.md, "Push delivery"): checks a delivery's
+ * Standard Webhooks signature and reads it. WebCrypto only, so it runs where receivers do: Node,
+ * a Cloudflare Worker, Deno, Bun, a Vercel or Lambda function.
+ *
+ *   const d = await verifyDelivery(process.env.LAKESHORE_PUSH_SECRET, req.headers, rawBody);
+ *   // ... do the work; answer 2xx with the result, or 202 and finish later with d.deliveryToken
+ */
+import { UnauthorizedError } from './errors.ts';
+
+/** One pushed job, as its receiver gets it. */
+export interface Delivery {
+  id: string;
+  namespace: string;
+  queue: string;
+  attempt: number;
+  /** The attempt's lease (epoch ms): heartbeat with the delivery token to keep it past this. */
+  leaseUntil: number;
+  priority: number;
+  envelope: Uint8Array;
+  /** The worker id the plane claimed as: what an ack, nack, heartbeat or append with the token names. */
+  workerId: string;
+  /** The credential for this job and attempt: append, heartbeat, ack, nack, read (`new HttpDispatch(url, {token})`). */
+  deliveryToken: string;
+  /** `webhook-id`: `<job id>.<attempt>`, the same on a resend of the same attempt. */
+  webhookId: string;
+  /** `webhook-timestamp`, epoch seconds. */
+  timestamp: number;
+}
+
+export interface VerifyOptions {
+  /** How far the timestamp may be from now, either way (default 300 s, the spec's). */
+  toleranceS?: number;
+  /** Now, epoch ms (tests). */
+  now?: number;
+}
+
+type HeaderBag = Headers | Record<string, string | string[] | undefined>;
+
+function header(h: HeaderBag, name: string): string | null {
+  if (typeof (h as Headers).get === 'function') return (h as Headers).get(name);
+  const r = h as Record<string, string | string[] | undefined>;
+  const v = r[name] ?? r[Object.keys(r).find((k) => k.toLowerCase() === name) ?? ''];
+  return Array.isArray(v) ? (v[0] ?? null) : (v ?? null);
+}
+
+const b64 = (bytes: Uint8Array) => btoa(String.fromCharCode(...bytes));
+const unb64 = (s: string) => Uint8Array.from(atob(s), (c) => c.charCodeAt(0));
+
+/** Compares without an early exit. */
+function same(a: string, b: string): boolean {
+  if (a.length !== b.length) return false;
+  let d = 0;
+  for (let i = 0; i < a.length; i++) d |= a.charCodeAt(i) ^ b.charCodeAt(i);
+  return d === 0;
+}
+
+/**
+ * Checks a delivery's signature (any of `secret`s: during a rotation both verify) and timestamp,
+ * and answers the delivery read from its body. Throws UnauthorizedError when it does not verify:
+ * answer 401, and the plane retries (a genuine delivery verifies; a forged one never will).
+ */
+export async function verifyDelivery(
+  secret: string | string[],
+  headers: HeaderBag,
+  body: string | Uint8Array,
+  opts: VerifyOptions = {},
+): Promise<Delivery> {
+  const id = header(headers, 'webhook-id');
+  const ts = header(headers, 'webhook-timestamp');
+  const sigs = header(headers, 'webhook-signature');
+  if (!id || !ts || !sigs)
+    throw new UnauthorizedError('not a signed delivery: webhook-id, webhook-timestamp or webhook-signature is missing');
+  const timestamp = Number(ts);
+  if (!/^\d+$/.test(ts)) throw new UnauthorizedError('webhook-timestamp is not a number of seconds');
+  const now = (opts.now ?? Date.now()) / 1000;
+  const tolerance = opts.toleranceS ?? 300;
+  if (Math.abs(now - timestamp) > tolerance)
+    throw new UnauthorizedError(`webhook-timestamp is ${Math.round(now - timestamp)} s from now, past the tolerance of ${tolerance} s`);
+  const text = typeof body === 'string' ? body : new TextDecoder().decode(body);
+  const data = new TextEncoder().encode(`${id}.${ts}.${text}`);
+  const given = sigs.split(' ').flatMap((s) => (s.startsWith('v1,') ? [s.slice(3)] : []));
+  let ok = false;
+  for (const s of Array.isArray(secret) ? secret : [secret]) {
+    const raw = unb64(s.startsWith('whsec_') ? s.slice(6) : s);
+    const key = await crypto.subtle.importKey('raw', raw, { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);
+    const want = b64(new Uint8Array(await crypto.subtle.sign('HMAC', key, data)));
+    for (const g of given) ok = same(g, want) || ok;
+  }
+  if (!ok) throw new UnauthorizedError('delivery signature does not verify: not from this queue, altered, or signed with another secret');
+  const j = JSON.parse(text) as Record<string, unknown>;
+  return {
+    id: String(j.id),
+    namespace: String(j.namespace),
+    queue: String(j.queue),
+    attempt: Number(j.attempt),
+    leaseUntil: Number(j.lease_until),
+    priority: Number(j.priority),
+    envelope: unb64(String(j.envelope)),
+    workerId: String(j.worker_id),
+    deliveryToken: String(j.delivery_token),
+    webhookId: id,
+    timestamp,
+  };
+}

@@ -1,0 +1,111 @@
+/**
+ * A queue object's push delivery (core/push.ts): while its queue has a push target, a Pusher runs
+ * in the object on its engine, claiming as the worker `lakeshore-push` and POSTing each job. It
+ * starts when the object does (a submit, a due alarm, a request), and follows settings changes. An
+ * object evicted meanwhile loses nothing: every job that becomes claimable either comes through the
+ * object (a submit, a nack, a retry, a redrive) or arms its alarm (a delay, a lease running out), and
+ * each of those starts the object and so its pusher again.
+ */
+import type { Engine } from '../core/engine.ts';
+import { Pusher, type Delivered, type PushStats } from '../core/push.ts';
+import { mintDeliveryToken, DELIVERY_TOKEN_TTL_MS } from '../core/delivery-token.ts';
+import { signingKeys } from '../core/signing.ts';
+import type { LogLine } from '../core/feed.ts';
+
+export const PUSH_WORKER_ID = 'lakeshore-push';
+
+export interface PushingOptions {
+  engine: Engine;
+  env: Env;
+  ns: string;
+  queue: string;
+  /** The worker book hears of the pusher as of any worker. */
+  heard: (workerId: string, concurrency: number) => void;
+  /** A delivery's outcome, as a log line of the feed. */
+  log: (workerId: string, lines: LogLine[]) => void;
+}
+
+export class Pushing {
+  private pusher: Pusher | null = null;
+  private readonly o: PushingOptions;
+
+  constructor(o: PushingOptions) {
+    this.o = o;
+  }
+
+  /** Reads the queue's push target and starts, retargets or stops the pusher to match. */
+  async refresh(): Promise<void> {
+    const { engine, ns, queue } = this.o;
+    const target = await engine.admin.pushTarget(ns, queue);
+    if (!target) {
+      const p = this.pusher;
+      this.pusher = null;
+      await p?.stop();
+      return;
+    }
+    this.o.heard(PUSH_WORKER_ID, target.concurrency);
+    if (this.pusher) {
+      this.pusher.retarget(target);
+      this.pusher.start();
+      return;
+    }
+    const limits = engine.limits;
+    const settings = (await engine.admin.info(ns, queue)).settings;
+    this.pusher = new Pusher(
+      {
+        claim: (max, leaseMs, waitMs, signal) =>
+          engine.work.claimMany(ns, queue, { workerId: PUSH_WORKER_ID, max, leaseMs, waitMs, signal }),
+        ack: async (c, result) => {
+          await engine.work.ack(ns, c.id, { workerId: PUSH_WORKER_ID, attempt: c.attempt, result, queue });
+        },
+        nack: async (c, error, retry, delayMs) => {
+          await engine.work.nack(ns, c.id, { workerId: PUSH_WORKER_ID, attempt: c.attempt, error, retry, delayMs, queue });
+        },
+        deliveryToken: async (c) =>
+          mintDeliveryToken(await signingKeys(this.o.env as unknown as Record<string, string | undefined>), {
+            ns,
+            queue,
+            id: c.id,
+            attempt: c.attempt,
+            workerId: PUSH_WORKER_ID,
+            exp: Date.now() + DELIVERY_TOKEN_TTL_MS,
+          }),
+        fetch: (url, init) => fetch(url, init),
+      },
+      target,
+      {
+        ns,
+        queue,
+        workerId: PUSH_WORKER_ID,
+        leaseMs: settings.leaseMs ?? limits.defaultLeaseMs,
+        maxLeaseMs: limits.maxLeaseMs,
+        resultBytes: limits.resultBytes,
+        maxDelayMs: limits.maxDelayMs,
+        onDelivered: (d) => this.o.log(PUSH_WORKER_ID, [deliveryLine(d)]),
+      },
+    );
+    this.pusher.start();
+  }
+
+  stats(): PushStats | null {
+    return this.pusher?.stats() ?? null;
+  }
+}
+
+/** A delivery's outcome as the feed tells it. */
+function deliveryLine(d: Delivered): LogLine {
+  const answer = d.status === null ? 'no answer' : `${d.status}`;
+  const what =
+    d.outcome === 'acked'
+      ? 'acked'
+      : d.outcome === 'accepted'
+        ? 'accepted: the receiver finishes it with its delivery token'
+        : d.outcome === 'nacked'
+          ? `nacked: ${d.error}`
+          : `refused: ${d.error}`;
+  return {
+    id: d.id,
+    level: d.outcome === 'acked' || d.outcome === 'accepted' ? 'info' : 'warn',
+    message: `push attempt ${d.attempt}: ${answer} in ${d.ms} ms, ${what}`,
+  };
+}

@@ -1,0 +1,262 @@
+/**
+ * Push delivery (docs/contract.md, "Push delivery") on `wrangler dev`: the queue object POSTs each
+ * job to a receiver, a small HTTP server here on loopback, signed per Standard Webhooks; its
+ * answer settles the job. The signatures are checked with the spec's reference library
+ * (`standardwebhooks`), not with our own helper.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Webhook } from 'standardwebhooks';
+import {
+  FrameKind,
+  HttpDispatch,
+  UnauthorizedError,
+  verifyDelivery,
+  FencingConflictError,
+  ForbiddenError,
+  NotFoundError,
+} from '../../client/local/index.ts';
+import { planeEnv } from './setup/cli.ts';
+import { until } from '../support/wait.ts';
+
+/** Jobs pushed in the throughput case (PUSH_JOBS overrides). */
+const N = Number(process.env.PUSH_JOBS ?? 10_000);
+
+interface Hit {
+  body: string;
+  headers: Record<string, string>;
+  id: string;
+  attempt: number;
+  webhookId: string;
+  at: number;
+  verified: boolean;
+  delivery: Record<string, unknown>;
+}
+
+type Handler = (hit: Hit, req: IncomingMessage, res: ServerResponse) => void;
+
+/** A receiver on loopback: checks each request's signature with the reference library, records it, and answers by `handle`. */
+async function receiver(handle: Handler): Promise<{ url: string; hits: Hit[]; setSecret: (s: string) => void; server: Server }> {
+  const hits: Hit[] = [];
+  let wh: Webhook | null = null;
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks).toString('utf8');
+      let verified = false;
+      try {
+        wh!.verify(body, req.headers as Record<string, string>);
+        verified = true;
+      } catch {
+        verified = false;
+      }
+      const delivery = JSON.parse(body) as Record<string, unknown>;
+      const hit: Hit = {
+        body,
+        headers: req.headers as Record<string, string>,
+        id: String(delivery.id),
+        attempt: Number(delivery.attempt),
+        webhookId: String(req.headers['webhook-id']),
+        at: Date.now(),
+        verified,
+        delivery,
+      };
+      hits.push(hit);
+      handle(hit, req, res);
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}/hook`, hits, setSecret: (s) => (wh = new Webhook(s)), server };
+}
+
+const servers: Server[] = [];
+afterEach(async () => {
+  for (const s of servers.splice(0)) {
+    s.closeAllConnections();
+    await new Promise((r) => s.close(r));
+  }
+});
+
+function plane() {
+  const env = planeEnv('edge');
+  return new HttpDispatch(env.LAKESHORE_URL!, { token: env.LAKESHORE_TOKEN!, namespace: env.LAKESHORE_NAMESPACE!, retryForMs: 30_000 });
+}
+
+const json = (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {
+  res.writeHead(status, { 'content-type': 'application/json', ...headers });
+  res.end(JSON.stringify(body));
+};
+
+describe('push delivery', () => {
+  it(`delivers ${N} jobs at a concurrency of 16: each succeeds once, every request verifies with the reference library`, async () => {
+    const d = plane();
+    let open = 0;
+    let most = 0;
+    const r = await receiver((hit, _req, res) => {
+      open++;
+      most = Math.max(most, open);
+      setImmediate(() => {
+        open--;
+        json(res, 200, { echo: hit.id });
+      });
+    });
+    servers.push(r.server);
+    const set = await d.configureQueue('hooks', { push: { url: r.url, concurrency: 16, timeoutMs: 10_000 } });
+    r.setSecret(set.settings.push!.secret!);
+    const t0 = Date.now();
+    for (let i = 0; i < N; i += 500)
+      await d.submitMany(
+        'hooks',
+        Array.from({ length: Math.min(500, N - i) }, (_, k) => ({
+          envelope: new TextEncoder().encode(JSON.stringify({ n: i + k })),
+          opts: { id: `p${i + k}` },
+        })),
+      );
+    await until(async () => (await d.count('hooks', 'succeeded')) === N, `${N} pushed jobs succeeded`, 120_000, 200);
+    const ms = Date.now() - t0;
+    console.log(`[push] ${N} jobs in ${ms} ms (${Math.round((N * 1000) / ms)} jobs/s), most at once ${most}`);
+    // Exactly once: one request per job, each verified, none beyond 16 at once.
+    expect(r.hits.length).toBe(N);
+    expect(new Set(r.hits.map((h) => h.id)).size).toBe(N);
+    expect(r.hits.filter((h) => !h.verified)).toEqual([]);
+    expect(most).toBeLessThanOrEqual(16);
+    expect(await d.count('hooks', 'failed')).toBe(0);
+    // The delivery: the job, its envelope, its attempt; webhook-id is the job id and attempt.
+    const h = r.hits.find((x) => x.id === 'p7')!;
+    expect(h.webhookId).toBe('p7.1');
+    expect(h.delivery).toMatchObject({ type: 'lakeshore.delivery', id: 'p7', queue: 'hooks', attempt: 1 });
+    expect(JSON.parse(Buffer.from(String(h.delivery.envelope), 'base64').toString())).toEqual({ n: 7 });
+    expect(String(h.delivery.delivery_token)).toMatch(/^lsd_/);
+    // The answer's body is the result.
+    expect(JSON.parse(new TextDecoder().decode((await d.result('p7', { timeoutMs: 0 }))!))).toEqual({ echo: 'p7' });
+    // A tampered body, or the right body under another secret, does not verify with the reference library.
+    const wh = new Webhook(set.settings.push!.secret!);
+    const headers = { 'webhook-id': 'x.1', 'webhook-timestamp': String(Math.floor(Date.now() / 1000)), 'webhook-signature': 'v1,AAAA' };
+    expect(() => wh.verify('{}', headers)).toThrow();
+    // Our helper agrees with the reference: it reads a real delivery, and refuses it altered or under another secret.
+    const secret = set.settings.push!.secret!;
+    const got = await verifyDelivery(secret, h.headers, h.body, { now: h.at });
+    expect(got).toMatchObject({ id: 'p7', queue: 'hooks', attempt: 1, webhookId: 'p7.1', workerId: 'lakeshore-push' });
+    expect(JSON.parse(new TextDecoder().decode(got.envelope))).toEqual({ n: 7 });
+    await expect(verifyDelivery(secret, h.headers, h.body.replace('"p7"', '"p8"'), { now: h.at })).rejects.toBeInstanceOf(
+      UnauthorizedError,
+    );
+    const other = (await d.configureQueue('hooks', { push: { url: r.url, rotateSecret: true } })).settings.push!.secret!;
+    await expect(verifyDelivery(other, h.headers, h.body, { now: h.at })).rejects.toBeInstanceOf(UnauthorizedError);
+    await expect(verifyDelivery(secret, h.headers, h.body, { now: h.at + 301_000 })).rejects.toBeInstanceOf(UnauthorizedError);
+    // And what the reference library signs, our helper verifies (both directions of the spec).
+    const signed = wh.sign('ref.1', new Date(h.at), h.body);
+    const ref = { 'webhook-id': 'ref.1', 'webhook-timestamp': String(Math.floor(h.at / 1000)), 'webhook-signature': signed };
+    expect((await verifyDelivery(secret, ref, h.body, { now: h.at })).id).toBe('p7');
+    await d.configureQueue('hooks', { push: null });
+  }, 180_000);
+
+  it('retries 500s, 429 after its Retry-After, a hung receiver and a dropped connection, per the budget; none is acked twice', async () => {
+    const d = plane();
+    const oks = new Map<string, number>();
+    const r = await receiver((hit, req, res) => {
+      const first = hit.attempt === 1;
+      if (hit.id.startsWith('always')) return json(res, 500, { error: 'down' });
+      if (first && hit.id.startsWith('e500')) return json(res, 500, { error: 'boom' });
+      if (first && hit.id.startsWith('e429')) return json(res, 429, { error: 'slow down' }, { 'retry-after': '2' });
+      if (first && hit.id.startsWith('hang')) return; // no answer: the plane's timeout ends it
+      if (first && hit.id.startsWith('drop')) return req.socket.destroy();
+      oks.set(hit.id, (oks.get(hit.id) ?? 0) + 1);
+      json(res, 200, { ok: hit.id, attempt: hit.attempt });
+    });
+    servers.push(r.server);
+    await d.configureQueue('flaky', {
+      maxAttempts: 3,
+      retryBackoff: { initialMs: 50, factor: 1, maxMs: 50, jitter: 0 },
+      push: { url: r.url, concurrency: 8, timeoutMs: 1_000 },
+    });
+    const ids = ['e500-a', 'e500-b', 'e429-a', 'hang-a', 'drop-a', 'fine-a', 'always-a'];
+    for (const id of ids) await d.submit('flaky', new TextEncoder().encode('{}'), { id });
+    await until(
+      async () => (await d.count('flaky', 'succeeded')) === 6 && (await d.count('flaky', 'failed')) === 1,
+      'six succeeded and one failed',
+      30_000,
+      100,
+    );
+    const attempts = (id: string) => r.hits.filter((h) => h.id === id).map((h) => h.attempt);
+    for (const id of ['e500-a', 'e500-b', 'e429-a', 'hang-a', 'drop-a']) expect(attempts(id), id).toEqual([1, 2]);
+    expect(attempts('fine-a')).toEqual([1]);
+    expect(attempts('always-a')).toEqual([1, 2, 3]); // the budget, then failed
+    for (const id of ids.filter((i) => !i.startsWith('always'))) expect(oks.get(id), id).toBe(1);
+    // Retry-After: the second attempt came no sooner than the receiver asked (2 s; the plane's clock rounds down to 1 s at most).
+    const [a1, a2] = r.hits.filter((h) => h.id === 'e429-a');
+    expect(a2!.at - a1!.at).toBeGreaterThanOrEqual(1_000);
+    const failed = await d.get('always-a');
+    expect(failed?.error?.message).toContain('push target answered 500');
+    expect((await d.get('hang-a'))?.attempt).toBe(2);
+    await d.configureQueue('flaky', { push: null });
+  }, 60_000);
+
+  it('a receiver answering 202 streams 100 frames and acks with its delivery token, which acts on that attempt only', async () => {
+    const d = plane();
+    const env = planeEnv('edge');
+    const url = env.LAKESHORE_URL!;
+    const accepted: Hit[] = [];
+    const r = await receiver((hit, _req, res) => {
+      accepted.push(hit);
+      res.writeHead(202).end();
+    });
+    servers.push(r.server);
+    await d.configureQueue('later', { push: { url: r.url, concurrency: 2, timeoutMs: 5_000 } });
+    await d.submit('later', new TextEncoder().encode('{}'), { id: 'slow' });
+    await d.submit('other', new TextEncoder().encode('{}'), { id: 'bystander' });
+    await until(() => accepted.length === 1, 'the delivery', 10_000);
+    const delivery = accepted[0]!.delivery;
+    const token = String(delivery.delivery_token);
+    const as = new HttpDispatch(url, { token, namespace: String(delivery.namespace) });
+    const w = String(delivery.worker_id);
+    expect((await d.get('slow'))?.state).toBe('running'); // 202: it stays the receiver's
+    // Its own job: heartbeat, frames, read.
+    expect((await as.heartbeat('slow', w, { attempt: 1 })).leaseUntil).toBeGreaterThan(Date.now());
+    await as.journalAppend(
+      'slow',
+      null,
+      { kind: FrameKind.BEGIN, seq: 0, body: new Uint8Array(), meta: null },
+      { workerId: w, attempt: 1 },
+    );
+    for (let i = 0; i < 100; i++)
+      await as.journalAppend(
+        'slow',
+        null,
+        { kind: FrameKind.VALUE, seq: 0, body: new TextEncoder().encode(JSON.stringify(i)), meta: null },
+        { workerId: w, attempt: 1 },
+      );
+    // Nothing else: another job, another queue's submit, another attempt.
+    expect(await as.get('bystander')).toBeNull(); // as if there were nothing there
+    await expect(as.journalPage('bystander')).rejects.toBeInstanceOf(NotFoundError);
+    await expect(as.submit('later', new TextEncoder().encode('{}'), { id: 'sneaky' })).rejects.toBeInstanceOf(ForbiddenError);
+    await expect(as.ack('slow', w, { attempt: 2 })).rejects.toBeInstanceOf(ForbiddenError);
+    await expect(
+      new HttpDispatch(url, { token: `${token.slice(0, -2)}AA`, namespace: String(delivery.namespace) }).get('slow'),
+    ).rejects.toBeInstanceOf(UnauthorizedError);
+    await as.journalAppend(
+      'slow',
+      null,
+      { kind: FrameKind.END, seq: 0, body: new Uint8Array(), meta: null },
+      { workerId: w, attempt: 1, final: true },
+    );
+    await as.ack('slow', w, { attempt: 1, result: new TextEncoder().encode('"done"') });
+    expect(new TextDecoder().decode((await d.result('slow', { timeoutMs: 0 }))!)).toBe('"done"');
+    const page = await d.journalPage('slow');
+    expect(page.frames.filter((f) => f.kind === FrameKind.VALUE)).toHaveLength(100);
+    // The attempt is over: the same ack again is absorbed (acks are idempotent), a frame is refused like a late worker's.
+    await as.ack('slow', w, { attempt: 1, result: new TextEncoder().encode('"done"') });
+    await expect(
+      as.journalAppend(
+        'slow',
+        null,
+        { kind: FrameKind.VALUE, seq: 0, body: new TextEncoder().encode('1'), meta: null },
+        { workerId: w, attempt: 1 },
+      ),
+    ).rejects.toBeInstanceOf(FencingConflictError);
+    await d.configureQueue('later', { push: null });
+  }, 60_000);
+});
