@@ -11,6 +11,7 @@ import { EXIT, exitCodeOf, output } from './output.ts';
 import { planeFromEnv, type PlaneFlags } from '../default.ts';
 import { UnavailableError } from '../errors.ts';
 import { supervisePython, type PythonFlags } from './supervise.ts';
+import { push as pushCmd } from './push.ts';
 
 type Global = PlaneFlags & { json?: boolean };
 
@@ -147,6 +148,10 @@ program
   .option('--ttl-ms <ms>', 'a submit without a TTL fails as Expired if not claimed within this')
   .option('--retention-ms <ms>', 'how long finished jobs are kept before they are purged (default 7 days)')
   .option('--time-limit-ms <ms>', "the time limit of the queue's jobs that name none (default: the worker's, 600 s)")
+  .option('--push-url <url>', 'push delivery: POST each job to this URL, signed (none: workers pull); admin only')
+  .option('--push-concurrency <n>', 'push delivery: most deliveries at once (default 8)')
+  .option('--push-timeout-ms <ms>', 'push delivery: how long one delivery may take (default 30000)')
+  .option('--rotate-push-secret', 'push delivery: a new signing secret (the old one signs too for 24 h)')
   .action((queue: string, o: op.QueueFlags) => run((g) => op.queue(planeOf(g), output(!!g.json), queue, o))());
 
 program
@@ -224,6 +229,12 @@ program
   .command('workers')
   .description('the workers heard from lately: their queues, what each holds, when each was last heard')
   .action(() => run((g) => watch.workers(planeOf(g), output(!!g.json)))());
+
+program
+  .command('push')
+  .description("a local plane's push delivery: POST its queues' jobs to their push targets, until Ctrl-C")
+  .argument('[queues...]', 'queues (default: every queue with a push target, looked for each second)')
+  .action((queues: string[]) => run((g) => pushCmd(planeOf(g), output(!!g.json), queues))());
 
 program
   .command('events')

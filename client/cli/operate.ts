@@ -59,6 +59,24 @@ export interface QueueFlags {
   ttlMs?: string;
   retentionMs?: string;
   timeLimitMs?: string;
+  pushUrl?: string;
+  pushConcurrency?: string;
+  pushTimeoutMs?: string;
+  rotatePushSecret?: boolean;
+}
+
+/** The push target the flags set: --push-url none turns it off; the other push flags need the URL (kept from the queue's target). */
+async function pushChange(d: DispatchPlane, name: string, f: QueueFlags): Promise<SettingsChange['push']> {
+  if (f.pushUrl === 'none') return null;
+  const url = f.pushUrl ?? (await d.queueInfo(name)).settings.push?.url;
+  if (!url)
+    throw new UsageError('--push-concurrency, --push-timeout-ms and --rotate-push-secret change a push target: give --push-url too');
+  return {
+    url,
+    ...(f.pushConcurrency !== undefined ? { concurrency: num('--push-concurrency', f.pushConcurrency) } : {}),
+    ...(f.pushTimeoutMs !== undefined ? { timeoutMs: num('--push-timeout-ms', f.pushTimeoutMs) } : {}),
+    ...(f.rotatePushSecret ? { rotateSecret: true } : {}),
+  };
 }
 
 /** `queue <name>` shows the settings; with flags it changes those named first ("none" clears one). */
@@ -72,6 +90,8 @@ export async function queue(d: DispatchPlane, out: Out, name: string, f: QueueFl
   if (f.retentionMs !== undefined) change.retentionMs = setting('--retention-ms', f.retentionMs);
   if (f.timeLimitMs !== undefined) change.timeLimitMs = setting('--time-limit-ms', f.timeLimitMs);
   if (f.deadLetterQueue !== undefined) change.deadLetterQueue = f.deadLetterQueue === 'none' ? null : f.deadLetterQueue;
+  if (f.pushUrl !== undefined || f.pushConcurrency !== undefined || f.pushTimeoutMs !== undefined || f.rotatePushSecret)
+    change.push = await pushChange(d, name, f);
   if (f.backoff !== undefined) {
     // --backoff INITIAL_MS[,FACTOR[,MAX_MS[,JITTER]]] or none
     const [initialMs, factor, maxMs, jitter] = f.backoff === 'none' ? [] : f.backoff.split(',').map((p) => num('--backoff', p));
@@ -93,6 +113,13 @@ export async function queue(d: DispatchPlane, out: Out, name: string, f: QueueFl
       `default ttl      ${s.ttlMs === null ? 'none' : `${s.ttlMs} ms`}`,
       `retention        ${s.retentionMs === null ? 'plane default (7 days)' : `${s.retentionMs} ms`}`,
       `time limit       ${s.timeLimitMs === null ? "the worker's (600 s by default)" : `${s.timeLimitMs} ms`}`,
+      `push             ${s.push ? `${s.push.url}, ${s.push.concurrency} at once, ${s.push.timeoutMs} ms each` : 'none (workers pull)'}`,
+      ...(s.push?.secret
+        ? [
+            `push secret      ${s.push.secret}`,
+            '                 (shown this once: give it to the receiver, which verifies each delivery with it)',
+          ]
+        : []),
     ].join('\n'),
   );
   return EXIT.ok;

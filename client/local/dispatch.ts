@@ -11,6 +11,7 @@
  */
 import { DatabaseSync } from './sqlite.ts';
 import { Engine } from '../../src/core/engine.ts';
+import type { PushTarget } from '../../src/core/push-target.ts';
 import { decodeFrame } from '../../src/core/frame.ts';
 import type { Limits } from '../../src/core/limits.ts';
 import type { State } from '../../src/core/states.ts';
@@ -226,6 +227,14 @@ export class Dispatch implements DispatchPlane {
 
   list(queue: string, opts: ListOptions = {}): Promise<InvocationPage> {
     return verb(this.engine.list(this.namespace, queue, opts.state ?? 'queued', opts.limit, opts.cursor ?? null));
+  }
+
+  /**
+   * The queue's push target with its signing secrets, or null, and the plane's limits: for
+   * `lakeshore push` (push.ts). Whoever can read this file can read them anyway.
+   */
+  async pushTarget(queue: string): Promise<{ target: PushTarget | null; limits: Limits }> {
+    return { target: await verb(this.engine.admin.pushTarget(this.namespace, queue)), limits: this.engine.limits };
   }
 
   async configureQueue(queue: string, s: SettingsChange): Promise<QueueInfo> {

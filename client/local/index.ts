@@ -6,3 +6,4 @@ import './default.ts';
 
 export * from '../index.ts';
 export { Dispatch, type DispatchOptions } from './dispatch.ts';
+export { startPushing, type Pushing, type PushingOptions } from './push.ts';

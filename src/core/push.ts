@@ -14,6 +14,9 @@ import type { PushTarget } from './push-target.ts';
 import { signDelivery } from './push-target.ts';
 import type { Claimed, InvocationError } from './types.ts';
 
+/** The worker id a plane's pusher claims as (the workers list shows it; a delivery names it). */
+export const PUSH_WORKER_ID = 'lakeshore-push';
+
 /** What a pusher needs of its plane. */
 export interface PushPort {
   /** Claims up to `max` jobs for `workerId`, waiting up to `waitMs` for one; `signal` calls the wait off. */

@@ -7,12 +7,10 @@
  * each of those starts the object and so its pusher again.
  */
 import type { Engine } from '../core/engine.ts';
-import { Pusher, type Delivered, type PushStats } from '../core/push.ts';
+import { PUSH_WORKER_ID, Pusher, type Delivered, type PushStats } from '../core/push.ts';
 import { mintDeliveryToken, DELIVERY_TOKEN_TTL_MS } from '../core/delivery-token.ts';
 import { signingKeys } from '../core/signing.ts';
 import type { LogLine } from '../core/feed.ts';
-
-export const PUSH_WORKER_ID = 'lakeshore-push';
 
 export interface PushingOptions {
   engine: Engine;
@@ -93,7 +91,7 @@ export class Pushing {
 }
 
 /** A delivery's outcome as the feed tells it. */
-function deliveryLine(d: Delivered): LogLine {
+export function deliveryLine(d: Delivered): LogLine {
   const answer = d.status === null ? 'no answer' : `${d.status}`;
   const what =
     d.outcome === 'acked'

@@ -15,7 +15,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inject } from 'vitest';
-import { Dispatch, HttpDispatch, errorFor, type DispatchPlane, type FeedItem } from '../../client/local/index.ts';
+import { Dispatch, HttpDispatch, errorFor, startPushing, type DispatchPlane, type FeedItem } from '../../client/local/index.ts';
 import { until } from '../support/wait.ts';
 import { newToken, startPlane } from '../../scripts/plane.mjs';
 
@@ -41,6 +41,11 @@ export interface PlaneHandle {
    * plane's feed tells its own process's transitions); elsewhere, the plane itself.
    */
   inProcess?: DispatchPlane;
+  /**
+   * Starts pushing from a local plane, as `lakeshore push` does (client/local/push.ts); left out
+   * where the plane pushes by itself (the edge plane's queue objects).
+   */
+  pushFrom?: () => { stop(): Promise<void> };
 }
 export type PlaneFactory = () => Promise<PlaneHandle>;
 /** A plane of its own whose database has this storage budget (the storage part of the suite). */
@@ -69,6 +74,7 @@ async function memoryPlaneWith(storage?: { limitBytes: number; highWaterPercent:
     now: clock.now,
     shortLeaseMs: 1_000,
     movableClock: true,
+    pushFrom: () => startPushing(plane),
   };
 }
 
@@ -191,6 +197,7 @@ async function twoProcessPlaneWith(storage?: { limitBytes: number; highWaterPerc
     shortLeaseMs: 1_000,
     movableClock: true,
     inProcess: local,
+    pushFrom: () => startPushing(local),
   };
 }
 

@@ -11,7 +11,9 @@ import { spawn } from 'node:child_process';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import {
+  Dispatch,
   errorFor,
+  startPushing,
   InvocationCancelledError,
   InvocationFailedError,
   type Claimed,
@@ -415,5 +417,16 @@ async function pythonPlaneWith(options: Record<string, unknown>): Promise<PlaneH
     now: () => Date.now() + offset,
     shortLeaseMs: 1_000,
     movableClock: true,
+    // `lakeshore push` on the Python plane's file: the Node pusher, through a Node Dispatch of the same file.
+    pushFrom: () => {
+      const node = new Dispatch(join(dir, 'dispatch.sqlite'), { namespace });
+      const pushing = startPushing(node);
+      return {
+        stop: async () => {
+          await pushing.stop();
+          await node.close();
+        },
+      };
+    },
   };
 }

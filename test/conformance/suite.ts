@@ -24,6 +24,7 @@ import { scheduling } from './scheduling.ts';
 import { observing, retention, views } from './views.ts';
 import type { PlaneFactory, PlaneHandle, StoragePlaneFactory } from './planes.ts';
 import { storageBudget } from './storage.ts';
+import { pushDelivery } from './push.ts';
 import { until } from '../support/wait.ts';
 
 const bytes = (s: string) => new TextEncoder().encode(s);
@@ -546,5 +547,6 @@ export function conformance(
     part('retention')('(retention)', () => retention(() => h));
     part('observing')('(feed and metrics)', () => observing(() => h));
     storageBudget(storagePlane);
+    pushDelivery(() => h);
   });
 }

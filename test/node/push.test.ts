@@ -4,8 +4,7 @@
  * answer settles the job. The signatures are checked with the spec's reference library
  * (`standardwebhooks`), not with our own helper.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Webhook } from 'standardwebhooks';
 import {
@@ -19,58 +18,10 @@ import {
 } from '../../client/local/index.ts';
 import { planeEnv } from './setup/cli.ts';
 import { until } from '../support/wait.ts';
+import { type Hit, json, receiver } from '../support/push-receiver.ts';
 
 /** Jobs pushed in the throughput case (PUSH_JOBS overrides). */
 const N = Number(process.env.PUSH_JOBS ?? 10_000);
-
-interface Hit {
-  body: string;
-  headers: Record<string, string>;
-  id: string;
-  attempt: number;
-  webhookId: string;
-  at: number;
-  verified: boolean;
-  delivery: Record<string, unknown>;
-}
-
-type Handler = (hit: Hit, req: IncomingMessage, res: ServerResponse) => void;
-
-/** A receiver on loopback: checks each request's signature with the reference library, records it, and answers by `handle`. */
-async function receiver(handle: Handler): Promise<{ url: string; hits: Hit[]; setSecret: (s: string) => void; server: Server }> {
-  const hits: Hit[] = [];
-  let wh: Webhook | null = null;
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const body = Buffer.concat(chunks).toString('utf8');
-      let verified = false;
-      try {
-        wh!.verify(body, req.headers as Record<string, string>);
-        verified = true;
-      } catch {
-        verified = false;
-      }
-      const delivery = JSON.parse(body) as Record<string, unknown>;
-      const hit: Hit = {
-        body,
-        headers: req.headers as Record<string, string>,
-        id: String(delivery.id),
-        attempt: Number(delivery.attempt),
-        webhookId: String(req.headers['webhook-id']),
-        at: Date.now(),
-        verified,
-        delivery,
-      };
-      hits.push(hit);
-      handle(hit, req, res);
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}/hook`, hits, setSecret: (s) => (wh = new Webhook(s)), server };
-}
 
 const servers: Server[] = [];
 afterEach(async () => {
@@ -84,11 +35,6 @@ function plane() {
   const env = planeEnv('edge');
   return new HttpDispatch(env.LAKESHORE_URL!, { token: env.LAKESHORE_TOKEN!, namespace: env.LAKESHORE_NAMESPACE!, retryForMs: 30_000 });
 }
-
-const json = (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {
-  res.writeHead(status, { 'content-type': 'application/json', ...headers });
-  res.end(JSON.stringify(body));
-};
 
 describe('push delivery', () => {
   it(`delivers ${N} jobs at a concurrency of 16: each succeeds once, every request verifies with the reference library`, async () => {

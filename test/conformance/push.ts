@@ -1,0 +1,60 @@
+/**
+ * Push delivery on every plane (docs/contract.md, "Push delivery"): the edge plane pushes by
+ * itself; a local plane (memory, file, the Python plane's file) is pushed from by `lakeshore push`'s
+ * pusher (client/local/push.ts), started by the handle's `pushFrom`. Each job reaches the receiver
+ * signed (checked with the reference library), its answer settles it, a 500 is retried.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Server } from 'node:http';
+import { closeReceiver, json, receiver } from '../support/push-receiver.ts';
+import { until } from '../support/wait.ts';
+import type { PlaneHandle } from './planes.ts';
+
+export function pushDelivery(handle: () => PlaneHandle) {
+  describe('push delivery', () => {
+    const servers: Server[] = [];
+    afterEach(async () => {
+      for (const s of servers.splice(0)) await closeReceiver(s);
+    });
+
+    it('POSTs each job to its target, signed; the answer settles it, the body its result; a 500 is retried', async () => {
+      const h = handle();
+      const d = h.plane;
+      const r = await receiver((hit, _req, res) => {
+        if (hit.id === 'push3' && hit.attempt === 1) return json(res, 500, { error: 'not yet' });
+        json(res, 200, { echo: hit.id, attempt: hit.attempt });
+      });
+      servers.push(r.server);
+      const set = await d.configureQueue('pushed', {
+        push: { url: r.url, concurrency: 4, timeoutMs: 5_000 },
+        retryBackoff: { initialMs: 10, factor: 1, maxMs: 10, jitter: 0 },
+      });
+      r.setSecret(set.settings.push!.secret!);
+      const pushing = h.pushFrom?.();
+      try {
+        for (let i = 0; i < 20; i++) await d.submit('pushed', new TextEncoder().encode(JSON.stringify({ i })), { id: `push${i}` });
+        await until(async () => (await d.count('pushed', 'succeeded')) === 20, '20 pushed jobs succeeded', 20_000, 50);
+        expect(r.hits.filter((x) => !x.verified)).toEqual([]);
+        const times = (id: string) => r.hits.filter((x) => x.id === id).length;
+        for (let i = 0; i < 20; i++) expect(times(`push${i}`), `push${i}`).toBe(i === 3 ? 2 : 1);
+        expect(JSON.parse(new TextDecoder().decode((await d.result('push3', { timeoutMs: 0 }))!))).toEqual({ echo: 'push3', attempt: 2 });
+        const hit = r.hits.find((x) => x.id === 'push5')!;
+        expect(hit.webhookId).toBe('push5.1');
+        expect(hit.delivery).toMatchObject({
+          type: 'lakeshore.delivery',
+          id: 'push5',
+          queue: 'pushed',
+          attempt: 1,
+          worker_id: 'lakeshore-push',
+        });
+        expect(JSON.parse(Buffer.from(String(hit.delivery.envelope), 'base64').toString())).toEqual({ i: 5 });
+        // A delivery token where the plane has an HTTP face to use it on; none on a local plane.
+        if (h.pushFrom) expect(hit.delivery.delivery_token).toBeNull();
+        else expect(String(hit.delivery.delivery_token)).toMatch(/^lsd_/);
+      } finally {
+        await pushing?.stop();
+        await d.configureQueue('pushed', { push: null });
+      }
+    });
+  });
+}
