@@ -1,0 +1,48 @@
+"""The receiving end of push delivery (docs/contract.md, "Push delivery"): checks a delivery's
+Standard Webhooks signature and reads it. Stdlib only (hmac, hashlib)."""
+import base64
+import hashlib
+import hmac
+import json
+import time
+from typing import Any, Dict, Mapping, Optional, Sequence, Union
+
+from .errors import Unauthorized
+
+
+def _header(headers: Mapping[str, Any], name: str) -> Optional[str]:
+    for k, v in headers.items():
+        if k.lower() == name:
+            return v[0] if isinstance(v, (list, tuple)) else v
+    return None
+
+
+def verify_delivery(secret: Union[str, Sequence[str]], headers: Mapping[str, Any], body: Union[str, bytes],
+                    tolerance_s: float = 300, now: Optional[float] = None) -> Dict[str, Any]:
+    """Checks a delivery's signature (any of `secret`s: both verify during a rotation) and timestamp,
+    and answers the delivery: `id`, `namespace`, `queue`, `attempt`, `lease_until`, `priority`,
+    `envelope` (bytes), `worker_id`, `delivery_token`, `webhook_id`, `timestamp`. Raises
+    Unauthorized when it does not verify: answer 401, and the plane retries."""
+    msg_id, ts, sigs = _header(headers, "webhook-id"), _header(headers, "webhook-timestamp"), _header(headers, "webhook-signature")
+    if not msg_id or not ts or not sigs:
+        raise Unauthorized("not a signed delivery: webhook-id, webhook-timestamp or webhook-signature is missing")
+    if not ts.isdigit():
+        raise Unauthorized("webhook-timestamp is not a number of seconds")
+    now = time.time() if now is None else now
+    if abs(now - int(ts)) > tolerance_s:
+        raise Unauthorized("webhook-timestamp is %d s from now, past the tolerance of %s s" % (now - int(ts), tolerance_s))
+    text = body.decode("utf-8") if isinstance(body, bytes) else body
+    data = ("%s.%s.%s" % (msg_id, ts, text)).encode("utf-8")
+    given = [s[3:] for s in sigs.split(" ") if s.startswith("v1,")]
+    ok = False
+    for s in [secret] if isinstance(secret, str) else list(secret):
+        key = base64.b64decode(s[6:] if s.startswith("whsec_") else s)
+        want = base64.b64encode(hmac.new(key, data, hashlib.sha256).digest()).decode()
+        for g in given:
+            ok = hmac.compare_digest(g, want) or ok
+    if not ok:
+        raise Unauthorized("delivery signature does not verify: not from this queue, altered, or signed with another secret")
+    j = json.loads(text)
+    return {"id": j["id"], "namespace": j["namespace"], "queue": j["queue"], "attempt": j["attempt"], "lease_until": j["lease_until"],
+            "priority": j["priority"], "envelope": base64.b64decode(j["envelope"]), "worker_id": j["worker_id"],
+            "delivery_token": j.get("delivery_token"), "webhook_id": msg_id, "timestamp": int(ts)}
