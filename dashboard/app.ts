@@ -118,6 +118,35 @@ function signInView(message = ''): void {
 /** A count from the overview: succeeded and cancelled are counted up to a cap, past which there are at least that many. */
 const count = (q: QueueOverview, s: State) => `${q.counts[s].toLocaleString('en')}${q.capped.includes(s) ? '+' : ''}`;
 
+/** A push queue's target and its pusher's figures: in flight, the target's answer time, the last error. */
+function pushCell(q: QueueOverview): Node | string {
+  const t = q.settings.push;
+  if (!t) return '—';
+  const p = q.pushing;
+  let host = t.url;
+  try {
+    host = new URL(t.url).host;
+  } catch {
+    /* shown as set */
+  }
+  const line = (text: string, attrs: Record<string, string> = {}) => h('div', attrs, text);
+  const lines = [line(`→ ${host}`, { title: t.url })];
+  if (p) {
+    const { acked, accepted, nacked, refused } = p.delivered;
+    lines.push(
+      line(`${p.inFlight}/${t.concurrency} in flight · ${acked + accepted} delivered, ${nacked + refused} not`, { class: 'muted' }),
+    );
+    if (p.latencyMs) lines.push(line(`answers in p50 ${p.latencyMs.p50} ms, p99 ${p.latencyMs.p99} ms`, { class: 'muted' }));
+    if (p.lastError) {
+      const e = p.lastError;
+      lines.push(
+        line(`last error ${ago(e.at)}: ${e.status ?? 'no answer'}${e.id ? ` (${e.id})` : ''}`, { class: 'error', title: e.message }),
+      );
+    }
+  } else lines.push(line(`${t.concurrency} at once`, { class: 'muted' }));
+  return h('div', { class: 'push' }, ...lines);
+}
+
 async function queuesView(): Promise<void> {
   const box = h('section', { 'aria-labelledby': 'qh' }, h('h1', { id: 'qh' }, 'Queues'));
   main().replaceChildren(box);
@@ -142,6 +171,7 @@ async function queuesView(): Promise<void> {
       ]
         .filter(Boolean)
         .join(', ') || '—',
+      pushCell(q),
       admin
         ? action(
             q.paused ? 'Resume' : 'Pause',
@@ -166,6 +196,7 @@ async function queuesView(): Promise<void> {
               'succeeded/10 s',
               'state',
               'caps',
+              'push',
               admin ? 'admin' : '',
             ],
             rows,

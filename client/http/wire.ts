@@ -6,6 +6,7 @@ import { STATES, type State } from '../../src/core/states.ts';
 import type { Invocation, InvocationError, JournalFrame, JournalPage, Outcome, QueueInfo, Schedule } from '../../src/core/types.ts';
 import type { PushSettings } from '../../src/core/push-target.ts';
 import type { InvocationSummary, QueueOverview } from '../../src/core/sql/list.ts';
+import type { PushStats } from '../../src/core/push.ts';
 
 export type Json = Record<string, unknown>;
 
@@ -118,8 +119,25 @@ export const overviewOf = (j: Json): QueueOverview => {
     capped: j.capped as QueueOverview['capped'],
     oldestQueuedMs: opt(j.oldest_queued_ms),
     recent: { bucketMs: Number(r.bucket_ms), until: Number(r.until), succeeded: nums(r.succeeded), failed: nums(r.failed) },
+    pushing: pushingOf(j.pushing as Json | null | undefined, (j.settings as Json).push as Json | null | undefined),
   };
 };
+
+/** The overview's `pushing` (a pusher's figures), with its target's url and concurrency from the settings. */
+export function pushingOf(p: Json | null | undefined, target: Json | null | undefined): PushStats | null {
+  if (!p) return null;
+  const d = p.delivered as Json;
+  const e = p.last_error as Json | null;
+  const l = p.latency_ms as Json | null;
+  return {
+    url: String(target?.url ?? ''),
+    concurrency: Number(target?.concurrency ?? 0),
+    inFlight: Number(p.in_flight),
+    delivered: { acked: Number(d.acked), accepted: Number(d.accepted), nacked: Number(d.nacked), refused: Number(d.refused) },
+    lastError: e && { at: Number(e.at), id: String(e.id), status: e.status === null ? null : Number(e.status), message: String(e.message) },
+    latencyMs: l && { p50: Number(l.p50), p99: Number(l.p99) },
+  };
+}
 
 export function queueInfoOf(j: Json): QueueInfo {
   const s = j.settings as Json;

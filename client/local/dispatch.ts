@@ -12,6 +12,7 @@
 import { DatabaseSync } from './sqlite.ts';
 import { Engine } from '../../src/core/engine.ts';
 import type { PushTarget } from '../../src/core/push-target.ts';
+import type { PushStats } from '../../src/core/push.ts';
 import { decodeFrame } from '../../src/core/frame.ts';
 import type { Limits } from '../../src/core/limits.ts';
 import type { State } from '../../src/core/states.ts';
@@ -235,6 +236,13 @@ export class Dispatch implements DispatchPlane {
    */
   async pushTarget(queue: string): Promise<{ target: PushTarget | null; limits: Limits }> {
     return { target: await verb(this.engine.admin.pushTarget(this.namespace, queue)), limits: this.engine.limits };
+  }
+
+  /** `startPushing` tells the dispatch of its pusher for `queue` (null: stopped), so the overview shows its figures. */
+  pushingFrom(queue: string, pusher: { stats(): PushStats } | null): void {
+    const key = `${this.namespace}\0${queue}`;
+    if (pusher) this.engine.pushers.set(key, pusher);
+    else this.engine.pushers.delete(key);
   }
 
   async configureQueue(queue: string, s: SettingsChange): Promise<QueueInfo> {

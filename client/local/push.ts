@@ -10,7 +10,7 @@
  * (`delivery_token: null`), so a receiver answers with the outcome (2xx, or an error status);
  * a 202 leaves the job running until its lease runs out, and then it is delivered again.
  */
-import { PUSH_WORKER_ID, Pusher, type Delivered, type PushStats } from '../../src/core/push.ts';
+import { deliveryLine, PUSH_WORKER_ID, Pusher, type Delivered, type PushStats } from '../../src/core/push.ts';
 import type { PushTarget } from '../../src/core/push-target.ts';
 import type { Dispatch } from './dispatch.ts';
 
@@ -62,7 +62,11 @@ export function startPushing(d: Dispatch, opts: PushingOptions = {}): Pushing {
         maxDelayMs: limits.maxDelayMs,
         // A local claim waits in this process: short waits, so settings changes and stop() are seen soon.
         waitMs: 1_000,
-        onDelivered: (x) => opts.onDelivered?.(queue, x),
+        onDelivered: (x) => {
+          // The feed tells each delivery's outcome, as the edge plane's does (every process on the file reads it).
+          void d.workerLog(queue, PUSH_WORKER_ID, [deliveryLine(x)]).catch(() => {});
+          opts.onDelivered?.(queue, x);
+        },
       },
     );
 
@@ -74,6 +78,7 @@ export function startPushing(d: Dispatch, opts: PushingOptions = {}): Pushing {
       if (!target) {
         if (had) {
           pushers.delete(q);
+          d.pushingFrom(q, null);
           await had.pusher.stop();
         }
         continue;
@@ -81,6 +86,7 @@ export function startPushing(d: Dispatch, opts: PushingOptions = {}): Pushing {
       if (!had) {
         const pusher = pusherFor(q, target, limits);
         pushers.set(q, { pusher, target });
+        d.pushingFrom(q, pusher);
         pusher.start();
       } else if (!same(had.target, target)) {
         had.target = target;
@@ -111,6 +117,7 @@ export function startPushing(d: Dispatch, opts: PushingOptions = {}): Pushing {
       wake();
       await running;
       await Promise.all([...pushers.values()].map((p) => p.pusher.stop()));
+      for (const q of pushers.keys()) d.pushingFrom(q, null);
     },
     stats: () => Object.fromEntries([...pushers].map(([q, p]) => [q, p.pusher.stats()])),
   };

@@ -15,6 +15,7 @@ import { stmt, type Port } from './port.ts';
 import { DEFAULT_STORAGE_LIMIT_BYTES, StorageBudget, type StorageOptions, type StorageState } from './storage.ts';
 import { cancelPlan } from './sql/cancel.ts';
 import { countPlan, getPlan, queueOfPlan, queuesPlan } from './sql/read.ts';
+import type { PushStats } from './push.ts';
 import { listPlan, overviewPlan, type Page, type QueueOverview } from './sql/list.ts';
 import { submitPlan, type Created, type SubmitInput, type Submitted } from './sql/submit.ts';
 import { retryPlan } from './sql/retry.ts';
@@ -69,6 +70,8 @@ export class Engine {
   readonly hints: HintBook | undefined;
   /** The database's storage budget: every batch tells it the database's size. */
   readonly storage: StorageBudget;
+  /** The pushers running on this engine, by `ns\0queue`: the overview tells their figures. */
+  readonly pushers = new Map<string, { stats(): PushStats }>();
 
   constructor(port: Port, opts: EngineOptions = {}) {
     this.limits = { ...DEFAULT_LIMITS, ...opts.limits };
@@ -210,7 +213,11 @@ export class Engine {
   async overview(ns: string, queues?: unknown[]): Promise<QueueOverview[]> {
     const names = queues?.length ? queues.map((q) => v.queue(q, this.limits)) : await this.queues(ns);
     const rows = names.length ? await this.committer.run(overviewPlan(this.now(), ns, names)) : [];
-    return rows.map((o) => ({ ...o, recent: this.park.events.recent(ns, o.queue) }));
+    return rows.map((o) => ({
+      ...o,
+      recent: this.park.events.recent(ns, o.queue),
+      pushing: this.pushers.get(`${ns}\0${o.queue}`)?.stats() ?? null,
+    }));
   }
 
   /** A page of a queue's invocations in one state (sql/list.ts): `limit` at most 1,000 (default 50). */

@@ -69,6 +69,37 @@ export function metricsText(ns: string, queues: QueueMetrics[], storage?: Storag
       q.counters ? [[{ queue: q.overview.queue }, Math.floor(q.counters.since / 1000)] as [Record<string, string>, number]] : [],
     ),
   );
+  const pushing = queues.flatMap((q) => (q.overview.pushing ? [[q.overview.queue, q.overview.pushing] as const] : []));
+  family(
+    'lakeshore_push_in_flight',
+    'gauge',
+    "Deliveries a push queue's pusher has on their way to its target.",
+    pushing.map(([queue, p]) => [{ queue }, p.inFlight]),
+  );
+  family(
+    'lakeshore_push_deliveries_total',
+    'counter',
+    "A push queue's deliveries by outcome (acked, accepted, nacked, refused) since its pusher started.",
+    pushing.flatMap(([queue, p]) =>
+      (['acked', 'accepted', 'nacked', 'refused'] as const).map((o): [Record<string, string>, number] => [
+        { queue, outcome: o },
+        p.delivered[o],
+      ]),
+    ),
+  );
+  family(
+    'lakeshore_push_latency_seconds',
+    'gauge',
+    "How long a push queue's target took to answer, over its last 256 answers (quantile 0.5 and 0.99).",
+    pushing.flatMap(([queue, p]) =>
+      p.latencyMs
+        ? [
+            [{ queue, quantile: '0.5' }, p.latencyMs.p50 / 1000] as [Record<string, string>, number],
+            [{ queue, quantile: '0.99' }, p.latencyMs.p99 / 1000] as [Record<string, string>, number],
+          ]
+        : [],
+    ),
+  );
   if (storage) {
     family('lakeshore_storage_bytes', 'gauge', "Bytes the namespace's database (its shard) holds, as it last reported them.", [
       [{ shard: storage.shard }, storage.bytes ?? 0],

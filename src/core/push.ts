@@ -13,6 +13,7 @@ import { toBase64, utf8 } from './bytes.ts';
 import type { PushTarget } from './push-target.ts';
 import { signDelivery } from './push-target.ts';
 import type { Claimed, InvocationError } from './types.ts';
+import type { LogLine } from './feed.ts';
 
 /** The worker id a plane's pusher claims as (the workers list shows it; a delivery names it). */
 export const PUSH_WORKER_ID = 'lakeshore-push';
@@ -291,4 +292,22 @@ export class Pusher {
       return await nack(message);
     }
   }
+}
+
+/** A delivery's outcome as the feed tells it. */
+export function deliveryLine(d: Delivered): LogLine {
+  const answer = d.status === null ? 'no answer' : `${d.status}`;
+  const what =
+    d.outcome === 'acked'
+      ? 'acked'
+      : d.outcome === 'accepted'
+        ? 'accepted: the receiver finishes it with its delivery token'
+        : d.outcome === 'nacked'
+          ? `nacked: ${d.error}`
+          : `refused: ${d.error}`;
+  return {
+    id: d.id,
+    level: d.outcome === 'acked' || d.outcome === 'accepted' ? 'info' : 'warn',
+    message: `push attempt ${d.attempt}: ${answer} in ${d.ms} ms, ${what}`,
+  };
 }

@@ -3,6 +3,7 @@ import { toBase64 } from './bytes.ts';
 import type { ErrorBody, Settled } from './settled.ts';
 import type { InvocationSummary, Page, QueueOverview } from './sql/list.ts';
 import type { StorageState } from './storage.ts';
+import type { PushStats } from './push.ts';
 import type { Claimed, Invocation, JournalFrame, JournalPage, Outcome, QueueInfo, QueueSettings, Schedule } from './types.ts';
 
 const b64 = (b: Uint8Array | null) => (b === null ? null : toBase64(b));
@@ -49,6 +50,15 @@ export const overviewJson = (q: QueueOverview) => ({
   capped: q.capped,
   oldest_queued_ms: q.oldestQueuedMs,
   recent: { bucket_ms: q.recent.bucketMs, until: q.recent.until, succeeded: q.recent.succeeded, failed: q.recent.failed },
+  pushing: q.pushing && pushingJson(q.pushing),
+});
+
+/** A pusher's figures (the overview's `pushing`; its target is the queue's `settings.push`). */
+export const pushingJson = (p: PushStats) => ({
+  in_flight: p.inFlight,
+  delivered: p.delivered,
+  last_error: p.lastError,
+  latency_ms: p.latencyMs,
 });
 
 export const settingsJson = (s: QueueSettings) => ({

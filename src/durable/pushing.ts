@@ -7,7 +7,7 @@
  * each of those starts the object and so its pusher again.
  */
 import type { Engine } from '../core/engine.ts';
-import { PUSH_WORKER_ID, Pusher, type Delivered, type PushStats } from '../core/push.ts';
+import { deliveryLine, PUSH_WORKER_ID, Pusher, type PushStats } from '../core/push.ts';
 import { mintDeliveryToken, DELIVERY_TOKEN_TTL_MS } from '../core/delivery-token.ts';
 import { signingKeys } from '../core/signing.ts';
 import type { LogLine } from '../core/feed.ts';
@@ -88,22 +88,4 @@ export class Pushing {
   stats(): PushStats | null {
     return this.pusher?.stats() ?? null;
   }
-}
-
-/** A delivery's outcome as the feed tells it. */
-export function deliveryLine(d: Delivered): LogLine {
-  const answer = d.status === null ? 'no answer' : `${d.status}`;
-  const what =
-    d.outcome === 'acked'
-      ? 'acked'
-      : d.outcome === 'accepted'
-        ? 'accepted: the receiver finishes it with its delivery token'
-        : d.outcome === 'nacked'
-          ? `nacked: ${d.error}`
-          : `refused: ${d.error}`;
-  return {
-    id: d.id,
-    level: d.outcome === 'acked' || d.outcome === 'accepted' ? 'info' : 'warn',
-    message: `push attempt ${d.attempt}: ${answer} in ${d.ms} ms, ${what}`,
-  };
 }

@@ -475,11 +475,11 @@ export class QueueObject extends DurableObject<Env> {
     this.engine.park.events.toldLog(this.ns, this.queue, workerId, lines);
   }
 
-  /** This queue's transition counters since the object started and its jobs finished lately (they live in its memory). */
+  /** This queue's transition counters since the object started, its jobs finished lately and its pusher's figures (they live in its memory). */
   counters() {
     const feed = this.engine.park.events;
     const [c] = feed.counters(this.ns, this.queue);
-    return { since: feed.since, counts: c?.counts ?? null, recent: feed.recent(this.ns, this.queue) };
+    return { since: feed.since, counts: c?.counts ?? null, recent: feed.recent(this.ns, this.queue), pushing: this.pushing.stats() };
   }
 
   /** D1 rows read and written by this object so far (D1's own result metadata). */

@@ -71,8 +71,8 @@ export async function liveOverview(c: Ctx, ns: string): Promise<QueueMetrics[]> 
   const overview = await (await reader(c, ns)).overview(ns);
   return Promise.all(
     overview.map(async (o) => {
-      const { since, counts, recent } = await queueObject(c, ns, o.queue).counters();
-      return { overview: { ...o, recent }, counters: { since, counts } };
+      const { since, counts, recent, pushing } = await queueObject(c, ns, o.queue).counters();
+      return { overview: { ...o, recent, pushing }, counters: { since, counts } };
     }),
   );
 }

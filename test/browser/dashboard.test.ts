@@ -11,6 +11,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { encodeFrame, FrameKind, HttpDispatch } from '../../client/local/index.ts';
 import { launch, plane, type TestPlane } from './harness.ts';
+import { closeReceiver, json, receiver } from '../support/push-receiver.ts';
+import { until } from '../support/wait.ts';
 
 let browser: Browser;
 let p: TestPlane;
@@ -214,6 +216,37 @@ describe('the dashboard', () => {
     await d.workerStopped('training', 'gpu-box-7:4242:a1b2');
     await page.waitForFunction(() => document.querySelector('tbody .badge')?.textContent === 'stopped', undefined, { timeout: 10_000 });
     await page.close();
+  }, 60_000);
+
+  it("shows a push queue's target and its pusher's figures: in flight, the answer time, the last error", async () => {
+    const ns = `dash${n++}`;
+    const d = root(ns);
+    const r = await receiver((hit, _req, res) =>
+      hit.id === 'bad' ? json(res, 500, { error: 'model not loaded' }) : json(res, 200, { ok: hit.id }),
+    );
+    try {
+      await d.configureQueue('webhooks', { push: { url: r.url, concurrency: 4, timeoutMs: 5_000 }, maxAttempts: 1 });
+      for (let i = 0; i < 6; i++) await d.submit('webhooks', bytes('{}'), { id: `hook-${i}` });
+      await d.submit('webhooks', bytes('{}'), { id: 'bad' });
+      await until(
+        async () => (await d.count('webhooks', 'succeeded')) === 6 && (await d.count('webhooks', 'failed')) === 1,
+        'pushed',
+        20_000,
+      );
+      const page = await signIn(p.token, ns);
+      await page.waitForSelector('table');
+      const push = (await cell(page, 'webhooks', 11))!;
+      const host = new URL(r.url).host;
+      expect(push).toContain(`→ ${host}`);
+      expect(push).toContain('0/4 in flight · 6 delivered, 1 not');
+      expect(push).toMatch(/answers in p50 \d+ ms, p99 \d+ ms/);
+      expect(push).toMatch(/last error .*: 500 \(bad\)/);
+      await page.screenshot({ path: join(shots, 'push-queue-1280.png') });
+      await page.close();
+    } finally {
+      await d.configureQueue('webhooks', { push: null });
+      await closeReceiver(r.server);
+    }
   }, 60_000);
 
   it('says clearly when a token is refused, and fits a 390 px screen', async () => {

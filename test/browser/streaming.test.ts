@@ -11,6 +11,8 @@ import { join } from 'node:path';
 import { encodeFrame, FrameKind, HttpDispatch } from '../../client/local/index.ts';
 import { type Proxy as CuttingProxy, startProxy } from '../fault/proxy.ts';
 import { launch, plane, site, type Site, type TestPlane } from './harness.ts';
+import { closeReceiver, receiver, type Hit } from '../support/push-receiver.ts';
+import { until } from '../support/wait.ts';
 
 let browser: Browser;
 let allowed: Site;
@@ -185,6 +187,54 @@ describe('a browser streams a job', () => {
       await proxy.close();
     }
   }, 180_000);
+});
+
+describe('a push receiver streams to a browser', () => {
+  it('answers 202, then appends 100 frames with its delivery token and acks: a page on a stream token sees them live', async () => {
+    const d = new HttpDispatch(p.plane.url, { token: p.token, namespace: `b${Date.now().toString(36)}${ns++}` });
+    const accepted: Hit[] = [];
+    const r = await receiver((hit, _req, res) => {
+      accepted.push(hit);
+      res.writeHead(202).end();
+    });
+    try {
+      await d.configureQueue('hooks', { push: { url: r.url, concurrency: 1, timeoutMs: 5_000 } });
+      await d.submit('hooks', new TextEncoder().encode('{}'), { id: 'pushed' });
+      await until(() => accepted.length === 1, 'the delivery', 20_000);
+      const delivery = accepted[0]!.delivery;
+      expect((await d.get('pushed'))?.state).toBe('running');
+      const page = await openPage(allowed.origin);
+      await streamInPage(page, (await d.streamToken('pushed')).url);
+      // The receiver, on its delivery token alone: half the frames, which the page shows while the job still runs.
+      const as = new HttpDispatch(p.plane.url, { token: String(delivery.delivery_token), namespace: String(delivery.namespace) });
+      const w = String(delivery.worker_id);
+      const append = (s: number) =>
+        as.journalAppend(
+          'pushed',
+          s,
+          encodeFrame({ kind: FrameKind.VALUE, seq: s, body: new TextEncoder().encode(`token ${s} `), meta: null }),
+          { workerId: w, attempt: 1 },
+        );
+      for (let s = 0; s < 50; s++) await append(s);
+      await page.waitForFunction(() => (window as any).got.seqs.length === 50, undefined, { timeout: 30_000 });
+      expect((await got(page)).end).toBeNull();
+      expect((await d.get('pushed'))?.state).toBe('running');
+      for (let s = 50; s < 100; s++) await append(s);
+      await as.ack('pushed', w, { attempt: 1, result: new TextEncoder().encode('"done"') });
+      await page.waitForFunction(() => (window as any).got.end !== null, undefined, { timeout: 30_000 });
+      const g = await got(page);
+      expect(g.seqs).toEqual(Array.from({ length: 100 }, (_, i) => i));
+      expect(g.end.state).toBe('succeeded');
+      expect(g.errors).toEqual([]);
+      mkdirSync(shots, { recursive: true });
+      await page.screenshot({ path: join(shots, 'push-receiver-stream.png') });
+      await page.close();
+      expect(accepted).toHaveLength(1);
+    } finally {
+      await d.configureQueue('hooks', { push: null });
+      await closeReceiver(r.server);
+    }
+  }, 90_000);
 });
 
 describe('a browser is refused what its token does not allow', () => {

@@ -46,6 +46,8 @@ export interface PlaneHandle {
    * where the plane pushes by itself (the edge plane's queue objects).
    */
   pushFrom?: () => { stop(): Promise<void> };
+  /** `pushFrom`'s pusher runs in another process than the one answering the plane's verbs (the Python plane): its overview shows no pusher's figures. */
+  pushesFromAnotherProcess?: boolean;
 }
 export type PlaneFactory = () => Promise<PlaneHandle>;
 /** A plane of its own whose database has this storage budget (the storage part of the suite). */
@@ -198,6 +200,8 @@ async function twoProcessPlaneWith(storage?: { limitBytes: number; highWaterPerc
     movableClock: true,
     inProcess: local,
     pushFrom: () => startPushing(local),
+    // The overview is answered by the other process.
+    pushesFromAnotherProcess: true,
   };
 }
 

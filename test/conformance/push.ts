@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Server } from 'node:http';
 import { closeReceiver, json, receiver } from '../support/push-receiver.ts';
 import { until } from '../support/wait.ts';
+import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 import type { PlaneHandle } from './planes.ts';
 
 export function pushDelivery(handle: () => PlaneHandle) {
@@ -51,6 +52,31 @@ export function pushDelivery(handle: () => PlaneHandle) {
         // A delivery token where the plane has an HTTP face to use it on; none on a local plane.
         if (h.pushFrom) expect(hit.delivery.delivery_token).toBeNull();
         else expect(String(hit.delivery.delivery_token)).toMatch(/^lsd_/);
+
+        // The operator view: the overview and the metrics tell the figures of the pusher that runs
+        // where they are answered (the queue object; a local plane's own pusher); null elsewhere.
+        const [o] = await d.overview(['pushed']);
+        if (h.pushesFromAnotherProcess) {
+          expect(o!.pushing).toBeNull();
+        } else {
+          expect(o!.pushing).toMatchObject({
+            url: r.url,
+            concurrency: 4,
+            inFlight: 0,
+            delivered: { acked: 20, accepted: 0, nacked: 1, refused: 0 },
+            lastError: { id: 'push3', status: 500 },
+          });
+          expect(o!.pushing!.lastError!.message).toMatch(/answered 500/);
+          expect(o!.pushing!.latencyMs!.p99).toBeGreaterThanOrEqual(o!.pushing!.latencyMs!.p50);
+          const families = parsePrometheusTextFormat(await d.metrics());
+          const delivered = families.find((f) => f.name === 'lakeshore_push_deliveries_total')!;
+          expect(delivered.type).toBe('COUNTER');
+          const of = (outcome: string) =>
+            Number(delivered.metrics.find((m) => m.labels?.queue === 'pushed' && m.labels.outcome === outcome)?.value);
+          expect([of('acked'), of('nacked')]).toEqual([20, 1]);
+          const inFlight = families.find((f) => f.name === 'lakeshore_push_in_flight')!;
+          expect(Number(inFlight.metrics.find((m) => m.labels?.queue === 'pushed')?.value)).toBe(0);
+        }
       } finally {
         await pushing?.stop();
         await d.configureQueue('pushed', { push: null });

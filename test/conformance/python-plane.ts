@@ -30,6 +30,7 @@ import { tempDir } from '../support/tmp.ts';
 import { until } from '../support/wait.ts';
 import { PYTHON } from '../support/python.ts';
 import type { PlaneFactory, PlaneHandle, StoragePlaneFactory } from './planes.ts';
+import { pushingOf } from '../../client/http/wire.ts';
 
 /** What the Python local plane lacks, by the suite's feature names (docs/contract.md, "The Python local plane"). */
 export const PYTHON_LACKS: ReadonlySet<string> = new Set([]);
@@ -364,6 +365,7 @@ async function pythonPlaneWith(options: Record<string, unknown>): Promise<PlaneH
         capped: o.capped,
         oldestQueuedMs: o.oldest_queued_ms,
         recent: { bucketMs: o.recent.bucket_ms, until: o.recent.until, succeeded: o.recent.succeeded, failed: o.recent.failed },
+        pushing: pushingOf(o.pushing, o.settings.push),
       })),
     retry: async (id) => void (await call('retry', [id])),
     redrive: (queue, o = {}) => call('redrive', [queue], { limit: o.limit ?? null, dead_letters: o.deadLetters ?? false }),
@@ -418,6 +420,7 @@ async function pythonPlaneWith(options: Record<string, unknown>): Promise<PlaneH
     shortLeaseMs: 1_000,
     movableClock: true,
     // `lakeshore push` on the Python plane's file: the Node pusher, through a Node Dispatch of the same file.
+    pushesFromAnotherProcess: true,
     pushFrom: () => {
       const node = new Dispatch(join(dir, 'dispatch.sqlite'), { namespace });
       const pushing = startPushing(node);

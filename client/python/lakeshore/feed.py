@@ -234,6 +234,15 @@ def metrics_text(ns: str, overview: List[Dict[str, Any]], feed: Feed, storage: O
            [({"queue": q, "transition": c}, n[c]) for q, n in counts.items() for c in COUNTERS])
     family("lakeshore_counters_started_seconds", "gauge", "When the transition counters of the queue started, in Unix seconds.",
            [({"queue": q}, feed.since // 1000) for q in counts])
+    pushing = [(q["queue"], q["pushing"]) for q in overview if q.get("pushing")]
+    family("lakeshore_push_in_flight", "gauge", "Deliveries a push queue's pusher has on their way to its target.",
+           [({"queue": q}, p["in_flight"]) for q, p in pushing])
+    family("lakeshore_push_deliveries_total", "counter",
+           "A push queue's deliveries by outcome (acked, accepted, nacked, refused) since its pusher started.",
+           [({"queue": q, "outcome": o}, p["delivered"][o]) for q, p in pushing for o in ("acked", "accepted", "nacked", "refused")])
+    family("lakeshore_push_latency_seconds", "gauge",
+           "How long a push queue's target took to answer, over its last 256 answers (quantile 0.5 and 0.99).",
+           [({"queue": q, "quantile": k}, p["latency_ms"][m] / 1000) for q, p in pushing if p["latency_ms"] for k, m in (("0.5", "p50"), ("0.99", "p99"))])
     if storage is not None:
         shard = {"shard": storage["shard"]}
         family("lakeshore_storage_bytes", "gauge", "Bytes the namespace's database (its shard) holds, as it last reported them.", [(shard, storage["bytes"] or 0)])

@@ -94,7 +94,8 @@ class ViewVerbs:
 
     def overview(self, queues: Optional[List[str]] = None) -> List[Dict[str, Any]]:
         """Each queue (or those named): `{"queue", "paused", "settings", "counts": {each state},
-        "capped", "oldest_queued_ms", "recent"}`, as GET /queues answers it."""
+        "capped", "oldest_queued_ms", "recent", "pushing"}`, as GET /queues answers it. `pushing` (a
+        pusher's figures) is None: a Python process runs no pusher (`lakeshore push` does, in Node)."""
         out = []
         now = int(time.time() * 1000)
         for q in ([_name("queue", x) for x in queues] if queues else self.list_queues()):
@@ -103,5 +104,6 @@ class ViewVerbs:
             capped = [s for s in ("succeeded", "cancelled") if int(stats[s] or 0) > FINISHED_COUNT_CAP]
             oldest = None if stats["oldest"] is None else max(0, now - int(stats["oldest"]))
             info = self.queue_info(q)  # type: ignore[attr-defined]
-            out.append({**info, "counts": counts, "capped": capped, "oldest_queued_ms": oldest, "recent": self.recent.of(q)})  # type: ignore[attr-defined]
+            out.append({**info, "counts": counts, "capped": capped, "oldest_queued_ms": oldest, "recent": self.recent.of(q),  # type: ignore[attr-defined]
+                        "pushing": None})
         return out

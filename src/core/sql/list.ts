@@ -25,6 +25,7 @@ import { queueInfoPlan } from './configure.ts';
 import { FINISHED } from './finished.ts';
 import type { QueueInfo } from '../types.ts';
 import type { Recent } from '../feed.ts';
+import type { PushStats } from '../push.ts';
 
 /** An invocation in a listing: its row without the envelope and result bytes (get has those). */
 export type InvocationSummary = Omit<Invocation, 'envelope' | 'result'>;
@@ -142,12 +143,18 @@ export interface QueueOverview extends QueueInfo {
   capped: State[];
   /** Jobs finished lately, per 10 s, counted where the transitions run (feed.ts); filled in by the engine. */
   recent: Recent;
+  /**
+   * The figures of the pusher that pushes this queue's jobs from where the overview is answered
+   * (the queue object on the edge plane; a local plane's own `startPushing`), filled in by the
+   * engine; null where none runs.
+   */
+  pushing: PushStats | null;
   /** How long the longest-waiting queued job has waited (since it last became queued), ms; null when none waits. */
   oldestQueuedMs: number | null;
 }
 
 /** Each named queue's live counts, its oldest waiting job, and its settings. */
-export function overviewPlan(now: number, ns: string, queues: string[]): Plan<Omit<QueueOverview, 'recent'>[]> {
+export function overviewPlan(now: number, ns: string, queues: string[]): Plan<Omit<QueueOverview, 'recent' | 'pushing'>[]> {
   const finished = (s: string) =>
     `FROM invocations INDEXED BY invocations_finished WHERE ns = ?1 AND queue = ?2 AND ${FINISHED} AND state = '${s}'`;
   const counts = STATES.map((s) =>
