@@ -5,6 +5,11 @@
  * (`standardwebhooks`), not with our own helper.
  */
 import type { Server } from 'node:http';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Webhook } from 'standardwebhooks';
 import {
@@ -19,6 +24,8 @@ import {
 import { planeEnv } from './setup/cli.ts';
 import { until } from '../support/wait.ts';
 import { type Hit, json, receiver } from '../support/push-receiver.ts';
+
+const RECEIVER = join(import.meta.dirname, '..', 'support', 'push-receiver-process.ts');
 
 /** Jobs pushed in the throughput case (PUSH_JOBS overrides). */
 const N = Number(process.env.PUSH_JOBS ?? 10_000);
@@ -205,4 +212,75 @@ describe('push delivery', () => {
     ).rejects.toBeInstanceOf(FencingConflictError);
     await d.configureQueue('later', { push: null });
   }, 60_000);
+
+  it('a receiver SIGKILLed mid-request: its deliveries are retried to the next one, none lost, each acked once by the attempt it ended with', async () => {
+    const d = plane();
+    const dir = mkdtempSync(join(tmpdir(), 'lakeshore-push-kill-'));
+    const log = join(dir, 'answers.jsonl');
+    const lines = () =>
+      existsSync(log)
+        ? readFileSync(log, 'utf8')
+            .trim()
+            .split('\n')
+            .map((l) => JSON.parse(l) as { id: string; attempt: number; answer: number | 'hang'; pid: number })
+        : [];
+    const start = async (port: number, hang?: string) => {
+      const child = spawn(process.execPath, [RECEIVER, String(port), log, ...(hang ? [hang] : [])], {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
+      const [line] = (await Promise.race([
+        once(child.stdout!, 'data'),
+        once(child, 'exit').then(() => Promise.reject(new Error(`the receiver did not start on port ${port}`))),
+      ])) as [Buffer];
+      return { child, port: Number(line.toString().trim()) };
+    };
+    const first = await start(0, 'k50');
+    let second: Awaited<ReturnType<typeof start>> | undefined;
+    try {
+      await d.configureQueue('killed', {
+        push: { url: `http://127.0.0.1:${first.port}/hook`, concurrency: 4, timeoutMs: 10_000 },
+        maxAttempts: 12,
+        retryBackoff: { initialMs: 200, factor: 2, maxMs: 2_000, jitter: 0 },
+      });
+      await d.submitMany(
+        'killed',
+        Array.from({ length: 100 }, (_, i) => ({ envelope: new TextEncoder().encode('{}'), opts: { id: `k${i}` } })),
+      );
+      // The receiver holds k50's request (and others are on their way): kill it there.
+      await until(() => lines().some((l) => l.answer === 'hang'), 'the receiver holding k50', 30_000);
+      first.child.kill('SIGKILL');
+      await once(first.child, 'exit');
+      // The next receiver, on the same port (as a redeployed function would be).
+      for (let tries = 0; !second; tries++) {
+        try {
+          second = await start(first.port);
+        } catch (e) {
+          if (tries > 20) throw e;
+        }
+      }
+      await until(async () => (await d.count('killed', 'succeeded')) === 100, '100 jobs succeeded', 60_000, 100);
+      expect(await d.count('killed', 'failed')).toBe(0);
+      const victim = (await d.get('k50'))!;
+      expect(victim.attempt).toBeGreaterThanOrEqual(2);
+      // Each job's result is the answer to the attempt it ended with: no late or stale answer was taken.
+      for (let i = 0; i < 100; i++) {
+        const inv = (await d.get(`k${i}`))!;
+        const result = JSON.parse(new TextDecoder().decode(inv.result!)) as { by: number; attempt: number };
+        expect(result.attempt, `k${i}`).toBe(inv.attempt);
+      }
+      expect(JSON.parse(new TextDecoder().decode(victim.result!)).by).toBe(second.child.pid);
+      // The receivers answered 200 to each job at least once; twice only where the kill cut the answer on its way.
+      const answered = lines().filter((l) => l.answer === 200);
+      expect(new Set(answered.map((l) => l.id)).size).toBe(100);
+      console.log(
+        `[push] SIGKILL: k50 ended at attempt ${victim.attempt}; ${answered.length} answers for 100 jobs, ${answered.filter((l) => l.pid === second!.child.pid).length} from the second receiver`,
+      );
+      expect(answered.length - 100).toBeLessThanOrEqual(4);
+    } finally {
+      await d.configureQueue('killed', { push: null });
+      first.child.kill('SIGKILL');
+      second?.child.kill('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
 });
