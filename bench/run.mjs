@@ -25,6 +25,9 @@ const cases = [
   ['edge-bulk', workload('--system=lakeshore-edge', '--enqueue=bulk')],
   ['edge-bulk-listened', workload('--system=lakeshore-edge', '--enqueue=bulk', '--listen=1')],
   ['edge-idle', workload('--system=lakeshore-edge', '--mode=idle', idle)],
+  // push delivery beside pull: the same producers, the queue POSTs each job to a receiver that answers at once
+  ['edge-push', workload('--system=lakeshore-edge', '--enqueue=bulk', '--consumer=push', '--push-concurrency=64')],
+  ['edge-push-idle', workload('--system=lakeshore-edge', '--mode=idle', idle, '--consumer=push', '--push-concurrency=64')],
   ['edge-bulk-d1-20ms', workload('--system=lakeshore-edge', '--enqueue=bulk', '--d1-delay-ms=20')],
   ['edge-journal', ['bench/journal.ts', '--system=lakeshore-edge', `--n=${quick ? 100 : 500}`]],
   ['edge-fanout-1', ['bench/fan-out.ts', '--readers=1', `--n=${quick ? 50 : 200}`]],

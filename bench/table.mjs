@@ -194,6 +194,31 @@ if (idle.length && bestIdle.length) {
     perRound(idle, bestIdle, p50),
   ]);
 }
+// Push delivery (bench/workload.ts --consumer=push) against the pull worker in the same sitting.
+const pushed = edge('edge-push');
+if (pushed.length && bulk.length)
+  targets.push([
+    'edge push against edge pull (bulk), jobs/s',
+    ratio(pushed, bulk, jobs),
+    0.8,
+    '≥',
+    share,
+    `${f(median(pushed.map(jobs)))} / ${f(median(bulk.map(jobs)))} at ${pushed[0].worker?.push_concurrency ?? '?'} deliveries at once`,
+    perRound(pushed, bulk, jobs),
+  ]);
+const pushedIdle = edge('edge-push-idle');
+if (pushedIdle.length && idle.length) {
+  const p50 = (r) => r.latency_ms?.p50;
+  targets.push([
+    'edge push idle p50 against edge pull idle p50',
+    ratio(pushedIdle, idle, p50),
+    1,
+    '≤',
+    times,
+    `${f(median(pushedIdle.map(p50)), 2)} / ${f(median(idle.map(p50)), 2)} ms`,
+    perRound(pushedIdle, idle, p50),
+  ]);
+}
 for (const [delay, goal] of [
   [0, 15_000],
   [20, 10_000],

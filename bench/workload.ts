@@ -5,17 +5,25 @@
  *   node bench/workload.ts --system=lakeshore-local|lakeshore-edge [--mode=throughput|idle]
  *        [--enqueue=single|bulk] [--n=20000] [--p=8] [--w=8] [--payload=100] [--batch=100]
  *        [--idle-n=500] [--d1-delay-ms=0] [--server=miniflare|wrangler] [--label=...]
+ *        [--consumer=pull|push] [--push-concurrency=16]
  *
  * The coordinator is the producer (P loops); the worker is a forked child process running
  * runWorker with concurrency W and a no-op handler, as in a real deployment. Enqueue time is taken
  * just before the enqueue call, start time as the handler's first statement; the clock offset
  * between the processes is estimated by IPC ping-pong and subtracted.
+ *
+ * With --consumer=push (the edge plane only) the child runs no worker: it is the push target, an
+ * HTTP server on loopback that answers each delivery 200 at once, and the queue pushes to it with
+ * that many deliveries at once (docs/contract.md, "Push delivery"). Start time is then when the
+ * delivery reached the receiver; the same producers, the same drain.
  */
 import { fork } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Dispatch, HttpDispatch, runWorker, encodeEnvelope, type DispatchPlane } from '../client/local/index.ts';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Dispatch, HttpDispatch, runWorker, encodeEnvelope, decodeEnvelope, type DispatchPlane } from '../client/local/index.ts';
 import { newToken, startPlane } from '../scripts/plane.mjs';
 import { cpuMs, treeCpuMs } from './cpu.ts';
 
@@ -38,6 +46,9 @@ const O = {
   prefetch: arg('prefetch', 'auto'),
   /** --listen=1: one reader follows the queue's lifecycle feed for the whole run (its records are counted). */
   listen: arg('listen', '0') === '1',
+  /** pull: a forked worker process runs runWorker; push: it runs an HTTP receiver the queue pushes to. */
+  consumer: arg('consumer', 'pull'),
+  pushConcurrency: Number(arg('push-concurrency', '16')),
 };
 const TOTAL = O.mode === 'idle' ? O.idleN : O.n;
 /** How long a throughput run may drain before it reports what it has (its exactly-once check then fails). */
@@ -85,6 +96,28 @@ async function worker() {
       });
     else if (m.type === 'stop') stop.abort();
   });
+  if (O.consumer === 'push') {
+    // The push target: the queue object POSTs each job; its seq is the envelope's first argument.
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const delivery = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { envelope: string };
+        const env = decodeEnvelope(Buffer.from(delivery.envelope, 'base64'));
+        noop(Number(env.args[0]));
+        res.writeHead(200, { 'content-length': '0' }).end();
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    process.send!({ type: 'ready', url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/push` });
+    await new Promise<void>((r) => stop.signal.addEventListener('abort', () => r(), { once: true }));
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+    await d.close();
+    process.send!({ type: 'stopped' });
+    setTimeout(() => process.exit(0), 50);
+    return;
+  }
   const running = runWorker(conn.queue, {
     dispatch: d,
     registry: { noop },
@@ -115,7 +148,8 @@ async function coordinator() {
     batch: O.enqueue === 'bulk' && O.mode !== 'idle' ? O.batch : null,
     label: O.label || undefined,
     node: process.version,
-    worker: { concurrency: O.w, prefetch: O.prefetch },
+    consumer: O.consumer,
+    worker: O.consumer === 'push' ? { push_concurrency: O.pushConcurrency } : { concurrency: O.w, prefetch: O.prefetch },
     d1_delay_ms: O.system === 'lakeshore-edge' ? O.d1DelayMs : undefined,
     server: O.system === 'lakeshore-edge' ? O.server : undefined,
   };
@@ -158,7 +192,11 @@ async function coordinator() {
         r(m);
       } else inbox.set(key, r);
     });
-  await next('ready');
+  const ready = await next('ready');
+  if (O.consumer === 'push') {
+    if (O.system !== 'lakeshore-edge') throw new Error('--consumer=push measures the edge plane, which pushes by itself');
+    await d.configureQueue(queue, { push: { url: ready.url, concurrency: O.pushConcurrency, timeoutMs: 30_000 } });
+  }
   const feed = { records: 0, stop: new AbortController() };
   if (O.listen) {
     void (async () => {

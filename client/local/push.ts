@@ -44,7 +44,24 @@ export function startPushing(d: Dispatch, opts: PushingOptions = {}): Pushing {
     new Pusher(
       {
         claim: (max, leaseMs, waitMs, signal) => d.claimMany(queue, PUSH_WORKER_ID, max, { leaseMs, waitMs, signal }),
-        ack: (c, result) => d.ack(c.id, PUSH_WORKER_ID, { attempt: c.attempt, result }),
+        ackAndClaim: (acks, max, leaseMs, waitMs) =>
+          d.ackAndClaim(
+            queue,
+            PUSH_WORKER_ID,
+            acks.map(({ c, result }) => ({ id: c.id, attempt: c.attempt, result })),
+            max,
+            { leaseMs, waitMs },
+          ),
+        // The dispatch's acks are batched already (one write for those made together).
+        ackMany: (items) =>
+          Promise.all(
+            items.map(({ c, result }) =>
+              d.ack(c.id, PUSH_WORKER_ID, { attempt: c.attempt, result }).then(
+                () => null,
+                (e: unknown) => (e instanceof Error ? e : new Error(String(e))),
+              ),
+            ),
+          ),
         nack: async (c, error, retry, delayMs) => {
           await d.nack(c.id, PUSH_WORKER_ID, { attempt: c.attempt, error, retry, delayMs: delayMs ?? undefined });
         },

@@ -18,12 +18,23 @@ import type { LogLine } from './feed.ts';
 /** The worker id a plane's pusher claims as (the workers list shows it; a delivery names it). */
 export const PUSH_WORKER_ID = 'lakeshore-push';
 
+/** A 2xx answer's ack: the attempt, and the answer's body as its result. */
+export interface Ack {
+  c: Claimed;
+  result: Uint8Array | null;
+}
+
 /** What a pusher needs of its plane. */
 export interface PushPort {
   /** Claims up to `max` jobs for `workerId`, waiting up to `waitMs` for one; `signal` calls the wait off. */
   claim(max: number, leaseMs: number, waitMs: number, signal: AbortSignal): Promise<Claimed[]>;
-  /** Acks the attempt; throws when it is no longer held (its lease ran out). */
-  ack(c: Claimed, result: Uint8Array | null): Promise<void>;
+  /**
+   * Acks these attempts in one write: per item, null when acked, or why it was refused (its
+   * attempt is no longer held: the lease ran out, or it was cancelled).
+   */
+  ackMany(items: Ack[]): Promise<(Error | null)[]>;
+  /** The acks and the next claim in one write (the claim waits at most a moment for work). */
+  ackAndClaim(acks: Ack[], max: number, leaseMs: number, waitMs: number): Promise<{ acks: (Error | null)[]; claimed: Claimed[] }>;
   /** Nacks the attempt: with `retry`, under the queue's budget, after `delayMs` (null: the queue's backoff). */
   nack(c: Claimed, error: InvocationError, retry: boolean, delayMs: number | null): Promise<void>;
   /** The receiver's credential for this job and attempt (append, heartbeat, ack, nack), or null. */
@@ -72,6 +83,12 @@ export interface PushStats {
 }
 
 const LATENCIES = 256;
+/** Most acks in one write. */
+const MAX_ACKS = 100;
+/** How long an answered delivery's ack waits for a claim to go with before it is written alone. */
+const ACK_LINGER_MS = 5;
+/** Writes of one ack before it counts as refused (its lease then brings the job back). */
+const ACK_TRIES = 3;
 /** The delay before the pusher asks again after its plane failed a claim, doubling to this. */
 const MAX_PAUSE_MS = 5_000;
 
@@ -113,6 +130,10 @@ export class Pusher {
   private readonly latencies: number[] = [];
   /** Deliveries on their way, for stop() to wait on. */
   private readonly pending = new Set<Promise<void>>();
+  /** 2xx answers waiting for their ack: written together, one write at a time (group commit). */
+  private acks: (Ack & { done: (e: Error | null) => void; tries: number })[] = [];
+  private acking = false;
+  private ackTimer: ReturnType<typeof setTimeout> | null = null;
 
   constructor(port: PushPort, target: PushTarget, o: PushOptions) {
     this.port = port;
@@ -126,7 +147,13 @@ export class Pusher {
     this.stopped = false;
     if (this.running) return;
     this.running = true;
-    void this.loop().finally(() => (this.running = false));
+    void this.loop()
+      .catch((e) => this.noteError('', null, `the pusher stopped: ${e instanceof Error ? e.message : String(e)}`))
+      .finally(() => {
+        this.running = false;
+        // Whatever threw (a runtime limit, say), the queue's jobs still need pushing: start again soon.
+        if (!this.stopped) setTimeout(() => this.start(), MAX_PAUSE_MS);
+      });
   }
 
   /** A changed target (URL, concurrency, timeout, secrets): the next claim uses it. */
@@ -164,19 +191,29 @@ export class Pusher {
   private async loop(): Promise<void> {
     let pause = 0;
     while (!this.stopped) {
-      const free = this.target.concurrency - this.inFlight;
-      if (free <= 0) {
+      const concurrency = this.target.concurrency;
+      const free = concurrency - this.inFlight;
+      // Claims wait until half the slots are free (or none is busy): fewer, larger claims, each
+      // carrying the acks answered meanwhile, in one write. The ack timer writes acks that would
+      // wait longer than a moment.
+      if (free < (this.inFlight === 0 ? 1 : Math.max(1, Math.floor(concurrency / 2)))) {
         await new Promise<void>((r) => (this.freed = r));
         this.freed = null;
         continue;
       }
       if (this.claimAbort.signal.aborted) this.claimAbort = new AbortController();
       const leaseMs = Math.min(this.o.maxLeaseMs, Math.max(this.o.leaseMs, this.target.timeoutMs + 5_000));
+      const acks = this.takeAcks();
       let got: Claimed[];
       try {
-        got = await this.port.claim(free, leaseMs, this.o.waitMs ?? 25_000, this.claimAbort.signal);
+        if (acks.length) {
+          const out = await this.port.ackAndClaim(acks, free, leaseMs, 0);
+          acks.forEach((a, k) => a.done(out.acks[k] ?? null));
+          got = out.claimed;
+        } else got = await this.port.claim(free, leaseMs, this.o.waitMs ?? 25_000, this.claimAbort.signal);
         pause = 0;
       } catch (e) {
+        this.ackAgain(acks, e);
         if (this.stopped || this.claimAbort.signal.aborted) continue;
         // The plane could not claim (a move's fence, D1 away): ask again, less often while it lasts.
         pause = Math.min(MAX_PAUSE_MS, pause ? pause * 2 : 100);
@@ -186,13 +223,76 @@ export class Pusher {
       }
       for (const c of got) {
         this.inFlight++;
-        const p = this.deliver(c).finally(() => {
+        let held = true;
+        // The slot frees when the receiver has answered (its ack may go with the next claim).
+        const release = () => {
+          if (!held) return;
+          held = false;
           this.inFlight--;
-          this.pending.delete(p);
           this.freed?.();
+        };
+        const p = this.deliver(c, release).finally(() => {
+          release();
+          this.pending.delete(p);
         });
         this.pending.add(p);
       }
+    }
+  }
+
+  /** Acks the attempt with the others answered meanwhile; rejects when its ack was refused. */
+  private ack(c: Claimed, result: Uint8Array | null): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.acks.push({ c, result, tries: 0, done: (e) => (e ? reject(e) : resolve()) });
+      this.ackTimer ??= setTimeout(() => {
+        this.ackTimer = null;
+        void this.flushAcks();
+      }, ACK_LINGER_MS);
+    });
+  }
+
+  private takeAcks() {
+    const out = this.acks.splice(0, MAX_ACKS);
+    if (!this.acks.length && this.ackTimer) {
+      clearTimeout(this.ackTimer);
+      this.ackTimer = null;
+    }
+    return out;
+  }
+
+  /** Acks whose write failed as a whole: written again (an ack is idempotent), refused after a few tries. */
+  private ackAgain(acks: Pusher['acks'], e: unknown) {
+    if (!acks.length) return;
+    const err = e instanceof Error ? e : new Error(String(e));
+    for (const a of acks) {
+      if (++a.tries >= ACK_TRIES) a.done(err);
+      else this.acks.push(a);
+    }
+    if (this.acks.length) {
+      // Retried after a pause, by the timer (or sooner, by the next claim).
+      this.ackTimer ??= setTimeout(() => {
+        this.ackTimer = null;
+        void this.flushAcks();
+      }, 100);
+    }
+  }
+
+  /** Writes the acks waiting (those the claim did not take along), one write at a time. */
+  private async flushAcks(): Promise<void> {
+    if (this.acking) return;
+    this.acking = true;
+    try {
+      for (let batch = this.takeAcks(); batch.length; batch = this.takeAcks()) {
+        try {
+          const out = await this.port.ackMany(batch);
+          batch.forEach((a, k) => a.done(out[k] ?? null));
+        } catch (e) {
+          this.ackAgain(batch, e);
+          return;
+        }
+      }
+    } finally {
+      this.acking = false;
     }
   }
 
@@ -201,13 +301,14 @@ export class Pusher {
   }
 
   /** POSTs one job and settles it by the answer. Never throws. */
-  private async deliver(c: Claimed): Promise<void> {
+  private async deliver(c: Claimed, answered: () => void): Promise<void> {
     const t = this.target;
     const t0 = this.now();
     let status: number | null = null;
     const done = async (outcome: Delivered['outcome'], settle: () => Promise<void>, error?: string) => {
       let out = outcome;
       let why = error;
+      answered();
       try {
         await settle();
       } catch (e) {
@@ -230,6 +331,10 @@ export class Pusher {
         () => this.port.nack(c, { message, type: 'PushFailed', ...(status !== null ? { status } : {}) }, retry, delayMs),
         message,
       );
+    // One timer for the request and its body, cleared when it is done: a runtime bounds the timers
+    // alive at once (workerd: 10,000 per isolate), and AbortSignal.timeout's would outlive the request.
+    const abort = new AbortController();
+    const timer = setTimeout(() => abort.abort(new DOMException('push target timed out', 'TimeoutError')), t.timeoutMs);
     try {
       const token = await this.port.deliveryToken(c);
       const body = JSON.stringify({
@@ -249,7 +354,7 @@ export class Pusher {
       const res = await this.port.fetch(t.url, {
         method: 'POST',
         redirect: 'manual',
-        signal: AbortSignal.timeout(t.timeoutMs),
+        signal: abort.signal,
         headers: {
           'content-type': 'application/json',
           'user-agent': 'lakeshore-push/1',
@@ -275,7 +380,7 @@ export class Pusher {
           );
         }
         const result = resultOf(bytes, res.headers.get('content-type'));
-        return await done('acked', () => this.port.ack(c, result));
+        return await done('acked', () => this.ack(c, result));
       }
       const text = (await res.text().catch(() => '')).slice(0, 500);
       const why =
@@ -290,6 +395,8 @@ export class Pusher {
           ? `push target did not answer within ${t.timeoutMs} ms`
           : `push target could not be reached: ${err.message}`;
       return await nack(message);
+    } finally {
+      clearTimeout(timer);
     }
   }
 }

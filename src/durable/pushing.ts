@@ -11,6 +11,7 @@ import { deliveryLine, PUSH_WORKER_ID, Pusher, type PushStats } from '../core/pu
 import { mintDeliveryToken, DELIVERY_TOKEN_TTL_MS } from '../core/delivery-token.ts';
 import { signingKeys } from '../core/signing.ts';
 import type { LogLine } from '../core/feed.ts';
+import { errorOf } from '../core/settled.ts';
 
 export interface PushingOptions {
   engine: Engine;
@@ -53,9 +54,22 @@ export class Pushing {
       {
         claim: (max, leaseMs, waitMs, signal) =>
           engine.work.claimMany(ns, queue, { workerId: PUSH_WORKER_ID, max, leaseMs, waitMs, signal }),
-        ack: async (c, result) => {
-          await engine.work.ack(ns, c.id, { workerId: PUSH_WORKER_ID, attempt: c.attempt, result, queue });
+        ackAndClaim: async (acks, max, leaseMs, waitMs) => {
+          const out = await engine.work.ackAndClaim(
+            ns,
+            queue,
+            acks.map(({ c, result }) => ({ id: c.id, workerId: PUSH_WORKER_ID, attempt: c.attempt, result, queue })),
+            { workerId: PUSH_WORKER_ID, max, leaseMs, waitMs },
+          );
+          return { acks: out.acks.map((r) => (r.ok ? null : errorOf(r.error))), claimed: out.claimed };
         },
+        ackMany: async (items) =>
+          (
+            await engine.work.ackMany(
+              ns,
+              items.map(({ c, result }) => ({ id: c.id, workerId: PUSH_WORKER_ID, attempt: c.attempt, result, queue })),
+            )
+          ).map((r) => (r.ok ? null : errorOf(r.error))),
         nack: async (c, error, retry, delayMs) => {
           await engine.work.nack(ns, c.id, { workerId: PUSH_WORKER_ID, attempt: c.attempt, error, retry, delayMs, queue });
         },

@@ -57,7 +57,8 @@ describe('push delivery', () => {
       });
     });
     servers.push(r.server);
-    const set = await d.configureQueue('hooks', { push: { url: r.url, concurrency: 16, timeoutMs: 10_000 } });
+    // A long request timeout: each delivery's timer must end with its request, or 10,000 of them reach workerd's bound on live timers.
+    const set = await d.configureQueue('hooks', { push: { url: r.url, concurrency: 16, timeoutMs: 120_000 } });
     r.setSecret(set.settings.push!.secret!);
     const t0 = Date.now();
     for (let i = 0; i < N; i += 500)
