@@ -208,7 +208,7 @@ export class Pusher {
       try {
         if (acks.length) {
           const out = await this.port.ackAndClaim(acks, free, leaseMs, 0);
-          acks.forEach((a, k) => a.done(out.acks[k] ?? null));
+          for (const [k, a] of acks.entries()) a.done(out.acks[k] ?? null);
           got = out.claimed;
         } else got = await this.port.claim(free, leaseMs, this.o.waitMs ?? 25_000, this.claimAbort.signal);
         pause = 0;
@@ -285,7 +285,7 @@ export class Pusher {
       for (let batch = this.takeAcks(); batch.length; batch = this.takeAcks()) {
         try {
           const out = await this.port.ackMany(batch);
-          batch.forEach((a, k) => a.done(out[k] ?? null));
+          for (const [k, a] of batch.entries()) a.done(out[k] ?? null);
         } catch (e) {
           this.ackAgain(batch, e);
           return;
