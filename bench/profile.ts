@@ -7,6 +7,7 @@
  *   node scripts/run.mjs node bench/profile.ts [--n=3000] [--bulk]   (--bulk: submits of 100)
  *   node scripts/run.mjs node bench/profile.ts --fan-in [--n=20000]   (256 connections of single submits, no worker)
  *   node scripts/run.mjs node bench/profile.ts --bulk --no-worker   (the producers' side alone: submits of 100, nothing claims)
+ *   node scripts/run.mjs node bench/profile.ts --bulk --push   (no worker: the queue pushes to a receiver here, 64 at once)
  * --save=DIR also writes each isolate's profile there (.cpuprofile: Chrome DevTools opens it).
  * --cpu runs without the inspector and prints CPU time per job instead: the plane's (serve.mjs and
  * its workerd: the Worker, its objects and local D1, on one thread) and this process's (producers
@@ -16,6 +17,8 @@
  * Sampling profiles of isolates that share one thread overlap: compare functions, not totals.
  */
 import { spawn } from 'node:child_process';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -41,6 +44,8 @@ const server = spawn(
     'LIMIT_REQUESTS_PER_SECOND:1000000',
     '--var',
     'LIMIT_REQUEST_BURST:1000000',
+    '--var',
+    'PUSH_HOSTS:local',
     ...(cpu ? [] : ['--inspector-port', String(inspector)]),
   ],
   { stdio: ['ignore', 'pipe', 'inherit'], detached: true },
@@ -110,21 +115,39 @@ const stop = new AbortController();
 let done = 0;
 const [w0, c0, t0] = [planeMs(), process.cpuUsage(), performance.now()];
 const noWorker = process.argv.includes('--no-worker');
+const push = process.argv.includes('--push');
+let receiver: Server | null = null;
+if (push) {
+  // The queue pushes to a receiver in this process that answers each delivery 200 at once.
+  receiver = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'content-length': '0' }).end();
+      if (++done === N) stop.abort();
+    });
+  });
+  await new Promise<void>((r) => receiver!.listen(0, '127.0.0.1', r));
+  await d.configureQueue('q', {
+    push: { url: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/`, concurrency: 64, timeoutMs: 30_000 },
+  });
+}
 const worker = noWorker
   ? Promise.resolve(0)
-  : runWorker('q', {
-      dispatch: new HttpDispatch(url, { token: 'tok', namespace: d.namespace }),
-      registry: {
-        noop: () => {
-          if (++done === N) stop.abort();
+  : push
+    ? new Promise((r) => stop.signal.addEventListener('abort', r, { once: true }))
+    : runWorker('q', {
+        dispatch: new HttpDispatch(url, { token: 'tok', namespace: d.namespace }),
+        registry: {
+          noop: () => {
+            if (++done === N) stop.abort();
+          },
         },
-      },
-      concurrency: 8,
-      prefetch: 'auto',
-      stop: stop.signal,
-      workerId: 'w1',
-      claimWaitMs: 1000,
-    });
+        concurrency: 8,
+        prefetch: 'auto',
+        stop: stop.signal,
+        workerId: 'w1',
+        claimWaitMs: 1000,
+      });
 let next = 0;
 const bulk = process.argv.includes('--bulk');
 const job = (i: number) => ({ envelope: encodeEnvelope({ fn: 'noop', args: [i, 'x'.repeat(100)] }), opts: { id: `j${i}` } });

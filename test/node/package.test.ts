@@ -3,12 +3,14 @@
  * with the system's own Node (20 on these machines) and npm, then the README's tour.mjs run
  * against a plane, `npx lakeshore --help`, and the types. No warnings anywhere.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { delimiter, dirname, join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newToken, startPlane } from '../../scripts/plane.mjs';
+import { freePort, newToken, startPlane } from '../../scripts/plane.mjs';
+import { encodeEnvelope, HttpDispatch } from '../../client/local/index.ts';
 import { tempDir } from '../support/tmp.ts';
+import { until } from '../support/wait.ts';
 
 const ROOT = resolve(import.meta.dirname, '..', '..');
 
@@ -82,6 +84,43 @@ describe(`the lakeshore package on the system Node (${nodeVersion})`, () => {
       expect(r.stdout).toBe('frame 0 1\nresult 3\n');
       expect(r.status).toBe(0);
     });
+
+    it("runs the README's push receiver as written: a pushed job comes back as its answer", async () => {
+      const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+      const source = /cat > \/tmp\/lakeshore-tour\/receiver\.mjs <<'JS'\n([\s\S]*?)\nJS\n/.exec(readme)?.[1];
+      expect(source, 'the receiver.mjs block of the README').toBeDefined();
+      const port = await freePort();
+      // The README's port, 8790, may be taken here: the one change.
+      writeFileSync(join(project, 'receiver.mjs'), source!.replace('.listen(8790,', `.listen(${port},`));
+      const d = new HttpDispatch(plane.url, { token, namespace: 'default' });
+      const set = await d.configureQueue('hooks', { push: { url: `http://127.0.0.1:${port}/` } });
+      const child = spawn(NODE, ['receiver.mjs'], {
+        cwd: project,
+        env: { ...env, PUSH_SECRET: set.settings.push!.secret! },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      let stderr = '';
+      child.stderr!.on('data', (b: Buffer) => (stderr += b));
+      try {
+        // As the README's next line waits: until it listens (it answers a stray GET 401).
+        await until(
+          () =>
+            fetch(`http://127.0.0.1:${port}/`).then(
+              (r) => r.status === 401,
+              () => false,
+            ),
+          'the receiver listening',
+          20_000,
+        );
+        const id = await d.submit('hooks', encodeEnvelope({ fn: 'square', args: [9] }), { id: 'pushed-81' });
+        expect(new TextDecoder().decode((await d.result(id, { timeoutMs: 30_000 }))!)).toBe('81');
+        expect(stderr).toBe('');
+      } finally {
+        child.kill();
+        await d.configureQueue('hooks', { push: null });
+        await d.close();
+      }
+    }, 60_000);
 
     it('npx lakeshore talks to the plane', () => {
       const r = spawnSync('npx', ['lakeshore', 'stats', 'tour'], {
