@@ -18,10 +18,20 @@ import { cpuMs, treeCpuMs } from './cpu.ts';
 const N = Number(process.argv.find((a) => a.startsWith('--n='))?.slice(4) ?? 8000);
 const dir = mkdtempSync(join(process.env.BENCH_STATE_DIR ?? tmpdir(), 'lakeshore-ceiling-'));
 const token = newToken('lsk_bench_');
-const plane = await startPlane({ node: process.execPath, env: process.env, persistTo: dir, vars: { LAKESHORE_TOKEN: token } });
-const d = new HttpDispatch(plane.url, { token, namespace: 'ceiling' });
+const plane = await startPlane({
+  node: process.execPath,
+  env: process.env,
+  persistTo: dir,
+  // The 8 loops share one producer token: its request budget (2,000/s by default) raised, as a deployment for this load would.
+  vars: { LAKESHORE_TOKEN: token, LIMIT_REQUESTS_PER_SECOND: '1000000', LIMIT_REQUEST_BURST: '1000000' },
+});
+// The tokens users use: the operator (the root token) makes a producer token, which the loops carry.
+const operator = new HttpDispatch(plane.url, { token, namespace: 'ceiling' });
+const producer = (await operator.createToken('producer')).token;
+await operator.close();
+const d = new HttpDispatch(plane.url, { token: producer, namespace: 'ceiling' });
 // The round trips go the way the client's calls go (node:http, kept connections: client/http/requester.ts).
-const raw = new Transport(plane.url, { token, timeout: 30_000 });
+const raw = new Transport(plane.url, { token: producer, timeout: 30_000 });
 const env = (i: number) => encodeEnvelope({ fn: 'noop', args: [i, 'x'.repeat(100)] });
 
 /** Median round trip of `f`, back to back, or each after `quietMs` with nothing in flight. */

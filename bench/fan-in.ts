@@ -14,7 +14,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Pool } from 'undici';
-import { encodeEnvelope } from '../client/local/index.ts';
+import { encodeEnvelope, HttpDispatch } from '../client/local/index.ts';
 import { newToken, startPlane } from '../scripts/plane.mjs';
 
 const arg = (k: string, d: string) => process.argv.find((a) => a.startsWith(`--${k}=`))?.slice(k.length + 3) ?? d;
@@ -37,7 +37,12 @@ const plane = await startPlane({
 });
 const ns = `fanin${Date.now().toString(36)}`;
 const pool = new Pool(plane.url, { connections: C, pipelining: 1, keepAliveTimeout: 60_000 });
-const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
+// The tokens users use: the operator (the root token) makes one producer token, which every
+// connection carries (a fleet of producers of one team).
+const operator = new HttpDispatch(plane.url, { token, namespace: ns });
+const producer = (await operator.createToken('producer')).token;
+await operator.close();
+const headers = { authorization: `Bearer ${producer}`, 'content-type': 'application/json' };
 const envelope = Buffer.from(encodeEnvelope({ fn: 'noop', args: ['x'.repeat(100)] })).toString('base64');
 
 async function call(method: 'GET' | 'POST', path: string, body?: unknown): Promise<unknown> {
@@ -129,6 +134,7 @@ try {
   console.log(
     JSON.stringify({
       system: 'lakeshore-edge',
+      tokens: 'scoped: one producer token',
       mode: 'fan-in',
       connections: C,
       n: N,

@@ -98,6 +98,12 @@ for (const label of [...new Set(rows.map((r) => r.label))]) {
   if (rs[0].d1)
     parts.push(
       `d1 rows read/written per job ${med(rs.map((r) => r.d1.rows_read_per_job))}/${med(rs.map((r) => r.d1.rows_written_per_job))}`,
+      ...(rs[0].d1.queries_per_job == null
+        ? []
+        : [
+            `D1 queries per job ${med(rs.map((r) => r.d1.queries_per_job))}, token checks among them ${med(rs.map((r) => r.d1.token_checks_per_job))}`,
+          ]),
     );
+  if (rs[0].tokens) parts.push(`tokens: ${rs[0].tokens.split(':')[0]}`);
   process.stderr.write(`[bench] ${label} (median of ${rs.length}): ${parts.join(', ')}\n`);
 }

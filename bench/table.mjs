@@ -67,20 +67,23 @@ const cpuOf = (g) => {
   return producers === null ? '—' : `${plane === null ? '—' : f(plane)} / ${f(producers)} / ${f(worker)}`;
 };
 const out = [
-  '| system | case | runs | jobs/s (median [min–max]) | enqueue→start p50 / p99 ms | vs best peer | CPU µs/job: plane / producers / worker | exactly once |',
-  '|---|---|---|---|---|---|---|---|',
+  '| system | case | runs | jobs/s (median [min–max]) | enqueue→start p50 / p99 ms | vs best peer | CPU µs/job: plane / producers / worker | D1 queries/job (token checks) | exactly once |',
+  '|---|---|---|---|---|---|---|---|---|',
 ];
 for (const g of sorted) {
   const r0 = g[0];
   const t = g.map((r) => r.throughput_jobs_per_s).filter((x) => typeof x === 'number');
   const jobs = r0.mode === 'idle' ? '—' : `**${f(median(t))}** [${f(Math.min(...t))}–${f(Math.max(...t))}]`;
   const lat = `${f(median(g.map((r) => r.latency_ms?.p50)), r0.mode === 'idle' ? 2 : 0)} / ${f(median(g.map((r) => r.latency_ms?.p99)), r0.mode === 'idle' ? 2 : 0)}`;
+  const pushed = r0.consumer === 'push' ? `, pushed (${r0.worker?.push_concurrency} at once)` : '';
   const what =
     r0.mode === 'idle'
-      ? 'idle'
-      : `${r0.enqueue}${r0.batch ? ` (${r0.batch})` : ''}${r0.d1_delay_ms ? `, D1 +${r0.d1_delay_ms} ms` : ''}${r0.feed_listener ? ', a feed listener' : ''}`;
+      ? `idle${pushed}`
+      : `${r0.enqueue}${r0.batch ? ` (${r0.batch})` : ''}${r0.d1_delay_ms ? `, D1 +${r0.d1_delay_ms} ms` : ''}${r0.feed_listener ? ', a feed listener' : ''}${pushed}`;
+  const q = median(g.map((r) => r.d1?.queries_per_job));
+  const queries = q === null ? '—' : `${f(q, 3)} (${f(median(g.map((r) => r.d1?.token_checks_per_job)), 4)})`;
   out.push(
-    `| ${r0.system} | ${what} | ${g.length} | ${jobs} | ${lat} | ${versus(g)} | ${cpuOf(g)} | ${g.filter((r) => r.exactly_once).length}/${g.length} |`,
+    `| ${r0.system} | ${what} | ${g.length} | ${jobs} | ${lat} | ${versus(g)} | ${cpuOf(g)} | ${queries} | ${g.filter((r) => r.exactly_once).length}/${g.length} |`,
   );
 }
 // Fan-in (bench/fan-in.ts): submits from C independent connections, no worker.

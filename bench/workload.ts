@@ -135,6 +135,18 @@ async function worker() {
   setTimeout(() => process.exit(0), 50);
 }
 
+interface QueueStats {
+  read: number;
+  written: number;
+  batches: number;
+  plans: number;
+  d1_ms: number;
+  calls: number;
+  callMs: number;
+  d1_model: Record<string, { queries: number }> | undefined;
+  token_reads: number;
+}
+
 // ---------------------------------------------------------------- coordinator role
 async function coordinator() {
   const result: Record<string, unknown> = {
@@ -158,6 +170,9 @@ async function coordinator() {
   const queue = 'bench';
   let plane: { url: string; pid?: number; stop: () => Promise<void> } | null = null;
   let conn: Record<string, unknown>;
+  let workerConn: Record<string, unknown> | null = null;
+  let operator: HttpDispatch | null = null;
+  let rootToken = '';
   if (O.system === 'lakeshore-local') conn = { kind: 'local', path: join(dir, 'dispatch.sqlite'), ns, queue };
   else {
     const token = newToken('lsk_bench_');
@@ -165,15 +180,41 @@ async function coordinator() {
       node: process.execPath,
       env: process.env,
       persistTo: dir,
-      vars: { LAKESHORE_TOKEN: token, SIMULATED_D1_DELAY_MS: String(O.d1DelayMs) },
+      vars: {
+        LAKESHORE_TOKEN: token,
+        SIMULATED_D1_DELAY_MS: String(O.d1DelayMs),
+        // Counts every D1 query (no service time): the run reports queries per job.
+        COUNT_D1_QUERIES: '1',
+        // One producer token carries every producer loop here: its request budget (2,000/s by default)
+        // raised, as a deployment for this load would.
+        LIMIT_REQUESTS_PER_SECOND: '1000000',
+        LIMIT_REQUEST_BURST: '1000000',
+      },
       server: O.server as 'miniflare' | 'wrangler',
     });
-    conn = { kind: 'edge', url: plane!.url, token, ns, queue };
+    // The tokens users use: the operator (the root token) makes a producer token and a worker
+    // token; the producers submit with the one, the worker claims and acks with the other.
+    operator = new HttpDispatch(plane!.url, { token, namespace: ns });
+    const [producer, worker] = [await operator.createToken('producer'), await operator.createToken('worker')];
+    rootToken = token;
+    conn = { kind: 'edge', url: plane!.url, token: producer.token, ns, queue };
+    workerConn = { ...conn, token: worker.token };
+    result.tokens = 'scoped: producer and worker tokens; the root token only for the operator (push settings, counts, stats)';
   }
   const d = planeFor(conn as never);
-  const child = fork(new URL(import.meta.url).pathname, [...process.argv.slice(2), '--role=worker', `--conn=${JSON.stringify(conn)}`], {
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  });
+  const op: DispatchPlane = operator ?? d;
+  /** The queue object's figures (the operator's stats route): D1 batches, rows, and the isolate's D1 queries and token reads. */
+  const queueStats = () =>
+    fetch(`${plane!.url}/v1/ns/${ns}/queues/${queue}/stats`, { headers: { authorization: `Bearer ${rootToken}` } }).then(
+      (r) => r.json() as Promise<QueueStats>,
+    );
+  const child = fork(
+    new URL(import.meta.url).pathname,
+    [...process.argv.slice(2), '--role=worker', `--conn=${JSON.stringify(workerConn ?? conn)}`],
+    {
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    },
+  );
   const inbox = new Map<string, (m: any) => void>();
   const buffered = new Map<string, any>();
   child.on('message', (m: any) => {
@@ -195,7 +236,7 @@ async function coordinator() {
   const ready = await next('ready');
   if (O.consumer === 'push') {
     if (O.system !== 'lakeshore-edge') throw new Error('--consumer=push measures the edge plane, which pushes by itself');
-    await d.configureQueue(queue, { push: { url: ready.url, concurrency: O.pushConcurrency, timeoutMs: 30_000 } });
+    await op.configureQueue(queue, { push: { url: ready.url, concurrency: O.pushConcurrency, timeoutMs: 30_000 } });
   }
   const feed = { records: 0, stop: new AbortController() };
   if (O.listen) {
@@ -226,6 +267,7 @@ async function coordinator() {
   let tFirst = 0;
   // CPU from the first enqueue to the drain's end: this process (the producers), the worker
   // process, and the edge plane's process tree (serve.mjs and workerd).
+  const atMark = plane ? await queueStats() : null;
   child.send({ type: 'mark' });
   const planeAtMark = plane?.pid ? treeCpuMs(plane.pid) : null;
   const cpu0 = { self: process.cpuUsage(), plane: planeAtMark };
@@ -263,7 +305,7 @@ async function coordinator() {
     const deadline = now() + DRAIN_LIMIT_MS;
     const started = await Promise.race([next('all_started'), new Promise((r) => setTimeout(() => r(null), DRAIN_LIMIT_MS))]);
     if (started === null) result.timed_out = true;
-    while (now() < deadline && (await d.count(queue, 'succeeded')) < TOTAL) await new Promise((r) => setTimeout(r, 10));
+    while (now() < deadline && (await op.count(queue, 'succeeded')) < TOTAL) await new Promise((r) => setTimeout(r, 10));
     if (now() >= deadline) result.timed_out = true;
     result.drain_s = +((now() - tFirst) / 1000).toFixed(3);
     child.send({ type: 'drained' });
@@ -289,7 +331,7 @@ async function coordinator() {
     // all succeeded, as the throughput mode does, within the same bound. A lost ack never gets there.
     const settled = now();
     const deadline = settled + DRAIN_LIMIT_MS;
-    while (now() < deadline && (await d.count(queue, 'succeeded')) < TOTAL) await new Promise((r) => setTimeout(r, 10));
+    while (now() < deadline && (await op.count(queue, 'succeeded')) < TOTAL) await new Promise((r) => setTimeout(r, 10));
     if (now() >= deadline) result.timed_out = true;
     result.last_ack_wait_ms = +(now() - settled).toFixed(1);
   }
@@ -306,7 +348,7 @@ async function coordinator() {
     if (c > 0) lat.push(rep.starts[s] - best.off - tEnq[s]!);
   }
   lat.sort((a, b) => a - b);
-  const succeeded = await d.count(queue, 'succeeded');
+  const succeeded = await op.count(queue, 'succeeded');
   result.latency_ms = { p50: pct(lat, 50), p95: pct(lat, 95), p99: pct(lat, 99), max: pct(lat, 100), samples: lat.length };
   result.completion = { duplicates: dup, missing, store_succeeded: succeeded };
   if (cpu) {
@@ -322,27 +364,19 @@ async function coordinator() {
     feed.stop.abort();
   }
   if (plane) {
-    const s = await fetch(`${plane.url}/v1/ns/${ns}/queues/${queue}/stats`, {
-      headers: { authorization: `Bearer ${(conn as { token: string }).token}` },
-    }).then(
-      (r) =>
-        r.json() as Promise<{
-          read: number;
-          written: number;
-          batches: number;
-          plans: number;
-          d1_ms: number;
-          calls: number;
-          callMs: number;
-        }>,
-    );
+    const s = await queueStats();
     result.queue_object = { calls_per_job: +(s.calls / TOTAL).toFixed(2), ms_per_call: +(s.callMs / Math.max(1, s.calls)).toFixed(2) };
+    // Every D1 query of the plane during the run (COUNT_D1_QUERIES: every database, the Worker's and
+    // the objects'), and among them the token checks (a scoped token's row read on an isolate's first sight).
+    const queries = (m: QueueStats['d1_model']) => Object.values(m ?? {}).reduce((n, l) => n + l.queries, 0);
     result.d1 = {
       ms_per_batch: +(s.d1_ms / Math.max(1, s.batches)).toFixed(2),
       batches: s.batches,
       rows_read_per_job: +(s.read / TOTAL).toFixed(2),
       rows_written_per_job: +(s.written / TOTAL).toFixed(2),
       plans_per_batch: +(s.plans / Math.max(1, s.batches)).toFixed(2),
+      queries_per_job: atMark ? +((queries(s.d1_model) - queries(atMark.d1_model)) / TOTAL).toFixed(3) : null,
+      token_checks_per_job: atMark ? +((s.token_reads - atMark.token_reads) / TOTAL).toFixed(4) : null,
     };
   }
   const stopped = next('stopped');

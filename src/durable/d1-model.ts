@@ -10,6 +10,9 @@
  *
  * This is a model, named as one wherever its numbers appear: it says how the plane behaves when
  * each database is a single writer, not how fast Cloudflare's D1 is.
+ *
+ * COUNT_D1_QUERIES=1 (benchmarks) counts the queries with no service time: the model's counters,
+ * without its waits.
  */
 
 interface Lane {
@@ -46,7 +49,7 @@ async function served<T>(name: string, serviceMs: number, statements: number, ca
   lane.queries += statements;
   lane.calls++;
   lane.busyMs += hold;
-  await new Promise((r) => setTimeout(r, done - now));
+  if (hold > 0) await new Promise((r) => setTimeout(r, done - now));
   return call();
 }
 
@@ -54,9 +57,9 @@ async function served<T>(name: string, serviceMs: number, statements: number, ca
 const UNWRAP = Symbol('unwrap');
 const unwrap = (s: D1PreparedStatement): D1PreparedStatement => (s as unknown as Record<symbol, D1PreparedStatement>)[UNWRAP] ?? s;
 
-/** `db` behind the model (the binding `name`), or `db` itself when `serviceMs` is 0. */
-export function modelled(db: D1Database, name: string, serviceMs: number): D1Database {
-  if (!(serviceMs > 0)) return db;
+/** `db` behind the model (the binding `name`), or `db` itself when `serviceMs` is 0 and nothing counts. */
+export function modelled(db: D1Database, name: string, serviceMs: number, count = false): D1Database {
+  if (!(serviceMs > 0) && !count) return db;
   const statement = (s: D1PreparedStatement): D1PreparedStatement =>
     new Proxy(s, {
       get(target, prop, recv) {

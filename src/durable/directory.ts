@@ -49,7 +49,10 @@ export function shardNamed(env: Env, name: string): Shard {
 export const homeOf = (env: Env): D1Database => served(env, 'DB', env.DB);
 
 /** A shard's database as the plane uses it: behind the single-writer model when a benchmark turns it on (d1-model.ts). */
-const served = (env: Env, name: string, db: D1Database): D1Database => modelled(db, name, settingsFrom(env).simulatedServiceMs);
+const served = (env: Env, name: string, db: D1Database): D1Database => {
+  const s = settingsFrom(env);
+  return modelled(db, name, s.simulatedServiceMs, s.countD1Queries);
+};
 
 /** A shard's size in bytes, as D1 reports it after a query (`meta.size_after`). */
 export async function shardBytes(db: D1Database): Promise<number> {

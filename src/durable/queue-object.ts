@@ -30,6 +30,7 @@ import { leaseKeeper, type TokenGate } from './gate.ts';
 import { settingsFrom } from './settings.ts';
 import { enter, homeOf, shardNamed } from './directory.ts';
 import { modelCounters } from './d1-model.ts';
+import { tokenReads } from '../worker/token-cache.ts';
 import { Pushing } from './pushing.ts';
 
 type Claim = Omit<ClaimRequest, 'signal' | 'onPark'>;
@@ -489,6 +490,7 @@ export class QueueObject extends DurableObject<Env> {
       d1_ms: this.port.busyMs,
       shard: this.shard,
       d1_model: modelCounters(),
+      token_reads: tokenReads(),
       waiters: this.engine.park.waiters.size,
       streams: this.streams.size,
       feed_readers: this.feed.size,

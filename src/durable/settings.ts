@@ -31,6 +31,8 @@ export interface Settings {
   simulatedDelayMs: number;
   /** Benchmarks only: D1 as a single writer, each query holding its database this long (d1-model.ts). */
   simulatedServiceMs: number;
+  /** COUNT_D1_QUERIES=1: count D1 queries per database (d1-model.ts), for benchmarks. */
+  countD1Queries: boolean;
   /** Each shard's storage budget (STORAGE_LIMIT_BYTES, STORAGE_HIGH_WATER_PERCENT). */
   storage: { limitBytes: number; highWaterPercent: number };
   /** Where push targets may point (PUSH_HOSTS): `public` unless the plane runs on this machine. */
@@ -83,6 +85,7 @@ function parse(env: Env): Settings {
     http,
     simulatedDelayMs: int(e.SIMULATED_D1_DELAY_MS, 'SIMULATED_D1_DELAY_MS') ?? 0,
     simulatedServiceMs: Number(e.SIMULATED_D1_SERVICE_MS ?? 0) || 0,
+    countD1Queries: e.COUNT_D1_QUERIES === '1',
     pushHosts: pushHosts(e.PUSH_HOSTS),
     storage: {
       limitBytes: int(e.STORAGE_LIMIT_BYTES, 'STORAGE_LIMIT_BYTES') || DEFAULT_STORAGE_LIMIT_BYTES,
