@@ -77,6 +77,32 @@ describe('lakeshore worker with Python', () => {
     expect(pids(sup).filter(alive)).toEqual([]);
   }, 90_000);
 
+  it('`worker start --queue gpu --url URL --token "$TOK"` as the reference writes it: started in its code\'s directory, it imports from there and nothing else', async () => {
+    const edge = planeEnv('edge');
+    // Only the namespace comes from the environment: the plane and the token are the flags.
+    const env = { ...edge, LAKESHORE_URL: '', LAKESHORE_TOKEN: '' };
+    const dir = tempDir('lakeshore-pycwd-');
+    const mod = `gputasks_${process.pid}`;
+    writeFileSync(join(dir, `${mod}.py`), 'def square(x):\n    return x * x\n');
+    const sup = start(['worker', 'start', '--queue', 'gpu', '--url', edge.LAKESHORE_URL!, '--token', edge.LAKESHORE_TOKEN!], env, dir);
+    running.push(sup);
+    const submit = async (fn: string, args: unknown[]) =>
+      (await cli(['submit', 'gpu', fn, JSON.stringify(args), '--module', `${fn}`], edge)).stdout.trim();
+    const result = async (id: string) =>
+      JSON.parse((await cli(['--json', 'result', id, '--timeout', '30'], edge)).stdout) as {
+        state: string;
+        result: unknown;
+        error: { message: string } | null;
+      };
+    expect(await result(await submit(`${mod}:square`, [7]))).toMatchObject({ state: 'succeeded', result: 49 });
+    // The standard library is not this directory's: refused at once, never imported.
+    const bad = await result(await submit('os:getcwd', []));
+    expect(bad.state).toBe('failed');
+    expect(JSON.stringify(bad.error)).toContain("os is not a module of this worker's directory");
+    sup.child.kill('SIGTERM');
+    expect(await sup.exited).toBe(0);
+  }, 60_000);
+
   it('on the local plane (no URL) the Python daemon serves the same file the Node CLI submits to', async () => {
     const env = planeEnv('local');
     const root = tempDir('lakeshore-pyroot-');

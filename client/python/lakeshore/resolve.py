@@ -6,14 +6,18 @@
    `runtime_policy`: "strict" (the same Python and cloudpickle versions), "minor" (the same
    Python major.minor; the default) or "off".
 2. Otherwise the registry, by the envelope's `fn`.
-3. Otherwise `module` (`pkg.mod:qualname`) imported with the worker's `root` first on sys.path,
-   where imports are allowed: a root was given, or the plane is local.
+3. Otherwise `module` (`pkg.mod:qualname`) imported with the worker's `root` first on sys.path.
+   A worker given a root (or on a local plane) imports as named. An HTTP worker given none takes
+   the directory it started in as its root, as the reference does, but confined: it imports only
+   a module whose top-level package lives under that directory, never the standard library or an
+   installed package, so a producer cannot name `os:system`.
 
 A job this worker cannot or may not run fails at once (no retry: another attempt would fail the
 same way), with a message that says why; a refused pickle is never unpickled.
 """
 import base64
 import importlib
+import os
 import platform
 import sys
 import threading
@@ -29,7 +33,7 @@ class Unrunnable(LookupError):
 
 class Resolver:
     def __init__(self, registry: Optional[Dict[str, Callable[..., Any]]], root: Optional[str], allow_import: bool,
-                 allow_pickled: bool, runtime_policy: str, mounts: Any = None):
+                 allow_pickled: bool, runtime_policy: str, mounts: Any = None, confined: bool = False):
         if runtime_policy not in POLICIES:
             raise ValueError("runtime_policy must be one of %s, got %r" % (", ".join(POLICIES), runtime_policy))
         self.registry = dict(registry or {})
@@ -38,6 +42,7 @@ class Resolver:
         self.allow_pickled = allow_pickled
         self.policy = runtime_policy
         self.mounts = mounts
+        self.confined = confined
 
     def __call__(self, env: Dict[str, Any]) -> Callable[..., Any]:
         # The contract's order: a registry hit first, else the module:qualname import or the pickled
@@ -102,6 +107,8 @@ class Resolver:
             if added:
                 sys.path.insert(0, self.root)
             try:
+                if self.confined:
+                    self._under_root(mod_name.partition(".")[0])
                 obj: Any = importlib.import_module(mod_name)
             except ImportError as e:
                 raise Unrunnable("could not import %s%s: %s" % (mod_name, " under %s" % self.root if self.root else "", e))
@@ -115,6 +122,24 @@ class Resolver:
         if not callable(obj):
             raise Unrunnable("%s is not a function" % ref)
         return obj
+
+
+    def _under_root(self, top: str) -> None:
+        """Refuses a module whose top-level package is not under the (implicit) root: found before it is imported."""
+        import importlib.util
+        root = os.path.realpath(self.root or os.getcwd())
+        try:
+            spec = importlib.util.find_spec(top)
+        except (ImportError, ValueError) as e:
+            raise Unrunnable("could not import %s under %s: %s" % (top, self.root, e))
+        if spec is None:
+            raise Unrunnable("could not import %s under %s: no module named %r" % (top, self.root, top))
+        places = [spec.origin] if spec.origin and spec.has_location else []
+        places += list(spec.submodule_search_locations or [])
+        if not places or not all(os.path.realpath(p).startswith(root + os.sep) for p in places):
+            raise Unrunnable("%s is not a module of this worker's directory %s: a worker started without a root imports only "
+                             "modules found there (not the standard library or installed packages); give it a root "
+                             "(run_worker(root=...), --root DIR) to import as named" % (top, self.root))
 
 
 def _minor(version: Optional[str]) -> Optional[str]:

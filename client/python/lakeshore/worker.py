@@ -212,8 +212,8 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
     set, the claim waiting on the plane is called off (cancel_claim): it takes no job. `poll` is
     accepted for the contract's signature: claims wait on the plane, which wakes them.
 
-    Functions resolve from the registry, then `module:qualname` imported under `root` (allowed
-    when a root is given or the plane is local); a by-value (pickled) function runs only where
+    Functions resolve from the registry, then `module:qualname` imported under `root` (on an HTTP
+    plane with no root: the current directory, confined to the modules found there); a by-value (pickled) function runs only where
     `allow_pickled` allows (default: on a local plane only) and its runtime stamp passes
     `runtime_policy` (resolve.py). With `code="mount"`, a job carrying the producer's pushed tree
     (docs/code-mount.md) runs its module from that tree, fetched and checked once per stamp under
@@ -251,7 +251,12 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
     if code not in (None, "off", "mount"):
         raise ValueError("code must be 'mount' or 'off', got %r" % code)
     from .mount import mounts_for
-    resolve = Resolver(registry, root, allow_import=root is not None or local,
+    # No root on an HTTP plane: the directory the worker started in, as the reference's default,
+    # confined to the modules found there (resolve.py).
+    confined = root is None and not local
+    if confined:
+        root = os.getcwd()
+    resolve = Resolver(registry, root, allow_import=True, confined=confined,
                        allow_pickled=local if allow_pickled is None else allow_pickled, runtime_policy=runtime_policy,
                        mounts=mounts_for(dispatch, code_home) if code == "mount" else None)
     worker_id = worker_id or "%s:%d:py" % (socket.gethostname(), os.getpid())

@@ -555,12 +555,29 @@ class Queues(TempDirs):
         self.assertEqual(list(g.stream(timeout=10)), [0, 1, 4, 9])
         self.assertEqual(g.result(timeout=10), None)
         self.assertNotIn(root, sys.path)
+        # No root: the directory it started in, as the reference's default, confined to the modules found there.
         h2 = q.submit("%s:add" % mod, 1, 1)
-        self.assertEqual(ls.run_worker(q, once=True), 1)  # no root, no registry entry: fails at once, saying why
+        self.assertEqual(ls.run_worker(q, once=True), 1)  # started elsewhere: fails at once, saying why
         with self.assertRaises(ls.InvocationFailed) as cm:
             h2.result(timeout=10)
-        self.assertIn("without a root", cm.exception.error["message"])
+        self.assertIn("is not a module of this worker's directory", cm.exception.error["message"])
         self.assertEqual(q.dispatch.get(h2.id)["attempt"], 1)
+        here = os.getcwd()
+        os.chdir(root)
+        try:
+            h3 = q.submit("%s:add" % mod, 20, 22)
+            self.assertEqual(ls.run_worker(q, once=True), 1)  # started in the module's directory: imported
+            self.assertEqual(h3.result(timeout=10), 42)
+            marker = os.path.join(root, "pwned")
+            bad = q.submit("os:system", "touch %s" % marker)  # the standard library: never imported without a root
+            self.assertEqual(ls.run_worker(q, once=True), 1)
+            with self.assertRaises(ls.InvocationFailed) as cm:
+                bad.result(timeout=10)
+            self.assertIn("os is not a module of this worker's directory", cm.exception.error["message"])
+            self.assertFalse(os.path.exists(marker))
+        finally:
+            os.chdir(here)
+        self.assertNotIn(root, sys.path)
 
     def test_by_value_functions_run_only_where_allowed_and_under_the_runtime_policy(self):
         import platform
