@@ -17,6 +17,18 @@ export default defineConfig(async () => {
             LAKESHORE_TOKEN: 'test-token',
             CORS_ORIGINS: 'http://app.test, *',
             FUZZ_N: process.env.FUZZ_N ?? '1500',
+            PUSH_SERVICES: 'PUSH_TEST_HOOKS',
+          },
+          // A Worker reached by a service binding, as a push target (test/edge/push.test.ts): it
+          // answers each delivery with what reached it, which becomes the job's result.
+          serviceBindings: {
+            PUSH_TEST_HOOKS: async (request: Request) => {
+              const body = await request.text();
+              const headers = Object.fromEntries(
+                ['webhook-id', 'webhook-timestamp', 'webhook-signature'].map((h) => [h, request.headers.get(h)]),
+              );
+              return Response.json({ url: request.url, method: request.method, headers, body });
+            },
           },
         },
       }),

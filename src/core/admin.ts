@@ -44,6 +44,8 @@ export interface AdminOptions {
   admitWork: () => Promise<void>;
   /** Where push targets may point (push-target.ts); default `local`. */
   pushHosts?: PushHosts | undefined;
+  /** The service bindings push targets may name (`service://BINDING/path`); default none. */
+  pushServices?: readonly string[] | undefined;
 }
 
 export class Admin {
@@ -68,7 +70,7 @@ export class Admin {
   /** Changes the settings the request names (a null clears one); answers them all. */
   async configure(ns: string, queue: unknown, req: SettingsRequest): Promise<QueueInfo> {
     const q = v.queue(queue, this.o.limits);
-    const patch = settingsInput(req, this.o.limits, q, this.o.pushHosts ?? 'local');
+    const patch = settingsInput(req, this.o.limits, q, this.o.pushHosts ?? 'local', this.o.pushServices ?? []);
     await this.o.committer.run(configurePlan(this.o.now(), ns, q, patch), ALONE);
     // A looser cap or rate may let parked claims go.
     this.o.park.wake(keys.queue(ns, q));

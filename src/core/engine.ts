@@ -52,6 +52,8 @@ export interface EngineOptions {
   singleWriter?: boolean;
   /** Where push targets may point: `local` (default; http on loopback too) or `public` (a deployed plane). */
   pushHosts?: PushHosts;
+  /** The service bindings push targets may name (admin.ts). */
+  pushServices?: readonly string[];
 }
 
 export class Engine {
@@ -97,6 +99,7 @@ export class Engine {
       hints: this.hints,
       admitWork: () => this.admitWork(),
       pushHosts: opts.pushHosts,
+      pushServices: opts.pushServices,
     };
     this.work = new Work({ ...parts, random: opts.random ?? Math.random, onFailed: opts.onFailed });
     this.journal = new Journal(this.committer, this.park, this.limits, this.now);

@@ -66,8 +66,22 @@ function privateHost(host: string): boolean {
   return false;
 }
 
-/** A push target from a settings request, checked: the URL, its concurrency and timeout (defaults filled in). */
-export function pushInput(p: unknown, hosts: PushHosts): { url: string; concurrency: number; timeoutMs: number; rotate: boolean } {
+/** The binding a `service://BINDING/path` target names, or null for any other URL. */
+export function serviceOf(url: string): { binding: string; path: string } | null {
+  const m = /^service:\/\/([A-Za-z_][A-Za-z0-9_]*)(\/[^#]*)?$/.exec(url);
+  return m ? { binding: m[1]!, path: m[2] ?? '/' } : null;
+}
+
+/**
+ * A push target from a settings request, checked: the URL, its concurrency and timeout (defaults
+ * filled in). `services`: the service bindings this plane may push to (PUSH_SERVICES), as
+ * `service://BINDING/path`: a Worker of the same account, reached without the public internet.
+ */
+export function pushInput(
+  p: unknown,
+  hosts: PushHosts,
+  services: readonly string[] = [],
+): { url: string; concurrency: number; timeoutMs: number; rotate: boolean } {
   if (typeof p !== 'object' || p === null || Array.isArray(p))
     throw badRequest('push must be an object {url, concurrency, timeout_ms} or null');
   const o = p as Record<string, unknown>;
@@ -84,12 +98,20 @@ export function pushInput(p: unknown, hosts: PushHosts): { url: string; concurre
   }
   if (u.username || u.password) throw badRequest('push.url must not carry credentials: the receiver checks the signature instead');
   const loop = LOOPBACK.test(u.hostname);
-  if (u.protocol === 'http:') {
+  if (u.protocol === 'service:') {
+    const s = serviceOf(o.url);
+    if (!s || !services.includes(s.binding))
+      throw badRequest(
+        services.length
+          ? `push.url must be https://, or service://BINDING/path naming a service binding this plane may push to (PUSH_SERVICES: ${services.join(', ')})`
+          : 'push.url must be https://',
+      );
+  } else if (u.protocol === 'http:') {
     if (!loop) throw badRequest('push.url must be https:// (http:// only on loopback, for a plane on this machine)');
     if (hosts !== 'local')
       throw badRequest('push.url on loopback is for a plane on this machine: a deployed plane pushes to https:// hosts');
   } else if (u.protocol !== 'https:') throw badRequest('push.url must be https://');
-  if (hosts === 'public' && privateHost(u.hostname))
+  if (hosts === 'public' && u.protocol !== 'service:' && privateHost(u.hostname))
     throw badRequest(`push.url host ${u.hostname} is a private, loopback or link-local address: a deployed plane pushes to public hosts`);
   const concurrency = o.concurrency ?? DEFAULT_PUSH_CONCURRENCY;
   if (typeof concurrency !== 'number' || !Number.isInteger(concurrency) || concurrency < 1 || concurrency > MAX_PUSH_CONCURRENCY)

@@ -164,7 +164,13 @@ export function backoffInput(b: unknown, limits: Limits): string | null {
 }
 
 /** The settings a request changes, checked. */
-export function settingsInput(req: SettingsRequest, limits: Limits, queue: string, hosts: PushHosts = 'local'): SettingsPatch {
+export function settingsInput(
+  req: SettingsRequest,
+  limits: Limits,
+  queue: string,
+  hosts: PushHosts = 'local',
+  services: readonly string[] = [],
+): SettingsPatch {
   const p: SettingsPatch = {};
   const given = (k: keyof SettingsRequest) => req[k] !== undefined;
   if (given('leaseMs')) p.lease_ms = v.leaseMs(req.leaseMs, limits);
@@ -189,7 +195,7 @@ export function settingsInput(req: SettingsRequest, limits: Limits, queue: strin
   if (given('push')) {
     if (req.push === null) p.push_url = p.push_concurrency = p.push_timeout_ms = null;
     else {
-      const t = pushInput(req.push, hosts);
+      const t = pushInput(req.push, hosts, services);
       p.push_url = t.url;
       p.push_concurrency = t.concurrency;
       p.push_timeout_ms = t.timeoutMs;

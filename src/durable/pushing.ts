@@ -9,6 +9,7 @@
 import type { Engine } from '../core/engine.ts';
 import { deliveryLine, PUSH_WORKER_ID, Pusher, type PushStats } from '../core/push.ts';
 import { mintDeliveryToken, DELIVERY_TOKEN_TTL_MS } from '../core/delivery-token.ts';
+import { serviceOf } from '../core/push-target.ts';
 import { signingKeys } from '../core/signing.ts';
 import type { LogLine } from '../core/feed.ts';
 import { errorOf } from '../core/settled.ts';
@@ -82,7 +83,14 @@ export class Pushing {
             workerId: PUSH_WORKER_ID,
             exp: Date.now() + DELIVERY_TOKEN_TTL_MS,
           }),
-        fetch: (url, init) => fetch(url, init),
+        fetch: (url, init) => {
+          // service://BINDING/path: the Worker behind the binding (PUSH_SERVICES), never the internet.
+          const s = serviceOf(url);
+          if (!s) return fetch(url, init);
+          const bound = (this.o.env as unknown as Record<string, Fetcher | undefined>)[s.binding];
+          if (typeof bound?.fetch !== 'function') throw new Error(`this plane has no service binding ${s.binding}`);
+          return bound.fetch(new Request(`https://${s.binding}${s.path}`, init));
+        },
       },
       target,
       {

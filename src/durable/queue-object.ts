@@ -119,6 +119,7 @@ export class QueueObject extends DurableObject<Env> {
       singleWriter: true,
       storage: settings.storage,
       pushHosts: settings.pushHosts,
+      pushServices: settings.pushServices,
       // A job failed for good: claims parked on this queue's dead-letter queue wake for its dead letter.
       onFailed: () => {
         const dlq = this.settings?.deadLetterQueue;

@@ -37,6 +37,8 @@ export interface Settings {
   storage: { limitBytes: number; highWaterPercent: number };
   /** Where push targets may point (PUSH_HOSTS): `public` unless the plane runs on this machine. */
   pushHosts: PushHosts;
+  /** PUSH_SERVICES: the service bindings a push target may name (`service://BINDING/path`). */
+  pushServices: string[];
 }
 
 export const DEFAULT_HIGH_WATER_PERCENT = 90;
@@ -87,6 +89,10 @@ function parse(env: Env): Settings {
     simulatedServiceMs: Number(e.SIMULATED_D1_SERVICE_MS ?? 0) || 0,
     countD1Queries: e.COUNT_D1_QUERIES === '1',
     pushHosts: pushHosts(e.PUSH_HOSTS),
+    pushServices: (e.PUSH_SERVICES ?? '')
+      .split(',')
+      .map((x) => x.trim())
+      .filter(Boolean),
     storage: {
       limitBytes: int(e.STORAGE_LIMIT_BYTES, 'STORAGE_LIMIT_BYTES') || DEFAULT_STORAGE_LIMIT_BYTES,
       highWaterPercent: Math.min(100, int(e.STORAGE_HIGH_WATER_PERCENT, 'STORAGE_HIGH_WATER_PERCENT') || DEFAULT_HIGH_WATER_PERCENT),

@@ -137,6 +137,8 @@ const scheduling = fc.constantFrom(
   `{"push":{"url":"https://example.com/x","timeout_ms":-1}}`,
   `{"push":{"url":"https://example.com/x","secret":"whsec_mine"}}`,
   `{"push":{"url":""}}`,
+  `{"push":{"url":"service://NOPE/hook"}}`,
+  `{"push":{"url":"service://PUSH_TEST_HOOKS"}}`,
   `{"push":"https://example.com/x"}`,
   `{"push":{}}`,
   `{"lines":[${Array.from({ length: 101 }, () => '{"id":"inv","level":"info","message":"m"}').join(',')}]}`,

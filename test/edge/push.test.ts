@@ -5,7 +5,8 @@
  * needs a real socket on loopback, which a deployed plane refuses, as here).
  */
 import { describe, expect, it } from 'vitest';
-import { call, plane } from './setup/http.ts';
+import { call, plane, unb64 } from './setup/http.ts';
+import { verifyDelivery } from '../../client/push.ts';
 import { dbOf } from './setup/objects.ts';
 
 describe('push targets on a deployed plane', () => {
@@ -53,6 +54,30 @@ describe('push targets on a deployed plane', () => {
     expect(JSON.stringify(info.body)).not.toContain('whsec_');
     const overview = await call('GET', `/v1/ns/${p.ns}/queues`);
     expect(JSON.stringify(overview.body)).not.toContain('whsec_');
+    expect((await p.configure('q', { push: null })).body.settings.push).toBeNull();
+  });
+
+  it('pushes to a Worker through a service binding named in PUSH_SERVICES, signed; names no other binding', async () => {
+    const p = plane();
+    for (const url of ['service://DB/hook', 'service://NOPE/hook', 'service://push_test_hooks/hook']) {
+      const r = await p.configure('q', { push: { url } });
+      expect(r.status, url).toBe(400);
+      expect(r.body.error.message, url).toMatch(/PUSH_SERVICES: PUSH_TEST_HOOKS/);
+    }
+    const set = await p.configure('q', { push: { url: 'service://PUSH_TEST_HOOKS/jobs?team=a', concurrency: 2 } });
+    expect(set.status).toBe(200);
+    const secret = set.body.settings.push.secret as string;
+    expect((await p.submit('q', 'via-binding')).status).toBe(201);
+    // The bound Worker answers with what reached it, which is the job's result.
+    const res = await p.result('via-binding', 10_000);
+    expect(res.body.state).toBe('succeeded');
+    const seen = JSON.parse(unb64(res.body.result)) as { url: string; method: string; headers: Record<string, string>; body: string };
+    expect(seen.url).toBe('https://push_test_hooks/jobs?team=a'); // the binding's name as a host, lowercased as URLs do
+    expect(seen.method).toBe('POST');
+    expect(seen.headers['webhook-id']).toBe('via-binding.1');
+    const delivery = await verifyDelivery(secret, seen.headers, seen.body);
+    expect(delivery).toMatchObject({ id: 'via-binding', attempt: 1, queue: 'q' });
+    expect(new TextDecoder().decode(delivery.envelope)).toBe('env-via-binding');
     expect((await p.configure('q', { push: null })).body.settings.push).toBeNull();
   });
 });
