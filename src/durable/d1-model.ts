@@ -29,6 +29,13 @@ interface Lane {
 
 const lanes = new Map<string, Lane>();
 
+/** Token rows this isolate read from D1 (the benchmark's "token checks": src/worker/token-cache.ts misses). */
+let tokenRows = 0;
+export const tokenReads = (): number => tokenRows;
+export function countTokenRead(): void {
+  tokenRows++;
+}
+
 /** Queries and calls each modelled database served since the isolate started. */
 export const modelCounters = (): Record<string, { queries: number; calls: number; busy_ms: number }> =>
   Object.fromEntries([...lanes].map(([k, l]) => [k, { queries: l.queries, calls: l.calls, busy_ms: Math.round(l.busyMs) }]));

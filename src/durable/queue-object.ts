@@ -29,8 +29,7 @@ import { RetentionClock } from '../core/retention.ts';
 import { leaseKeeper, type TokenGate } from './gate.ts';
 import { settingsFrom } from './settings.ts';
 import { enter, homeOf, shardNamed } from './directory.ts';
-import { modelCounters } from './d1-model.ts';
-import { tokenReads } from '../worker/token-cache.ts';
+import { modelCounters, tokenReads } from './d1-model.ts';
 import { Pushing } from './pushing.ts';
 
 type Claim = Omit<ClaimRequest, 'signal' | 'onPark'>;

@@ -13,7 +13,8 @@ import { tokenPlan } from '../core/sql/tokens.ts';
 import type { App, Ctx } from './plane.ts';
 import { admit } from './limits.ts';
 import { STREAM_TOKEN_PREFIX, streamKeys, verifyStreamToken } from './stream-token.ts';
-import { cachedToken, keepToken, readToken } from './token-cache.ts';
+import { cachedToken, keepToken } from './token-cache.ts';
+import { countTokenRead } from '../durable/d1-model.ts';
 import { DELIVERY_TOKEN_PREFIX, verifyDeliveryToken } from '../core/delivery-token.ts';
 
 /**
@@ -59,7 +60,7 @@ export const authenticate = createMiddleware<App>(async (c, next) => {
   // Read once per isolate (token-cache.ts): a revocation comes back through the token's gate, in admit().
   let k = cachedToken(id);
   if (!k) {
-    readToken();
+    countTokenRead();
     const t = await homeRun(c, tokenPlan(id));
     if (!t || t.revoked_at !== null) throw invalid();
     k = { principal: { kind: 'token', id: t.id, ns: t.ns, role: t.role, pools: t.pools, limits: t.limits }, digest: t.digest };

@@ -18,13 +18,6 @@ interface Known {
 
 const MAX = 10_000;
 const known = new Map<string, Known>();
-/** Token rows read from D1 by this isolate (the benchmark's "token checks"). */
-let reads = 0;
-
-export const tokenReads = (): number => reads;
-export function readToken(): void {
-  reads++;
-}
 
 export function cachedToken(id: string): Known | undefined {
   return known.get(id);
