@@ -8,6 +8,7 @@
  *   node scripts/run.mjs node bench/profile.ts --fan-in [--n=20000]   (256 connections of single submits, no worker)
  *   node scripts/run.mjs node bench/profile.ts --bulk --no-worker   (the producers' side alone: submits of 100, nothing claims)
  *   node scripts/run.mjs node bench/profile.ts --bulk --push   (no worker: the queue pushes to a receiver here, 64 at once)
+ *   node scripts/run.mjs node bench/profile.ts --bulk --listen   (one reader on the queue's feed throughout)
  * --save=DIR also writes each isolate's profile there (.cpuprofile: Chrome DevTools opens it).
  * --cpu runs without the inspector and prints CPU time per job instead: the plane's (serve.mjs and
  * its workerd: the Worker, its objects and local D1, on one thread) and this process's (producers
@@ -113,6 +114,17 @@ if (process.argv.includes('--fan-in')) {
 }
 const stop = new AbortController();
 let done = 0;
+if (process.argv.includes('--listen')) {
+  // One reader on the queue's feed for the whole run, attached (a probe's record seen) before the clock starts.
+  let seen = 0;
+  void (async () => {
+    for await (const r of d.events('q', { signal: stop.signal })) if (r.kind === 'job') seen++;
+  })().catch(() => {});
+  for (let i = 0; seen === 0 && i < 100; i++) {
+    await d.submit('q', encodeEnvelope({ fn: 'noop', args: [-1, ''] }), { id: `probe-${i}`, delayMs: 3_600_000 });
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
 const [w0, c0, t0] = [planeMs(), process.cpuUsage(), performance.now()];
 const noWorker = process.argv.includes('--no-worker');
 const push = process.argv.includes('--push');

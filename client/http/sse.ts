@@ -12,7 +12,8 @@ export async function* sseEvents(body: ReadableStream<Uint8Array>, signal?: Abor
       const { value, done } = await reader.read();
       if (done) return;
       parser.feed(value);
-      while (queue.length) yield queue.shift()!;
+      // One chunk may hold thousands of events: taken as a batch (shift() one by one is quadratic).
+      if (queue.length) for (const e of queue.splice(0)) yield e;
     }
   } finally {
     signal?.removeEventListener('abort', onAbort);

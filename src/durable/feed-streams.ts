@@ -37,6 +37,8 @@ export class FeedStreams {
   private instance = newInstance();
   private seq = 0;
   private readonly kept: Kept[] = [];
+  /** kept[head] is the oldest record in the window; those before it are dropped (spliced off in bulk). */
+  private head = 0;
   private readonly readers = new Map<Reader, Kinds>();
   private off: (() => void) | null = null;
   private idle: ReturnType<typeof setTimeout> | null = null;
@@ -60,10 +62,14 @@ export class FeedStreams {
     if (lastEventId) {
       const [inst, at] = lastEventId.split('.');
       const after = Number(at);
-      const oldest = this.kept[0]?.seq ?? this.seq + 1;
+      const oldest = this.kept[this.head]?.seq ?? this.seq + 1;
       if (inst !== this.instance || !Number.isInteger(after) || after > this.seq) first += gap('restarted', this.seq);
       else if (after < oldest - 1) first += gap('behind', this.seq);
-      else for (const k of this.kept) if (k.seq > after && (kinds === 'all' || kinds === k.kind)) first += k.text;
+      else
+        for (let i = this.head; i < this.kept.length; i++) {
+          const k = this.kept[i]!;
+          if (k.seq > after && (kinds === 'all' || kinds === k.kind)) first += k.text;
+        }
     }
     send(r, `${first}id: ${this.instance}.${this.seq}\nevent: position\ndata: {}\n\n`);
     this.readers.set(r, kinds);
@@ -92,7 +98,12 @@ export class FeedStreams {
     }
     const bytes: Partial<Record<Kinds, Uint8Array>> = {};
     for (const [r, kinds] of this.readers) if (texts[kinds]) write(r, (bytes[kinds] ??= enc.encode(texts[kinds])));
-    if (this.kept.length > FEED_WINDOW) this.kept.splice(0, this.kept.length - FEED_WINDOW);
+    // The window moves by its head; the array is shifted once per FEED_WINDOW records, not once a batch.
+    this.head = Math.max(this.head, this.kept.length - FEED_WINDOW);
+    if (this.head >= FEED_WINDOW) {
+      this.kept.splice(0, this.head);
+      this.head = 0;
+    }
   }
 
   private leave(r: Reader): void {
@@ -108,6 +119,7 @@ export class FeedStreams {
       if (this.keepalive) clearInterval(this.keepalive);
       this.keepalive = null;
       this.kept.length = 0;
+      this.head = 0;
       // Records were not kept from here on: an id from before is of another instance (a gap).
       this.instance = newInstance();
     }, IDLE_MS);
