@@ -125,23 +125,27 @@ export async function applyMigrations({ node, env, persistTo, shards = 1 }) {
  * it so the real dev server stays covered). `vars` are passed as --var NAME:VALUE (tests use it for
  * the token, so they never touch .dev.vars). `shards`: D1 databases (configFor).
  */
-export async function startPlane({
-  node,
-  env,
-  port,
-  persistTo,
-  vars = {},
-  log = 'warn',
-  stdio = 'pipe',
-  server = 'miniflare',
-  migrate = true,
-  quiet = false,
-  shards = 1,
-}) {
+export async function startPlane(opts) {
+  // A port picked here is free when picked, and another process may take it (an outgoing
+  // connection's ephemeral port) before the server binds it: pick another and start again.
+  for (let tries = 1; ; tries++) {
+    try {
+      return await startPlaneOnce(opts, tries === 1);
+    } catch (e) {
+      const taken = /Address already in use|EADDRINUSE/.test(String(e?.message));
+      if (!taken || opts.port !== undefined || tries >= 3) throw e;
+    }
+  }
+}
+
+async function startPlaneOnce(
+  { node, env, port, persistTo, vars = {}, log = 'warn', stdio = 'pipe', server = 'miniflare', migrate = true, quiet = false, shards = 1 },
+  first,
+) {
   if (port !== undefined) await ensurePortFree(port);
   // A plane on this machine may push to receivers on loopback (src/core/push-target.ts).
   vars = { PUSH_HOSTS: 'local', ...vars };
-  if (migrate) await applyMigrations({ node, env, persistTo, shards });
+  if (migrate && first) await applyMigrations({ node, env, persistTo, shards });
   const config = configFor(persistTo, shards);
   port ??= await freePort();
   let args;
