@@ -24,6 +24,7 @@ const cases = [
   ['edge-ceiling', ['bench/ceiling.ts', `--n=${quick ? 2000 : 8000}`]],
   ['edge-bulk', workload('--system=lakeshore-edge', '--enqueue=bulk')],
   ['edge-bulk-listened', workload('--system=lakeshore-edge', '--enqueue=bulk', '--listen=1')],
+  ['edge-bulk-listened-10', workload('--system=lakeshore-edge', '--enqueue=bulk', '--listen=10')],
   ['edge-idle', workload('--system=lakeshore-edge', '--mode=idle', idle)],
   // push delivery beside pull: the same producers, the queue POSTs each job to a receiver that answers at once
   ['edge-push', workload('--system=lakeshore-edge', '--enqueue=bulk', '--consumer=push', '--push-concurrency=64')],

@@ -197,6 +197,31 @@ if (idle.length && bestIdle.length) {
     perRound(idle, bestIdle, p50),
   ]);
 }
+// Observers: edge bulk with 1 and with 10 feed readers (their own process) against none, same sitting.
+for (const [label, readers] of [
+  ['edge-bulk-listened', 1],
+  ['edge-bulk-listened-10', 10],
+]) {
+  const g = edge(label);
+  const cpu = (rs) => median(rs.map((r) => r.cpu_us_per_job?.plane));
+  if (g.length && bulk.length)
+    targets.push([
+      `edge bulk with ${readers} feed reader${readers > 1 ? 's' : ''} against none, jobs/s`,
+      ratio(g, bulk, jobs),
+      0.9,
+      '≥',
+      share,
+      `${f(median(g.map(jobs)))} / ${f(median(bulk.map(jobs)))}; the plane's CPU a job ${f(cpu(g))} against ${f(cpu(bulk))} µs; ${(() => {
+        const t = median(g.map((r) => r.feed_caught_up_ms));
+        const gapped = g.filter((r) => (r.feed_gaps ?? []).some((n) => n > 0)).length;
+        if (t !== null) return `the slowest reader had every record ${f(t)} ms after the drain`;
+        return gapped
+          ? `in ${gapped} of ${g.length} runs a reader fell more than 4 MB behind, was cut and told of a gap (the readers' process shares the 2 cores)`
+          : 'a reader lacked records 10 s after the drain';
+      })()}`,
+      perRound(g, bulk, jobs),
+    ]);
+}
 // Push delivery (bench/workload.ts --consumer=push) against the pull worker in the same sitting.
 const pushed = edge('edge-push');
 if (pushed.length && bulk.length)

@@ -45,7 +45,8 @@ const O = {
   role: arg('role', 'coord'),
   prefetch: arg('prefetch', 'auto'),
   /** --listen=1: one reader follows the queue's lifecycle feed for the whole run (its records are counted). */
-  listen: arg('listen', '0') === '1',
+  /** Readers on the queue's feed for the whole run, in a process of their own (0: none). */
+  listen: Number(arg('listen', '0')),
   /** pull: a forked worker process runs runWorker; push: it runs an HTTP receiver the queue pushes to. */
   consumer: arg('consumer', 'pull'),
   pushConcurrency: Number(arg('push-concurrency', '16')),
@@ -238,17 +239,29 @@ async function coordinator() {
     if (O.system !== 'lakeshore-edge') throw new Error('--consumer=push measures the edge plane, which pushes by itself');
     await op.configureQueue(queue, { push: { url: ready.url, concurrency: O.pushConcurrency, timeoutMs: 30_000 } });
   }
-  const feed = { records: 0, stop: new AbortController() };
+  // Feed readers (--listen=N): a process of their own, as a dashboard or an events() consumer would
+  // be, so their parsing costs neither the producers nor the worker.
+  let listeners: ReturnType<typeof fork> | null = null;
+  let gaps: number[] = [];
+  const heard = () =>
+    new Promise<number[]>((r) => {
+      listeners!.once('message', (m: { counts: number[]; gaps: number[] }) => {
+        gaps = m.gaps;
+        r(m.counts);
+      });
+      listeners!.send({ type: 'counts' });
+    });
   if (O.listen) {
-    void (async () => {
-      for await (const r of d.events(queue, { signal: feed.stop.signal })) if (r.kind === 'job') feed.records++;
-    })().catch(() => {});
-    // Attached once a probe's record arrives.
-    for (let i = 0; feed.records === 0 && i < 100; i++) {
+    listeners = fork(new URL(import.meta.url).pathname, [...process.argv.slice(2), '--role=listeners', `--conn=${JSON.stringify(conn)}`], {
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    // Attached once every reader has seen a probe's record.
+    for (let i = 0; i < 100 && Math.min(...(await heard())) === 0; i++) {
       await d.submit(queue, encodeEnvelope({ fn: 'noop', args: [-1, ''] }), { id: `probe-${i}`, delayMs: 3_600_000 });
       await new Promise((r) => setTimeout(r, 50));
     }
     result.feed_listener = true;
+    result.feed_readers = O.listen;
   }
   let best = { rtt: Infinity, off: 0 };
   for (let i = 0; i < 50; i++) {
@@ -359,9 +372,21 @@ async function coordinator() {
     result.cpu_busy = { producers: busy(cpu.self), worker: busy(rep.cpu_ms), plane: busy(cpu.plane) };
   }
   result.exactly_once = dup === 0 && missing === 0 && succeeded === TOTAL;
-  if (O.listen) {
-    result.feed_records = feed.records;
-    feed.stop.abort();
+  if (listeners) {
+    // Each reader's job records (3 a job: submitted, claimed, succeeded), and how long after the
+    // drain's end the slowest reader had every one (null: not within 10 s).
+    const want = 3 * TOTAL;
+    const t = now();
+    let counts = await heard();
+    while (Math.min(...counts) < want && now() - t < 10_000) {
+      await new Promise((r) => setTimeout(r, 20));
+      counts = await heard();
+    }
+    result.feed_records = counts;
+    // A reader more than 4 MB behind is cut; it resumes, and is told of a gap when it is past the window.
+    result.feed_gaps = gaps;
+    result.feed_caught_up_ms = Math.min(...counts) >= want ? +(now() - t).toFixed(0) : null;
+    listeners.kill();
   }
   if (plane) {
     const s = await queueStats();
@@ -389,5 +414,24 @@ async function coordinator() {
   process.exit(0);
 }
 
+// ---------------------------------------------------------------- listeners role
+async function feedReaders() {
+  const conn = JSON.parse(arg('conn', '{}'));
+  const counts = new Array<number>(O.listen).fill(0);
+  const gaps = new Array<number>(O.listen).fill(0);
+  const stop = new AbortController();
+  for (let k = 0; k < O.listen; k++) {
+    const d = planeFor(conn);
+    void (async () => {
+      for await (const r of d.events(conn.queue, { signal: stop.signal }))
+        if (r.kind === 'job') counts[k]!++;
+        else if (r.kind === 'gap') gaps[k]!++;
+    })().catch(() => {});
+  }
+  process.on('message', () => process.send!({ counts, gaps }));
+  process.on('disconnect', () => process.exit(0));
+}
+
 if (O.role === 'worker') await worker();
+else if (O.role === 'listeners') await feedReaders();
 else await coordinator();
