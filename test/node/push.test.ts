@@ -21,7 +21,7 @@ import {
   ForbiddenError,
   NotFoundError,
 } from '../../client/local/index.ts';
-import { planeEnv } from './setup/cli.ts';
+import { cli, planeEnv } from './setup/cli.ts';
 import { until } from '../support/wait.ts';
 import { type Hit, json, receiver } from '../support/push-receiver.ts';
 
@@ -38,8 +38,7 @@ afterEach(async () => {
   }
 });
 
-function plane() {
-  const env = planeEnv('edge');
+function plane(env = planeEnv('edge')) {
   return new HttpDispatch(env.LAKESHORE_URL!, { token: env.LAKESHORE_TOKEN!, namespace: env.LAKESHORE_NAMESPACE!, retryForMs: 30_000 });
 }
 
@@ -284,4 +283,27 @@ describe('push delivery', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   }, 120_000);
+
+  it("`lakeshore stats` tells a push queue's target and its pusher's figures", async () => {
+    const env = planeEnv('edge');
+    const d = plane(env);
+    const r = await receiver((hit, _req, res) => (hit.id === 's-bad' ? json(res, 500, { error: 'no' }) : json(res, 200, { ok: true })));
+    servers.push(r.server);
+    await d.configureQueue('watched', { push: { url: r.url, concurrency: 3, timeoutMs: 5_000 }, maxAttempts: 1 });
+    for (const id of ['s-1', 's-2', 's-bad']) await d.submit('watched', new TextEncoder().encode('{}'), { id });
+    await until(
+      async () => (await d.count('watched', 'succeeded')) === 2 && (await d.count('watched', 'failed')) === 1,
+      'two pushed jobs succeeded and one failed',
+      20_000,
+    );
+    const ran = await cli(['stats', 'watched'], env);
+    const out = `${ran.stdout}${ran.stderr}`;
+    const line = out.split('\n').find((l) => l.startsWith('push: watched'));
+    expect(line ?? out).toMatch(
+      new RegExp(
+        `^push: watched -> ${r.url.replace(/[.]/g, '\\.')}: 0/3 in flight, 2 delivered, 1 not, answers in p50 \\d+ ms, p99 \\d+ ms; last error \\d+ s ago: 500 \\(s-bad\\): push target answered 500`,
+      ),
+    );
+    await d.configureQueue('watched', { push: null });
+  }, 60_000);
 });
