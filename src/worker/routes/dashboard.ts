@@ -18,7 +18,7 @@ a{color:var(--accent)}a:focus-visible,button:focus-visible,input:focus-visible,s
 button,.button{font:inherit;padding:.35rem .8rem;border:1px solid var(--line);border-radius:6px;background:#f6f8fa;color:var(--fg);cursor:pointer;text-decoration:none;display:inline-block;margin:.2rem .3rem .2rem 0}
 button:hover{background:#eef1f4}button:disabled{opacity:.6}button.danger{color:var(--bad);border-color:#f1aeb5}
 .scroll{overflow-x:auto}table{border-collapse:collapse;width:100%;min-width:560px}th,td{text-align:left;padding:.4rem .6rem;border-bottom:1px solid var(--line);white-space:nowrap}th{font-weight:600;color:var(--muted);font-size:.85rem}
-td.wrap{white-space:normal;min-width:14rem}.push div{font-size:.85rem}.push .muted{color:var(--muted)}.badge{display:inline-block;padding:.05rem .5rem;border-radius:999px;font-size:.8rem;border:1px solid var(--line)}
+td.wrap{white-space:normal;min-width:14rem}.push{white-space:normal;max-width:12rem}.push div{font-size:.85rem}.push .muted{color:var(--muted)}.badge{display:inline-block;padding:.05rem .5rem;border-radius:999px;font-size:.8rem;border:1px solid var(--line)}
 .badge.failed,.badge.paused,.badge.revoked{color:var(--bad);border-color:#f1aeb5}.badge.succeeded,.badge.ok{color:var(--ok);border-color:#a6dcb3}.badge.running{color:var(--accent)}.badge.cancelled{color:var(--muted)}.badge.delayed{color:var(--warn)}
 .tabs{display:flex;flex-wrap:wrap;gap:.2rem;margin-bottom:.8rem}.tabs a{padding:.3rem .7rem;border-radius:6px;text-decoration:none}.tabs a[aria-current]{background:var(--accent);color:#fff}
 .card{max-width:460px;border:1px solid var(--line);border-radius:8px;padding:1rem 1.2rem}.signin label,.inline label{display:block;font-weight:600;margin-top:.7rem}
