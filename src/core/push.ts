@@ -152,7 +152,7 @@ export class Pusher {
       .finally(() => {
         this.running = false;
         // Whatever threw (a runtime limit, say), the queue's jobs still need pushing: start again soon.
-        if (!this.stopped) setTimeout(() => this.start(), MAX_PAUSE_MS);
+        if (!this.stopped) setTimeout(() => !this.stopped && this.start(), MAX_PAUSE_MS);
       });
   }
 
