@@ -9,6 +9,7 @@ import type { JournalFrame } from '../../src/core/types.ts';
 import { decodeEnvelope, encodeEnvelope, fromJsonBytes, newTraceparent } from '../envelope.ts';
 import { InvocationCancelledError, InvocationFailedError, NotFoundError, TimeoutError } from '../errors.ts';
 import type { DispatchPlane } from '../types.ts';
+import { pushLines } from './push-view.ts';
 import { HttpDispatch } from '../http/dispatch.ts';
 import { runWorker } from '../worker/run-worker.ts';
 import type { Registry } from '../worker/resolve.ts';
@@ -282,28 +283,18 @@ export async function stats(d: DispatchPlane, out: Out, queues: string[], watch:
     const where = s.shard === 'local' ? 'the local file' : `shard ${s.shard}`;
     return `storage: ${where} holds ${sizeOf(s.bytes ?? 0)} of ${sizeOf(s.limitBytes)} (submits refused past ${sizeOf(s.highWaterBytes)})${s.full ? ': FULL, submits are refused' : ''}`;
   };
-  /** A line per push queue: its target and its pusher's figures (docs/contract.md, "Views"), where they are known. */
-  const pushLines = async (names: string[]) => {
-    if (!names.length) return '';
-    const pushed = (await d.overview(names)).filter((q) => q.settings.push);
-    return pushed
-      .map((q) => {
-        const t = q.settings.push!;
-        const p = q.pushing;
-        if (!p)
-          return `\npush: ${q.queue} -> ${t.url}, ${t.concurrency} at once (its figures are where it is pushed from: \`lakeshore push\`)`;
-        const { acked, accepted, nacked, refused } = p.delivered;
-        const e = p.lastError;
-        return `\npush: ${q.queue} -> ${t.url}: ${p.inFlight}/${t.concurrency} in flight, ${acked + accepted} delivered, ${nacked + refused} not${p.latencyMs ? `, answers in p50 ${p.latencyMs.p50} ms, p99 ${p.latencyMs.p99} ms` : ''}${e ? `; last error ${Math.round((Date.now() - e.at) / 1000)} s ago: ${e.status ?? 'no answer'}${e.id ? ` (${e.id})` : ''}: ${e.message}` : ''}`;
-      })
-      .join('');
-  };
   if (!watch) {
     const rows = await once();
     if (out.json) {
       for (const r of rows) out.print(r);
       out.print({ storage: await d.storage() });
-    } else out.print(`${rows.length ? render(rows) : 'no queues yet'}\n${await storageLine()}${await pushLines(rows.map((r) => r.queue))}`);
+    } else
+      out.print(
+        `${rows.length ? render(rows) : 'no queues yet'}\n${await storageLine()}${await pushLines(
+          d,
+          rows.map((r) => r.queue),
+        )}`,
+      );
     return EXIT.ok;
   }
   const stop = new AbortController();
@@ -313,7 +304,10 @@ export async function stats(d: DispatchPlane, out: Out, queues: string[], watch:
     if (out.json) out.print({ at: Date.now(), queues: rows, storage: await d.storage() });
     else
       process.stdout.write(
-        `${process.stdout.isTTY ? '\x1b[H\x1b[2J' : ''}${new Date().toISOString()}\n${render(rows)}\n${await storageLine()}${await pushLines(rows.map((r) => r.queue))}\n`,
+        `${process.stdout.isTTY ? '\x1b[H\x1b[2J' : ''}${new Date().toISOString()}\n${render(rows)}\n${await storageLine()}${await pushLines(
+          d,
+          rows.map((r) => r.queue),
+        )}\n`,
       );
     await new Promise((r) => setTimeout(r, intervalS * 1000));
   }
