@@ -5,7 +5,7 @@
  *   node bench/workload.ts --system=lakeshore-local|lakeshore-edge [--mode=throughput|idle]
  *        [--enqueue=single|bulk] [--n=20000] [--p=8] [--w=8] [--payload=100] [--batch=100]
  *        [--idle-n=500] [--d1-delay-ms=0] [--server=miniflare|wrangler] [--label=...]
- *        [--consumer=pull|push] [--push-concurrency=16]
+ *        [--consumer=pull|push] [--push-concurrency=16] [--push-batch=1]
  *
  * The coordinator is the producer (P loops); the worker is a forked child process running
  * runWorker with concurrency W and a no-op handler, as in a real deployment. Enqueue time is taken
@@ -50,6 +50,8 @@ const O = {
   /** pull: a forked worker process runs runWorker; push: it runs an HTTP receiver the queue pushes to. */
   consumer: arg('consumer', 'pull'),
   pushConcurrency: Number(arg('push-concurrency', '16')),
+  /** Jobs in one delivery (the queue's push.batch_size): above 1, the receiver gets lakeshore.batch bodies. */
+  pushBatch: Number(arg('push-batch', '1')),
 };
 const TOTAL = O.mode === 'idle' ? O.idleN : O.n;
 /** How long a throughput run may drain before it reports what it has (its exactly-once check then fails). */
@@ -103,9 +105,12 @@ async function worker() {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
-        const delivery = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { envelope: string };
-        const env = decodeEnvelope(Buffer.from(delivery.envelope, 'base64'));
-        noop(Number(env.args[0]));
+        // One job, or a batch of them (an empty 200 acks every job of a batch).
+        const delivery = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { envelope?: string; jobs?: { envelope: string }[] };
+        for (const j of delivery.jobs ?? [delivery as { envelope: string }]) {
+          const env = decodeEnvelope(Buffer.from(j.envelope, 'base64'));
+          noop(Number(env.args[0]));
+        }
         res.writeHead(200, { 'content-length': '0' }).end();
       });
     });
@@ -162,7 +167,8 @@ async function coordinator() {
     label: O.label || undefined,
     node: process.version,
     consumer: O.consumer,
-    worker: O.consumer === 'push' ? { push_concurrency: O.pushConcurrency } : { concurrency: O.w, prefetch: O.prefetch },
+    worker:
+      O.consumer === 'push' ? { push_concurrency: O.pushConcurrency, push_batch: O.pushBatch } : { concurrency: O.w, prefetch: O.prefetch },
     d1_delay_ms: O.system === 'lakeshore-edge' ? O.d1DelayMs : undefined,
     server: O.system === 'lakeshore-edge' ? O.server : undefined,
   };
@@ -237,7 +243,9 @@ async function coordinator() {
   const ready = await next('ready');
   if (O.consumer === 'push') {
     if (O.system !== 'lakeshore-edge') throw new Error('--consumer=push measures the edge plane, which pushes by itself');
-    await op.configureQueue(queue, { push: { url: ready.url, concurrency: O.pushConcurrency, timeoutMs: 30_000 } });
+    await op.configureQueue(queue, {
+      push: { url: ready.url, concurrency: O.pushConcurrency, timeoutMs: 30_000, batchSize: O.pushBatch },
+    });
   }
   // Feed readers (--listen=N): a process of their own, as a dashboard or an events() consumer would
   // be, so their parsing costs neither the producers nor the worker.

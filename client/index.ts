@@ -13,4 +13,12 @@ export { encodeEnvelope, decodeEnvelope, jsonBytes, fromJsonBytes, type Envelope
 export { runWorker, type WorkerOptions } from './worker/run-worker.ts';
 export type { OnDone, DoneJob } from './worker/job.ts';
 export { currentJob, setOriginFor, type JobContext } from './worker/context.ts';
-export { verifyDelivery, type Delivery, type VerifyOptions } from './push.ts';
+export {
+  batchAnswer,
+  verifyBatch,
+  verifyDelivery,
+  type Batch,
+  type BatchOutcome,
+  type Delivery,
+  type VerifyOptions,
+} from './push.ts';

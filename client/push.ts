@@ -20,8 +20,8 @@ export interface Delivery {
   envelope: Uint8Array;
   /** The worker id the plane claimed as: what an ack, nack, heartbeat or append with the token names. */
   workerId: string;
-  /** The credential for this job and attempt: append, heartbeat, ack, nack, read (`new HttpDispatch(url, {token})`). */
-  deliveryToken: string;
+  /** The credential for this job and attempt: append, heartbeat, ack, nack, read (`new HttpDispatch(url, {token})`); null from a local plane's `lakeshore push`. */
+  deliveryToken: string | null;
   /** `webhook-id`: `<job id>.<attempt>`, the same on a resend of the same attempt. */
   webhookId: string;
   /** `webhook-timestamp`, epoch seconds. */
@@ -55,17 +55,13 @@ function same(a: string, b: string): boolean {
   return d === 0;
 }
 
-/**
- * Checks a delivery's signature (any of `secret`s: during a rotation both verify) and timestamp,
- * and answers the delivery read from its body. Throws UnauthorizedError when it does not verify:
- * answer 401, and the plane retries (a genuine delivery verifies; a forged one never will).
- */
-export async function verifyDelivery(
+/** Checks the signature and timestamp; answers the body's text, its `webhook-id` and timestamp. */
+async function verified(
   secret: string | string[],
   headers: HeaderBag,
   body: string | Uint8Array,
-  opts: VerifyOptions = {},
-): Promise<Delivery> {
+  opts: VerifyOptions,
+): Promise<{ text: string; id: string; timestamp: number }> {
   const id = header(headers, 'webhook-id');
   const ts = header(headers, 'webhook-timestamp');
   const sigs = header(headers, 'webhook-signature');
@@ -88,17 +84,100 @@ export async function verifyDelivery(
     for (const g of given) ok = same(g, want) || ok;
   }
   if (!ok) throw new UnauthorizedError('delivery signature does not verify: not from this queue, altered, or signed with another secret');
+  return { text, id, timestamp };
+}
+
+const jobOf = (j: Record<string, unknown>, top: Record<string, unknown>, webhookId: string, timestamp: number): Delivery => ({
+  id: String(j.id),
+  namespace: String(top.namespace),
+  queue: String(top.queue),
+  attempt: Number(j.attempt),
+  leaseUntil: Number(j.lease_until),
+  priority: Number(j.priority),
+  envelope: unb64(String(j.envelope)),
+  workerId: String(top.worker_id),
+  deliveryToken: typeof j.delivery_token === 'string' ? j.delivery_token : null,
+  webhookId,
+  timestamp,
+});
+
+/**
+ * Checks a delivery's signature (any of `secret`s: during a rotation both verify) and timestamp,
+ * and answers the delivery read from its body. Throws UnauthorizedError when it does not verify:
+ * answer 401, and the plane retries (a genuine delivery verifies; a forged one never will).
+ * A queue with `push.batch_size` above 1 sends batches: read those with verifyBatch.
+ */
+export async function verifyDelivery(
+  secret: string | string[],
+  headers: HeaderBag,
+  body: string | Uint8Array,
+  opts: VerifyOptions = {},
+): Promise<Delivery> {
+  const { text, id, timestamp } = await verified(secret, headers, body, opts);
   const j = JSON.parse(text) as Record<string, unknown>;
+  if (j.type === 'lakeshore.batch')
+    throw new TypeError("this delivery is a batch (the queue's push.batch_size is above 1): read it with verifyBatch");
+  return jobOf(j, j, id, timestamp);
+}
+
+/** A batch of pushed jobs (a queue whose `push.batch_size` is above 1), as its receiver gets it. */
+export interface Batch {
+  namespace: string;
+  queue: string;
+  workerId: string;
+  /** Its jobs, each with its own attempt and delivery token. Their `webhookId` is the batch's. */
+  jobs: Delivery[];
+  /** `webhook-id`: `batch_<first job's id>.<its attempt>`. */
+  webhookId: string;
+  timestamp: number;
+}
+
+/**
+ * What a receiver answers for a batch, with a 2xx: the jobs it names settle as it says, the others
+ * are acked without a result. `{ok: result}` acks with a result (any JSON), `{retry: true,
+ * error?, delayMs?}` retries under the queue's attempt budget, `{accepted: true}` leaves the job
+ * to its delivery token (202 for the whole batch does that for all).
+ */
+export type BatchOutcome = { ok: unknown } | { retry: true; error?: string; delayMs?: number } | { accepted: true };
+
+/** The body of a batch's answer: `JSON.stringify(batchAnswer({[id]: {ok: 42}, [id2]: {retry: true}}))`. */
+export function batchAnswer(outcomes: Record<string, BatchOutcome>): {
+  outcomes: Record<
+    string,
+    { status: 'ok'; result: unknown } | { status: 'retry'; error?: string; delay_ms?: number } | { status: 'accepted' }
+  >;
+} {
+  const out: ReturnType<typeof batchAnswer>['outcomes'] = {};
+  for (const [id, o] of Object.entries(outcomes)) {
+    if ('ok' in o) out[id] = { status: 'ok', result: o.ok ?? null };
+    else if ('retry' in o)
+      out[id] = {
+        status: 'retry',
+        ...(o.error !== undefined ? { error: o.error } : {}),
+        ...(o.delayMs !== undefined ? { delay_ms: o.delayMs } : {}),
+      };
+    else out[id] = { status: 'accepted' };
+  }
+  return { outcomes: out };
+}
+
+/** verifyDelivery for a batch: checks its signature and timestamp, and answers its jobs. */
+export async function verifyBatch(
+  secret: string | string[],
+  headers: HeaderBag,
+  body: string | Uint8Array,
+  opts: VerifyOptions = {},
+): Promise<Batch> {
+  const { text, id, timestamp } = await verified(secret, headers, body, opts);
+  const j = JSON.parse(text) as Record<string, unknown>;
+  if (j.type !== 'lakeshore.batch')
+    throw new TypeError("this delivery is one job (the queue's push.batch_size is 1): read it with verifyDelivery");
+  const jobs = Array.isArray(j.jobs) ? (j.jobs as Record<string, unknown>[]) : [];
   return {
-    id: String(j.id),
     namespace: String(j.namespace),
     queue: String(j.queue),
-    attempt: Number(j.attempt),
-    leaseUntil: Number(j.lease_until),
-    priority: Number(j.priority),
-    envelope: unb64(String(j.envelope)),
     workerId: String(j.worker_id),
-    deliveryToken: String(j.delivery_token),
+    jobs: jobs.map((x) => jobOf(x, j, id, timestamp)),
     webhookId: id,
     timestamp,
   };

@@ -73,11 +73,16 @@ export interface SettingsChange {
   push?: PushChange | null;
 }
 
-/** A push target to set: `concurrency` (default 8) deliveries at once, each up to `timeoutMs` (default 30 s). */
+/**
+ * A push target to set: `concurrency` (default 8) deliveries at once, each up to `timeoutMs`
+ * (default 30 s), each of one job or, with `batchSize` above 1 (default 1, at most 100), a batch
+ * of up to that many.
+ */
 export interface PushChange {
   url: string;
   concurrency?: number;
   timeoutMs?: number;
+  batchSize?: number;
   /** A new signing secret; the old one keeps signing too for 24 hours. */
   rotateSecret?: boolean;
 }

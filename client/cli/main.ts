@@ -151,6 +151,7 @@ program
   .option('--push-url <url>', 'push delivery: POST each job to this URL, signed (none: workers pull); admin only')
   .option('--push-concurrency <n>', 'push delivery: most deliveries at once (default 8)')
   .option('--push-timeout-ms <ms>', 'push delivery: how long one delivery may take (default 30000)')
+  .option('--push-batch-size <n>', 'push delivery: most jobs in one delivery, above 1 a lakeshore.batch (default 1)')
   .option('--rotate-push-secret', 'push delivery: a new signing secret (the old one signs too for 24 h)')
   .action((queue: string, o: op.QueueFlags) => run((g) => op.queue(planeOf(g), output(!!g.json), queue, o))());
 

@@ -62,6 +62,7 @@ export interface QueueFlags {
   pushUrl?: string;
   pushConcurrency?: string;
   pushTimeoutMs?: string;
+  pushBatchSize?: string;
   rotatePushSecret?: boolean;
 }
 
@@ -70,11 +71,14 @@ async function pushChange(d: DispatchPlane, name: string, f: QueueFlags): Promis
   if (f.pushUrl === 'none') return null;
   const url = f.pushUrl ?? (await d.queueInfo(name)).settings.push?.url;
   if (!url)
-    throw new UsageError('--push-concurrency, --push-timeout-ms and --rotate-push-secret change a push target: give --push-url too');
+    throw new UsageError(
+      '--push-concurrency, --push-timeout-ms, --push-batch-size and --rotate-push-secret change a push target: give --push-url too',
+    );
   return {
     url,
     ...(f.pushConcurrency !== undefined ? { concurrency: num('--push-concurrency', f.pushConcurrency) } : {}),
     ...(f.pushTimeoutMs !== undefined ? { timeoutMs: num('--push-timeout-ms', f.pushTimeoutMs) } : {}),
+    ...(f.pushBatchSize !== undefined ? { batchSize: num('--push-batch-size', f.pushBatchSize) } : {}),
     ...(f.rotatePushSecret ? { rotateSecret: true } : {}),
   };
 }
@@ -90,7 +94,13 @@ export async function queue(d: DispatchPlane, out: Out, name: string, f: QueueFl
   if (f.retentionMs !== undefined) change.retentionMs = setting('--retention-ms', f.retentionMs);
   if (f.timeLimitMs !== undefined) change.timeLimitMs = setting('--time-limit-ms', f.timeLimitMs);
   if (f.deadLetterQueue !== undefined) change.deadLetterQueue = f.deadLetterQueue === 'none' ? null : f.deadLetterQueue;
-  if (f.pushUrl !== undefined || f.pushConcurrency !== undefined || f.pushTimeoutMs !== undefined || f.rotatePushSecret)
+  if (
+    f.pushUrl !== undefined ||
+    f.pushConcurrency !== undefined ||
+    f.pushTimeoutMs !== undefined ||
+    f.pushBatchSize !== undefined ||
+    f.rotatePushSecret
+  )
     change.push = await pushChange(d, name, f);
   if (f.backoff !== undefined) {
     // --backoff INITIAL_MS[,FACTOR[,MAX_MS[,JITTER]]] or none
@@ -113,7 +123,7 @@ export async function queue(d: DispatchPlane, out: Out, name: string, f: QueueFl
       `default ttl      ${s.ttlMs === null ? 'none' : `${s.ttlMs} ms`}`,
       `retention        ${s.retentionMs === null ? 'plane default (7 days)' : `${s.retentionMs} ms`}`,
       `time limit       ${s.timeLimitMs === null ? "the worker's (600 s by default)" : `${s.timeLimitMs} ms`}`,
-      `push             ${s.push ? `${s.push.url}, ${s.push.concurrency} at once, ${s.push.timeoutMs} ms each` : 'none (workers pull)'}`,
+      `push             ${s.push ? `${s.push.url}, ${s.push.concurrency} at once, ${s.push.timeoutMs} ms each${s.push.batchSize > 1 ? `, up to ${s.push.batchSize} jobs in one` : ''}` : 'none (workers pull)'}`,
       ...(s.push?.secret
         ? [
             `push secret      ${s.push.secret}`,

@@ -56,6 +56,12 @@ export function settingsWire(s: SettingsChange): QueueSettingsWire {
     ttl_ms: s.ttlMs,
     retention_ms: s.retentionMs,
     time_limit_ms: s.timeLimitMs,
-    push: s.push && { url: s.push.url, concurrency: s.push.concurrency, timeout_ms: s.push.timeoutMs, rotate_secret: s.push.rotateSecret },
+    push: s.push && {
+      url: s.push.url,
+      concurrency: s.push.concurrency,
+      timeout_ms: s.push.timeoutMs,
+      batch_size: s.push.batchSize,
+      rotate_secret: s.push.rotateSecret,
+    },
   };
 }

@@ -167,6 +167,7 @@ const pushOf = (p: Json | null | undefined): PushSettings | null =>
         url: String(p.url),
         concurrency: Number(p.concurrency),
         timeoutMs: Number(p.timeout_ms),
+        batchSize: Number(p.batch_size ?? 1),
         ...(typeof p.secret === 'string' ? { secret: p.secret } : {}),
       }
     : null;

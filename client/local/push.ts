@@ -31,7 +31,11 @@ export interface Pushing {
 }
 
 const same = (a: PushTarget, b: PushTarget) =>
-  a.url === b.url && a.concurrency === b.concurrency && a.timeoutMs === b.timeoutMs && a.secrets.join() === b.secrets.join();
+  a.url === b.url &&
+  a.concurrency === b.concurrency &&
+  a.timeoutMs === b.timeoutMs &&
+  a.batchSize === b.batchSize &&
+  a.secrets.join() === b.secrets.join();
 
 /** Pushes the jobs of the dispatch's push queues until stopped. */
 export function startPushing(d: Dispatch, opts: PushingOptions = {}): Pushing {
@@ -77,6 +81,7 @@ export function startPushing(d: Dispatch, opts: PushingOptions = {}): Pushing {
         maxLeaseMs: limits.maxLeaseMs,
         resultBytes: limits.resultBytes,
         maxDelayMs: limits.maxDelayMs,
+        maxClaim: limits.maxBatch,
         // A local claim waits in this process: short waits, so settings changes and stop() are seen soon.
         waitMs: 1_000,
         onDelivered: (x) => {

@@ -14,6 +14,9 @@ export const MAX_PUSH_CONCURRENCY = 1_000;
 export const DEFAULT_PUSH_TIMEOUT_MS = 30_000;
 /** A delivery's request may take up to 15 minutes: a receiver that needs longer answers 202 and finishes with its delivery token. */
 export const MAX_PUSH_TIMEOUT_MS = 15 * 60_000;
+/** Jobs in one delivery: 1 (the default) POSTs each job alone; more POSTs up to that many in one `lakeshore.batch`. */
+export const DEFAULT_PUSH_BATCH_SIZE = 1;
+export const MAX_PUSH_BATCH_SIZE = 100;
 /** After a rotation, deliveries are signed with the old secret too, this long. */
 export const OLD_SECRET_MS = 24 * 3600_000;
 
@@ -22,14 +25,18 @@ export interface PushSettings {
   url: string;
   concurrency: number;
   timeoutMs: number;
+  batchSize: number;
   secret?: string;
 }
 
 /** What the plane needs to deliver: the target and the secrets to sign with (newest first). */
 export interface PushTarget {
   url: string;
+  /** Deliveries (requests) at once. */
   concurrency: number;
   timeoutMs: number;
+  /** Most jobs in one delivery; above 1 every delivery is a batch. */
+  batchSize: number;
   secrets: string[];
 }
 
@@ -81,12 +88,12 @@ export function pushInput(
   p: unknown,
   hosts: PushHosts,
   services: readonly string[] = [],
-): { url: string; concurrency: number; timeoutMs: number; rotate: boolean } {
+): { url: string; concurrency: number; timeoutMs: number; batchSize: number; rotate: boolean } {
   if (typeof p !== 'object' || p === null || Array.isArray(p))
-    throw badRequest('push must be an object {url, concurrency, timeout_ms} or null');
+    throw badRequest('push must be an object {url, concurrency, timeout_ms, batch_size} or null');
   const o = p as Record<string, unknown>;
   for (const k of Object.keys(o))
-    if (!['url', 'concurrency', 'timeoutMs', 'rotateSecret'].includes(k))
+    if (!['url', 'concurrency', 'timeoutMs', 'batchSize', 'rotateSecret'].includes(k))
       throw badRequest(`unknown push setting ${JSON.stringify(k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`))}`);
   if (typeof o.url !== 'string' || !o.url) throw badRequest('push.url must be a URL');
   if (o.url.length > 2048) throw badRequest('push.url must be at most 2048 characters');
@@ -119,8 +126,11 @@ export function pushInput(
   const timeoutMs = o.timeoutMs ?? DEFAULT_PUSH_TIMEOUT_MS;
   if (typeof timeoutMs !== 'number' || !Number.isInteger(timeoutMs) || timeoutMs < 100 || timeoutMs > MAX_PUSH_TIMEOUT_MS)
     throw badRequest(`push.timeout_ms must be an integer from 100 to ${MAX_PUSH_TIMEOUT_MS}`);
+  const batchSize = o.batchSize ?? DEFAULT_PUSH_BATCH_SIZE;
+  if (typeof batchSize !== 'number' || !Number.isInteger(batchSize) || batchSize < 1 || batchSize > MAX_PUSH_BATCH_SIZE)
+    throw badRequest(`push.batch_size must be an integer from 1 to ${MAX_PUSH_BATCH_SIZE}`);
   if (o.rotateSecret !== undefined && typeof o.rotateSecret !== 'boolean') throw badRequest('push.rotate_secret must be true or false');
-  return { url: o.url, concurrency, timeoutMs, rotate: o.rotateSecret === true };
+  return { url: o.url, concurrency, timeoutMs, batchSize, rotate: o.rotateSecret === true };
 }
 
 const b64 = (bytes: Uint8Array) => btoa(String.fromCharCode(...bytes));

@@ -6,6 +6,11 @@
  * dropped connection nacks with retry under the queue's attempt budget and backoff (`Retry-After`
  * sets the delay). The acks and nacks go through the same fencing as a worker's.
  *
+ * With a batch size above 1, each delivery is a `lakeshore.batch` of up to that many jobs claimed
+ * together, and its answer settles each: a 2xx acks every job its body does not name otherwise
+ * (`{"outcomes": {"<id>": {"status": "ok" | "retry" | "accepted", ...}}}`), 202 leaves them all to
+ * the receiver, anything else retries them all.
+ *
  * Platform-neutral: the edge plane's queue object runs it on its engine (src/durable/pushing.ts),
  * and `lakeshore push` runs it on a local plane's file through a Dispatch.
  */
@@ -55,6 +60,8 @@ export interface PushOptions {
   now?: () => number;
   /** How long one claim waits for work before it asks again. */
   waitMs?: number;
+  /** Most jobs in one claim (the plane's batch limit; default 1,000). */
+  maxClaim?: number;
   /** Told of each delivery's outcome (the feed's log line). */
   onDelivered?: (d: Delivered) => void;
 }
@@ -65,7 +72,10 @@ export interface Delivered {
   attempt: number;
   /** The receiver's HTTP status; null when none came (timeout, connection). */
   status: number | null;
+  /** How long the receiver took to answer (or to fail to). */
   ms: number;
+  /** The jobs in the delivery that carried this one (1 unless the queue pushes batches). */
+  batch: number;
   /** acked (2xx), accepted (202: the receiver finishes it), nacked (retried or failed per the budget), refused (its answer came after the lease). */
   outcome: 'acked' | 'accepted' | 'nacked' | 'refused';
   error?: string;
@@ -91,6 +101,16 @@ const ACK_LINGER_MS = 5;
 const ACK_TRIES = 3;
 /** The delay before the pusher asks again after its plane failed a claim, doubling to this. */
 const MAX_PAUSE_MS = 5_000;
+/** A batch's answer may be this much bigger than its jobs' results together (its JSON around them). */
+const BATCH_ANSWER_SLACK = 64 * 1024;
+
+/** What a batch's answer says of one job (its `outcomes`); a job it does not name is acked without a result. */
+type JobOutcome =
+  | { status: 'ok'; result: Uint8Array | null }
+  | { status: 'retry'; error: string; delayMs: number | null }
+  | { status: 'accepted' }
+  /** An entry that cannot be taken: nacked, and retried unless no answer could do better (a result over the limit). */
+  | { status: 'unreadable'; error: string; retry: boolean };
 
 /** A `Retry-After` (seconds, or an HTTP date) as a delay in ms; null when absent or unreadable. */
 export function retryAfterMs(v: string | null, now: number, max: number): number | null {
@@ -206,11 +226,13 @@ export class Pusher {
       const acks = this.takeAcks();
       let got: Claimed[];
       try {
+        const batch = this.target.batchSize;
+        const max = Math.max(1, Math.min(this.o.maxClaim ?? 1_000, free * batch));
         if (acks.length) {
-          const out = await this.port.ackAndClaim(acks, free, leaseMs, 0);
+          const out = await this.port.ackAndClaim(acks, max, leaseMs, 0);
           for (const [k, a] of acks.entries()) a.done(out.acks[k] ?? null);
           got = out.claimed;
-        } else got = await this.port.claim(free, leaseMs, this.o.waitMs ?? 25_000, this.claimAbort.signal);
+        } else got = await this.port.claim(max, leaseMs, this.o.waitMs ?? 25_000, this.claimAbort.signal);
         pause = 0;
       } catch (e) {
         this.ackAgain(acks, e);
@@ -221,7 +243,11 @@ export class Pusher {
         await new Promise((r) => setTimeout(r, pause));
         continue;
       }
-      for (const c of got) {
+      // A slot per delivery: one job each, or up to the batch size together (the target then, as claimed).
+      const size = Math.max(1, this.target.batchSize);
+      const batched = size > 1;
+      for (let k = 0; k < got.length; k += size) {
+        const cs = got.slice(k, k + size);
         this.inFlight++;
         let held = true;
         // The slot frees when the receiver has answered (its ack may go with the next claim).
@@ -231,7 +257,7 @@ export class Pusher {
           this.inFlight--;
           this.freed?.();
         };
-        const p = this.deliver(c, release).finally(() => {
+        const p = this.deliver(cs, batched, release).finally(() => {
           release();
           this.pending.delete(p);
         });
@@ -300,56 +326,105 @@ export class Pusher {
     this.lastError = { at: this.now(), id, status, message };
   }
 
-  /** POSTs one job and settles it by the answer. Never throws. */
-  private async deliver(c: Claimed, answered: () => void): Promise<void> {
+  /** Settles one job of a delivery by its outcome, and counts it; never throws. */
+  private async settle(
+    c: Claimed,
+    d: { status: number | null; ms: number; batch: number },
+    outcome: Delivered['outcome'],
+    write: () => Promise<void>,
+    error?: string,
+  ): Promise<void> {
+    let out = outcome;
+    let why = error;
+    try {
+      await write();
+    } catch (e) {
+      // The attempt is no longer ours (the receiver took longer than the lease, or it was cancelled): refused, like a late worker.
+      out = 'refused';
+      why = `${error ? `${error}; ` : ''}its ${outcome === 'acked' ? 'ack' : 'nack'} was refused: ${e instanceof Error ? e.message : String(e)}`;
+    }
+    this.delivered[out]++;
+    if (why) this.noteError(c.id, d.status, why);
+    this.o.onDelivered?.({
+      id: c.id,
+      attempt: c.attempt,
+      status: d.status,
+      ms: d.ms,
+      batch: d.batch,
+      outcome: out,
+      ...(why ? { error: why } : {}),
+    });
+  }
+
+  private nackOf(c: Claimed, status: number | null, message: string, retry: boolean, delayMs: number | null) {
+    return () => this.port.nack(c, { message, type: 'PushFailed', ...(status !== null ? { status } : {}) }, retry, delayMs);
+  }
+
+  /** The delivery's body: one job's `lakeshore.delivery`, or a `lakeshore.batch` of them. */
+  private async bodyOf(cs: Claimed[], batched: boolean): Promise<string> {
+    const tokens = await Promise.all(cs.map((c) => this.port.deliveryToken(c)));
+    const job = (c: Claimed, k: number) => ({
+      id: c.id,
+      attempt: c.attempt,
+      lease_until: c.leaseUntil,
+      priority: c.priority,
+      envelope: toBase64(c.envelope),
+      delivery_token: tokens[k] ?? null,
+    });
+    if (!batched) {
+      const c = cs[0]!;
+      const { id, attempt, lease_until, priority, envelope, delivery_token } = job(c, 0);
+      return JSON.stringify({
+        type: 'lakeshore.delivery',
+        id,
+        namespace: this.o.ns,
+        queue: this.o.queue,
+        attempt,
+        lease_until,
+        priority,
+        envelope,
+        worker_id: this.o.workerId,
+        delivery_token,
+      });
+    }
+    return JSON.stringify({
+      type: 'lakeshore.batch',
+      namespace: this.o.ns,
+      queue: this.o.queue,
+      worker_id: this.o.workerId,
+      jobs: cs.map(job),
+    });
+  }
+
+  /**
+   * POSTs one delivery (a job, or a batch of them) and settles each job by the answer. Never throws.
+   * `answered` frees the delivery's slot once the receiver has answered (the acks may still be on
+   * their way: they go with the next claim).
+   */
+  private async deliver(cs: Claimed[], batched: boolean, answered: () => void): Promise<void> {
     const t = this.target;
     const t0 = this.now();
-    let status: number | null = null;
-    const done = async (outcome: Delivered['outcome'], settle: () => Promise<void>, error?: string) => {
-      let out = outcome;
-      let why = error;
-      answered();
-      try {
-        await settle();
-      } catch (e) {
-        // The attempt is no longer ours (the receiver took longer than the lease, or it was cancelled): refused, like a late worker.
-        out = 'refused';
-        why = `${error ? `${error}; ` : ''}its ${outcome === 'acked' ? 'ack' : 'nack'} was refused: ${e instanceof Error ? e.message : String(e)}`;
-      }
-      const ms = this.now() - t0;
-      this.delivered[out]++;
-      if (status !== null) {
-        this.latencies.push(ms);
+    const d = { status: null as number | null, ms: 0, batch: cs.length };
+    const heard = () => {
+      d.ms = this.now() - t0;
+      if (d.status !== null) {
+        this.latencies.push(d.ms);
         if (this.latencies.length > LATENCIES) this.latencies.shift();
       }
-      if (why) this.noteError(c.id, status, why);
-      this.o.onDelivered?.({ id: c.id, attempt: c.attempt, status, ms, outcome: out, ...(why ? { error: why } : {}) });
+      answered();
     };
-    const nack = (message: string, retry = true, delayMs: number | null = null) =>
-      done(
-        'nacked',
-        () => this.port.nack(c, { message, type: 'PushFailed', ...(status !== null ? { status } : {}) }, retry, delayMs),
-        message,
-      );
+    const nackAll = (message: string, retry = true, delayMs: number | null = null) => {
+      heard();
+      return Promise.all(cs.map((c) => this.settle(c, d, 'nacked', this.nackOf(c, d.status, message, retry, delayMs), message)));
+    };
     // One timer for the request and its body, cleared when it is done: a runtime bounds the timers
     // alive at once (workerd: 10,000 per isolate), and AbortSignal.timeout's would outlive the request.
     const abort = new AbortController();
     const timer = setTimeout(() => abort.abort(new DOMException('push target timed out', 'TimeoutError')), t.timeoutMs);
     try {
-      const token = await this.port.deliveryToken(c);
-      const body = JSON.stringify({
-        type: 'lakeshore.delivery',
-        id: c.id,
-        namespace: this.o.ns,
-        queue: this.o.queue,
-        attempt: c.attempt,
-        lease_until: c.leaseUntil,
-        priority: c.priority,
-        envelope: toBase64(c.envelope),
-        worker_id: this.o.workerId,
-        delivery_token: token,
-      });
-      const msgId = `${c.id}.${c.attempt}`;
+      const body = await this.bodyOf(cs, batched);
+      // A job's attempt is in exactly one delivery, so the first job's names its batch uniquely.
+      const msgId = `${batched ? 'batch_' : ''}${cs[0]!.id}.${cs[0]!.attempt}`;
       const ts = Math.floor(this.now() / 1000);
       const res = await this.port.fetch(t.url, {
         method: 'POST',
@@ -364,41 +439,106 @@ export class Pusher {
         },
         body,
       });
-      status = res.status;
+      d.status = res.status;
       if (res.status === 202) {
         await res.body?.cancel();
-        return await done('accepted', async () => {});
+        heard();
+        await Promise.all(cs.map((c) => this.settle(c, d, 'accepted', async () => {})));
+        return;
       }
       if (res.status >= 200 && res.status < 300) {
+        const limit = batched ? cs.length * this.o.resultBytes + BATCH_ANSWER_SLACK : this.o.resultBytes;
         const length = Number(res.headers.get('content-length') ?? NaN);
-        const bytes = length > this.o.resultBytes ? null : new Uint8Array(await res.arrayBuffer());
-        if (bytes === null || bytes.length > this.o.resultBytes) {
+        const bytes = length > limit ? null : new Uint8Array(await res.arrayBuffer());
+        if (bytes === null || bytes.length > limit) {
           if (bytes === null) await res.body?.cancel();
-          return await nack(
-            `push target answered ${res.status} with ${bytes?.length ?? length} bytes; the result limit is ${this.o.resultBytes}`,
-            false,
-          );
+          const what = batched ? `; a batch of ${cs.length} may answer ${limit}` : `; the result limit is ${limit}`;
+          await nackAll(`push target answered ${res.status} with ${bytes?.length ?? length} bytes${what}`, false);
+          return;
         }
-        const result = resultOf(bytes, res.headers.get('content-type'));
-        return await done('acked', () => this.ack(c, result));
+        heard();
+        if (!batched) {
+          const c = cs[0]!;
+          const result = resultOf(bytes, res.headers.get('content-type'));
+          await this.settle(c, d, 'acked', () => this.ack(c, result));
+          return;
+        }
+        const outcomes = outcomesOf(bytes, this.o.resultBytes, this.o.maxDelayMs);
+        await Promise.all(
+          cs.map((c) => {
+            const o = outcomes.get(c.id) ?? { status: 'ok', result: null };
+            if (o.status === 'ok') return this.settle(c, d, 'acked', () => this.ack(c, o.result));
+            if (o.status === 'accepted') return this.settle(c, d, 'accepted', async () => {});
+            if (o.status === 'retry') {
+              const why = `push target answered ${res.status} and asked to retry it${o.error ? `: ${o.error}` : ''}`;
+              return this.settle(c, d, 'nacked', this.nackOf(c, d.status, why, true, o.delayMs), why);
+            }
+            const why = `push target answered ${res.status}: ${o.error}`;
+            return this.settle(c, d, 'nacked', this.nackOf(c, d.status, why, o.retry, null), why);
+          }),
+        );
+        return;
       }
       const text = (await res.text().catch(() => '')).slice(0, 500);
       const why =
         res.status >= 300 && res.status < 400
           ? `push target answered ${res.status}: redirects are not followed (set the queue's push.url to where it leads)`
           : `push target answered ${res.status}${text ? `: ${text}` : ''}`;
-      return await nack(why, true, retryAfterMs(res.headers.get('retry-after'), this.now(), this.o.maxDelayMs));
+      await nackAll(why, true, retryAfterMs(res.headers.get('retry-after'), this.now(), this.o.maxDelayMs));
     } catch (e) {
       const err = e instanceof Error ? e : new Error(String(e));
       const message =
         err.name === 'TimeoutError' || err.name === 'AbortError'
           ? `push target did not answer within ${t.timeoutMs} ms`
           : `push target could not be reached: ${err.message}`;
-      return await nack(message);
+      await nackAll(message);
     } finally {
       clearTimeout(timer);
     }
   }
+}
+
+/**
+ * What a batch's 2xx body says of its jobs: `{"outcomes": {"<job id>": {"status": "ok", "result":
+ * any} | {"status": "retry", "error"?: string, "delay_ms"?: number} | {"status": "accepted"}}}`.
+ * A body that is not such JSON (empty, text; whatever its content type) names none: every job is
+ * acked without a result.
+ * An entry that is not one of those is retried, saying why.
+ */
+export function outcomesOf(body: Uint8Array, resultBytes: number, maxDelayMs: number): Map<string, JobOutcome> {
+  const out = new Map<string, JobOutcome>();
+  if (!body.length) return out;
+  let j: unknown;
+  try {
+    j = JSON.parse(new TextDecoder().decode(body));
+  } catch {
+    return out;
+  }
+  const named = (j as { outcomes?: unknown } | null)?.outcomes;
+  if (typeof named !== 'object' || named === null || Array.isArray(named)) return out;
+  for (const [id, v] of Object.entries(named as Record<string, unknown>)) {
+    const o = (typeof v === 'object' && v !== null && !Array.isArray(v) ? v : {}) as Record<string, unknown>;
+    if (o.status === 'ok') {
+      const result = o.result === undefined || o.result === null ? null : utf8(JSON.stringify(o.result));
+      out.set(
+        id,
+        result && result.length > resultBytes
+          ? { status: 'unreadable', error: `its result is ${result.length} bytes; the result limit is ${resultBytes}`, retry: false }
+          : { status: 'ok', result },
+      );
+    } else if (o.status === 'retry') {
+      const delay = o.delay_ms;
+      const delayMs = typeof delay === 'number' && Number.isFinite(delay) && delay >= 0 ? Math.min(maxDelayMs, Math.round(delay)) : null;
+      out.set(id, { status: 'retry', error: typeof o.error === 'string' ? o.error.slice(0, 500) : '', delayMs });
+    } else if (o.status === 'accepted') out.set(id, { status: 'accepted' });
+    else
+      out.set(id, {
+        status: 'unreadable',
+        error: `its outcome ${JSON.stringify(v).slice(0, 200)} is not {"status": "ok" | "retry" | "accepted"}`,
+        retry: true,
+      });
+  }
+  return out;
 }
 
 /** A delivery's outcome as the feed tells it. */
@@ -415,6 +555,6 @@ export function deliveryLine(d: Delivered): LogLine {
   return {
     id: d.id,
     level: d.outcome === 'acked' || d.outcome === 'accepted' ? 'info' : 'warn',
-    message: `push attempt ${d.attempt}: ${answer} in ${d.ms} ms, ${what}`,
+    message: `push attempt ${d.attempt}: ${answer} in ${d.ms} ms${d.batch > 1 ? ` (a batch of ${d.batch})` : ''}, ${what}`,
   };
 }

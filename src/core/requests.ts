@@ -113,7 +113,7 @@ export interface SettingsRequest {
   ttlMs?: unknown;
   retentionMs?: unknown;
   timeLimitMs?: unknown;
-  /** The push target ({url, concurrency, timeoutMs, rotateSecret}) or null (workers pull): core/push-target.ts. */
+  /** The push target ({url, concurrency, timeoutMs, batchSize, rotateSecret}) or null (workers pull): core/push-target.ts. */
   push?: unknown;
 }
 
@@ -132,6 +132,7 @@ export type SettingsPatch = Partial<
     | 'push_url'
     | 'push_concurrency'
     | 'push_timeout_ms'
+    | 'push_batch_size'
     /** A new secret: stored if the queue has none yet or `push_rotate` is 1 (configure.ts). */
     | 'push_secret'
     | 'push_rotate',
@@ -193,12 +194,13 @@ export function settingsInput(
   if (given('retentionMs')) p.retention_ms = v.durationMs('retention_ms', req.retentionMs, limits, 1);
   if (given('timeLimitMs')) p.time_limit_ms = v.durationMs('time_limit_ms', req.timeLimitMs, limits, 1);
   if (given('push')) {
-    if (req.push === null) p.push_url = p.push_concurrency = p.push_timeout_ms = null;
+    if (req.push === null) p.push_url = p.push_concurrency = p.push_timeout_ms = p.push_batch_size = null;
     else {
       const t = pushInput(req.push, hosts, services);
       p.push_url = t.url;
       p.push_concurrency = t.concurrency;
       p.push_timeout_ms = t.timeoutMs;
+      p.push_batch_size = t.batchSize;
       p.push_secret = newPushSecret();
       p.push_rotate = t.rotate ? 1 : 0;
     }

@@ -143,6 +143,7 @@ export const queues = sqliteTable(
     push_concurrency: integer('push_concurrency'),
     /** How long one delivery's request may take, in ms. */
     push_timeout_ms: integer('push_timeout_ms'),
+    push_batch_size: integer('push_batch_size'),
     /** The `whsec_` secret deliveries are signed with (Standard Webhooks); never read back by a route. */
     push_secret: text('push_secret'),
     /** The secret before the last rotation: deliveries are signed with both until `push_secret_old_until`. */

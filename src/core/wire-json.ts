@@ -80,6 +80,7 @@ export const settingsJson = (s: QueueSettings) => ({
     url: s.push.url,
     concurrency: s.push.concurrency,
     timeout_ms: s.push.timeoutMs,
+    batch_size: s.push.batchSize,
     ...(s.push.secret ? { secret: s.push.secret } : {}),
   },
 });

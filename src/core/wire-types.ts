@@ -86,11 +86,12 @@ export interface QueueSettingsWire {
   push?: Opt<PushWire>;
 }
 
-/** A push target: where, how many at once, how long each may take; `rotate_secret` makes a new secret. */
+/** A push target: where, how many at once, how long each may take, how many jobs in one; `rotate_secret` makes a new secret. */
 export interface PushWire {
   url: string;
   concurrency?: Opt<number>;
   timeout_ms?: Opt<number>;
+  batch_size?: Opt<number>;
   rotate_secret?: Opt<boolean>;
 }
 

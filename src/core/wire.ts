@@ -168,6 +168,7 @@ export const QueueSettingsBody = exactly<QueueSettingsWire>()(
         url: z.string(),
         concurrency: opt(z.number()),
         timeout_ms: opt(z.number()),
+        batch_size: opt(z.number()),
         rotate_secret: opt(z.boolean()),
       }),
     ),

@@ -101,6 +101,7 @@ export class Pushing {
         maxLeaseMs: limits.maxLeaseMs,
         resultBytes: limits.resultBytes,
         maxDelayMs: limits.maxDelayMs,
+        maxClaim: limits.maxBatch,
         onDelivered: (d) => this.o.log(PUSH_WORKER_ID, [deliveryLine(d)]),
       },
     );

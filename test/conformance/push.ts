@@ -82,5 +82,67 @@ export function pushDelivery(handle: () => PlaneHandle) {
         await d.configureQueue('pushed', { push: null });
       }
     });
+
+    it('pushes batches of up to push.batch_size jobs, and settles each job by the outcome its answer names', async () => {
+      const h = handle();
+      const d = h.plane;
+      const r = await receiver((hit, _req, res) => {
+        const outcomes: Record<string, unknown> = {};
+        for (const j of hit.jobs) {
+          if (j.id === 'batch5') outcomes[j.id] = { status: 'ok', result: { echo: j.id } };
+          if (j.id === 'batch3' && j.attempt === 1) outcomes[j.id] = { status: 'retry', error: 'not yet', delay_ms: 0 };
+          if (j.id === 'batch7' && j.attempt === 1) outcomes[j.id] = { status: 'maybe' };
+        }
+        // No content type: a batch's answer is read as JSON whatever its headers say.
+        res.writeHead(200).end(JSON.stringify({ outcomes }));
+      });
+      servers.push(r.server);
+      // The jobs wait first (the queue paused until the receiver knows its secret), so that the
+      // first claim takes several batches' worth.
+      await d.pauseQueue('batched');
+      for (let i = 0; i < 20; i++) await d.submit('batched', new TextEncoder().encode(JSON.stringify({ i })), { id: `batch${i}` });
+      const set = await d.configureQueue('batched', {
+        push: { url: r.url, concurrency: 2, timeoutMs: 5_000, batchSize: 4 },
+        retryBackoff: { initialMs: 10, factor: 1, maxMs: 10, jitter: 0 },
+      });
+      expect(set.settings.push).toMatchObject({ concurrency: 2, batchSize: 4 });
+      expect((await d.queueInfo('batched')).settings.push).toMatchObject({ batchSize: 4 });
+      r.setSecret(set.settings.push!.secret!);
+      await d.resumeQueue('batched');
+      const pushing = h.pushFrom?.();
+      try {
+        await until(async () => (await d.count('batched', 'succeeded')) === 20, '20 batched jobs succeeded', 20_000, 50);
+        expect(r.hits.filter((x) => !x.verified)).toEqual([]);
+        expect(r.hits.every((x) => x.delivery.type === 'lakeshore.batch' && x.jobs.length >= 1 && x.jobs.length <= 4)).toBe(true);
+        expect(r.hits.some((x) => x.jobs.length === 4)).toBe(true);
+        for (const x of r.hits) expect(x.webhookId).toBe(`batch_${x.jobs[0]!.id}.${x.jobs[0]!.attempt}`);
+        const times = (id: string) => r.hits.flatMap((x) => x.jobs).filter((j) => j.id === id).length;
+        for (let i = 0; i < 20; i++) expect(times(`batch${i}`), `batch${i}`).toBe(i === 3 || i === 7 ? 2 : 1);
+        const result = async (id: string) => {
+          const b = await d.result(id, { timeoutMs: 0 });
+          return b && JSON.parse(new TextDecoder().decode(b));
+        };
+        expect(await result('batch5')).toEqual({ echo: 'batch5' });
+        expect(await result('batch1')).toBeNull();
+        const hit = r.hits.find((x) => x.jobs.some((j) => j.id === 'batch5'))!;
+        const job = (hit.delivery.jobs as Record<string, unknown>[]).find((j) => j.id === 'batch5')!;
+        expect(hit.delivery).toMatchObject({ namespace: expect.any(String), queue: 'batched', worker_id: 'lakeshore-push' });
+        expect(job).toMatchObject({ id: 'batch5', attempt: 1, priority: 0 });
+        expect(JSON.parse(Buffer.from(String(job.envelope), 'base64').toString())).toEqual({ i: 5 });
+        if (h.pushFrom) expect(job.delivery_token).toBeNull();
+        else expect(String(job.delivery_token)).toMatch(/^lsd_/);
+        // The retried jobs carry why: the receiver's error, and what was wrong with an outcome.
+        const errors = async (id: string) => (await d.get(id))!.error?.message;
+        expect(await errors('batch3')).toMatch(/asked to retry it: not yet/);
+        expect(await errors('batch7')).toMatch(/is not \{"status"/);
+        if (!h.pushesFromAnotherProcess) {
+          const [o] = await d.overview(['batched']);
+          expect(o!.pushing).toMatchObject({ concurrency: 2, inFlight: 0, delivered: { acked: 20, nacked: 2 } });
+        }
+      } finally {
+        await pushing?.stop();
+        await d.configureQueue('batched', { push: null });
+      }
+    });
   });
 }

@@ -110,6 +110,7 @@ const queueInfoOf = (q: Json): QueueInfo => {
         url: t.push.url,
         concurrency: t.push.concurrency,
         timeoutMs: t.push.timeout_ms,
+        batchSize: t.push.batch_size,
         ...(t.push.secret ? { secret: t.push.secret } : {}),
       },
     },
@@ -338,6 +339,7 @@ async function pythonPlaneWith(options: Record<string, unknown>): Promise<PlaneH
                 url: c.push.url,
                 concurrency: c.push.concurrency,
                 timeout_ms: c.push.timeoutMs,
+                batch_size: c.push.batchSize,
                 rotate_secret: c.push.rotateSecret,
               },
       };

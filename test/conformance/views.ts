@@ -247,25 +247,34 @@ export function retention(handle: () => PlaneHandle) {
         { url, concurrency: 1.5 },
         { url, timeoutMs: 50 },
         { url, timeoutMs: 16 * 60_000 },
+        { url, batchSize: 0 },
+        { url, batchSize: 101 },
+        { url, batchSize: 2.5 },
       ])
         await expect(d.configureQueue(q, { push: bad }), JSON.stringify(bad)).rejects.toBeInstanceOf(BadRequestError);
       expect((await d.queueInfo(q)).settings.push).toBeNull(); // refused whole
       const set = (await d.configureQueue(q, { push: { url, concurrency: 4, timeoutMs: 5_000 } })).settings.push;
-      expect(set).toEqual({ url, concurrency: 4, timeoutMs: 5_000, secret: expect.stringMatching(SECRET) });
-      expect((await d.queueInfo(q)).settings.push).toEqual({ url, concurrency: 4, timeoutMs: 5_000 }); // never again
+      expect(set).toEqual({ url, concurrency: 4, timeoutMs: 5_000, batchSize: 1, secret: expect.stringMatching(SECRET) });
+      expect((await d.queueInfo(q)).settings.push).toEqual({ url, concurrency: 4, timeoutMs: 5_000, batchSize: 1 }); // never again
       // Changing the target keeps the secret, and does not show it; another setting keeps the target.
-      expect((await d.configureQueue(q, { push: { url, concurrency: 2 } })).settings.push).toEqual({
+      expect((await d.configureQueue(q, { push: { url, concurrency: 2, batchSize: 100 } })).settings.push).toEqual({
         url,
         concurrency: 2,
         timeoutMs: 30_000,
+        batchSize: 100,
       });
-      expect((await d.configureQueue(q, { ttlMs: 60_000 })).settings.push).toEqual({ url, concurrency: 2, timeoutMs: 30_000 });
+      expect((await d.configureQueue(q, { ttlMs: 60_000 })).settings.push).toEqual({
+        url,
+        concurrency: 2,
+        timeoutMs: 30_000,
+        batchSize: 100,
+      });
       const rotated = (await d.configureQueue(q, { push: { url, rotateSecret: true } })).settings.push;
       expect(rotated?.secret).toMatch(SECRET);
       expect(rotated?.secret).not.toBe(set?.secret);
       expect((await d.configureQueue(q, { push: null })).settings.push).toBeNull();
       const again = (await d.configureQueue(q, { push: { url } })).settings.push;
-      expect(again).toEqual({ url, concurrency: 8, timeoutMs: 30_000, secret: expect.stringMatching(SECRET) });
+      expect(again).toEqual({ url, concurrency: 8, timeoutMs: 30_000, batchSize: 1, secret: expect.stringMatching(SECRET) });
       expect([set?.secret, rotated?.secret]).not.toContain(again?.secret);
       await d.configureQueue(q, { push: null, ttlMs: null });
     });

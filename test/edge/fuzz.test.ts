@@ -24,7 +24,7 @@ const snapshot = async (ns: string) => {
          || '#' || (SELECT count(*) FROM frames WHERE inv IN (SELECT rid FROM invocations WHERE ns = ?1))
          || '#' || (SELECT group_concat(queue || ':' || paused || ':' || coalesce(lease_ms, '') || ':' || coalesce(max_attempts, '') || ':' || coalesce(max_running, '')
                                         || ':' || coalesce(claims_per_second, '') || ':' || coalesce(backoff, '') || ':' || coalesce(dead_letter_queue, '') || ':' || coalesce(ttl_ms, '')
-                                        || ':' || coalesce(push_url, '') || ':' || coalesce(push_concurrency, '') || ':' || coalesce(push_secret, ''), '|')
+                                        || ':' || coalesce(push_url, '') || ':' || coalesce(push_concurrency, '') || ':' || coalesce(push_batch_size, '') || ':' || coalesce(push_secret, ''), '|')
                     FROM queues WHERE ns = ?1)
          || '#' || (SELECT group_concat(name || ':' || cron || ':' || next_at, '|') FROM schedules WHERE ns = ?1) AS s`,
     )
@@ -135,6 +135,9 @@ const scheduling = fc.constantFrom(
   `{"push":{"url":"ftp://example.com/x"}}`,
   `{"push":{"url":"https://example.com/x","concurrency":0}}`,
   `{"push":{"url":"https://example.com/x","timeout_ms":-1}}`,
+  `{"push":{"url":"https://example.com/x","batch_size":0}}`,
+  `{"push":{"url":"https://example.com/x","batch_size":101}}`,
+  `{"push":{"url":"https://example.com/x","batch_size":"10"}}`,
   `{"push":{"url":"https://example.com/x","secret":"whsec_mine"}}`,
   `{"push":{"url":""}}`,
   `{"push":{"url":"service://NOPE/hook"}}`,

@@ -47,10 +47,16 @@ describe('push targets on a deployed plane', () => {
       url: 'https://hooks.example.com/lakeshore',
       concurrency: 3,
       timeout_ms: 30_000,
+      batch_size: 1,
       secret: expect.stringMatching(/^whsec_/),
     });
     const info = await call('GET', `/v1/ns/${p.ns}/queues/q`);
-    expect(info.body.settings.push).toEqual({ url: 'https://hooks.example.com/lakeshore', concurrency: 3, timeout_ms: 30_000 });
+    expect(info.body.settings.push).toEqual({
+      url: 'https://hooks.example.com/lakeshore',
+      concurrency: 3,
+      timeout_ms: 30_000,
+      batch_size: 1,
+    });
     expect(JSON.stringify(info.body)).not.toContain('whsec_');
     const overview = await call('GET', `/v1/ns/${p.ns}/queues`);
     expect(JSON.stringify(overview.body)).not.toContain('whsec_');

@@ -16,6 +16,8 @@ import {
   FrameKind,
   HttpDispatch,
   UnauthorizedError,
+  batchAnswer,
+  verifyBatch,
   verifyDelivery,
   FencingConflictError,
   ForbiddenError,
@@ -106,6 +108,67 @@ describe('push delivery', () => {
     expect((await verifyDelivery(secret, ref, h.body, { now: h.at })).id).toBe('p7');
     await d.configureQueue('hooks', { push: null });
   }, 180_000);
+
+  it('pushes batches: verifyBatch reads each, batchAnswer settles each job, at most batch_size jobs and concurrency requests at once', async () => {
+    const d = plane();
+    let secret = '';
+    let open = 0;
+    let most = 0;
+    const seen: string[] = [];
+    const refused: unknown[] = [];
+    const r = await receiver((hit, _req, res) => {
+      open++;
+      most = Math.max(most, open);
+      void (async () => {
+        // The receiver as a user writes it: our helper (the reference library checks every hit too).
+        const b = await verifyBatch(secret, hit.headers, hit.body);
+        await verifyDelivery(secret, hit.headers, hit.body).catch((e: unknown) => refused.push(e));
+        const outcomes: Parameters<typeof batchAnswer>[0] = {};
+        for (const j of b.jobs) {
+          seen.push(`${j.id}.${j.attempt}`);
+          const n = (JSON.parse(new TextDecoder().decode(j.envelope)) as { n: number }).n;
+          outcomes[j.id] = n % 10 === 3 && j.attempt === 1 ? { retry: true, error: 'later', delayMs: 0 } : { ok: { twice: n * 2 } };
+        }
+        open--;
+        json(res, 200, batchAnswer(outcomes));
+      })();
+    });
+    servers.push(r.server);
+    await d.pauseQueue('batches');
+    const n = 500;
+    await d.submitMany(
+      'batches',
+      Array.from({ length: n }, (_, k) => ({ envelope: new TextEncoder().encode(JSON.stringify({ n: k })), opts: { id: `b${k}` } })),
+    );
+    const set = await d.configureQueue('batches', {
+      push: { url: r.url, concurrency: 4, batchSize: 25 },
+      retryBackoff: { initialMs: 10, factor: 1, maxMs: 10, jitter: 0 },
+    });
+    secret = set.settings.push!.secret!;
+    r.setSecret(secret);
+    await d.resumeQueue('batches');
+    await until(async () => (await d.count('batches', 'succeeded')) === n, `${n} batched jobs succeeded`, 60_000, 100);
+    expect(r.hits.filter((h) => !h.verified)).toEqual([]);
+    expect(r.hits.every((h) => h.jobs.length >= 1 && h.jobs.length <= 25)).toBe(true);
+    expect(most).toBeLessThanOrEqual(4);
+    // Far fewer requests than jobs: 550 deliveries of a job (50 retried) in batches of up to 25.
+    expect(seen.length).toBe(n + n / 10);
+    expect(new Set(seen).size).toBe(seen.length);
+    expect(r.hits.length).toBeLessThan(seen.length / 5);
+    expect(JSON.parse(new TextDecoder().decode((await d.result('b13', { timeoutMs: 0 }))!))).toEqual({ twice: 26 });
+    expect((await d.get('b13'))!.attempt).toBe(2);
+    expect((await d.get('b14'))!.attempt).toBe(1);
+    // verifyDelivery does not read a batch as one job; a batch altered in flight does not verify.
+    expect(refused.length).toBe(r.hits.length);
+    expect(refused.every((e) => e instanceof TypeError && /verifyBatch/.test(e.message))).toBe(true);
+    const h = r.hits[0]!;
+    await expect(verifyBatch(secret, h.headers, h.body.replace('"b', '"x'), { now: h.at })).rejects.toBeInstanceOf(UnauthorizedError);
+    // What the reference library signs, verifyBatch reads.
+    const signed = new Webhook(secret).sign('batch_ref.1', new Date(h.at), h.body);
+    const ref = { 'webhook-id': 'batch_ref.1', 'webhook-timestamp': String(Math.floor(h.at / 1000)), 'webhook-signature': signed };
+    expect((await verifyBatch(secret, ref, h.body, { now: h.at })).jobs.map((j) => j.id)).toEqual(h.jobs.map((j) => j.id));
+    await d.configureQueue('batches', { push: null });
+  }, 120_000);
 
   it('retries 500s, 429 after its Retry-After, a hung receiver and a dropped connection, per the budget; none is acked twice', async () => {
     const d = plane();

@@ -16,6 +16,8 @@ export interface Hit {
   at: number;
   verified: boolean;
   delivery: Record<string, unknown>;
+  /** A batch's jobs (a queue with push.batch_size above 1); empty for a one-job delivery. */
+  jobs: { id: string; attempt: number }[];
 }
 
 export type Handler = (hit: Hit, req: IncomingMessage, res: ServerResponse) => void;
@@ -46,6 +48,9 @@ export async function receiver(handle: Handler): Promise<{ url: string; hits: Hi
         at: Date.now(),
         verified,
         delivery,
+        jobs: Array.isArray(delivery.jobs)
+          ? (delivery.jobs as Record<string, unknown>[]).map((j) => ({ id: String(j.id), attempt: Number(j.attempt) }))
+          : [],
       };
       hits.push(hit);
       handle(hit, req, res);

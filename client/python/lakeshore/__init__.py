@@ -8,12 +8,12 @@ from .frames import BEGIN, CHUNK, END, ERROR, VALUE, FrameKind, decode_frame, en
 from .http import Claimed, HttpDispatch
 from .local import Dispatch
 from .plane import default_dispatch
-from .push import verify_delivery
+from .push import batch_answer, verify_batch, verify_delivery
 from .queue import DEFAULT_POOL, Handle, SyncQueue, dispatch_by_name, set_routes
 from .worker import JobContext, TimeLimitExceeded, current_job, run_worker, set_origin_for
 
 __all__ = [
-    "Dispatch", "HttpDispatch", "Claimed", "verify_delivery", "SyncQueue", "Handle", "dispatch_by_name", "set_routes", "DEFAULT_POOL", "default_dispatch", "run_worker", "current_job", "set_origin_for", "JobContext", "TimeLimitExceeded", "encode_envelope", "decode_envelope", "new_traceparent",
+    "Dispatch", "HttpDispatch", "Claimed", "verify_delivery", "verify_batch", "batch_answer", "SyncQueue", "Handle", "dispatch_by_name", "set_routes", "DEFAULT_POOL", "default_dispatch", "run_worker", "current_job", "set_origin_for", "JobContext", "TimeLimitExceeded", "encode_envelope", "decode_envelope", "new_traceparent",
     "encode_frame", "decode_frame", "FrameKind", "VALUE", "CHUNK", "BEGIN", "END", "ERROR",
     "LakeshoreError", "BadRequest", "Unauthorized", "Forbidden", "NotFound", "FencingConflict", "PayloadTooLarge",
     "RateLimited", "StorageFull", "Timeout", "Unavailable", "InvocationFailed", "InvocationCancelled",

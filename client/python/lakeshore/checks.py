@@ -177,10 +177,10 @@ def _settings(queue: str, s: Dict[str, Any]) -> Dict[str, Any]:
         p["time_limit_ms"] = _duration("time_limit_ms", s["time_limit_ms"], 1)
     if "push" in s:
         if s["push"] is None:
-            p["push_url"] = p["push_concurrency"] = p["push_timeout_ms"] = None
+            p["push_url"] = p["push_concurrency"] = p["push_timeout_ms"] = p["push_batch_size"] = None
         else:
             t = _push(s["push"])
-            p.update(push_url=t["url"], push_concurrency=t["concurrency"], push_timeout_ms=t["timeout_ms"],
+            p.update(push_url=t["url"], push_concurrency=t["concurrency"], push_timeout_ms=t["timeout_ms"], push_batch_size=t["batch_size"],
                      push_secret="whsec_" + base64.b64encode(secrets.token_bytes(32)).decode(), push_rotate=1 if t["rotate"] else 0)
     return p
 
@@ -189,14 +189,15 @@ DEFAULT_PUSH_CONCURRENCY = 8
 MAX_PUSH_CONCURRENCY = 1000
 DEFAULT_PUSH_TIMEOUT_MS = 30_000
 MAX_PUSH_TIMEOUT_MS = 15 * 60_000
+MAX_PUSH_BATCH_SIZE = 100
 
 
 def _push(t: Any) -> Dict[str, Any]:
-    """The core's pushInput on a local plane: https://, or http:// on loopback; concurrency and timeout."""
+    """The core's pushInput on a local plane: https://, or http:// on loopback; concurrency, timeout, batch size."""
     if not isinstance(t, dict):
-        raise BadRequest("push must be an object {url, concurrency, timeout_ms} or null")
+        raise BadRequest("push must be an object {url, concurrency, timeout_ms, batch_size} or null")
     for k in t:
-        if k not in ("url", "concurrency", "timeout_ms", "rotate_secret"):
+        if k not in ("url", "concurrency", "timeout_ms", "batch_size", "rotate_secret"):
             raise BadRequest("unknown push setting %s" % json.dumps(k))
     url = t.get("url")
     if not isinstance(url, str) or not url:
@@ -219,10 +220,14 @@ def _push(t: Any) -> Dict[str, Any]:
     timeout = DEFAULT_PUSH_TIMEOUT_MS if timeout is None else timeout
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout != int(timeout) or not 100 <= timeout <= MAX_PUSH_TIMEOUT_MS:
         raise BadRequest("push.timeout_ms must be an integer from 100 to %d" % MAX_PUSH_TIMEOUT_MS)
+    batch = t.get("batch_size")
+    batch = 1 if batch is None else batch
+    if isinstance(batch, bool) or not isinstance(batch, (int, float)) or batch != int(batch) or not 1 <= batch <= MAX_PUSH_BATCH_SIZE:
+        raise BadRequest("push.batch_size must be an integer from 1 to %d" % MAX_PUSH_BATCH_SIZE)
     rotate = t.get("rotate_secret")
     if rotate is not None and not isinstance(rotate, bool):
         raise BadRequest("push.rotate_secret must be true or false")
-    return {"url": url, "concurrency": int(concurrency), "timeout_ms": int(timeout), "rotate": rotate is True}
+    return {"url": url, "concurrency": int(concurrency), "timeout_ms": int(timeout), "batch_size": int(batch), "rotate": rotate is True}
 
 
 def _ms(v: Optional[float]) -> Optional[int]:

@@ -19,7 +19,8 @@ class OperatorVerbs:
         b = json.loads(q["backoff"]) if q.get("backoff") else None
         settings = {k: q.get(k) for k in ("lease_ms", "max_attempts", "max_running", "claims_per_second", "dead_letter_queue", "ttl_ms", "retention_ms", "time_limit_ms")}
         settings["retry_backoff"] = b and {k: b[k] for k in ("initial_ms", "factor", "max_ms", "jitter")}
-        settings["push"] = {"url": q["push_url"], "concurrency": q["push_concurrency"], "timeout_ms": q["push_timeout_ms"]} if q.get("push_url") else None
+        settings["push"] = {"url": q["push_url"], "concurrency": q["push_concurrency"], "timeout_ms": q["push_timeout_ms"],
+                            "batch_size": q.get("push_batch_size") or 1} if q.get("push_url") else None
         return {"queue": queue, "paused": q.get("paused") == 1, "settings": settings}
 
     def configure_queue(self, queue: str, **settings: Any) -> Dict[str, Any]:

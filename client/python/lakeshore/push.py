@@ -5,7 +5,7 @@ import hashlib
 import hmac
 import json
 import time
-from typing import Any, Dict, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 from .errors import Unauthorized
 
@@ -17,12 +17,9 @@ def _header(headers: Mapping[str, Any], name: str) -> Optional[str]:
     return None
 
 
-def verify_delivery(secret: Union[str, Sequence[str]], headers: Mapping[str, Any], body: Union[str, bytes],
-                    tolerance_s: float = 300, now: Optional[float] = None) -> Dict[str, Any]:
-    """Checks a delivery's signature (any of `secret`s: both verify during a rotation) and timestamp,
-    and answers the delivery: `id`, `namespace`, `queue`, `attempt`, `lease_until`, `priority`,
-    `envelope` (bytes), `worker_id`, `delivery_token`, `webhook_id`, `timestamp`. Raises
-    Unauthorized when it does not verify: answer 401, and the plane retries."""
+def _verified(secret: Union[str, Sequence[str]], headers: Mapping[str, Any], body: Union[str, bytes],
+              tolerance_s: float, now: Optional[float]) -> Tuple[str, str, int]:
+    """Checks the signature and timestamp; answers the body's text, its webhook-id and timestamp."""
     msg_id, ts, sigs = _header(headers, "webhook-id"), _header(headers, "webhook-timestamp"), _header(headers, "webhook-signature")
     if not msg_id or not ts or not sigs:
         raise Unauthorized("not a signed delivery: webhook-id, webhook-timestamp or webhook-signature is missing")
@@ -42,7 +39,53 @@ def verify_delivery(secret: Union[str, Sequence[str]], headers: Mapping[str, Any
             ok = hmac.compare_digest(g, want) or ok
     if not ok:
         raise Unauthorized("delivery signature does not verify: not from this queue, altered, or signed with another secret")
+    return text, msg_id, int(ts)
+
+
+def _job(j: Dict[str, Any], top: Dict[str, Any], msg_id: str, ts: int) -> Dict[str, Any]:
+    return {"id": j["id"], "namespace": top["namespace"], "queue": top["queue"], "attempt": j["attempt"], "lease_until": j["lease_until"],
+            "priority": j["priority"], "envelope": base64.b64decode(j["envelope"]), "worker_id": top["worker_id"],
+            "delivery_token": j.get("delivery_token"), "webhook_id": msg_id, "timestamp": ts}
+
+
+def verify_delivery(secret: Union[str, Sequence[str]], headers: Mapping[str, Any], body: Union[str, bytes],
+                    tolerance_s: float = 300, now: Optional[float] = None) -> Dict[str, Any]:
+    """Checks a delivery's signature (any of `secret`s: both verify during a rotation) and timestamp,
+    and answers the delivery: `id`, `namespace`, `queue`, `attempt`, `lease_until`, `priority`,
+    `envelope` (bytes), `worker_id`, `delivery_token`, `webhook_id`, `timestamp`. Raises
+    Unauthorized when it does not verify: answer 401, and the plane retries. A queue whose
+    push batch_size is above 1 sends batches: read those with verify_batch."""
+    text, msg_id, ts = _verified(secret, headers, body, tolerance_s, now)
     j = json.loads(text)
-    return {"id": j["id"], "namespace": j["namespace"], "queue": j["queue"], "attempt": j["attempt"], "lease_until": j["lease_until"],
-            "priority": j["priority"], "envelope": base64.b64decode(j["envelope"]), "worker_id": j["worker_id"],
-            "delivery_token": j.get("delivery_token"), "webhook_id": msg_id, "timestamp": int(ts)}
+    if j.get("type") == "lakeshore.batch":
+        raise TypeError("this delivery is a batch (the queue's push batch_size is above 1): read it with verify_batch")
+    return _job(j, j, msg_id, ts)
+
+
+def verify_batch(secret: Union[str, Sequence[str]], headers: Mapping[str, Any], body: Union[str, bytes],
+                 tolerance_s: float = 300, now: Optional[float] = None) -> Dict[str, Any]:
+    """verify_delivery for a batch: answers `namespace`, `queue`, `worker_id`, `webhook_id`,
+    `timestamp` and `jobs`, each job as verify_delivery answers one."""
+    text, msg_id, ts = _verified(secret, headers, body, tolerance_s, now)
+    j = json.loads(text)
+    if j.get("type") != "lakeshore.batch":
+        raise TypeError("this delivery is one job (the queue's push batch_size is 1): read it with verify_delivery")
+    return {"namespace": j["namespace"], "queue": j["queue"], "worker_id": j["worker_id"], "webhook_id": msg_id, "timestamp": ts,
+            "jobs": [_job(x, j, msg_id, ts) for x in j.get("jobs") or []]}
+
+
+def batch_answer(outcomes: Mapping[str, Mapping[str, Any]]) -> Dict[str, Any]:
+    """The body of a batch's 2xx answer (json.dumps it): per job id, `{"ok": result}` acks with a
+    result, `{"retry": True, "error": ..., "delay_ms": ...}` retries under the queue's attempt budget,
+    `{"accepted": True}` leaves it to its delivery token. Jobs not named are acked without a result."""
+    out: Dict[str, Any] = {}
+    for job_id, o in outcomes.items():
+        if "ok" in o:
+            out[job_id] = {"status": "ok", "result": o["ok"]}
+        elif o.get("retry"):
+            out[job_id] = {"status": "retry", **{k: o[k] for k in ("error", "delay_ms") if k in o}}
+        elif o.get("accepted"):
+            out[job_id] = {"status": "accepted"}
+        else:
+            raise ValueError("outcome of %s must be {ok: result}, {retry: True} or {accepted: True}" % job_id)
+    return {"outcomes": out}

@@ -3,7 +3,9 @@
 vector below is its output, so this checks the spec's scheme, not our own signer."""
 import unittest
 
-from lakeshore import Unauthorized, verify_delivery
+import json
+
+from lakeshore import Unauthorized, batch_answer, verify_batch, verify_delivery
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 BODY = ('{"type":"lakeshore.delivery","id":"j1","namespace":"default","queue":"q","attempt":1,"lease_until":1,'
@@ -27,6 +29,39 @@ class VerifyDelivery(unittest.TestCase):
             verify_delivery(SECRET, HEADERS, BODY, now=NOW + 301)
         with self.assertRaises(Unauthorized):
             verify_delivery(SECRET, {}, BODY, now=NOW)
+
+
+# A batch (push batch_size above 1), signed the same way: sign("batch_j1.1", new Date(1796400000000), BATCH).
+BATCH = ('{"type":"lakeshore.batch","namespace":"default","queue":"q","worker_id":"lakeshore-push","jobs":['
+         '{"id":"j1","attempt":1,"lease_until":1,"priority":0,"envelope":"e30=","delivery_token":null},'
+         '{"id":"j2","attempt":3,"lease_until":1,"priority":5,"envelope":"WzFd","delivery_token":null}]}')
+BATCH_HEADERS = {"webhook-id": "batch_j1.1", "webhook-timestamp": "1796400000",
+                 "webhook-signature": "v1,U0RAmHpGTcdFI8xuPNj57m7H7MBXigDKxZiW6tf0d6E="}
+
+
+class VerifyBatch(unittest.TestCase):
+    def test_reads_a_batch_the_reference_signed(self):
+        b = verify_batch(SECRET, BATCH_HEADERS, BATCH.encode(), now=NOW)
+        self.assertEqual((b["queue"], b["webhook_id"]), ("q", "batch_j1.1"))
+        self.assertEqual([(j["id"], j["attempt"], j["priority"], j["envelope"], j["worker_id"]) for j in b["jobs"]],
+                         [("j1", 1, 0, b"{}", "lakeshore-push"), ("j2", 3, 5, b"[1]", "lakeshore-push")])
+
+    def test_refuses_an_altered_batch_and_tells_one_kind_from_the_other(self):
+        with self.assertRaises(Unauthorized):
+            verify_batch(SECRET, BATCH_HEADERS, BATCH.replace('"j2"', '"j3"'), now=NOW)
+        with self.assertRaisesRegex(TypeError, "verify_batch"):
+            verify_delivery(SECRET, BATCH_HEADERS, BATCH, now=NOW)
+        with self.assertRaisesRegex(TypeError, "verify_delivery"):
+            verify_batch(SECRET, HEADERS, BODY, now=NOW)
+
+    def test_batch_answer_is_the_wire_outcomes(self):
+        body = batch_answer({"j1": {"ok": {"n": 2}}, "j2": {"retry": True, "error": "later", "delay_ms": 5000}, "j3": {"accepted": True}})
+        self.assertEqual(json.loads(json.dumps(body)), {"outcomes": {
+            "j1": {"status": "ok", "result": {"n": 2}},
+            "j2": {"status": "retry", "error": "later", "delay_ms": 5000},
+            "j3": {"status": "accepted"}}})
+        with self.assertRaises(ValueError):
+            batch_answer({"j1": {"maybe": True}})
 
 
 if __name__ == "__main__":

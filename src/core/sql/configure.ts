@@ -18,6 +18,7 @@ const COLUMNS = [
   'push_url',
   'push_concurrency',
   'push_timeout_ms',
+  'push_batch_size',
 ] as const;
 
 /**
@@ -99,7 +100,12 @@ export const queueInfoPlan = (ns: string, queue: string): Plan<QueueInfo> => ({
         timeLimitMs: num(q.time_limit_ms),
         push:
           typeof q.push_url === 'string'
-            ? { url: q.push_url, concurrency: Number(q.push_concurrency), timeoutMs: Number(q.push_timeout_ms) }
+            ? {
+                url: q.push_url,
+                concurrency: Number(q.push_concurrency),
+                timeoutMs: Number(q.push_timeout_ms),
+                batchSize: Number(q.push_batch_size ?? 1),
+              }
             : null,
       },
     };
@@ -113,7 +119,7 @@ export const queueInfoPlan = (ns: string, queue: string): Plan<QueueInfo> => ({
 export const pushTargetPlan = (now: number, ns: string, queue: string): Plan<PushTarget | null> => ({
   stmts: [
     stmt(
-      `SELECT push_url, push_concurrency, push_timeout_ms, push_secret,
+      `SELECT push_url, push_concurrency, push_timeout_ms, push_batch_size, push_secret,
          CASE WHEN push_secret_old_until > ?3 THEN push_secret_old END AS push_secret_old
        FROM queues WHERE ns = ?1 AND queue = ?2`,
       ns,
@@ -128,6 +134,7 @@ export const pushTargetPlan = (now: number, ns: string, queue: string): Plan<Pus
       url: q.push_url,
       concurrency: Number(q.push_concurrency),
       timeoutMs: Number(q.push_timeout_ms),
+      batchSize: Number(q.push_batch_size ?? 1),
       secrets: [q.push_secret, ...(typeof q.push_secret_old === 'string' ? [q.push_secret_old] : [])],
     };
   },

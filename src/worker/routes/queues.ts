@@ -165,6 +165,7 @@ export const queues = new Hono<App>()
           url: b.push.url,
           concurrency: b.push.concurrency ?? undefined,
           timeoutMs: b.push.timeout_ms ?? undefined,
+          batchSize: b.push.batch_size ?? undefined,
           rotateSecret: b.push.rotate_secret ?? undefined,
         },
       }),

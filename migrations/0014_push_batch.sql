@@ -1,0 +1,1 @@
+ALTER TABLE `queues` ADD `push_batch_size` integer;
