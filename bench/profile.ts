@@ -7,7 +7,7 @@
  *   node scripts/run.mjs node bench/profile.ts [--n=3000] [--bulk]   (--bulk: submits of 100)
  *   node scripts/run.mjs node bench/profile.ts --fan-in [--n=20000]   (256 connections of single submits, no worker)
  *   node scripts/run.mjs node bench/profile.ts --bulk --no-worker   (the producers' side alone: submits of 100, nothing claims)
- *   node scripts/run.mjs node bench/profile.ts --bulk --push   (no worker: the queue pushes to a receiver here, 64 at once)
+ *   node scripts/run.mjs node bench/profile.ts --bulk --push [--push-batch=32]   (no worker: the queue pushes to a receiver here, 64 deliveries at once, or 16 of batches)
  *   node scripts/run.mjs node bench/profile.ts --bulk --listen   (one reader on the queue's feed throughout)
  * --save=DIR also writes each isolate's profile there (.cpuprofile: Chrome DevTools opens it).
  * --cpu runs without the inspector and prints CPU time per job instead: the plane's (serve.mjs and
@@ -128,19 +128,28 @@ if (process.argv.includes('--listen')) {
 const [w0, c0, t0] = [planeMs(), process.cpuUsage(), performance.now()];
 const noWorker = process.argv.includes('--no-worker');
 const push = process.argv.includes('--push');
+const pushBatch = Number(process.argv.find((a) => a.startsWith('--push-batch='))?.split('=')[1] ?? 1);
 let receiver: Server | null = null;
 if (push) {
   // The queue pushes to a receiver in this process that answers each delivery 200 at once.
   receiver = createServer((req, res) => {
-    req.resume();
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       res.writeHead(200, { 'content-length': '0' }).end();
-      if (++done === N) stop.abort();
+      const jobs = pushBatch > 1 ? (JSON.parse(Buffer.concat(chunks).toString()) as { jobs: unknown[] }).jobs.length : 1;
+      done += jobs;
+      if (done === N) stop.abort();
     });
   });
   await new Promise<void>((r) => receiver!.listen(0, '127.0.0.1', r));
   await d.configureQueue('q', {
-    push: { url: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/`, concurrency: 64, timeoutMs: 30_000 },
+    push: {
+      url: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/`,
+      concurrency: pushBatch > 1 ? 16 : 64,
+      timeoutMs: 30_000,
+      batchSize: pushBatch,
+    },
   });
 }
 const worker = noWorker

@@ -27,8 +27,8 @@ const cases = [
   ['edge-bulk-listened-10', workload('--system=lakeshore-edge', '--enqueue=bulk', '--listen=10')],
   ['edge-idle', workload('--system=lakeshore-edge', '--mode=idle', idle)],
   // push delivery beside pull: the same producers, the queue POSTs its jobs to a receiver that answers
-  // at once, in batches of up to 32 (as the pull worker claims many at once); and one job a request
-  ['edge-push', workload('--system=lakeshore-edge', '--enqueue=bulk', '--consumer=push', '--push-concurrency=16', '--push-batch=32')],
+  // at once, in batches of up to 50 (as the pull worker claims many at once); and one job a request
+  ['edge-push', workload('--system=lakeshore-edge', '--enqueue=bulk', '--consumer=push', '--push-concurrency=16', '--push-batch=50')],
   ['edge-push-1', workload('--system=lakeshore-edge', '--enqueue=bulk', '--consumer=push', '--push-concurrency=64')],
   ['edge-push-idle', workload('--system=lakeshore-edge', '--mode=idle', idle, '--consumer=push', '--push-concurrency=64')],
   ['edge-bulk-d1-20ms', workload('--system=lakeshore-edge', '--enqueue=bulk', '--d1-delay-ms=20')],

@@ -75,7 +75,10 @@ for (const g of sorted) {
   const t = g.map((r) => r.throughput_jobs_per_s).filter((x) => typeof x === 'number');
   const jobs = r0.mode === 'idle' ? '—' : `**${f(median(t))}** [${f(Math.min(...t))}–${f(Math.max(...t))}]`;
   const lat = `${f(median(g.map((r) => r.latency_ms?.p50)), r0.mode === 'idle' ? 2 : 0)} / ${f(median(g.map((r) => r.latency_ms?.p99)), r0.mode === 'idle' ? 2 : 0)}`;
-  const pushed = r0.consumer === 'push' ? `, pushed (${r0.worker?.push_concurrency} at once)` : '';
+  const pushed =
+    r0.consumer === 'push'
+      ? `, pushed (${r0.worker?.push_concurrency} at once${(r0.worker?.push_batch ?? 1) > 1 ? `, batches of ${r0.worker.push_batch}` : ''})`
+      : '';
   const what =
     r0.mode === 'idle'
       ? `idle${pushed}`
@@ -231,7 +234,8 @@ if (pushed.length && bulk.length)
     0.8,
     '≥',
     share,
-    `${f(median(pushed.map(jobs)))} / ${f(median(bulk.map(jobs)))} at ${pushed[0].worker?.push_concurrency ?? '?'} deliveries at once`,
+    `${f(median(pushed.map(jobs)))} / ${f(median(bulk.map(jobs)))} at ${pushed[0].worker?.push_concurrency ?? '?'} deliveries at once` +
+      `${(pushed[0].worker?.push_batch ?? 1) > 1 ? ` of up to ${pushed[0].worker.push_batch} jobs` : ''}`,
     perRound(pushed, bulk, jobs),
   ]);
 const pushedIdle = edge('edge-push-idle');

@@ -101,6 +101,8 @@ const ACK_LINGER_MS = 5;
 const ACK_TRIES = 3;
 /** The delay before the pusher asks again after its plane failed a claim, doubling to this. */
 const MAX_PAUSE_MS = 5_000;
+/** How long a claim that may find the queue empty waits for an answer first (Pusher.pauseNext). */
+const SETTLE_MS = 5;
 /** A batch's answer may be this much bigger than its jobs' results together (its JSON around them). */
 const BATCH_ANSWER_SLACK = 64 * 1024;
 
@@ -144,6 +146,19 @@ export class Pusher {
   private stopped = false;
   private running = false;
   private claimAbort = new AbortController();
+  /**
+   * The last claim took fewer jobs than it asked for: the queue had no more then. The next one
+   * asks for one delivery's worth: a claim that parks rides along with each submit
+   * (core/handoff.ts), and a small one costs that submit less. A full claim asks for all again.
+   */
+  private dry = false;
+  /**
+   * The last claim came back with jobs but perhaps no more behind them (it was short, or small):
+   * the next waits for an answer, or a moment (SETTLE_MS). Asked at once, it would most likely
+   * read an empty queue in the very moment the plane answers the submit that woke the last one
+   * and makes its delivery, and delay both.
+   */
+  private pauseNext = false;
   private freed: (() => void) | null = null;
   private readonly delivered: PushStats['delivered'] = { acked: 0, accepted: 0, nacked: 0, refused: 0 };
   private lastError: PushStats['lastError'] = null;
@@ -216,6 +231,17 @@ export class Pusher {
       // Claims wait until half the slots are free (or none is busy): fewer, larger claims, each
       // carrying the acks answered meanwhile, in one write. The ack timer writes acks that would
       // wait longer than a moment.
+      if (this.pauseNext && this.inFlight > 0) {
+        this.pauseNext = false;
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        await new Promise<void>((r) => {
+          this.freed = r;
+          timer = setTimeout(r, SETTLE_MS);
+        });
+        if (timer !== undefined) clearTimeout(timer);
+        this.freed = null;
+        continue;
+      }
       if (free < (this.inFlight === 0 ? 1 : Math.max(1, Math.floor(concurrency / 2)))) {
         await new Promise<void>((r) => (this.freed = r));
         this.freed = null;
@@ -227,12 +253,14 @@ export class Pusher {
       let got: Claimed[];
       try {
         const batch = this.target.batchSize;
-        const max = Math.max(1, Math.min(this.o.maxClaim ?? 1_000, free * batch));
+        const max = this.dry ? batch : Math.max(1, Math.min(this.o.maxClaim ?? 1_000, free * batch));
         if (acks.length) {
           const out = await this.port.ackAndClaim(acks, max, leaseMs, 0);
           for (const [k, a] of acks.entries()) a.done(out.acks[k] ?? null);
           got = out.claimed;
         } else got = await this.port.claim(max, leaseMs, this.o.waitMs ?? 25_000, this.claimAbort.signal);
+        this.pauseNext = got.length > 0 && (got.length < max || this.dry);
+        this.dry = got.length < max;
         pause = 0;
       } catch (e) {
         this.ackAgain(acks, e);

@@ -144,5 +144,35 @@ export function pushDelivery(handle: () => PlaneHandle) {
         await d.configureQueue('batched', { push: null });
       }
     });
+
+    it('a delivery the receiver holds does not hold back the jobs submitted after it', async () => {
+      const h = handle();
+      const d = h.plane;
+      let release: () => void = () => {};
+      const held = new Promise<void>((r) => (release = r));
+      const r = await receiver((hit, _req, res) => {
+        // The first job is answered only once the second has arrived: pushed one after the other, never.
+        if (hit.id === 'held') void held.then(() => json(res, 200, { id: hit.id }));
+        else {
+          release();
+          json(res, 200, { id: hit.id });
+        }
+      });
+      servers.push(r.server);
+      const set = await d.configureQueue('holding', { push: { url: r.url, concurrency: 4, timeoutMs: 20_000 } });
+      r.setSecret(set.settings.push!.secret!);
+      const pushing = h.pushFrom?.();
+      try {
+        await d.submit('holding', new TextEncoder().encode('{}'), { id: 'held' });
+        await until(async () => r.hits.length === 1, 'the first delivery reached the receiver', 10_000, 20);
+        await d.submit('holding', new TextEncoder().encode('{}'), { id: 'next' });
+        await until(async () => (await d.count('holding', 'succeeded')) === 2, 'both jobs succeeded', 15_000, 50);
+        expect(r.hits.map((x) => x.id)).toEqual(['held', 'next']);
+      } finally {
+        release();
+        await pushing?.stop();
+        await d.configureQueue('holding', { push: null });
+      }
+    });
   });
 }
