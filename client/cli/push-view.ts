@@ -12,11 +12,12 @@ export async function pushLines(d: DispatchPlane, names: string[]): Promise<stri
     .map((q) => {
       const t = q.settings.push!;
       const p = q.pushing;
+      const batches = t.batchSize > 1 ? ` (batches of up to ${t.batchSize})` : '';
       if (!p)
-        return `\npush: ${q.queue} -> ${t.url}, ${t.concurrency} at once (its figures are where it is pushed from: \`lakeshore push\`)`;
+        return `\npush: ${q.queue} -> ${t.url}, ${t.concurrency} at once${batches} (its figures are where it is pushed from: \`lakeshore push\`)`;
       const { acked, accepted, nacked, refused } = p.delivered;
       const e = p.lastError;
-      return `\npush: ${q.queue} -> ${t.url}: ${p.inFlight}/${t.concurrency} in flight, ${acked + accepted} delivered, ${nacked + refused} not${p.latencyMs ? `, answers in p50 ${p.latencyMs.p50} ms, p99 ${p.latencyMs.p99} ms` : ''}${e ? `; last error ${Math.round((Date.now() - e.at) / 1000)} s ago: ${e.status ?? 'no answer'}${e.id ? ` (${e.id})` : ''}: ${e.message}` : ''}`;
+      return `\npush: ${q.queue} -> ${t.url}: ${p.inFlight}/${t.concurrency} in flight${batches}, ${acked + accepted} delivered, ${nacked + refused} not${p.latencyMs ? `, answers in p50 ${p.latencyMs.p50} ms, p99 ${p.latencyMs.p99} ms` : ''}${e ? `; last error ${Math.round((Date.now() - e.at) / 1000)} s ago: ${e.status ?? 'no answer'}${e.id ? ` (${e.id})` : ''}: ${e.message}` : ''}`;
     })
     .join('');
 }
