@@ -161,7 +161,8 @@ export class Transport {
     opts.signal?.addEventListener('abort', onAbort, { once: true });
     const timer = setTimeout(() => abort(new TimeoutError(`${method} ${path} got no answer within ${limit} ms`)), limit);
     try {
-      const headers = body === undefined ? this.auth() : { ...this.auth(), 'content-type': 'application/json' };
+      const headers: Record<string, string> = body === undefined ? this.auth() : { ...this.auth(), 'content-type': 'application/json' };
+      if (this.bookmark) headers[BOOKMARK] = this.bookmark;
       const res = await requester.send(
         method,
         this.base + path,
@@ -169,6 +170,7 @@ export class Transport {
         body === undefined ? undefined : JSON.stringify(body, finiteOnly),
         ac.signal,
       );
+      this.noteBookmark(res.header(BOOKMARK));
       if (res.status < 200 || res.status > 299) return { error: await errorOfAnswer(res), status: res.status };
       return await answerOf(res, () => (answered = true));
     } catch (e) {
@@ -184,10 +186,25 @@ export class Transport {
     return this.base.replace(/\/v1\/ns\/[^/]*$/, '');
   }
 
+  /**
+   * The newest bookmark the plane's answers gave (`<shard>:<D1 bookmark>`), sent with each request:
+   * the Worker's reads then see this client's writes, even from a read replica (docs/contract.md,
+   * "Reads and replicas"). A bookmark of another shard (the namespace moved) replaces it.
+   */
+  private bookmark: string | null = null;
+
+  private noteBookmark(b: string | null): void {
+    if (!b) return;
+    const shard = (x: string) => x.slice(0, x.indexOf(':'));
+    if (!this.bookmark || shard(b) !== shard(this.bookmark) || b > this.bookmark) this.bookmark = b;
+  }
+
   private auth(): Record<string, string> {
     return this.token ? { authorization: `Bearer ${this.token}` } : {};
   }
 }
+
+const BOOKMARK = 'x-lakeshore-bookmark';
 
 /**
  * A 2xx answer's JSON. A streamed answer is whitespace, one JSON line, then a tail: it is parsed

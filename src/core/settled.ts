@@ -10,7 +10,8 @@ export interface ErrorBody {
   message: string;
 }
 
-export type Settled<T> = { ok: true; value: T } | { ok: false; error: ErrorBody };
+/** `bookmark`: a queue object's answer names the newest point of its database it has seen (src/durable/bookmark.ts). */
+export type Settled<T> = ({ ok: true; value: T } | { ok: false; error: ErrorBody }) & { bookmark?: string };
 
 /** A thrown error as a failed answer. Anything but a LakeshoreError is a bug: logged, and answered without its detail. */
 export function failed(e: unknown): { ok: false; error: ErrorBody } {

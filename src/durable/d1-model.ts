@@ -79,12 +79,18 @@ export function modelled(db: D1Database, name: string, serviceMs: number, count 
         return Reflect.get(target, prop, recv);
       },
     });
-  return new Proxy(db, {
-    get(target, prop, recv) {
-      if (prop === 'prepare') return (sql: string) => statement(target.prepare(sql));
-      if (prop === 'batch')
-        return (stmts: D1PreparedStatement[]) => served(name, serviceMs, stmts.length, () => target.batch(stmts.map(unwrap)));
-      return Reflect.get(target, prop, recv);
-    },
-  });
+  // The binding and its sessions (D1's Sessions API) alike: their prepare and batch go through the model.
+  const wrap = <T extends D1Database | D1DatabaseSession>(inner: T): T =>
+    new Proxy(inner, {
+      get(target, prop, recv) {
+        if (prop === 'prepare') return (sql: string) => statement(target.prepare(sql));
+        if (prop === 'batch')
+          return (stmts: D1PreparedStatement[]) => served(name, serviceMs, stmts.length, () => target.batch(stmts.map(unwrap)));
+        if (prop === 'withSession' && 'withSession' in target)
+          return (c?: string) => wrap((target as D1Database).withSession(c as D1SessionBookmark));
+        const v = Reflect.get(target, prop, recv);
+        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+    });
+  return wrap(db);
 }

@@ -7,6 +7,13 @@
  * answers 503 `unavailable` (clients retry it), and `fence` resolves only once the batches that
  * were on their way have answered. That is the guarantee a move's copy rests on: after it, the old
  * shard sees no write of this object.
+ *
+ * Sessions (D1's Sessions API, docs/contract.md "Reads and replicas"): a port made with a
+ * `session` (the Worker's reads) runs all its batches in one D1 session that starts from that
+ * bookmark or constraint, so a deployment with read replication may serve them from a replica at
+ * least as new; a port without one (a queue object's) runs each batch in a session of its own on
+ * the primary. Either way `bookmark` is the newest D1 bookmark its batches answered: what a client
+ * carries to read its own writes from a replica.
  */
 import { LakeshoreError } from '../core/errors.ts';
 import type { Port, Stmt, StmtResult } from '../core/port.ts';
@@ -18,13 +25,22 @@ export class D1Port implements Port {
   private inFlight = 0;
   private idle: (() => void)[] = [];
 
-  constructor(db: D1Database | null) {
+  /** The session the batches share (a port made with `session`), once the first batch opened it. */
+  private shared: D1DatabaseSession | null = null;
+  private readonly session: string | undefined;
+  /** The newest D1 bookmark a batch answered, or null (no batch yet, or a binding without sessions). */
+  bookmark: string | null = null;
+
+  constructor(db: D1Database | null, opts: { session?: string } = {}) {
     this.db = db;
+    this.session = opts.session;
   }
 
   /** From now on, batches go to `db`. */
   use(db: D1Database): void {
     this.db = db;
+    this.shared = null;
+    this.bookmark = null;
   }
 
   get fenced(): boolean {
@@ -40,7 +56,7 @@ export class D1Port implements Port {
 
   /** Batches go to `db` again. */
   unfence(db: D1Database): void {
-    this.db = db;
+    this.use(db);
     this.fencedBy = null;
   }
 
@@ -62,8 +78,14 @@ export class D1Port implements Port {
   private async run(stmts: Stmt[]): Promise<StmtResult[]> {
     const db = this.db;
     if (!db) throw new Error('D1Port: no database yet (the queue object reads its shard from the directory first)');
-    const prepared = stmts.map((s) => db.prepare(s.sql).bind(...s.args));
-    const results = prepared.length === 1 ? [await prepared[0]!.all()] : await db.batch(prepared);
+    const on = this.sessionOn(db);
+    const prepared = stmts.map((s) => on.prepare(s.sql).bind(...s.args));
+    const results = prepared.length === 1 ? [await prepared[0]!.all()] : await on.batch(prepared);
+    if (on !== db) {
+      const b = (on as D1DatabaseSession).getBookmark();
+      // Bookmarks sort as their databases' histories do: keep the newest.
+      if (b && (this.bookmark === null || b > this.bookmark)) this.bookmark = b;
+    }
     return results.map((r) => ({
       rows: (r.results ?? []) as Record<string, unknown>[],
       changes: r.meta?.changes ?? 0,
@@ -71,5 +93,13 @@ export class D1Port implements Port {
       rowsWritten: r.meta?.rows_written ?? 0,
       sizeAfter: (r.meta as { size_after?: number } | undefined)?.size_after,
     }));
+  }
+
+  /** Where a batch runs: the port's shared session, a session of its own on the primary, or the binding (no Sessions API). */
+  private sessionOn(db: D1Database): D1Database | D1DatabaseSession {
+    if (typeof db.withSession !== 'function') return db;
+    if (this.session === undefined) return db.withSession('first-primary');
+    this.shared ??= db.withSession(this.session);
+    return this.shared;
   }
 }

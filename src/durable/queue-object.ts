@@ -31,6 +31,7 @@ import { settingsFrom } from './settings.ts';
 import { enter, homeOf, shardNamed } from './directory.ts';
 import { modelCounters, tokenReads } from './d1-model.ts';
 import { Pushing } from './pushing.ts';
+import { formatBookmark } from './bookmark.ts';
 
 type Claim = Omit<ClaimRequest, 'signal' | 'onPark'>;
 
@@ -550,9 +551,16 @@ export class QueueObject extends DurableObject<Env> {
   /** Runs one verb and answers it settled, counting calls for the benchmark. */
   private run<T>(fn: () => Promise<T>) {
     const t0 = Date.now();
-    return settle(fn).finally(() => {
-      this.rows.calls++;
-      this.rows.callMs += Date.now() - t0;
-    });
+    return settle(fn)
+      .then((a) => {
+        // The newest point of its shard this object has written (or read): the client's way to
+        // read its own writes from a replica (bookmark.ts).
+        const b = this.port.bookmark;
+        return b && this.shard ? { ...a, bookmark: formatBookmark({ shard: this.shard, d1: b }) } : a;
+      })
+      .finally(() => {
+        this.rows.calls++;
+        this.rows.callMs += Date.now() - t0;
+      });
   }
 }

@@ -2,6 +2,7 @@
 import { Hono } from 'hono';
 import { LakeshoreError, toError } from '../core/errors.ts';
 import { authenticate } from './auth.ts';
+import { bookmarks } from './bookmarks.ts';
 import { corsHeaders } from './cors.ts';
 import type { App } from './plane.ts';
 import { invocations } from './routes/invocations.ts';
@@ -22,6 +23,7 @@ app.route('/', dashboard);
 // CORS first: preflights carry no token, and refusals (401, 429) must reach the page readable.
 app.use('/v1/*', corsHeaders);
 app.use('/v1/*', authenticate);
+app.use('/v1/*', bookmarks);
 app.route('/v1/ns/:ns/queues', queues);
 app.route('/v1/ns/:ns/invocations', invocations);
 app.route('/v1/ns/:ns/invocations', journal);

@@ -58,7 +58,7 @@ function allowed(origin: string, c: Ctx): string | null {
 export const corsHeaders = cors({
   origin: (origin, c) => allowed(origin, c as Ctx),
   allowMethods: ['GET', 'HEAD', 'POST', 'PUT', 'DELETE'],
-  allowHeaders: ['Authorization', 'Content-Type', 'Last-Event-ID', 'Accept'],
-  exposeHeaders: ['Retry-After'],
+  allowHeaders: ['Authorization', 'Content-Type', 'Last-Event-ID', 'Accept', 'X-Lakeshore-Bookmark'],
+  exposeHeaders: ['Retry-After', 'X-Lakeshore-Bookmark'],
   maxAge: 600,
 });

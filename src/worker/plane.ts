@@ -14,20 +14,70 @@ import type { Plan } from '../core/plan.ts';
 import type { Limits } from '../core/limits.ts';
 import type { QueueMetrics } from '../core/metrics.ts';
 import type { Principal } from '../core/tokens.ts';
+import { type Bookmark, newer } from '../durable/bookmark.ts';
 
-/** `ns`: the route's namespace, set once the caller may act in it (auth.ts `may`). */
-export type App = { Bindings: Env; Variables: { principal: Principal; ns: string } };
+/**
+ * `ns`: the route's namespace, set once the caller may act in it (auth.ts `may`). `given`: the
+ * request's bookmark; `seen`: the newest its D1 work answered, and the reads' ports still to ask
+ * (bookmarks.ts answers it).
+ */
+export type App = {
+  Bindings: Env;
+  Variables: {
+    principal: Principal;
+    ns: string;
+    given: Bookmark | null;
+    seen: { newest: Bookmark | null; ports: { shard: string; port: D1Port }[] };
+  };
+};
 export type Ctx = Context<App>;
 
-export function queueObject(c: Ctx, ns: string, queue: string): DurableObjectStub<QueueObject> {
-  return (c.env.QUEUE as unknown as DurableObjectNamespace<QueueObject>).getByName(queueObjectName(ns, queue));
+/** Keeps the newest bookmark an answer of a queue object named (its `bookmark`), for this request's answer. */
+export function noteBookmark(c: Ctx, answer: unknown): void {
+  const b = (answer as { bookmark?: unknown } | null)?.bookmark;
+  if (typeof b !== 'string') return;
+  const i = b.indexOf(':');
+  const seen = c.get('seen');
+  if (i > 0 && seen) seen.newest = newer(seen.newest, { shard: b.slice(0, i), d1: b.slice(i + 1) });
 }
 
-/** An engine over the namespace's shard for reads that need no serialization (get, count, a journal page). */
+/**
+ * The queue's object. Each answer's bookmark is kept for this request's answer (a client carries
+ * it to read its own writes from a replica): the stub is watched, so no route has to.
+ */
+export function queueObject(c: Ctx, ns: string, queue: string): DurableObjectStub<QueueObject> {
+  const stub = (c.env.QUEUE as unknown as DurableObjectNamespace<QueueObject>).getByName(queueObjectName(ns, queue));
+  return new Proxy(stub, {
+    get(target, prop) {
+      const v = Reflect.get(target, prop) as unknown;
+      if (typeof prop === 'symbol' || prop === 'then' || typeof v !== 'function') return v;
+      // fetch answers a Response (a stream it relays), not a settled answer: as it is, on its stub.
+      if (prop === 'fetch') return (v as (...a: unknown[]) => unknown).bind(target);
+      return (...args: unknown[]) => {
+        // Reflect.apply: an RPC method is a stub whose own properties (`apply` too) are remote calls.
+        const r = Reflect.apply(v as (...a: unknown[]) => unknown, target, args);
+        if (!(r instanceof Promise) && typeof (r as { then?: unknown } | null)?.then !== 'function') return r;
+        return (r as Promise<unknown>).then((a) => {
+          noteBookmark(c, a);
+          return a;
+        });
+      };
+    },
+  });
+}
+
+/**
+ * An engine over the namespace's shard for reads that need no serialization (get, count, a
+ * journal page, a listing, the overview). They run in one D1 session: from the request's bookmark
+ * when it names this shard (a replica at least that new may serve them), else on the primary.
+ */
 export async function reader(c: Ctx, ns: string): Promise<Engine> {
   const s = settingsFrom(c.env);
   const p = await placementOf(c.env, ns, s.storage.limitBytes);
-  return new Engine(new D1Port(p.db), { limits: s.limits, storage: { ...s.storage, shard: p.shard } });
+  const given = c.get('given');
+  const port = new D1Port(p.db, { session: given && given.shard === p.shard ? given.d1 : 'first-primary' });
+  c.get('seen')?.ports.push({ shard: p.shard, port });
+  return new Engine(port, { limits: s.limits, storage: { ...s.storage, shard: p.shard } });
 }
 
 /** An engine over the home database: tokens (directory.ts says why they live there). */

@@ -88,7 +88,8 @@ function send(c: Ctx, ns: string, queue: string, key: string, lane: Lane): Promi
       ? stub.submit(batch[0]!.req).then((a) => [a as Settled<Submitted>])
       : stub.submitMany(batch.map((w) => w.req)).then((r) => {
           const all = r as Settled<Settled<Submitted>[]>;
-          return all.ok ? all.value : batch.map(() => all);
+          // Each submit's answer carries the call's bookmark: its request answers with it.
+          return all.ok ? all.value.map((a) => (all.bookmark ? { ...a, bookmark: all.bookmark } : a)) : batch.map(() => all);
         });
   // Answering runs as the call's own reaction, kept alive by waitUntil: it happens even if this
   // request's client goes away, so the others are answered.

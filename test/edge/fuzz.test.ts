@@ -283,6 +283,18 @@ describe('hostile input', () => {
       workerId: 'w',
       exp: Date.now() + 3600_000,
     });
+    // Bookmarks (docs/contract.md, "Reads and replicas"): mostly none; else malformed, another shard's, or this plane's form.
+    const bookmark = fc.oneof(
+      { weight: 6, arbitrary: fc.constant(null) },
+      fc.constantFrom(
+        'nope',
+        'DB:',
+        'DB_9:00000085-0000024c-00004c6d-8e61117bf38d7adb71b934ebbf891683',
+        'DB:00000085-0000024c-00004c6d-8e61117bf38d7adb71b934ebbf891683',
+        `DB:${'f'.repeat(300)}`,
+      ),
+      fc.string({ maxLength: 40 }),
+    );
     const inQuery: Record<string, string> = {
       'stream-query': stream,
       'tampered-query': tampered,
@@ -292,47 +304,57 @@ describe('hostile input', () => {
     let n = 0;
     let refused = 0;
     await fc.assert(
-      fc.asyncProperty(fc.constantFrom(...routes), weird, weird, num, body, auth, async ([method, tpl], q, id, k, b, who) => {
-        let path =
-          `/v1/ns/${ns}/` +
-          tpl
-            .replace(':q', enc(q))
-            .replace(':id', enc(id))
-            .replace(':s', enc(String(q)))
-            .replace(':n', String(k));
-        const query = inQuery[who];
-        if (query !== undefined) path += `${path.includes('?') ? '&' : '?'}access_token=${encodeURIComponent(query)}`;
-        const bearer =
-          who === 'root'
-            ? null
-            : who === 'garbage'
-              ? 'lsk_nope'
-              : who === 'foreign'
-                ? foreign
-                : who === 'stream'
-                  ? stream
-                  : who === 'delivery'
-                    ? delivery
-                    : '';
-        const headers: Record<string, string> = bearer === null ? {} : { authorization: bearer ? `Bearer ${bearer}` : '' };
-        // Snapshots right around the request, so a lease running out elsewhere in a long run
-        // cannot pass for a change made by a refused request.
-        const before = await snapshot(ns);
-        const r = await call(method, path, method === 'GET' || method === 'DELETE' || method === 'HEAD' ? undefined : b, headers);
-        n++;
-        expect(r.status, `${method} ${path.slice(0, 120)} -> ${JSON.stringify(r.body).slice(0, 200)}`).toBeLessThan(500);
-        if (r.status >= 400) {
-          refused++;
-          // A HEAD answer has no body (HTTP): its status is the whole answer.
-          if (method !== 'HEAD') expect(Object.keys(r.body)).toEqual(['error']);
-          else expect(r.body).toBe('');
-          if (method === 'HEAD') return;
-          expect(Object.keys(r.body.error).sort()).toEqual(['code', 'message']);
-          expect(typeof r.body.error.message).toBe('string');
-          const after = await snapshot(ns);
-          expect(after, `a refused ${method} ${path.slice(0, 80)} changed state`).toBe(before);
-        }
-      }),
+      fc.asyncProperty(
+        fc.constantFrom(...routes),
+        weird,
+        weird,
+        num,
+        body,
+        auth,
+        bookmark,
+        async ([method, tpl], q, id, k, b, who, mark) => {
+          let path =
+            `/v1/ns/${ns}/` +
+            tpl
+              .replace(':q', enc(q))
+              .replace(':id', enc(id))
+              .replace(':s', enc(String(q)))
+              .replace(':n', String(k));
+          const query = inQuery[who];
+          if (query !== undefined) path += `${path.includes('?') ? '&' : '?'}access_token=${encodeURIComponent(query)}`;
+          const bearer =
+            who === 'root'
+              ? null
+              : who === 'garbage'
+                ? 'lsk_nope'
+                : who === 'foreign'
+                  ? foreign
+                  : who === 'stream'
+                    ? stream
+                    : who === 'delivery'
+                      ? delivery
+                      : '';
+          const headers: Record<string, string> = bearer === null ? {} : { authorization: bearer ? `Bearer ${bearer}` : '' };
+          if (mark !== null) headers['x-lakeshore-bookmark'] = mark;
+          // Snapshots right around the request, so a lease running out elsewhere in a long run
+          // cannot pass for a change made by a refused request.
+          const before = await snapshot(ns);
+          const r = await call(method, path, method === 'GET' || method === 'DELETE' || method === 'HEAD' ? undefined : b, headers);
+          n++;
+          expect(r.status, `${method} ${path.slice(0, 120)} -> ${JSON.stringify(r.body).slice(0, 200)}`).toBeLessThan(500);
+          if (r.status >= 400) {
+            refused++;
+            // A HEAD answer has no body (HTTP): its status is the whole answer.
+            if (method !== 'HEAD') expect(Object.keys(r.body)).toEqual(['error']);
+            else expect(r.body).toBe('');
+            if (method === 'HEAD') return;
+            expect(Object.keys(r.body.error).sort()).toEqual(['code', 'message']);
+            expect(typeof r.body.error.message).toBe('string');
+            const after = await snapshot(ns);
+            expect(after, `a refused ${method} ${path.slice(0, 80)} changed state`).toBe(before);
+          }
+        },
+      ),
       { numRuns: N, endOnFailure: true },
     );
     // Replayed acks of a finished job are absorbed, never a second transition.

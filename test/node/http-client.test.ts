@@ -20,6 +20,33 @@ describe('HttpDispatch', () => {
   });
 });
 
+describe('HttpDispatch bookmarks', () => {
+  it("sends back the newest bookmark the plane answered, so its reads see its own writes on a replica (docs/contract.md, 'Reads and replicas')", async () => {
+    // The real plane, its answers watched on their way (the client's own fetch, passed through).
+    const sent: (string | null)[] = [];
+    const answered: (string | null)[] = [];
+    const d = client({
+      fetch: async (input, init) => {
+        sent.push(new Headers(init?.headers).get('x-lakeshore-bookmark'));
+        const res = await fetch(input, init);
+        answered.push(res.headers.get('x-lakeshore-bookmark'));
+        return res;
+      },
+    });
+    await d.submit('q', bytes('x'), { id: 'a' });
+    const afterSubmit = answered.at(-1)!;
+    expect(afterSubmit).toMatch(/^DB(_\d+)?:[0-9A-Za-z-]+$/);
+    expect(sent[0]).toBeNull(); // nothing to carry before the first answer
+    const c = await d.claim('q', 'w');
+    await d.ack(c!.id, 'w', { attempt: c!.attempt, result: bytes('done') });
+    const afterAck = answered.at(-1)!;
+    expect(afterAck > afterSubmit).toBe(true);
+    sent.length = 0;
+    expect((await d.get('a'))!.state).toBe('succeeded');
+    expect(sent).toEqual([afterAck]);
+  });
+});
+
 describe('HttpDispatch batches', () => {
   it('sends a batch larger than one request allows (36 envelopes of 1 MiB: 48 MiB as base64) in parts, each item answered; a claim stops at 16 MiB', async () => {
     const d = client();

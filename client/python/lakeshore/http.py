@@ -175,6 +175,7 @@ class HttpDispatch:
         self.max_backoff = max_backoff
         self._away_since: Optional[float] = None
         self._lock = threading.Lock()
+        self._bookmark: Optional[str] = None
         self._queues: Dict[str, str] = {}  # id -> queue: a routing hint, never trusted for correctness
         self._claims: Dict[str, Tuple[str, int]] = {}  # id -> (worker id, attempt) of claims made here
         self._pool = _Pool(self.base_url)
@@ -599,7 +600,21 @@ class HttpDispatch:
         return "%s/v1/ns/%s%s" % (self.base_url, _q(self.namespace), path)
 
     def _headers(self) -> Dict[str, str]:
-        return {"Authorization": "Bearer %s" % self.token} if self.token else {}
+        h = {"Authorization": "Bearer %s" % self.token} if self.token else {}
+        # The newest bookmark the plane answered: its reads then see this client's writes, even
+        # from a read replica (docs/contract.md, "Reads and replicas").
+        if self._bookmark:
+            h["X-Lakeshore-Bookmark"] = self._bookmark
+        return h
+
+    def _note_bookmark(self, b: Optional[str]) -> None:
+        if not b:
+            return
+        with self._lock:
+            had = self._bookmark
+            # Newer on the same shard; a bookmark of another shard (the namespace moved) replaces it.
+            if not had or had.split(":", 1)[0] != b.split(":", 1)[0] or b > had:
+                self._bookmark = b
 
     def _call(self, method: str, path: str, body: Optional[Dict[str, Any]] = None, *, wait: float = 0.0) -> Dict[str, Any]:
         data = None if body is None else json.dumps(body, allow_nan=False).encode("utf-8")
@@ -618,6 +633,7 @@ class HttpDispatch:
                 conn.request(method, target_path, body=data, headers=headers)
                 resp = conn.getresponse()
                 self._reached()
+                self._note_bookmark(resp.getheader("X-Lakeshore-Bookmark"))
                 if 200 <= resp.status < 300:
                     return _answer(resp, lambda whole: self._pool.give(conn) if whole else conn.close())
                 err = _error_of_body(resp.status, resp.read())

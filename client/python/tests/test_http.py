@@ -82,6 +82,20 @@ class Verbs(unittest.TestCase):
         self.assertIsNone(d.get("missing"))
         self.assertEqual(d.count("q", "succeeded"), 1)
 
+    def test_carries_the_newest_bookmark_the_plane_answered(self):
+        # docs/contract.md, "Reads and replicas": sent back with each request, so a read sees this
+        # client's own writes even from a replica; it grows with each write.
+        d = client()
+        self.assertIsNone(d._bookmark)
+        d.submit("q", b"x", id="a")
+        after_submit = d._bookmark
+        self.assertRegex(after_submit or "", r"^DB(_\d+)?:[0-9A-Za-z-]+$")
+        d.claim("q", "w")
+        d.ack("a", "w", result=b"done")
+        self.assertGreater(d._bookmark, after_submit)
+        self.assertEqual(d._headers()["X-Lakeshore-Bookmark"], d._bookmark)
+        self.assertEqual(d.get("a")["state"], "succeeded")
+
     def test_submit_many_each_item_alone(self):
         d = client()
         d.submit("q", b"old", id="old", key="k-old")

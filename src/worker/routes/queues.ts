@@ -18,7 +18,7 @@ import {
 import type { QueueInfo, Schedule } from '../../core/types.ts';
 import { jsonBody, MAX_BATCH_BODY_BYTES, numParam } from '../body.ts';
 import { claimedJson, itemJson, overviewJson, pageOfJson, queueInfoJson, scheduleJson, storageJson } from '../../core/wire-json.ts';
-import { limitsOf, liveOverview, queueObject, queueParam, reader, type App } from '../plane.ts';
+import { limitsOf, liveOverview, noteBookmark, queueObject, queueParam, reader, type App } from '../plane.ts';
 import { logLines } from '../../core/feed.ts';
 import { allow, may } from '../auth.ts';
 import { longPoll } from '../long-poll.ts';
@@ -65,7 +65,9 @@ export const queues = new Hono<App>()
     ),
   )
   .post('/:queue/invocations', may('submit'), jsonBody(SubmitBody), async (c) => {
-    const out = await raise(submitOne(c, c.var.ns, queueParam(c), submitRequest(c.req.valid('json'))));
+    const answer = await submitOne(c, c.var.ns, queueParam(c), submitRequest(c.req.valid('json')));
+    noteBookmark(c, answer);
+    const out = await raise(answer);
     return c.json(out, out.created ? 201 : 200);
   })
   .post('/:queue/invocations/batch', may('submit'), jsonBody(SubmitManyBody, MAX_BATCH_BODY_BYTES), async (c) => {
