@@ -251,10 +251,14 @@ async function coordinator() {
   // be, so their parsing costs neither the producers nor the worker.
   let listeners: ReturnType<typeof fork> | null = null;
   let gaps: number[] = [];
+  /** The readers' process's CPU (ms) at its last answer, and when the run started. */
+  let readersCpu = 0;
+  let readersCpu0 = 0;
   const heard = () =>
     new Promise<number[]>((r) => {
-      listeners!.once('message', (m: { counts: number[]; gaps: number[] }) => {
+      listeners!.once('message', (m: { counts: number[]; gaps: number[]; cpu_ms: number }) => {
         gaps = m.gaps;
+        readersCpu = m.cpu_ms;
         r(m.counts);
       });
       listeners!.send({ type: 'counts' });
@@ -270,6 +274,7 @@ async function coordinator() {
     }
     result.feed_listener = true;
     result.feed_readers = O.listen;
+    readersCpu0 = readersCpu;
   }
   let best = { rtt: Infinity, off: 0 };
   for (let i = 0; i < 50; i++) {
@@ -386,6 +391,9 @@ async function coordinator() {
     const want = 3 * TOTAL;
     const t = now();
     let counts = await heard();
+    // The readers' own CPU over the run, per job: on this 2-core machine it is taken from the plane,
+    // the producers and the worker alike (what one reader costs where readers run elsewhere is the plane's share).
+    result.feed_readers_cpu_us_per_job = Math.round(((readersCpu - readersCpu0) * 1000) / TOTAL);
     while (Math.min(...counts) < want && now() - t < 10_000) {
       await new Promise((r) => setTimeout(r, 20));
       counts = await heard();
@@ -436,7 +444,7 @@ async function feedReaders() {
         else if (r.kind === 'gap') gaps[k]!++;
     })().catch(() => {});
   }
-  process.on('message', () => process.send!({ counts, gaps }));
+  process.on('message', () => process.send!({ counts, gaps, cpu_ms: cpuMs(process.cpuUsage()) }));
   process.on('disconnect', () => process.exit(0));
 }
 

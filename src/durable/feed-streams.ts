@@ -19,6 +19,8 @@ const enc = new TextEncoder();
 
 /** Records kept for resuming readers. */
 export const FEED_WINDOW = 10_000;
+/** Most time a record waits to go out with the records told after it (FeedStreams.told). */
+const FLUSH_MS = 10;
 /** How long records are still kept after the last reader left (for it to come back). */
 const IDLE_MS = 10 * 60_000;
 
@@ -43,6 +45,9 @@ export class FeedStreams {
   private off: (() => void) | null = null;
   private idle: ReturnType<typeof setTimeout> | null = null;
   private keepalive: ReturnType<typeof setInterval> | null = null;
+  /** What was told since the last flush, per kinds; `flushTimer` writes it out. */
+  private pending: Record<Kinds, string> = { all: '', job: '', worker: '' };
+  private flushTimer: ReturnType<typeof setTimeout> | null = null;
 
   constructor(feed: Feed) {
     this.feed = feed;
@@ -55,6 +60,8 @@ export class FeedStreams {
   /** A reader's stream of the records of `kinds`, resuming after `lastEventId` when it is in the window. */
   open(lastEventId: string | null, hooks?: ReaderHooks, kinds: Kinds = 'all'): ReadableStream<Uint8Array> {
     this.listen();
+    // The readers there already get what is pending first: this one starts after it (from the window).
+    this.flush();
     const { readable, r } = readerStream(0, hooks, () => this.leave(r));
     // What a reader gets first goes out as one write: the retry, the records it missed (or a gap),
     // and where it starts (a reconnect with that id resumes there even if no record came since).
@@ -86,9 +93,13 @@ export class FeedStreams {
     }, KEEPALIVE_MS);
   }
 
-  /** One batch's records: each encoded once, all of them (of the kinds it asked for) one write per reader. */
+  /**
+   * One batch's records: each made and encoded once, whatever the readers. They go out with the
+   * others told within FLUSH_MS, one write per reader: a write costs each reader's stream about the
+   * same whatever its size, so under load ten readers cost ten writes a flush, not ten a batch.
+   */
   private told(records: FeedRecord[]): void {
-    const texts: Record<Kinds, string> = { all: '', job: '', worker: '' };
+    const texts = this.pending;
     for (const rec of records) {
       const seq = ++this.seq;
       const text = `id: ${this.instance}.${seq}\nevent: ${rec.kind}\ndata: ${JSON.stringify(rec)}\n\n`;
@@ -96,14 +107,24 @@ export class FeedStreams {
       texts.all += text;
       texts[rec.kind] += text;
     }
-    const bytes: Partial<Record<Kinds, Uint8Array>> = {};
-    for (const [r, kinds] of this.readers) if (texts[kinds]) write(r, (bytes[kinds] ??= enc.encode(texts[kinds])));
+    this.flushTimer ??= setTimeout(() => this.flush(), FLUSH_MS);
     // The window moves by its head; the array is shifted once per FEED_WINDOW records, not once a batch.
     this.head = Math.max(this.head, this.kept.length - FEED_WINDOW);
     if (this.head >= FEED_WINDOW) {
       this.kept.splice(0, this.head);
       this.head = 0;
     }
+  }
+
+  /** Writes what was told since the last flush to every reader (of the kinds each asked for). */
+  private flush(): void {
+    if (this.flushTimer !== null) clearTimeout(this.flushTimer);
+    this.flushTimer = null;
+    const texts = this.pending;
+    if (!texts.all) return;
+    this.pending = { all: '', job: '', worker: '' };
+    const bytes: Partial<Record<Kinds, Uint8Array>> = {};
+    for (const [r, kinds] of this.readers) if (texts[kinds]) write(r, (bytes[kinds] ??= enc.encode(texts[kinds])));
   }
 
   private leave(r: Reader): void {
@@ -127,6 +148,7 @@ export class FeedStreams {
 
   /** Ends every stream (for tests of a reader that must resume). */
   closeAll(): void {
+    this.flush();
     for (const r of this.readers.keys()) end(r, '');
   }
 }
