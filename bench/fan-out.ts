@@ -22,7 +22,12 @@ const pct = (s: number[], p: number) => +s[Math.min(s.length - 1, Math.max(0, Ma
 const dir = mkdtempSync(join(process.env.BENCH_STATE_DIR ?? tmpdir(), 'lakeshore-fanout-'));
 const token = newToken('lsk_bench_');
 const plane = await startPlane({ node: process.execPath, env: process.env, persistTo: dir, vars: { LAKESHORE_TOKEN: token } });
-const d = new HttpDispatch(plane.url, { token, namespace: 'bench' });
+// The tokens users use: the operator's root token (the stats below) makes a producer token (the
+// submit, the stream token) and a worker token (the claim, the appends, the ack).
+const op = new HttpDispatch(plane.url, { token, namespace: 'bench' });
+const d = new HttpDispatch(plane.url, { token: (await op.createToken('producer')).token, namespace: 'bench' });
+const w = new HttpDispatch(plane.url, { token: (await op.createToken('worker')).token, namespace: 'bench' });
+await op.close();
 const stats = async () =>
   (await (await fetch(`${plane.url}/v1/ns/bench/queues/q/stats`, { headers: { authorization: `Bearer ${token}` } })).json()) as {
     read: number;
@@ -30,7 +35,7 @@ const stats = async () =>
   };
 
 await d.submit('q', new Uint8Array([123, 125]), { id: 'j' });
-const [c] = await d.claimMany('q', 'w', 1, { leaseMs: 3_600_000 });
+const [c] = await w.claimMany('q', 'w', 1, { leaseMs: 3_600_000 });
 const { url } = await d.streamToken('j', { streams: R });
 const sent = new Float64Array(N);
 /** Per frame: arrival times, one per reader. */
@@ -59,7 +64,7 @@ const before = await stats();
 for (let i = 0; i < N; i++) {
   const all = new Promise<void>((done) => (waiting = { seq: i, done }));
   sent[i] = performance.now();
-  await d.journalAppend(
+  await w.journalAppend(
     c!.id,
     i,
     encodeFrame({ kind: FrameKind.VALUE, seq: i, body: new TextEncoder().encode(`{"i":${i}}`), meta: null }),
@@ -73,8 +78,9 @@ await Promise.all(readers);
 for (const ac of acs) ac.abort();
 const each = arrivals.flatMap((a, i) => a.map((t) => t - sent[i]!)).sort((a, b) => a - b);
 const last = arrivals.map((a, i) => Math.max(...a) - sent[i]!).sort((a, b) => a - b);
-await d.ack(c!.id, 'w', { attempt: c!.attempt });
+await w.ack(c!.id, 'w', { attempt: c!.attempt });
 await d.close();
+await w.close();
 await plane.stop();
 rmSync(dir, { recursive: true, force: true });
 console.log(

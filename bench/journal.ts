@@ -18,17 +18,23 @@ const pct = (s: number[], p: number) => +s[Math.min(s.length - 1, Math.max(0, Ma
 
 const dir = mkdtempSync(join(process.env.BENCH_STATE_DIR ?? tmpdir(), 'lakeshore-journal-'));
 let plane: { stop: () => Promise<void> } | null = null;
+/** The producer (submits, reads the journal) and the worker (claims, appends, acks). */
 let d: DispatchPlane;
-if (system === 'lakeshore-local') d = new Dispatch(join(dir, 'd.sqlite'), { namespace: 'bench' });
+let w: DispatchPlane;
+if (system === 'lakeshore-local') w = d = new Dispatch(join(dir, 'd.sqlite'), { namespace: 'bench' });
 else {
   const token = newToken('lsk_bench_');
   const p = await startPlane({ node: process.execPath, env: process.env, persistTo: dir, vars: { LAKESHORE_TOKEN: token } });
   plane = p;
-  d = new HttpDispatch(p.url, { token, namespace: 'bench' });
+  // The tokens users use: the operator's root token makes a producer token and a worker token.
+  const op = new HttpDispatch(p.url, { token, namespace: 'bench' });
+  d = new HttpDispatch(p.url, { token: (await op.createToken('producer')).token, namespace: 'bench' });
+  w = new HttpDispatch(p.url, { token: (await op.createToken('worker')).token, namespace: 'bench' });
+  await op.close();
 }
 
 await d.submit('q', new Uint8Array([123, 125]), { id: 'j' });
-const c = (await d.claim('q', 'w'))!;
+const c = (await w.claim('q', 'w'))!;
 const sent = new Float64Array(N);
 const got = new Float64Array(N);
 const notify = { arrived: () => {} };
@@ -45,7 +51,7 @@ await new Promise((r) => setTimeout(r, 200)); // the reader is attached and wait
 for (let i = 0; i < N; i++) {
   const arrived = new Promise<void>((r) => (notify.arrived = r));
   sent[i] = performance.now();
-  await d.journalAppend(
+  await w.journalAppend(
     c.id,
     i,
     { kind: FrameKind.VALUE, seq: i, body: new TextEncoder().encode(`{"i":${i}}`), meta: null },
@@ -56,8 +62,9 @@ for (let i = 0; i < N; i++) {
 }
 await reader;
 const lat = Array.from(sent, (t, i) => got[i]! - t).sort((a, b) => a - b);
-await d.ack(c.id, 'w', { attempt: c.attempt });
+await w.ack(c.id, 'w', { attempt: c.attempt });
 await d.close();
+if (w !== d) await w.close();
 await plane?.stop();
 rmSync(dir, { recursive: true, force: true });
 console.log(
