@@ -116,8 +116,6 @@ export const TRACES = 10_000;
 const TRACEPARENT = /"traceparent"\s*:\s*"00-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}"/;
 const utf8 = new TextDecoder();
 
-/** `"traceparent":"00-` as the clients write it (compact JSON), searched for as bytes. */
-const NEEDLE = new TextEncoder().encode('"traceparent":"00-');
 const HEX = /^[0-9a-f]{32}$/;
 
 /**
@@ -126,17 +124,32 @@ const HEX = /^[0-9a-f]{32}$/;
  * the path of every transition a feed tells); any other spelling falls back to decoding.
  */
 export function traceIdOf(envelope: Uint8Array): string | null {
-  const first = NEEDLE[0]!;
-  const end = envelope.length - NEEDLE.length - 32;
-  for (let i = envelope.indexOf(first); i !== -1 && i <= end; i = envelope.indexOf(first, i + 1)) {
+  // One pass over the envelope's quotes: where `"traceparent"` starts, the clients' compact form
+  // (`:"00-<32 hex>-`) is read from the bytes; another spelling (spaces around the colon) from the
+  // few bytes after the key. Most envelopes carry none, and cost the feed only this pass.
+  const end = envelope.length - KEY.length;
+  for (let i = envelope.indexOf(0x22); i !== -1 && i <= end; i = envelope.indexOf(0x22, i + 1)) {
     let k = 1;
-    while (k < NEEDLE.length && envelope[i + k] === NEEDLE[k]) k++;
-    if (k < NEEDLE.length) continue;
-    const id = String.fromCharCode(...envelope.subarray(i + k, i + k + 32));
-    if (HEX.test(id) && envelope[i + k + 32] === 0x2d) return id;
+    while (k < KEY.length && envelope[i + k] === KEY[k]) k++;
+    if (k < KEY.length) continue;
+    const at = i + KEY.length;
+    if (
+      envelope[at] === 0x3a &&
+      envelope[at + 1] === 0x22 &&
+      envelope[at + 2] === 0x30 &&
+      envelope[at + 3] === 0x30 &&
+      envelope[at + 4] === 0x2d
+    ) {
+      const id = String.fromCharCode(...envelope.subarray(at + 5, at + 37));
+      if (HEX.test(id) && envelope[at + 37] === 0x2d) return id;
+    }
+    const near = TRACEPARENT.exec(utf8.decode(envelope.subarray(i, i + 200)));
+    if (near) return near[1]!;
   }
-  return TRACEPARENT.exec(utf8.decode(envelope))?.[1] ?? null;
+  return null;
 }
+
+const KEY = new TextEncoder().encode('"traceparent"');
 
 /**
  * The recent throughput kept per queue: jobs finished per RECENT_BUCKET_MS, the last

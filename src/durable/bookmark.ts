@@ -25,10 +25,15 @@ const FORM = /^([A-Z][A-Z0-9_]{0,63}):([0-9a-f]{8}-[0-9a-f]{8}-[0-9a-f]{8}-[0-9a
 /** A request's bookmark, or null when it sends none; a malformed one is a 400. */
 export function parseBookmark(v: string | null | undefined): Bookmark | null {
   if (v === null || v === undefined || v === '') return null;
+  // A client sends the same bookmark until its next write: the last one read is kept.
+  if (v === last.raw) return last.parsed;
   const m = FORM.exec(v.trim());
   if (!m) throw badRequest(`${BOOKMARK_HEADER} must be <shard>:<D1 bookmark>, as an answer gave it`);
-  return { shard: m[1]!, d1: m[2]! };
+  last = { raw: v, parsed: { shard: m[1]!, d1: m[2]! } };
+  return last.parsed;
 }
+
+let last: { raw: string; parsed: Bookmark | null } = { raw: '', parsed: null };
 
 export const formatBookmark = (b: Bookmark): string => `${b.shard}:${b.d1}`;
 

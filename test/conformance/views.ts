@@ -301,21 +301,27 @@ export function observing(handle: () => PlaneHandle) {
         { id: 'a' },
       );
       await d.submit('e', bytes('x'), { id: 'later', delayMs: 3_600_000 });
+      // Another spelling of the key (spaces around the colon) is read too.
+      const spacedId = 'facade'.padEnd(32, '1');
+      await d.submit('e', bytes(`{"v":1,"fn":"f","args":[],"kwargs":{},"traceparent" : "00-${spacedId}-${'c'.repeat(16)}-01"}`), {
+        id: 'spaced',
+      });
       await d.cancel('a');
       await d.cancel('later');
+      await d.cancel('spaced');
       const seen: FeedItem[] = [];
-      while (seen.filter((r) => r.kind === 'job' && !r.id.startsWith('probe')).length < 4) {
+      while (seen.filter((r) => r.kind === 'job' && !r.id.startsWith('probe')).length < 6) {
         const r = await it.next();
         if (r.done) break;
         seen.push(r.value);
       }
       ac.abort();
       const mine = seen.flatMap((r) => (r.kind === 'job' && !r.id.startsWith('probe') ? [`${r.id}:${r.status}`] : []));
-      expect(mine).toEqual(['a:queued', 'later:delayed', 'a:cancelled', 'later:cancelled']);
+      expect(mine).toEqual(['a:queued', 'later:delayed', 'spaced:queued', 'a:cancelled', 'later:cancelled', 'spaced:cancelled']);
       const rec = seen.find((r) => r.kind === 'job' && r.id === 'a') as JobRecord;
       expect(rec).toMatchObject({ kind: 'job', queue: 'e', attempt: 0, at: expect.any(Number) });
       const traces = seen.flatMap((r) => (r.kind === 'job' && !r.id.startsWith('probe') ? [`${r.id}:${r.trace_id ?? '-'}`] : []));
-      expect(traces).toEqual([`a:${traceId}`, 'later:-', `a:${traceId}`, 'later:-']);
+      expect(traces).toEqual([`a:${traceId}`, 'later:-', `spaced:${spacedId}`, `a:${traceId}`, 'later:-', `spaced:${spacedId}`]);
     });
 
     it("the namespace-wide feed tells every queue's transitions, of a queue that starts meanwhile too; kinds keep one kind", async () => {
