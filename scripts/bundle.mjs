@@ -11,7 +11,7 @@ import { gzipSync } from 'node:zlib';
 import { quietEnv } from './plane.mjs';
 import { ROOT } from './toolchain.mjs';
 
-const BUDGET = 512 * 1024;
+const BUDGET = 640 * 1024;
 const { values } = parseArgs({ options: { outdir: { type: 'string' } } });
 const out = values.outdir ?? mkdtempSync(join(tmpdir(), 'lakeshore-bundle-'));
 try {
