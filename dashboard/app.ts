@@ -123,6 +123,7 @@ function pushCell(q: QueueOverview): Node | string {
   const t = q.settings.push;
   if (!t) return '—';
   const p = q.pushing;
+  const batches = t.batchSize > 1 ? ` (batches of ${t.batchSize})` : '';
   let host = t.url;
   try {
     host = new URL(t.url).host;
@@ -134,7 +135,9 @@ function pushCell(q: QueueOverview): Node | string {
   if (p) {
     const { acked, accepted, nacked, refused } = p.delivered;
     lines.push(
-      line(`${p.inFlight}/${t.concurrency} in flight · ${acked + accepted} delivered, ${nacked + refused} not`, { class: 'muted' }),
+      line(`${p.inFlight}/${t.concurrency} in flight${batches} · ${acked + accepted} delivered, ${nacked + refused} not`, {
+        class: 'muted',
+      }),
     );
     if (p.latencyMs) lines.push(line(`answers in p50 ${p.latencyMs.p50} ms, p99 ${p.latencyMs.p99} ms`, { class: 'muted' }));
     if (p.lastError) {
@@ -143,7 +146,7 @@ function pushCell(q: QueueOverview): Node | string {
         line(`last error ${ago(e.at)}: ${e.status ?? 'no answer'}${e.id ? ` (${e.id})` : ''}`, { class: 'error', title: e.message }),
       );
     }
-  } else lines.push(line(`${t.concurrency} at once`, { class: 'muted' }));
+  } else lines.push(line(`${t.concurrency} at once${batches}`, { class: 'muted' }));
   return h('div', { class: 'push' }, ...lines);
 }
 
