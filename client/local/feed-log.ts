@@ -77,10 +77,13 @@ export class FeedLog {
   }
 
   /**
-   * Queues the records' INSERT to ride in this process's next storage batch (sqlite-port.ts), in
-   * the order told: under load they cost no transaction of their own. If no batch comes by the
-   * next turn of the event loop, they go in one of their own. The feed is never load-bearing: a
-   * failed write loses its records (a reader sees the seq gap), nothing else.
+   * Writes the records' INSERT at once, in a transaction of its own, in the order told: a verb's
+   * records are in the file before the verb returns (told runs right after its commit), so a
+   * transition another process makes because of it (a claim of the job just submitted) comes
+   * after it in `seq`, as it did in commit order. When another process holds the file's write
+   * lock, they ride in this process's next storage batch instead (sqlite-port.ts), or one of their
+   * own by the next turn of the event loop. The feed is never load-bearing: a failed write loses
+   * its records (a reader sees the seq gap), nothing else.
    */
   private write(ns: string, records: FeedRecord[]): void {
     if (!records.length) return;
@@ -95,6 +98,13 @@ export class FeedLog {
     if (this.writes >= TRIM_EVERY) {
       this.writes = 0;
       this.port.riders.push(stmt('DELETE FROM local_feed WHERE seq <= (SELECT max(seq) FROM local_feed) - ?1', KEEP));
+    }
+    try {
+      this.port.batchSync([]);
+      for (const wake of this.waiting) wake();
+      return;
+    } catch {
+      /* the lock is another process's (or the file is closing): the riders stay for the next batch */
     }
     if (!this.flushing) {
       this.flushing = true;
