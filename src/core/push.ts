@@ -250,9 +250,11 @@ export class Pusher {
       if (this.claimAbort.signal.aborted) this.claimAbort = new AbortController();
       const leaseMs = Math.min(this.o.maxLeaseMs, Math.max(this.o.leaseMs, this.target.timeoutMs + 5_000));
       const acks = this.takeAcks();
+      // The batch size as claimed: a retarget during the claim must not split its jobs into more
+      // deliveries than the slots it was sized for.
+      const batch = this.target.batchSize;
       let got: Claimed[];
       try {
-        const batch = this.target.batchSize;
         const max = this.dry ? batch : Math.max(1, Math.min(this.o.maxClaim ?? 1_000, free * batch));
         if (acks.length) {
           const out = await this.port.ackAndClaim(acks, max, leaseMs, 0);
@@ -271,11 +273,10 @@ export class Pusher {
         await new Promise((r) => setTimeout(r, pause));
         continue;
       }
-      // A slot per delivery: one job each, or up to the batch size together (the target then, as claimed).
-      const size = Math.max(1, this.target.batchSize);
-      const batched = size > 1;
-      for (let k = 0; k < got.length; k += size) {
-        const cs = got.slice(k, k + size);
+      // A slot per delivery: one job each, or up to the batch size together.
+      const batched = batch > 1;
+      for (let k = 0; k < got.length; k += batch) {
+        const cs = got.slice(k, k + batch);
         this.inFlight++;
         let held = true;
         // The slot frees when the receiver has answered (its ack may go with the next claim).
