@@ -95,7 +95,7 @@ for (const label of [...new Set(rows.map((r) => r.label))]) {
   if (rs[0].mode === 'fan-in') {
     const lat = (k) => med(rs.map((r) => r.latency_d1_round_trips[k]));
     parts.push(
-      `${rs[0].connections} connections: submits/s ${med(rs.map((r) => r.submits_per_s))}, p50 ${med(rs.map((r) => r.latency_ms.p50))} ms (${lat('p50')} D1 round trips) p99 ${med(rs.map((r) => r.latency_ms.p99))} ms (${lat('p99')}), submits per D1 batch ${med(rs.map((r) => r.submits_per_d1_batch))}, ceilings /health ${med(rs.map((r) => r.ceilings.health_per_s))}/s, a submit request without the queue object ${med(rs.map((r) => r.ceilings.submit_request_without_queue_object_per_s ?? null))}/s, a queue-object call ${med(rs.map((r) => r.ceilings.queue_object_call_per_s))}/s, exactly_once ${rs.every((r) => r.exactly_once)}`,
+      `${rs[0].connections} connections: submits/s ${med(rs.map((r) => r.submits_per_s))}, p50 ${med(rs.map((r) => r.latency_ms.p50))} ms (${lat('p50')} D1 round trips) p99 ${med(rs.map((r) => r.latency_ms.p99))} ms (${lat('p99')}), submits per D1 batch ${med(rs.map((r) => r.submits_per_d1_batch))}, ceilings /health ${med(rs.map((r) => r.ceilings.health_per_s))}/s (p99 ${med(rs.map((r) => r.ceilings.health_p99_ms ?? null))} ms), a submit request without the queue object ${med(rs.map((r) => r.ceilings.submit_request_without_queue_object_per_s ?? null))}/s, a queue-object call ${med(rs.map((r) => r.ceilings.queue_object_call_per_s))}/s, exactly_once ${rs.every((r) => r.exactly_once)}`,
     );
   }
   if (rs[0].d1)

@@ -277,7 +277,11 @@ for (const [delay, goal] of [
       20,
       '≤',
       (x) => f(x, 1),
-      `p99 ${f(median(g.map((r) => r.latency_ms?.p99)))} ms, a round trip ${f(median(g.map((r) => r.latency_d1_round_trips?.unit_ms)), 2)} ms`,
+      `p99 ${f(median(g.map((r) => r.latency_ms?.p99)))} ms, a round trip ${f(median(g.map((r) => r.latency_d1_round_trips?.unit_ms)), 2)} ms${
+        g[0].ceilings?.health_p99_ms === undefined
+          ? ''
+          : `; the runtime's own /health p99 over the same connections: ${f(median(g.map((r) => r.ceilings.health_p99_ms)))} ms (${f(median(g.map((r) => r.latency_d1_round_trips.health_p99)), 1)} round trips)`
+      }`,
       '',
     ]);
 }
