@@ -214,7 +214,11 @@ for (const [label, readers] of [
       0.9,
       '≥',
       share,
-      `${f(median(g.map(jobs)))} / ${f(median(bulk.map(jobs)))}; the plane's CPU a job ${f(cpu(g))} against ${f(cpu(bulk))} µs; ${(() => {
+      `${f(median(g.map(jobs)))} / ${f(median(bulk.map(jobs)))}; the plane's CPU a job ${f(cpu(g))} against ${f(cpu(bulk))} µs${
+        g[0].feed_readers_cpu_us_per_job === undefined
+          ? ''
+          : `, the readers' own process ${f(median(g.map((r) => r.feed_readers_cpu_us_per_job)))} µs (on the same 2 cores)`
+      }; ${(() => {
         const t = median(g.map((r) => r.feed_caught_up_ms));
         const gapped = g.filter((r) => (r.feed_gaps ?? []).some((n) => n > 0)).length;
         if (t !== null) return `the slowest reader had every record ${f(t)} ms after the drain`;
