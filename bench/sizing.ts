@@ -9,12 +9,15 @@
  * bytes of each table and index, less what they held before the jobs (the empty schema). The file
  * is D1's as workerd keeps it: the tables and indexes a deployed D1 holds, as SQLite lays them out.
  *
- *   node scripts/run.mjs node bench/sizing.ts [--n=5000] [--cases=100x0,1000x0,100x8,1000x8,10000x0] [--keep]
+ *   node scripts/run.mjs node bench/sizing.ts [--n=5000] [--cases=100x0,1000x0,100x8,1000x8,10000x0] [--ids=short|default] [--keep]
  *
+ * --ids=default gives each job the id a submit without one gets from the clients' Queue API (a UUID,
+ * 36 characters); without it, a short id of the caller's (`job-00000042`, 12 characters).
  * --keep leaves each case's D1 file in place and prints its path, to look into.
  *
  * Prints one JSON line per case, then a markdown table (docs/deploy.md, "Sizing").
  */
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -29,6 +32,7 @@ const CASES = arg('cases', '100x0,1000x0,100x8,1000x8,10000x0')
   .map((c) => c.split('x').map(Number) as [number, number]);
 /** What a shard holds before it refuses submits: D1's 10 GB at the default high-water mark, 90 %. */
 const SHARD_BYTES = 10e9 * 0.9;
+const DEFAULT_IDS = arg('ids', 'short') === 'default';
 
 /** The D1 file of the plane's one database (the largest .sqlite under the persist dir). */
 function d1File(dir: string): string {
@@ -80,7 +84,7 @@ for (const [size, frames] of CASES) {
     for (let i = 0; i < N; i += 500) {
       const items = Array.from({ length: Math.min(500, N - i) }, (_, k) => ({
         envelope,
-        opts: { id: `job-${String(i + k).padStart(8, '0')}` },
+        opts: { id: DEFAULT_IDS ? randomUUID() : `job-${String(i + k).padStart(8, '0')}` },
       }));
       await d.submitMany('q', items);
     }
@@ -123,7 +127,14 @@ for (const [size, frames] of CASES) {
       pages += grew;
       used += a.used - b.used;
     }
-    const r = { envelope: size, frames, perJob: Math.round(pages / N), usedPerJob: Math.round(used / N), by };
+    const r = {
+      envelope: size,
+      frames,
+      ids: DEFAULT_IDS ? 'default (UUID)' : 'short',
+      perJob: Math.round(pages / N),
+      usedPerJob: Math.round(used / N),
+      by,
+    };
     results.push(r);
     console.log(JSON.stringify({ jobs: N, ...r }));
   } finally {

@@ -196,7 +196,11 @@ if (idle.length && bestIdle.length) {
     2,
     '≤',
     times,
-    `${f(median(idle.map(p50)), 2)} / ${f(median(bestIdle.map(p50)), 2)} ms${rtt === null ? '' : `; the submit's own round trip ${f(rtt, 2)} ms`}`,
+    `${f(median(idle.map(p50)), 2)} / ${f(median(bestIdle.map(p50)), 2)} ms${rtt === null ? '' : `; the submit's own round trip ${f(rtt, 2)} ms`}${
+      idle[0].paced_rtt_ms
+        ? `; at the same pace, /health ${f(median(idle.map((r) => r.paced_rtt_ms.health)), 2)} ms, a queue-object call with no D1 ${f(median(idle.map((r) => r.paced_rtt_ms.queue_object)), 2)} ms, and the queue object's D1 batch ${f(median(idle.map((r) => r.d1?.ms_per_batch)), 2)} ms`
+        : ''
+    }`,
     perRound(idle, bestIdle, p50),
   ]);
 }
