@@ -108,3 +108,27 @@ describe('lifecycle feed', () => {
     expect(records(within).map((r) => r.eventId)).toEqual(recs.slice(501, 511).map((r) => r.eventId));
   }, 60_000);
 });
+
+describe('traceIdOf: the trace id a record carries, read from the envelope bytes', () => {
+  const id = '4bf92f3577b34da6a3ce929d0e0e4736';
+  const tp = `00-${id}-00f067aa0ba902b7-01`;
+  const bytes = (s: string) => new TextEncoder().encode(s);
+  it('finds the compact form, the spaced form, and the first valid one after a decoy', async () => {
+    const { traceIdOf } = await import('../../src/core/feed.ts');
+    expect(traceIdOf(bytes(JSON.stringify({ v: 1, fn: 'f', args: [], traceparent: tp })))).toBe(id);
+    expect(traceIdOf(bytes(`{"fn": "f", "traceparent" :\n\t "${tp}"}`))).toBe(id);
+    // "traceparent" as a value, and as a key of a nested null, come first: neither is a trace
+    expect(traceIdOf(bytes(`{"args": ["traceparent", {"traceparent": null}], "traceparent": "${tp}"}`))).toBe(id);
+    expect(traceIdOf(bytes(`{"a": "\u00e9\u00e9", "traceparent":"${tp}"}`))).toBe(id);
+  });
+  it('finds none where the value is null, malformed, cut short or of another version', async () => {
+    const { traceIdOf } = await import('../../src/core/feed.ts');
+    expect(traceIdOf(bytes(JSON.stringify({ v: 1, fn: 'f', args: ['x'], traceparent: null })))).toBeNull();
+    expect(traceIdOf(bytes(`{"traceparent": "${tp.toUpperCase()}"}`))).toBeNull();
+    expect(traceIdOf(bytes(`{"traceparent": "${tp.replace('-01', '-1')}"}`))).toBeNull();
+    expect(traceIdOf(bytes(`{"traceparent": "01-${id}-00f067aa0ba902b7-01"}`))).toBeNull();
+    expect(traceIdOf(bytes(`{"traceparent": "${tp.slice(0, 55)}`))).toBeNull();
+    expect(traceIdOf(bytes(`{"traceparent"`))).toBeNull();
+    expect(traceIdOf(new Uint8Array())).toBeNull();
+  });
+});
