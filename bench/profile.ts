@@ -20,7 +20,7 @@
 import { spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { HttpDispatch, runWorker, encodeEnvelope } from '../client/local/index.ts';
@@ -47,9 +47,11 @@ const server = spawn(
     'LIMIT_REQUEST_BURST:1000000',
     '--var',
     'PUSH_HOSTS:local',
+    // it stops when this process's end closes its stdin, even one that crashed
+    '--exit-with-parent',
     ...(cpu ? [] : ['--inspector-port', String(inspector)]),
   ],
-  { stdio: ['ignore', 'pipe', 'inherit'], detached: true },
+  { stdio: ['pipe', 'pipe', 'inherit'], detached: true },
 );
 await new Promise<void>((r) => server.stdout!.on('data', (d) => String(d).includes('ready') && r()));
 const url = `http://127.0.0.1:${port}`;
@@ -201,6 +203,7 @@ async function report(): Promise<never> {
   for (const s of sessions) {
     const { profile } = await s.send('Profiler.stop');
     const save = process.argv.find((a) => a.startsWith('--save='))?.slice(7);
+    if (save) mkdirSync(save, { recursive: true });
     if (save) writeFileSync(join(save, `${s.t.replace(/[^a-z0-9]+/gi, '_')}.cpuprofile`), JSON.stringify(profile));
     const self = new Map<string, number>();
     const dt = profile.timeDeltas as number[];

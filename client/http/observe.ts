@@ -5,7 +5,7 @@
  */
 import type { FeedItem } from '../types.ts';
 import { LakeshoreError } from '../errors.ts';
-import { sseEvents } from './sse.ts';
+import { sseBatches } from './sse.ts';
 import { errorOf } from './transport.ts';
 import type { Json } from './wire.ts';
 import type { QueueSettingsWire } from '../../src/core/wire-types.ts';
@@ -26,11 +26,12 @@ export async function* followFeed(
       const res = await connect(last, ac.signal);
       if (!res.ok || !res.body) throw await errorOf(res);
       failures = 0;
-      for await (const ev of sseEvents(res.body, ac.signal)) {
-        last = ev.id || last;
-        if (ev.event === 'gap') yield { kind: 'gap', ...(JSON.parse(ev.data) as Json) } as FeedItem;
-        else if (ev.event === 'job' || ev.event === 'worker') yield JSON.parse(ev.data) as FeedItem;
-      }
+      for await (const batch of sseBatches(res.body, ac.signal))
+        for (const ev of batch) {
+          last = ev.id || last;
+          if (ev.event === 'gap') yield { kind: 'gap', ...(JSON.parse(ev.data) as Json) } as FeedItem;
+          else if (ev.event === 'job' || ev.event === 'worker') yield JSON.parse(ev.data) as FeedItem;
+        }
     } catch (e) {
       if (signal?.aborted) return;
       if (e instanceof LakeshoreError) throw e;
