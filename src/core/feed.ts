@@ -305,6 +305,9 @@ export class Feed {
     if (!this.listeners.size) return;
     const records = items.map((it): JobRecord => {
       const traceId = this.traceOf(ns, it.id, it.status, it.envelope);
+      // Most records have neither an error nor a trace: made as one literal, with no spreading.
+      if (!it.error && !traceId)
+        return { kind: 'job', id: it.id, queue, status: it.status, attempt: it.attempt ?? null, worker_id: it.workerId ?? null, at };
       return {
         kind: 'job',
         id: it.id,
@@ -327,8 +330,10 @@ export class Feed {
    */
   private readonly traces = new Map<string, string>();
   private traceOf(ns: string, id: string, status: JobStatus, envelope: Uint8Array | undefined): string | null {
-    const key = `${ns}\u0000${id}`;
     let t = envelope ? traceIdOf(envelope) : null;
+    // No trace here and none remembered: nothing to look up or forget (the usual case untraced).
+    if (!t && !this.traces.size) return null;
+    const key = `${ns}\u0000${id}`;
     if (t) {
       this.traces.delete(key);
       this.traces.set(key, t);
