@@ -47,6 +47,8 @@ export class Parking {
   /** Per queue key: when a transition last fed it (feed), and whether its last claim came back short. */
   private readonly fedAt = new Map<string, number>();
   private readonly drained = new Map<string, boolean>();
+  /** Per queue key: the wake count at which the look began whose claim came back short (see rests). */
+  private readonly restAt = new Map<string, number>();
 
   constructor(committer: Committer, now: () => number) {
     this.committer = committer;
@@ -104,19 +106,45 @@ export class Parking {
   /** Runs a transition that queues up to `most` rows on `queue`, with claims parked there riding along. */
   async feed<T>(ns: string, queue: string, plan: Plan<T>, most: number, queued: (out: T) => number): Promise<T> {
     const key = keys.queue(ns, queue);
+    const mark = this.wakesOf(key);
     const { out, riders } = await this.withRiders(key, plan, most);
     const n = queued(out);
     // A rider that came back short means nothing was left to claim: no one else need wake.
     const drained = riders.some((x) => x instanceof ParkedClaim && x.short);
+    // Another change woke the key while this batch was out: the store may have applied it after.
+    const others = this.wakesOf(key) !== mark;
     if (n > 0) this.wake(key, drained ? 0 : n);
     this.fedAt.set(key, this.now());
-    if (riders.some((x) => x instanceof ParkedClaim)) this.drained.set(key, drained);
+    if (riders.some((x) => x instanceof ParkedClaim)) {
+      this.drained.set(key, drained);
+      // The queue rests from here (rests()) when its riders drained it and nothing else changed it.
+      if (drained && !others) this.restAt.set(key, this.wakesOf(key));
+      else this.restAt.delete(key);
+    }
     return out;
   }
 
-  /** A claim of `key` came back: short (fewer rows than it asked for) or full. */
-  claimed(key: string, short: boolean): void {
+  /** The wake count of a claim key now: handed to `claimed` by a look that reads it before it begins. */
+  mark(key: string): number {
+    return this.wakesOf(key);
+  }
+
+  /** A claim of `key` came back: short (fewer rows than it asked for) or full; `mark`: read as its look began. */
+  claimed(key: string, short: boolean, mark?: number): void {
     this.drained.set(key, short);
+    if (short && mark !== undefined) this.restAt.set(key, mark);
+    else this.restAt.delete(key);
+  }
+
+  /**
+   * The last look at `key` came back short and nothing woke the key since that look began: a
+   * claim looking now would find what it found. Only a single writer, whose every change to the
+   * queue's rows wakes its key (or all keys), may act on it; rows that come due with time are the
+   * hints' to tell (work.ts).
+   */
+  rests(key: string): boolean {
+    const at = this.restAt.get(key);
+    return at !== undefined && at === this.wakesOf(key);
   }
 
   /**

@@ -122,6 +122,18 @@ export class Work {
     return this.park.keepsUp(keys.queue(ns, q), GATHER_MS);
   }
 
+  /**
+   * How long a claim may park before its first look (0: it looks now): a single writer's plain
+   * queue that rests (park.ts) and has no lease, delayed row or TTL due before then.
+   */
+  private resting(ns: string, q: string, wait: number): number {
+    if (wait <= 0 || !this.hints) return 0;
+    const h = this.hints.get(ns, q);
+    if (!plain(h) || !this.park.rests(keys.queue(ns, q))) return 0;
+    const left = Math.min(h.lease ?? Infinity, h.due ?? Infinity, h.ttl ?? Infinity) - this.now();
+    return left > 0 ? Math.min(wait, left + 1) : 0;
+  }
+
   /** `parkFirstMs`: parks that long before its first look (see ackAndClaim). */
   private async claimWith(
     ns: string,
@@ -132,6 +144,16 @@ export class Work {
   ): Promise<Claimed[]> {
     // fifo and filo claims that park can be handed rows by the next submit (see handoff.ts).
     const rides = input.kind !== 'boltzmann' || input.temperature === 0;
+    // A claim on a queue that has rested since its last look came back short (a worker's claim
+    // right after its acks' claim found nothing) parks first, and looks only when woken, or when
+    // its hints say a lease runs out or a row comes due: a look now would find nothing, and cost
+    // D1 a query.
+    const rest = rides && parkFirstMs === 0 ? this.resting(ns, q, wait) : 0;
+    if (rest > 0) {
+      parkFirstMs = rest;
+      onPark?.();
+      onPark = undefined;
+    }
     let wake: Wake | undefined;
     const got = await this.park.until<Claimed[]>({
       // A claim held back by the running cap waits for a running job to end, not for new work.
@@ -142,13 +164,14 @@ export class Work {
       look: async () => {
         const ctx = { now: this.now(), ns, queue: q, limits: this.limits, random: this.random, sampled: this.sampled };
         const since = this.hints?.mark ?? 0;
+        const mark = this.park.mark(keys.queue(ns, q));
         const out = await this.committer.run(
           claimPlan(ctx, input, max, wait > 0, this.hints ? (this.hints.get(ns, q) ?? null) : undefined),
         );
         this.moved(ns, q, out.moved);
         wake = out.wake;
         if (wake) this.hints?.learn(ns, q, wake, since);
-        this.park.claimed(keys.queue(ns, q), out.claimed.length < max);
+        this.park.claimed(keys.queue(ns, q), out.claimed.length < max, mark);
         return out.claimed.length ? out.claimed : undefined;
       },
       // Park until a transition wakes us, or until the queue's next lease runs out or its next

@@ -8,6 +8,7 @@ import { runInDurableObject } from 'cloudflare:test';
 import { dbOf, queueStub } from './setup/objects.ts';
 import { Engine } from '../../src/core/engine.ts';
 import { D1Port } from '../../src/durable/d1-port.ts';
+import { until } from '../support/wait.ts';
 
 /** Inserts `n` queued rows at three priorities straight into D1 (a recursive CTE; the triggers keep the level counts). */
 async function fill(ns: string, queue: string, n: number) {
@@ -80,6 +81,31 @@ describe('claim cost does not grow with depth', () => {
     expect(deep).toBeLessThanOrEqual(shallow + 1);
     expect(deep).toBeLessThanOrEqual(14);
   }, 60_000);
+});
+
+describe('a claim on a queue its last claim drained', () => {
+  it("parks without a D1 query, and the next submit's one batch hands it its job", async () => {
+    const p = plane();
+    const stub = queueStub(p.ns, 'q');
+    const ids = (r: { body: { claimed: { id: string }[] } }) => r.body.claimed.map((c) => c.id);
+    const parked = async (what: string) => until(async () => (await stub.stats()).waiters === 1, what);
+    // A claim of 8 parks; the submit's batch hands it 1, short of 8: the queue is drained.
+    const first = p.claim('q', 'w', { max: 8, wait_ms: 10_000 });
+    await parked('the first claim to park');
+    expect((await p.submit('q', 'a')).status).toBe(201);
+    expect(ids(await first)).toEqual(['a']);
+    // The worker's next claim finds the queue as the ride left it: it parks with no look.
+    const before = await stub.stats();
+    const second = p.claim('q', 'w', { max: 8, wait_ms: 10_000 });
+    await parked('the second claim to park');
+    expect((await stub.stats()).batches).toBe(before.batches);
+    expect((await p.submit('q', 'b')).status).toBe(201);
+    expect(ids(await second)).toEqual(['b']);
+    expect((await stub.stats()).batches).toBe(before.batches + 1);
+    // A claim that finds the queue changed since looks first: a job submitted with nobody parked.
+    expect((await p.submit('q', 'c')).status).toBe(201);
+    expect(ids(await p.claim('q', 'w', { max: 8, wait_ms: 10_000 }))).toEqual(['c']);
+  });
 });
 
 describe('what a delay costs', () => {
