@@ -80,8 +80,13 @@ it(`a Node and a Python worker outlive the plane stopped for ${OUTAGE_S} s: neit
 
   const d = new HttpDispatch(plane.url, { token, namespace: ns, retryForMs: (OUTAGE_S + 60) * 1000 });
   const record = recorder(files.producer);
+  // The outage falls mid-stream: the producer submits the first half, waits until the plane is
+  // gone, and submits the rest into the outage (its client retries until the plane is back).
+  let planeGone!: () => void;
+  const gone = new Promise<void>((r) => (planeGone = r));
   const produced = (async () => {
     for (let i = 0; i < N; i++) {
+      if (i === N / 2) await gone;
       const q = i % 2 ? 'pq' : 'nq';
       const id = `o${i}`;
       const envelope = encodeEnvelope(q === 'pq' ? { fn: 'job', module: 'outage_jobs:job', args: [i] } : { fn: 'job', args: [i] });
@@ -90,7 +95,6 @@ it(`a Node and a Python worker outlive the plane stopped for ${OUTAGE_S} s: neit
         () => record({ op: 'submit', phase: 'ok', id }),
         () => record({ op: 'submit', phase: 'fail', id }),
       );
-      await new Promise((r) => setTimeout(r, 20)); // a producer's pace, so the outage falls mid-stream
     }
   })();
   // Both workers have run jobs; then the plane goes away for OUTAGE_S.
@@ -100,6 +104,7 @@ it(`a Node and a Python worker outlive the plane stopped for ${OUTAGE_S} s: neit
     plane.child.exitCode !== null || plane.child.signalCode !== null ? r() : plane.child.once('exit', () => r()),
   );
   const down = Date.now();
+  planeGone();
   await until(() => Date.now() - down >= OUTAGE_S * 1000, `the outage of ${OUTAGE_S} s`, OUTAGE_S * 1000 + 5_000, 500);
   expect([node.exitCode, python.exitCode], 'no worker exits while the plane is away').toEqual([null, null]);
   plane = await start(false);
