@@ -8,12 +8,10 @@ import * as cmd from './commands.ts';
 import * as op from './operate.ts';
 import * as watch from './watch.ts';
 import { EXIT, exitCodeOf, output } from './output.ts';
-import { planeFromEnv, type PlaneFlags } from '../default.ts';
+import { planeFromEnv } from '../default.ts';
 import { UnavailableError } from '../errors.ts';
-import { supervisePython, type PythonFlags } from './supervise.ts';
 import { push as pushCmd } from './push.ts';
-
-type Global = PlaneFlags & { json?: boolean };
+import { type Global, type Run, workerCommands } from './worker-commands.ts';
 
 export const program = new Command('lakeshore')
   .description('Submit, run and watch lakeshore jobs on the edge plane or the local SQLite plane.')
@@ -26,8 +24,8 @@ export const program = new Command('lakeshore')
   .exitOverride();
 
 let code: number = EXIT.ok;
-const run =
-  (fn: (g: Global) => Promise<number>, opts: { plane?: boolean } = {}) =>
+const run: Run =
+  (fn, opts = {}) =>
   async () => {
     const g = program.opts<Global>();
     if (opts.plane !== false && !(g.url || process.env.LAKESHORE_URL)) await loadLocalPlane();
@@ -66,22 +64,6 @@ const planeOf = (g: Global) =>
       warned = true;
     },
   });
-
-/**
- * A long-running worker's plane: it never gives up on the plane (or only after --give-up-after),
- * backs off up to 5 s between tries, and says once when the plane goes away and once when it is back.
- */
-const workerPlaneOf = (g: Global, giveUpAfterS: string | undefined) => {
-  const giveUp = giveUpAfterS === undefined ? Number.POSITIVE_INFINITY : Number(giveUpAfterS) * 1000;
-  if (!(giveUp > 0)) throw new cmd.UsageError(`--give-up-after takes a number of seconds, got ${JSON.stringify(giveUpAfterS)}`);
-  const log = (m: string) => process.stderr.write(`[lakeshore worker] ${m}\n`);
-  return planeFromEnv(process.env, {
-    ...g,
-    retryForMs: giveUp,
-    maxBackoffMs: 5_000,
-    onOutage: (e) => log(e.away ? `${e.message}; its jobs keep their place` : `the plane is back after ${(e.awayMs / 1000).toFixed(1)} s`),
-  });
-};
 
 program
   .command('submit')
@@ -307,80 +289,7 @@ program
     run(() => cmd.dev(['--port', o.port, ...(o.wrangler ? ['--wrangler'] : [])]), { plane: false })(),
   );
 
-const worker = program.command('worker').description('run a worker');
-const workerOptions = (c: Command) =>
-  c
-    .addOption(
-      new Option('--queue <pool>', 'pool to serve (repeatable; env LAKESHORE_POOLS=a,b)').argParser((v: string, prev: string[] = []) => [
-        ...prev,
-        v,
-      ]),
-    )
-    .option('--module <file>', 'handlers: every exported function is registered by its name')
-    .option('--root <dir>', 'directory that envelope imports resolve under')
-    .option('--concurrency <n>', 'jobs at a time', '1')
-    .option(
-      '--retries <n>',
-      "retry a failed job while attempt <= n: n+1 attempts where neither the job nor its queue sets a budget (default: the plane's budget)",
-    )
-    .option('--allow-import', 'let envelopes name modules to import (code execution; off by default over HTTP)')
-    .addOption(
-      new Option('--code <mode>', "mount: run jobs carrying a producer's pushed code, from their tree (runs the producer's code)").choices([
-        'mount',
-        'off',
-      ]),
-    )
-    .option('--lease-ms <ms>', 'lease per claim')
-    .option('--time-limit-ms <ms>', "a job's time limit where neither its envelope nor its queue sets one (default 600000; 0: none)")
-    .option('--grace-ms <ms>', 'on SIGTERM/SIGINT, wait this long for running jobs', '30000')
-    .option('--worker-id <id>', 'name this worker (default host:pid:random)')
-    .option('--give-up-after <seconds>', 'exit (code 8) once the plane has been unreachable this long (default: never)')
-    .addOption(
-      new Option(
-        '--runtime <runtime>',
-        'node: this process runs the jobs; python: run `python -m dreamlake.lakeshore.daemon` and restart it when it dies (default: node when --module, --allow-import or --code mount gives a Node worker something to run, else python)',
-      ).choices(['node', 'python']),
-    )
-    .option('--python <path>', 'the Python interpreter for the python runtime (env LAKESHORE_PYTHON, default python3)')
-    .option('--allow-pickled', "python: run by-value (pickled) functions; this runs the sender's code")
-    .addOption(
-      new Option('--runtime-policy <policy>', "python: how a pickled function's interpreter must match").choices([
-        'strict',
-        'minor',
-        'off',
-      ]),
-    );
-type WorkerOpts = cmd.WorkerFlags & PythonFlags & { runtime?: 'node' | 'python' };
-/**
- * Which worker: the one `--runtime` names, else a Node one when its flags give it something to run
- * (--module, --allow-import, --code mount), else a Python one: the reference's `lakeshore worker
- * start --queue gpu --root /data` serves Python functions.
- */
-export const runtimeOf = (o: WorkerOpts): 'node' | 'python' =>
-  o.runtime ?? (o.module || o.allowImport || o.code === 'mount' ? 'node' : 'python');
-/** A Node worker in this process, or a supervised Python one. */
-const serve = (o: WorkerOpts, once: boolean) =>
-  (runtimeOf(o) === 'python'
-    ? run(
-        (g) =>
-          supervisePython(
-            o,
-            {
-              url: g.url ?? process.env.LAKESHORE_URL,
-              token: g.token ?? process.env.LAKESHORE_TOKEN,
-              namespace: g.namespace ?? process.env.LAKESHORE_NAMESPACE,
-            },
-            once,
-          ),
-        { plane: false },
-      )
-    : run((g) => cmd.worker(once ? planeOf(g) : workerPlaneOf(g, o.giveUpAfter), output(!!g.json), o, once)))();
-workerOptions(worker.command('start').description('serve pools until SIGTERM/SIGINT, then drain')).action((o: WorkerOpts) =>
-  serve(o, false),
-);
-workerOptions(worker.command('once').description('run one job, then exit (an empty queue: exit 0 after 2 s)')).action((o: WorkerOpts) =>
-  serve(o, true),
-);
+workerCommands(program, run, planeOf);
 
 export async function main(argv: string[]): Promise<number> {
   // A closed pipe (`lakeshore stats --watch | head`) ends the command quietly.

@@ -3,7 +3,7 @@ import { encodeEnvelope } from '../envelope.ts';
 import { isState, STATES } from '../../src/core/states.ts';
 import type { DispatchPlane, QueueInfo, Schedule, SettingsChange } from '../types.ts';
 import { EXIT, type Out } from './output.ts';
-import { UsageError } from './commands.ts';
+import { UsageError } from './usage.ts';
 
 const num = (what: string, s: string | undefined): number | undefined => {
   if (s === undefined) return undefined;

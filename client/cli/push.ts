@@ -4,7 +4,7 @@
  * pushes by itself: there is nothing to run for it.
  */
 import type { DispatchPlane } from '../types.ts';
-import { UsageError } from './commands.ts';
+import { UsageError } from './usage.ts';
 import { EXIT, type Out } from './output.ts';
 
 export async function push(d: DispatchPlane, out: Out, queues: string[]): Promise<number> {

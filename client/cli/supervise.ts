@@ -11,7 +11,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { delimiter, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { UsageError } from './commands.ts';
+import { UsageError } from './usage.ts';
 
 export interface PythonFlags {
   queue?: string[];

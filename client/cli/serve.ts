@@ -1,0 +1,98 @@
+/** `lakeshore worker start` for the Node runtime, and `lakeshore dev`: the commands that serve. */
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import type { DispatchPlane } from '../types.ts';
+import type { Registry } from '../worker/resolve.ts';
+import { runWorker } from '../worker/run-worker.ts';
+import { EXIT, type Out } from './output.ts';
+import { UsageError } from './usage.ts';
+
+export interface WorkerFlags {
+  queue?: string[];
+  module?: string;
+  root?: string;
+  concurrency?: string;
+  retries?: string;
+  allowImport?: boolean;
+  code?: 'mount' | 'off';
+  leaseMs?: string;
+  timeLimitMs?: string;
+  graceMs?: string;
+  workerId?: string;
+  giveUpAfter?: string;
+}
+
+/** Loads the registry: every exported function of --module, by its export name. */
+async function loadRegistry(module: string | undefined): Promise<Registry> {
+  if (!module) return {};
+  const mod = (await import(pathToFileURL(resolve(module)).href)) as Record<string, unknown>;
+  const reg: Registry = {};
+  for (const [name, v] of Object.entries(mod)) if (typeof v === 'function') reg[name] = v as Registry[string];
+  if (mod.default && typeof mod.default === 'object') {
+    for (const [name, v] of Object.entries(mod.default as Record<string, unknown>))
+      if (typeof v === 'function') reg[name] ??= v as Registry[string];
+  }
+  return reg;
+}
+
+export async function worker(d: DispatchPlane, out: Out, f: WorkerFlags, once: boolean, env: NodeJS.ProcessEnv = process.env) {
+  const pools = f.queue?.length
+    ? f.queue
+    : (env.LAKESHORE_POOLS ?? '')
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean);
+  // A worker that names no pool serves `default`, the pool an unrouted call goes to.
+  if (!pools.length) pools.push('default');
+  const registry = await loadRegistry(f.module);
+  const stop = new AbortController();
+  const onSignal = (sig: string) => {
+    if (!stop.signal.aborted) process.stderr.write(`[lakeshore worker] ${sig}: draining\n`);
+    stop.abort();
+  };
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+  process.on('SIGINT', () => onSignal('SIGINT'));
+  const log = (m: string) => process.stderr.write(`[lakeshore worker] ${m}\n`);
+  // Where this worker finds the functions it runs: named on its start line, not "0 functions".
+  const fns = Object.keys(registry).length;
+  const from = [
+    f.module ? `${fns} function${fns === 1 ? '' : 's'} from ${f.module}` : null,
+    f.code === 'mount' ? "the producers' pushed code, mounted by its stamp" : null,
+    (f.allowImport ?? d.inProcess === true) ? `the modules jobs name under ${f.root ? resolve(f.root) : process.cwd()}` : null,
+  ].filter(Boolean);
+  log(
+    `serving ${pools.join(', ')}; runs ${from.length ? from.join(', and ') : 'nothing yet: give it --module, --code mount or --allow-import'}`,
+  );
+  const n = await runWorker(pools, {
+    dispatch: d,
+    registry,
+    root: f.root ? resolve(f.root) : process.cwd(),
+    once,
+    concurrency: f.concurrency ? Number(f.concurrency) : 1,
+    retries: f.retries ? Number(f.retries) : Infinity,
+    allowImport: f.allowImport,
+    code: f.code,
+    leaseMs: f.leaseMs ? Number(f.leaseMs) : undefined,
+    timeLimitMs: f.timeLimitMs ? Number(f.timeLimitMs) : undefined,
+    graceMs: f.graceMs ? Number(f.graceMs) : undefined,
+    workerId: f.workerId,
+    stop: stop.signal,
+    log,
+    onJob: (id, outcome) => (out.json ? out.print({ id, outcome }) : log(`${id}: ${outcome}`)),
+  });
+  log(`stopped after ${n} job${n === 1 ? '' : 's'}`);
+  return EXIT.ok;
+}
+
+/** `lakeshore dev`: the local edge plane, as `npm start` runs it. */
+export async function dev(args: string[]) {
+  const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+  if (!existsSync(join(root, 'scripts', 'run.mjs'))) {
+    throw new UsageError('`lakeshore dev` runs in a lakeshore checkout (it is `npm start` there); this lakeshore is the installed client');
+  }
+  const child = spawn(process.execPath, [join(root, 'scripts', 'run.mjs'), 'dev', ...args], { stdio: 'inherit', cwd: root });
+  for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(sig, () => child.kill(sig));
+  return new Promise<number>((r) => child.on('exit', (code) => r(code ?? 0)));
+}

@@ -1,0 +1,12 @@
+/** A command line the CLI cannot act on: said on stderr with the usage exit code, not a stack. */
+export class UsageError extends Error {}
+
+/** A flag or argument that must be JSON, parsed; `dflt` when it is absent. */
+export const parseJson = (what: string, s: string | undefined, dflt: unknown) => {
+  if (s === undefined) return dflt;
+  try {
+    return JSON.parse(s);
+  } catch {
+    throw new UsageError(`${what} is not valid JSON: ${s}`);
+  }
+};
