@@ -7,83 +7,22 @@ import { defaultDispatch } from '../default.ts';
 import { loadJobContext } from './context.ts';
 import type { Claimed, DispatchPlane } from '../types.ts';
 import { LakeshoreError, TimeoutError } from '../errors.ts';
-import { HardStop, runJob, type JobOptions, type JobOutcome, type OnDone } from './job.ts';
+import { HardStop, runJob, type JobOptions } from './job.ts';
 import { AckLane } from './acks.ts';
 import { Prefetch } from './prefetch.ts';
 import { LogShipper } from './logs.ts';
 import type { Mounts } from './mount.ts';
 import { ACKS_WAIT_MS } from '../../src/core/limits.ts';
-import type { Registry } from './resolve.ts';
 import { randomId } from '../ids.ts';
 import { CLIENT_VERSION } from '../version.ts';
+import { DEFAULT_TIME_LIMIT_MS, ONCE_WAIT_MS, type WorkerOptions } from './options.ts';
 
-export interface WorkerOptions {
-  dispatch?: DispatchPlane;
-  /** Functions by name. Looked up before any import. */
-  registry?: Registry;
-  /** Directory that `module#export` imports resolve under. Default: the current directory. */
-  root?: string;
-  /**
-   * Run at most one job, then return: on an empty queue it waits `onceWaitMs` (default 2 s) for
-   * one, then returns 0, so it works from cron and in tests.
-   */
-  once?: boolean;
-  onceWaitMs?: number;
-  concurrency?: number;
-  /**
-   * A failed job is retried while attempt <= retries: retries + 1 attempts where neither the job
-   * nor its queue sets a budget (sent with each nack), and never past the job's or its queue's
-   * when one does. Default: the plane's budget alone (the job's max_attempts, else its queue's,
-   * else 3), failing the job once it is spent (AttemptsExhausted).
-   */
-  retries?: number;
-  /** Aborting it stops the worker gracefully. */
-  stop?: AbortSignal;
-  /** Let envelopes name modules to import. Default: on for the local plane, off over HTTP. */
-  allowImport?: boolean;
-  /**
-   * 'mount': run jobs that carry a producer's pushed code (docs/code-mount.md): fetch the stamp's
-   * archive once, check it, unpack it under `codeHome` (default $LAKESHORE_HOME/code) and import
-   * the job's module from it. Off by default: running pushed code is running the producer's code.
-   */
-  code?: 'mount' | 'off';
-  codeHome?: string;
-  workerId?: string;
-  /**
-   * The time limit of a job whose envelope and queue set none: past it the job is aborted and
-   * fails with TimeLimitExceeded. Default 600 s (the contract's); 0: none.
-   */
-  timeLimitMs?: number;
-  leaseMs?: number;
-  heartbeatMs?: number;
-  graceMs?: number;
-  /** How long one claim waits for work. Default 20 s. */
-  claimWaitMs?: number;
-  /**
-   * Extra jobs to claim ahead of free slots: a number, or 'auto' (default) to size it by the
-   * pace of this worker's jobs times the claim round trip (see prefetch.ts). 0 claims only what
-   * can start now.
-   */
-  prefetch?: number | 'auto';
-  onJob?: (id: string, outcome: JobOutcome, attempt: number) => void;
-  /**
-   * Sees each job's outcome as its handler ends (before the ack or nack). For a failure it may
-   * answer 'handled': the job fails without a retry, the application having recorded the failure
-   * as a fact instead of retrying a side effect.
-   */
-  onDone?: OnDone;
-  log?: (msg: string) => void;
-}
-
-/** How long `once` waits for a job on an empty queue before it returns 0. */
-export const ONCE_WAIT_MS = 2_000;
+export type { WorkerOptions } from './options.ts';
 
 /** The most one claim asks for (the plane's default batch limit). */
 const MAX_CLAIM = 1000;
 /** How often a worker's claims carry who it is. */
 const INFO_EVERY_MS = 30_000;
-/** A job's time limit when its envelope, its queue and its worker set none (the contract's 600 s). */
-export const DEFAULT_TIME_LIMIT_MS = 600_000;
 /** How often a worker reads its pools' settings again (their time limits): a change reaches it within this. */
 const QUEUE_SETTINGS_MS = 30_000;
 
