@@ -27,71 +27,34 @@ import type {
   SubmitOptions,
 } from '../types.ts';
 import type { Batcher } from '../batcher.ts';
-import { b64, batcherFor, enc, inParts, invocationOf, pageOf, PART_BYTES, PART_ITEMS, queuePath, settledOf, type Json } from './wire.ts';
+import { b64, batcherFor, enc, invocationOf, pageOf, queuePath, settledOf, type Json } from './wire.ts';
+import {
+  type AckItem,
+  ackParts,
+  claimWire,
+  type NackItem,
+  nackParts,
+  ridingAcks,
+  type SubmitItem,
+  submitParts,
+  submitWire,
+} from './batches.ts';
 import { followJournal } from './follow.ts';
 import { HttpOperators } from './operators.ts';
 import { Transport, type TransportOptions } from './transport.ts';
 import { randomId } from '../ids.ts';
 
-const failedItem = (error: Error) => ({ ok: false as const, error });
-
-export interface HttpDispatchOptions {
-  token?: string;
+/** The client's options: the transport's (transport.ts), and these. */
+export interface HttpDispatchOptions extends Partial<TransportOptions> {
   namespace?: string;
-  /** How long to keep retrying a request whose connection failed, or that got 429/503 (default 15 s; 0: never). */
-  retryForMs?: number;
-  /** Per-request timeout in ms, on top of any wait the request asks the plane for. Default 30 s. */
-  timeout?: number;
-  /**
-   * Makes every request with this fetch (a proxy's, a test's). Without it, the client's calls go
-   * through node:http with a keep-alive pool where the runtime has it (Node, Bun, Deno: a third of
-   * fetch's CPU per request), else through the global fetch; streams (journals, the event feed)
-   * and code archives always use fetch.
-   */
-  fetch?: typeof fetch;
   /** Merge concurrent submits and acks into batch requests (default true). */
   coalesce?: boolean;
-  /**
-   * Told at once when the plane cannot be reached and a request will be retried (the CLI prints
-   * it); once retries run out the request fails with UnavailableError.
-   */
-  onUnreachable?: (message: string) => void;
-  /** Told once when the plane goes away and once when it is back (transport.ts); a worker's log. */
-  onOutage?: TransportOptions['onOutage'];
-  /** The longest pause between two tries of a request (default 1 s). */
-  maxBackoffMs?: number;
 }
-
-type SubmitItem = { envelope: Uint8Array; opts: SubmitOptions };
-type AckItem = { id: string; workerId: string; attempt: number | null; result: Uint8Array | null };
-type NackItem = {
-  id: string;
-  workerId: string;
-  attempt: number | null;
-  error: string | { message: string; [k: string]: unknown };
-  retry: boolean;
-  delayMs: number | null;
-  maxAttempts: number | null;
-};
 
 /** The longest single long-poll; longer waits are made of several. */
 const SLICE_MS = 50_000;
 /** How many recent ids remember their queue, so routes by id skip the plane's lookup. */
 const HINTS = 10_000;
-
-/** A submit as it travels. */
-const submitWire = (envelope: Uint8Array, opts: SubmitOptions): wire.SubmitWire => ({
-  id: opts.id,
-  envelope: toBase64(envelope),
-  key: opts.key ?? null,
-  priority: opts.priority ?? 0,
-  parent: opts.parent ?? null,
-  delay_ms: opts.delayMs,
-  run_at: opts.runAt,
-  ttl_ms: opts.ttlMs,
-  expires_at: opts.expiresAt,
-  max_attempts: opts.maxAttempts,
-});
 
 export class HttpDispatch extends HttpOperators implements DispatchPlane {
   readonly baseUrl: string;
@@ -137,27 +100,10 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
   }
 
   /** Submits many; a batch larger than one request allows goes in parts (see inParts). */
-  async submitMany(queue: string, items: { envelope: Uint8Array; opts: SubmitOptions }[]): Promise<({ id: string } | { error: Error })[]> {
-    const wires = items.map(({ envelope, opts }) => submitWire(envelope, opts));
-    const size = (w: wire.SubmitWire) => w.envelope.length + w.id.length + (w.key?.length ?? 0) + (w.parent?.length ?? 0) + 80;
-    return inParts<wire.SubmitWire, { id: string } | { error: Error }>(
-      wires,
-      size,
-      async (part) => {
-        const out = await this.http.call('POST', `${queuePath(queue)}/invocations/batch`, { items: part } satisfies {
-          items: wire.SubmitWire[];
-        });
-        return (out.results as Json[]).map((r) => {
-          if (r.error) {
-            const e = r.error as { code: string; message: string };
-            return { error: errorFor(e.code, e.message) };
-          }
-          this.hint(String(r.id), queue);
-          return { id: String(r.id) };
-        });
-      },
-      (error) => ({ error }),
-    );
+  async submitMany(queue: string, items: SubmitItem[]): Promise<({ id: string } | { error: Error })[]> {
+    const out = await submitParts(this.http, queue, items);
+    for (const r of out) if ('id' in r) this.hint(r.id, queue);
+    return out;
   }
 
   async cancel(id: string): Promise<boolean> {
@@ -239,7 +185,7 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
    */
   async claimMany(queue: string, workerId: string, max: number, opts: ClaimOptions = {}): Promise<Claimed[]> {
     const claimId = opts.signal ? randomId() : undefined;
-    const body = { ...this.claimBody(workerId, max, opts), claim_id: claimId } satisfies wire.ClaimWire;
+    const body = { ...claimWire(workerId, max, opts), claim_id: claimId } satisfies wire.ClaimWire;
     const out = await this.http
       .call('POST', `${queuePath(queue)}/claim`, body, { waitMs: opts.waitMs ?? 0, signal: opts.signal })
       .catch(async (e: unknown) => {
@@ -265,12 +211,7 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
       result: a.result ? toBase64(a.result) : null,
     }));
     // The acks that fit one request ride the claim; any beyond go first, as batch acks in parts.
-    let fit = 0;
-    for (
-      let bytes = 0;
-      fit < Math.min(items.length, PART_ITEMS) && (bytes += (items[fit]!.result?.length ?? 0) + items[fit]!.id.length + 60) <= PART_BYTES;
-      fit++
-    );
+    const fit = ridingAcks(items);
     const before =
       fit < items.length
         ? await this.ackBatch(
@@ -281,7 +222,7 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
     const out = await this.http.call(
       'POST',
       `${queuePath(queue)}/claim`,
-      { ...this.claimBody(workerId, max, opts), acks: items.slice(0, fit) } satisfies wire.ClaimWire,
+      { ...claimWire(workerId, max, opts), acks: items.slice(0, fit) } satisfies wire.ClaimWire,
       { waitMs: Math.min(opts.waitMs ?? 0, ACKS_WAIT_MS) },
     );
     const answers = [...settledOf(out.acks as Json[]), ...before].map((r) => (r.ok ? null : r.error));
@@ -289,18 +230,6 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
       if (answers[i] === null) this.claims.delete(a.id);
     });
     return { acks: answers, claimed: this.claimed(workerId, out.claimed as Json[]) };
-  }
-
-  private claimBody(workerId: string, max: number, opts: ClaimOptions): wire.ClaimWire {
-    return {
-      worker_id: workerId,
-      kind: opts.kind ?? 'fifo',
-      temperature: opts.temperature ?? 1,
-      wait_ms: opts.waitMs ?? 0,
-      lease_ms: opts.leaseMs ?? null,
-      max,
-      worker: opts.worker ?? null,
-    };
   }
 
   private claimed(workerId: string, rows: Json[]): Claimed[] {
@@ -337,19 +266,7 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
 
   /** Acks many invocations of one queue in one request; each is fenced on its own and fails alone. */
   private ackBatch(queue: string, items: AckItem[]) {
-    const wires: (wire.AckBodyWire & { id: string; worker_id: string })[] = items.map((a) => ({
-      id: a.id,
-      worker_id: a.workerId,
-      attempt: a.attempt,
-      result: a.result ? toBase64(a.result) : null,
-    }));
-    const size = (w: (typeof wires)[number]) => (w.result?.length ?? 0) + w.id.length + w.worker_id.length + 60;
-    return inParts(
-      wires,
-      size,
-      async (part) => settledOf((await this.http.call('POST', `${queuePath(queue)}/ack`, { items: part })).results as Json[]),
-      failedItem,
-    );
+    return ackParts(this.http, queue, items);
   }
 
   async nack(id: string, workerId: string, opts: NackOptions): Promise<NackedState> {
@@ -383,22 +300,7 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
 
   /** Nacks many invocations of one queue in one request; each is fenced on its own and fails alone. */
   private nackBatch(queue: string, items: NackItem[]) {
-    const wires: (wire.NackWire & { id: string })[] = items.map((n) => ({
-      id: n.id,
-      worker_id: n.workerId,
-      attempt: n.attempt,
-      error: n.error,
-      retry: n.retry,
-      delay_ms: n.delayMs,
-      max_attempts: n.maxAttempts,
-    }));
-    const size = (w: (typeof wires)[number]) => JSON.stringify(w).length;
-    return inParts(
-      wires,
-      size,
-      async (part) => settledOf((await this.http.call('POST', `${queuePath(queue)}/nack`, { items: part })).results as Json[]),
-      failedItem,
-    );
+    return nackParts(this.http, queue, items);
   }
 
   async heartbeat(id: string, workerId: string, opts: HolderOptions & { leaseMs?: number } = {}): Promise<HeartbeatAnswer> {

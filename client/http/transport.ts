@@ -22,11 +22,21 @@ const SENDABLE_DEPTH = 1000;
 
 export interface TransportOptions {
   token?: string;
+  /** Per-request timeout in ms, on top of any wait the request asks the plane for. Default 30 s. */
   timeout: number;
+  /** How long to keep retrying a request whose connection failed, or that got 429/503 (default 15 s; 0: never). */
   retryForMs?: number;
-  /** Makes every request with this fetch. Default: node:http where the runtime has it, else fetch (requester.ts). */
+  /**
+   * Makes every request with this fetch (a proxy's, a test's). Without it, the client's calls go
+   * through node:http with a keep-alive pool where the runtime has it (Node, Bun, Deno: a third of
+   * fetch's CPU per request; requester.ts), else through the global fetch; streams (journals, the
+   * event feed) and code archives always use fetch.
+   */
   fetch?: typeof fetch;
-  /** Told at once (once per request) when the plane cannot be reached and the request will be retried. */
+  /**
+   * Told at once (once per request) when the plane cannot be reached and the request will be
+   * retried (the CLI prints it); once retries run out the request fails with UnavailableError.
+   */
   onUnreachable?: (message: string) => void;
   /**
    * Told once when the plane goes away (no request of this client reaches it) and once when it is
