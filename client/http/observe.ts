@@ -5,17 +5,25 @@
  */
 import type { FeedItem } from '../types.ts';
 import { LakeshoreError } from '../errors.ts';
-import { sseBatches } from './sse.ts';
+import { oneByOne, sseBatches } from './sse.ts';
 import { errorOf } from './transport.ts';
 import type { Json } from './wire.ts';
 import type { QueueSettingsWire } from '../../src/core/wire-types.ts';
 import type { SettingsChange } from '../types.ts';
 
 /** `connect(lastEventId, signal)`: one request for the feed after that id. */
-export async function* followFeed(
+export function followFeed(
   signal: AbortSignal | undefined,
   connect: (last: string | null, signal: AbortSignal) => Promise<Response>,
-): AsyncGenerator<FeedItem> {
+): AsyncIterableIterator<FeedItem> {
+  return oneByOne(feedBatches(signal, connect));
+}
+
+/** The feed's items a chunk at a time: the records that came together, parsed together. */
+async function* feedBatches(
+  signal: AbortSignal | undefined,
+  connect: (last: string | null, signal: AbortSignal) => Promise<Response>,
+): AsyncGenerator<FeedItem[]> {
   let last: string | null = null;
   let failures = 0;
   while (!signal?.aborted) {
@@ -26,12 +34,15 @@ export async function* followFeed(
       const res = await connect(last, ac.signal);
       if (!res.ok || !res.body) throw await errorOf(res);
       failures = 0;
-      for await (const batch of sseBatches(res.body, ac.signal))
+      for await (const batch of sseBatches(res.body, ac.signal)) {
+        const items: FeedItem[] = [];
         for (const ev of batch) {
           last = ev.id || last;
-          if (ev.event === 'gap') yield { kind: 'gap', ...(JSON.parse(ev.data) as Json) } as FeedItem;
-          else if (ev.event === 'job' || ev.event === 'worker') yield JSON.parse(ev.data) as FeedItem;
+          if (ev.event === 'gap') items.push({ kind: 'gap', ...(JSON.parse(ev.data) as Json) } as FeedItem);
+          else if (ev.event === 'job' || ev.event === 'worker') items.push(JSON.parse(ev.data) as FeedItem);
         }
+        yield items;
+      }
     } catch (e) {
       if (signal?.aborted) return;
       if (e instanceof LakeshoreError) throw e;

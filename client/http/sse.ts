@@ -29,6 +29,38 @@ export async function* sseBatches(body: ReadableStream<Uint8Array>, signal?: Abo
 }
 
 /** The events one by one. */
-export async function* sseEvents(body: ReadableStream<Uint8Array>, signal?: AbortSignal): AsyncGenerator<EventSourceMessage> {
-  for await (const batch of sseBatches(body, signal)) yield* batch;
+export const sseEvents = (body: ReadableStream<Uint8Array>, signal?: AbortSignal): AsyncIterableIterator<EventSourceMessage> =>
+  oneByOne(sseBatches(body, signal));
+
+/**
+ * Items one by one from batches of them, for a `for await` reader: an item already in hand is
+ * answered at once (one resolved promise), not through an async generator's yield (a few
+ * microtask turns each). A reader of a busy feed spent about a fifth of its CPU there. Ending
+ * the iteration early (`break`, `return()`) ends the batches' generator, running its cleanup.
+ */
+export function oneByOne<T>(batches: AsyncGenerator<T[]>): AsyncIterableIterator<T> {
+  let batch: T[] = [];
+  let next = 0;
+  const pull = async (): Promise<IteratorResult<T>> => {
+    for (;;) {
+      const r = await batches.next();
+      if (r.done) return { value: undefined, done: true };
+      if (r.value.length) {
+        batch = r.value;
+        next = 1;
+        return { value: batch[0]!, done: false };
+      }
+    }
+  };
+  return {
+    next: () => (next < batch.length ? Promise.resolve({ value: batch[next++]!, done: false }) : pull()),
+    return: async () => {
+      batch = [];
+      await batches.return(undefined);
+      return { value: undefined, done: true };
+    },
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+  };
 }
