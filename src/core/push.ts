@@ -14,7 +14,9 @@
  * Platform-neutral: the edge plane's queue object runs it on its engine (src/durable/pushing.ts),
  * and `lakeshore push` runs it on a local plane's file through a Dispatch.
  */
-import { toBase64, utf8 } from './bytes.ts';
+import { toBase64 } from './bytes.ts';
+import { PushAcks } from './push-acks.ts';
+import { outcomesOf, resultOf, retryAfterMs } from './push-answer.ts';
 import type { PushTarget } from './push-target.ts';
 import { signDelivery } from './push-target.ts';
 import type { Claimed, InvocationError } from './types.ts';
@@ -93,49 +95,12 @@ export interface PushStats {
 }
 
 const LATENCIES = 256;
-/** Most acks in one write. */
-const MAX_ACKS = 100;
-/** How long an answered delivery's ack waits for a claim to go with before it is written alone. */
-const ACK_LINGER_MS = 5;
-/** Writes of one ack before it counts as refused (its lease then brings the job back). */
-const ACK_TRIES = 3;
 /** The delay before the pusher asks again after its plane failed a claim, doubling to this. */
 const MAX_PAUSE_MS = 5_000;
 /** How long a claim that may find the queue empty waits for an answer first (Pusher.pauseNext). */
 const SETTLE_MS = 5;
 /** A batch's answer may be this much bigger than its jobs' results together (its JSON around them). */
 const BATCH_ANSWER_SLACK = 64 * 1024;
-
-/** What a batch's answer says of one job (its `outcomes`); a job it does not name is acked without a result. */
-type JobOutcome =
-  | { status: 'ok'; result: Uint8Array | null }
-  | { status: 'retry'; error: string; delayMs: number | null }
-  | { status: 'accepted' }
-  /** An entry that cannot be taken: nacked, and retried unless no answer could do better (a result over the limit). */
-  | { status: 'unreadable'; error: string; retry: boolean };
-
-/** A `Retry-After` (seconds, or an HTTP date) as a delay in ms; null when absent or unreadable. */
-export function retryAfterMs(v: string | null, now: number, max: number): number | null {
-  if (!v) return null;
-  const s = v.trim();
-  const ms = /^\d+$/.test(s) ? Number(s) * 1000 : Date.parse(s) - now;
-  return Number.isFinite(ms) ? Math.min(max, Math.max(0, Math.round(ms))) : null;
-}
-
-/** The result a 2xx body stands for: JSON kept as it came, other text as a JSON string, nothing as none. */
-function resultOf(body: Uint8Array, contentType: string | null): Uint8Array | null {
-  if (!body.length) return null;
-  const text = new TextDecoder().decode(body);
-  if (/\bjson\b/i.test(contentType ?? '')) {
-    try {
-      JSON.parse(text);
-      return body;
-    } catch {
-      /* not JSON after all: kept as text */
-    }
-  }
-  return utf8(JSON.stringify(text));
-}
 
 export class Pusher {
   private target: PushTarget;
@@ -165,16 +130,15 @@ export class Pusher {
   private readonly latencies: number[] = [];
   /** Deliveries on their way, for stop() to wait on. */
   private readonly pending = new Set<Promise<void>>();
-  /** 2xx answers waiting for their ack: written together, one write at a time (group commit). */
-  private acks: (Ack & { done: (e: Error | null) => void; tries: number })[] = [];
-  private acking = false;
-  private ackTimer: ReturnType<typeof setTimeout> | null = null;
+  /** 2xx answers waiting for their ack: they ride the next claim, or are written together. */
+  private readonly acks: PushAcks;
 
   constructor(port: PushPort, target: PushTarget, o: PushOptions) {
     this.port = port;
     this.target = target;
     this.o = o;
     this.now = o.now ?? Date.now;
+    this.acks = new PushAcks((items) => port.ackMany(items));
   }
 
   /** Starts the claim loop (again, after stop()). */
@@ -249,7 +213,7 @@ export class Pusher {
       }
       if (this.claimAbort.signal.aborted) this.claimAbort = new AbortController();
       const leaseMs = Math.min(this.o.maxLeaseMs, Math.max(this.o.leaseMs, this.target.timeoutMs + 5_000));
-      const acks = this.takeAcks();
+      const acks = this.acks.take();
       // The batch size as claimed: a retarget during the claim must not split its jobs into more
       // deliveries than the slots it was sized for.
       const batch = this.target.batchSize;
@@ -265,7 +229,7 @@ export class Pusher {
         this.dry = got.length < max;
         pause = 0;
       } catch (e) {
-        this.ackAgain(acks, e);
+        this.acks.again(acks, e);
         if (this.stopped || this.claimAbort.signal.aborted) continue;
         // The plane could not claim (a move's fence, D1 away): ask again, less often while it lasts.
         pause = Math.min(MAX_PAUSE_MS, pause ? pause * 2 : 100);
@@ -292,62 +256,6 @@ export class Pusher {
         });
         this.pending.add(p);
       }
-    }
-  }
-
-  /** Acks the attempt with the others answered meanwhile; rejects when its ack was refused. */
-  private ack(c: Claimed, result: Uint8Array | null): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      this.acks.push({ c, result, tries: 0, done: (e) => (e ? reject(e) : resolve()) });
-      this.ackTimer ??= setTimeout(() => {
-        this.ackTimer = null;
-        void this.flushAcks();
-      }, ACK_LINGER_MS);
-    });
-  }
-
-  private takeAcks() {
-    const out = this.acks.splice(0, MAX_ACKS);
-    if (!this.acks.length && this.ackTimer) {
-      clearTimeout(this.ackTimer);
-      this.ackTimer = null;
-    }
-    return out;
-  }
-
-  /** Acks whose write failed as a whole: written again (an ack is idempotent), refused after a few tries. */
-  private ackAgain(acks: Pusher['acks'], e: unknown) {
-    if (!acks.length) return;
-    const err = e instanceof Error ? e : new Error(String(e));
-    for (const a of acks) {
-      if (++a.tries >= ACK_TRIES) a.done(err);
-      else this.acks.push(a);
-    }
-    if (this.acks.length) {
-      // Retried after a pause, by the timer (or sooner, by the next claim).
-      this.ackTimer ??= setTimeout(() => {
-        this.ackTimer = null;
-        void this.flushAcks();
-      }, 100);
-    }
-  }
-
-  /** Writes the acks waiting (those the claim did not take along), one write at a time. */
-  private async flushAcks(): Promise<void> {
-    if (this.acking) return;
-    this.acking = true;
-    try {
-      for (let batch = this.takeAcks(); batch.length; batch = this.takeAcks()) {
-        try {
-          const out = await this.port.ackMany(batch);
-          for (const [k, a] of batch.entries()) a.done(out[k] ?? null);
-        } catch (e) {
-          this.ackAgain(batch, e);
-          return;
-        }
-      }
-    } finally {
-      this.acking = false;
     }
   }
 
@@ -489,14 +397,14 @@ export class Pusher {
         if (!batched) {
           const c = cs[0]!;
           const result = resultOf(bytes, res.headers.get('content-type'));
-          await this.settle(c, d, 'acked', () => this.ack(c, result));
+          await this.settle(c, d, 'acked', () => this.acks.add(c, result));
           return;
         }
         const outcomes = outcomesOf(bytes, this.o.resultBytes, this.o.maxDelayMs);
         await Promise.all(
           cs.map((c) => {
             const o = outcomes.get(c.id) ?? { status: 'ok', result: null };
-            if (o.status === 'ok') return this.settle(c, d, 'acked', () => this.ack(c, o.result));
+            if (o.status === 'ok') return this.settle(c, d, 'acked', () => this.acks.add(c, o.result));
             if (o.status === 'accepted') return this.settle(c, d, 'accepted', async () => {});
             if (o.status === 'retry') {
               const why = `push target answered ${res.status} and asked to retry it${o.error ? `: ${o.error}` : ''}`;
@@ -525,49 +433,6 @@ export class Pusher {
       clearTimeout(timer);
     }
   }
-}
-
-/**
- * What a batch's 2xx body says of its jobs: `{"outcomes": {"<job id>": {"status": "ok", "result":
- * any} | {"status": "retry", "error"?: string, "delay_ms"?: number} | {"status": "accepted"}}}`.
- * A body that is not such JSON (empty, text; whatever its content type) names none: every job is
- * acked without a result.
- * An entry that is not one of those is retried, saying why.
- */
-export function outcomesOf(body: Uint8Array, resultBytes: number, maxDelayMs: number): Map<string, JobOutcome> {
-  const out = new Map<string, JobOutcome>();
-  if (!body.length) return out;
-  let j: unknown;
-  try {
-    j = JSON.parse(new TextDecoder().decode(body));
-  } catch {
-    return out;
-  }
-  const named = (j as { outcomes?: unknown } | null)?.outcomes;
-  if (typeof named !== 'object' || named === null || Array.isArray(named)) return out;
-  for (const [id, v] of Object.entries(named as Record<string, unknown>)) {
-    const o = (typeof v === 'object' && v !== null && !Array.isArray(v) ? v : {}) as Record<string, unknown>;
-    if (o.status === 'ok') {
-      const result = o.result === undefined || o.result === null ? null : utf8(JSON.stringify(o.result));
-      out.set(
-        id,
-        result && result.length > resultBytes
-          ? { status: 'unreadable', error: `its result is ${result.length} bytes; the result limit is ${resultBytes}`, retry: false }
-          : { status: 'ok', result },
-      );
-    } else if (o.status === 'retry') {
-      const delay = o.delay_ms;
-      const delayMs = typeof delay === 'number' && Number.isFinite(delay) && delay >= 0 ? Math.min(maxDelayMs, Math.round(delay)) : null;
-      out.set(id, { status: 'retry', error: typeof o.error === 'string' ? o.error.slice(0, 500) : '', delayMs });
-    } else if (o.status === 'accepted') out.set(id, { status: 'accepted' });
-    else
-      out.set(id, {
-        status: 'unreadable',
-        error: `its outcome ${JSON.stringify(v).slice(0, 200)} is not {"status": "ok" | "retry" | "accepted"}`,
-        retry: true,
-      });
-  }
-  return out;
 }
 
 /** A delivery's outcome as the feed tells it. */

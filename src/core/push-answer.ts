@@ -1,0 +1,79 @@
+/**
+ * A push receiver's answer, read (docs/contract.md, "Push delivery"): a 2xx body as one job's
+ * result, a batch's body as each job's outcome, and a `Retry-After` as a delay.
+ */
+import { utf8 } from './bytes.ts';
+
+export /** What a batch's answer says of one job (its `outcomes`); a job it does not name is acked without a result. */
+type JobOutcome =
+  | { status: 'ok'; result: Uint8Array | null }
+  | { status: 'retry'; error: string; delayMs: number | null }
+  | { status: 'accepted' }
+  /** An entry that cannot be taken: nacked, and retried unless no answer could do better (a result over the limit). */
+  | { status: 'unreadable'; error: string; retry: boolean };
+
+/** A `Retry-After` (seconds, or an HTTP date) as a delay in ms; null when absent or unreadable. */
+export function retryAfterMs(v: string | null, now: number, max: number): number | null {
+  if (!v) return null;
+  const s = v.trim();
+  const ms = /^\d+$/.test(s) ? Number(s) * 1000 : Date.parse(s) - now;
+  return Number.isFinite(ms) ? Math.min(max, Math.max(0, Math.round(ms))) : null;
+}
+
+export /** The result a 2xx body stands for: JSON kept as it came, other text as a JSON string, nothing as none. */
+function resultOf(body: Uint8Array, contentType: string | null): Uint8Array | null {
+  if (!body.length) return null;
+  const text = new TextDecoder().decode(body);
+  if (/\bjson\b/i.test(contentType ?? '')) {
+    try {
+      JSON.parse(text);
+      return body;
+    } catch {
+      /* not JSON after all: kept as text */
+    }
+  }
+  return utf8(JSON.stringify(text));
+}
+
+/**
+ * What a batch's 2xx body says of its jobs: `{"outcomes": {"<job id>": {"status": "ok", "result":
+ * any} | {"status": "retry", "error"?: string, "delay_ms"?: number} | {"status": "accepted"}}}`.
+ * A body that is not such JSON (empty, text; whatever its content type) names none: every job is
+ * acked without a result.
+ * An entry that is not one of those is retried, saying why.
+ */
+export function outcomesOf(body: Uint8Array, resultBytes: number, maxDelayMs: number): Map<string, JobOutcome> {
+  const out = new Map<string, JobOutcome>();
+  if (!body.length) return out;
+  let j: unknown;
+  try {
+    j = JSON.parse(new TextDecoder().decode(body));
+  } catch {
+    return out;
+  }
+  const named = (j as { outcomes?: unknown } | null)?.outcomes;
+  if (typeof named !== 'object' || named === null || Array.isArray(named)) return out;
+  for (const [id, v] of Object.entries(named as Record<string, unknown>)) {
+    const o = (typeof v === 'object' && v !== null && !Array.isArray(v) ? v : {}) as Record<string, unknown>;
+    if (o.status === 'ok') {
+      const result = o.result === undefined || o.result === null ? null : utf8(JSON.stringify(o.result));
+      out.set(
+        id,
+        result && result.length > resultBytes
+          ? { status: 'unreadable', error: `its result is ${result.length} bytes; the result limit is ${resultBytes}`, retry: false }
+          : { status: 'ok', result },
+      );
+    } else if (o.status === 'retry') {
+      const delay = o.delay_ms;
+      const delayMs = typeof delay === 'number' && Number.isFinite(delay) && delay >= 0 ? Math.min(maxDelayMs, Math.round(delay)) : null;
+      out.set(id, { status: 'retry', error: typeof o.error === 'string' ? o.error.slice(0, 500) : '', delayMs });
+    } else if (o.status === 'accepted') out.set(id, { status: 'accepted' });
+    else
+      out.set(id, {
+        status: 'unreadable',
+        error: `its outcome ${JSON.stringify(v).slice(0, 200)} is not {"status": "ok" | "retry" | "accepted"}`,
+        retry: true,
+      });
+  }
+  return out;
+}
