@@ -10,7 +10,8 @@
  * (`delivery_token: null`), so a receiver answers with the outcome (2xx, or an error status);
  * a 202 leaves the job running until its lease runs out, and then it is delivered again.
  */
-import { deliveryLine, PUSH_WORKER_ID, Pusher, type Delivered, type PushStats } from '../../src/core/push.ts';
+import { PUSH_WORKER_ID, Pusher, type Delivered, type PushStats } from '../../src/core/push.ts';
+import { deliveryLine } from '../../src/core/push-wire.ts';
 import type { PushTarget } from '../../src/core/push-target.ts';
 import type { Dispatch } from './dispatch.ts';
 

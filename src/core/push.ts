@@ -14,13 +14,10 @@
  * Platform-neutral: the edge plane's queue object runs it on its engine (src/durable/pushing.ts),
  * and `lakeshore push` runs it on a local plane's file through a Dispatch.
  */
-import { toBase64 } from './bytes.ts';
 import { PushAcks } from './push-acks.ts';
-import { outcomesOf, resultOf, retryAfterMs } from './push-answer.ts';
-import type { PushTarget } from './push-target.ts';
-import { signDelivery } from './push-target.ts';
+import { deliveryBody, outcomesOf, resultOf, retryAfterMs } from './push-wire.ts';
+import { type PushTarget, signDelivery } from './push-target.ts';
 import type { Claimed, InvocationError } from './types.ts';
-import type { LogLine } from './feed.ts';
 
 /** The worker id a plane's pusher claims as (the workers list shows it; a delivery names it). */
 export const PUSH_WORKER_ID = 'lakeshore-push';
@@ -297,42 +294,6 @@ export class Pusher {
     return () => this.port.nack(c, { message, type: 'PushFailed', ...(status !== null ? { status } : {}) }, retry, delayMs);
   }
 
-  /** The delivery's body: one job's `lakeshore.delivery`, or a `lakeshore.batch` of them. */
-  private async bodyOf(cs: Claimed[], batched: boolean): Promise<string> {
-    const tokens = await Promise.all(cs.map((c) => this.port.deliveryToken(c)));
-    const job = (c: Claimed, k: number) => ({
-      id: c.id,
-      attempt: c.attempt,
-      lease_until: c.leaseUntil,
-      priority: c.priority,
-      envelope: toBase64(c.envelope),
-      delivery_token: tokens[k] ?? null,
-    });
-    if (!batched) {
-      const c = cs[0]!;
-      const { id, attempt, lease_until, priority, envelope, delivery_token } = job(c, 0);
-      return JSON.stringify({
-        type: 'lakeshore.delivery',
-        id,
-        namespace: this.o.ns,
-        queue: this.o.queue,
-        attempt,
-        lease_until,
-        priority,
-        envelope,
-        worker_id: this.o.workerId,
-        delivery_token,
-      });
-    }
-    return JSON.stringify({
-      type: 'lakeshore.batch',
-      namespace: this.o.ns,
-      queue: this.o.queue,
-      worker_id: this.o.workerId,
-      jobs: cs.map(job),
-    });
-  }
-
   /**
    * POSTs one delivery (a job, or a batch of them) and settles each job by the answer. Never throws.
    * `answered` frees the delivery's slot once the receiver has answered (the acks may still be on
@@ -359,7 +320,8 @@ export class Pusher {
     const abort = new AbortController();
     const timer = setTimeout(() => abort.abort(new DOMException('push target timed out', 'TimeoutError')), t.timeoutMs);
     try {
-      const body = await this.bodyOf(cs, batched);
+      const tokens = await Promise.all(cs.map((c) => this.port.deliveryToken(c)));
+      const body = deliveryBody(cs, tokens, batched, this.o);
       // A job's attempt is in exactly one delivery, so the first job's names its batch uniquely.
       const msgId = `${batched ? 'batch_' : ''}${cs[0]!.id}.${cs[0]!.attempt}`;
       const ts = Math.floor(this.now() / 1000);
@@ -433,22 +395,4 @@ export class Pusher {
       clearTimeout(timer);
     }
   }
-}
-
-/** A delivery's outcome as the feed tells it. */
-export function deliveryLine(d: Delivered): LogLine {
-  const answer = d.status === null ? 'no answer' : `${d.status}`;
-  const what =
-    d.outcome === 'acked'
-      ? 'acked'
-      : d.outcome === 'accepted'
-        ? 'accepted: the receiver finishes it with its delivery token'
-        : d.outcome === 'nacked'
-          ? `nacked: ${d.error}`
-          : `refused: ${d.error}`;
-  return {
-    id: d.id,
-    level: d.outcome === 'acked' || d.outcome === 'accepted' ? 'info' : 'warn',
-    message: `push attempt ${d.attempt}: ${answer} in ${d.ms} ms${d.batch > 1 ? ` (a batch of ${d.batch})` : ''}, ${what}`,
-  };
 }

@@ -7,7 +7,8 @@
  * each of those starts the object and so its pusher again.
  */
 import type { Engine } from '../core/engine.ts';
-import { deliveryLine, PUSH_WORKER_ID, Pusher, type PushStats } from '../core/push.ts';
+import { PUSH_WORKER_ID, Pusher, type PushStats } from '../core/push.ts';
+import { deliveryLine } from '../core/push-wire.ts';
 import { mintDeliveryToken, DELIVERY_TOKEN_TTL_MS } from '../core/delivery-token.ts';
 import { serviceOf } from '../core/push-target.ts';
 import { signingKeys } from '../core/signing.ts';

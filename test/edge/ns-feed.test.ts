@@ -93,7 +93,9 @@ describe('namespace-wide lifecycle feed', () => {
     const seen = readEvents(res, (evs) => records(evs).some((r) => r.id === 'c-probe-done'));
     await work(p.ns, ['a'], 25, 'before');
     // The object ends its streams (as a restart or a move would): the Worker reconnects from its position.
-    await runInDurableObject(queueStub(p.ns, 'a'), (o) => (o as unknown as { feed: { closeAll(): void } }).feed.closeAll());
+    await runInDurableObject(queueStub(p.ns, 'a'), (o) =>
+      (o as unknown as { streams: { feed: { closeAll(): void } } }).streams.feed.closeAll(),
+    );
     await work(p.ns, ['a'], 25, 'after');
     // A queue that starts now: the stream looks for new queues every 2 s, and follows it from then on.
     await p.submit('c', 'c-first');

@@ -1,8 +1,43 @@
 /**
- * A push receiver's answer, read (docs/contract.md, "Push delivery"): a 2xx body as one job's
- * result, a batch's body as each job's outcome, and a `Retry-After` as a delay.
+ * What a push delivery says and what its answer says (docs/contract.md, "Push delivery"): the
+ * body POSTed, a receiver's 2xx body as one job's result, a batch's body as each job's outcome, a
+ * `Retry-After` as a delay, and the line the feed tells of each delivery.
  */
-import { utf8 } from './bytes.ts';
+import { toBase64, utf8 } from './bytes.ts';
+import type { LogLine } from './feed.ts';
+import type { Delivered, PushOptions } from './push.ts';
+import type { Claimed } from './types.ts';
+
+/**
+ * The delivery's body: one job's `lakeshore.delivery`, or a `lakeshore.batch` of them, each job
+ * with its delivery token (`tokens`, in the jobs' order).
+ */
+export function deliveryBody(cs: Claimed[], tokens: (string | null)[], batched: boolean, o: PushOptions): string {
+  const job = (c: Claimed, k: number) => ({
+    id: c.id,
+    attempt: c.attempt,
+    lease_until: c.leaseUntil,
+    priority: c.priority,
+    envelope: toBase64(c.envelope),
+    delivery_token: tokens[k] ?? null,
+  });
+  if (!batched) {
+    const { id, attempt, lease_until, priority, envelope, delivery_token } = job(cs[0]!, 0);
+    return JSON.stringify({
+      type: 'lakeshore.delivery',
+      id,
+      namespace: o.ns,
+      queue: o.queue,
+      attempt,
+      lease_until,
+      priority,
+      envelope,
+      worker_id: o.workerId,
+      delivery_token,
+    });
+  }
+  return JSON.stringify({ type: 'lakeshore.batch', namespace: o.ns, queue: o.queue, worker_id: o.workerId, jobs: cs.map(job) });
+}
 
 export /** What a batch's answer says of one job (its `outcomes`); a job it does not name is acked without a result. */
 type JobOutcome =
@@ -76,4 +111,22 @@ export function outcomesOf(body: Uint8Array, resultBytes: number, maxDelayMs: nu
       });
   }
   return out;
+}
+
+/** A delivery's outcome as the feed tells it. */
+export function deliveryLine(d: Delivered): LogLine {
+  const answer = d.status === null ? 'no answer' : `${d.status}`;
+  const what =
+    d.outcome === 'acked'
+      ? 'acked'
+      : d.outcome === 'accepted'
+        ? 'accepted: the receiver finishes it with its delivery token'
+        : d.outcome === 'nacked'
+          ? `nacked: ${d.error}`
+          : `refused: ${d.error}`;
+  return {
+    id: d.id,
+    level: d.outcome === 'acked' || d.outcome === 'accepted' ? 'info' : 'warn',
+    message: `push attempt ${d.attempt}: ${answer} in ${d.ms} ms${d.batch > 1 ? ` (a batch of ${d.batch})` : ''}, ${what}`,
+  };
 }
