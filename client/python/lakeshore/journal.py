@@ -5,7 +5,7 @@ import time
 from typing import Any, Dict, Iterator, Optional, Tuple
 
 from .checks import TERMINAL, _shallow, not_found
-from .errors import BadRequest, FencingConflict, NotFound, PayloadTooLarge, Timeout
+from .errors import BadRequest, FencingConflict, PayloadTooLarge, Timeout
 from .frames import decode_frame, encode_frame
 
 

@@ -21,7 +21,7 @@ import time
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from .checks import STATES, not_found, _duration, _int, _moment, _name, _number, _shallow, _text, max_wait, _ms
-from .errors import BadRequest, FencingConflict, InvocationCancelled, InvocationFailed, LakeshoreError, NotFound, PayloadTooLarge, StorageFull, Timeout
+from .errors import BadRequest, FencingConflict, InvocationCancelled, InvocationFailed, LakeshoreError, PayloadTooLarge, StorageFull, Timeout
 from .http import Claimed
 from .claims import ClaimMachinery
 from .feed import Feed, ObserveVerbs

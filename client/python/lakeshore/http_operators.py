@@ -1,0 +1,217 @@
+"""The HTTP client's operator verbs (http.py): the overview, listings, storage and metrics, the
+lifecycle feed, pushed code, worker logs, stream tokens, queue settings, pause and resume, redrive,
+purge and schedules."""
+import base64
+import json
+import os
+import re
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+from .errors import BadRequest
+from .wire import Transport, _b64, _error_of, _finite, _open_stream, _q, _queue, _sse_ids, _unb64
+
+
+class _Keep:
+    """A setting left out of configure_queue: it keeps its value (None clears it)."""
+
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+KEEP: Any = _Keep()
+
+
+def _schedule(s: Dict[str, Any]) -> Dict[str, Any]:
+    return {**s, "envelope": _unb64(s.get("envelope"))}
+
+
+class HttpOperatorVerbs(Transport):
+    """Mixed into HttpDispatch: the verbs an operator and a dashboard use, beside the job verbs."""
+
+    def purge(self, queue: str, *, state: str, limit: Optional[int] = None) -> int:
+        """Deletes up to `limit` (default and most 1,000) finished jobs of one `state` (succeeded,
+        failed or cancelled) of `queue`, oldest submitted first; answers how many. An admin token's verb."""
+        return int(self._call("POST", "/queues/%s/purge" % _queue(queue), {"state": state, "limit": limit})["purged"])
+
+    def list_queues(self) -> List[str]:
+        return [str(q["queue"]) for q in self.overview()]
+
+    def overview(self) -> List[Dict[str, Any]]:
+        """Each queue: `{"queue", "paused", "settings", "counts": {"delayed", "queued", "running",
+        "succeeded", "failed", "cancelled"}, "capped", "oldest_queued_ms", "recent"}`: succeeded and
+        cancelled are counted up to 10,000 (`capped` names those at the cap); `oldest_queued_ms` is
+        how long the longest-waiting job has waited, or None; `recent` is `{"bucket_ms", "until",
+        "succeeded": [...], "failed": [...]}`, the jobs finished per 10 s over the last 5 minutes."""
+        return list(self._call("GET", "/queues")["queues"])
+
+    def list(self, queue: str, *, state: str = "queued", limit: int = 50, cursor: Optional[str] = None) -> Dict[str, Any]:
+        """A page of the queue's jobs in `state`: `{"items": [row without envelope and result, ...],
+        "cursor"}`; pass `cursor` back for the next page (None: that was the last). Claim order for
+        queued, soonest first for running and delayed, newest first for finished states."""
+        q = {"state": state, "limit": str(limit)}
+        if cursor:
+            q["cursor"] = cursor
+        return self._call("GET", "/queues/%s/invocations?%s" % (_queue(queue), urllib.parse.urlencode(q)))
+
+    def storage(self) -> Dict[str, Any]:
+        """The namespace's database (its shard) against its storage budget: `{"shard", "bytes",
+        "limit_bytes", "high_water_bytes", "full"}`; past the high-water mark submits raise StorageFull."""
+        return dict(self._call("GET", "/storage"))
+
+    def metrics(self) -> str:
+        """The namespace's metrics in the Prometheus text format (docs/contract.md, "Metrics")."""
+        req = urllib.request.Request(self._url("/metrics"), headers=self._headers())
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                return resp.read().decode("utf-8")
+        except urllib.error.HTTPError as e:
+            raise _error_of(e)
+
+    def events(self, queue: Optional[str] = None, *, kinds: Optional[List[str]] = None,
+               stop: Optional[threading.Event] = None) -> Iterator[Dict[str, Any]]:
+        """The lifecycle feed of `queue` (None: of every queue of the namespace), live: a record
+        per committed transition, each queue's in commit order (`{"kind": "job", "id", "queue",
+        "status", "attempt", "worker_id", "error"?, "at"}`, and `{"kind": "worker", ...}`; `kinds`
+        keeps only some), until `stop` is set (checked between records and keepalives). After a
+        dropped connection it resumes where it was (Last-Event-ID); `{"kind": "gap", ...}` says
+        records were missed (or, for a queue that started meanwhile, may be) and the caller should
+        list again."""
+        params = {} if queue is None else {"queue": queue}
+        if kinds:
+            params["kinds"] = ",".join(kinds)
+        path = "/events" + ("?" + urllib.parse.urlencode(params) if params else "")
+        last: Optional[str] = None
+        failures = 0
+        while not (stop and stop.is_set()):
+            headers = {**self._headers(), "Accept": "text/event-stream"}
+            if last:
+                headers["Last-Event-ID"] = last
+            req = urllib.request.Request(self._url(path), headers=headers)
+            resp, failures = _open_stream(req, 20.0, failures)
+            if resp is None:
+                continue
+            try:
+                for event, data, ident in _sse_ids(resp):
+                    last = ident or last
+                    if event in ("job", "worker"):
+                        yield json.loads(data)
+                    elif event == "gap":
+                        yield {"kind": "gap", **json.loads(data)}
+                    if stop and stop.is_set():
+                        return
+            except (OSError, ValueError):
+                failures += 1
+                time.sleep(min(1.0, 0.025 * 2 ** failures))
+            finally:
+                resp.close()
+
+    def push_code(self, cwd: Optional[str] = None) -> str:
+        """Pushes the git tree of `cwd` (default: the current directory) to the plane once per
+        tree and answers its stamp, the tree hash (docs/code-mount.md): the plane is asked first
+        (HEAD) and the archive (`git archive` of HEAD's tree) goes up only when it lacks it. A tree
+        with uncommitted changes to tracked files is refused: commit them first."""
+        import hashlib
+        import subprocess
+
+        def git(*args: str) -> bytes:
+            r = subprocess.run(["git", *args], cwd=cwd or os.getcwd(), capture_output=True)
+            if r.returncode != 0:
+                raise BadRequest("git %s failed: %s" % (" ".join(args), r.stderr.decode("utf-8", "replace").strip()))
+            return r.stdout
+
+        # Each porcelain line is "XY PATH": two status columns (either may be a space), then the path.
+        dirty = [line for line in git("status", "--porcelain", "--untracked-files=no").decode("utf-8").split("\n") if line.strip()]
+        if dirty:
+            raise BadRequest("the working tree has changes not committed (%d file(s), e.g. %s): push_code sends HEAD's tree; commit them first"
+                             % (len(dirty), dirty[0][3:]))
+        stamp = git("rev-parse", "HEAD^{tree}").decode("ascii").strip()
+        head = urllib.request.Request(self._url("/code/%s" % stamp), method="HEAD", headers=self._headers())
+        try:
+            with urllib.request.urlopen(head, timeout=self.timeout):
+                return stamp
+        except urllib.error.HTTPError as e:
+            if e.code != 404:
+                raise _error_of(e)
+        tar = git("archive", "--format=tar", stamp)
+        digest = base64.b64encode(hashlib.sha256(tar).digest()).decode("ascii")
+        put = urllib.request.Request(self._url("/code/%s" % stamp), data=tar, method="PUT", headers={
+            **self._headers(), "Content-Type": "application/x-tar", "Content-Digest": "sha-256=:%s:" % digest})
+        try:
+            with urllib.request.urlopen(put, timeout=self.timeout):
+                pass
+        except urllib.error.HTTPError as e:
+            raise _error_of(e)
+        self.code_uploads += 1
+        return stamp
+
+    def fetch_code(self, stamp: str) -> Tuple[bytes, Optional[str]]:
+        """A pushed tree's archive and the SHA-256 (hex) the plane keeps for it (a worker token)."""
+        req = urllib.request.Request(self._url("/code/%s" % stamp), headers=self._headers())
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                data = resp.read()
+                named = re.search(r"sha-256=:([A-Za-z0-9+/]+={0,2}):", resp.headers.get("Content-Digest") or "")
+        except urllib.error.HTTPError as e:
+            raise _error_of(e)
+        return data, (base64.b64decode(named.group(1)).hex() if named else None)
+
+    def worker_log(self, queue: str, worker_id: str, lines: List[Dict[str, Any]]) -> None:
+        """Puts log lines of this worker's jobs on the feed (`[{"id", "level", "message",
+        "trace_id"?, "at"?}]`, at most 100; run_worker sends current_job().log's)."""
+        self._call("POST", "/queues/%s/workers/%s/log" % (_queue(queue), _q(worker_id)), {"lines": lines})
+
+    def stream_token(self, inv_id: str, *, ttl: Optional[float] = None, streams: Optional[int] = None) -> Dict[str, Any]:
+        """A read-only token for one invocation, for a browser: `{"token", "url", "expires_at", "id",
+        "queue", "streams"}`. Hand `url` (the journal's SSE URL, the token in its query) to an
+        EventSource. `ttl` in seconds (default 15 minutes, at most 24 hours)."""
+        body: Dict[str, Any] = {"ttl_ms": None if ttl is None else int(ttl * 1000), "streams": streams}
+        return self._call("POST", "/invocations/%s/stream-token%s" % (_q(inv_id), self._qs(inv_id)), body)
+
+    # ------------------------------------------------------------------ operators
+
+    def queue_info(self, queue: str) -> Dict[str, Any]:
+        """`{"queue", "paused", "settings": {...}}`, settings in the wire's names and units (ms)."""
+        return self._call("GET", "/queues/%s" % _queue(queue))
+
+    def configure_queue(self, queue: str, *, lease_ms: Any = KEEP, max_attempts: Any = KEEP, max_running: Any = KEEP,
+                        claims_per_second: Any = KEEP, retry_backoff: Any = KEEP, dead_letter_queue: Any = KEEP, ttl_ms: Any = KEEP,
+                        retention_ms: Any = KEEP, time_limit_ms: Any = KEEP, push: Any = KEEP) -> Dict[str, Any]:
+        """Changes the settings named; None clears one (back to the plane's default). `retry_backoff`
+        is a dict of `initial_ms`, `factor`, `max_ms`, `jitter`; `push` a dict of `url`, `concurrency`,
+        `timeout_ms`, `rotate_secret` (the answer that sets it first or rotates carries
+        `settings.push.secret`, once). Answers queue_info."""
+        named = {"lease_ms": lease_ms, "max_attempts": max_attempts, "max_running": max_running, "claims_per_second": claims_per_second,
+                 "retry_backoff": retry_backoff, "dead_letter_queue": dead_letter_queue, "ttl_ms": ttl_ms, "retention_ms": retention_ms,
+                 "time_limit_ms": time_limit_ms, "push": push}
+        return self._call("PUT", "/queues/%s" % _queue(queue), {k: v for k, v in named.items() if v is not KEEP})
+
+    def pause_queue(self, queue: str) -> None:
+        """A paused queue takes submits but hands out nothing until resumed."""
+        self._call("POST", "/queues/%s/pause" % _queue(queue))
+
+    def resume_queue(self, queue: str) -> None:
+        self._call("POST", "/queues/%s/resume" % _queue(queue))
+
+    def redrive(self, queue: str, *, limit: Optional[int] = None, dead_letters: bool = False) -> List[Dict[str, str]]:
+        """Retries up to `limit` (default 100) failed jobs of the queue, oldest first; with
+        `dead_letters`, on a dead-letter queue, sends its dead letters' jobs back to their queues.
+        Answers the retried jobs as `{"id", "queue"}`."""
+        return self._call("POST", "/queues/%s/redrive" % _queue(queue), {"limit": limit, "dead_letters": dead_letters})["redriven"]
+
+    def set_schedule(self, queue: str, name: str, *, cron: str, envelope: bytes, timezone: Optional[str] = None, priority: float = 0.0) -> Dict[str, Any]:
+        """Each tick of `cron` (5 fields, or 6 with seconds first; read in `timezone`, default UTC)
+        submits `envelope`, keyed `schedule:<name>:<tick ms>`."""
+        out = self._call("PUT", "/queues/%s/schedules/%s" % (_queue(queue), _q(name)), {
+            "cron": cron, "timezone": timezone, "envelope": _b64(envelope), "priority": _finite("priority", priority)})
+        return _schedule(out)
+
+    def list_schedules(self, queue: str) -> List[Dict[str, Any]]:
+        return [_schedule(s) for s in self._call("GET", "/queues/%s/schedules" % _queue(queue))["schedules"]]
+
+    def remove_schedule(self, queue: str, name: str) -> None:
+        self._call("DELETE", "/queues/%s/schedules/%s" % (_queue(queue), _q(name)))
