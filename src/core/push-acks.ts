@@ -4,7 +4,13 @@
  * write at a time (group commit). A write that fails as a whole is tried again (an ack is
  * idempotent), and after a few tries the ack counts as refused: its lease then brings the job back.
  */
-import type { Ack } from './push.ts';
+import type { Claimed } from './types.ts';
+
+/** A 2xx answer's ack: the attempt, and the answer's body as its result. */
+export interface Ack {
+  c: Claimed;
+  result: Uint8Array | null;
+}
 
 /** Most acks in one write. */
 const MAX_ACKS = 100;

@@ -5,14 +5,18 @@
  */
 import { toBase64, utf8 } from './bytes.ts';
 import type { LogLine } from './feed.ts';
-import type { Delivered, PushOptions } from './push.ts';
 import type { Claimed } from './types.ts';
 
 /**
  * The delivery's body: one job's `lakeshore.delivery`, or a `lakeshore.batch` of them, each job
  * with its delivery token (`tokens`, in the jobs' order).
  */
-export function deliveryBody(cs: Claimed[], tokens: (string | null)[], batched: boolean, o: PushOptions): string {
+export function deliveryBody(
+  cs: Claimed[],
+  tokens: (string | null)[],
+  batched: boolean,
+  o: { ns: string; queue: string; workerId: string },
+): string {
   const job = (c: Claimed, k: number) => ({
     id: c.id,
     attempt: c.attempt,
@@ -111,6 +115,21 @@ export function outcomesOf(body: Uint8Array, resultBytes: number, maxDelayMs: nu
       });
   }
   return out;
+}
+
+/** One delivery's outcome. */
+export interface Delivered {
+  id: string;
+  attempt: number;
+  /** The receiver's HTTP status; null when none came (timeout, connection). */
+  status: number | null;
+  /** How long the receiver took to answer (or to fail to). */
+  ms: number;
+  /** The jobs in the delivery that carried this one (1 unless the queue pushes batches). */
+  batch: number;
+  /** acked (2xx), accepted (202: the receiver finishes it), nacked (retried or failed per the budget), refused (its answer came after the lease). */
+  outcome: 'acked' | 'accepted' | 'nacked' | 'refused';
+  error?: string;
 }
 
 /** A delivery's outcome as the feed tells it. */

@@ -14,19 +14,16 @@
  * Platform-neutral: the edge plane's queue object runs it on its engine (src/durable/pushing.ts),
  * and `lakeshore push` runs it on a local plane's file through a Dispatch.
  */
-import { PushAcks } from './push-acks.ts';
-import { deliveryBody, outcomesOf, resultOf, retryAfterMs } from './push-wire.ts';
+import { type Ack, PushAcks } from './push-acks.ts';
+import { type Delivered, deliveryBody, outcomesOf, resultOf, retryAfterMs } from './push-wire.ts';
 import { type PushTarget, signDelivery } from './push-target.ts';
 import type { Claimed, InvocationError } from './types.ts';
 
+export type { Ack } from './push-acks.ts';
+export type { Delivered } from './push-wire.ts';
+
 /** The worker id a plane's pusher claims as (the workers list shows it; a delivery names it). */
 export const PUSH_WORKER_ID = 'lakeshore-push';
-
-/** A 2xx answer's ack: the attempt, and the answer's body as its result. */
-export interface Ack {
-  c: Claimed;
-  result: Uint8Array | null;
-}
 
 /** What a pusher needs of its plane. */
 export interface PushPort {
@@ -63,21 +60,6 @@ export interface PushOptions {
   maxClaim?: number;
   /** Told of each delivery's outcome (the feed's log line). */
   onDelivered?: (d: Delivered) => void;
-}
-
-/** One delivery's outcome. */
-export interface Delivered {
-  id: string;
-  attempt: number;
-  /** The receiver's HTTP status; null when none came (timeout, connection). */
-  status: number | null;
-  /** How long the receiver took to answer (or to fail to). */
-  ms: number;
-  /** The jobs in the delivery that carried this one (1 unless the queue pushes batches). */
-  batch: number;
-  /** acked (2xx), accepted (202: the receiver finishes it), nacked (retried or failed per the budget), refused (its answer came after the lease). */
-  outcome: 'acked' | 'accepted' | 'nacked' | 'refused';
-  error?: string;
 }
 
 /** A push queue's figures for the operator view: in flight, outcomes, the last error, receiver latency. */
