@@ -7,8 +7,19 @@ import { Engine } from '../core/engine.ts';
 import type { D1Port } from './d1-port.ts';
 import type { Settings } from './settings.ts';
 
-/** What a queue object's batches read and wrote, and its calls, for benchmarks (QueueObject.stats). */
-export type BatchCounters = { read: number; written: number; batches: number; plans: number; calls: number; callMs: number };
+/**
+ * What a queue object's batches read and wrote, its calls, and the claims that reached it, for
+ * benchmarks and tests (QueueObject.stats).
+ */
+export type BatchCounters = {
+  read: number;
+  written: number;
+  batches: number;
+  plans: number;
+  calls: number;
+  callMs: number;
+  claims: number;
+};
 
 export function queueEngine(
   port: D1Port,

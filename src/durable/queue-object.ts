@@ -54,7 +54,7 @@ export class QueueObject extends DurableObject<Env> {
   /** This queue's settings as last read or written here (every change goes through this object). */
   private settings: QueueSettings | null = null;
   /** D1 rows read and written by this object's batches, for benchmarks. */
-  private readonly rows: BatchCounters = { read: 0, written: 0, batches: 0, plans: 0, calls: 0, callMs: 0 };
+  private readonly rows: BatchCounters = { read: 0, written: 0, batches: 0, plans: 0, calls: 0, callMs: 0, claims: 0 };
   /** The workers heard from (workers.ts). */
   private readonly workers: WorkerBook;
   /** Its lifecycle feed's and journals' SSE readers (queue-streams.ts). */
@@ -237,6 +237,7 @@ export class QueueObject extends DurableObject<Env> {
    * a `waitId` its caller may call it off (abortWait, call-offs.ts).
    */
   claim(req: Claim & { worker?: WorkerInfo | null }, waitId?: string) {
+    this.rows.claims++;
     this.workers.heard(req.workerId, req.worker);
     if (waitId !== undefined && this.callOffs.overtaken(waitId))
       return Promise.resolve({ ok: true as const, value: { claimed: [] as Claimed[], parked: false } });

@@ -43,10 +43,10 @@ afterAll(async () => {
   await served?.stop();
 });
 
-/** The queue object's stats: claims parked right now, and D1 batches it has run. */
-async function stats(t: Target, ns: string, queue: string): Promise<{ waiters: number; batches: number }> {
+/** The queue object's stats: claims parked right now, claims that reached it, and D1 batches it has run. */
+async function stats(t: Target, ns: string, queue: string): Promise<{ waiters: number; claims: number; batches: number }> {
   const res = await fetch(`${t.url}/v1/ns/${ns}/queues/${queue}/stats`, { headers: { authorization: `Bearer ${t.token}` } });
-  return (await res.json()) as { waiters: number; batches: number };
+  return (await res.json()) as { waiters: number; claims: number; batches: number };
 }
 
 /** Claims parked in the queue's object right now. */
@@ -54,22 +54,22 @@ const parked = async (t: Target, ns: string, queue: string): Promise<number> => 
 
 /** A live worker's claim is waiting; then a submit: answers how long the job took to reach it, and the job. */
 async function submitToLiveWorker(d: HttpDispatch, t: Target, queue: string, id: string, before: number) {
-  const b0 = (await stats(t, d.namespace, queue)).batches;
-  // A stats body without a batch count would leave the clause below that reads it inert.
-  expect(Number.isInteger(b0)).toBe(true);
+  const c0 = (await stats(t, d.namespace, queue)).claims;
+  // A stats body without a claim count would leave the clause below that reads it inert.
+  expect(Number.isInteger(c0)).toBe(true);
   const live = d.claim(queue, 'live', { waitMs: 5_000 });
   // `before` counts a doomed claim the plane may not have noticed yet. If it notices now, the
   // count drops below `before` first (seen as fewer): then the live claim alone makes it 1 again.
-  // Between two looks it may also leave as the live claim parks, the count 1 throughout: the live
-  // claim's own D1 batch (it looks for a job before it parks, in the same turn of the object)
-  // tells that it arrived. (A batch of the object's own, a sweep, may be taken for it: then the
-  // submit may come before the live claim parks, which it finds the job after, the same way.)
+  // Between two looks it may also leave as the live claim parks, the count 1 throughout: the
+  // object's count of claims that reached it tells that the live one arrived. (It may park
+  // without a D1 batch: a claim on a queue its last claim drained parks first. One still looking
+  // when the submit comes finds nothing, parks, and is handed the job by the submit's batch.)
   let left = false;
   await until(
     async () => {
       const s = await stats(t, d.namespace, queue);
       if (s.waiters < before) left = true;
-      return s.waiters > before || ((left || s.batches > b0) && s.waiters >= 1);
+      return s.waiters > before || ((left || s.claims > c0) && s.waiters >= 1);
     },
     'the live claim to park',
     10_000,
