@@ -18,13 +18,14 @@ import os
 import sqlite3
 import threading
 import time
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from .checks import STATES, not_found, _duration, _int, _moment, _name, _number, _shallow, _text, max_wait, _ms
 from .errors import BadRequest, FencingConflict, InvocationCancelled, InvocationFailed, LakeshoreError, PayloadTooLarge, StorageFull, Timeout
 from .http import Claimed
 from .claims import ClaimMachinery
 from .feed import Feed, ObserveVerbs
+from .feed_log import FeedLog
 from .journal import JournalVerbs
 from .operators import OperatorVerbs
 from .schedules import ScheduleVerbs
@@ -38,17 +39,6 @@ with open(os.path.join(os.path.dirname(__file__), "sql.json"), encoding="utf-8")
 LIMITS = SQL["limits"]
 
 
-#: The shared feed (client/local/feed-log.ts): records kept, how often old ones are trimmed, and how
-#: often a reader looks for other processes' records (seconds).
-FEED_KEEP = 100_000
-FEED_TRIM_EVERY = 1_000
-FEED_POLL_S = 0.05
-#: How often a process looks for readers (a new reader waits this long, and a little, before it
-#: starts), how often a reader renews its row, and when a row not renewed lapses (ms).
-FEED_NOTICE_S = 0.25
-FEED_RENEW_S = 1.0
-FEED_READER_TTL_MS = 5_000
-
 class _Rows(list):  # type: ignore[type-arg]
     """A statement's rows, and how many rows it changed."""
 
@@ -57,7 +47,7 @@ class _Rows(list):  # type: ignore[type-arg]
         self.changes = changes
 
 
-class Dispatch(ClaimMachinery, JournalVerbs, ObserveVerbs, OperatorVerbs, ScheduleVerbs, ViewVerbs):
+class Dispatch(ClaimMachinery, FeedLog, JournalVerbs, ObserveVerbs, OperatorVerbs, ScheduleVerbs, ViewVerbs):
     """The local plane: the contract's verbs on a SQLite file shared by Python and Node processes."""
 
     in_process = True
@@ -96,103 +86,6 @@ class Dispatch(ClaimMachinery, JournalVerbs, ObserveVerbs, OperatorVerbs, Schedu
         self._bytes_at = float("-inf")
 
     # ------------------------------------------------------------------ plumbing
-
-    def _feed_wanted(self) -> bool:
-        """Whether some process reads this namespace's feed (client/local/feed-log.ts): asked of the
-        file at most every FEED_NOTICE_S; this process's own readers count at once."""
-        if self._feed_readers:
-            return True
-        now = time.monotonic()
-        if now - self._feed_read_at >= FEED_NOTICE_S:
-            self._feed_read_at = now
-            try:
-                with self._lock:
-                    self._feed_read = self._db.execute("SELECT 1 FROM local_feed_readers WHERE ns = ? AND until > ? LIMIT 1",
-                                                       (self.namespace, int(time.time() * 1000))).fetchone() is not None
-            except sqlite3.Error:
-                self._feed_read = False
-        return self._feed_read
-
-    def _feed_reader(self, reader: str, until: Optional[int]) -> None:
-        """Puts this reader's row in (renewed until `until`), or takes it out (None)."""
-        with self._lock:
-            if self._closed:
-                return
-            if until is None:
-                self._db.execute("DELETE FROM local_feed_readers WHERE reader = ?", (reader,))
-            else:
-                self._db.execute("INSERT INTO local_feed_readers (reader, ns, until) VALUES (?, ?, ?) "
-                                 "ON CONFLICT (reader) DO UPDATE SET until = excluded.until", (reader, self.namespace, until))
-
-    def _feed_write(self, records: List[Dict[str, Any]]) -> None:
-        """Appends this process's records to local_feed (client/local/feed-log.ts), in the order told."""
-        with self._lock:
-            if self._closed:
-                return
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.executemany("INSERT INTO local_feed (ns, queue, record) VALUES (?, ?, ?)",
-                                     [(self.namespace, r["queue"], json.dumps(r, separators=(",", ":"))) for r in records])
-                self._feed_writes += len(records)
-                if self._feed_writes >= FEED_TRIM_EVERY:
-                    self._feed_writes = 0
-                    self._db.execute("DELETE FROM local_feed WHERE seq <= (SELECT max(seq) FROM local_feed) - ?", (FEED_KEEP,))
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-
-    def _feed_follow(self, queue: Optional[str], kinds: Optional[List[str]], stop: Optional[threading.Event]) -> Iterator[Dict[str, Any]]:
-        """Records of `queue` (None: every queue) of every process on this file, from this call on
-        (the reader's place is taken now, not at its first read), until `stop`."""
-        wanted = set(kinds or ("job", "worker"))
-        if not wanted or wanted - {"job", "worker"}:
-            raise BadRequest("unknown kind in %r: the feed has job and worker records (kinds=job,worker)" % (kinds,))
-        # A reader's row tells every process on the file to write its records; they look every
-        # FEED_NOTICE_S, so the reader takes its place once that has passed.
-        reader = "py-%s" % os.urandom(8).hex()
-        with self._lock:  # its place, as its row goes in: what any process writes from then on is read
-            last = int(self._db.execute("SELECT coalesce(max(seq), 0) FROM local_feed").fetchone()[0])
-        self._feed_readers += 1
-        self._feed_reader(reader, int(time.time() * 1000) + FEED_READER_TTL_MS)
-        time.sleep(FEED_NOTICE_S + 0.05)
-        return self._feed_from(reader, last, queue, wanted, stop)
-
-    def _feed_from(self, reader: str, last: int, queue: Optional[str], wanted: Any, stop: Optional[threading.Event]) -> Iterator[Dict[str, Any]]:
-        renewed = time.monotonic()
-        try:
-            yield from self._feed_rows(reader, last, queue, wanted, stop, renewed)
-        finally:
-            self._feed_readers -= 1
-            try:
-                self._feed_reader(reader, None)
-            except sqlite3.Error:
-                pass
-
-    def _feed_rows(self, reader: str, last: int, queue: Optional[str], wanted: Any, stop: Optional[threading.Event],
-                   renewed: float) -> Iterator[Dict[str, Any]]:
-        while not (stop and stop.is_set()):
-            if time.monotonic() - renewed >= FEED_RENEW_S:
-                renewed = time.monotonic()
-                self._feed_reader(reader, int(time.time() * 1000) + FEED_READER_TTL_MS)
-            with self._lock:
-                if self._closed:
-                    return
-                rows = self._db.execute("SELECT seq, queue, record FROM local_feed INDEXED BY local_feed_ns WHERE ns = ? AND seq > ? "
-                                        "ORDER BY seq LIMIT 1000", (self.namespace, last)).fetchall()
-                first = int(self._db.execute("SELECT coalesce(min(seq), 0) FROM local_feed").fetchone()[0])
-            if first > last + 1 and last > 0:  # trimmed past where this reader was
-                yield {"kind": "gap", "reason": "behind"}
-                last = max(last, first - 1)
-            for r in rows:
-                last = int(r["seq"])
-                if queue is not None and r["queue"] != queue:
-                    continue
-                rec = json.loads(r["record"])
-                if rec.get("kind") in wanted:
-                    yield rec
-            if len(rows) < 1000:
-                (stop.wait if stop else time.sleep)(FEED_POLL_S)
 
     def _migrate(self) -> None:
         with self._lock:

@@ -109,7 +109,7 @@ class SyncQueue:
             extra = {"pickled": base64.b64encode(cloudpickle.dumps(fn)).decode("ascii"), "runtime": runtime_stamp()}
         if code:
             extra["code"] = code
-        from .worker import _current, origin_of
+        from .context import _current, origin_of
         job = _current.get()
         # Inside a running job: the job is the new one's parent, and its origin flows on (origin_for decides).
         origin = opts.pop("origin", None)
