@@ -112,7 +112,8 @@ export class HttpOperators {
   events(queue: string | null, opts: FeedOptions = {}): AsyncIterable<FeedItem> {
     const q = new URLSearchParams(queue === null ? {} : { queue });
     if (opts.kinds) q.set('kinds', opts.kinds.join(','));
-    const query = q.size ? `?${q}` : '';
+    q.set('batch', '1');
+    const query = `?${q}`;
     return followFeed(opts.signal, (last, signal) =>
       this.http.fetch(`/events${query}`, { headers: { accept: 'text/event-stream', ...(last ? { 'last-event-id': last } : {}) }, signal }),
     );

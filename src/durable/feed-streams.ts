@@ -10,6 +10,10 @@
  * `gap` event (`{"reason": "behind" | "restarted", "resumed_at"}`): it missed records, and should
  * list again. Records are kept only while readers have been around in the last IDLE_MS: with
  * nobody listening the feed makes no record at all.
+ *
+ * A reader may take its records in batches (`?batch=1`): the records that go out together come as
+ * one `records` event whose data is their JSON array, in commit order, its id the last one's. The
+ * same records, positions and gaps; a reader parses one event where it parsed dozens.
  */
 import type { Feed, FeedRecord } from '../core/feed.ts';
 import { KEEPALIVE, KEEPALIVE_MS, RETRY } from '../core/sse.ts';
@@ -27,11 +31,30 @@ const IDLE_MS = 10 * 60_000;
 /** Which records a reader asked for (`?kinds=`): both kinds, or one. */
 export type Kinds = 'all' | 'job' | 'worker';
 
+/** How a reader takes records: an event each, or those that go out together as one `records` event. */
+export type Framing = 'each' | 'batch';
+
+/** Most records in one `records` event (a reader that resumes may be owed the whole window). */
+export const MAX_BATCH_RECORDS = 1_000;
+
 interface Kept {
   seq: number;
   kind: FeedRecord['kind'];
-  text: string;
+  json: string;
 }
+
+/** Records told since the last flush, for readers of one kinds: as events, and as a batch's parts. */
+interface Pending {
+  each: string;
+  jsons: string[];
+  seqs: number[];
+}
+
+const noPending = (): Record<Kinds, Pending> => ({
+  all: { each: '', jsons: [], seqs: [] },
+  job: { each: '', jsons: [], seqs: [] },
+  worker: { each: '', jsons: [], seqs: [] },
+});
 
 export class FeedStreams {
   private readonly feed: Feed;
@@ -41,12 +64,14 @@ export class FeedStreams {
   private readonly kept: Kept[] = [];
   /** kept[head] is the oldest record in the window; those before it are dropped (spliced off in bulk). */
   private head = 0;
-  private readonly readers = new Map<Reader, Kinds>();
+  private readonly readers = new Map<Reader, { kinds: Kinds; framing: Framing }>();
+  /** Readers that take batches: while there are none, no batch is put together. */
+  private batchReaders = 0;
   private off: (() => void) | null = null;
   private idle: ReturnType<typeof setTimeout> | null = null;
   private keepalive: ReturnType<typeof setInterval> | null = null;
   /** What was told since the last flush, per kinds; `flushTimer` writes it out. */
-  private pending: Record<Kinds, string> = { all: '', job: '', worker: '' };
+  private pending = noPending();
   private flushTimer: ReturnType<typeof setTimeout> | null = null;
 
   constructor(feed: Feed) {
@@ -58,7 +83,7 @@ export class FeedStreams {
   }
 
   /** A reader's stream of the records of `kinds`, resuming after `lastEventId` when it is in the window. */
-  open(lastEventId: string | null, hooks?: ReaderHooks, kinds: Kinds = 'all'): ReadableStream<Uint8Array> {
+  open(lastEventId: string | null, hooks?: ReaderHooks, kinds: Kinds = 'all', framing: Framing = 'each'): ReadableStream<Uint8Array> {
     this.listen();
     // The readers there already get what is pending first: this one starts after it (from the window).
     this.flush();
@@ -72,15 +97,33 @@ export class FeedStreams {
       const oldest = this.kept[this.head]?.seq ?? this.seq + 1;
       if (inst !== this.instance || !Number.isInteger(after) || after > this.seq) first += gap('restarted', this.seq);
       else if (after < oldest - 1) first += gap('behind', this.seq);
-      else
+      else {
+        const missed: Kept[] = [];
         for (let i = this.head; i < this.kept.length; i++) {
           const k = this.kept[i]!;
-          if (k.seq > after && (kinds === 'all' || kinds === k.kind)) first += k.text;
+          if (k.seq > after && (kinds === 'all' || kinds === k.kind)) missed.push(k);
         }
+        if (framing === 'each') for (const k of missed) first += this.event(k.seq, k.kind, k.json);
+        else if (missed.length)
+          first += this.batches({
+            each: '',
+            jsons: missed.map((k) => k.json),
+            seqs: missed.map((k) => k.seq),
+          });
+      }
     }
     send(r, `${first}id: ${this.instance}.${this.seq}\nevent: position\ndata: {}\n\n`);
-    this.readers.set(r, kinds);
+    this.readers.set(r, { kinds, framing });
+    if (framing === 'batch') this.batchReaders++;
     return readable;
+  }
+
+  private event(seq: number, kind: FeedRecord['kind'], json: string): string {
+    return `id: ${this.instance}.${seq}\nevent: ${kind}\ndata: ${json}\n\n`;
+  }
+
+  private batch(jsons: string[], last: number): string {
+    return `id: ${this.instance}.${last}\nevent: records\ndata: [${jsons.join(',')}]\n\n`;
   }
 
   private listen(): void {
@@ -99,13 +142,21 @@ export class FeedStreams {
    * same whatever its size, so under load ten readers cost ten writes a flush, not ten a batch.
    */
   private told(records: FeedRecord[]): void {
-    const texts = this.pending;
+    const p = this.pending;
+    const batches = this.batchReaders > 0;
     for (const rec of records) {
       const seq = ++this.seq;
-      const text = `id: ${this.instance}.${seq}\nevent: ${rec.kind}\ndata: ${JSON.stringify(rec)}\n\n`;
-      this.kept.push({ seq, kind: rec.kind, text });
-      texts.all += text;
-      texts[rec.kind] += text;
+      const json = JSON.stringify(rec);
+      const text = this.event(seq, rec.kind, json);
+      this.kept.push({ seq, kind: rec.kind, json });
+      p.all.each += text;
+      p[rec.kind].each += text;
+      if (batches) {
+        p.all.jsons.push(json);
+        p.all.seqs.push(seq);
+        p[rec.kind].jsons.push(json);
+        p[rec.kind].seqs.push(seq);
+      }
     }
     this.flushTimer ??= setTimeout(() => this.flush(), FLUSH_MS);
     // The window moves by its head; the array is shifted once per FEED_WINDOW records, not once a batch.
@@ -116,19 +167,53 @@ export class FeedStreams {
     }
   }
 
-  /** Writes what was told since the last flush to every reader (of the kinds each asked for). */
+  /**
+   * Writes what was told since the last flush to every reader (of the kinds each asked for, framed
+   * as it asked), each text encoded once for all the readers that take it.
+   */
   private flush(): void {
     if (this.flushTimer !== null) clearTimeout(this.flushTimer);
     this.flushTimer = null;
-    const texts = this.pending;
-    if (!texts.all) return;
-    this.pending = { all: '', job: '', worker: '' };
-    const bytes: Partial<Record<Kinds, Uint8Array>> = {};
-    for (const [r, kinds] of this.readers) if (texts[kinds]) write(r, (bytes[kinds] ??= enc.encode(texts[kinds])));
+    const p = this.pending;
+    if (!p.all.each) return;
+    this.pending = noPending();
+    const bytes = new Map<string, Uint8Array>();
+    const bytesOf = (key: string, text: () => string) => {
+      let b = bytes.get(key);
+      if (!b) bytes.set(key, (b = enc.encode(text())));
+      return b;
+    };
+    for (const [r, { kinds, framing }] of this.readers) {
+      const k = p[kinds];
+      if (!k.each) continue;
+      if (framing === 'each')
+        write(
+          r,
+          bytesOf(kinds, () => k.each),
+        );
+      else if (k.jsons.length)
+        write(
+          r,
+          bytesOf(`${kinds} batch`, () => this.batches(k)),
+        );
+    }
+  }
+
+  /** Records as `records` events of at most MAX_BATCH_RECORDS each, each event's id its last record's. */
+  private batches(k: Pending): string {
+    if (k.jsons.length <= MAX_BATCH_RECORDS) return this.batch(k.jsons, k.seqs.at(-1)!);
+    let out = '';
+    for (let i = 0; i < k.jsons.length; i += MAX_BATCH_RECORDS) {
+      const end = Math.min(k.jsons.length, i + MAX_BATCH_RECORDS);
+      out += this.batch(k.jsons.slice(i, end), k.seqs[end - 1]!);
+    }
+    return out;
   }
 
   private leave(r: Reader): void {
     r.gone = true;
+    const was = this.readers.get(r);
+    if (was?.framing === 'batch') this.batchReaders--;
     this.readers.delete(r);
     if (this.readers.size || this.idle) return;
     // Nobody listens: keep the records a while for a reader to come back, then make none.

@@ -1,7 +1,7 @@
 /**
  * A queue object's streams, served as fetches whose bodies the Worker relays (a reader going away
  * cancels the body back here, as through any proxy):
- * - `/events?last=&kinds=&gate=&lease=`: the queue's lifecycle feed (feed-streams.ts);
+ * - `/events?last=&kinds=&batch=&gate=&lease=`: the queue's lifecycle feed (feed-streams.ts);
  * - `/journal-stream?id=&since=&gate=&lease=`: an invocation's journal (journal-streams.ts). A bad
  *   id fails before any stream exists: its status and `{error}` body.
  * Each stream keeps its token's stream lease (gate.ts) while it lives.
@@ -51,7 +51,12 @@ export class QueueStreams {
       const l = p.get('gate') ? lease() : null;
       l?.renew();
       return new Response(
-        this.feed.open(p.get('last'), l ? { alive: l.renew, ended: l.close } : undefined, (p.get('kinds') ?? 'all') as Kinds),
+        this.feed.open(
+          p.get('last'),
+          l ? { alive: l.renew, ended: l.close } : undefined,
+          (p.get('kinds') ?? 'all') as Kinds,
+          p.get('batch') === '1' ? 'batch' : 'each',
+        ),
       );
     }
     if (url.pathname !== '/journal-stream')

@@ -10,11 +10,14 @@
  * that start while the stream is open are looked for every RELIST_MS and joined from then on, with
  * a `gap` `{reason: "joined", queue}`: records of that queue from before may be missing.
  *
+ * With `?batch=1` each queue's `records` events (feed-streams.ts) pass through whole, as they came,
+ * with the namespace's id: this Worker parses one event a batch, not one a record.
+ *
  * The stream holds one of its token's stream leases (gate.ts), kept here, not by the objects.
  */
 import { createParser } from 'eventsource-parser';
 import { badRequest } from '../core/errors.ts';
-import type { Kinds } from '../durable/feed-streams.ts';
+import type { Framing, Kinds } from '../durable/feed-streams.ts';
 import { leaseKeeper, type TokenGate } from '../durable/gate.ts';
 import { openStreamLease } from './limits.ts';
 import { queueObject, reader, type Ctx } from './plane.ts';
@@ -42,7 +45,13 @@ export function positionsOf(last: string): Map<string, string> {
 }
 
 /** The namespace's feed for a reader at `positions` (positionsOf its Last-Event-ID). */
-export async function namespaceFeed(c: Ctx, ns: string, positions: Map<string, string>, kinds: Kinds): Promise<Response> {
+export async function namespaceFeed(
+  c: Ctx,
+  ns: string,
+  positions: Map<string, string>,
+  kinds: Kinds,
+  framing: Framing = 'each',
+): Promise<Response> {
   const first = await (await reader(c, ns)).queues(ns);
   if (first.length > MAX_FEED_QUEUES)
     throw badRequest(
@@ -72,7 +81,7 @@ export async function namespaceFeed(c: Ctx, ns: string, positions: Map<string, s
   const follow = async (queue: string) => {
     for (let failures = 0; !done.signal.aborted; failures++) {
       try {
-        const q = new URLSearchParams({ kinds, last: positions.get(queue) ?? '' });
+        const q = new URLSearchParams({ kinds, last: positions.get(queue) ?? '', ...(framing === 'batch' ? { batch: '1' } : {}) });
         const res = await queueObject(c, ns, queue).fetch(`https://queue/events?${q}`, { signal: done.signal });
         if (!res.ok || !res.body) throw new Error(`the feed of ${queue} answered ${res.status}`);
         const parser = createParser({

@@ -94,7 +94,7 @@ const MATRIX: Record<string, Entry> = {
     body: () => ({ lines: [{ id: 'j', level: 'info', message: 'step 1' }] }),
   },
   // One queue's feed, and the namespace's.
-  'GET /v1/ns/:ns/events': { roles: ['producer', 'worker'], query: ['?queue=:queue', ''] },
+  'GET /v1/ns/:ns/events': { roles: ['producer', 'worker'], query: ['?queue=:queue', '', '?queue=:queue&batch=1', '?batch=1'] },
   'PUT /v1/ns/:ns/code/:stamp': { roles: ['producer'], body: () => ARCHIVE, headers: ARCHIVE_DIGEST },
   // GET fetches (worker); HEAD, answered by the same route, asks (producer or worker): code.test.ts.
   'GET /v1/ns/:ns/code/:stamp': { roles: ['worker'], setup: (base) => pushed(base) },

@@ -11,8 +11,8 @@ import { b64, call, plane } from './setup/http.ts';
 import { queueStub } from './setup/objects.ts';
 import { until } from '../support/wait.ts';
 
-const feed = (ns: string, lastEventId?: string) =>
-  (exports as any).default.fetch(`http://plane/v1/ns/${ns}/events?queue=q`, {
+const feed = (ns: string, lastEventId?: string, query = '') =>
+  (exports as any).default.fetch(`http://plane/v1/ns/${ns}/events?queue=q${query}`, {
     headers: { authorization: 'Bearer test-token', accept: 'text/event-stream', ...(lastEventId ? { 'last-event-id': lastEventId } : {}) },
   }) as Promise<Response>;
 
@@ -37,6 +37,27 @@ async function thousandTransitions(ns: string) {
 
 const records = (evs: EventSourceMessage[]) =>
   evs.filter((e) => e.event === 'job').map((e) => ({ eventId: e.id!, ...(JSON.parse(e.data) as { id: string; status: string }) }));
+
+/** A batch reader's records (`?batch=1`), each with the id of the `records` event it came in. */
+const batched = (evs: EventSourceMessage[]) =>
+  evs
+    .filter((e) => e.event === 'records')
+    .flatMap((e) => (JSON.parse(e.data) as { id: string; status: string; kind: string }[]).map((r) => ({ eventId: e.id!, ...r })));
+
+/** A `stop` for readEvents: true once the `records` events have brought `n` job records. */
+function batchReaches(n: number): (events: EventSourceMessage[]) => boolean {
+  let seen = 0;
+  let count = 0;
+  return (events) => {
+    for (; seen < events.length; seen++)
+      if (events[seen]!.event === 'records')
+        count += (JSON.parse(events[seen]!.data) as { kind: string }[]).filter((r) => r.kind === 'job').length;
+    return count >= n;
+  };
+}
+
+const jobs = (recs: { kind: string; id: string; status: string }[]) =>
+  recs.filter((r) => r.kind === 'job').map((r) => `${r.id} ${r.status}`);
 
 describe('lifecycle feed', () => {
   it('tells 1,000 transitions as 1,000 records in commit order, and a reader cut 20 times gets each once', async () => {
@@ -107,6 +128,66 @@ describe('lifecycle feed', () => {
     expect(within.some((e) => e.event === 'gap')).toBe(false);
     expect(records(within).map((r) => r.eventId)).toEqual(recs.slice(501, 511).map((r) => r.eventId));
   }, 60_000);
+});
+
+describe('lifecycle feed in batches (?batch=1)', () => {
+  it("brings the same records in the same order, each event id its last record's, and a cut reader resumes losing or repeating none", async () => {
+    const p = plane();
+    const each = await feed(p.ns);
+    const whole = await feed(p.ns, undefined, '&batch=1');
+    const first = await feed(p.ns, undefined, '&batch=1');
+    const jobsOnly = await feed(p.ns, undefined, '&batch=1&kinds=job');
+    await until(async () => (await queueStub(p.ns, 'q').stats()).feed_readers >= 4, 'the readers to be attached');
+    const one = readEvents(each, countReaches(1000));
+    const all = readEvents(whole, batchReaches(1000));
+    const onlyJobs = readEvents(jobsOnly, batchReaches(1000));
+    // Cut after every event that brings another 50 job records, resumed from the last id seen.
+    const cut = (async () => {
+      const got: ReturnType<typeof batched> = [];
+      let res = first;
+      while (jobs(got).length < 1000) {
+        const recs = batched(await readEvents(res, batchReaches(Math.min(50, 1000 - jobs(got).length))));
+        got.push(...recs);
+        if (jobs(got).length < 1000) res = await feed(p.ns, recs.at(-1)!.eventId, '&batch=1');
+      }
+      return got;
+    })();
+    await thousandTransitions(p.ns);
+    // Every record (jobs' and the worker's) as a reader of one event a record has them, with its id.
+    const singly = (await one)
+      .filter((e) => e.event === 'job' || e.event === 'worker')
+      .map((e) => ({ eventId: e.id!, ...(JSON.parse(e.data) as { kind: string; id: string; status: string }) }));
+    const inBatches = batched(await all);
+    expect(inBatches.length).toBeGreaterThanOrEqual(singly.length);
+    expect(inBatches.slice(0, singly.length).map(({ eventId: _, ...r }) => r)).toEqual(singly.map(({ eventId: _, ...r }) => r));
+    // A batch's id is its last record's: the id a reader of one event a record saw for it.
+    const events = (await all).filter((e) => e.event === 'records');
+    expect(events.length).toBeGreaterThan(1);
+    let at = 0;
+    for (const e of events) {
+      at += (JSON.parse(e.data) as unknown[]).length;
+      if (at <= singly.length) expect(e.id).toBe(singly[at - 1]!.eventId);
+    }
+    expect(jobs(batched(await onlyJobs))).toEqual(jobs(singly));
+    expect(batched(await onlyJobs).every((r) => r.kind === 'job')).toBe(true);
+    expect(jobs(await cut)).toEqual(jobs(singly));
+    // A reader that resumes from a record's id is owed the rest of the window: in batches, the next first.
+    const from = singly.findIndex((r) => r.kind === 'job' && r.id === 'j200' && r.status === 'running');
+    const owed = jobs(singly.slice(from + 1));
+    const within = batched(await readEvents(await feed(p.ns, singly[from]!.eventId, '&batch=1'), batchReaches(owed.length)));
+    expect(jobs(within)).toEqual(owed);
+  }, 60_000);
+
+  it('refuses a batch that is not 1 or 0, changing nothing', async () => {
+    const p = plane();
+    const res = await feed(p.ns, undefined, '&batch=yes');
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: { code: string; message: string } }).error).toMatchObject({
+      code: 'bad_request',
+      message: expect.stringContaining('batch must be 1'),
+    });
+    expect((await queueStub(p.ns, 'q').stats()).feed_readers).toBe(0);
+  });
 });
 
 describe('traceIdOf: the trace id a record carries, read from the envelope bytes', () => {

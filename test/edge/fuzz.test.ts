@@ -232,6 +232,8 @@ const routes: [string, string][] = [
   ['PUT', 'code/cccccccccccccccccccccccccccccccccccccccc'],
   ['GET', 'events?queue=:q'],
   ['GET', 'events?queue=:q&kinds=:id'],
+  ['GET', 'events?queue=:q&batch=:id'],
+  ['GET', 'events?batch=:n'],
   ['GET', 'events'],
   ['GET', 'invocations/inv'],
   ['GET', 'invocations/inv/journal?since=:n'],

@@ -84,6 +84,50 @@ describe('namespace-wide lifecycle feed', () => {
     expect(cutRecs).toHaveLength(total);
   }, 60_000);
 
+  it("passes each queue's batches through whole with ?batch=1: the same records, and a cut reader resumes every queue once", async () => {
+    const p = plane();
+    for (const q of ['a', 'b']) {
+      await p.submit(q, `${q}0`);
+      await p.cancel(`${q}0`);
+    }
+    const total = 2 * 3 * 100;
+    /** Job records of `records` events, each with its event's id, until `n` have come. */
+    const batchRecords = (evs: EventSourceMessage[]): Rec[] =>
+      evs
+        .filter((e) => e.event === 'records')
+        .flatMap((e) =>
+          (JSON.parse(e.data) as (Rec & { kind: string })[]).filter((r) => r.kind === 'job').map((r) => ({ ...r, eventId: e.id! })),
+        );
+    const reaches = (n: number) => (evs: EventSourceMessage[]) => batchRecords(evs).length >= n;
+    const whole = await feed(p.ns, { query: '?batch=1' });
+    const first = await feed(p.ns, { query: '?batch=1' });
+    await until(async () => (await readers(p.ns, 'a')) >= 2 && (await readers(p.ns, 'b')) >= 2, 'both readers on both queues');
+    const all = readEvents(whole, reaches(total));
+    const cut = (async () => {
+      const got: Rec[] = [];
+      let res = first;
+      while (got.length < total) {
+        const recs = batchRecords(await readEvents(res, reaches(Math.min(total / 5, total - got.length))));
+        got.push(...recs);
+        if (got.length < total) res = await feed(p.ns, { last: recs.at(-1)!.eventId, query: '?batch=1' });
+      }
+      return got;
+    })();
+    await work(p.ns, ['a', 'b'], 100, 'j');
+    const recs = batchRecords(await all);
+    expect(recs).toHaveLength(total);
+    for (const q of ['a', 'b'])
+      for (let i = 0; i < 100; i++)
+        expect(byQueue(recs, q).filter((r) => r.startsWith(`j-${q}-${i}:`))).toEqual([
+          `j-${q}-${i}:queued`,
+          `j-${q}-${i}:running`,
+          `j-${q}-${i}:succeeded`,
+        ]);
+    expect(recs.at(-1)!.eventId).toMatch(/^(a|b)=[a-z0-9]+\.\d+,(a|b)=[a-z0-9]+\.\d+$/);
+    const cutRecs = await cut;
+    for (const q of ['a', 'b']) expect(byQueue(cutRecs, q)).toEqual(byQueue(recs, q));
+  }, 60_000);
+
   it('follows a queue object again from its position when its stream ends, and joins a queue that starts', async () => {
     const p = plane();
     await p.submit('a', 'a0');

@@ -81,4 +81,34 @@ describe('followFeed', () => {
     expect(seen).toEqual(['j1', 'j2', 'j3', 'gap', 'j6']);
     expect(asked).toEqual([null, '3']);
   });
+
+  it("hands out a batch's records one by one, and resumes after the batch it was given", async () => {
+    const asked: (string | null)[] = [];
+    const batch = (last: number, ids: number[]) =>
+      `id: ${last}\nevent: records\ndata: [${ids.map((i) => `{"kind":"job","id":"j${i}","status":"queued"}`).join(',')}]\n\n`;
+    const connect = async (last: string | null) => {
+      asked.push(last);
+      // Two batches, the second cut across chunks; then the connection drops.
+      const first = `${batch(2, [1, 2])}${batch(5, [3, 4, 5])}`;
+      const chunks = [first.slice(0, 150), first.slice(150)];
+      if (asked.length === 1)
+        return new Response(
+          new ReadableStream<Uint8Array>({
+            pull(c) {
+              const next = chunks.shift();
+              if (next === undefined) c.error(new Error('connection dropped'));
+              else c.enqueue(new TextEncoder().encode(next));
+            },
+          }),
+        );
+      return new Response(`${rec(6)}${batch(8, [7, 8])}`);
+    };
+    const seen: string[] = [];
+    for await (const item of followFeed(undefined, connect)) {
+      seen.push(String((item as { id: string }).id));
+      if (seen.length === 8) break;
+    }
+    expect(seen).toEqual(['j1', 'j2', 'j3', 'j4', 'j5', 'j6', 'j7', 'j8']);
+    expect(asked).toEqual([null, '5']);
+  });
 });

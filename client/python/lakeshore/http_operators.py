@@ -80,10 +80,12 @@ class HttpOperatorVerbs(Transport):
         keeps only some), until `stop` is set (checked between records and keepalives). After a
         dropped connection it resumes where it was (Last-Event-ID); `{"kind": "gap", ...}` says
         records were missed (or, for a queue that started meanwhile, may be) and the caller should
-        list again."""
+        list again. The records come in batches (`?batch=1`), handed out one by one."""
         params = {} if queue is None else {"queue": queue}
         if kinds:
             params["kinds"] = ",".join(kinds)
+        # records in batches: one `records` event (a JSON array) for those that went out together
+        params["batch"] = "1"
         path = "/events" + ("?" + urllib.parse.urlencode(params) if params else "")
         last: Optional[str] = None
         failures = 0
@@ -98,7 +100,12 @@ class HttpOperatorVerbs(Transport):
             try:
                 for event, data, ident in _sse_ids(resp):
                     last = ident or last
-                    if event in ("job", "worker"):
+                    if event == "records":
+                        for record in json.loads(data):
+                            yield record
+                            if stop and stop.is_set():
+                                return
+                    elif event in ("job", "worker"):
                         yield json.loads(data)
                     elif event == "gap":
                         yield {"kind": "gap", **json.loads(data)}

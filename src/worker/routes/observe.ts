@@ -8,7 +8,7 @@ import * as v from '../../core/validate.ts';
 import { may } from '../auth.ts';
 import { relayStream } from '../relay.ts';
 import { namespaceFeed, positionsOf } from '../ns-feed.ts';
-import type { Kinds } from '../../durable/feed-streams.ts';
+import type { Framing, Kinds } from '../../durable/feed-streams.ts';
 import { limitsOf, liveOverview, queueObject, reader, type App } from '../plane.ts';
 import { storageJson } from '../../core/wire-json.ts';
 
@@ -22,16 +22,24 @@ function kindsOf(param: string | undefined): Kinds {
   return asked.size === 2 ? 'all' : ([...asked][0] as Kinds);
 }
 
+/** `?batch=1`: the records that go out together as one `records` event (their JSON array); `0` or none: an event each. */
+function framingOf(param: string | undefined): Framing {
+  if (param === undefined || param === '0') return 'each';
+  if (param === '1') return 'batch';
+  throw badRequest(`batch must be 1 (records in batches) or 0 (an event each), not ${JSON.stringify(param.slice(0, 40))}`);
+}
+
 export const observe = new Hono<App>()
   .get('/events', may('events'), async (c) => {
     const { ns } = c.var;
     const kinds = kindsOf(c.req.query('kinds'));
+    const framing = framingOf(c.req.query('batch'));
     const last = c.req.header('last-event-id') ?? '';
     const q = c.req.query('queue');
-    if (q === undefined) return namespaceFeed(c, ns, positionsOf(last), kinds);
+    if (q === undefined) return namespaceFeed(c, ns, positionsOf(last), kinds, framing);
     const queue = v.queue(q, limitsOf(c));
     if (last.length > 64) throw badRequest('Last-Event-ID is not one this feed gave out');
-    return relayStream(c, ns, queue, '/events', { last, kinds });
+    return relayStream(c, ns, queue, '/events', { last, kinds, ...(framing === 'batch' ? { batch: '1' } : {}) });
   })
   .get('/workers', may('workers'), async (c) => {
     const { ns } = c.var;
