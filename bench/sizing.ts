@@ -9,7 +9,12 @@
  * bytes of each table and index, less what they held before the jobs (the empty schema). The file
  * is D1's as workerd keeps it: the tables and indexes a deployed D1 holds, as SQLite lays them out.
  *
- *   node scripts/run.mjs node bench/sizing.ts [--n=5000] [--cases=100x0,1000x0,100x8,1000x8,10000x0] [--ids=short|default] [--keep]
+ *   node scripts/run.mjs node bench/sizing.ts [--n=5000] [--cases=100x0,1000x0,100x8,100x8j,1000x8,1000x8j,10000x0] [--ids=short|default] [--keep]
+ *
+ * A case ending in `j` runs on a queue whose frames are kept for less than its jobs
+ * (journal_retention_ms 0): it is measured once the retention pass has removed the frames of every
+ * finished job, the jobs themselves staying (their bytes after the window). SQLite reuses the
+ * pages the frames leave for the rows that come next, so the tables' pages are what a shard holds.
  *
  * --ids=default gives each job the id a submit without one gets from the clients' Queue API (a UUID,
  * 36 characters); without it, a short id of the caller's (`job-00000042`, 12 characters).
@@ -27,9 +32,12 @@ import { newToken, startPlane } from '../scripts/plane.mjs';
 
 const arg = (name: string, dflt: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? dflt;
 const N = Number(arg('n', '5000'));
-const CASES = arg('cases', '100x0,1000x0,100x8,1000x8,10000x0')
+const CASES = arg('cases', '100x0,1000x0,100x8,100x8j,1000x8,1000x8j,10000x0')
   .split(',')
-  .map((c) => c.split('x').map(Number) as [number, number]);
+  .map((c) => {
+    const [size, frames] = c.replace(/j$/, '').split('x').map(Number) as [number, number];
+    return [size, frames, c.endsWith('j')] as const;
+  });
 /** What a shard holds before it refuses submits: D1's 10 GB at the default high-water mark, 90 %. */
 const SHARD_BYTES = 10e9 * 0.9;
 const DEFAULT_IDS = arg('ids', 'short') === 'default';
@@ -64,8 +72,8 @@ function objects(file: string): Map<string, { pages: number; used: number }> {
   }
 }
 
-const results: { envelope: number; frames: number; perJob: number; usedPerJob: number; by: Record<string, number> }[] = [];
-for (const [size, frames] of CASES) {
+const results: { envelope: number; frames: number; window: boolean; perJob: number; usedPerJob: number; by: Record<string, number> }[] = [];
+for (const [size, frames, window] of CASES) {
   const dir = mkdtempSync(join(tmpdir(), 'lakeshore-sizing-'));
   const token = newToken('lsk_bench_');
   const plane = await startPlane({
@@ -78,6 +86,7 @@ for (const [size, frames] of CASES) {
   try {
     const d = new HttpDispatch(plane.url, { token, namespace: 'sizing' });
     await d.count('q'); // the namespace's directory row and its queue object, before the baseline
+    if (window) await d.configureQueue('q', { journalRetentionMs: 0 });
     const before = objects(d1File(dir));
     // The envelope: opaque bytes of exactly `size` (the plane never reads them).
     const envelope = new TextEncoder().encode('e'.repeat(size));
@@ -114,6 +123,16 @@ for (const [size, frames] of CASES) {
       );
     }
     if ((await d.count('q', 'succeeded')) !== N) throw new Error(`expected ${N} succeeded jobs`);
+    // The window passed at once (0 ms): wait for the queue's passes to remove every finished job's
+    // frames (read from D1's file: none left, and no job waiting for its frames' removal).
+    for (let t = Date.now(); window && frames > 0; ) {
+      const db = new DatabaseSync(d1File(dir), { readOnly: true });
+      const left = db.prepare('SELECT (SELECT count(*) FROM frames) + (SELECT count(*) FROM journals_due) AS n').get() as { n: number };
+      db.close();
+      if (Number(left.n) === 0) break;
+      if (Date.now() - t > 60_000) throw new Error(`${left.n} frames and notes were still there after 60 s`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
     await d.close();
     const after = objects(d1File(dir));
     const by: Record<string, number> = {};
@@ -130,6 +149,7 @@ for (const [size, frames] of CASES) {
     const r = {
       envelope: size,
       frames,
+      window,
       ids: DEFAULT_IDS ? 'default (UUID)' : 'short',
       perJob: Math.round(pages / N),
       usedPerJob: Math.round(used / N),
@@ -154,5 +174,5 @@ console.log(
 console.log('|---|---|---|---|');
 for (const r of results)
   console.log(
-    `| ${r.envelope.toLocaleString('en')} B | ${r.frames ? `${r.frames + 2}` : 'none'} | ${r.perJob.toLocaleString('en')} | ${perSecond(r.perJob, 1)} / ${perSecond(r.perJob, 7)} / ${perSecond(r.perJob, 14)} |`,
+    `| ${r.envelope.toLocaleString('en')} B | ${r.frames ? `${r.frames + 2}${r.window ? ', after their window (journal_retention_ms)' : ''}` : 'none'} | ${r.perJob.toLocaleString('en')} | ${perSecond(r.perJob, 1)} / ${perSecond(r.perJob, 7)} / ${perSecond(r.perJob, 14)} |`,
   );

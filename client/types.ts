@@ -64,6 +64,8 @@ export interface SettingsChange {
   /** How long finished jobs are kept before they are purged (default 7 days). */
   retentionMs?: number | null;
   /** The time limit of the queue's jobs that name none, which workers apply (default: the worker's, 600 s). */
+  /** How long a finished job's frames are kept, when less than the job itself (from 0 ms); null: they go with it. */
+  journalRetentionMs?: number | null;
   timeLimitMs?: number | null;
   /**
    * Push delivery: the plane POSTs the queue's jobs to `url`, signed (docs/contract.md, "Push

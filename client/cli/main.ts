@@ -80,6 +80,7 @@ program
     '--code <push|stamp>',
     "push: this directory's git tree goes to the plane (once per tree) and the job runs FN from it on workers started with --code mount",
   )
+  .option('--journal-retention-ms <ms>', "how long a finished job's frames are kept, when less than the job itself (none: as long)")
   .option('--time-limit-ms <ms>', 'abort and nack the job past this')
   .option('--max-retries <n>', 'retry a failure only while attempt <= n')
   .option('--max-attempts <n>', "this job's attempt budget (default: its queue's)")

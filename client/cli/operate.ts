@@ -58,6 +58,7 @@ export interface QueueFlags {
   deadLetterQueue?: string;
   ttlMs?: string;
   retentionMs?: string;
+  journalRetentionMs?: string;
   timeLimitMs?: string;
   pushUrl?: string;
   pushConcurrency?: string;
@@ -92,6 +93,7 @@ export async function queue(d: DispatchPlane, out: Out, name: string, f: QueueFl
   if (f.rate !== undefined) change.claimsPerSecond = setting('--rate', f.rate);
   if (f.ttlMs !== undefined) change.ttlMs = setting('--ttl-ms', f.ttlMs);
   if (f.retentionMs !== undefined) change.retentionMs = setting('--retention-ms', f.retentionMs);
+  if (f.journalRetentionMs !== undefined) change.journalRetentionMs = setting('--journal-retention-ms', f.journalRetentionMs);
   if (f.timeLimitMs !== undefined) change.timeLimitMs = setting('--time-limit-ms', f.timeLimitMs);
   if (f.deadLetterQueue !== undefined) change.deadLetterQueue = f.deadLetterQueue === 'none' ? null : f.deadLetterQueue;
   if (
@@ -122,6 +124,7 @@ export async function queue(d: DispatchPlane, out: Out, name: string, f: QueueFl
       `dead letters to  ${s.deadLetterQueue ?? 'none'}`,
       `default ttl      ${s.ttlMs === null ? 'none' : `${s.ttlMs} ms`}`,
       `retention        ${s.retentionMs === null ? 'plane default (7 days)' : `${s.retentionMs} ms`}`,
+      `frames kept      ${s.journalRetentionMs === null ? 'as long as their job' : `${s.journalRetentionMs} ms after it finished`}`,
       `time limit       ${s.timeLimitMs === null ? "the worker's (600 s by default)" : `${s.timeLimitMs} ms`}`,
       `push             ${s.push ? `${s.push.url}, ${s.push.concurrency} at once, ${s.push.timeoutMs} ms each${s.push.batchSize > 1 ? `, up to ${s.push.batchSize} jobs in one` : ''}` : 'none (workers pull)'}`,
       ...(s.push?.secret

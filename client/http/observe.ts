@@ -70,6 +70,7 @@ export function settingsWire(s: SettingsChange): QueueSettingsWire {
     dead_letter_queue: s.deadLetterQueue,
     ttl_ms: s.ttlMs,
     retention_ms: s.retentionMs,
+    journal_retention_ms: s.journalRetentionMs,
     time_limit_ms: s.timeLimitMs,
     push: s.push && {
       url: s.push.url,

@@ -155,6 +155,7 @@ export function queueInfoOf(j: Json): QueueInfo {
       deadLetterQueue: (s.dead_letter_queue as string | null) ?? null,
       ttlMs: n(s.ttl_ms),
       retentionMs: n(s.retention_ms),
+      journalRetentionMs: n(s.journal_retention_ms),
       timeLimitMs: n(s.time_limit_ms),
       push: pushOf(s.push as Json | null | undefined),
     },

@@ -105,7 +105,7 @@ export class LocalOperators {
   async configureQueue(queue: string, s: SettingsChange): Promise<QueueInfo> {
     const info = await verb(this.engine.admin.configure(this.namespace, queue, s));
     // A new retention may bring the next purge closer.
-    if (s.retentionMs !== undefined) {
+    if (s.retentionMs !== undefined || s.journalRetentionMs !== undefined) {
       this.clocks.clock(this.namespace, queue).soon(true);
     }
     return info;

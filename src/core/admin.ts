@@ -60,7 +60,12 @@ export class Admin {
    * their frames, at most `batch` per state. Answers whether to run again at once, and when next.
    */
   async purge(ns: string, queue: unknown, batch = PURGE_BATCH): Promise<Purged> {
-    return this.o.committer.run(purgePlan(this.o.now(), ns, v.queue(queue, this.o.limits), this.o.limits.defaultRetentionMs, batch));
+    const out = await this.o.committer.run(
+      purgePlan(this.o.now(), ns, v.queue(queue, this.o.limits), this.o.limits.defaultRetentionMs, batch),
+    );
+    // Journals whose frames went: what a follower keeps of their tails goes too (as a trim's does).
+    for (const id of out.trimmed) this.o.park.tails.drop(keys.journal(ns, id));
+    return out;
   }
 
   async info(ns: string, queue: unknown): Promise<QueueInfo> {

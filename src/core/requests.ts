@@ -112,6 +112,7 @@ export interface SettingsRequest {
   deadLetterQueue?: unknown;
   ttlMs?: unknown;
   retentionMs?: unknown;
+  journalRetentionMs?: unknown;
   timeLimitMs?: unknown;
   /** The push target ({url, concurrency, timeoutMs, batchSize, rotateSecret}) or null (workers pull): core/push-target.ts. */
   push?: unknown;
@@ -128,6 +129,7 @@ export type SettingsPatch = Partial<
     | 'dead_letter_queue'
     | 'ttl_ms'
     | 'retention_ms'
+    | 'journal_retention_ms'
     | 'time_limit_ms'
     | 'push_url'
     | 'push_concurrency'
@@ -192,6 +194,7 @@ export function settingsInput(
   }
   if (given('ttlMs')) p.ttl_ms = v.durationMs('ttl_ms', req.ttlMs, limits, 1);
   if (given('retentionMs')) p.retention_ms = v.durationMs('retention_ms', req.retentionMs, limits, 1);
+  if (given('journalRetentionMs')) p.journal_retention_ms = v.durationMs('journal_retention_ms', req.journalRetentionMs, limits, 0);
   if (given('timeLimitMs')) p.time_limit_ms = v.durationMs('time_limit_ms', req.timeLimitMs, limits, 1);
   if (given('push')) {
     if (req.push === null) p.push_url = p.push_concurrency = p.push_timeout_ms = p.push_batch_size = null;

@@ -12,6 +12,8 @@ export class RetentionClock {
   /** When the next pass is due, as the last pass found (`known`); null: nothing finished is kept. */
   private at: number | null = null;
   private known = false;
+  /** The queue's journal_retention_ms as the last pass found it: a job's frames may be due that long after it finishes. */
+  private window: number | null = null;
   private readonly purge: () => Promise<Purged>;
   private readonly now: () => number;
   /** Arms the plane's timer for a moment. */
@@ -23,9 +25,20 @@ export class RetentionClock {
     this.arm = arm;
   }
 
-  /** A job finished (or, `changed`, the retention did): unless a pass is due at a known time, one runs now. */
+  /**
+   * A job finished (or, `changed`, the retention did): unless a pass is due at a known time, one
+   * runs now. With a pass known, a finished job's frames may still come due before it (the queue's
+   * journal retention is shorter than the wait): then the pass is brought forward to then.
+   */
   soon(changed = false): void {
-    if (!changed && this.known && this.at !== null) return;
+    if (!changed && this.known && this.at !== null) {
+      if (this.window === null) return;
+      const frames = this.now() + this.window;
+      if (frames >= this.at) return;
+      this.at = frames;
+      this.arm(frames);
+      return;
+    }
     this.known = false;
     this.at = this.now();
     this.arm(this.at);
@@ -40,6 +53,7 @@ export class RetentionClock {
     if (this.known && (this.at === null || this.at > this.now())) return this.at;
     let out = await this.purge();
     for (let round = 1; out.more && round < PURGE_ROUNDS; round++) out = await this.purge();
+    this.window = out.journalRetentionMs;
     this.at = out.more ? this.now() + 1000 : out.nextAt;
     this.known = true;
     if (this.at !== null) this.arm(this.at);

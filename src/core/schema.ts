@@ -135,6 +135,12 @@ export const queues = sqliteTable(
     ttl_ms: integer('ttl_ms'),
     /** How long finished jobs (and their frames) are kept, in ms; null: the plane's default (7 days). */
     retention_ms: integer('retention_ms'),
+    /**
+     * How long a finished job's frames are kept, in ms, when that is shorter than the job itself
+     * (retention_ms): then the retention pass removes them, the job's row (state, result, error)
+     * staying. Null: frames go with their job.
+     */
+    journal_retention_ms: integer('journal_retention_ms'),
     /** The time limit of the queue's jobs that name none, in ms, told to workers; null: theirs (600 s by default). */
     time_limit_ms: integer('time_limit_ms'),
     /** Push delivery (core/push.ts): the URL the queue's jobs are POSTed to; null: workers pull. */
@@ -181,6 +187,25 @@ export const localFeedReaders = sqliteTable('local_feed_readers', {
   /** Epoch ms: the row stands until then. */
   until: integer('until').notNull(),
 });
+
+/**
+ * The finished jobs whose frames their queue keeps for less than the jobs (journal_retention_ms),
+ * by when they finished: a row per job that finished with frames while its queue had that setting,
+ * put here by a trigger on the finish and gone with the frames (sql/purge.ts), or with the job (a
+ * retry by hand, a deletion). So the retention pass finds the frames that are due, oldest first,
+ * without walking every finished job.
+ */
+export const journalsDue = sqliteTable(
+  'journals_due',
+  {
+    /** invocations.rid of the finished job. */
+    inv: integer('inv').primaryKey(),
+    ns: text('ns').notNull(),
+    queue: text('queue').notNull(),
+    finished_at: integer('finished_at').notNull(),
+  },
+  (t) => [index('journals_due_at').on(t.ns, t.queue, t.finished_at)],
+);
 
 /** Cron schedules: each tick submits the envelope to the queue, keyed `schedule:<name>:<tick time>`. */
 export const schedules = sqliteTable(

@@ -78,6 +78,8 @@ export interface QueueSettings {
   /** How long finished jobs are kept before they are purged; null: the plane's default (7 days). */
   retentionMs: number | null;
   /** The time limit of the queue's jobs that name none (ms), which workers apply; null: the worker's (600 s by default). */
+  /** How long a finished job's frames are kept when less than the job (retention); null: they go with it. */
+  journalRetentionMs: number | null;
   timeLimitMs: number | null;
   /** Where its jobs are POSTed (push delivery, core/push-target.ts); null: workers pull them. */
   push: PushSettings | null;

@@ -75,6 +75,7 @@ export const settingsJson = (s: QueueSettings) => ({
   dead_letter_queue: s.deadLetterQueue,
   ttl_ms: s.ttlMs,
   retention_ms: s.retentionMs,
+  journal_retention_ms: s.journalRetentionMs,
   time_limit_ms: s.timeLimitMs,
   push: s.push && {
     url: s.push.url,

@@ -81,6 +81,7 @@ export interface QueueSettingsWire {
   dead_letter_queue?: Opt<string>;
   ttl_ms?: Opt<number>;
   retention_ms?: Opt<number>;
+  journal_retention_ms?: Opt<number>;
   time_limit_ms?: Opt<number>;
   /** Push delivery's target, or null: workers pull. */
   push?: Opt<PushWire>;

@@ -162,6 +162,7 @@ export const QueueSettingsBody = exactly<QueueSettingsWire>()(
     dead_letter_queue: opt(z.string()),
     ttl_ms: opt(z.number()),
     retention_ms: opt(z.number()),
+    journal_retention_ms: opt(z.number()),
     time_limit_ms: opt(z.number()),
     push: opt(
       z.strictObject({

@@ -124,6 +124,21 @@ export async function copyNamespace(from: D1Database, to: D1Database, ns: string
     const last = page.results[page.results.length - 1]!;
     after = [Number(last.inv), Number(last.seq)];
   }
+  // The finished jobs whose frames wait for their queue's journal retention (a trigger notes them
+  // as they finish; a copied job arrives finished, so its note is copied too).
+  const due = await columnsOf(from, to, 'journals_due');
+  for (let after = -1; ; ) {
+    const page = await from
+      .prepare(`SELECT ${selectList(due)} FROM journals_due WHERE ns = ?1 AND inv > ?2 ORDER BY inv LIMIT ${JOBS_PER_PAGE}`)
+      .bind(ns, after)
+      .all<Record<string, unknown>>();
+    if (!page.results.length) break;
+    await inBatches(
+      to,
+      page.results.map((r) => insertOf(to, due, r, { inv: ridOf.get(Number(r.inv)) })),
+    );
+    after = Number(page.results[page.results.length - 1]!.inv);
+  }
   const rest = { queues: 0, schedules: 0 };
   for (const table of ['queue_levels', 'queues', 'schedules'] as const) {
     const c = await columnsOf(from, to, table);
@@ -157,6 +172,7 @@ export async function fingerprint(db: D1Database, ns: string): Promise<string> {
     db
       .prepare(
         `SELECT (SELECT count(*) FROM queues WHERE ns = ?1) AS q, (SELECT count(*) FROM schedules WHERE ns = ?1) AS s,
+                (SELECT count(*) FROM journals_due WHERE ns = ?1) AS j,
                 (SELECT group_concat(queue || ':' || priority || ':' || queued, '|') FROM queue_levels WHERE ns = ?1) AS l`,
       )
       .bind(ns),

@@ -173,7 +173,7 @@ export class QueueObject extends DurableObject<Env> {
       const info = await this.engine.admin.configure(this.ns, this.queue, cfg);
       this.settings = info.settings;
       // A new retention may bring the next purge closer.
-      if (cfg.retentionMs !== undefined) this.retention.soon(true);
+      if (cfg.retentionMs !== undefined || cfg.journalRetentionMs !== undefined) this.retention.soon(true);
       if (cfg.push !== undefined) await this.pushing.refresh();
       return info;
     });

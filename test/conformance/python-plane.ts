@@ -105,6 +105,7 @@ const queueInfoOf = (q: Json): QueueInfo => {
       deadLetterQueue: t.dead_letter_queue,
       ttlMs: t.ttl_ms,
       retentionMs: t.retention_ms,
+      journalRetentionMs: t.journal_retention_ms,
       timeLimitMs: t.time_limit_ms,
       push: t.push && {
         url: t.push.url,
@@ -331,6 +332,7 @@ async function pythonPlaneWith(options: Record<string, unknown>): Promise<PlaneH
         dead_letter_queue: c.deadLetterQueue,
         ttl_ms: c.ttlMs,
         retention_ms: c.retentionMs,
+        journal_retention_ms: c.journalRetentionMs,
         time_limit_ms: c.timeLimitMs,
         push:
           c.push === undefined

@@ -217,6 +217,38 @@ export function retention(handle: () => PlaneHandle) {
       expect((await d.get('r2'))?.state).toBe('succeeded');
     }, 60_000);
 
+    it("removes a finished job's frames journal_retention_ms after it finished, alone: the job, its result and a running job's frames stay", async () => {
+      expect((await d.configureQueue('jr', { journalRetentionMs: 300 })).settings.journalRetentionMs).toBe(300);
+      for (let i = 0; i < 3; i++) await d.submit('jr', bytes('x'), { id: `jr${i}` });
+      expect((await d.claimMany('jr', 'w', 3, { leaseMs: 120_000 })).map((c) => c.id)).toEqual(['jr0', 'jr1', 'jr2']);
+      for (const id of ['jr0', 'jr1', 'jr2'])
+        for (let seq = 0; seq < 3; seq++)
+          await d.journalAppend(id, seq, { kind: 0, seq, body: bytes(`${id}.${seq}`), meta: null }, { workerId: 'w' });
+      await d.ack('jr0', 'w', { result: bytes('ok') });
+      await d.nack('jr1', 'w', { error: 'no', retry: false });
+      expect((await d.journalPage('jr0')).frames).toHaveLength(3); // inside its window
+      await h.elapse(301);
+      const gone = async (id: string) => (await d.journalPage(id)).frames.length === 0;
+      await until(async () => (await gone('jr0')) && (await gone('jr1')), 'the finished jobs to lose their frames', 30_000);
+      // Read as a trim leaves a journal: no frames, the last seq removed, the job's end as before.
+      expect(await d.journalPage('jr0')).toMatchObject({ frames: [], trimmedBefore: 2, done: true, state: 'succeeded' });
+      expect(new TextDecoder().decode((await d.result('jr0', { timeoutMs: 0 }))!)).toBe('ok');
+      expect((await d.get('jr1'))?.state).toBe('failed');
+      expect(await d.count('jr', 'succeeded')).toBe(1);
+      // Still running: its frames stay. Once it finishes they wait out its own window.
+      expect((await d.journalPage('jr2')).frames.map((f) => f.seq)).toEqual([0, 1, 2]);
+      await d.ack('jr2', 'w');
+      expect((await d.journalPage('jr2')).frames).toHaveLength(3);
+      await h.elapse(301);
+      await until(() => gone('jr2'), "the last job's frames to go after its own window", 30_000);
+      expect((await d.get('jr2'))?.state).toBe('succeeded');
+      // From 0 ms (frames go at the next pass) to 365 days; null: frames go with their job.
+      await expect(d.configureQueue('jr', { journalRetentionMs: -1 })).rejects.toBeInstanceOf(BadRequestError);
+      await expect(d.configureQueue('jr', { journalRetentionMs: 400 * 86_400_000 })).rejects.toBeInstanceOf(BadRequestError);
+      expect((await d.configureQueue('jr', { journalRetentionMs: 0 })).settings.journalRetentionMs).toBe(0);
+      expect((await d.configureQueue('jr', { journalRetentionMs: null })).settings.journalRetentionMs).toBeNull();
+    }, 60_000);
+
     it("takes retention_ms from 1 ms to 365 days, and null for the plane's default (7 days)", async () => {
       await expect(d.configureQueue('r', { retentionMs: 0 })).rejects.toBeInstanceOf(BadRequestError);
       await expect(d.configureQueue('r', { retentionMs: 400 * 86_400_000 })).rejects.toBeInstanceOf(BadRequestError);

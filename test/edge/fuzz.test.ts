@@ -23,7 +23,7 @@ const snapshot = async (ns: string) => {
       `SELECT (SELECT group_concat(id || ':' || state || ':' || attempt || ':' || coalesce(worker_id, '') || ':' || hex(coalesce(result, '')), '|') FROM invocations WHERE ns = ?1)
          || '#' || (SELECT count(*) FROM frames WHERE inv IN (SELECT rid FROM invocations WHERE ns = ?1))
          || '#' || (SELECT group_concat(queue || ':' || paused || ':' || coalesce(lease_ms, '') || ':' || coalesce(max_attempts, '') || ':' || coalesce(max_running, '')
-                                        || ':' || coalesce(claims_per_second, '') || ':' || coalesce(backoff, '') || ':' || coalesce(dead_letter_queue, '') || ':' || coalesce(ttl_ms, '')
+                                        || ':' || coalesce(claims_per_second, '') || ':' || coalesce(backoff, '') || ':' || coalesce(dead_letter_queue, '') || ':' || coalesce(ttl_ms, '') || ':' || coalesce(retention_ms, '') || ':' || coalesce(journal_retention_ms, '')
                                         || ':' || coalesce(push_url, '') || ':' || coalesce(push_concurrency, '') || ':' || coalesce(push_batch_size, '') || ':' || coalesce(push_secret, ''), '|')
                     FROM queues WHERE ns = ?1)
          || '#' || (SELECT group_concat(name || ':' || cron || ':' || next_at, '|') FROM schedules WHERE ns = ?1) AS s`,
@@ -94,6 +94,8 @@ const fields = [
   'message',
   'trace_id',
   'push',
+  'retention_ms',
+  'journal_retention_ms',
 ];
 /** Scheduling input a plane must refuse: negative, NaN or far-future times, bad crons and zones, caps of 0. */
 const scheduling = fc.constantFrom(
@@ -104,6 +106,8 @@ const scheduling = fc.constantFrom(
   `{"id":"s5","envelope":"eA==","ttl_ms":0}`,
   `{"id":"s6","envelope":"eA==","max_attempts":0}`,
   `{"max_running":0}`,
+  `{"journal_retention_ms":-1}`,
+  `{"journal_retention_ms":"1h"}`,
   `{"max_running":-3}`,
   `{"claims_per_second":0}`,
   `{"retry_backoff":{"factor":0.5}}`,

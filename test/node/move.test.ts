@@ -16,6 +16,9 @@ it('moves a namespace with producers and a worker running throughout: every job 
   const ns = env.LAKESHORE_NAMESPACE!;
   const d = new HttpDispatch(env.LAKESHORE_URL!, { token: env.LAKESHORE_TOKEN!, namespace: ns, retryForMs: 30_000 });
   await d.configureQueue('mv', { maxAttempts: 1 }); // a second attempt of any job would fail this test
+  // Frames kept a day after their job: each finished job is noted for its frames' removal, and the
+  // notes move with the jobs (the move's check counts them on both shards).
+  await d.configureQueue('mv', { journalRetentionMs: 86_400_000 });
   // Rows besides the jobs under load: a binary envelope and a text one (kept as stored), a
   // queue's settings, a cron schedule.
   const binary = new Uint8Array([0, 255, 1, 254, 0]);
@@ -68,6 +71,7 @@ it('moves a namespace with producers and a worker running throughout: every job 
   expect(await d.get('txt')).toMatchObject({ key: 'k1', priority: 3, envelope: new TextEncoder().encode('{"plain":"text"}') });
   expect(await d.submit('keep', new Uint8Array([9]), { id: 'other', key: 'k1' })).toBe('txt'); // the key's index came along
   expect((await d.queueInfo('keep')).settings).toMatchObject({ leaseMs: 12_345, retentionMs: 86_400_000 });
+  expect((await d.queueInfo('mv')).settings).toMatchObject({ maxAttempts: 1, journalRetentionMs: 86_400_000 });
   expect((await d.listSchedules('keep')).map((s) => [s.name, s.cron])).toEqual([['nightly', '0 3 * * *']]);
   for (const s of ['delayed', 'queued', 'running', 'failed', 'cancelled'] as const) expect(await d.count('mv', s), s).toBe(0);
   expect(await d.count('mv', 'succeeded')).toBe(N);

@@ -144,7 +144,7 @@ def _round(x: float) -> int:
 
 def _settings(queue: str, s: Dict[str, Any]) -> Dict[str, Any]:
     """The core's settingsInput: what a patch changes, checked; a key given as None clears that setting."""
-    known = ("lease_ms", "max_attempts", "max_running", "claims_per_second", "retry_backoff", "dead_letter_queue", "ttl_ms", "retention_ms", "time_limit_ms", "push")
+    known = ("lease_ms", "max_attempts", "max_running", "claims_per_second", "retry_backoff", "dead_letter_queue", "ttl_ms", "retention_ms", "journal_retention_ms", "time_limit_ms", "push")
     for k in s:
         if k not in known:
             raise BadRequest("unknown queue setting %r" % k)
@@ -173,6 +173,8 @@ def _settings(queue: str, s: Dict[str, Any]) -> Dict[str, Any]:
         p["ttl_ms"] = _duration("ttl_ms", s["ttl_ms"], 1)
     if "retention_ms" in s:
         p["retention_ms"] = _duration("retention_ms", s["retention_ms"], 1)
+    if "journal_retention_ms" in s:
+        p["journal_retention_ms"] = _duration("journal_retention_ms", s["journal_retention_ms"], 0)
     if "time_limit_ms" in s:
         p["time_limit_ms"] = _duration("time_limit_ms", s["time_limit_ms"], 1)
     if "push" in s:

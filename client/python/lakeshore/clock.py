@@ -2,7 +2,8 @@
 planes: the due ticks of its cron schedules (schedules.py), and retention, as the core's
 RetentionClock runs it: finished jobs older than their queue's `retention_ms` (else 7 days) are
 deleted with their frames by the core's purge statements, in bounded batches (at most
-`purge_rounds` of `purge_batch` per state at a time, the rest a second later).
+`purge_rounds` of `purge_batch` per state at a time, the rest a second later); and the frames
+alone of finished jobs past their queue's `journal_retention_ms`.
 
 A thread of the Dispatch sleeps until a queue's next pass is due. A job that finishes, a changed
 retention or schedule, and the first claim this process makes from a queue (its schedules may
@@ -17,15 +18,23 @@ class QueueClock:
         self.d = dispatch
         self.at: Dict[str, Optional[int]] = {}  # queue -> when its next pass is due (ms); None: nothing kept
         self.known: Dict[str, bool] = {}
+        self.window: Dict[str, Optional[int]] = {}  # queue -> its journal_retention_ms, as the last pass found it
         self.lock = threading.Lock()
         self.wake = threading.Event()
         self.closed = False
         self.thread: Optional[threading.Thread] = None
 
     def soon(self, queue: str, changed: bool = False) -> None:
-        """A job of `queue` finished (or its retention or a schedule changed): unless a pass is due at a known time, one runs now."""
+        """A job of `queue` finished (or its retention or a schedule changed): unless a pass is due at a known time, one runs now.
+        With a pass known, a finished job's frames may come due before it (journal_retention_ms): the pass comes forward to then."""
         with self.lock:
             if not changed and self.known.get(queue) and self.at.get(queue) is not None:
+                window = self.window.get(queue)
+                frames = None if window is None else int(time.time() * 1000) + window
+                if frames is None or frames >= self.at[queue]:
+                    return
+                self.at[queue] = frames
+                self.wake.set()
                 return
             self.known[queue] = False
             self.at[queue] = int(time.time() * 1000)
@@ -75,9 +84,17 @@ class QueueClock:
         """Purge batches of `queue` (src/core/sql/purge.ts); when the next purge is due, or None."""
         limits = self.d._limits
         for _ in range(limits["purge_rounds"]):
+            # src/core/sql/purge.ts: deletes for each finished state (rows at 1, 3, 5), the frames due
+            # alone (ids at 6), when those are next due (9), and when the oldest finished job is (10)
             results = self.d._run("purge", {"queue": queue})
-            more = any(len(results[i]) >= limits["purge_batch"] for i in (1, 3, 5))
+            more = any(len(results[i]) >= limits["purge_batch"] for i in (1, 3, 5, 6))
+            frames = results[9][0]
+            with self.lock:
+                self.window[queue] = None if frames["journal_retention"] is None else int(frames["journal_retention"])
             if not more:
-                left = results[6][0]
-                return None if left["oldest"] is None else int(left["oldest"]) + int(left["retention"])
+                left = results[10][0]
+                due = [int(left["oldest"]) + int(left["retention"])] if left["oldest"] is not None else []
+                if frames["due"] is not None:
+                    due.append(int(frames["due"]))
+                return min(due) if due else None
         return int(time.time() * 1000) + 1000

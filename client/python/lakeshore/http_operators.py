@@ -187,14 +187,14 @@ class HttpOperatorVerbs(Transport):
 
     def configure_queue(self, queue: str, *, lease_ms: Any = KEEP, max_attempts: Any = KEEP, max_running: Any = KEEP,
                         claims_per_second: Any = KEEP, retry_backoff: Any = KEEP, dead_letter_queue: Any = KEEP, ttl_ms: Any = KEEP,
-                        retention_ms: Any = KEEP, time_limit_ms: Any = KEEP, push: Any = KEEP) -> Dict[str, Any]:
+                        retention_ms: Any = KEEP, journal_retention_ms: Any = KEEP, time_limit_ms: Any = KEEP, push: Any = KEEP) -> Dict[str, Any]:
         """Changes the settings named; None clears one (back to the plane's default). `retry_backoff`
         is a dict of `initial_ms`, `factor`, `max_ms`, `jitter`; `push` a dict of `url`, `concurrency`,
         `timeout_ms`, `rotate_secret` (the answer that sets it first or rotates carries
         `settings.push.secret`, once). Answers queue_info."""
         named = {"lease_ms": lease_ms, "max_attempts": max_attempts, "max_running": max_running, "claims_per_second": claims_per_second,
                  "retry_backoff": retry_backoff, "dead_letter_queue": dead_letter_queue, "ttl_ms": ttl_ms, "retention_ms": retention_ms,
-                 "time_limit_ms": time_limit_ms, "push": push}
+                 "journal_retention_ms": journal_retention_ms, "time_limit_ms": time_limit_ms, "push": push}
         return self._call("PUT", "/queues/%s" % _queue(queue), {k: v for k, v in named.items() if v is not KEEP})
 
     def pause_queue(self, queue: str) -> None:

@@ -17,7 +17,7 @@ class OperatorVerbs:
         rows = self._run("queue_info", {"queue": _name("queue", queue)})[0]
         q = dict(rows[0]) if rows else {}
         b = json.loads(q["backoff"]) if q.get("backoff") else None
-        settings = {k: q.get(k) for k in ("lease_ms", "max_attempts", "max_running", "claims_per_second", "dead_letter_queue", "ttl_ms", "retention_ms", "time_limit_ms")}
+        settings = {k: q.get(k) for k in ("lease_ms", "max_attempts", "max_running", "claims_per_second", "dead_letter_queue", "ttl_ms", "retention_ms", "journal_retention_ms", "time_limit_ms")}
         settings["retry_backoff"] = b and {k: b[k] for k in ("initial_ms", "factor", "max_ms", "jitter")}
         settings["push"] = {"url": q["push_url"], "concurrency": q["push_concurrency"], "timeout_ms": q["push_timeout_ms"],
                             "batch_size": q.get("push_batch_size") or 1} if q.get("push_url") else None
@@ -25,12 +25,12 @@ class OperatorVerbs:
 
     def configure_queue(self, queue: str, **settings: Any) -> Dict[str, Any]:
         """Changes the settings named (by their wire names: lease_ms, max_attempts, max_running,
-        claims_per_second, retry_backoff, dead_letter_queue, ttl_ms, retention_ms, time_limit_ms); None clears
+        claims_per_second, retry_backoff, dead_letter_queue, ttl_ms, retention_ms, journal_retention_ms, time_limit_ms); None clears
         one. Checked as the core checks them (src/core/requests.ts settingsInput). Answers queue_info."""
         queue = _name("queue", queue)
         patch = _settings(queue, settings)
         self._run("configure", {"queue": queue, "patch_json": json.dumps(patch)})
-        if "retention_ms" in patch:
+        if "retention_ms" in patch or "journal_retention_ms" in patch:
             self.clock.soon(queue, changed=True)  # a new retention may bring the next pass closer
         info = self.queue_info(queue)
         # The push secret is shown once: in the answer that set or rotated it.

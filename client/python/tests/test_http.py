@@ -171,6 +171,9 @@ class Verbs(unittest.TestCase):
         self.assertEqual(info["settings"]["retry_backoff"]["factor"], 2)
         self.assertEqual(d.configure_queue("q", max_attempts=None)["settings"]["max_attempts"], None)  # None clears
         self.assertEqual(d.queue_info("q")["settings"]["dead_letter_queue"], "dead")  # left out: kept
+        self.assertEqual(d.configure_queue("q", journal_retention_ms=3_600_000)["settings"]["journal_retention_ms"], 3_600_000)
+        with self.assertRaises(ls.BadRequest):
+            d.configure_queue("q", journal_retention_ms=-1)
         d.configure_queue("q", max_attempts=1)
         d.pause_queue("q")
         self.assertTrue(d.queue_info("q")["paused"])

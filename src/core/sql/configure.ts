@@ -14,6 +14,7 @@ const COLUMNS = [
   'dead_letter_queue',
   'ttl_ms',
   'retention_ms',
+  'journal_retention_ms',
   'time_limit_ms',
   'push_url',
   'push_concurrency',
@@ -97,6 +98,7 @@ export const queueInfoPlan = (ns: string, queue: string): Plan<QueueInfo> => ({
         deadLetterQueue: (q.dead_letter_queue as string | null | undefined) ?? null,
         ttlMs: num(q.ttl_ms),
         retentionMs: num(q.retention_ms),
+        journalRetentionMs: num(q.journal_retention_ms),
         timeLimitMs: num(q.time_limit_ms),
         push:
           typeof q.push_url === 'string'

@@ -162,6 +162,7 @@ export const queues = new Hono<App>()
         deadLetterQueue: b.dead_letter_queue,
         ttlMs: b.ttl_ms,
         retentionMs: b.retention_ms,
+        journalRetentionMs: b.journal_retention_ms,
         timeLimitMs: b.time_limit_ms,
         push: b.push && {
           url: b.push.url,
