@@ -80,7 +80,6 @@ program
     '--code <push|stamp>',
     "push: this directory's git tree goes to the plane (once per tree) and the job runs FN from it on workers started with --code mount",
   )
-  .option('--journal-retention-ms <ms>', "how long a finished job's frames are kept, when less than the job itself (none: as long)")
   .option('--time-limit-ms <ms>', 'abort and nack the job past this')
   .option('--max-retries <n>', 'retry a failure only while attempt <= n')
   .option('--max-attempts <n>', "this job's attempt budget (default: its queue's)")
@@ -130,6 +129,7 @@ program
   .option('--dead-letter-queue <queue>', 'where a job that fails for good is also submitted')
   .option('--ttl-ms <ms>', 'a submit without a TTL fails as Expired if not claimed within this')
   .option('--retention-ms <ms>', 'how long finished jobs are kept before they are purged (default 7 days)')
+  .option('--journal-retention-ms <ms>', "how long a finished job's frames are kept, when less than the job itself (none: as long)")
   .option('--time-limit-ms <ms>', "the time limit of the queue's jobs that name none (default: the worker's, 600 s)")
   .option('--push-url <url>', 'push delivery: POST each job to this URL, signed (none: workers pull); admin only')
   .option('--push-concurrency <n>', 'push delivery: most deliveries at once (default 8)')
