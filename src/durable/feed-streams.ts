@@ -65,8 +65,8 @@ export class FeedStreams {
   /** kept[head] is the oldest record in the window; those before it are dropped (spliced off in bulk). */
   private head = 0;
   private readonly readers = new Map<Reader, { kinds: Kinds; framing: Framing }>();
-  /** Readers that take batches: while there are none, no batch is put together. */
-  private batchReaders = 0;
+  /** Readers by framing: a framing no reader takes is not put together. */
+  private readonly framings: Record<Framing, number> = { each: 0, batch: 0 };
   private off: (() => void) | null = null;
   private idle: ReturnType<typeof setTimeout> | null = null;
   private keepalive: ReturnType<typeof setInterval> | null = null;
@@ -114,7 +114,7 @@ export class FeedStreams {
     }
     send(r, `${first}id: ${this.instance}.${this.seq}\nevent: position\ndata: {}\n\n`);
     this.readers.set(r, { kinds, framing });
-    if (framing === 'batch') this.batchReaders++;
+    this.framings[framing]++;
     return readable;
   }
 
@@ -143,14 +143,17 @@ export class FeedStreams {
    */
   private told(records: FeedRecord[]): void {
     const p = this.pending;
-    const batches = this.batchReaders > 0;
+    const each = this.framings.each > 0;
+    const batches = this.framings.batch > 0;
     for (const rec of records) {
       const seq = ++this.seq;
       const json = JSON.stringify(rec);
-      const text = this.event(seq, rec.kind, json);
       this.kept.push({ seq, kind: rec.kind, json });
-      p.all.each += text;
-      p[rec.kind].each += text;
+      if (each) {
+        const text = this.event(seq, rec.kind, json);
+        p.all.each += text;
+        p[rec.kind].each += text;
+      }
       if (batches) {
         p.all.jsons.push(json);
         p.all.seqs.push(seq);
@@ -175,7 +178,7 @@ export class FeedStreams {
     if (this.flushTimer !== null) clearTimeout(this.flushTimer);
     this.flushTimer = null;
     const p = this.pending;
-    if (!p.all.each) return;
+    if (!p.all.each && !p.all.jsons.length) return;
     this.pending = noPending();
     const bytes = new Map<string, Uint8Array>();
     const bytesOf = (key: string, text: () => string) => {
@@ -185,13 +188,13 @@ export class FeedStreams {
     };
     for (const [r, { kinds, framing }] of this.readers) {
       const k = p[kinds];
-      if (!k.each) continue;
-      if (framing === 'each')
-        write(
-          r,
-          bytesOf(kinds, () => k.each),
-        );
-      else if (k.jsons.length)
+      if (framing === 'each') {
+        if (k.each)
+          write(
+            r,
+            bytesOf(kinds, () => k.each),
+          );
+      } else if (k.jsons.length)
         write(
           r,
           bytesOf(`${kinds} batch`, () => this.batches(k)),
@@ -213,7 +216,7 @@ export class FeedStreams {
   private leave(r: Reader): void {
     r.gone = true;
     const was = this.readers.get(r);
-    if (was?.framing === 'batch') this.batchReaders--;
+    if (was) this.framings[was.framing]--;
     this.readers.delete(r);
     if (this.readers.size || this.idle) return;
     // Nobody listens: keep the records a while for a reader to come back, then make none.
