@@ -25,6 +25,16 @@ const records = (evs: EventSourceMessage[]): Rec[] =>
     .map((e) => ({ eventId: e.id!, ...(JSON.parse(e.data) as { id: string; queue: string; status: string }) }));
 const byQueue = (recs: Rec[], q: string) => recs.filter((r) => r.queue === q).map((r) => `${r.id}:${r.status}`);
 
+/** Every one of the `n` jobs `work` ran on queue `q` has its life in order: queued, running, succeeded. */
+function expectLives(recs: Rec[], q: string, n: number) {
+  for (let i = 0; i < n; i++)
+    expect(byQueue(recs, q).filter((r) => r.startsWith(`j-${q}-${i}:`))).toEqual([
+      `j-${q}-${i}:queued`,
+      `j-${q}-${i}:running`,
+      `j-${q}-${i}:succeeded`,
+    ]);
+}
+
 /** Submits, claims and acks `n` jobs on each of `queues`, in rounds that alternate between them. */
 async function work(ns: string, queues: string[], n: number, tag: string) {
   const base = `/v1/ns/${ns}`;
@@ -69,13 +79,7 @@ describe('namespace-wide lifecycle feed', () => {
     for (const q of ['a', 'b']) {
       const want = Array.from({ length: 100 }, (_, i) => [`j-${q}-${i}:queued`]).flat();
       expect(byQueue(recs, q).filter((r) => r.endsWith(':queued'))).toEqual(want);
-      // Every job's life in order.
-      for (let i = 0; i < 100; i++)
-        expect(byQueue(recs, q).filter((r) => r.startsWith(`j-${q}-${i}:`))).toEqual([
-          `j-${q}-${i}:queued`,
-          `j-${q}-${i}:running`,
-          `j-${q}-${i}:succeeded`,
-        ]);
+      expectLives(recs, q, 100);
     }
     // An id holds the reader's place in each queue.
     expect(recs.at(-1)!.eventId).toMatch(/^(a|b)=[a-z0-9]+\.\d+,(a|b)=[a-z0-9]+\.\d+$/);
@@ -116,13 +120,7 @@ describe('namespace-wide lifecycle feed', () => {
     await work(p.ns, ['a', 'b'], 100, 'j');
     const recs = batchRecords(await all);
     expect(recs).toHaveLength(total);
-    for (const q of ['a', 'b'])
-      for (let i = 0; i < 100; i++)
-        expect(byQueue(recs, q).filter((r) => r.startsWith(`j-${q}-${i}:`))).toEqual([
-          `j-${q}-${i}:queued`,
-          `j-${q}-${i}:running`,
-          `j-${q}-${i}:succeeded`,
-        ]);
+    for (const q of ['a', 'b']) expectLives(recs, q, 100);
     expect(recs.at(-1)!.eventId).toMatch(/^(a|b)=[a-z0-9]+\.\d+,(a|b)=[a-z0-9]+\.\d+$/);
     const cutRecs = await cut;
     for (const q of ['a', 'b']) expect(byQueue(cutRecs, q)).toEqual(byQueue(recs, q));
