@@ -2,7 +2,8 @@
 import type { Plan } from '../plan.ts';
 import { stmt } from '../port.ts';
 import { toInvocation } from '../rows.ts';
-import type { State } from '../states.ts';
+import { isTerminal, STATES, type State } from '../states.ts';
+import { FINISHED } from './finished.ts';
 import type { Invocation } from '../types.ts';
 
 /** One row; with `queue` (a caller's hint), only if it is in that queue. */
@@ -17,8 +18,17 @@ export const queueOfPlan = (ns: string, id: string): Plan<string | null> => ({
   done: ([r]) => (r!.rows[0] ? String(r!.rows[0].queue) : null),
 });
 
+/**
+ * Each state counted through its own partial index: the planner sees no parameter's value (port.ts),
+ * so the state each branch counts is written in it, with a finished state's index condition.
+ */
+const COUNT = `SELECT CASE ?3 ${STATES.map(
+  (st) =>
+    `WHEN '${st}' THEN (SELECT count(*) FROM invocations WHERE ns = ?1 AND queue = ?2 AND ${isTerminal(st) ? `${FINISHED} AND ` : ''}state = '${st}')`,
+).join(' ')} ELSE 0 END AS n`;
+
 export const countPlan = (ns: string, queue: string, state: State): Plan<number> => ({
-  stmts: [stmt(`SELECT count(*) AS n FROM invocations WHERE ns = ?1 AND queue = ?2 AND state = ?3`, ns, queue, state)],
+  stmts: [stmt(COUNT, ns, queue, state)],
   done: ([r]) => Number(r!.rows[0]?.n ?? 0),
 });
 
