@@ -12,6 +12,7 @@
 import type { Engine } from '../../src/core/engine.ts';
 import { RetentionClock } from '../../src/core/retention.ts';
 import type { DatabaseSync } from './sqlite.ts';
+import type { StatementSync } from 'node:sqlite';
 
 export class LocalClocks {
   private readonly timers = new Map<string, { at: number; timer: ReturnType<typeof setTimeout> }>();
@@ -124,7 +125,10 @@ export class LocalClocks {
     this.watcher.unref?.();
   }
 
+  /** Prepared once: the watch asks every few milliseconds while a claim waits. */
+  private dataVersionStmt: StatementSync | null = null;
   private version(): number {
-    return Number((this.db.prepare('PRAGMA data_version').get() as { data_version: number }).data_version);
+    this.dataVersionStmt ??= this.db.prepare('PRAGMA data_version');
+    return Number((this.dataVersionStmt.get() as { data_version: number }).data_version);
   }
 }
