@@ -46,10 +46,15 @@ const all = ['lint', 'typecheck', 'bundle', 'edge', 'node', 'crash', 'python', '
 // The Python with the package's optional extras (croniter), for the Python suite and the conformance target.
 process.env.LAKESHORE_PYTHON ??= ensurePython();
 const counts = { passed: 0, failed: 0, skipped: 0 };
+/** The failed tests by name: said again at the end, where a CI log's tail shows them. */
+const failures = [];
 function tally(name) {
   const file = join(reports, `${name}.json`);
   if (!existsSync(file)) return;
   const r = JSON.parse(readFileSync(file, 'utf8'));
+  for (const f of r.testResults ?? [])
+    for (const t of f.assertionResults ?? [])
+      if (t.status === 'failed') failures.push(`${name}: ${String(f.name ?? '').replace(`${ROOT}/`, '')} > ${t.fullName ?? t.title}`);
   counts.passed += r.numPassedTests;
   counts.failed += r.numFailedTests;
   counts.skipped += r.numPendingTests + (r.numTodoTests ?? 0);
@@ -64,6 +69,7 @@ for (const name of pick.length ? pick : all) {
   results.push({ name, ok: r.status === 0, s: ((Date.now() - t0) / 1000).toFixed(1) });
   tally(name);
 }
+for (const f of failures) process.stderr.write(`\n[lakeshore] FAILED ${f}`);
 process.stderr.write(`\n[lakeshore] ${results.map((r) => `${r.name} ${r.ok ? 'ok' : 'FAILED'} (${r.s}s)`).join(', ')}\n`);
 process.stdout.write(`${counts.passed} passed, ${counts.failed} failed, ${counts.skipped} skipped\n`);
 process.exit(results.every((r) => r.ok) ? 0 : 1);
