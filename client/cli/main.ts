@@ -10,6 +10,7 @@ import * as watch from './watch.ts';
 import { EXIT, exitCodeOf, output } from './output.ts';
 import { planeFromEnv } from '../default.ts';
 import { UnavailableError } from '../errors.ts';
+import type { DispatchPlane } from '../types.ts';
 import { push as pushCmd } from './push.ts';
 import { type Global, type Run, workerCommands } from './worker-commands.ts';
 
@@ -29,7 +30,13 @@ const run: Run =
   async () => {
     const g = program.opts<Global>();
     if (opts.plane !== false && !(g.url || process.env.LAKESHORE_URL)) await loadLocalPlane();
-    code = await fn(g);
+    try {
+      code = await fn(g);
+    } finally {
+      // A local plane writes what its verbs told the feed as it closes: a command that exits at
+      // once must not leave a reader waiting for it (client/local/feed-log.ts).
+      await Promise.all(planes.splice(0).map((p) => p.close().catch(() => {})));
+    }
   };
 
 /** The local SQLite plane, loaded only when a command needs it (no URL): node:sqlite needs Node >= 22.12. */
@@ -56,14 +63,19 @@ async function confirm(question: string): Promise<boolean> {
 
 /** The plane; one that cannot be reached is said at once, while the client retries. */
 let warned = false;
-const planeOf = (g: Global) =>
-  planeFromEnv(process.env, {
+/** The planes this command made, closed when it ends. */
+const planes: DispatchPlane[] = [];
+const planeOf = (g: Global) => {
+  const p = planeFromEnv(process.env, {
     ...g,
     onUnreachable: (m) => {
       if (!warned) process.stderr.write(`lakeshore: ${m}\n`);
       warned = true;
     },
   });
+  planes.push(p);
+  return p;
+};
 
 program
   .command('submit')

@@ -272,7 +272,7 @@ export class Dispatch extends LocalOperators implements DispatchPlane {
     this.closed = true;
     this.engine.park.wakeAll();
     this.clocks.close();
-    this.feedLog.close();
+    await this.feedLog.close();
     this.db.close();
   }
 

@@ -1,10 +1,18 @@
 /**
  * The local plane's lifecycle feed across processes. While any process reads a namespace's feed
- * (its row in `local_feed_readers`, renewed every second), each process on the file appends the
- * records of its own transitions to `local_feed` (src/core/schema.ts), in its commit order, riding
- * in its next storage batch (or one of their own by the next turn of the loop); a reader follows
- * the table by `seq`, so it sees every process's records, a Python one's too (feed.py keeps the
+ * (its row in `local_feed_readers`, renewed every second), each process on the file puts the
+ * records of its own transitions in `local_feed` (src/core/schema.ts), and a reader follows the
+ * table by `seq`, so it sees every process's records, a Python one's too (feed_log.py keeps the
  * same tables). With no reader no record is made or written, as on the edge plane.
+ *
+ * A transition's records are in its commit's place. Every batch that changes a row takes a place
+ * in the table inside its own transaction, a slot (record ''): its records are told only after it
+ * committed, but then fill the slot (by the next batch, or a transaction of their own by the next
+ * turn of the loop). So a record another process makes because of it (the claim of a job just
+ * submitted) comes after it in `seq`, whichever process writes first. A reader that comes to a
+ * slot not yet filled waits for it, up to HOLD_MS (its writer is gone: the slot is passed).
+ * A slot holds its records as one JSON array; records told with no batch of their own (a worker's,
+ * a log line) are rows of their own.
  *
  * Writers look for readers every NOTICE_MS; a reader starts reading NOTICE_MS after it put its row
  * in, so from its start on it misses no process's records. A reader polls every FOLLOW_POLL_MS and
@@ -28,6 +36,8 @@ const READER_TTL_MS = 5_000;
 export const KEEP = 100_000;
 const TRIM_EVERY = 1_000;
 const PAGE = 1_000;
+/** How long a reader waits for a slot to be filled before it passes it (its writer is gone). */
+export const HOLD_MS = 3_000;
 
 export class FeedLog {
   private readonly port: SqlitePort;
@@ -35,6 +45,11 @@ export class FeedLog {
   private readonly ns: string;
   private writes = 0;
   private flushing = false;
+  /** This process's slots not yet filled, with the records told since each committed. */
+  private readonly slots = new Map<number, FeedRecord[]>();
+  /** The slot of this process's last batch, while it takes records. */
+  private slot: number | null = null;
+  private filling = false;
   /** This process's readers: while there are some, it writes without asking the file. */
   private ownReaders = 0;
   private off: (() => void) | null = null;
@@ -63,30 +78,72 @@ export class FeedLog {
         read = false; // the file is busy or closing: look again next time
       }
     }
-    if (read && !this.off) this.off = this.feed.on((ns, records) => this.write(ns, records));
-    else if (!read && this.off) {
+    if (read && !this.off) {
+      this.off = this.feed.on((ns, records) => this.write(ns, records));
+      this.port.seal = {
+        stmt: stmt(`INSERT INTO local_feed (ns, queue, record) VALUES (?1, '', '') RETURNING seq`, this.ns),
+        sealed: (rows) => this.sealed(Number(rows[0]?.seq)),
+      };
+    } else if (!read && this.off) {
       this.off();
       this.off = null;
+      this.port.seal = null;
     }
   }
 
-  close(): void {
+  /** Stops writing; the slots taken are filled first (a command that exits right after its verb loses no record). */
+  async close(): Promise<void> {
     clearInterval(this.looking);
     this.off?.();
     this.off = null;
+    this.port.seal = null;
+    this.fill();
+    if (this.port.riders.length) await this.port.batch([]).catch(() => {});
+  }
+
+  /** A batch committed with its slot: what is told from now until the loop's next turn goes in it. */
+  private sealed(seq: number): void {
+    if (!Number.isSafeInteger(seq)) return;
+    this.slots.set(seq, []);
+    this.slot = seq;
+    if (!this.filling) {
+      this.filling = true;
+      setImmediate(() => {
+        this.filling = false;
+        this.fill();
+        this.push();
+      });
+    }
+  }
+
+  /** The slots taken, filled with their records (or given back, with none), riding the next batch. */
+  private fill(): void {
+    this.slot = null;
+    for (const [seq, records] of this.slots) {
+      this.writes += records.length;
+      this.port.riders.push(
+        records.length
+          ? stmt('UPDATE local_feed SET record = ?2 WHERE seq = ?1', seq, JSON.stringify(records))
+          : stmt('DELETE FROM local_feed WHERE seq = ?1', seq),
+      );
+    }
+    this.slots.clear();
   }
 
   /**
-   * Writes the records' INSERT at once, in a transaction of its own, in the order told: a verb's
-   * records are in the file before the verb returns (told runs right after its commit), so a
-   * transition another process makes because of it (a claim of the job just submitted) comes
-   * after it in `seq`, as it did in commit order. When another process holds the file's write
-   * lock, they ride in this process's next storage batch instead (sqlite-port.ts), or one of their
-   * own by the next turn of the event loop. The feed is never load-bearing: a failed write loses
-   * its records (a reader sees the seq gap), nothing else.
+   * Records told: into the slot of the batch that made them when it is still taking records (told
+   * right after its commit), else rows of their own. Written at once, in a transaction of their
+   * own, when the file's write lock is free; else they ride in this process's next storage batch
+   * (sqlite-port.ts), or one of their own by the next turn of the event loop. The feed is never
+   * load-bearing: a failed write loses its records (a reader passes their slot), nothing else.
    */
   private write(ns: string, records: FeedRecord[]): void {
     if (!records.length) return;
+    const slot = this.slot !== null && ns === this.ns ? this.slots.get(this.slot) : undefined;
+    if (slot) {
+      for (const r of records) slot.push(r);
+      return; // filled by the next turn of the loop (sealed)
+    }
     this.port.riders.push(
       stmt(
         `INSERT INTO local_feed (ns, queue, record) SELECT ?1, value ->> '$.queue', value FROM json_each(?2)`,
@@ -95,10 +152,16 @@ export class FeedLog {
       ),
     );
     this.writes += records.length;
+    this.push();
+  }
+
+  /** Writes the riders now if the lock is free, else soon. */
+  private push(): void {
     if (this.writes >= TRIM_EVERY) {
       this.writes = 0;
       this.port.riders.push(stmt('DELETE FROM local_feed WHERE seq <= (SELECT max(seq) FROM local_feed) - ?1', KEEP));
     }
+    if (!this.port.riders.length) return;
     try {
       this.port.batchSync([]);
       for (const wake of this.waiting) wake();
@@ -157,6 +220,7 @@ export class FeedLog {
       // first read waits until every process has noticed the row (not woken early by this
       // process's own records), so from then on none is missing.
       let last = Number(this.port.read(stmt('SELECT coalesce(max(seq), 0) AS seq FROM local_feed'))[0]!.seq);
+      let holding = null as { seq: number; since: number } | null;
       await renew();
       await new Promise<void>((r) => setTimeout(r, NOTICE_MS + 50));
       while (!signal?.aborted) {
@@ -175,13 +239,25 @@ export class FeedLog {
           yield { kind: 'gap', reason: 'behind' };
           last = Math.max(last, first - 1);
         }
+        let held = false;
         for (const row of page) {
+          const text = String(row.record);
+          if (text === '') {
+            // A slot its writer has not filled yet: what follows waits for it, up to HOLD_MS.
+            const seq = Number(row.seq);
+            if (holding?.seq !== seq) holding = { seq, since: Date.now() };
+            if (Date.now() - holding.since < HOLD_MS) {
+              held = true;
+              break;
+            }
+            last = seq;
+            continue;
+          }
           last = Number(row.seq);
-          if (queue !== null && row.queue !== queue) continue;
-          const r = JSON.parse(String(row.record)) as FeedRecord;
-          if (kinds.has(r.kind)) yield r;
+          const records = (text.startsWith('[') ? JSON.parse(text) : [JSON.parse(text)]) as FeedRecord[];
+          for (const r of records) if ((queue === null || r.queue === queue) && kinds.has(r.kind)) yield r;
         }
-        if (page.length < PAGE) await pause(FOLLOW_POLL_MS);
+        if (held || page.length < PAGE) await pause(FOLLOW_POLL_MS);
       }
     } finally {
       clearInterval(renewing);

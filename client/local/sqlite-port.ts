@@ -11,6 +11,8 @@ import type { DatabaseSync, StatementSync } from 'node:sqlite';
 import type { Port, Stmt, StmtResult } from '../../src/core/port.ts';
 
 const RETURNS = /^\s*(SELECT|WITH)\b|\bRETURNING\b/i;
+/** A statement that only reads (its `changes` count the rows it read). */
+const READS = /^\s*SELECT\b/i;
 
 export class SqlitePort implements Port {
   readonly db: DatabaseSync;
@@ -45,6 +47,13 @@ export class SqlitePort implements Port {
    */
   riders: Stmt[] = [];
 
+  /**
+   * Runs last in every batch that changed a row, inside its transaction, when set (the feed's
+   * place for what the batch tells: feed-log.ts); `sealed` gets its rows once the batch committed.
+   * Like a rider it never fails the batch: undone alone.
+   */
+  seal: { stmt: Stmt; sealed(rows: Record<string, unknown>[]): void } | null = null;
+
   batchSync(stmts: Stmt[]): StmtResult[] {
     const riders = this.riders;
     this.riders = [];
@@ -54,6 +63,8 @@ export class SqlitePort implements Port {
       this.riders = riders.concat(this.riders);
       throw e;
     }
+    let out: StmtResult[];
+    let sealed: Record<string, unknown>[] | null = null;
     try {
       if (riders.length) {
         this.db.exec('SAVEPOINT riders');
@@ -65,14 +76,29 @@ export class SqlitePort implements Port {
           this.db.exec('RELEASE riders');
         }
       }
-      const out = stmts.map((s) => this.one(s));
+      out = stmts.map((s) => this.one(s));
+      if (this.seal && out.some((r, i) => r.changes > 0 && !READS.test(stmts[i]!.sql))) sealed = this.sealWith(this.seal.stmt);
       this.db.exec('COMMIT');
-      // The file's size after the batch, as D1 reports `size_after` (core/storage.ts).
-      if (out.length) out[out.length - 1]!.sizeAfter = this.size();
-      return out;
     } catch (e) {
       this.db.exec('ROLLBACK');
       throw e;
+    }
+    if (sealed) this.seal?.sealed(sealed);
+    // The file's size after the batch, as D1 reports `size_after` (core/storage.ts).
+    if (out.length) out[out.length - 1]!.sizeAfter = this.size();
+    return out;
+  }
+
+  private sealWith(s: Stmt): Record<string, unknown>[] | null {
+    this.db.exec('SAVEPOINT seal');
+    try {
+      const rows = this.one(s).rows;
+      this.db.exec('RELEASE seal');
+      return rows;
+    } catch {
+      this.db.exec('ROLLBACK TO seal');
+      this.db.exec('RELEASE seal');
+      return null;
     }
   }
 

@@ -161,8 +161,9 @@ export const queues = sqliteTable(
 
 /**
  * The local planes' lifecycle feed, shared by every process on one file (client/local/feed-log.ts,
- * Python's feed.py): each process appends the records of its transitions, right after they
- * commit, and every reader follows the table by `seq`. The edge plane's feed lives in its queue
+ * Python's feed_log.py): each process puts the records of its transitions in the place each
+ * took inside its own transaction (a slot, record '', filled with a JSON array once it committed),
+ * and every reader follows the table by `seq`. The edge plane's feed lives in its queue
  * objects instead; on D1 this table stays empty.
  */
 export const localFeed = sqliteTable(

@@ -16,6 +16,7 @@ import { PYTHON } from '../support/python.ts';
 
 const ROOT = resolve(import.meta.dirname, '..', '..');
 const PYTHONPATH = join(ROOT, 'client', 'python');
+const PEER = join(ROOT, 'test', 'fixtures', 'local-peer.mjs');
 
 /** Runs Python code with the checkout's package; its stdout, after it exits 0. */
 function python(code: string, args: string[] = []): Promise<string> {
@@ -123,6 +124,54 @@ print(",".join(got))
     await d.claim('xl', 'node-worker', { kind: 'filo' });
     await d.ack('from-node', 'node-worker');
     expect((await py).trim().split('\n').pop()).toBe('queued,running,succeeded');
+    ac.abort();
+    await reading;
+    await d.close();
+  }, 60_000);
+
+  it('tells a Python process’s submits before the Node processes’ claims of them, which come the moment each commits', async () => {
+    const { ns, file } = sharedFile();
+    const d = new Dispatch(file, { namespace: ns });
+    const ac = new AbortController();
+    const lives = new Map<string, string[]>();
+    const reading = (async () => {
+      for await (const r of d.events(null, { signal: ac.signal }))
+        if (r.kind === 'job') lives.set(`${r.queue}/${r.id}`, [...(lives.get(`${r.queue}/${r.id}`) ?? []), r.status]);
+    })();
+    let probes = 0;
+    await until(async () => {
+      await d.submit('probe', new Uint8Array([1]), { id: `p${probes++}` });
+      return lives.has('probe/p0');
+    }, 'the reader in place');
+    const n = 600;
+    const workers = ['w1', 'w2'].map((w) =>
+      spawn(process.execPath, ['--disable-warning=ExperimentalWarning', PEER, 'work', file, ns, 'order', w, String(n)], {
+        stdio: 'ignore',
+      }),
+    );
+    await python(
+      `
+import sys, threading, lakeshore as ls
+d = ls.Dispatch(sys.argv[1], ns=sys.argv[2])
+n = int(sys.argv[3])
+def submit(k):  # eight threads: one may run between another's commit and its record
+    for i in range(k, n, 8):
+        d.submit("order", b"x", id="s%d" % i)
+threads = [threading.Thread(target=submit, args=(k,)) for k in range(8)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+`,
+      [file, ns, String(n)],
+    );
+    await Promise.all(workers.map((w) => new Promise((r) => (w.exitCode !== null ? r(null) : w.on('exit', r)))));
+    const done = () => [...lives].filter(([k, l]) => k.startsWith('order/') && l.includes('succeeded')).length;
+    await until(() => done() === n, `${n} jobs told succeeded`).catch((e) => {
+      throw new Error(`${e.message}: ${done()} were`);
+    });
+    const wrong = [...lives].filter(([k, l]) => k.startsWith('order/') && l.join() !== 'queued,running,succeeded');
+    expect(wrong.slice(0, 5)).toEqual([]);
     ac.abort();
     await reading;
     await d.close();

@@ -1,8 +1,8 @@
 """What the Python local plane (local.py) tells of itself, as the core does (src/core/feed.ts,
 workers.ts, metrics.ts): the lifecycle feed, the transition counters, the workers heard from, and
 the metrics text. The feed crosses processes as the Node local plane's does
-(client/local/feed-log.ts): each process appends its records to the file's `local_feed` table
-right after they commit, and a reader follows that table, so it sees a Node process's records too.
+(client/local/feed-log.ts): each process puts its records in the file's `local_feed` table, in
+the place each transition took as it committed (feed_log.py), and a reader follows that table, so it sees a Node process's records too.
 
 A record per committed transition: `{"kind": "job", "id", "queue", "status", "attempt",
 "worker_id", "error"?, "trace_id"?, "at"}`; worker records `{"kind": "worker", "worker_id",

@@ -1,12 +1,20 @@
 """The local plane's feed across processes (as client/local/feed-log.ts does it in Node): each
 process writes its records to the file's local_feed table while some process reads the
-namespace's feed (a reader's row in local_feed_readers says so), and readers follow the table."""
+namespace's feed (a reader's row in local_feed_readers says so), and readers follow the table.
+
+A transition's records are in its commit's place: a verb that may tell the feed and changed a row
+takes a slot (a row with record '') inside its own transaction, and what its thread tells next
+fills the slot (a JSON array of records). So a record another process makes because of it comes
+after it, whichever process writes first. A reader waits at a slot not yet filled, up to
+FEED_HOLD_S (its writer is gone: the slot is passed). A slot left empty is taken back by its
+thread's next verb."""
 import json
 import os
+import re
 import sqlite3
 import threading
 import time
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from .errors import BadRequest
 
@@ -20,6 +28,10 @@ FEED_POLL_S = 0.05
 FEED_NOTICE_S = 0.25
 FEED_RENEW_S = 1.0
 FEED_READER_TTL_MS = 5_000
+#: How long a reader waits for a slot to be filled before it passes it (seconds).
+FEED_HOLD_S = 3.0
+#: The verbs whose transitions the feed is told of (a slot is taken for them).
+_TELLS = re.compile(r"^(submit|cancel|ack|nack_retry|nack_fail|retry|redrive|redrive_dead_letters|tick|release|boltzmann_levels|claim_.*)$")
 
 
 class FeedLog:
@@ -31,6 +43,7 @@ class FeedLog:
     _lock: Any  # a threading.RLock
     _closed: bool
     _feed_writes: int
+    _feed_slot: threading.local
     _feed_readers: int
     _feed_read_at: float
     _feed_read: bool
@@ -62,15 +75,36 @@ class FeedLog:
                 self._db.execute("INSERT INTO local_feed_readers (reader, ns, until) VALUES (?, ?, ?) "
                                  "ON CONFLICT (reader) DO UPDATE SET until = excluded.until", (reader, self.namespace, until))
 
+    def _feed_seal(self, verb: str, changed: bool) -> Optional[int]:
+        """Inside a verb's transaction: its slot in local_feed when it changed a row, may tell the
+        feed, and some process reads it; this thread's last slot, if nothing filled it, is taken back."""
+        last = getattr(self._feed_slot, "slot", None)
+        if last is not None and not self._feed_slot.records:
+            self._db.execute("DELETE FROM local_feed WHERE seq = ?", (last,))
+        self._feed_slot.slot = None
+        if not (changed and _TELLS.match(verb) and self._feed_wanted()):
+            return None
+        return int(self._db.execute("INSERT INTO local_feed (ns, queue, record) VALUES (?, '', '') RETURNING seq", (self.namespace,)).fetchone()[0])
+
+    def _feed_sealed(self, slot: Optional[int]) -> None:
+        """The verb committed: what this thread tells next goes in its slot."""
+        self._feed_slot.slot = slot
+        self._feed_slot.records = []
+
     def _feed_write(self, records: List[Dict[str, Any]]) -> None:
-        """Appends this process's records to local_feed (client/local/feed-log.ts), in the order told."""
+        """This thread's records: into its last verb's slot, else appended to local_feed, in the order told."""
         with self._lock:
             if self._closed:
                 return
+            slot = getattr(self._feed_slot, "slot", None)
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                self._db.executemany("INSERT INTO local_feed (ns, queue, record) VALUES (?, ?, ?)",
-                                     [(self.namespace, r["queue"], json.dumps(r, separators=(",", ":"))) for r in records])
+                if slot is not None:
+                    self._feed_slot.records += records
+                    self._db.execute("UPDATE local_feed SET record = ? WHERE seq = ?", (json.dumps(self._feed_slot.records, separators=(",", ":")), slot))
+                else:
+                    self._db.executemany("INSERT INTO local_feed (ns, queue, record) VALUES (?, ?, ?)",
+                                         [(self.namespace, r["queue"], json.dumps(r, separators=(",", ":"))) for r in records])
                 self._feed_writes += len(records)
                 if self._feed_writes >= FEED_TRIM_EVERY:
                     self._feed_writes = 0
@@ -109,6 +143,7 @@ class FeedLog:
 
     def _feed_rows(self, reader: str, last: int, queue: Optional[str], wanted: Any, stop: Optional[threading.Event],
                    renewed: float) -> Iterator[Dict[str, Any]]:
+        holding: Optional[Tuple[int, float]] = None
         while not (stop and stop.is_set()):
             if time.monotonic() - renewed >= FEED_RENEW_S:
                 renewed = time.monotonic()
@@ -122,12 +157,20 @@ class FeedLog:
             if first > last + 1 and last > 0:  # trimmed past where this reader was
                 yield {"kind": "gap", "reason": "behind"}
                 last = max(last, first - 1)
+            held = False
             for r in rows:
-                last = int(r["seq"])
-                if queue is not None and r["queue"] != queue:
+                text = r["record"]
+                if text == "":  # a slot not filled yet: what follows waits for it, up to FEED_HOLD_S
+                    if holding is None or holding[0] != r["seq"]:
+                        holding = (r["seq"], time.monotonic())
+                    if time.monotonic() - holding[1] < FEED_HOLD_S:
+                        held = True
+                        break
+                    last = int(r["seq"])
                     continue
-                rec = json.loads(r["record"])
-                if rec.get("kind") in wanted:
-                    yield rec
-            if len(rows) < 1000:
+                last = int(r["seq"])
+                for rec in (json.loads(text) if text.startswith("[") else [json.loads(text)]):
+                    if (queue is None or rec.get("queue") == queue) and rec.get("kind") in wanted:
+                        yield rec
+            if held or len(rows) < 1000:
                 (stop.wait if stop else time.sleep)(FEED_POLL_S)

@@ -74,6 +74,7 @@ class Dispatch(ClaimMachinery, FeedLog, JournalVerbs, ObserveVerbs, OperatorVerb
         self.feed.sink = self._feed_write
         self.feed.wanted = self._feed_wanted
         self._feed_writes = 0
+        self._feed_slot = threading.local()  # each thread's last verb's slot in local_feed (feed_log.py)
         self._feed_readers = 0  # this process's readers
         self._feed_read_at = float("-inf")
         self._feed_read = False
@@ -114,16 +115,21 @@ class Dispatch(ClaimMachinery, FeedLog, JournalVerbs, ObserveVerbs, OperatorVerb
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 out = []
+                changed = False
                 # One moment for all of a verb's statements, as a plan has one `now`.
                 values = {**values, "now": values.get("now") or int(time.time() * 1000)}
                 for st in SQL["verbs"][verb]:
                     cur = self._db.execute(st["sql"], [self._value(p, values) for p in st["params"]])
                     out.append(_Rows(cur.fetchall(), cur.rowcount))
+                    changed = changed or (cur.rowcount > 0 and not st["sql"].lstrip().upper().startswith("SELECT"))
+                slot = self._feed_seal(verb, changed)
                 self._db.execute("COMMIT")
+                self._feed_sealed(slot)
                 self._observe_size()
                 return out
             except BaseException:
-                self._db.execute("ROLLBACK")
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
                 raise
 
     def _value(self, param: str, values: Dict[str, Any]) -> Any:
