@@ -13,7 +13,7 @@ import { migrate } from '../../client/local/migrate.ts';
 import { Engine } from '../../src/core/engine.ts';
 import { LakeshoreError } from '../../src/core/errors.ts';
 import type { Port, Stmt, StmtResult } from '../../src/core/port.ts';
-import type { State } from '../../src/core/states.ts';
+import { isTerminal, type State } from '../../src/core/states.ts';
 
 const NS = 'm';
 const Q = 'q';
@@ -81,9 +81,13 @@ const text = new TextEncoder();
  * command, so a refused write that changed a row (a 409 answered after a wrong UPDATE ran) fails
  * here even when its answer was right.
  */
-function realRows(r: Real): Map<string, Pick<Job, 'state' | 'attempt' | 'worker' | 'result'> & { leaseUntil: number | null }> {
+function realRows(
+  r: Real,
+): Map<string, Pick<Job, 'state' | 'attempt' | 'worker' | 'result'> & { leaseUntil: number | null; finished: boolean }> {
   const rows = r.db
-    .prepare(`SELECT id, state, attempt, worker_id, CAST(result AS TEXT) AS result, lease_until FROM invocations WHERE ns = ? ORDER BY rid`)
+    .prepare(
+      `SELECT id, state, attempt, worker_id, CAST(result AS TEXT) AS result, lease_until, finished_at FROM invocations WHERE ns = ? ORDER BY rid`,
+    )
     .all(NS) as {
     id: string;
     state: State;
@@ -91,9 +95,20 @@ function realRows(r: Real): Map<string, Pick<Job, 'state' | 'attempt' | 'worker'
     worker_id: string | null;
     result: string | null;
     lease_until: number | null;
+    finished_at: number | null;
   }[];
   return new Map(
-    rows.map((x) => [x.id, { state: x.state, attempt: x.attempt, worker: x.worker_id, result: x.result, leaseUntil: x.lease_until }]),
+    rows.map((x) => [
+      x.id,
+      {
+        state: x.state,
+        attempt: x.attempt,
+        worker: x.worker_id,
+        result: x.result,
+        leaseUntil: x.lease_until,
+        finished: x.finished_at !== null,
+      },
+    ]),
   );
 }
 function agree(m: Model, r: Real, after: string) {
@@ -109,6 +124,9 @@ function agree(m: Model, r: Real, after: string) {
       worker: j.worker,
       result: j.state === 'succeeded' ? j.result : null,
       leaseUntil: j.state === 'running' ? j.leaseUntil : null,
+      // A row has finished_at exactly while it is finished: every statement that finishes a job,
+      // or takes one back, sets it, which journals_due's triggers (migration 0017) rely on.
+      finished: isTerminal(j.state),
     };
     expect(row, `${id} after ${after}`).toEqual(want);
   }
