@@ -7,6 +7,7 @@ import { tempDir } from '../support/tmp.ts';
 import { Dispatch, HttpDispatch, planeFromEnv } from '../../client/local/index.ts';
 import { streamEnvelope } from '../fixtures/stream-envelope.mjs';
 import { until } from '../support/wait.ts';
+import { followLives } from '../support/feed-lives.ts';
 
 const PEER = resolve(import.meta.dirname, '..', 'fixtures', 'local-peer.mjs');
 const run = (args: string[]) => {
@@ -49,17 +50,7 @@ describe('local plane, several processes on one file', () => {
   it('tells each job’s life in order in the feed, when another process acts on a job the moment it commits', async () => {
     const file = join(tempDir('lakeshore-order-'), 'd.sqlite');
     const d = new Dispatch(file, { namespace: 'fo' });
-    const ac = new AbortController();
-    const lives = new Map<string, string[]>();
-    const reading = (async () => {
-      for await (const r of d.events(null, { signal: ac.signal }))
-        if (r.kind === 'job') lives.set(`${r.queue}/${r.id}`, [...(lives.get(`${r.queue}/${r.id}`) ?? []), r.status]);
-    })();
-    let probes = 0;
-    await until(async () => {
-      await d.submit('probe', new Uint8Array([1]), { id: `p${probes++}` });
-      return lives.has('probe/p0');
-    }, 'the reader in place');
+    const feed = await followLives(d);
     // Two processes claim without waiting, so one of them takes each job as soon as its submit
     // commits, often before the submitting process wrote its record.
     const n = 400;
@@ -67,14 +58,8 @@ describe('local plane, several processes on one file', () => {
     const submitter = run(['submit', file, 'fo', 'order', String(n)]);
     expect(await submitter.exited, submitter.err()).toBe(0);
     for (const w of workers) expect(await w.exited, w.err()).toBe(0);
-    const done = () => [...lives].filter(([k, l]) => k.startsWith('order/') && l.includes('succeeded')).length;
-    await until(() => done() === n, `${n} jobs told succeeded`).catch((e) => {
-      throw new Error(`${e.message}: ${done()} were`);
-    });
-    const wrong = [...lives].filter(([k, l]) => k.startsWith('order/') && l.join() !== 'queued,running,succeeded');
-    expect(wrong.slice(0, 5)).toEqual([]);
-    ac.abort();
-    await reading;
+    await feed.expectInOrder('order', n);
+    await feed.stop();
     await d.close();
   });
 

@@ -12,6 +12,7 @@ import { cli, HANDLERS, start, stop } from './setup/cli.ts';
 import { freshNs } from './setup/client.ts';
 import { tempDir } from '../support/tmp.ts';
 import { until } from '../support/wait.ts';
+import { followLives } from '../support/feed-lives.ts';
 import { PYTHON } from '../support/python.ts';
 
 const ROOT = resolve(import.meta.dirname, '..', '..');
@@ -132,17 +133,7 @@ print(",".join(got))
   it('tells a Python process’s submits before the Node processes’ claims of them, which come the moment each commits', async () => {
     const { ns, file } = sharedFile();
     const d = new Dispatch(file, { namespace: ns });
-    const ac = new AbortController();
-    const lives = new Map<string, string[]>();
-    const reading = (async () => {
-      for await (const r of d.events(null, { signal: ac.signal }))
-        if (r.kind === 'job') lives.set(`${r.queue}/${r.id}`, [...(lives.get(`${r.queue}/${r.id}`) ?? []), r.status]);
-    })();
-    let probes = 0;
-    await until(async () => {
-      await d.submit('probe', new Uint8Array([1]), { id: `p${probes++}` });
-      return lives.has('probe/p0');
-    }, 'the reader in place');
+    const feed = await followLives(d);
     const n = 600;
     const workers = ['w1', 'w2'].map((w) =>
       spawn(process.execPath, ['--disable-warning=ExperimentalWarning', PEER, 'work', file, ns, 'order', w, String(n)], {
@@ -166,14 +157,8 @@ for t in threads:
       [file, ns, String(n)],
     );
     await Promise.all(workers.map((w) => new Promise((r) => (w.exitCode !== null ? r(null) : w.on('exit', r)))));
-    const done = () => [...lives].filter(([k, l]) => k.startsWith('order/') && l.includes('succeeded')).length;
-    await until(() => done() === n, `${n} jobs told succeeded`).catch((e) => {
-      throw new Error(`${e.message}: ${done()} were`);
-    });
-    const wrong = [...lives].filter(([k, l]) => k.startsWith('order/') && l.join() !== 'queued,running,succeeded');
-    expect(wrong.slice(0, 5)).toEqual([]);
-    ac.abort();
-    await reading;
+    await feed.expectInOrder('order', n);
+    await feed.stop();
     await d.close();
   }, 60_000);
 
