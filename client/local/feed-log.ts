@@ -80,6 +80,7 @@ export class FeedLog {
     }
     if (read && !this.off) {
       this.off = this.feed.on((ns, records) => this.write(ns, records));
+      process.on('exit', this.atExit);
       this.port.seal = {
         stmt: stmt(`INSERT INTO local_feed (ns, queue, record) VALUES (?1, '', '') RETURNING seq`, this.ns),
         sealed: (rows) => this.sealed(Number(rows[0]?.seq)),
@@ -88,8 +89,21 @@ export class FeedLog {
       this.off();
       this.off = null;
       this.port.seal = null;
+      process.off('exit', this.atExit);
     }
   }
+
+  /** A process that exits without closing its plane still fills its slots (the port is synchronous). */
+  private readonly atExit = (): void => {
+    this.fill();
+    if (!this.port.riders.length) return;
+    try {
+      this.port.db.exec('PRAGMA busy_timeout = 1000'); // waits inside SQLite: the loop will not turn again
+      this.port.batchSync([]);
+    } catch {
+      /* the lock is another process's, or the file is closed: readers pass the slots */
+    }
+  };
 
   /** Stops writing; the slots taken are filled first (a command that exits right after its verb loses no record). */
   async close(): Promise<void> {
@@ -97,6 +111,7 @@ export class FeedLog {
     this.off?.();
     this.off = null;
     this.port.seal = null;
+    process.off('exit', this.atExit);
     this.fill();
     if (this.port.riders.length) await this.port.batch([]).catch(() => {});
   }
@@ -163,6 +178,7 @@ export class FeedLog {
     }
     if (!this.port.riders.length) return;
     try {
+      this.port.db.exec('PRAGMA busy_timeout = 1000'); // waits inside SQLite: the loop will not turn again
       this.port.batchSync([]);
       for (const wake of this.waiting) wake();
       return;

@@ -52,7 +52,8 @@ describe('local plane, several processes on one file', () => {
     const d = new Dispatch(file, { namespace: 'fo' });
     const feed = await followLives(d);
     // Two processes claim without waiting, so one of them takes each job as soon as its submit
-    // commits, often before the submitting process wrote its record.
+    // commits, often before the submitting process wrote its record. The submitter exits the
+    // moment its last submit returns, without closing its plane: its last record is not lost.
     const n = 400;
     const workers = ['w1', 'w2'].map((w) => run(['work', file, 'fo', 'order', w, String(n)]));
     const submitter = run(['submit', file, 'fo', 'order', String(n)]);
