@@ -12,7 +12,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SqlitePort } from '../../client/local/sqlite-port.ts';
 import { Dispatch } from '../../client/local/index.ts';
 import type { Stmt } from '../../src/core/port.ts';
+import { ackPlan } from '../../src/core/sql/ack.ts';
 import { countPlan } from '../../src/core/sql/read.ts';
+import { releasePlan } from '../../src/core/sql/release.ts';
 import { STATES } from '../../src/core/states.ts';
 
 const bytes = (s: string) => new TextEncoder().encode(s);
@@ -88,5 +90,30 @@ describe("the query planner sees no parameter's value", () => {
     }
     expect(await d.count('q', 'queued')).toBeGreaterThan(0);
     expect(await d.count('q', 'succeeded')).toBe(4);
+  });
+
+  it("finds a worker's jobs by their ids, never by reading its namespace's running rows", () => {
+    const db = (d as unknown as { db: import('node:sqlite').DatabaseSync }).db;
+    const holder = { workerId: 'w', attempt: 1 };
+    const sets = [
+      // A set's ack (several items in one statement) and a release: neither ran above.
+      ...ackPlan(
+        1,
+        'planner',
+        ['a', 'b', 'c'].map((id) => ({ id, queue: 'q', holder, result: null })),
+      ).stmts,
+      ...releasePlan(1, 'planner', 'q', 'w', [
+        { id: 'a', attempt: 1 },
+        { id: 'b', attempt: 1 },
+      ]).stmts,
+    ];
+    expect(sets[0]!.sql).toMatch(/FROM m\b/);
+    const scans = [...ran.values(), ...sets].flatMap((s) =>
+      (db.prepare(`EXPLAIN QUERY PLAN ${s.sql}`).all(...s.args) as { detail: string }[])
+        // The running rows' index searched by the namespace alone: every running job of it read.
+        .filter((r) => /invocations_running \(ns=\?\)/.test(r.detail))
+        .map((r) => `${r.detail}: ${s.sql.replace(/\s+/g, ' ').slice(0, 120)}`),
+    );
+    expect(scans).toEqual([]);
   });
 });

@@ -15,14 +15,18 @@ export interface Handed {
   attempt: number;
 }
 
-/** Each item ([id, attempt] of ?4) fenced by the one guard, with the claiming worker (?3) and queue (?2). */
+/**
+ * Each item ([id, attempt] of ?4) fenced by the one guard, with the claiming worker (?3) and queue
+ * (?2). The items lead (CROSS JOIN) and each row is found by its (ns, id), not by reading the
+ * namespace's running rows.
+ */
 const itemHeld = held('r.', { ns: '?1', id: 'j.value->>0', queue: '?2', worker: '?3', attempt: 'j.value->>1', now: '?5' });
 
 export const releasePlan = (now: number, ns: string, queue: string, workerId: string, items: Handed[]): Plan<string[]> => ({
   stmts: [
     stmt(
       `UPDATE invocations SET state = 'queued', budget_from = budget_from + 1, lease_until = NULL, updated_at = ?5
-        WHERE rid IN (SELECT r.rid FROM json_each(?4) j JOIN invocations r ON ${itemHeld})
+        WHERE rid IN (SELECT r.rid FROM json_each(?4) j CROSS JOIN invocations r ON ${itemHeld})
         RETURNING id`,
       ns,
       queue,
