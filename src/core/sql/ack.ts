@@ -38,12 +38,15 @@ const ackOne = (now: number, ns: string, a: AckItem): Stmt =>
 /**
  * m: each item with its row, found through the (ns, id) index one item at a time (materialized,
  * so the planner cannot turn it into a scan of the running rows); the guard (fence.ts) compares
- * each row with its own item's id, queue, worker and attempt. Its columns are written
- * `+invocations.…`, so its terms offer the planner no index and each row is reached by the rid m
- * found. Offered them, it read the namespace's running rows through invocations_running (ns = ?)
- * for every set: a scan as wide as the jobs in flight (test/model/planner.test.ts).
+ * each row with its own item's id, queue, worker and attempt. The guard offers the planner no
+ * index (`indexed: false`), so each row is reached by the rid m found: offered one, the planner
+ * read the namespace's running rows through invocations_running (ns = ?) for every set.
  */
-const itemHeld = held('+invocations.', { ns: '?1', id: 'm.v->>0', queue: 'm.v->>1', worker: 'm.v->>2', attempt: 'm.v->>3', now: '?3' });
+const itemHeld = held(
+  'invocations.',
+  { ns: '?1', id: 'm.v->>0', queue: 'm.v->>1', worker: 'm.v->>2', attempt: 'm.v->>3', now: '?3' },
+  { indexed: false },
+);
 const ackSet = (now: number, ns: string, items: AckItem[]): Stmt =>
   stmt(
     `WITH m AS MATERIALIZED (

@@ -33,15 +33,20 @@ export interface HolderSql {
  * `queue`, when named), it is running, `worker` holds it on `attempt` (when named), and its lease
  * has not run out at `now`. A lease that ran out is gone whether or not a sweep has moved the row
  * yet: the sweep's condition (expire.ts, `lease_until <= now`) is this one's complement.
+ *
+ * `indexed: false` writes each column `+t.col`, so the guard offers the planner no index: for a
+ * statement that reaches its rows another way (a set's ack, by the rowid its items' lookup found),
+ * where the guard's `ns` and `state` would offer invocations_running and with it a read of every
+ * running row of the namespace (test/model/planner.test.ts).
  */
-export const held = (t: string, a: HolderSql): string =>
-  `${t}ns = ${a.ns} AND ${t}id = ${a.id} AND (${a.queue} IS NULL OR ${t}queue = ${a.queue}) AND ${t}state = 'running'` +
-  ` AND ${t}worker_id = ${a.worker} AND (${a.attempt} IS NULL OR ${t}attempt = ${a.attempt}) AND ${t}lease_until > ${a.now}`;
+export const held = (t: string, a: HolderSql, { indexed = true } = {}): string => {
+  const c = indexed ? t : `+${t}`;
+  return (
+    `${c}ns = ${a.ns} AND ${c}id = ${a.id} AND (${a.queue} IS NULL OR ${c}queue = ${a.queue}) AND ${c}state = 'running'` +
+    ` AND ${c}worker_id = ${a.worker} AND (${a.attempt} IS NULL OR ${c}attempt = ${a.attempt}) AND ${c}lease_until > ${a.now}`
+  );
+};
 
-/**
- * The guard for one item, over a statement's first six parameters: ?1 ns, ?2 id, ?3
- * queue-or-null, ?4 worker id, ?5 attempt-or-null, ?6 now (`holderArgs` binds them).
- */
 export const heldOne = (t = '') => held(t, { ns: '?1', id: '?2', queue: '?3', worker: '?4', attempt: '?5', now: '?6' });
 export const holderArgs = (now: number, ns: string, id: string, queue: string | null, h: Holder) =>
   [ns, id, queue, h.workerId, h.attempt, now] as const;
