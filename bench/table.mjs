@@ -82,7 +82,7 @@ for (const g of sorted) {
   const what =
     r0.mode === 'idle'
       ? `idle${pushed}`
-      : `${r0.enqueue}${r0.batch ? ` (${r0.batch})` : ''}${r0.d1_delay_ms ? `, D1 +${r0.d1_delay_ms} ms` : ''}${r0.feed_listener ? ', a feed listener' : ''}${pushed}`;
+      : `${r0.enqueue}${r0.batch ? ` (${r0.batch})` : ''}${r0.d1_delay_ms ? `, D1 +${r0.d1_delay_ms} ms` : ''}${r0.feed_listener ? ((r0.feed_readers ?? 1) > 1 ? `, ${r0.feed_readers} feed readers` : ', a feed reader') : ''}${pushed}`;
   const q = median(g.map((r) => r.d1?.queries_per_job));
   const queries = q === null ? '—' : `${f(q, 3)} (${f(median(g.map((r) => r.d1?.token_checks_per_job)), 4)})`;
   out.push(
