@@ -33,7 +33,8 @@ it("prints lakeshore's ratio to the best peer of each case: jobs/s for throughpu
       row('pg-boss', 'bulk', { ...bulk, throughput_jobs_per_s: 11_000 }),
       row('lakeshore-edge', 'edge-idle', { mode: 'idle', latency_ms: { p50: 3, p99: 9 } }),
       row('bullmq', 'idle', { mode: 'idle', latency_ms: { p50: 1.5, p99: 2 } }),
-      row('lakeshore-edge', 'edge-bulk-listened', { ...bulk, throughput_jobs_per_s: 9_000, feed_listener: 1 }),
+      row('lakeshore-edge', 'edge-bulk-listened', { ...bulk, throughput_jobs_per_s: 9_000, feed_listener: 1, feed_readers: 1 }),
+      row('lakeshore-edge', 'edge-bulk-listened-10', { ...bulk, throughput_jobs_per_s: 8_800, feed_listener: 1, feed_readers: 10 }),
       ...[3_000, 4_000, 5_000].map((n) =>
         row('lakeshore-edge', 'edge-fan-in', {
           mode: 'fan-in',
@@ -56,7 +57,8 @@ it("prints lakeshore's ratio to the best peer of each case: jobs/s for throughpu
   expect(line('bullmq', 'bulk')).toContain('| — |'); // the peers' harness does not measure it
   expect(line('pg-boss', 'bulk')).toContain('| best peer |');
   expect(line('lakeshore-edge', 'idle')).toContain('| 2.00× bullmq (latency) |');
-  expect(line('lakeshore-edge', 'bulk (100), a feed listener')).toContain('| 0.82× pg-boss |'); // its own row, not mixed into edge-bulk's
+  expect(line('lakeshore-edge', 'bulk (100), a feed reader |')).toContain('| 0.82× pg-boss |'); // its own row, not mixed into edge-bulk's
+  expect(line('lakeshore-edge', 'bulk (100), 10 feed readers |')).toContain('| 0.80× pg-boss |'); // and the ten readers' row says so
   expect(line('256 connections', '3')).toContain(
     '| **4,000** [3,000–5,000] | 20.0 / 900 | 16.0 / 700.0 | 17.0 | 18,000, 7,800, 6,000 | 3/3 |',
   );
