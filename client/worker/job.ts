@@ -11,6 +11,7 @@ import { FencingConflictError, NotFoundError } from '../errors.ts';
 import type { DispatchPlane } from '../types.ts';
 import { ChunkWriter } from './chunks.ts';
 import { runInJob } from './context.ts';
+import type { JobClock } from './job-clock.ts';
 import type { LogShipper } from './logs.ts';
 import type { Mounts } from './mount.ts';
 import { ResolveError, resolveHandler, type Registry } from './resolve.ts';
@@ -32,7 +33,8 @@ export interface JobOptions {
   timeLimitMs: number | null;
   /** A queue's time limit (its `time_limit_ms` setting), as the worker last read it; null: none set. */
   queueTimeLimitMs?: (queue: string) => number | null;
-  heartbeatMs: number;
+  /** The worker's one timer: each running job's heartbeats and time limit. */
+  clock: JobClock;
   leaseMs: number | null;
   /** Sees each job's outcome; for a failure, 'handled' fails it without a retry (runWorker's onDone). */
   onDone?: OnDone;
@@ -151,7 +153,7 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
   // One heartbeat at a time: while the plane is away a heartbeat waits for it (the client retries),
   // and the next ones are skipped rather than piled up behind it.
   let beating = false;
-  const beat = setInterval(async () => {
+  const beat = async () => {
     if (beating) return;
     beating = true;
     try {
@@ -163,15 +165,15 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
     } finally {
       beating = false;
     }
-  }, o.heartbeatMs);
-  let limit: ReturnType<typeof setTimeout> | undefined;
+  };
+  let unwatch: (() => void) | null = null;
   let span: ReturnType<typeof runSpan> | null = null;
 
   try {
     env = decodeEnvelope(c.envelope);
     // The job's own limit, else its queue's, else the worker's (contract, "Time limits").
     const maxMs = env.time_limit_ms ?? o.queueTimeLimitMs?.(c.queue) ?? o.timeLimitMs;
-    if (maxMs) limit = setTimeout(() => abort('time_limit', `the job ran past its time limit of ${maxMs} ms`), maxMs);
+    unwatch = o.clock.watch(beat, () => abort('time_limit', `the job ran past its time limit of ${maxMs} ms`), maxMs || null);
     // Awaited even when the registry has it: a handler that returns at once frees its slot, and
     // the next job starts, a turn later (run-worker.ts), not inside this call.
     const fn = await resolveHandler(env, o);
@@ -266,8 +268,7 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
       throw e2;
     }
   } finally {
-    clearInterval(beat);
-    clearTimeout(limit);
+    unwatch?.();
     offHardStop();
   }
 }

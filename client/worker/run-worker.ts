@@ -8,6 +8,7 @@ import { loadJobContext } from './context.ts';
 import type { Claimed, DispatchPlane } from '../types.ts';
 import { LakeshoreError, TimeoutError } from '../errors.ts';
 import { HardStop, runJob, type JobOptions } from './job.ts';
+import { JobClock } from './job-clock.ts';
 import { AckLane } from './acks.ts';
 import { Prefetch } from './prefetch.ts';
 import { LogShipper } from './logs.ts';
@@ -126,7 +127,7 @@ class Worker {
       retries: opts.retries ?? Infinity,
       timeLimitMs: opts.timeLimitMs === 0 ? null : (opts.timeLimitMs ?? DEFAULT_TIME_LIMIT_MS),
       queueTimeLimitMs: (queue) => this.queueLimits.get(queue) ?? null,
-      heartbeatMs: opts.heartbeatMs ?? Math.max(200, Math.floor((this.leaseMs ?? 30_000) / 3)),
+      clock: new JobClock(opts.heartbeatMs ?? Math.max(200, Math.floor((this.leaseMs ?? 30_000) / 3))),
       leaseMs: this.leaseMs,
       hardStop: this.hard,
       log: this.log,
