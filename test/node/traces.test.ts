@@ -8,7 +8,17 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { context, SpanKind, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
-import { currentJob, Dispatch, Handle, Queue, runWorker, type DoneJob, type FeedItem, type LogRecord } from '../../client/local/index.ts';
+import {
+  currentJob,
+  Dispatch,
+  encodeEnvelope,
+  Handle,
+  Queue,
+  runWorker,
+  type DoneJob,
+  type FeedItem,
+  type LogRecord,
+} from '../../client/local/index.ts';
 
 const exporter = new InMemorySpanExporter();
 const manager = new AsyncLocalStorageContextManager();
@@ -72,6 +82,29 @@ describe('traces', () => {
     expect(parentOf(runChild)).toBe(enqChild.spanContext().spanId);
     expect(new Set([request, enqParent, runParent, enqChild, runChild].map((s) => s.spanContext().traceId)).size).toBe(1);
     expect(runChild.attributes['messaging.message.id']).toBe(childId);
+  }, 30_000);
+
+  it('a job submitted with no trace (no traceparent in its envelope) runs in a root span of its own, which its submits join', async () => {
+    const d = new Dispatch(':memory:', { namespace: 'traces-root' });
+    const registry = {
+      untracedParent: async () => (await new Queue('r', { dispatch: d }).submit('untracedChild')).id,
+      untracedChild: () => 'ok',
+    };
+    const stop = new AbortController();
+    const worker = runWorker('r', { dispatch: d, registry, concurrency: 2, stop: stop.signal, claimWaitMs: 200 });
+    // A raw submit, as a producer with no tracing (or another language's) makes it.
+    await d.submit('r', encodeEnvelope({ fn: 'untracedParent', args: [] }), { id: 'untraced-1' });
+    const childId = await new Handle<string>('untraced-1', d).result({ timeoutMs: 20_000 });
+    expect(await new Handle<string>(childId, d).result({ timeoutMs: 20_000 })).toBe('ok');
+    stop.abort();
+    await worker;
+    await d.close();
+    const spans = exporter.getFinishedSpans();
+    const run = spans.filter((x) => x.name === 'run untracedParent');
+    expect(run).toHaveLength(1);
+    expect(parentOf(run[0]!)).toBeUndefined();
+    const runChild = spans.find((x) => x.name === 'run untracedChild');
+    expect(runChild?.spanContext().traceId).toBe(run[0]!.spanContext().traceId);
   }, 30_000);
 
   it("a handler's currentJob().log lines go to stderr and to the feed, with the trace they were logged in", async () => {
