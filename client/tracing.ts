@@ -5,7 +5,19 @@
  * job in a CONSUMER span `run <fn>` whose parent is that context. A job submitted from inside a
  * running job is submitted inside its `run` span, so a cascade is one trace.
  */
-import { context, ProxyTracerProvider, SpanKind, SpanStatusCode, trace, TraceFlags, type Context, type Span } from '@opentelemetry/api';
+import {
+  context,
+  createContextKey,
+  INVALID_SPAN_CONTEXT,
+  ProxyTracerProvider,
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  TraceFlags,
+  type Context,
+  type Span,
+} from '@opentelemetry/api';
 import { CLIENT_VERSION } from './version.ts';
 
 const tracer = () => trace.getTracer('lakeshore', CLIENT_VERSION);
@@ -31,6 +43,8 @@ function failed(span: Span, e: unknown): void {
 
 /** Runs a submit in a PRODUCER span `enqueue <fn>`; `submit` gets the traceparent to put in the envelope. */
 export function enqueueSpan<T>(fn: string, queue: string, submit: (traceparent: string | null) => Promise<T>): Promise<T> {
+  // No provider to record the span, and no span around this submit to hand on: it would carry nothing.
+  if (nothingToTrace()) return submit(null);
   return tracer().startActiveSpan(
     `enqueue ${fn}`,
     {
@@ -50,20 +64,31 @@ export function enqueueSpan<T>(fn: string, queue: string, submit: (traceparent: 
   );
 }
 
-/** True while no tracer provider is registered: spans record nothing and carry no context of their own. */
+/** True while no tracer provider is registered: spans record nothing. */
 function untraced(): boolean {
   const p = trace.getTracerProvider();
   return p instanceof ProxyTracerProvider && p.getDelegateTracer('lakeshore', CLIENT_VERSION) === undefined;
 }
 
-/** runSpan's answer for a job with no trace to join and no provider to record it: nothing to do. */
-const NO_SPAN = { traceId: null, within: <T>(f: () => T): T => f(), end: (_e?: unknown) => {} };
+const PROBE = ROOT_CONTEXT.setValue(createContextKey('lakeshore probe'), true);
+const probed = () => context.active() === PROBE;
+/** True while no context manager is registered: a context given to `context.with` is not kept. */
+const contextless = (): boolean => !context.with(PROBE, probed);
+
+/** True when a span made now would be a non-recording one with no parent: nothing to record or hand on. */
+const nothingToTrace = (): boolean =>
+  untraced() && !trace.isSpanContextValid(trace.getSpanContext(context.active()) ?? INVALID_SPAN_CONTEXT);
+
+const traceIdOf = (traceparent: string | null): string | null => (traceparent && /^00-([0-9a-f]{32})-/.exec(traceparent)?.[1]) || null;
+const direct = <T>(f: () => T): T => f();
+const noEnd = (_e?: unknown) => {};
 
 /** A job's CONSUMER span `run <fn>`, child of the submitter's traceparent: run code in it with `within`, then `end`. */
 export function runSpan(fn: string, traceparent: string | null, attrs: { id: string; queue: string; attempt: number }) {
-  // The span would be an invalid one in the active context: jobs submitted inside get no traceparent
-  // either way. Its making cost a worker ~500 bytes a job (bench/worker-cpu.ts --heap).
-  if (!traceparent && untraced()) return NO_SPAN;
+  // With no provider the span would record nothing, and with no context manager either (or no
+  // trace to join) its context would reach nothing the job does: the job's own submits get no
+  // parent from it. Making it anyway cost a worker about 5 µs a job (bench/worker-cpu.ts).
+  if (untraced() && (!traceparent || contextless())) return { traceId: traceIdOf(traceparent), within: direct, end: noEnd };
   const span = tracer().startSpan(
     `run ${fn}`,
     {
@@ -81,7 +106,7 @@ export function runSpan(fn: string, traceparent: string | null, attrs: { id: str
   const sc = span.spanContext();
   return {
     /** The trace the job runs in: its span's, else its submitter's (a traceparent with no provider here), else null. */
-    traceId: trace.isSpanContextValid(sc) ? sc.traceId : (traceparent && /^00-([0-9a-f]{32})-/.exec(traceparent)?.[1]) || null,
+    traceId: trace.isSpanContextValid(sc) ? sc.traceId : traceIdOf(traceparent),
     within: <T>(f: () => T): T => context.with(ctx, f),
     end: (e?: unknown) => {
       if (e !== undefined) failed(span, e);
