@@ -64,12 +64,12 @@ export class JobClock {
     for (const w of this.jobs) {
       if (w.limitAt <= now) {
         this.jobs.delete(w);
-        w.expire();
+        survive(w.expire);
         continue;
       }
       if (w.beatAt <= now) {
         w.beatAt = now - 1 + this.heartbeatMs;
-        w.beat();
+        survive(w.beat);
       }
       next = Math.min(next, w.beatAt, w.limitAt);
     }
@@ -82,4 +82,13 @@ function hold(timer: ReturnType<typeof setTimeout> | null, on: boolean): void {
   const t = timer as { ref?: () => void; unref?: () => void } | null;
   if (on) t?.ref?.();
   else t?.unref?.();
+}
+
+/** Runs one job's part of a tick: a throw there must not stop the other jobs' heartbeats. */
+function survive(f: () => void): void {
+  try {
+    f();
+  } catch {
+    // The job's own code reports its failures; the clock goes on.
+  }
 }

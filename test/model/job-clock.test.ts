@@ -66,6 +66,21 @@ describe('the worker’s job clock', () => {
     limited.stop();
   });
 
+  it('goes on beating the other jobs when one job’s heartbeat throws', async () => {
+    const clock = new JobClock(20);
+    const stopBad = clock.watch(
+      () => {
+        throw new Error('a bad heartbeat');
+      },
+      () => {},
+      null,
+    );
+    const good = job(clock, null);
+    await until(() => good.beats.length >= 3, 'three beats of the good job', 10_000, 5);
+    stopBad();
+    good.stop();
+  });
+
   it('holds the process open while a job runs, and not once the last one ended', () => {
     // A process whose one job ended with its first heartbeat a minute away exits at once; its timer
     // is still armed. The job's own time limit (10 minutes) holds nothing either.
