@@ -1,5 +1,4 @@
 """run_worker: claims from a pool and runs the named functions of a registry."""
-import contextvars
 import inspect
 import json
 import os
@@ -17,6 +16,7 @@ from .plane import is_local
 from .resolve import Resolver, Unrunnable
 from .tracing import run_span
 from .context import JobContext, _current, _LogShipper, current_job, set_origin_for
+from .job_clock import BEATS, Runner, TimeLimitExceeded
 
 __all__ = ["JobContext", "TimeLimitExceeded", "current_job", "run_worker", "set_origin_for"]
 
@@ -25,16 +25,14 @@ def _json(v: Any) -> bytes:
 
 
 class _Job:
-    """One claimed attempt: numbered frames, a heartbeat thread, a cancel flag."""
+    """One claimed attempt: numbered frames, its heartbeats (job_clock.BEATS), a cancel flag."""
 
     def __init__(self, d: Any, claimed: Any, worker_id: str, heartbeat_s: float):
         self.d, self.c, self.worker_id = d, claimed, worker_id
         self.seq: Optional[int] = None
         self.cancelled = threading.Event()
         self.lost = threading.Event()
-        self._done = threading.Event()
-        self._beat = threading.Thread(target=self._heartbeats, args=(heartbeat_s,), daemon=True)
-        self._beat.start()
+        BEATS.watch(self, heartbeat_s, self._heartbeat)
 
     def append(self, kind: int, body: bytes, meta: Optional[Dict[str, Any]] = None, final: bool = False) -> None:
         if self.seq is None:
@@ -43,49 +41,35 @@ class _Job:
             self.seq += 1
             self.d.journal_append(self.c.id, self.seq, encode_frame(kind, self.seq, body, meta), final=final)
 
-    def _heartbeats(self, every: float) -> None:
-        while not self._done.wait(every):
-            try:
-                if self.d.heartbeat(self.c.id, self.worker_id):
-                    self.cancelled.set()
-                    return
-            except (FencingConflict, NotFound):
-                self.lost.set()
-                return
-            except Exception:
-                continue
+    def _heartbeat(self) -> bool:
+        """One heartbeat; False once there is no need of more (cancelled, or no longer this worker's)."""
+        try:
+            if self.d.heartbeat(self.c.id, self.worker_id):
+                self.cancelled.set()
+                return False
+        except (FencingConflict, NotFound):
+            self.lost.set()
+            return False
+        except Exception:
+            pass  # the plane away: the next one tries again
+        return True
 
     def finish(self) -> None:
-        self._done.set()
+        BEATS.forget(self)
 
 
-class TimeLimitExceeded(Exception):
-    """A job ran past its envelope's time_limit_ms."""
+# Each worker thread's runner of job calls under their time limits (job_clock.Runner).
+_runners = threading.local()
 
 
 def _within(deadline: Optional[float], limit_ms: Optional[int], call: Callable[[], Any]) -> Any:
     """Runs `call` (in this job's context), raising TimeLimitExceeded once `deadline` (monotonic)
     passes. Python cannot stop a thread: past the limit the call is left running in a daemon
     thread, its outcome discarded, and the job fails."""
-    if deadline is None:
-        return call()
-    box: Dict[str, Any] = {}
-    ctx = contextvars.copy_context()
-
-    def run() -> None:
-        try:
-            box["value"] = ctx.run(call)
-        except BaseException as e:  # re-raised in the worker's thread, StopIteration included
-            box["error"] = e
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(max(0.0, deadline - time.monotonic()))
-    if t.is_alive():
-        raise TimeLimitExceeded("the job ran past its time limit of %d ms" % limit_ms)
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
+    runner = getattr(_runners, "runner", None)
+    if runner is None:
+        runner = _runners.runner = Runner()
+    return runner.run(deadline, limit_ms, call)
 
 
 def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str, Callable[..., Any]]] = None, *,

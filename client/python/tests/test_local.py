@@ -296,6 +296,80 @@ class ReferenceWorker(TempDirs):
         self.assertIn("300 ms", e.exception.error["message"])
         self.assertEqual(own.result(timeout=5), "done")
 
+    def test_a_job_after_one_left_past_its_limit_runs_at_once_on_a_thread_of_its_own(self):
+        # The worker runs calls on one reused thread; the call left running past its limit keeps
+        # that thread, so the next job must not wait behind it (it would run out its own limit).
+        q = ls.SyncQueue("abandon", dispatch=self.d)
+        release = threading.Event()
+
+        def stuck():
+            release.wait(20)
+            return "late"
+
+        first = q.submit_with({"time_limit_ms": 200, "max_attempts": 1}, "stuck")
+        second = q.submit_with({"time_limit_ms": 2_000}, "quick")
+        try:
+            for _ in range(2):
+                ls.run_worker(q, registry={"stuck": stuck, "quick": lambda: "quick"}, once=True, retries=0)
+            with self.assertRaises(ls.InvocationFailed) as e:
+                first.result(timeout=5)
+            self.assertEqual(e.exception.error["type"], "TimeLimitExceeded")
+            self.assertEqual(second.result(timeout=5), "quick")
+        finally:
+            release.set()
+
+    def test_heartbeats_keep_a_job_past_its_lease(self):
+        q = ls.SyncQueue("beats", dispatch=self.d)
+        seen = []
+
+        def long():
+            time.sleep(1.5)  # three times its lease: only heartbeats keep it this worker's
+            return "kept"
+
+        h = q.submit("long")
+        beat = self.d.heartbeat
+
+        def counted(*a, **k):
+            seen.append(a[0])
+            return beat(*a, **k)
+
+        self.d.heartbeat = counted
+        try:
+            ls.run_worker(q, registry={"long": long}, once=True, lease=0.5)
+        finally:
+            del self.d.heartbeat
+        self.assertEqual(h.result(timeout=5), "kept")
+        self.assertEqual(self.d.get(h.id)["attempt"], 1)
+        self.assertGreaterEqual(len(seen), 3)
+
+    def test_the_heartbeat_thread_beats_each_job_until_it_is_forgotten_or_says_no_more(self):
+        from lakeshore.job_clock import Beats
+        beats = Beats()
+        seen = {"a": 0, "b": 0, "c": 0}
+
+        def beat(name, more=True):
+            def f():
+                seen[name] += 1
+                return more
+            return f
+
+        def until(cond, what):
+            end = time.monotonic() + 10
+            while not cond():
+                self.assertLess(time.monotonic(), end, "timed out waiting for " + what)
+                time.sleep(0.01)
+
+        beats.watch("a", 0.03, beat("a"))
+        beats.watch("b", 0.03, beat("b"))
+        beats.watch("c", 0.03, beat("c", more=False))  # its first beat says no more are needed
+        until(lambda: seen["a"] >= 3, "three beats of a")
+        beats.forget("a")
+        a = seen["a"]
+        until(lambda: seen["b"] >= seen["a"] + 4, "four more beats of b")
+        self.assertLessEqual(seen["a"], a + 1)  # one may have been on its way as a was forgotten
+        self.assertEqual(seen["c"], 1)
+        beats.forget("b")
+
     def test_a_registry_hit_comes_before_the_pickled_function(self):
         q = ls.SyncQueue("order", dispatch=self.d)
         h = q.submit_with({"by_value": True}, _tripled, 5)
