@@ -5,7 +5,9 @@ A job used to start two threads of its own: one for its heartbeats, and one to r
 that the worker could leave a call running past its limit (Python cannot stop a thread). Starting
 them took about half of a worker's time on short jobs. Here the heartbeats of every job in the
 process come from one thread, and the calls run on a thread that is handed the next call when it
-is done; one left running past a limit is abandoned, and the next call gets a new thread.
+is done; one left running past a limit is abandoned, and the next call gets a new thread. The
+call thread ends with its worker. A heartbeat waiting for a plane that is away holds back the next
+ones of every job in the process: they go to that plane too, as a rule, and it is away for them.
 """
 
 import contextvars
@@ -83,13 +85,18 @@ class Runner:
         done = threading.Event()
         self._calls.put((contextvars.copy_context(), call, box, done))
         if not done.wait(max(0.0, deadline - time.monotonic())):
-            # Abandoned: the thread ends once the call does (its queue gets nothing more).
-            self._calls.put(None)
-            self._calls = None
+            self.close()  # abandoned: the thread ends once the call does
             raise TimeLimitExceeded("the job ran past its time limit of %d ms" % limit_ms)
         if "error" in box:
             raise box["error"]
         return box.get("value")
+
+
+    def close(self) -> None:
+        """Ends the thread once its call (if any) is done; a later call starts a new one."""
+        if self._calls is not None:
+            self._calls.put(None)
+            self._calls = None
 
 
 def _serve(calls: "queue.SimpleQueue[Any]") -> None:

@@ -198,6 +198,10 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
     finally:
         done.set()
         logs.flush()
+        # The thread that ran this worker's calls ends with it (a program may start workers in threads of its own).
+        runner = getattr(_runners, "runner", None)
+        if runner is not None:
+            runner.close()
     return executed
 
 

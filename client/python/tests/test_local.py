@@ -318,6 +318,17 @@ class ReferenceWorker(TempDirs):
         finally:
             release.set()
 
+    def test_the_thread_that_ran_a_workers_calls_ends_with_the_worker(self):
+        # A program may run workers in threads of its own, one after another: none may leave a thread behind.
+        q = ls.SyncQueue("threads", dispatch=self.d)
+        h = q.submit("one")
+        ls.run_worker(q, registry={"one": lambda: 1}, once=True)
+        self.assertEqual(h.result(timeout=5), 1)
+        end = time.monotonic() + 10
+        while any(t.name == "lakeshore-job" for t in threading.enumerate()):
+            self.assertLess(time.monotonic(), end, "the worker's call thread outlived it")
+            time.sleep(0.01)
+
     def test_heartbeats_keep_a_job_past_its_lease(self):
         q = ls.SyncQueue("beats", dispatch=self.d)
         seen = []
