@@ -6,6 +6,8 @@ export interface Plane {
   pid: number | undefined;
   child: ChildProcess;
   stop(): Promise<void>;
+  /** SIGKILLs the plane's process group (a crash) and resolves once its port is free to start on again. */
+  kill(): Promise<void>;
   /** The last 20 kB the server printed (with stdio 'pipe'). */
   output(): string;
 }
@@ -39,3 +41,4 @@ export function shardBindings(shards?: number): string[];
 export function configFor(persistTo: string, shards?: number): string;
 export function startPlane(opts: StartOptions): Promise<Plane>;
 export function stopTree(child: ChildProcess): Promise<void>;
+export function killTree(child: ChildProcess, port: number): Promise<void>;

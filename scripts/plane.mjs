@@ -209,6 +209,7 @@ async function startPlaneOnce(
   }
   const url = `http://127.0.0.1:${port}`;
   const stop = () => stopTree(child);
+  const kill = () => killTree(child, port);
   const deadline = Date.now() + 90_000;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`${server} exited with ${child.exitCode}:\n${output}`);
@@ -224,7 +225,27 @@ async function startPlaneOnce(
     }
     await new Promise((r) => setTimeout(r, 200));
   }
-  return { url, pid: child.pid, child, stop, output: () => output };
+  return { url, pid: child.pid, child, stop, kill, output: () => output };
+}
+
+/**
+ * Kills a plane outright (SIGKILL to its process group: a crash, nothing shuts down) and resolves
+ * once its port is free again, so that a plane can be started again on it. The direct child's exit
+ * is not enough: workerd, its child, may hold the port for a moment after it.
+ */
+export async function killTree(child, port) {
+  const exited = child.exitCode !== null || child.signalCode !== null ? null : new Promise((r) => child.once('exit', r));
+  try {
+    process.kill(-child.pid, 'SIGKILL');
+  } catch {
+    /* gone already */
+  }
+  await exited;
+  const deadline = Date.now() + 10_000;
+  while ((await portHolder(port)) !== null) {
+    if (Date.now() > deadline) throw new Error(`port ${port} still held 10 s after the plane was killed`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
 }
 
 /** Stops a process we started and its process group (wrangler's workerd children), by PID. */

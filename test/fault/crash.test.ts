@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeEnvelope, HttpDispatch } from '../../client/local/index.ts';
-import { freePort, newToken, startPlane } from '../../scripts/plane.mjs';
+import { freePort, newToken, type Plane, startPlane } from '../../scripts/plane.mjs';
 import { check, readHistory, recorder } from './history.ts';
 import { until } from '../support/wait.ts';
 
@@ -30,7 +30,7 @@ const randomMoment = () => new Promise((r) => setTimeout(r, 300 + Math.random() 
 let dir: string;
 let port: number;
 const token: string = newToken('lsk_crash_');
-let plane: { url: string; child: ChildProcess; stop: () => Promise<void> };
+let plane: Plane;
 const start = async (migrate: boolean) => {
   plane = await startPlane({
     node: process.execPath,
@@ -126,9 +126,8 @@ describe('fault: crashes', () => {
     const outages: number[] = [];
     for (let k = 0; k < KILLS; k++) {
       await randomMoment();
-      process.kill(-plane.child.pid!, 'SIGKILL');
-      await exited(plane.child);
       const down = Date.now();
+      await plane.kill();
       await start(false);
       outages.push(Date.now() - down);
     }
@@ -211,8 +210,7 @@ describe('fault: crashes', () => {
     const d = new HttpDispatch(url(), { token, namespace: ns, retryForMs: 60_000 });
     await d.submit('q', encodeEnvelope({ fn: 'job' }), { id: 'r0' });
     const gone = (await d.claim('q', 'gone-for-good', { leaseMs: 3_000 }))!;
-    process.kill(-plane.child.pid!, 'SIGKILL'); // no alarm, no waiter, no worker survives this
-    await exited(plane.child);
+    await plane.kill(); // no alarm, no waiter, no worker survives this
     await start(false);
     // A claim on the restarted plane waits, and gets the job as its second attempt, once the lease ran out.
     const again = await d.claim('q', 'other', { waitMs: 30_000 });

@@ -99,10 +99,7 @@ it(`a Node and a Python worker outlive the plane stopped for ${OUTAGE_S} s: neit
   })();
   // Both workers have run jobs; then the plane goes away for OUTAGE_S.
   await until(() => existsSync(files.node) && existsSync(files.python), 'both workers running jobs', 60_000);
-  process.kill(-plane.child.pid!, 'SIGKILL');
-  await new Promise<void>((r) =>
-    plane.child.exitCode !== null || plane.child.signalCode !== null ? r() : plane.child.once('exit', () => r()),
-  );
+  await plane.kill();
   const down = Date.now();
   planeGone();
   await until(() => Date.now() - down >= OUTAGE_S * 1000, `the outage of ${OUTAGE_S} s`, OUTAGE_S * 1000 + 5_000, 500);
