@@ -3,8 +3,8 @@
 //
 // Each mutant makes one or more edits to one file: an exact piece of source (`find`, which must
 // occur once) replaced by `replace`.
-// The tests it names run first; if they all pass, the whole fast tier runs (the workerd suite and
-// vitest.fast.config.ts). A mutant no test catches is a guard without a proof: the script exits 1.
+// The tests it names run first (a file of test/node runs in the node tier's config); if they all
+// pass, the whole fast tier runs (the workerd suite and vitest.fast.config.ts). A mutant no test catches is a guard without a proof: the script exits 1.
 // The source file is restored after each mutant, and on Ctrl-C.
 //
 // It runs on demand and in `npm run fault`, not in CI: about a minute a mutant on this machine.
@@ -22,8 +22,16 @@ const only = process.argv.slice(2);
 const mutants = only.length ? list.filter((m) => only.includes(m.id)) : list;
 const out = mkdtempSync(join(tmpdir(), 'lakeshore-mutants-'));
 
-/** Which vitest config runs a test file of the fast tier. */
-const configOf = (file) => (file.startsWith('test/edge/') ? 'vitest.edge.config.ts' : 'vitest.fast.config.ts');
+/**
+ * Which vitest config runs a named test file: the workerd suite's, the node tier's (a guard whose
+ * proof needs a real plane, such as a move under load), or the fast tier's.
+ */
+const configOf = (file) =>
+  file.startsWith('test/edge/')
+    ? 'vitest.edge.config.ts'
+    : file.startsWith('test/node/')
+      ? 'vitest.node.config.ts'
+      : 'vitest.fast.config.ts';
 
 /** Runs `files` of one config (all of it when empty) until the first failure; answers the first failed test, or null. */
 function firstFailure(config, files) {
