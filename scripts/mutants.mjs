@@ -3,8 +3,8 @@
 //
 // Each mutant makes one or more edits to one file: an exact piece of source (`find`, which must
 // occur once) replaced by `replace`.
-// The tests it names run first (a file of test/node runs in the node tier's config); if they all
-// pass, the whole fast tier runs (the workerd suite and vitest.fast.config.ts). A mutant no test catches is a guard without a proof: the script exits 1.
+// The tests it names run first (a file of test/node or test/fault in its tier's config); if they
+// all pass, the whole fast tier runs (the workerd suite and vitest.fast.config.ts). A mutant no test catches is a guard without a proof: the script exits 1.
 // The source file is restored after each mutant, and on Ctrl-C.
 //
 // It runs on demand and in `npm run fault`, not in CI: about a minute a mutant on this machine.
@@ -31,7 +31,9 @@ const configOf = (file) =>
     ? 'vitest.edge.config.ts'
     : file.startsWith('test/node/')
       ? 'vitest.node.config.ts'
-      : 'vitest.fast.config.ts';
+      : file.startsWith('test/fault/')
+        ? 'vitest.crash.config.ts'
+        : 'vitest.fast.config.ts';
 
 /** Runs `files` of one config (all of it when empty) until the first failure; answers the first failed test, or null. */
 function firstFailure(config, files) {
