@@ -2,7 +2,8 @@
  * The guard mutants of test/mutants.json (`npm run mutants`, run by `npm run fault`, not by CI)
  * still break the code as it is. A mutant edits an exact piece of source; once that code is
  * reworded, the mutant no longer applies and its guard goes unproven while every run stays green.
- * That happened to the fencing guard's three mutants: this fast check fails the day it does.
+ * That happened to the fencing guard's three mutants: this fast check fails the day it does. It also
+ * holds the README's Guarantees table to the list: each mutant named beside its promise.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -42,5 +43,14 @@ describe('test/mutants.json', () => {
       for (const t of m.tests ?? []) if (!existsSync(join(ROOT, t))) stale.push(`${m.id}: its test ${t} does not exist`);
     }
     expect(stale).toEqual([]);
+  });
+
+  it("each mutant is named in the README's Guarantees table, beside the promise it breaks", () => {
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+    const table = readme.slice(readme.indexOf('## Guarantees'), readme.indexOf('\n## ', readme.indexOf('## Guarantees') + 1));
+    // The last cell of each row: the tests that fail, each with its mutants in parentheses.
+    const lastCells = table.split('\n').flatMap((row) => (row.startsWith('| ') ? [row.split(' | ').at(-1)!] : []));
+    const named = new Set(lastCells.flatMap((cell) => [...cell.matchAll(/\(([a-z0-9, -]+)\)/g)].flatMap((m) => m[1]!.split(', '))));
+    expect(mutants.filter((m) => !named.has(m.id)).map((m) => m.id)).toEqual([]);
   });
 });
