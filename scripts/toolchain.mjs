@@ -141,7 +141,26 @@ export function setup() {
 export function run(cmd, args, opts = {}) {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, { stdio: 'inherit', cwd: ROOT, ...opts });
-    child.on('error', reject);
-    child.on('exit', (code, signal) => resolve(code ?? (signal ? 1 : 0)));
+    // `kill PID` sends SIGTERM to this process alone (Ctrl-C and a closed terminal reach the whole
+    // group): pass it on, so that the task (a plane, a test run) stops with it rather than outlive it.
+    const pass = () => child.kill('SIGTERM');
+    process.on('SIGTERM', pass);
+    // npm passes no SIGTERM on to its script: when whatever started this process dies, it is
+    // given to another parent, and the task stops too.
+    const parent = process.ppid;
+    const orphaned = setInterval(() => process.ppid !== parent && child.kill('SIGTERM'), 500);
+    orphaned.unref();
+    const done = () => {
+      clearInterval(orphaned);
+      process.off('SIGTERM', pass);
+    };
+    child.on('error', (e) => {
+      done();
+      reject(e);
+    });
+    child.on('exit', (code, signal) => {
+      done();
+      resolve(code ?? (signal ? 1 : 0));
+    });
   });
 }

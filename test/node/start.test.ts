@@ -116,6 +116,62 @@ describe('npm start', () => {
     }
   }, 150_000);
 
+  it('`kill PID` of npm start, or the death of whatever started it, leaves no server or workerd behind', async () => {
+    // `kill PID` sends SIGTERM to that one process: the task it runs must stop its plane too.
+    const port = await freePort();
+    const first = npmStart(port, tempDir('lakeshore-start-'));
+    await until(() => first.out().includes('Ctrl-C stops it'), 'the plane to be up', 90_000, 50);
+    const tree = descendants(first.child.pid!);
+    expect(tree.some((p) => p.cmd.includes('workerd'))).toBe(true);
+    process.kill(first.child.pid!, 'SIGTERM');
+    try {
+      await until(
+        () => [first.child.pid!, ...tree.map((p) => p.pid)].every((p) => !alive(p)),
+        'every process of the plane to exit',
+        15_000,
+        50,
+      );
+    } finally {
+      try {
+        process.kill(-first.child.pid!, 'SIGKILL');
+      } catch {
+        /* already gone */
+      }
+    }
+
+    // npm itself passes no SIGTERM on: when the process above the task dies (here killed outright),
+    // the task notices and stops its plane.
+    const port2 = await freePort();
+    const starter = spawn(
+      process.execPath,
+      [
+        '-e',
+        `require('node:child_process').spawn(process.execPath, [${JSON.stringify(join(ROOT, 'scripts', 'run.mjs'))}, 'dev', '--port', '${port2}'], { stdio: 'inherit' }); setInterval(() => {}, 1e9);`,
+      ],
+      {
+        cwd: ROOT,
+        env: { ...process.env, LAKESHORE_STATE: tempDir('lakeshore-start-') },
+        stdio: ['ignore', 'pipe', 'pipe'],
+        detached: true,
+      },
+    );
+    let out = '';
+    starter.stdout!.on('data', (d) => (out += d));
+    try {
+      await until(() => out.includes('Ctrl-C stops it'), 'the second plane to be up', 90_000, 50);
+      const tree2 = descendants(starter.pid!);
+      expect(tree2.some((p) => p.cmd.includes('workerd'))).toBe(true);
+      process.kill(starter.pid!, 'SIGKILL');
+      await until(() => tree2.every((p) => !alive(p.pid)), 'every process of the plane to exit after its starter died', 15_000, 50);
+    } finally {
+      try {
+        process.kill(-starter.pid!, 'SIGKILL');
+      } catch {
+        /* already gone */
+      }
+    }
+  }, 200_000);
+
   it('a plane whose starter was killed outright stops too', async () => {
     const port = await freePort();
     const first = npmStart(port, tempDir('lakeshore-start-'));
