@@ -70,7 +70,9 @@ export async function supervisePython(
   once: boolean,
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<number> {
-  const args = daemonArgs(f, plane, once);
+  // --exit-with-parent: killed outright (SIGKILL, the OOM killer), this supervisor leaves no
+  // Python worker claiming jobs behind it.
+  const args = [...daemonArgs(f, plane, once), '--exit-with-parent'];
   const python = f.python ?? env.LAKESHORE_PYTHON ?? 'python3';
   // The token goes by the environment, not argv (a process list shows argv).
   const childEnv = { ...env, PYTHONPATH: pythonPath(env), ...(plane.token ? { LAKESHORE_TOKEN: plane.token } : {}) };

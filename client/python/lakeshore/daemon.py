@@ -44,6 +44,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--worker-id", help="this worker's id (default: host:pid:py)")
     p.add_argument("--time-limit-ms", type=int, help="the time limit of a job whose envelope and queue set none (default 600000; 0: none)")
     p.add_argument("--give-up-after", type=float, help="exit (code 8) once the plane has been unreachable this many seconds (default: never)")
+    p.add_argument("--exit-with-parent", action="store_true",
+                   help="stop as on SIGTERM once the process that started this one is gone (`lakeshore worker start` passes it)")
     a = p.parse_args(argv)
     url = a.url or os.environ.get("LAKESHORE_URL")
     stop = threading.Event()
@@ -59,30 +61,56 @@ def main(argv: Optional[List[str]] = None) -> int:
         d = default_dispatch()
 
     def on_signal(signum: int, _frame: object) -> None:
-        print("lakeshore.daemon: %s: no more claims; finishing the running job" % signal.Signals(signum).name, file=sys.stderr, flush=True)
         signalled.set()
         stop.set()
+        _say("%s: no more claims; finishing the running job" % signal.Signals(signum).name)
 
     signalled = threading.Event()  # a signal, not one pool's failure, stopped it
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    if a.exit_with_parent:
+        _watch_parent(signalled, stop)
     root = os.path.abspath(a.root) if a.root else None
     pools = a.queue or [p.strip() for p in os.environ.get("LAKESHORE_POOLS", "").split(",") if p.strip()] or ["default"]
-    print("lakeshore.daemon: serving %s on %s (pid %d)" % (", ".join(pools), url or "the local plane", os.getpid()), file=sys.stderr, flush=True)
+    _say("serving %s on %s (pid %d)" % (", ".join(pools), url or "the local plane", os.getpid()))
     try:
         n = _serve(d, pools, stop, once=a.once, root=root, retries=a.retries, allow_pickled=True if a.allow_pickled else None,
                    runtime_policy=a.runtime_policy, worker_id=a.worker_id, code=a.code, time_limit_ms=a.time_limit_ms)
     except Unavailable as e:
         if signalled.is_set():  # stopped while the plane was away: nothing to say but that
-            print("lakeshore.daemon: stopped (the plane was away)", file=sys.stderr, flush=True)
+            _say("stopped (the plane was away)")
             return 0
-        print("lakeshore.daemon: %s" % e, file=sys.stderr, flush=True)
+        _say(str(e))
         return 8
     except LakeshoreError as e:  # a refusal (a bad token, a role): one line, not a traceback
-        print("lakeshore.daemon: %s: %s" % (type(e).__name__, e), file=sys.stderr, flush=True)
+        _say("%s: %s" % (type(e).__name__, e))
         return 6 if e.status in (401, 403) else 1
-    print("lakeshore.daemon: ran %d job%s; stopped" % (n, "" if n == 1 else "s"), file=sys.stderr, flush=True)
+    _say("ran %d job%s; stopped" % (n, "" if n == 1 else "s"))
     return 0
+
+
+def _say(message: str) -> None:
+    """A line on stderr, where one can be written: a supervisor gone takes the other end of its
+    stderr with it, and a write that fails must not keep a signal from stopping the worker."""
+    try:
+        print("lakeshore.daemon: %s" % message, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def _watch_parent(signalled: threading.Event, stop: threading.Event) -> None:
+    """Stops the worker as SIGTERM does once its parent is gone (it was given to another parent):
+    a supervisor killed outright (SIGKILL, the OOM killer) leaves no worker claiming jobs behind it."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while not stop.wait(0.5):
+            if os.getppid() != parent:
+                signalled.set()
+                stop.set()
+                _say("the process that started it is gone: no more claims; finishing the running job")
+
+    threading.Thread(target=watch, daemon=True, name="lakeshore-parent").start()
 
 
 def _serve(d: object, pools: List[str], stop: threading.Event, *, once: bool, **opts: object) -> int:

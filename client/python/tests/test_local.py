@@ -388,6 +388,63 @@ class ReferenceWorker(TempDirs):
         self.assertEqual(h.result(timeout=5), "from the registry")
 
 
+class DaemonWithItsParent(TempDirs):
+    def test_a_daemon_told_to_exit_with_its_parent_stops_once_its_parent_is_killed_outright(self):
+        # `lakeshore worker start` passes --exit-with-parent: a supervisor SIGKILLed (or OOM-killed)
+        # passes no signal on, and its daemon must not go on claiming jobs as an orphan.
+        env = dict(os.environ, LAKESHORE_HOME=self.temp_dir("lakeshore-daemon-home-"),
+                   PYTHONPATH=os.path.join(ROOT, "client", "python"))
+        env.pop("LAKESHORE_URL", None)
+        starter = subprocess.Popen(
+            [sys.executable, "-c",
+             "import subprocess, sys\n"
+             "p = subprocess.Popen([sys.executable, '-m', 'lakeshore.daemon', '--queue', 'orphan', '--exit-with-parent'])\n"
+             "print(p.pid, flush=True)\n"
+             "p.wait()\n"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: starter.poll() is None and starter.kill())
+        pid = int(starter.stdout.readline())
+        self.addCleanup(lambda: _alive(pid) and os.kill(pid, 9))
+        line = starter.stderr.readline()
+        self.assertIn("serving orphan", line)
+        starter.kill()
+        starter.wait(10)
+        end = time.monotonic() + 10
+        while _alive(pid):
+            self.assertLess(time.monotonic(), end, "the daemon still runs 10 s after its parent was killed")
+            time.sleep(0.05)
+
+
+    def test_a_daemon_whose_stderr_is_gone_still_stops_on_sigterm(self):
+        # Its supervisor gone, nothing reads the daemon's stderr: the line it writes on SIGTERM
+        # fails, and must not keep the signal from stopping it (seen: such a daemon ran on for hours).
+        env = dict(os.environ, LAKESHORE_HOME=self.temp_dir("lakeshore-daemon-home-"),
+                   PYTHONPATH=os.path.join(ROOT, "client", "python"))
+        env.pop("LAKESHORE_URL", None)
+        daemon = subprocess.Popen([sys.executable, "-m", "lakeshore.daemon", "--queue", "deaf"], env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: daemon.poll() is None and daemon.kill())
+        self.assertIn("serving deaf", daemon.stderr.readline())
+        daemon.stderr.close()
+        daemon.terminate()
+        self.assertEqual(daemon.wait(10), 0)
+
+
+def _alive(pid: int) -> bool:
+    """The process runs (a zombie, ended but not yet reaped by its new parent, does not)."""
+    if not os.path.isdir("/proc"):
+        try:
+            os.kill(pid, 0)
+            return True
+        except OSError:
+            return False
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 class ThreeLines(TempDirs):
     """The contract's example, run as written: `q = SyncQueue("gpu")` on the process-default
     plane (a file, $LAKESHORE_HOME/dispatch.sqlite, or the edge plane of LAKESHORE_URL), then
