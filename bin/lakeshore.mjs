@@ -13,7 +13,12 @@ if (maj > 22 || (maj === 22 && min >= 18)) {
   process.exitCode = await run(process.argv.slice(2));
 } else {
   const t = setup();
-  const child = spawn(t.node, ['--disable-warning=ExperimentalWarning', main, ...process.argv.slice(2)], { stdio: 'inherit', env: t.env });
+  // LAKESHORE_LAUNCHED: the CLI stops as on SIGTERM once this launcher is gone (killed outright,
+  // it passes no signal on), so that no worker it started runs on as an orphan.
+  const child = spawn(t.node, ['--disable-warning=ExperimentalWarning', main, ...process.argv.slice(2)], {
+    stdio: 'inherit',
+    env: { ...t.env, LAKESHORE_LAUNCHED: '1' },
+  });
   for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => child.kill(sig));
   child.on('exit', (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
 }

@@ -325,7 +325,26 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
+/**
+ * Started by bin/lakeshore.mjs on a Node too old to run the CLI itself: once that launcher is gone
+ * (this process is given to another parent), it stops as on SIGTERM, once. Killed outright, the
+ * launcher passes no signal on, and a worker must not run on as an orphan.
+ */
+function stopWithLauncher(): void {
+  const launcher = process.ppid;
+  const watch = setInterval(() => {
+    if (process.ppid === launcher) return;
+    clearInterval(watch);
+    process.kill(process.pid, 'SIGTERM');
+  }, 500);
+  watch.unref();
+}
+
 if (import.meta.main) {
+  if (process.env.LAKESHORE_LAUNCHED === '1') {
+    delete process.env.LAKESHORE_LAUNCHED; // not for the processes it starts
+    stopWithLauncher();
+  }
   const c = await main(process.argv.slice(2));
   process.exit(c);
 }

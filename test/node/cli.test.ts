@@ -1,6 +1,7 @@
 /** The worker runtime and the CLI, driven as a user would: separate processes, on both planes. */
-import { readFileSync, existsSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { spawn } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cli, HANDLERS, planeEnv, start, stop, type PlaneKind, type Running } from './setup/cli.ts';
 import { until } from '../support/wait.ts';
@@ -336,3 +337,77 @@ describe('an unreachable plane', () => {
     expect(r.stderr()).toContain('is the plane running (npm start)?');
   });
 });
+
+describe('a worker whose parent is killed outright', () => {
+  /** Starts the CLI as bin/lakeshore.mjs does on an older Node (a child, LAKESHORE_LAUNCHED=1), under a stand-in launcher. */
+  function launched(args: string[]) {
+    const main = resolve(import.meta.dirname, '..', '..', 'client', 'cli', 'main.ts');
+    const launcher = spawn(
+      process.execPath,
+      [
+        '-e',
+        `const c = require('node:child_process').spawn(process.execPath, ['--disable-warning=ExperimentalWarning', ${JSON.stringify(main)}, ...${JSON.stringify(args)}], { stdio: 'inherit' }); console.log(c.pid); setInterval(() => {}, 1e9);`,
+      ],
+      { env: { ...planeEnv('local'), LAKESHORE_LAUNCHED: '1' }, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let out = '';
+    let err = '';
+    launcher.stdout!.on('data', (d) => (out += d));
+    launcher.stderr!.on('data', (d) => (err += d));
+    return { launcher, cli: () => Number(out.trim().split('\n')[0]), err: () => err };
+  }
+
+  it('a Node worker stops once the launcher that started it is killed (it passes no signal on)', async () => {
+    const w = launched(['worker', 'start', '--queue', 'jobs', '--module', HANDLERS]);
+    try {
+      await until(() => w.err().includes('serving jobs'), 'the worker to serve', 30_000);
+      w.launcher.kill('SIGKILL');
+      await until(() => !alive(w.cli()), 'the worker to stop after its launcher died', 15_000, 50);
+      expect(w.err()).toContain('SIGTERM: draining');
+    } finally {
+      w.launcher.kill('SIGKILL');
+      if (w.cli() && alive(w.cli())) process.kill(w.cli(), 'SIGKILL');
+    }
+  });
+
+  it('a Python worker stops once the `lakeshore worker start` supervising it is killed', async () => {
+    const w = launched(['worker', 'start', '--runtime', 'python', '--queue', 'pyjobs', '--root', tempDir('lakeshore-py-')]);
+    let daemons: number[] = [];
+    try {
+      await until(() => w.err().includes('serving pyjobs'), 'the Python worker to serve', 30_000);
+      daemons = processesBelow(w.cli());
+      expect(daemons.length, 'the supervisor started its daemon').toBeGreaterThanOrEqual(1);
+      process.kill(w.cli(), 'SIGKILL'); // the supervisor itself, outright: it passes no SIGTERM on
+      await until(() => daemons.every((p) => !alive(p)), 'the daemon to stop after its supervisor died', 15_000, 50);
+      expect(w.err()).toContain('the process that started it is gone');
+    } finally {
+      w.launcher.kill('SIGKILL');
+      for (const p of daemons) if (alive(p)) process.kill(p, 'SIGKILL');
+    }
+  });
+});
+
+/** Live processes descended from `pid` (from /proc). */
+function processesBelow(pid: number): number[] {
+  const kids = readdirSync('/proc')
+    .filter((d) => /^\d+$/.test(d))
+    .filter((d) => {
+      try {
+        const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+        return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid;
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+  return kids.flatMap((k) => [k, ...processesBelow(k)]);
+}
+
+/** The process runs (a zombie, ended but not yet reaped by its new parent, does not). */
+function alive(pid: number): boolean {
+  try {
+    return !readFileSync(`/proc/${pid}/stat`, 'utf8').includes(') Z ');
+  } catch {
+    return false;
+  }
+}
