@@ -1,10 +1,11 @@
 /** The worker runtime and the CLI, driven as a user would: separate processes, on both planes. */
 import { spawn } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cli, HANDLERS, planeEnv, start, stop, type PlaneKind, type Running } from './setup/cli.ts';
 import { until } from '../support/wait.ts';
+import { alive, descendants } from '../support/processes.ts';
 import { tempDir } from '../support/tmp.ts';
 import { freePort } from '../../scripts/plane.mjs';
 
@@ -375,7 +376,7 @@ describe('a worker whose parent is killed outright', () => {
     let daemons: number[] = [];
     try {
       await until(() => w.err().includes('serving pyjobs'), 'the Python worker to serve', 30_000);
-      daemons = processesBelow(w.cli());
+      daemons = descendants(w.cli()).map((p) => p.pid);
       expect(daemons.length, 'the supervisor started its daemon').toBeGreaterThanOrEqual(1);
       process.kill(w.cli(), 'SIGKILL'); // the supervisor itself, outright: it passes no SIGTERM on
       await until(() => daemons.every((p) => !alive(p)), 'the daemon to stop after its supervisor died', 15_000, 50);
@@ -386,28 +387,3 @@ describe('a worker whose parent is killed outright', () => {
     }
   });
 });
-
-/** Live processes descended from `pid` (from /proc). */
-function processesBelow(pid: number): number[] {
-  const kids = readdirSync('/proc')
-    .filter((d) => /^\d+$/.test(d))
-    .filter((d) => {
-      try {
-        const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
-        return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid;
-      } catch {
-        return false;
-      }
-    })
-    .map(Number);
-  return kids.flatMap((k) => [k, ...processesBelow(k)]);
-}
-
-/** The process runs (a zombie, ended but not yet reaped by its new parent, does not). */
-function alive(pid: number): boolean {
-  try {
-    return !readFileSync(`/proc/${pid}/stat`, 'utf8').includes(') Z ');
-  } catch {
-    return false;
-  }
-}

@@ -4,10 +4,10 @@
  * server or workerd behind.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { freePort } from '../../scripts/plane.mjs';
+import { alive, descendants, killGroup } from '../support/processes.ts';
 import { tempDir } from '../support/tmp.ts';
 import { until } from '../support/wait.ts';
 
@@ -35,46 +35,6 @@ function npmStart(port: number, state: string): Started {
   const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
   return { child, out: () => out, err: () => err, exited };
 }
-
-/** Every live process descended from `pid` (from /proc), with its command line. */
-function descendants(pid: number): { pid: number; cmd: string }[] {
-  const parent = new Map<number, number>();
-  for (const d of readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (fields[0] !== 'Z') parent.set(Number(d), Number(fields[1]));
-    } catch {
-      /* it ended meanwhile */
-    }
-  }
-  const out: { pid: number; cmd: string }[] = [];
-  const walk = (p: number) => {
-    for (const [c, pp] of parent) {
-      if (pp !== p) continue;
-      let cmd = '';
-      try {
-        cmd = readFileSync(`/proc/${c}/cmdline`, 'utf8').replaceAll('\0', ' ');
-      } catch {
-        continue;
-      }
-      out.push({ pid: c, cmd });
-      walk(c);
-    }
-  };
-  walk(pid);
-  return out;
-}
-
-const alive = (pid: number) => {
-  if (!existsSync(`/proc/${pid}`)) return false;
-  try {
-    return !readFileSync(`/proc/${pid}/stat`, 'utf8').includes(') Z ');
-  } catch {
-    return false;
-  }
-};
 
 describe('npm start', () => {
   it('refuses a port a plane already holds, before printing a banner, and leaves nothing behind after SIGHUP', async () => {
@@ -108,11 +68,7 @@ describe('npm start', () => {
         50,
       );
     } finally {
-      try {
-        process.kill(-first.child.pid!, 'SIGKILL');
-      } catch {
-        /* already gone */
-      }
+      killGroup(first.child.pid);
     }
   }, 150_000);
 
@@ -132,11 +88,7 @@ describe('npm start', () => {
         50,
       );
     } finally {
-      try {
-        process.kill(-first.child.pid!, 'SIGKILL');
-      } catch {
-        /* already gone */
-      }
+      killGroup(first.child.pid);
     }
 
     // npm itself passes no SIGTERM on: when the process above the task dies (here killed outright),
@@ -164,11 +116,7 @@ describe('npm start', () => {
       process.kill(starter.pid!, 'SIGKILL');
       await until(() => tree2.every((p) => !alive(p.pid)), 'every process of the plane to exit after its starter died', 15_000, 50);
     } finally {
-      try {
-        process.kill(-starter.pid!, 'SIGKILL');
-      } catch {
-        /* already gone */
-      }
+      killGroup(starter.pid);
     }
   }, 200_000);
 
@@ -186,10 +134,6 @@ describe('npm start', () => {
       15_000,
       50,
     );
-    try {
-      process.kill(-first.child.pid!, 'SIGKILL');
-    } catch {
-      /* already gone */
-    }
+    killGroup(first.child.pid);
   }, 150_000);
 });
