@@ -148,7 +148,11 @@ export function run(cmd, args, opts = {}) {
     // npm passes no SIGTERM on to its script: when whatever started this process dies, it is
     // given to another parent, and the task stops too.
     const parent = process.ppid;
-    const orphaned = setInterval(() => process.ppid !== parent && child.kill('SIGTERM'), 500);
+    const orphaned = setInterval(() => {
+      if (process.ppid === parent) return;
+      clearInterval(orphaned); // once: a second SIGTERM may mean "now" to the task
+      child.kill('SIGTERM');
+    }, 500);
     orphaned.unref();
     const done = () => {
       clearInterval(orphaned);
