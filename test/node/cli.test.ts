@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cli, HANDLERS, planeEnv, start, stop, type PlaneKind, type Running } from './setup/cli.ts';
 import { until } from '../support/wait.ts';
-import { alive, descendants } from '../support/processes.ts';
+import { allExited, alive, descendants } from '../support/processes.ts';
 import { tempDir } from '../support/tmp.ts';
 import { freePort } from '../../scripts/plane.mjs';
 
@@ -363,7 +363,7 @@ describe('a worker whose parent is killed outright', () => {
     try {
       await until(() => w.err().includes('serving jobs'), 'the worker to serve', 30_000);
       w.launcher.kill('SIGKILL');
-      await until(() => !alive(w.cli()), 'the worker to stop after its launcher died', 15_000, 50);
+      await until(() => allExited([w.cli()]), 'the worker to stop after its launcher died', 15_000, 50);
       expect(w.err()).toContain('SIGTERM: draining');
     } finally {
       w.launcher.kill('SIGKILL');
@@ -379,7 +379,7 @@ describe('a worker whose parent is killed outright', () => {
       daemons = descendants(w.cli()).map((p) => p.pid);
       expect(daemons.length, 'the supervisor started its daemon').toBeGreaterThanOrEqual(1);
       process.kill(w.cli(), 'SIGKILL'); // the supervisor itself, outright: it passes no SIGTERM on
-      await until(() => daemons.every((p) => !alive(p)), 'the daemon to stop after its supervisor died', 15_000, 50);
+      await until(() => allExited(daemons), 'the daemon to stop after its supervisor died', 15_000, 50);
       expect(w.err()).toContain('the process that started it is gone');
     } finally {
       w.launcher.kill('SIGKILL');

@@ -7,7 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { freePort } from '../../scripts/plane.mjs';
-import { alive, descendants, killGroup } from '../support/processes.ts';
+import { allExited, descendants, killGroup } from '../support/processes.ts';
 import { tempDir } from '../support/tmp.ts';
 import { until } from '../support/wait.ts';
 
@@ -61,12 +61,7 @@ describe('npm start', () => {
       expect(tree.some((p) => p.cmd.includes('serve.mjs'))).toBe(true);
       expect(tree.some((p) => p.cmd.includes('workerd'))).toBe(true);
       process.kill(-first.child.pid!, 'SIGHUP'); // the terminal closed: its foreground group hangs up
-      await until(
-        () => [first.child.pid!, ...tree.map((p) => p.pid)].every((p) => !alive(p)),
-        'every process of the plane to exit',
-        15_000,
-        50,
-      );
+      await until(() => allExited([first.child.pid!, ...tree.map((p) => p.pid)]), 'every process of the plane to exit', 15_000, 50);
     } finally {
       killGroup(first.child.pid);
     }
@@ -81,12 +76,7 @@ describe('npm start', () => {
     expect(tree.some((p) => p.cmd.includes('workerd'))).toBe(true);
     process.kill(first.child.pid!, 'SIGTERM');
     try {
-      await until(
-        () => [first.child.pid!, ...tree.map((p) => p.pid)].every((p) => !alive(p)),
-        'every process of the plane to exit',
-        15_000,
-        50,
-      );
+      await until(() => allExited([first.child.pid!, ...tree.map((p) => p.pid)]), 'every process of the plane to exit', 15_000, 50);
     } finally {
       killGroup(first.child.pid);
     }
@@ -114,7 +104,7 @@ describe('npm start', () => {
       const tree2 = descendants(starter.pid!);
       expect(tree2.some((p) => p.cmd.includes('workerd'))).toBe(true);
       process.kill(starter.pid!, 'SIGKILL');
-      await until(() => tree2.every((p) => !alive(p.pid)), 'every process of the plane to exit after its starter died', 15_000, 50);
+      await until(() => allExited(tree2.map((p) => p.pid)), 'every process of the plane to exit after its starter died', 15_000, 50);
     } finally {
       killGroup(starter.pid);
     }
@@ -128,12 +118,7 @@ describe('npm start', () => {
     const dev = tree.find((p) => p.cmd.includes('dev.mjs'))!;
     expect(dev).toBeDefined();
     process.kill(dev.pid, 'SIGKILL'); // no handler runs: the server must notice on its own
-    await until(
-      () => tree.filter((p) => p.pid !== first.child.pid).every((p) => !alive(p.pid)),
-      'the server and workerd to exit',
-      15_000,
-      50,
-    );
+    await until(() => allExited(tree.map((p) => p.pid).filter((p) => p !== first.child.pid)), 'the server and workerd to exit', 15_000, 50);
     killGroup(first.child.pid);
   }, 150_000);
 });

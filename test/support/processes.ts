@@ -42,6 +42,9 @@ export function alive(pid: number): boolean {
   }
 }
 
+/** None of `pids` runs any more. */
+export const allExited = (pids: number[]): boolean => pids.every((p) => !alive(p));
+
 /** SIGKILLs a process group this test started, if any of it is left (a test's cleanup). */
 export function killGroup(pid: number | undefined): void {
   if (pid === undefined) return;
