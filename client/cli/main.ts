@@ -81,13 +81,13 @@ program
   .command('submit')
   .description('submit FN(ARGS) to QUEUE; prints the invocation id')
   .argument('<queue>', 'pool to submit to')
-  .argument('<fn>', 'function name, as the worker registers it')
+  .argument('<fn>', 'function name, as the worker registers it (or pkg.mod:func, for a Python worker with a root)')
   .argument('[args]', 'JSON array of arguments (a single value is one argument)')
   .option('--kwargs <json>', 'JSON object of keyword arguments')
   .option('--id <id>', 'invocation id (default: a random UUID)')
   .option('--key <key>', 'idempotency key: resubmitting it answers the existing invocation')
   .option('--priority <n>', 'higher is claimed first')
-  .option('--module <ref>', 'where the worker may import FN from (path#export), if it allows imports')
+  .option('--module <ref>', 'where the worker may import FN from (path#export, or pkg.mod:func), if it allows imports')
   .option(
     '--code <push|stamp>',
     "push: this directory's git tree goes to the plane (once per tree) and the job runs FN from it on workers started with --code mount",

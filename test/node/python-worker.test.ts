@@ -86,8 +86,8 @@ describe('lakeshore worker with Python', () => {
     writeFileSync(join(dir, `${mod}.py`), 'def square(x):\n    return x * x\n');
     const sup = start(['worker', 'start', '--queue', 'gpu', '--url', edge.LAKESHORE_URL!, '--token', edge.LAKESHORE_TOKEN!], env, dir);
     running.push(sup);
-    const submit = async (fn: string, args: unknown[]) =>
-      (await cli(['submit', 'gpu', fn, JSON.stringify(args), '--module', `${fn}`], edge)).stdout.trim();
+    // `lakeshore submit gpu pkg.mod:func ARGS`, as a user types it: no --module, the name is the import.
+    const submit = async (fn: string, args: unknown[]) => (await cli(['submit', 'gpu', fn, JSON.stringify(args)], edge)).stdout.trim();
     const result = async (id: string) =>
       JSON.parse((await cli(['--json', 'result', id, '--timeout', '30'], edge)).stdout) as {
         state: string;

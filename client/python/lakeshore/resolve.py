@@ -7,6 +7,8 @@
    Python major.minor; the default) or "off".
 2. Otherwise the registry, by the envelope's `fn`.
 3. Otherwise `module` (`pkg.mod:qualname`) imported with the worker's `root` first on sys.path.
+   An envelope that names no module but whose `fn` has that form (`lakeshore submit gpu
+   pkg.mod:train`, a Node producer's `q.submit("pkg.mod:train")`) takes `fn` as its module.
    A worker given a root (or on a local plane) imports as named. An HTTP worker given none takes
    the directory it started in as its root, as the reference does, but confined: it imports only
    a module whose top-level package lives under that directory, never the standard library or an
@@ -19,11 +21,23 @@ import base64
 import importlib
 import os
 import platform
+import re
 import sys
 import threading
 from typing import Any, Callable, Dict, Optional
 
 POLICIES = ("strict", "minor", "off")
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_REF = re.compile(r"%s(?:\.%s)*:%s(?:\.%s)*\Z" % (_NAME, _NAME, _NAME, _NAME))
+
+
+def module_of(env: Dict[str, Any]) -> Optional[str]:
+    """Where the job's function lives: its `module`, else its `fn` when that is a `pkg.mod:qualname`."""
+    module = env.get("module")
+    if isinstance(module, str) and ":" in module:
+        return module
+    fn = env.get("fn")
+    return fn if isinstance(fn, str) and _REF.match(fn) else None
 _import_lock = threading.Lock()
 
 
@@ -54,8 +68,8 @@ class Resolver:
             return fn
         if env.get("pickled") is not None:
             return self._unpickle(env)
-        module = env.get("module")
-        if isinstance(module, str) and ":" in module:
+        module = module_of(env)
+        if module is not None:
             if not self.allow_import:
                 raise Unrunnable("function %r is not registered with this worker, and it imports no module on an HTTP plane "
                                  "without a root (run_worker(root=...), --root)" % env["fn"])
@@ -68,8 +82,8 @@ class Resolver:
         if self.mounts is None:
             raise Unrunnable("this job runs the producer's pushed code (stamp %s), and this worker does not run pushed code: "
                              "run_worker(code=\"mount\") (--code mount) allows it; that runs the producer's code" % env["code"])
-        module = env.get("module")
-        if not (isinstance(module, str) and ":" in module):
+        module = module_of(env)
+        if module is None:
             raise Unrunnable("a job with pushed code names its module (pkg.mod:func); %r names none" % env["fn"])
         try:
             return import_from(self.mounts.mount(env["code"]), module)

@@ -190,6 +190,26 @@ class ReferenceWorker(TempDirs):
         self.assertEqual(ls.run_worker(q, root=pathlib.Path(tasks), once=True), 1)
         self.assertEqual(h.result(timeout=5), [1, tasks, None])
 
+    def test_a_fn_in_the_module_form_is_its_module_when_the_envelope_names_none(self):
+        # `lakeshore submit gpu pkg.mod:train` and a Node producer's q.submit("pkg.mod:train") send
+        # the name as fn with no module: a worker with a root imports it all the same.
+        tasks = self.temp_dir("lakeshore-fnref-")
+        pkg = "fnref_%s" % os.urandom(3).hex()
+        os.makedirs(os.path.join(tasks, pkg))
+        open(os.path.join(tasks, pkg, "__init__.py"), "w").close()
+        with open(os.path.join(tasks, pkg, "tasks.py"), "w") as f:
+            f.write("def twice(x):\n    return 2 * x\n")
+        inv = self.d.submit("fnref", ls.encode_envelope("%s.tasks:twice" % pkg, [21]), id="fnref-1")
+        q = ls.SyncQueue("fnref", dispatch=self.d)
+        self.assertEqual(ls.run_worker(q, root=tasks, once=True), 1)
+        self.assertEqual(json.loads(self.d.result(inv, timeout=5)), 42)
+        # A plain name is still only a registry's: nothing is imported for it.
+        plain = self.d.submit("fnref", ls.encode_envelope("twice", [1]), id="fnref-2")
+        self.assertEqual(ls.run_worker(q, root=tasks, once=True), 1)
+        with self.assertRaises(ls.InvocationFailed) as e:
+            self.d.result(plain, timeout=5)
+        self.assertIn("not registered", e.exception.error["message"])
+
     def test_retries_rule_the_budget_where_neither_the_job_nor_its_queue_sets_one(self):
         q = ls.SyncQueue("flaky", dispatch=self.d)
         tries = []
