@@ -123,13 +123,13 @@ def _serve(d: object, pools: List[str], stop: threading.Event, *, once: bool, **
                 return ran
         return 0
     if len(pools) == 1:
-        return run_worker(SyncQueue(pools[0], dispatch=d), stop=stop, **opts)  # type: ignore[arg-type]
+        return run_worker(SyncQueue(pools[0], dispatch=d), stop=stop, pools=pools, **opts)  # type: ignore[arg-type]
     ran: List[int] = []
     failed: List[BaseException] = []
 
     def loop(pool: str) -> None:
         try:
-            ran.append(run_worker(SyncQueue(pool, dispatch=d), stop=stop, **opts))  # type: ignore[arg-type]
+            ran.append(run_worker(SyncQueue(pool, dispatch=d), stop=stop, pools=pools, **opts))  # type: ignore[arg-type]
         except BaseException as e:  # one pool's failure (a refused token, the plane given up on) stops them all
             failed.append(e)
             stop.set()

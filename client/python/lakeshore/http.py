@@ -176,16 +176,19 @@ class HttpDispatch(HttpOperatorVerbs):
     # ------------------------------------------------------------------ workers
 
     def claim(self, queue: str, worker_id: str, *, kind: str = "fifo", temperature: float = 1.0, wait: float = 0.0, lease: Optional[float] = None,
-              claim_id: Optional[str] = None) -> Optional[Claimed]:
+              claim_id: Optional[str] = None, worker: Optional[Dict[str, Any]] = None) -> Optional[Claimed]:
         """Claims one invocation. `wait` (seconds, an extension) waits on the plane for work to
         arrive. A `claim_id` names the claim, so that another thread can call it off while it
-        waits (cancel_claim)."""
+        waits (cancel_claim). `worker` is what the worker says of itself (`{"queues", "host",
+        "pid", "version", "concurrency"}`, docs/contract.md "Workers"; run_worker sends it)."""
         body: Dict[str, Any] = {
             "worker_id": worker_id, "kind": kind, "temperature": _finite("temperature", temperature),
             "wait_ms": int(wait * 1000), "lease_ms": None if lease is None else int(lease * 1000),
         }
         if claim_id is not None:
             body["claim_id"] = claim_id
+        if worker is not None:
+            body["worker"] = worker
         out = self._call("POST", "/queues/%s/claim" % _queue(queue), body, wait=wait)
         if not out["claimed"]:
             return None

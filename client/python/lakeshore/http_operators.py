@@ -167,6 +167,18 @@ class HttpOperatorVerbs(Transport):
             raise _error_of(e)
         return data, (base64.b64decode(named.group(1)).hex() if named else None)
 
+    def workers(self) -> List[Dict[str, Any]]:
+        """The workers heard from lately, each once across the queues it works (`{"worker_id",
+        "status", "queues", "host", "pid", "version", "concurrency", "first_seen", "last_seen",
+        "holding"}`; docs/contract.md, "Workers")."""
+        return list(self._call("GET", "/workers")["workers"])
+
+    def worker_stopped(self, queue: str, worker_id: str) -> None:
+        """Says this worker stops serving `queue` (run_worker does as it returns): the feed tells
+        `stopped`, not `lost` a minute later. One try, with no retries: a stop is never held up by a
+        plane that is away."""
+        self._call("POST", "/queues/%s/workers/%s/stop" % (_queue(queue), _q(worker_id)), retry_for=0.0)
+
     def worker_log(self, queue: str, worker_id: str, lines: List[Dict[str, Any]]) -> None:
         """Puts log lines of this worker's jobs on the feed (`[{"id", "level", "message",
         "trace_id"?, "at"?}]`, at most 100; run_worker sends current_job().log's)."""

@@ -132,14 +132,16 @@ class Transport:
             if not had or had.split(":", 1)[0] != b.split(":", 1)[0] or b > had:
                 self._bookmark = b
 
-    def _call(self, method: str, path: str, body: Optional[Dict[str, Any]] = None, *, wait: float = 0.0) -> Dict[str, Any]:
+    def _call(self, method: str, path: str, body: Optional[Dict[str, Any]] = None, *, wait: float = 0.0,
+              retry_for: Optional[float] = None) -> Dict[str, Any]:
         data = None if body is None else json.dumps(body, allow_nan=False).encode("utf-8")
         headers = self._headers()
         if data is not None:
             headers["Content-Type"] = "application/json"
         target = urllib.parse.urlsplit(self._url(path))
         target_path = target.path + ("?" + target.query if target.query else "")
-        give_up = time.monotonic() + self.retry_for
+        retry_for = self.retry_for if retry_for is None else retry_for
+        give_up = time.monotonic() + retry_for
         attempt = 0
         while True:
             # Capped exponential backoff with jitter (half to all of the step).
@@ -171,7 +173,7 @@ class Transport:
                 pause = backoff
                 if time.monotonic() + pause > give_up:
                     raise Unavailable("cannot reach the plane at %s: %s (tried for %ss). Is it running? Is the URL right?"
-                                      % (self.base_url, why, int(self.retry_for))) from e
+                                      % (self.base_url, why, int(retry_for))) from e
                 self._lost(why)
             attempt += 1
             if self.stop is not None:

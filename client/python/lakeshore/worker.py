@@ -7,7 +7,7 @@ import threading
 import time
 import traceback
 import uuid
-from typing import Any, Callable, Dict, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, Union
 
 from .envelope import decode_envelope
 from .errors import FencingConflict, NotFound
@@ -17,6 +17,7 @@ from .resolve import Resolver, Unrunnable
 from .tracing import run_span
 from .context import JobContext, _current, _LogShipper, current_job, set_origin_for
 from .job_clock import BEATS, Runner, TimeLimitExceeded
+from .version import __version__
 
 __all__ = ["JobContext", "TimeLimitExceeded", "current_job", "run_worker", "set_origin_for"]
 
@@ -77,7 +78,7 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
                stop: "Optional[Union[threading.Event, Callable[[], bool]]]" = None, allow_pickled: Optional[bool] = None, runtime_policy: str = "minor",
                once_wait: float = 2.0, worker_id: Optional[str] = None, wait: float = 20.0, lease: float = 30.0,
                on_done: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]] = None, code: Optional[str] = None,
-               code_home: Optional[str] = None, time_limit_ms: Optional[int] = None) -> int:
+               code_home: Optional[str] = None, time_limit_ms: Optional[int] = None, pools: Optional[List[str]] = None) -> int:
     """Serves a queue until `stop` says so; returns the number of jobs run. `stop` is a
     threading.Event or a callable answering True to stop (asked every `poll` seconds); either way
     the worker stops within a second, also while it waits on an empty queue.
@@ -108,6 +109,11 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
     daemon thread and what it does then is discarded. A job runs in an opentelemetry CONSUMER
     span when that is installed (tracing.py), and current_job() is the job it runs.
 
+    The worker says who it is along its claims (docs/contract.md, "Workers"): its queues (`pools`,
+    every pool its process serves together; default the one), host, pid, version and slots, with
+    its first claim and every 30 s after; as it returns it says it stopped, so `lakeshore
+    workers` and the feed tell `stopped` rather than, a minute later, `lost`.
+
     `on_done(job, outcome)` sees each job as its handler ends: `job` is `{"id", "queue",
     "attempt", "fn", "origin"}`, `outcome` `{"state": "succeeded", "result"}` or `{"state":
     "failed", "error"}`. For a failure it may return "handled": the job fails without a retry, the
@@ -136,6 +142,17 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
                        allow_pickled=local if allow_pickled is None else allow_pickled, runtime_policy=runtime_policy,
                        mounts=mounts_for(dispatch, code_home) if code == "mount" else None)
     worker_id = worker_id or "%s:%d:py" % (socket.gethostname(), os.getpid())
+    told = list(pools) if pools else [queue]
+    info = {"queues": told, "host": socket.gethostname(), "pid": os.getpid(), "version": __version__, "concurrency": len(told)}
+    info_at: List[Optional[float]] = [None]
+
+    def say_who() -> Optional[Dict[str, Any]]:
+        """What the worker says of itself: with its first claim, then every _INFO_EVERY_S."""
+        now = time.monotonic()
+        if info_at[0] is not None and now - info_at[0] < _INFO_EVERY_S:
+            return None
+        info_at[0] = now
+        return info
     done = threading.Event()
     stop = _stop_event(stop, poll, done)
     logs = _LogShipper(dispatch, worker_id)
@@ -178,7 +195,7 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
             claim_id = uuid.uuid4().hex
             claiming["id"] = claim_id
             this_wait = max(0.0, min(once_until - time.monotonic(), step)) if once else step
-            c = dispatch.claim(queue, worker_id, wait=this_wait, lease=lease,
+            c = dispatch.claim(queue, worker_id, wait=this_wait, lease=lease, worker=say_who(),
                                **({"claim_id": claim_id} if can_cancel else {}))
             claiming.pop("id", None)
             if c is None:
@@ -198,6 +215,12 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
     finally:
         done.set()
         logs.flush()
+        if info_at[0] is not None:
+            # Stopping, said (best effort, one try): the feed tells `stopped`, not `lost` a minute later.
+            try:
+                dispatch.worker_stopped(queue, worker_id)
+            except Exception:
+                pass
         # The thread that ran this worker's calls ends with it (a program may start workers in threads of its own).
         runner = getattr(_runners, "runner", None)
         if runner is not None:
@@ -209,6 +232,8 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
 _LOCAL_WAIT_STEP = 0.5
 #: A job's time limit when its envelope, its queue and its worker set none (ms): the contract's 600 s.
 DEFAULT_TIME_LIMIT_MS = 600_000
+#: How often a worker says who it is again, along a claim (s), as the Node worker does.
+_INFO_EVERY_S = 30.0
 #: How often a worker reads its queue's settings again (its time limit), in seconds.
 _QUEUE_SETTINGS_S = 30.0
 

@@ -31,3 +31,23 @@ class TempDirs(unittest.TestCase):
         git("add", ".")
         git("commit", "-qm", "one")
         return repo, git
+
+
+def check_a_worker_says_who_it_is(test: unittest.TestCase, d) -> None:
+    """run_worker on `d`: while its job runs, `d.workers()` lists it with what it said of itself
+    (host, pid, version, slots: one a pool) and the job it holds; once it returned, as stopped."""
+    import socket
+
+    import lakeshore as ls
+
+    seen = []
+    ls.SyncQueue("who", dispatch=d).submit("look")
+    ran = ls.run_worker(d, "who", {"look": lambda: seen.append(d.workers())}, once=True, worker_id="who-1", pools=["who", "other"])
+    test.assertEqual(ran, 1)
+    [w] = [w for w in seen[0] if w["worker_id"] == "who-1"]
+    test.assertEqual((w["status"], w["host"], w["pid"], w["version"], w["concurrency"]),
+                     ("active", socket.gethostname(), os.getpid(), ls.__version__, 2))
+    test.assertEqual(w["queues"], ["who"])  # the queues that heard from it (it claimed on no other)
+    test.assertEqual([h["queue"] for h in w["holding"]], ["who"])
+    [after] = [w for w in d.workers() if w["worker_id"] == "who-1"]
+    test.assertEqual(after["status"], "stopped")

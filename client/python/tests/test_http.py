@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
 import lakeshore as ls  # noqa: E402
-from support import TempDirs  # noqa: E402
+from support import TempDirs, check_a_worker_says_who_it_is  # noqa: E402
 
 URL = os.environ.get("LAKESHORE_URL", "")
 TOKEN = os.environ.get("LAKESHORE_TOKEN", "")
@@ -919,6 +919,9 @@ class Worker(unittest.TestCase):
         self.assertEqual(sorted(seen), ["charge:failed:order-77", "ok:succeeded:order-78"])
         row = d.get("bad")
         self.assertEqual((row["state"], row["attempt"]), ("failed", 1))  # not retried: handled
+
+    def test_a_worker_says_who_it_is_and_that_it_stopped(self):
+        check_a_worker_says_who_it_is(self, client())
 
     def test_a_stopped_worker_calls_off_its_waiting_claim(self):
         d = client()

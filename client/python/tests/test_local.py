@@ -13,7 +13,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
 import lakeshore as ls  # noqa: E402
-from support import TempDirs  # noqa: E402
+from support import TempDirs, check_a_worker_says_who_it_is  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
@@ -189,6 +189,14 @@ class ReferenceWorker(TempDirs):
         h = q.submit("%s.tasks:where" % os.path.basename(pkg), 1)
         self.assertEqual(ls.run_worker(q, root=pathlib.Path(tasks), once=True), 1)
         self.assertEqual(h.result(timeout=5), [1, tasks, None])
+
+    def test_a_worker_says_who_it_is_and_that_it_stopped(self):
+        check_a_worker_says_who_it_is(self, self.d)
+
+    def test_the_version_a_worker_tells_is_the_packages(self):
+        import re
+        with open(os.path.join(os.path.dirname(__file__), "..", "pyproject.toml")) as f:
+            self.assertEqual(re.search(r'^version = "([^"]+)"', f.read(), re.M).group(1), ls.__version__)
 
     def test_a_fn_in_the_module_form_is_its_module_when_the_envelope_names_none(self):
         # `lakeshore submit gpu pkg.mod:train` and a Node producer's q.submit("pkg.mod:train") send
