@@ -25,6 +25,8 @@ export interface PythonFlags {
   python?: string;
   giveUpAfter?: string;
   timeLimitMs?: string;
+  concurrency?: string;
+  leaseMs?: string;
 }
 
 export interface PlaneFlags {
@@ -52,6 +54,8 @@ export function daemonArgs(f: PythonFlags, plane: PlaneFlags, once: boolean): st
   if (f.code) args.push('--code', f.code);
   if (f.giveUpAfter) args.push('--give-up-after', f.giveUpAfter);
   if (f.timeLimitMs) args.push('--time-limit-ms', f.timeLimitMs);
+  if (f.concurrency && f.concurrency !== '1') args.push('--concurrency', f.concurrency);
+  if (f.leaseMs) args.push('--lease-ms', f.leaseMs);
   return args;
 }
 

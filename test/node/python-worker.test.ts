@@ -103,6 +103,59 @@ describe('lakeshore worker with Python', () => {
     expect(await sup.exited).toBe(0);
   }, 60_000);
 
+  it('`--concurrency` and `--lease-ms` reach the Python worker: jobs run side by side, on the lease asked for', async () => {
+    const env = planeEnv('edge');
+    const root = tempDir('lakeshore-pyconc-');
+    const met = tempDir('lakeshore-met-');
+    const release = join(tempDir('lakeshore-release-'), 'go');
+    const mod = `pyconc_${process.pid}`;
+    writeFileSync(
+      join(root, `${mod}.py`),
+      [
+        'import os, threading, time',
+        '# Each job marks that it started, then waits (at most 15 s) until n have: with fewer slots than n, it sees fewer.',
+        'def meet(n, d):',
+        '    open(os.path.join(d, str(threading.get_ident())), "w").close()',
+        '    end = time.time() + 15',
+        '    while len(os.listdir(d)) < n and time.time() < end:',
+        '        time.sleep(0.02)',
+        '    return len(os.listdir(d))',
+        'def hold(path):',
+        '    end = time.time() + 15',
+        '    while not os.path.exists(path) and time.time() < end:',
+        '        time.sleep(0.02)',
+        '    return "held"',
+        '',
+      ].join('\n'),
+    );
+    const sup = start(['worker', 'start', '--queue', 'pyc', '--root', root, '--concurrency', '3', '--lease-ms', '4000'], env);
+    running.push(sup);
+    const submit = async (fn: string, args: unknown[]) =>
+      (await cli(['submit', 'pyc', `${mod}:${fn}`, JSON.stringify(args)], env)).stdout.trim();
+    const result = async (id: string) =>
+      JSON.parse((await cli(['--json', 'result', id, '--timeout', '30'], env)).stdout) as { state: string; result: unknown };
+    const ids = await Promise.all([0, 1, 2].map(() => submit('meet', [3, met])));
+    for (const id of ids) expect(await result(id)).toMatchObject({ state: 'succeeded', result: 3 });
+    expect(sup.stderr()).toContain(' --concurrency 3 --lease-ms 4000');
+    // `--json` prints a line per worker.
+    const workers = (await cli(['--json', 'workers'], env)).stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { queues: string[]; concurrency: number });
+    expect(workers.find((w) => w.queues.includes('pyc'))?.concurrency).toBe(3);
+    // A running job's lease is the 4 s asked for (heartbeats renew it), not the default 30 s.
+    const held = await submit('hold', [release]);
+    let lease = 0;
+    await until(async () => {
+      const g = JSON.parse((await cli(['--json', 'get', held], env)).stdout) as { state: string; lease_until: string | number };
+      lease = new Date(g.lease_until).getTime() - Date.now();
+      return g.state === 'running';
+    }, 'the held job to run');
+    expect(lease).toBeLessThanOrEqual(4_500);
+    writeFileSync(release, '');
+    expect(await result(held)).toMatchObject({ state: 'succeeded', result: 'held' });
+  }, 90_000);
+
   it('on the local plane (no URL) the Python daemon serves the same file the Node CLI submits to', async () => {
     const env = planeEnv('local');
     const root = tempDir('lakeshore-pyroot-');

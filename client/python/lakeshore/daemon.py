@@ -3,10 +3,12 @@ process serving one or more pools.
 
     python -m dreamlake.lakeshore.daemon --queue gpu [--queue cpu] [--root /data] [--once]
                                [--url URL --token TOKEN] [--namespace NS] [--allow-pickled]
-                               [--runtime-policy minor]
+                               [--runtime-policy minor] [--concurrency N] [--lease-ms MS]
 
 With no --queue it serves LAKESHORE_POOLS (a,b), else the pool `default`. Several pools are served
-at once, one claim loop each; with --once it runs at most one job of any of them.
+at once, `--concurrency` claim loops each (threads: jobs that wait on I/O, a GPU or a subprocess
+run side by side; CPU-bound Python shares one interpreter lock); with --once it runs at most one
+job of any of them.
 
 Flags win over the environment (LAKESHORE_URL, LAKESHORE_TOKEN, LAKESHORE_NAMESPACE). Functions
 resolve as run_worker's (resolve.py): the registry (none here), then `module:qualname` imported
@@ -43,6 +45,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--retries", type=int, default=1, help="retry a failing job at most this often (the plane's budget may be lower)")
     p.add_argument("--worker-id", help="this worker's id (default: host:pid:py)")
     p.add_argument("--time-limit-ms", type=int, help="the time limit of a job whose envelope and queue set none (default 600000; 0: none)")
+    p.add_argument("--concurrency", type=_positive_int, default=1, help="jobs at a time per pool, each on its own thread (default 1)")
+    p.add_argument("--lease-ms", type=_positive_int, help="the lease each claim asks for, in ms (default 30000); heartbeats extend it")
     p.add_argument("--give-up-after", type=float, help="exit (code 8) once the plane has been unreachable this many seconds (default: never)")
     p.add_argument("--exit-with-parent", action="store_true",
                    help="stop as on SIGTERM once the process that started this one is gone (`lakeshore worker start` passes it)")
@@ -74,8 +78,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     pools = a.queue or [p.strip() for p in os.environ.get("LAKESHORE_POOLS", "").split(",") if p.strip()] or ["default"]
     _say("serving %s on %s (pid %d)" % (", ".join(pools), url or "the local plane", os.getpid()))
     try:
-        n = _serve(d, pools, stop, once=a.once, root=root, retries=a.retries, allow_pickled=True if a.allow_pickled else None,
-                   runtime_policy=a.runtime_policy, worker_id=a.worker_id, code=a.code, time_limit_ms=a.time_limit_ms)
+        lease = {"lease": a.lease_ms / 1000} if a.lease_ms else {}
+        n = _serve(d, pools, stop, once=a.once, concurrency=a.concurrency, root=root, retries=a.retries,
+                   allow_pickled=True if a.allow_pickled else None, runtime_policy=a.runtime_policy, worker_id=a.worker_id,
+                   code=a.code, time_limit_ms=a.time_limit_ms, **lease)
     except Unavailable as e:
         if signalled.is_set():  # stopped while the plane was away: nothing to say but that
             _say("stopped (the plane was away)")
@@ -113,8 +119,16 @@ def _watch_parent(signalled: threading.Event, stop: threading.Event) -> None:
     threading.Thread(target=watch, daemon=True, name="lakeshore-parent").start()
 
 
-def _serve(d: object, pools: List[str], stop: threading.Event, *, once: bool, **opts: object) -> int:
-    """Serves each pool with its own run_worker, together; answers the jobs run. With `once`, the
+def _positive_int(v: str) -> int:
+    n = int(v)
+    if n < 1:
+        raise argparse.ArgumentTypeError("must be at least 1, got %s" % v)
+    return n
+
+
+def _serve(d: object, pools: List[str], stop: threading.Event, *, once: bool, concurrency: int = 1, **opts: object) -> int:
+    """Serves each pool with `concurrency` run_workers of its own, together (one worker id, so the
+    plane lists one worker with that many slots a pool); answers the jobs run. With `once`, the
     pools are asked in turn (the 2 s wait shared among them) until one gives a job."""
     if once:
         for pool in pools:
@@ -122,19 +136,20 @@ def _serve(d: object, pools: List[str], stop: threading.Event, *, once: bool, **
             if ran:
                 return ran
         return 0
-    if len(pools) == 1:
+    slots = concurrency * len(pools)
+    if slots == 1:
         return run_worker(SyncQueue(pools[0], dispatch=d), stop=stop, pools=pools, **opts)  # type: ignore[arg-type]
     ran: List[int] = []
     failed: List[BaseException] = []
 
     def loop(pool: str) -> None:
         try:
-            ran.append(run_worker(SyncQueue(pool, dispatch=d), stop=stop, pools=pools, **opts))  # type: ignore[arg-type]
+            ran.append(run_worker(SyncQueue(pool, dispatch=d), stop=stop, pools=pools, slots=slots, **opts))  # type: ignore[arg-type]
         except BaseException as e:  # one pool's failure (a refused token, the plane given up on) stops them all
             failed.append(e)
             stop.set()
 
-    threads = [threading.Thread(target=loop, args=(p,), name="lakeshore-%s" % p, daemon=True) for p in pools]
+    threads = [threading.Thread(target=loop, args=(p,), name="lakeshore-%s-%d" % (p, i), daemon=True) for p in pools for i in range(concurrency)]
     for t in threads:
         t.start()
     for t in threads:

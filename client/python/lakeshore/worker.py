@@ -78,7 +78,8 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
                stop: "Optional[Union[threading.Event, Callable[[], bool]]]" = None, allow_pickled: Optional[bool] = None, runtime_policy: str = "minor",
                once_wait: float = 2.0, worker_id: Optional[str] = None, wait: float = 20.0, lease: float = 30.0,
                on_done: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]] = None, code: Optional[str] = None,
-               code_home: Optional[str] = None, time_limit_ms: Optional[int] = None, pools: Optional[List[str]] = None) -> int:
+               code_home: Optional[str] = None, time_limit_ms: Optional[int] = None, pools: Optional[List[str]] = None,
+               slots: Optional[int] = None) -> int:
     """Serves a queue until `stop` says so; returns the number of jobs run. `stop` is a
     threading.Event or a callable answering True to stop (asked every `poll` seconds); either way
     the worker stops within a second, also while it waits on an empty queue.
@@ -110,7 +111,8 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
     span when that is installed (tracing.py), and current_job() is the job it runs.
 
     The worker says who it is along its claims (docs/contract.md, "Workers"): its queues (`pools`,
-    every pool its process serves together; default the one), host, pid, version and slots, with
+    every pool its process serves together; default the one), host, pid, version and `slots` (the
+    jobs its process runs at once; default one a pool), with
     its first claim and every 30 s after; as it returns it says it stopped, so `lakeshore
     workers` and the feed tell `stopped` rather than, a minute later, `lost`.
 
@@ -143,7 +145,7 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
                        mounts=mounts_for(dispatch, code_home) if code == "mount" else None)
     worker_id = worker_id or "%s:%d:py" % (socket.gethostname(), os.getpid())
     told = list(pools) if pools else [queue]
-    info = {"queues": told, "host": socket.gethostname(), "pid": os.getpid(), "version": __version__, "concurrency": len(told)}
+    info = {"queues": told, "host": socket.gethostname(), "pid": os.getpid(), "version": __version__, "concurrency": slots or len(told)}
     info_at: List[Optional[float]] = [None]
 
     def say_who() -> Optional[Dict[str, Any]]:
