@@ -319,6 +319,11 @@ describe('lakeshore token (edge plane)', () => {
     // Refused within the revocation's bound (docs/contract.md, "Tokens"): the plane's isolate had it cached.
     await until(async () => (await cli(['stats', 'jobs'], asProducer)).code === 6, 'the revoked token refused', 10_000, 200);
     expect((await cli(['token', 'list'], { ...env, LAKESHORE_URL: '' })).code).toBe(2);
+    // With no token at all, the CLI says where one goes; a token the plane refuses gets no such hint.
+    const none = await cli(['stats'], { ...env, LAKESHORE_TOKEN: '' });
+    expect(none.code).toBe(6);
+    expect(none.stderr).toContain('set LAKESHORE_TOKEN or pass --token');
+    expect((await cli(['stats'], asProducer)).stderr).not.toContain('set LAKESHORE_TOKEN');
   });
 });
 
