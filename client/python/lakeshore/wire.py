@@ -156,6 +156,8 @@ class Transport:
                     return _answer(resp, lambda whole: self._pool.give(conn) if whole else conn.close())
                 err = _error_of_body(resp.status, resp.read())
                 self._pool.give(conn)
+                if resp.status == 401 and not self.token:
+                    err = type(err)("%s (no token given: HttpDispatch(url, token=...), or set LAKESHORE_TOKEN)" % err)
                 retry_after = float(resp.getheader("Retry-After") or 0) if resp.status == 429 else 0.0
                 pause = max(backoff, retry_after)
                 if resp.status not in (429, 503) or time.monotonic() + pause > give_up:

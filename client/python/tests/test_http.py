@@ -339,8 +339,12 @@ class Verbs(unittest.TestCase):
             d.ack("ghost", "w")
         with self.assertRaises(ls.PayloadTooLarge):
             d.submit("q", b"x" * ((1 << 20) + 1), id="big")
-        with self.assertRaises(ls.Unauthorized):
+        with self.assertRaises(ls.Unauthorized) as refused:
             ls.HttpDispatch(URL, token="wrong", namespace=d.namespace).count("q")
+        self.assertNotIn("no token given", str(refused.exception))
+        with self.assertRaises(ls.Unauthorized) as none:  # no token at all: it says where one goes
+            ls.HttpDispatch(URL, token=None, namespace=d.namespace).count("q")
+        self.assertIn("set LAKESHORE_TOKEN", str(none.exception))
         d.submit("q", b"x", id="slow")
         with self.assertRaises(ls.Timeout):
             d.result("slow", timeout=0.05)
