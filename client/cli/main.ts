@@ -9,7 +9,7 @@ import * as op from './operate.ts';
 import * as watch from './watch.ts';
 import { EXIT, exitCodeOf, output } from './output.ts';
 import { planeFromEnv } from '../default.ts';
-import { UnauthorizedError, UnavailableError } from '../errors.ts';
+import { UnavailableError } from '../errors.ts';
 import type { DispatchPlane } from '../types.ts';
 import { push as pushCmd } from './push.ts';
 import { type Global, type Run, workerCommands } from './worker-commands.ts';
@@ -321,8 +321,6 @@ export async function main(argv: string[]): Promise<number> {
     process.stderr.write(`lakeshore: ${e instanceof Error ? e.message : String(e)}\n`);
     if (e instanceof UnavailableError)
       process.stderr.write('lakeshore: is the plane running (npm start)? Are LAKESHORE_URL (or --url) and the port right?\n');
-    if (e instanceof UnauthorizedError && !(program.opts<Global>().token || process.env.LAKESHORE_TOKEN))
-      process.stderr.write("lakeshore: no token given: set LAKESHORE_TOKEN or pass --token (npm start prints the plane's)\n");
     return exitCodeOf(e);
   }
 }

@@ -181,7 +181,12 @@ export class Transport {
         ac.signal,
       );
       this.noteBookmark(res.header(BOOKMARK));
-      if (res.status < 200 || res.status > 299) return { error: await errorOfAnswer(res), status: res.status };
+      if (res.status < 200 || res.status > 299) {
+        const error = await errorOfAnswer(res);
+        // A refusal of no token at all: say where one goes (the plane's words speak to HTTP, not to a user).
+        if (res.status === 401 && !this.token) error.message += ' (no token was sent: set LAKESHORE_TOKEN, or pass a token)';
+        return { error, status: res.status };
+      }
       return await answerOf(res, () => (answered = true));
     } catch (e) {
       if (ac.signal.reason instanceof TimeoutError) throw ac.signal.reason;

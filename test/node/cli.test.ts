@@ -322,8 +322,8 @@ describe('lakeshore token (edge plane)', () => {
     // With no token at all, the CLI says where one goes; a token the plane refuses gets no such hint.
     const none = await cli(['stats'], { ...env, LAKESHORE_TOKEN: '' });
     expect(none.code).toBe(6);
-    expect(none.stderr).toContain('set LAKESHORE_TOKEN or pass --token');
-    expect((await cli(['stats'], asProducer)).stderr).not.toContain('set LAKESHORE_TOKEN');
+    expect(none.stderr).toContain('no token was sent: set LAKESHORE_TOKEN, or pass a token');
+    expect((await cli(['stats'], asProducer)).stderr).not.toContain('no token was sent');
   });
 });
 
