@@ -51,6 +51,11 @@ async function mountsFor(d: DispatchPlane, home?: string): Promise<Mounts> {
 export async function runWorker(queues: string | string[], opts: WorkerOptions = {}): Promise<number> {
   const pools = (Array.isArray(queues) ? queues : [queues]).filter(Boolean);
   if (!pools.length) throw new Error('runWorker needs at least one queue');
+  const odd = pools.find((p) => typeof p !== 'string');
+  if (odd !== undefined)
+    throw new TypeError(
+      `runWorker(queues, options): queues is a queue's name or an array of names, not ${typeof odd === 'object' ? 'an object (the options come second)' : `a ${typeof odd}`}`,
+    );
   const d = opts.dispatch ?? defaultDispatch();
   const host = await hostName();
   await loadJobContext();

@@ -32,3 +32,11 @@ describe.each(bothPlanes('retries'))('a worker’s retries on the %s plane', (_n
     await d.close();
   });
 });
+
+describe('runWorker’s arguments', () => {
+  it('refuses options passed as the queue, naming the mistake, before it claims anything', async () => {
+    const opts = { registry: {} } as unknown as string;
+    await expect(runWorker(opts)).rejects.toThrow('not an object (the options come second)');
+    await expect(runWorker([7 as unknown as string])).rejects.toThrow("queues is a queue's name or an array of names, not a number");
+  });
+});
