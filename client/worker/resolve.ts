@@ -50,7 +50,10 @@ async function resolveElsewhere(env: Envelope, opts: ResolveOptions): Promise<Ha
   }
   const own = Object.hasOwn(opts.registry, env.fn) ? opts.registry[env.fn] : undefined;
   if (typeof own === 'function') return own;
-  if (!env.module) throw new ResolveError(`function ${JSON.stringify(env.fn)} is not registered with this worker`);
+  if (!env.module)
+    throw new ResolveError(
+      `function ${JSON.stringify(env.fn)} is not registered with this worker, and the job names no module to import it from (register it: --module, registry; or submit it with one: --module PATH#EXPORT)`,
+    );
   if (!opts.allowImport) {
     throw new ResolveError(
       `function ${JSON.stringify(env.fn)} is not registered, and importing ${JSON.stringify(env.module)} is off: start the worker with allowImport (--allow-import) to let envelopes name modules`,

@@ -31,6 +31,16 @@ describe.each(bothPlanes('retries'))('a worker’s retries on the %s plane', (_n
     expect(Object.fromEntries(tries)).toEqual({ five: 6, default: 3, 'queue-wins': 2 });
     await d.close();
   });
+
+  it('fail a job naming a function the worker does not have at once, saying where one comes from', async () => {
+    const d = make();
+    await d.submit('q', encodeEnvelope({ fn: 'ghost', args: [] }), { id: 'ghost' });
+    expect(await runWorker('q', { dispatch: d, registry: {}, retries: 5, once: true })).toBe(1);
+    const row = await d.get('ghost');
+    expect(row).toMatchObject({ state: 'failed', attempt: 1 });
+    expect(row?.error?.message).toContain('"ghost" is not registered with this worker, and the job names no module');
+    await d.close();
+  });
 });
 
 describe('runWorker’s arguments', () => {

@@ -74,7 +74,9 @@ class Resolver:
                 raise Unrunnable("function %r is not registered with this worker, and it imports no module on an HTTP plane "
                                  "without a root (run_worker(root=...), --root)" % env["fn"])
             return self._import(module)
-        raise Unrunnable("function %r is not registered with this worker" % env["fn"])
+        raise Unrunnable("function %r is not registered with this worker, and the job names no module to import it from "
+                         "(a function defined in the submitting script itself travels by name only: define it in a module "
+                         "under the worker's root, or register it)" % env["fn"])
 
     def _mounted(self, env: Dict[str, Any]) -> Callable[..., Any]:
         """A job of the producer's pushed tree (docs/code-mount.md): its module, from that tree only."""

@@ -216,7 +216,7 @@ class ReferenceWorker(TempDirs):
         self.assertEqual(ls.run_worker(q, root=tasks, once=True), 1)
         with self.assertRaises(ls.InvocationFailed) as e:
             self.d.result(plain, timeout=5)
-        self.assertIn("not registered", e.exception.error["message"])
+        self.assertIn("not registered with this worker, and the job names no module", e.exception.error["message"])
 
     def test_retries_rule_the_budget_where_neither_the_job_nor_its_queue_sets_one(self):
         q = ls.SyncQueue("flaky", dispatch=self.d)
