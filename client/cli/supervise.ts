@@ -33,6 +33,8 @@ export interface PlaneFlags {
   url?: string;
   token?: string;
   namespace?: string;
+  /** The local plane's directory (--home): the daemon's, where no URL is given. */
+  home?: string;
 }
 
 const FIRST_BACKOFF_MS = 250;
@@ -47,6 +49,7 @@ export function daemonArgs(f: PythonFlags, plane: PlaneFlags, once: boolean): st
   if (once) args.push('--once');
   if (plane.url) args.push('--url', plane.url);
   if (plane.namespace) args.push('--namespace', plane.namespace);
+  if (!plane.url && plane.home) args.push('--home', resolve(plane.home));
   if (f.retries) args.push('--retries', f.retries);
   if (f.workerId) args.push('--worker-id', f.workerId);
   if (f.allowPickled) args.push('--allow-pickled');

@@ -93,6 +93,7 @@ export function workerCommands(program: Command, run: Run, planeOf: (g: Global) 
                 url: g.url ?? process.env.LAKESHORE_URL,
                 token: g.token ?? process.env.LAKESHORE_TOKEN,
                 namespace: g.namespace ?? process.env.LAKESHORE_NAMESPACE,
+                home: g.home,
               },
               once,
             ),

@@ -167,6 +167,20 @@ describe('lakeshore worker with Python', () => {
     expect(JSON.parse((await cli(['--json', 'result', id], env)).stdout)).toMatchObject({ state: 'succeeded', result: 'HI!' });
   }, 60_000);
 
+  it("on the local plane the daemon serves the --home and --namespace given to the CLI, not the environment's", async () => {
+    // The environment names another directory and namespace: the flags win, for the daemon as for the CLI.
+    const env = { ...planeEnv('local'), LAKESHORE_HOME: tempDir('lakeshore-elsewhere-'), LAKESHORE_NAMESPACE: 'elsewhere' };
+    const home = tempDir('lakeshore-flaghome-');
+    const root = tempDir('lakeshore-pyroot-');
+    writeFileSync(join(root, 'home_tasks.py'), 'def shout(s):\n    return s.upper() + "!"\n');
+    const flags = ['--home', home, '--namespace', 'lab'];
+    const id = (await cli([...flags, 'submit', 'py', 'home_tasks:shout', '["hi"]'], env)).stdout.trim();
+    const r = await cli([...flags, 'worker', 'once', '--queue', 'py', '--root', root], env);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toContain('ran 1 job');
+    expect(JSON.parse((await cli([...flags, '--json', 'result', id], env)).stdout)).toMatchObject({ state: 'succeeded', result: 'HI!' });
+  }, 60_000);
+
   it('`worker once` naming no pool serves `default`, and on an empty one exits 0 after its short wait', async () => {
     const env = planeEnv('edge');
     const t0 = Date.now();

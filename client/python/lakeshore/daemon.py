@@ -4,13 +4,14 @@ process serving one or more pools.
     python -m dreamlake.lakeshore.daemon --queue gpu [--queue cpu] [--root /data] [--once]
                                [--url URL --token TOKEN] [--namespace NS] [--allow-pickled]
                                [--runtime-policy minor] [--concurrency N] [--lease-ms MS]
+                               [--home DIR]   (with no URL: the local plane in DIR/dispatch.sqlite)
 
 With no --queue it serves LAKESHORE_POOLS (a,b), else the pool `default`. Several pools are served
 at once, `--concurrency` claim loops each (threads: jobs that wait on I/O, a GPU or a subprocess
 run side by side; CPU-bound Python shares one interpreter lock); with --once it runs at most one
 job of any of them.
 
-Flags win over the environment (LAKESHORE_URL, LAKESHORE_TOKEN, LAKESHORE_NAMESPACE). Functions
+Flags win over the environment (LAKESHORE_URL, LAKESHORE_TOKEN, LAKESHORE_NAMESPACE, LAKESHORE_HOME). Functions
 resolve as run_worker's (resolve.py): the registry (none here), then `module:qualname` imported
 under --root. --allow-pickled lets it run by-value functions: unpickling runs the sender's code,
 so it is off unless asked for on an HTTP plane. SIGTERM or SIGINT stop its claims; the job running
@@ -25,7 +26,7 @@ from typing import List, Optional
 
 from .errors import LakeshoreError, Unavailable
 from .http import HttpDispatch
-from .plane import default_dispatch
+from .local import Dispatch
 from .queue import SyncQueue
 from .resolve import POLICIES
 from .worker import run_worker
@@ -39,6 +40,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--url", help="the plane's address (default: LAKESHORE_URL)")
     p.add_argument("--token", help="a worker token (default: LAKESHORE_TOKEN)")
     p.add_argument("--namespace", help="the namespace (default: LAKESHORE_NAMESPACE, else 'default')")
+    p.add_argument("--home", help="with no URL: the local plane's directory, its file dispatch.sqlite (default: LAKESHORE_HOME, else ~/.lakeshore)")
     p.add_argument("--allow-pickled", action="store_true", help="run by-value (pickled) functions: this runs the sender's code")
     p.add_argument("--code", choices=("mount", "off"), default="off", help="mount: run jobs carrying the producer's pushed git tree, from it (runs the producer's code)")
     p.add_argument("--runtime-policy", choices=POLICIES, default="minor", help="how a pickled function's interpreter must match this one")
@@ -62,7 +64,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                          # --once is a one-shot command: it keeps the client's bounded retry (15 s), as `worker once` in Node.
                          retry_for=a.give_up_after if a.give_up_after else (15.0 if a.once else float("inf")), stop=stop, max_backoff=5.0)
     else:
-        d = default_dispatch()
+        # The local plane: the flags win over the environment here too, as for an HTTP plane.
+        home = a.home or os.environ.get("LAKESHORE_HOME") or os.path.join(os.path.expanduser("~"), ".lakeshore")
+        os.makedirs(home, exist_ok=True)
+        d = Dispatch(os.path.join(home, "dispatch.sqlite"), ns=a.namespace or os.environ.get("LAKESHORE_NAMESPACE") or "default")
 
     def on_signal(signum: int, _frame: object) -> None:
         signalled.set()
