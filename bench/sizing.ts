@@ -9,15 +9,16 @@
  * bytes of each table and index, less what they held before the jobs (the empty schema). The file
  * is D1's as workerd keeps it: the tables and indexes a deployed D1 holds, as SQLite lays them out.
  *
- *   node scripts/run.mjs node bench/sizing.ts [--n=5000] [--cases=100x0,1000x0,100x8,100x8j,1000x8,1000x8j,10000x0] [--ids=short|default] [--keep]
+ *   node scripts/run.mjs node bench/sizing.ts [--n=5000] [--cases=100x0,1000x0,100x8,100x8j,1000x8,1000x8j,10000x0] [--ids=short|default|uuid] [--keep]
  *
  * A case ending in `j` runs on a queue whose frames are kept for less than its jobs
  * (journal_retention_ms 0): it is measured once the retention pass has removed the frames of every
  * finished job, the jobs themselves staying (their bytes after the window). SQLite reuses the
  * pages the frames leave for the rows that come next, so the tables' pages are what a shard holds.
  *
- * --ids=default gives each job the id a submit without one gets from the clients' Queue API (a UUID,
- * 36 characters); without it, a short id of the caller's (`job-00000042`, 12 characters).
+ * --ids=default gives each job the id a submit without one gets from the clients (client/ids.ts
+ * jobId: 20 characters, time first); --ids=uuid a random UUID (36 characters, what they gave
+ * before); without either, a short id of the caller's (`job-00000042`, 12 characters).
  * --keep leaves each case's D1 file in place and prints its path, to look into.
  *
  * Prints one JSON line per case, then a markdown table (docs/deploy.md, "Sizing").
@@ -27,6 +28,7 @@ import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
+import { jobId } from '../client/ids.ts';
 import { FrameKind, HttpDispatch } from '../client/local/index.ts';
 import { newToken, startPlane } from '../scripts/plane.mjs';
 
@@ -40,7 +42,7 @@ const CASES = arg('cases', '100x0,1000x0,100x8,100x8j,1000x8,1000x8j,10000x0')
   });
 /** What a shard holds before it refuses submits: D1's 10 GB at the default high-water mark, 90 %. */
 const SHARD_BYTES = 10e9 * 0.9;
-const DEFAULT_IDS = arg('ids', 'short') === 'default';
+const IDS = arg('ids', 'short');
 
 /** The D1 file of the plane's one database (the largest .sqlite under the persist dir). */
 function d1File(dir: string): string {
@@ -93,7 +95,7 @@ for (const [size, frames, window] of CASES) {
     for (let i = 0; i < N; i += 500) {
       const items = Array.from({ length: Math.min(500, N - i) }, (_, k) => ({
         envelope,
-        opts: { id: DEFAULT_IDS ? randomUUID() : `job-${String(i + k).padStart(8, '0')}` },
+        opts: { id: IDS === 'default' ? jobId() : IDS === 'uuid' ? randomUUID() : `job-${String(i + k).padStart(8, '0')}` },
       }));
       await d.submitMany('q', items);
     }
@@ -150,7 +152,7 @@ for (const [size, frames, window] of CASES) {
       envelope: size,
       frames,
       window,
-      ids: DEFAULT_IDS ? 'default (UUID)' : 'short',
+      ids: IDS === 'default' ? 'default (jobId, 20 characters)' : IDS === 'uuid' ? 'UUID' : 'short',
       perJob: Math.round(pages / N),
       usedPerJob: Math.round(used / N),
       by,

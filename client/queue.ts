@@ -13,7 +13,7 @@ import { enqueueSpan } from './tracing.ts';
 import { jobOrNull, originOf } from './worker/context.ts';
 import { defaultDispatch } from './default.ts';
 import type { DispatchPlane } from './types.ts';
-import { randomId } from './ids.ts';
+import { jobId } from './ids.ts';
 
 export interface SubmitCallOptions {
   id?: string;
@@ -107,7 +107,7 @@ export class Queue {
         code,
       });
       const id = await this.dispatch.submit(this.name, envelope, {
-        id: opts.id ?? randomId(),
+        id: opts.id ?? jobId(),
         key: opts.key,
         priority: opts.priority,
         parent,

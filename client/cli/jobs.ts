@@ -2,6 +2,7 @@
 import { FrameKind, FRAME_KIND_NAMES } from '../../src/core/frame.ts';
 import type { JournalFrame } from '../../src/core/types.ts';
 import { decodeEnvelope, encodeEnvelope, fromJsonBytes, newTraceparent } from '../envelope.ts';
+import { jobId } from '../ids.ts';
 import { InvocationCancelledError, InvocationFailedError, NotFoundError, TimeoutError } from '../errors.ts';
 import { HttpDispatch } from '../http/dispatch.ts';
 import type { DispatchPlane } from '../types.ts';
@@ -50,7 +51,7 @@ export async function submit(
   });
   const n = (v: string | undefined) => (v === undefined ? undefined : Number(v));
   const id = await d.submit(queue, envelope, {
-    id: f.id ?? crypto.randomUUID(),
+    id: f.id ?? jobId(),
     key: f.key,
     priority: n(f.priority),
     maxAttempts: n(f.maxAttempts),

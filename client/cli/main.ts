@@ -84,7 +84,7 @@ program
   .argument('<fn>', 'function name, as the worker registers it (or pkg.mod:func, for a Python worker with a root)')
   .argument('[args]', 'JSON array of arguments (a single value is one argument)')
   .option('--kwargs <json>', 'JSON object of keyword arguments')
-  .option('--id <id>', 'invocation id (default: a random UUID)')
+  .option('--id <id>', 'invocation id (default: 20 letters and digits, time first)')
   .option('--key <key>', 'idempotency key: resubmitting it answers the existing invocation')
   .option('--priority <n>', 'higher is claimed first')
   .option('--module <ref>', 'where the worker may import FN from (path#export, or pkg.mod:func), if it allows imports')
