@@ -45,7 +45,24 @@ function header(h: HeaderBag, name: string): string | null {
 }
 
 const b64 = (bytes: Uint8Array) => btoa(String.fromCharCode(...bytes));
-const unb64 = (s: string) => Uint8Array.from(atob(s), (c) => c.charCodeAt(0));
+const unb64 = (s: string): Uint8Array<ArrayBuffer> => Uint8Array.from(atob(s), (c) => c.charCodeAt(0));
+
+/**
+ * A push secret's key bytes. A value that is not one (undefined from an answer that did not show
+ * the secret, a token pasted by mistake) is a receiver's setup error, said as such, never echoed:
+ * it is a secret.
+ */
+function secretKey(s: unknown): Uint8Array<ArrayBuffer> {
+  const b64text = typeof s === 'string' ? (s.startsWith('whsec_') ? s.slice(6) : s) : '';
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(b64text) || b64text.length % 4 !== 0)
+    throw new TypeError(
+      `the push secret is not one: expected the whsec_… text the plane showed once when the queue got its push target ` +
+        `(lakeshore queue Q --push-url URL; --rotate-push-secret makes a new one), got ${
+          typeof s === 'string' ? `a string of ${s.length} characters` : s === null ? 'null' : typeof s
+        }`,
+    );
+  return unb64(b64text);
+}
 
 /** Compares without an early exit. */
 function same(a: string, b: string): boolean {
@@ -62,6 +79,8 @@ async function verified(
   body: string | Uint8Array,
   opts: VerifyOptions,
 ): Promise<{ text: string; id: string; timestamp: number }> {
+  const keys = (Array.isArray(secret) ? secret : [secret]).map(secretKey);
+  if (keys.length === 0) throw new TypeError('no push secret given: pass the whsec_… text, or a list of them during a rotation');
   const id = header(headers, 'webhook-id');
   const ts = header(headers, 'webhook-timestamp');
   const sigs = header(headers, 'webhook-signature');
@@ -77,8 +96,7 @@ async function verified(
   const data = new TextEncoder().encode(`${id}.${ts}.${text}`);
   const given = sigs.split(' ').flatMap((s) => (s.startsWith('v1,') ? [s.slice(3)] : []));
   let ok = false;
-  for (const s of Array.isArray(secret) ? secret : [secret]) {
-    const raw = unb64(s.startsWith('whsec_') ? s.slice(6) : s);
+  for (const raw of keys) {
     const key = await crypto.subtle.importKey('raw', raw, { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);
     const want = b64(new Uint8Array(await crypto.subtle.sign('HMAC', key, data)));
     for (const g of given) ok = same(g, want) || ok;

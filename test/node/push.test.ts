@@ -370,3 +370,30 @@ describe('push delivery', () => {
     await d.configureQueue('watched', { push: null });
   }, 60_000);
 });
+
+describe('verifyDelivery', () => {
+  // The Python client's vector (client/python/tests/test_push.py): signed by the reference library.
+  const SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
+  const BODY =
+    '{"type":"lakeshore.delivery","id":"j1","namespace":"default","queue":"q","attempt":1,"lease_until":1,' +
+    '"priority":0,"envelope":"e30=","worker_id":"lakeshore-push","delivery_token":null}';
+  const HEADERS = {
+    'webhook-id': 'j1.1',
+    'webhook-timestamp': '1796400000',
+    'webhook-signature': 'v1,m8kIpkAP31pSPgFjOxtcx4lmEvxiH4dsCSJL7+aI/Go=',
+  };
+  const now = 1_796_400_010_000;
+
+  it('says a secret that is not one is the receiver setup error it is, without echoing it', async () => {
+    expect((await verifyDelivery(SECRET, HEADERS, BODY, { now })).id).toBe('j1');
+    // undefined is what `.settings.push.secret` reads when the answer did not show it (it shows once);
+    // a token or a secret cut short is pasted by mistake.
+    const bad: unknown[] = [undefined, null, '', 'whsec_', 'lsk_dev_abc-_def', SECRET.slice(0, -3), [undefined, SECRET], []];
+    for (const s of bad) {
+      const e = await verifyDelivery(s as string, HEADERS, BODY, { now }).catch((x: unknown) => x);
+      expect(e, String(s)).toBeInstanceOf(TypeError);
+      expect(String(e)).toMatch(/push secret/);
+      expect(String(e)).not.toMatch(/abc-_def|MfKQ9r8G/);
+    }
+  });
+});

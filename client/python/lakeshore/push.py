@@ -17,9 +17,27 @@ def _header(headers: Mapping[str, Any], name: str) -> Optional[str]:
     return None
 
 
+def _secret_key(s: Any) -> bytes:
+    """A push secret's key bytes. A value that is not one (None from an answer that did not show the
+    secret, a token pasted by mistake) is a receiver's setup error, said as such, never echoed: it is
+    a secret."""
+    text = (s[6:] if s.startswith("whsec_") else s) if isinstance(s, str) else ""
+    try:
+        if text and len(text) % 4 == 0:
+            return base64.b64decode(text, validate=True)
+    except ValueError:
+        pass
+    got = "a string of %d characters" % len(s) if isinstance(s, str) else type(s).__name__
+    raise TypeError("the push secret is not one: expected the whsec_... text the plane showed once when the queue got its "
+                    "push target (lakeshore queue Q --push-url URL; --rotate-push-secret makes a new one), got %s" % got)
+
+
 def _verified(secret: Union[str, Sequence[str]], headers: Mapping[str, Any], body: Union[str, bytes],
               tolerance_s: float, now: Optional[float]) -> Tuple[str, str, int]:
     """Checks the signature and timestamp; answers the body's text, its webhook-id and timestamp."""
+    keys = [_secret_key(s) for s in (list(secret) if isinstance(secret, (list, tuple)) else [secret])]
+    if not keys:
+        raise TypeError("no push secret given: pass the whsec_... text, or a list of them during a rotation")
     msg_id, ts, sigs = _header(headers, "webhook-id"), _header(headers, "webhook-timestamp"), _header(headers, "webhook-signature")
     if not msg_id or not ts or not sigs:
         raise Unauthorized("not a signed delivery: webhook-id, webhook-timestamp or webhook-signature is missing")
@@ -32,8 +50,7 @@ def _verified(secret: Union[str, Sequence[str]], headers: Mapping[str, Any], bod
     data = ("%s.%s.%s" % (msg_id, ts, text)).encode("utf-8")
     given = [s[3:] for s in sigs.split(" ") if s.startswith("v1,")]
     ok = False
-    for s in [secret] if isinstance(secret, str) else list(secret):
-        key = base64.b64decode(s[6:] if s.startswith("whsec_") else s)
+    for key in keys:
         want = base64.b64encode(hmac.new(key, data, hashlib.sha256).digest()).decode()
         for g in given:
             ok = hmac.compare_digest(g, want) or ok

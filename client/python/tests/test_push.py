@@ -30,6 +30,15 @@ class VerifyDelivery(unittest.TestCase):
         with self.assertRaises(Unauthorized):
             verify_delivery(SECRET, {}, BODY, now=NOW)
 
+    def test_a_secret_that_is_not_one_is_said_so_and_not_echoed(self):
+        # None is what a receiver gets from an answer that did not show the secret (it shows once);
+        # a token or a secret cut short is pasted by mistake. Each is a setup error, named as one.
+        for bad in (None, "", "whsec_", "lsk_dev_abc-_def", SECRET[:-3], ["whsec_" + "A" * 32, None], []):
+            with self.assertRaisesRegex(TypeError, "push secret") as cm:
+                verify_delivery(bad, HEADERS, BODY, now=NOW)
+            self.assertNotIn("abc-_def", str(cm.exception))
+            self.assertNotIn(SECRET[6:-3], str(cm.exception))
+
 
 # A batch (push batch_size above 1), signed the same way: sign("batch_j1.1", new Date(1796400000000), BATCH).
 BATCH = ('{"type":"lakeshore.batch","namespace":"default","queue":"q","worker_id":"lakeshore-push","jobs":['
