@@ -132,7 +132,9 @@ export async function queue(d: DispatchPlane, out: Out, name: string, f: QueueFl
             `push secret      ${s.push.secret}`,
             '                 (shown this once: give it to the receiver, which verifies each delivery with it)',
           ]
-        : []),
+        : s.push
+          ? ['push secret      not shown again (it was shown once, when made); --rotate-push-secret makes a new one']
+          : []),
     ].join('\n'),
   );
   return EXIT.ok;

@@ -153,6 +153,13 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
     expect(listed.schedules).toEqual([expect.objectContaining({ name: 'hourly', cron: '0 * * * *', nextAt: expect.any(Number) })]);
     expect((await cli(['schedule', 'rm', 'ops', 'hourly'], env)).code).toBe(0);
     expect((await cli(['schedule', 'set', 'ops', 'bad', '--cron', 'whenever', '--fn', 'add'], env)).code).not.toBe(0);
+    // A push target's secret shows once; after that the queue says where a new one comes from.
+    const made = (await cli(['queue', 'ops-push', '--push-url', 'http://127.0.0.1:9/'], env)).stdout;
+    expect(made).toMatch(/^push secret {6}whsec_\S+$/m);
+    const again = (await cli(['queue', 'ops-push', '--push-url', 'http://127.0.0.1:9/'], env)).stdout;
+    expect(again).not.toMatch(/whsec_/);
+    expect(again).toMatch(/^push secret {6}not shown again .*--rotate-push-secret makes a new one$/m);
+    expect((await cli(['queue', 'ops-push', '--push-url', 'none'], env)).stdout).not.toMatch(/push secret/);
   });
 
   it("`lakeshore ls` pages through a queue's jobs in one state, and says how to get the next page", async () => {

@@ -93,10 +93,27 @@ describe(`the lakeshore package on the system Node (${nodeVersion})`, () => {
       // The README's port, 8790, may be taken here: the one change.
       writeFileSync(join(project, 'receiver.mjs'), source!.replace('.listen(8790,', `.listen(${port},`));
       const d = new HttpDispatch(plane.url, { token, namespace: 'default' });
-      const set = await d.configureQueue('hooks', { push: { url: `http://127.0.0.1:${port}/` } });
+      // The README's line that sets the push target and keeps its secret, run as written (in the
+      // repository, against this plane) twice: a second run of the tour must get a secret too.
+      const line = /^SECRET=\$\(node bin\/lakeshore\.mjs queue hooks .*$/m.exec(readme)?.[0];
+      expect(line, "the README's SECRET=$(...) line").toBeDefined();
+      const secretOf = () => {
+        const r = spawnSync('bash', ['-c', `${line!.replace(':8790/', `:${port}/`)}\necho "$SECRET"`], {
+          cwd: ROOT,
+          env: { ...env, LAKESHORE_URL: plane.url, LAKESHORE_TOKEN: token, LAKESHORE_NAMESPACE: 'default' },
+          encoding: 'utf8',
+          timeout: 60_000,
+        });
+        expect(r.stderr).toBe('');
+        return r.stdout.trim();
+      };
+      const first = secretOf();
+      const secret = secretOf();
+      expect([first, secret]).toEqual([expect.stringMatching(/^whsec_/), expect.stringMatching(/^whsec_/)]);
+      expect(secret).not.toBe(first);
       const child = spawn(NODE, ['receiver.mjs'], {
         cwd: project,
-        env: { ...env, PUSH_SECRET: set.settings.push!.secret! },
+        env: { ...env, PUSH_SECRET: secret },
         stdio: ['ignore', 'ignore', 'pipe'],
       });
       let stderr = '';
