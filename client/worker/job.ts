@@ -200,6 +200,10 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
     const now = inSpan(() => runInJob(ctx, () => fn(...args)));
     const out = isThenable(now) || why ? await Promise.race([now, aborted()]) : now;
     let result: unknown = out;
+    // The result's bytes, made before anything says the job ended: a result JSON cannot write
+    // (a BigInt, a cycle) fails the job here, as the handler's error, rather than after its
+    // stream ended or as an ack that never goes.
+    let body: Uint8Array | null = null;
     if (isIterator(out)) {
       const { append } = journalOf();
       await append(FrameKind.BEGIN, new Uint8Array(), { attempt: c.attempt });
@@ -208,18 +212,20 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
         const step = await Promise.race([inSpan(() => runInJob(ctx, () => it.next())), aborted()]);
         if (step.done) {
           result = step.value;
+          body = asJson(result, 'result');
           break;
         }
-        await append(FrameKind.VALUE, jsonBytes(step.value));
+        await append(FrameKind.VALUE, asJson(step.value, 'a value it yielded'));
       }
       await append(FrameKind.END, new Uint8Array(), null, true);
     }
+    body ??= asJson(result, 'result');
     if (journal) await journal.chunks.flush();
     handlerDone();
     span.end();
     if (o.onDone) await Promise.resolve(o.onDone(jobOf(c, env), { state: 'succeeded', result })).catch(() => {});
     try {
-      await o.ack(c, jsonBytes(result));
+      await o.ack(c, body);
     } catch (e) {
       // The handler succeeded; only its ack did not land (its lease ran out, say while the plane
       // was away, and the job is another attempt's now). Nothing to nack: the row decides.
@@ -229,7 +235,7 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
     return 'succeeded';
   } catch (e) {
     handlerDone();
-    const err = e instanceof Error ? e : new Error(String(e));
+    const err = e instanceof Error ? e : new Error(thrownText(e));
     if (err instanceof Abort && (err.why === 'cancelled' || err.why === 'lost')) {
       o.log(`job ${c.id} attempt ${c.attempt}: ${err.why === 'cancelled' ? 'cancelled' : 'lost'}: ${err.message}; stopped`);
       return err.why === 'cancelled' ? 'cancelled' : 'lost';
@@ -270,6 +276,25 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
   } finally {
     unwatch?.();
     offHardStop();
+  }
+}
+
+/** A handler's result or yielded value as JSON bytes; a value JSON cannot write is the handler's TypeError. */
+function asJson(v: unknown, what: string): Uint8Array {
+  try {
+    return jsonBytes(v);
+  } catch (e) {
+    throw new TypeError(`the handler's ${what} is not JSON: ${e instanceof Error ? e.message : String(e)}`);
+  }
+}
+
+/** What a thrown value that is not an Error says: a string as it is, anything else as JSON where it can be. */
+function thrownText(e: unknown): string {
+  if (typeof e === 'string') return e;
+  try {
+    return `a non-Error was thrown: ${JSON.stringify(e) ?? String(e)}`;
+  } catch {
+    return `a non-Error was thrown: ${String(e)}`;
   }
 }
 

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { until } from '../support/wait.ts';
-import { encodeEnvelope, runWorker } from '../../client/local/index.ts';
+import { encodeEnvelope, FrameKind, runWorker } from '../../client/local/index.ts';
 import { bothPlanes } from './setup/client.ts';
 
 describe.each(bothPlanes('retries'))('a worker’s retries on the %s plane', (_name, make) => {
@@ -39,6 +39,58 @@ describe.each(bothPlanes('retries'))('a worker’s retries on the %s plane', (_n
     const row = await d.get('ghost');
     expect(row).toMatchObject({ state: 'failed', attempt: 1 });
     expect(row?.error?.message).toContain('"ghost" is not registered with this worker, and the job names no module');
+    await d.close();
+  });
+
+  it('fail a job whose result JSON cannot write as its handler’s TypeError, at once, its stream ending in that error', async () => {
+    const d = make();
+    const registry = {
+      big: () => 10n,
+      cycle: () => {
+        const a: Record<string, unknown> = {};
+        a.self = a;
+        return a;
+      },
+      *counted() {
+        yield 1;
+        return 10n;
+      },
+      yieldsBig: function* () {
+        yield 10n;
+      },
+      thrown: () => {
+        throw { code: 42 };
+      },
+      ok: () => 'fine',
+    };
+    for (const fn of Object.keys(registry)) await d.submit('json', encodeEnvelope({ fn, args: [] }), { id: `json-${fn}` });
+    const stop = new AbortController();
+    const ran = runWorker('json', { dispatch: d, registry, retries: 0, stop: stop.signal, leaseMs: 60_000 });
+    const ids = Object.keys(registry).map((fn) => `json-${fn}`);
+    // Within a few seconds: not a lease (60 s) running out on a job whose ack never went.
+    await until(
+      async () => (await Promise.all(ids.map((id) => d.get(id)))).every((r) => r?.state !== 'running' && r?.state !== 'queued'),
+      'every job to end',
+      10_000,
+    );
+    stop.abort();
+    await ran;
+    expect((await d.get('json-ok'))?.state).toBe('succeeded');
+    for (const [fn, what] of [
+      ['big', 'result'],
+      ['cycle', 'result'],
+      ['counted', 'result'],
+      ['yieldsBig', 'a value it yielded'],
+    ]) {
+      const row = await d.get(`json-${fn}`);
+      expect(row, fn).toMatchObject({ state: 'failed', attempt: 1, error: { type: 'TypeError' } });
+      expect(row?.error?.message, fn).toContain(`the handler's ${what} is not JSON`);
+    }
+    // The generator's stream ends in the error, not in an END that said it went well.
+    const kinds: number[] = [];
+    for await (const f of d.journalRead('json-counted')) kinds.push(f.kind);
+    expect(kinds).toEqual([FrameKind.BEGIN, FrameKind.VALUE, FrameKind.ERROR]);
+    expect((await d.get('json-thrown'))?.error?.message).toBe('a non-Error was thrown: {"code":42}');
     await d.close();
   });
 });

@@ -1,8 +1,32 @@
 """The language-neutral envelope (see docs/envelope.md): UTF-8 JSON naming a function and its arguments."""
 import json
+import math
 from typing import Any, Dict, Optional, Sequence
 
 from .tracing import current_traceparent, new_traceparent
+
+
+def _finite(v: Any) -> Any:
+    """v with each NaN and infinity made None: JSON has neither, and JSON.stringify writes null."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_finite(x) for x in v]
+    return v
+
+
+def json_bytes(v: Any) -> bytes:
+    """v as compact UTF-8 JSON, as a Node client's JSON.stringify writes it: a NaN or an infinity
+    (a loss gone bad) is null, so every reader parses it. Raises TypeError or ValueError for a
+    value JSON cannot write."""
+    try:
+        return json.dumps(v, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    except ValueError as e:
+        if "Circular" in str(e):
+            raise
+        return json.dumps(_finite(v), separators=(",", ":"), allow_nan=False).encode("utf-8")
 
 
 def encode_envelope(fn: str, args: Sequence[Any] = (), kwargs: Optional[Dict[str, Any]] = None, *, module: Optional[str] = None,
@@ -11,11 +35,11 @@ def encode_envelope(fn: str, args: Sequence[Any] = (), kwargs: Optional[Dict[str
     """`origin`: the application's own correlation string, carried as it is (run_worker's on_done sees it).
     `traceparent`: by default the active span's (opentelemetry, when installed), else a fresh trace.
     `extra`: further fields (a by-value function's `pickled` and `runtime`, docs/envelope.md)."""
-    return json.dumps({
+    return json_bytes({
         "v": 1, "fn": fn, "args": list(args), "kwargs": dict(kwargs or {}), "module": module,
         "traceparent": traceparent or current_traceparent() or new_traceparent(), "origin": origin, "time_limit_ms": time_limit_ms, "max_retries": max_retries,
         **(extra or {}),
-    }, separators=(",", ":")).encode("utf-8")
+    })
 
 
 def decode_envelope(data: bytes) -> Dict[str, Any]:

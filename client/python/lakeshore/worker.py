@@ -9,7 +9,7 @@ import traceback
 import uuid
 from typing import Any, Callable, Dict, List, Optional, Union
 
-from .envelope import decode_envelope
+from .envelope import decode_envelope, json_bytes
 from .errors import FencingConflict, NotFound
 from .frames import BEGIN, END, ERROR, VALUE, encode_frame
 from .plane import is_local
@@ -23,6 +23,15 @@ __all__ = ["JobContext", "TimeLimitExceeded", "current_job", "run_worker", "set_
 
 def _json(v: Any) -> bytes:
     return json.dumps(v, separators=(",", ":")).encode("utf-8")
+
+
+def _as_json(v: Any, what: str) -> bytes:
+    """A handler's result or yielded value as JSON bytes, as a Node worker writes it (a NaN loss is
+    null, so every reader parses it); a value JSON cannot write is the handler's TypeError."""
+    try:
+        return json_bytes(v)
+    except (TypeError, ValueError) as e:
+        raise TypeError("the handler's %s is not JSON: %s" % (what, e)) from None
 
 
 class _Job:
@@ -304,6 +313,8 @@ def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
         deadline = time.monotonic() + limit_ms / 1000.0 if isinstance(limit_ms, (int, float)) and limit_ms > 0 else None
         out = _within(deadline, limit_ms, lambda: fn(*env.get("args", []), **env.get("kwargs", {})))
         result: Any = out
+        # The result's bytes are made before anything says the job ended: a result JSON cannot
+        # write fails the job here, as the handler's error, not after its stream ended.
         if inspect.isgenerator(out):
             job.append(BEGIN, b"", {"attempt": c.attempt})
             try:
@@ -311,14 +322,17 @@ def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
                     if job.cancelled.is_set() or job.lost.is_set():
                         out.close()
                         return
-                    job.append(VALUE, _json(_within(deadline, limit_ms, lambda: next(out))))
+                    job.append(VALUE, _as_json(_within(deadline, limit_ms, lambda: next(out)), "a value it yielded"))
             except StopIteration as stop_it:
                 result = stop_it.value
+            body = _as_json(result, "result")
             job.append(END, b"", None, final=True)
+        else:
+            body = _as_json(result, "result")
         if job.cancelled.is_set() or job.lost.is_set():
             return
         _told(on_done, c, env, {"state": "succeeded", "result": result})
-        d.ack(c.id, worker_id, result=_json(result))
+        d.ack(c.id, worker_id, result=body)
     except (FencingConflict, NotFound):
         return  # the lease was lost or the job cancelled: this attempt writes nothing more
     except Exception as e:

@@ -241,6 +241,34 @@ class ReferenceWorker(TempDirs):
             pass
         self.assertEqual(tries.count(2), 2)
 
+    def test_a_result_json_cannot_write_fails_its_job_at_once_and_a_nan_is_null(self):
+        # As a Node worker does: a result (or a yielded value) JSON cannot write is the handler's
+        # TypeError, said before the stream's END; a NaN or an infinity is written null, as
+        # JSON.stringify writes it, so a Node reader parses what a Python worker acks.
+        def counted():
+            yield 1
+            return {1, 2}
+
+        def yields_a_set():
+            yield {3}
+
+        registry = {"a_set": lambda: {1, 2}, "an_object": lambda: object(), "counted": counted,
+                    "yields_a_set": yields_a_set, "loss": lambda: {"loss": float("nan"), "best": [float("inf"), 0.5]}}
+        for fn in registry:
+            self.d.submit("json", ls.encode_envelope(fn, []), id="json-" + fn)
+        q = ls.SyncQueue("json", dispatch=self.d)
+        while ls.run_worker(q, registry=registry, retries=0, once=True, once_wait=0.2):
+            pass
+        self.assertEqual(self.d.result("json-loss", timeout=5), b'{"loss":null,"best":[null,0.5]}')
+        for fn, what in (("a_set", "result"), ("an_object", "result"), ("counted", "result"), ("yields_a_set", "a value it yielded")):
+            row = self.d.get("json-" + fn)
+            self.assertEqual((row["state"], row["attempt"], row["error"]["type"]), ("failed", 1, "TypeError"), fn)
+            self.assertIn("the handler's %s is not JSON" % what, row["error"]["message"], fn)
+        kinds = [ls.decode_frame(f)[0] for _, f in self.d.journal_read("json-counted")]
+        self.assertEqual(kinds, [ls.FrameKind.BEGIN, ls.FrameKind.VALUE, ls.FrameKind.ERROR])
+        # And an argument so: a Node worker parses the envelope a Python producer writes.
+        self.assertIn(b'"args":[null,[1,null]]', ls.encode_envelope("f", [float("nan"), (1, float("-inf"))]))
+
     def test_a_job_submitted_inside_a_job_gets_its_origin_and_origin_for_decides_it(self):
         q = ls.SyncQueue("orig", dispatch=self.d)
         seen = {}
