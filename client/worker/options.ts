@@ -61,6 +61,64 @@ export interface WorkerOptions {
   log?: (msg: string) => void;
 }
 
+/** Every option runWorker takes. A record of the interface's keys, so the compiler keeps it whole. */
+const KNOWN: Record<keyof WorkerOptions, true> = {
+  dispatch: true,
+  registry: true,
+  root: true,
+  once: true,
+  onceWaitMs: true,
+  concurrency: true,
+  retries: true,
+  stop: true,
+  allowImport: true,
+  code: true,
+  codeHome: true,
+  workerId: true,
+  timeLimitMs: true,
+  leaseMs: true,
+  heartbeatMs: true,
+  graceMs: true,
+  claimWaitMs: true,
+  prefetch: true,
+  onJob: true,
+  onDone: true,
+  log: true,
+};
+
+/** What an unknown option most likely meant: other libraries' words, and the Python worker's. */
+const MEANT: Record<string, keyof WorkerOptions> = {
+  handlers: 'registry',
+  functions: 'registry',
+  fns: 'registry',
+  signal: 'stop',
+  abortSignal: 'stop',
+  slots: 'concurrency',
+  workers: 'concurrency',
+  timeout: 'timeLimitMs',
+  timeoutMs: 'timeLimitMs',
+  time_limit_ms: 'timeLimitMs',
+  lease_ms: 'leaseMs',
+  worker_id: 'workerId',
+  allow_import: 'allowImport',
+  on_done: 'onDone',
+  maxRetries: 'retries',
+};
+
+/**
+ * Refuses options runWorker does not take: a JavaScript caller has no compiler to say that
+ * `handlers` is not `registry`, and a worker that ignored it would fail every job it claims.
+ */
+export function checkWorkerOptions(opts: unknown): asserts opts is WorkerOptions {
+  if (opts === null || typeof opts !== 'object' || Array.isArray(opts))
+    throw new TypeError(`runWorker(queues, options): options is an object, not ${Array.isArray(opts) ? 'an array' : String(opts)}`);
+  const odd = Object.keys(opts).filter((k) => !Object.hasOwn(KNOWN, k));
+  if (odd.length)
+    throw new TypeError(
+      `runWorker: no option ${odd.map((k) => (MEANT[k] ? `${k} (${MEANT[k]}, perhaps)` : k)).join(', ')}; its options are ${Object.keys(KNOWN).join(', ')}`,
+    );
+}
+
 /** How long `once` waits for a job on an empty queue before it returns 0. */
 export const ONCE_WAIT_MS = 2_000;
 

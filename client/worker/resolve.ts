@@ -36,7 +36,7 @@ async function resolveElsewhere(env: Envelope, opts: ResolveOptions): Promise<Ha
   if (env.code) {
     if (!opts.mounts) {
       throw new ResolveError(
-        `this job runs the producer's pushed code (stamp ${env.code}), and this worker does not run pushed code: start it with runWorker({ code: 'mount' }) (--code mount) to allow it; that runs the producer's code`,
+        `this job runs the producer's pushed code (stamp ${env.code}), and this worker does not run pushed code: start it with runWorker(queues, { code: 'mount' }) (--code mount) to allow it; that runs the producer's code`,
       );
     }
     if (!env.module) throw new ResolveError(`a job with pushed code names its module (path#export); ${JSON.stringify(env.fn)} names none`);

@@ -16,7 +16,7 @@ import type { Mounts } from './mount.ts';
 import { ACKS_WAIT_MS } from '../../src/core/limits.ts';
 import { randomId } from '../ids.ts';
 import { CLIENT_VERSION } from '../version.ts';
-import { DEFAULT_TIME_LIMIT_MS, ONCE_WAIT_MS, type WorkerOptions } from './options.ts';
+import { checkWorkerOptions, DEFAULT_TIME_LIMIT_MS, ONCE_WAIT_MS, type WorkerOptions } from './options.ts';
 
 export type { WorkerOptions } from './options.ts';
 
@@ -56,6 +56,7 @@ export async function runWorker(queues: string | string[], opts: WorkerOptions =
     throw new TypeError(
       `runWorker(queues, options): queues is a queue's name or an array of names, not ${typeof odd === 'object' ? 'an object (the options come second)' : `a ${typeof odd}`}`,
     );
+  checkWorkerOptions(opts);
   const d = opts.dispatch ?? defaultDispatch();
   const host = await hostName();
   await loadJobContext();

@@ -96,9 +96,15 @@ describe.each(bothPlanes('retries'))('a worker’s retries on the %s plane', (_n
 });
 
 describe('runWorker’s arguments', () => {
-  it('refuses options passed as the queue, naming the mistake, before it claims anything', async () => {
+  it('refuses options passed as the queue, or options it does not take, naming the mistake, before it claims anything', async () => {
     const opts = { registry: {} } as unknown as string;
     await expect(runWorker(opts)).rejects.toThrow('not an object (the options come second)');
     await expect(runWorker([7 as unknown as string])).rejects.toThrow("queues is a queue's name or an array of names, not a number");
+    // An option it does not take is refused, not ignored: a worker that ignored `handlers` would fail every job it claimed.
+    const handlers = { handlers: { f: () => 1 }, concurrency: 2 } as unknown as Parameters<typeof runWorker>[1];
+    await expect(runWorker('q', handlers)).rejects.toThrow(
+      /^runWorker: no option handlers \(registry, perhaps\); its options are dispatch, registry, /,
+    );
+    await expect(runWorker('q', 'fast' as unknown as Parameters<typeof runWorker>[1])).rejects.toThrow('options is an object, not fast');
   });
 });
