@@ -37,6 +37,61 @@ export interface SubmitCallOptions {
   code?: 'push' | string;
   /** With code 'push': the directory of the git tree to push (default: this process's). */
   codeDir?: string;
+  /** Not claimable for this many ms (delayed until then); or give `runAt`, epoch ms. As the verb's submit. */
+  delayMs?: number;
+  runAt?: number;
+  /** Fails as Expired if not claimed within this many ms; or give `expiresAt`, epoch ms. Default: the queue's TTL. */
+  ttlMs?: number;
+  expiresAt?: number;
+  /** This job's own attempt budget; default: the queue's, else the plane's (3). */
+  maxAttempts?: number;
+}
+
+/** Every option submitWith takes: a Record of the interface's keys, so the compiler keeps it whole. */
+const SUBMIT_CALL: Record<keyof SubmitCallOptions, true> = {
+  id: true,
+  key: true,
+  priority: true,
+  kwargs: true,
+  module: true,
+  timeLimitMs: true,
+  maxRetries: true,
+  traceparent: true,
+  parent: true,
+  origin: true,
+  code: true,
+  codeDir: true,
+  delayMs: true,
+  runAt: true,
+  ttlMs: true,
+  expiresAt: true,
+  maxAttempts: true,
+};
+
+/** The likely meaning of an option submitWith does not take: Python's spellings, mostly. */
+const SUBMIT_MEANT: Record<string, keyof SubmitCallOptions> = {
+  delay: 'delayMs',
+  run_at: 'runAt',
+  ttl: 'ttlMs',
+  expires_at: 'expiresAt',
+  max_attempts: 'maxAttempts',
+  max_retries: 'maxRetries',
+  retries: 'maxRetries',
+  time_limit_ms: 'timeLimitMs',
+  timeout: 'timeLimitMs',
+  timeoutMs: 'timeLimitMs',
+  code_dir: 'codeDir',
+};
+
+/** Refuses an option submitWith does not take, as Python's submit_with does: ignored, `delay` would submit at once. */
+function checkSubmitCall(opts: unknown): asserts opts is SubmitCallOptions {
+  if (opts === null || typeof opts !== 'object' || Array.isArray(opts))
+    throw new TypeError(`submitWith(options, fn, ...args): options is an object, not ${Array.isArray(opts) ? 'an array' : String(opts)}`);
+  const odd = Object.keys(opts).filter((k) => !Object.hasOwn(SUBMIT_CALL, k));
+  if (odd.length)
+    throw new TypeError(
+      `submitWith: no option ${odd.map((k) => (SUBMIT_MEANT[k] ? `${k} (${SUBMIT_MEANT[k]}, perhaps)` : k)).join(', ')}; its options are ${Object.keys(SUBMIT_CALL).join(', ')}`,
+    );
 }
 
 export class Handle<T = unknown> {
@@ -88,6 +143,7 @@ export class Queue {
     fn: string | ((...a: never[]) => unknown),
     ...args: unknown[]
   ): Promise<Handle<T>> {
+    checkSubmitCall(opts);
     const name = fnName(fn);
     // Inside a running job: the job is the new one's parent, and its origin flows on (setOriginFor decides).
     const job = jobOrNull();
@@ -111,6 +167,11 @@ export class Queue {
         key: opts.key,
         priority: opts.priority,
         parent,
+        delayMs: opts.delayMs,
+        runAt: opts.runAt,
+        ttlMs: opts.ttlMs,
+        expiresAt: opts.expiresAt,
+        maxAttempts: opts.maxAttempts,
       });
       return new Handle<T>(id, this.dispatch);
     });

@@ -83,6 +83,8 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
   // ------------------------------------------------------------ producers
 
   async submit(queue: string, envelope: Uint8Array, opts: SubmitOptions): Promise<string> {
+    // As the plane and the local one say it, before a batch is made of it (a batch cannot size a missing id).
+    if (typeof opts?.id !== 'string') throw errorFor('bad_request', 'id must be a string');
     if (this.coalesce) {
       if (opts.priority !== undefined && !Number.isFinite(opts.priority)) throw errorFor('bad_request', 'priority must be a finite number');
       const b = batcherFor(this.submitters, queue, (items) => this.submitBatch(queue, items));

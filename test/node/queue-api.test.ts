@@ -132,6 +132,29 @@ describe.each(planes)('Queue API on the %s plane', (_name, make) => {
     await d.close();
   });
 
+  it('submitWith takes the verb’s scheduling options and refuses one it does not take, naming it', async () => {
+    const d = make();
+    const q = new Queue('sched', { dispatch: d });
+    const before = Date.now();
+    const later = await q.submitWith({ delayMs: 60_000, ttlMs: 120_000, maxAttempts: 5 }, 'later');
+    const row = await d.get(later.id);
+    expect(row).toMatchObject({ state: 'delayed', maxAttempts: 5 });
+    expect(row!.runAt! - before).toBeGreaterThanOrEqual(60_000);
+    expect(row!.expiresAt! - row!.runAt!).toBeGreaterThanOrEqual(59_000);
+    const at = Date.now() + 3_600_000;
+    expect(await d.get((await q.submitWith({ runAt: at, expiresAt: at + 1_000 }, 'at')).id)).toMatchObject({
+      state: 'delayed',
+      runAt: at,
+      expiresAt: at + 1_000,
+    });
+    // Python's spelling, ignored, would submit at once: it is refused, and nothing is submitted.
+    const counted = await d.count('sched', 'queued');
+    await expect(q.submitWith({ delay: 5 } as never, 'now')).rejects.toThrow(/^submitWith: no option delay \(delayMs, perhaps\)/);
+    expect(await d.count('sched', 'queued')).toBe(counted);
+    // The verb says a missing id as the plane does, on either plane.
+    await expect(d.submit('sched', new Uint8Array([123, 125]), {} as never)).rejects.toThrow('id must be a string');
+  });
+
   it('cancels through the handle', async () => {
     const d = make();
     const h = await new Queue('cpu', { dispatch: d }).submit('never');
