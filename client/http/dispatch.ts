@@ -71,6 +71,8 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
   private readonly nackers = new Map<string, Batcher<NackItem, Json>>();
 
   constructor(baseUrl: string, opts: HttpDispatchOptions = {}) {
+    // A URL that is not one is said now, not retried as an outage (Python's HttpDispatch says the same).
+    if (!isPlaneUrl(baseUrl)) throw errorFor('bad_request', `the plane's URL must be http(s)://host[:port], not '${String(baseUrl)}'`);
     const base = baseUrl.replace(/\/+$/, '');
     const timeout = opts.timeout ?? 30_000;
     super(new Transport(`${base}/v1/ns/${enc(opts.namespace ?? 'default')}`, { ...opts, timeout }));
@@ -386,5 +388,15 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
     if (queue) p.set('queue', queue);
     const s = p.toString();
     return s ? `?${s}` : '';
+  }
+}
+
+function isPlaneUrl(u: unknown): u is string {
+  if (typeof u !== 'string') return false;
+  try {
+    const url = new URL(u);
+    return (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== '';
+  } catch {
+    return false;
   }
 }

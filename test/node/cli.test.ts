@@ -305,6 +305,10 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
     expect(empty.code).toBe(2);
     expect(empty.stderr).toContain('queue must not be empty');
     expect((await cli(['worker', 'once', '--code', 'sideways'], env)).code).toBe(2);
+    // A URL with no scheme is said at once as the mistake it is, not retried for 15 s as an outage.
+    const schemeless = await cli(['stats', 'jobs'], { ...env, LAKESHORE_URL: '127.0.0.1:8787', LAKESHORE_RETRY_FOR_MS: '60000' });
+    expect(schemeless.code).toBe(2);
+    expect(schemeless.stderr).toBe("lakeshore: the plane's URL must be http(s)://host[:port], not '127.0.0.1:8787'\n");
     const help = await cli(['worker', 'start', '--help'], env);
     expect(help.code).toBe(0);
     expect(help.stdout).toContain('--concurrency');
