@@ -27,7 +27,10 @@ export interface WorkerFlags {
 /** Loads the registry: every exported function of --module, by its export name. */
 async function loadRegistry(module: string | undefined): Promise<Registry> {
   if (!module) return {};
-  const mod = (await import(pathToFileURL(resolve(module)).href)) as Record<string, unknown>;
+  const path = resolve(module);
+  // A path that is not there is the command line's mistake (exit 2), said with the path it tried.
+  if (!existsSync(path)) throw new UsageError(`--module ${module}: no such file (${path})`);
+  const mod = (await import(pathToFileURL(path).href)) as Record<string, unknown>;
   const reg: Registry = {};
   for (const [name, v] of Object.entries(mod)) if (typeof v === 'function') reg[name] = v as Registry[string];
   if (mod.default && typeof mod.default === 'object') {

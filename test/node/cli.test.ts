@@ -305,6 +305,9 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
     expect(empty.code).toBe(2);
     expect(empty.stderr).toContain('queue must not be empty');
     expect((await cli(['worker', 'once', '--code', 'sideways'], env)).code).toBe(2);
+    const noModule = await cli(['worker', 'once', '--queue', 'jobs', '--module', './no-such-handlers.mjs'], env);
+    expect(noModule.code).toBe(2);
+    expect(noModule.stderr).toMatch(/^lakeshore: --module \.\/no-such-handlers\.mjs: no such file \(\/.*no-such-handlers\.mjs\)$/m);
     // A URL with no scheme is said at once as the mistake it is, not retried for 15 s as an outage.
     const schemeless = await cli(['stats', 'jobs'], { ...env, LAKESHORE_URL: '127.0.0.1:8787', LAKESHORE_RETRY_FOR_MS: '60000' });
     expect(schemeless.code).toBe(2);
