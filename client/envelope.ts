@@ -4,9 +4,11 @@
  * as opaque bytes.
  *
  *   {"v": 1, "fn": "train", "args": [...], "kwargs": {...},
- *    "module": "./handlers.js#train" | "pkg.mod:train" | null,
- *    "traceparent": "00-<trace>-<span>-01" | null, "origin": "app's own correlation" | null,
- *    "time_limit_ms": 60000 | null, "max_retries": 2 | null, "code": "<git tree hash>" | null}
+ *    "module": "./handlers.js#train" | "pkg.mod:train",
+ *    "traceparent": "00-<trace>-<span>-01", "origin": "app's own correlation",
+ *    "time_limit_ms": 60000, "max_retries": 2, "code": "<git tree hash>"}
+ *
+ * Each field after kwargs is written only when it is not null; a reader takes one missing as null.
  */
 import { BadRequestError } from './errors.ts';
 
@@ -37,20 +39,15 @@ const dec = new TextDecoder();
 
 export function encodeEnvelope(e: EnvelopeInput): Uint8Array {
   if (typeof e.fn !== 'string' || !e.fn) throw new BadRequestError('an envelope needs a function name (fn)');
-  const full: Envelope = {
-    v: 1,
-    fn: e.fn,
-    args: e.args ?? [],
-    kwargs: e.kwargs ?? {},
-    module: e.module ?? null,
-    traceparent: e.traceparent ?? null,
-    origin: e.origin ?? null,
-    time_limit_ms: e.time_limit_ms ?? null,
-    max_retries: e.max_retries ?? null,
-    code: e.code ?? null,
-  };
-  return enc.encode(JSON.stringify(full));
+  // A field that is null is left out (readers take it missing as null): on a job the clients
+  // make, the five nulls were 80 of its envelope's 190 bytes, stored with every row.
+  const out: Record<string, unknown> = { v: 1, fn: e.fn, args: e.args ?? [], kwargs: e.kwargs ?? {} };
+  for (const k of OPTIONAL) if (e[k] !== undefined && e[k] !== null) out[k] = e[k];
+  return enc.encode(JSON.stringify(out));
 }
+
+/** The fields an envelope carries only when they say something. */
+const OPTIONAL = ['module', 'traceparent', 'origin', 'time_limit_ms', 'max_retries', 'code'] as const;
 
 export function decodeEnvelope(bytes: Uint8Array): Envelope {
   let v: unknown;

@@ -35,11 +35,11 @@ def encode_envelope(fn: str, args: Sequence[Any] = (), kwargs: Optional[Dict[str
     """`origin`: the application's own correlation string, carried as it is (run_worker's on_done sees it).
     `traceparent`: by default the active span's (opentelemetry, when installed), else a fresh trace.
     `extra`: further fields (a by-value function's `pickled` and `runtime`, docs/envelope.md)."""
-    return json_bytes({
-        "v": 1, "fn": fn, "args": list(args), "kwargs": dict(kwargs or {}), "module": module,
-        "traceparent": traceparent or current_traceparent() or new_traceparent(), "origin": origin, "time_limit_ms": time_limit_ms, "max_retries": max_retries,
-        **(extra or {}),
-    })
+    # A field that is None is left out (readers take it missing as null), as the Node client writes it.
+    optional = {"module": module, "traceparent": traceparent or current_traceparent() or new_traceparent(), "origin": origin,
+                "time_limit_ms": time_limit_ms, "max_retries": max_retries, **(extra or {})}
+    return json_bytes({"v": 1, "fn": fn, "args": list(args), "kwargs": dict(kwargs or {}),
+                       **{k: v for k, v in optional.items() if v is not None}})
 
 
 def decode_envelope(data: bytes) -> Dict[str, Any]:
