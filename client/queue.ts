@@ -107,11 +107,19 @@ export class Handle<T = unknown> {
     return fromJsonBytes(await this.dispatch.result(this.id, { timeoutMs: opts.timeoutMs ?? 3_600_000 })) as T;
   }
 
-  /** The values the job yields, as it yields them. A retried attempt starts its values over. */
+  /**
+   * The values the job yields, as it yields them. A retried attempt starts its values over. A job
+   * that fails or is cancelled throws as result() does, after its last value: a loop over the
+   * stream does not end as if the job went well.
+   */
   async *stream<V = unknown>(opts: { timeoutMs?: number; signal?: AbortSignal } = {}): AsyncGenerator<V> {
+    let last: number | null = null;
     for await (const f of this.dispatch.journalRead(this.id, opts)) {
+      last = f.kind;
       if (f.kind === FrameKind.VALUE) yield fromJsonBytes(f.body) as V;
     }
+    // A generator's END says it returned; after anything else, the row says how the job ended.
+    if (last !== FrameKind.END && !opts.signal?.aborted) await this.dispatch.result(this.id, { timeoutMs: opts.timeoutMs ?? 3_600_000 });
   }
 
   cancel(): Promise<boolean> {

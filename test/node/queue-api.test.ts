@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { work } from '../support/wait.ts';
 import {
   FrameKind,
+  InvocationCancelledError,
   InvocationFailedError,
   Queue,
   currentJob,
@@ -129,6 +130,33 @@ describe.each(planes)('Queue API on the %s plane', (_name, make) => {
       if (before === undefined) delete process.env.LAKESHORE_ROUTES;
       else process.env.LAKESHORE_ROUTES = before;
     }
+    await d.close();
+  });
+
+  it('a stream of a job that fails throws its failure after its last value; one that is cancelled, the cancel', async () => {
+    const d = make();
+    const q = new Queue('streams', { dispatch: d });
+    function* failsAfterOne() {
+      yield 1;
+      throw new Error('boom');
+    }
+    const failing = await q.submitWith({ maxAttempts: 1 }, failsAfterOne);
+    const plain = await q.submitWith({ maxAttempts: 1 }, 'plainFails');
+    const good = await q.submit('fine');
+    const registry = { failsAfterOne, plainFails: () => Promise.reject(new Error('no values')), fine: () => 7 };
+    while (await runWorker('streams', { dispatch: d, registry, once: true, onceWaitMs: 200 })) {}
+    const seen: unknown[] = [];
+    const drain = async (h: { stream(): AsyncGenerator<unknown> }) => {
+      for await (const v of h.stream()) seen.push(v);
+    };
+    await expect(drain(failing)).rejects.toBeInstanceOf(InvocationFailedError);
+    expect(seen).toEqual([1]);
+    await expect(drain(plain)).rejects.toThrow('no values');
+    await drain(good); // no values, and no throw: it succeeded
+    const cancelled = await q.submit('never');
+    await cancelled.cancel();
+    await expect(drain(cancelled)).rejects.toBeInstanceOf(InvocationCancelledError);
+    expect(seen).toEqual([1]);
     await d.close();
   });
 

@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from .envelope import encode_envelope
 from .tracing import enqueue_span
-from .frames import VALUE, decode_frame
+from .frames import END, VALUE, decode_frame
 from .plane import default_dispatch
 
 Fn = Union[str, Callable[..., Any]]
@@ -40,11 +40,17 @@ class Handle:
 
     def stream(self, timeout: Optional[float] = None) -> Iterator[Any]:
         """The values the job yields, decoded, as it yields them (a retried attempt starts its
-        values over). `timeout` bounds silence between frames (None: no bound)."""
+        values over). `timeout` bounds silence between frames (None: no bound). A job that fails
+        or is cancelled raises as result() does, after its last value: a loop over the stream does
+        not end as if the job went well."""
+        last = None
         for _, frame in self.dispatch.journal_read(self.id, **({} if timeout is None else {"timeout": timeout})):
             kind, _, body, _ = decode_frame(frame)
+            last = kind
             if kind == VALUE:
                 yield _json_value(body)
+        if last != END:  # a generator's END says it returned; anything else, the row says how it ended
+            self.dispatch.result(self.id, timeout=3600.0 if timeout is None else timeout)
 
     def cancel(self) -> bool:
         return bool(self.dispatch.cancel(self.id))

@@ -269,6 +269,34 @@ class ReferenceWorker(TempDirs):
         # And an argument so: a Node worker parses the envelope a Python producer writes.
         self.assertIn(b'"args":[null,[1,null]]', ls.encode_envelope("f", [float("nan"), (1, float("-inf"))]))
 
+    def test_a_stream_of_a_job_that_fails_raises_its_failure_after_its_last_value(self):
+        def fails_after_one():
+            yield 1
+            raise ValueError("boom")
+
+        def plain_fails():
+            raise ValueError("no values")
+
+        q = ls.SyncQueue("streams", dispatch=self.d)
+        failing = q.submit_with({"max_attempts": 1}, fails_after_one)
+        plain = q.submit_with({"max_attempts": 1}, plain_fails)
+        good = q.submit("fine")
+        registry = {"fails_after_one": fails_after_one, "plain_fails": plain_fails, "fine": lambda: 7}
+        while ls.run_worker(q, registry=registry, once=True, once_wait=0.2):
+            pass
+        seen = []
+        with self.assertRaisesRegex(ls.InvocationFailed, "boom"):
+            for v in failing.stream():
+                seen.append(v)
+        self.assertEqual(seen, [1])
+        with self.assertRaisesRegex(ls.InvocationFailed, "no values"):
+            list(plain.stream())
+        self.assertEqual(list(good.stream()), [])  # no values, and no raise: it succeeded
+        cancelled = q.submit("never")
+        cancelled.cancel()
+        with self.assertRaises(ls.InvocationCancelled):
+            list(cancelled.stream())
+
     def test_a_job_submitted_inside_a_job_gets_its_origin_and_origin_for_decides_it(self):
         q = ls.SyncQueue("orig", dispatch=self.d)
         seen = {}
