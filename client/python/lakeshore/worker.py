@@ -1,4 +1,5 @@
 """run_worker: claims from a pool and runs the named functions of a registry."""
+import asyncio
 import inspect
 import json
 import os
@@ -32,6 +33,44 @@ def _as_json(v: Any, what: str) -> bytes:
         return json_bytes(v)
     except (TypeError, ValueError) as e:
         raise TypeError("the handler's %s is not JSON: %s" % (what, e)) from None
+
+
+def _awaited(v: Any) -> Any:
+    """A handler's answer, with a coroutine (an `async def` handler's) run to its end on an event
+    loop of its own; anything else as it is."""
+    if inspect.iscoroutine(v):
+        return asyncio.run(v)
+    if inspect.isawaitable(v) and not inspect.isasyncgen(v):
+        async def wait() -> Any:
+            return await v
+        return asyncio.run(wait())
+    return v
+
+
+class _Steps:
+    """A generator's values one at a time: a plain one's by next(); an async one's on an event loop
+    kept for the job, so the generator's awaits and its values run on one loop."""
+
+    def __init__(self, gen: Any) -> None:
+        self.gen = gen
+        self.loop = asyncio.new_event_loop() if inspect.isasyncgen(gen) else None
+
+    def next(self) -> Any:
+        if self.loop is None:
+            return next(self.gen)
+        return self.loop.run_until_complete(self.gen.__anext__())
+
+    def close(self) -> None:
+        """Closes the generator (its finally blocks run) and the loop; a step left running past the
+        job's time limit keeps them, as Python cannot stop it."""
+        try:
+            if self.loop is None:
+                self.gen.close()
+            else:
+                self.loop.run_until_complete(self.gen.aclose())
+                self.loop.close()
+        except (RuntimeError, ValueError):
+            pass
 
 
 class _Job:
@@ -311,20 +350,29 @@ def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
         own = env.get("time_limit_ms")
         limit_ms = own if isinstance(own, (int, float)) and not isinstance(own, bool) and own > 0 else fallback_limit_ms
         deadline = time.monotonic() + limit_ms / 1000.0 if isinstance(limit_ms, (int, float)) and limit_ms > 0 else None
-        out = _within(deadline, limit_ms, lambda: fn(*env.get("args", []), **env.get("kwargs", {})))
+        # An `async def` handler runs to its end on an event loop of its own, in the job's thread.
+        out = _within(deadline, limit_ms, lambda: _awaited(fn(*env.get("args", []), **env.get("kwargs", {}))))
         result: Any = out
         # The result's bytes are made before anything says the job ended: a result JSON cannot
         # write fails the job here, as the handler's error, not after its stream ended.
-        if inspect.isgenerator(out):
-            job.append(BEGIN, b"", {"attempt": c.attempt})
+        if inspect.isgenerator(out) or inspect.isasyncgen(out):
+            steps = _Steps(out)
             try:
+                job.append(BEGIN, b"", {"attempt": c.attempt})
                 while True:
                     if job.cancelled.is_set() or job.lost.is_set():
-                        out.close()
                         return
-                    job.append(VALUE, _as_json(_within(deadline, limit_ms, lambda: next(out)), "a value it yielded"))
-            except StopIteration as stop_it:
-                result = stop_it.value
+                    try:
+                        value = _within(deadline, limit_ms, steps.next)
+                    except StopIteration as stop_it:
+                        result = stop_it.value
+                        break
+                    except StopAsyncIteration:
+                        result = None  # an async generator returns no value
+                        break
+                    job.append(VALUE, _as_json(value, "a value it yielded"))
+            finally:
+                steps.close()
             body = _as_json(result, "result")
             job.append(END, b"", None, final=True)
         else:

@@ -269,6 +269,34 @@ class ReferenceWorker(TempDirs):
         # And an argument so: a Node worker parses the envelope a Python producer writes.
         self.assertIn(b'"args":[null,[1,null]]', ls.encode_envelope("f", [float("nan"), (1, float("-inf"))]))
 
+    def test_async_handlers_and_async_generators_run_as_the_envelope_says(self):
+        # docs/envelope.md: "A plain or async function ... A generator (sync or async)", as in Node.
+        import asyncio
+
+        async def fetch(x):
+            await asyncio.sleep(0.01)
+            return [x * 2, ls.current_job().id]
+
+        async def tokens(n):
+            for i in range(n):
+                await asyncio.sleep(0.001)
+                yield "t%d" % i
+
+        async def slow():
+            await asyncio.sleep(30)
+
+        q = ls.SyncQueue("async", dispatch=self.d)
+        f, t = q.submit(fetch, 21), q.submit(tokens, 3)
+        late = q.submit_with({"time_limit_ms": 200, "max_retries": 0}, slow)
+        registry = {"fetch": fetch, "tokens": tokens, "slow": slow}
+        while ls.run_worker(q, registry=registry, once=True, once_wait=0.2):
+            pass
+        self.assertEqual(f.result(timeout=5), [42, f.id])
+        self.assertEqual(list(t.stream()), ["t0", "t1", "t2"])
+        self.assertIsNone(t.result(timeout=5))
+        with self.assertRaisesRegex(ls.InvocationFailed, "time limit of 200 ms"):
+            late.result(timeout=5)
+
     def test_a_stream_of_a_job_that_fails_raises_its_failure_after_its_last_value(self):
         def fails_after_one():
             yield 1
