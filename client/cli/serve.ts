@@ -40,7 +40,20 @@ async function loadRegistry(module: string | undefined): Promise<Registry> {
   return reg;
 }
 
-export async function worker(d: DispatchPlane, out: Out, f: WorkerFlags, once: boolean, env: NodeJS.ProcessEnv = process.env) {
+/** Whether a worker's plane is away, as its transport last said; `onAway` is told when it goes. */
+export interface PlaneWatch {
+  away: boolean;
+  onAway?: () => void;
+}
+
+export async function worker(
+  d: DispatchPlane,
+  out: Out,
+  f: WorkerFlags,
+  once: boolean,
+  env: NodeJS.ProcessEnv = process.env,
+  watch?: PlaneWatch,
+) {
   const pools = f.queue?.length
     ? f.queue
     : (env.LAKESHORE_POOLS ?? '')
@@ -51,13 +64,23 @@ export async function worker(d: DispatchPlane, out: Out, f: WorkerFlags, once: b
   if (!pools.length) pools.push('default');
   const registry = await loadRegistry(f.module);
   const stop = new AbortController();
+  const log = (m: string) => process.stderr.write(`[lakeshore worker] ${m}\n`);
+  // Asked to stop while the plane is away (or it goes away while this worker drains), or asked a
+  // second time: it exits now rather than wait for a plane that may not come back. Nothing it
+  // held is lost: each such job goes back to its queue when its lease runs out.
+  const quit = (why: string) => {
+    log(`${why}: exiting now; the jobs it holds go back to their queues as their leases run out`);
+    process.exit(EXIT.ok);
+  };
   const onSignal = (sig: string) => {
-    if (!stop.signal.aborted) process.stderr.write(`[lakeshore worker] ${sig}: draining\n`);
+    if (stop.signal.aborted) return quit(`${sig} again`);
+    if (watch?.away) return quit(`${sig} while the plane is away`);
+    log(`${sig}: draining`);
     stop.abort();
   };
+  if (watch) watch.onAway = () => stop.signal.aborted && quit('the plane went away while stopping');
   process.on('SIGTERM', () => onSignal('SIGTERM'));
   process.on('SIGINT', () => onSignal('SIGINT'));
-  const log = (m: string) => process.stderr.write(`[lakeshore worker] ${m}\n`);
   // Where this worker finds the functions it runs: named on its start line, not "0 functions".
   const fns = Object.keys(registry).length;
   const from = [

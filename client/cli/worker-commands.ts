@@ -3,7 +3,7 @@ import { type Command, Option } from 'commander';
 import { planeFromEnv, type PlaneFlags } from '../default.ts';
 import type { DispatchPlane } from '../types.ts';
 import { output } from './output.ts';
-import { worker as serveNode, type WorkerFlags } from './serve.ts';
+import { type PlaneWatch, worker as serveNode, type WorkerFlags } from './serve.ts';
 import { type PythonFlags, supervisePython } from './supervise.ts';
 import { UsageError } from './usage.ts';
 
@@ -16,7 +16,7 @@ export type Run = (fn: (g: Global) => Promise<number>, opts?: { plane?: boolean 
  * A long-running worker's plane: it never gives up on the plane (or only after --give-up-after),
  * backs off up to 5 s between tries, and says once when the plane goes away and once when it is back.
  */
-const workerPlaneOf = (g: Global, giveUpAfterS: string | undefined) => {
+const workerPlaneOf = (g: Global, giveUpAfterS: string | undefined, watch: PlaneWatch) => {
   const giveUp = giveUpAfterS === undefined ? Number.POSITIVE_INFINITY : Number(giveUpAfterS) * 1000;
   if (!(giveUp > 0)) throw new UsageError(`--give-up-after takes a number of seconds, got ${JSON.stringify(giveUpAfterS)}`);
   const log = (m: string) => process.stderr.write(`[lakeshore worker] ${m}\n`);
@@ -24,7 +24,11 @@ const workerPlaneOf = (g: Global, giveUpAfterS: string | undefined) => {
     ...g,
     retryForMs: giveUp,
     maxBackoffMs: 5_000,
-    onOutage: (e) => log(e.away ? `${e.message}; its jobs keep their place` : `the plane is back after ${(e.awayMs / 1000).toFixed(1)} s`),
+    onOutage: (e) => {
+      log(e.away ? `${e.message}; its jobs keep their place` : `the plane is back after ${(e.awayMs / 1000).toFixed(1)} s`);
+      watch.away = e.away;
+      if (e.away) watch.onAway?.();
+    },
   });
 };
 
@@ -99,7 +103,10 @@ export function workerCommands(program: Command, run: Run, planeOf: (g: Global) 
             ),
           { plane: false },
         )
-      : run((g) => serveNode(once ? planeOf(g) : workerPlaneOf(g, o.giveUpAfter), output(!!g.json), o, once)))();
+      : run((g) => {
+          const watch: PlaneWatch = { away: false };
+          return serveNode(once ? planeOf(g) : workerPlaneOf(g, o.giveUpAfter, watch), output(!!g.json), o, once, process.env, watch);
+        }))();
   workerOptions(worker.command('start').description('serve pools until SIGTERM/SIGINT, then drain')).action((o: WorkerOpts) =>
     serve(o, false),
   );

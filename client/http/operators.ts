@@ -126,7 +126,8 @@ export class HttpOperators {
 
   /** Tells the plane that this worker stops (runWorker does, at shutdown): the feed says stopped, not lost. */
   async workerStopped(queue: string, workerId: string): Promise<void> {
-    await this.http.call('POST', `${queuePath(queue)}/workers/${enc(workerId)}/stop`);
+    // Best effort, one try (as Python's): a stopping worker does not wait for a plane that is away.
+    await this.http.call('POST', `${queuePath(queue)}/workers/${enc(workerId)}/stop`, undefined, { retryForMs: 0 });
   }
 
   async workerLog(queue: string, workerId: string, lines: LogLine[]): Promise<void> {

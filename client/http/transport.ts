@@ -102,7 +102,12 @@ export class Transport {
   }
 
   /** A JSON request; answers the JSON body of a 2xx, throws the error of anything else. */
-  async call(method: string, path: string, body?: unknown, opts: { waitMs?: number; signal?: AbortSignal } = {}): Promise<Json> {
+  async call(
+    method: string,
+    path: string,
+    body?: unknown,
+    opts: { waitMs?: number; signal?: AbortSignal; retryForMs?: number } = {},
+  ): Promise<Json> {
     // JSON.stringify recurses: a value nested past any plane's limit is refused here, not a stack overflow.
     if (body !== undefined) {
       try {
@@ -111,7 +116,8 @@ export class Transport {
         throw errorFor('bad_request', (e as Error).message);
       }
     }
-    const giveUp = Date.now() + this.retryForMs;
+    // A call that is best effort (a worker saying it stopped) says how long it may try, else the client's bound.
+    const giveUp = Date.now() + (opts.retryForMs ?? this.retryForMs);
     for (let attempt = 0; ; attempt++) {
       // Capped exponential backoff with jitter (half to all of the step).
       const backoff = Math.min(this.maxBackoffMs, 25 * 2 ** Math.min(attempt, 20)) * (0.5 + Math.random() / 2);

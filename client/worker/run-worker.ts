@@ -161,7 +161,11 @@ class Worker {
 
   async run(): Promise<number> {
     const grace = this.opts.graceMs ?? 30_000;
-    await this.readQueueLimits();
+    // The queues' settings, read first; a stop while the plane is away does not wait for them.
+    await Promise.race([
+      this.readQueueLimits(),
+      new Promise((r) => (this.stop.aborted ? r(null) : this.stop.addEventListener('abort', r, { once: true }))),
+    ]);
     const reread = setInterval(() => void this.readQueueLimits(), QUEUE_SETTINGS_MS);
     (reread as { unref?: () => void }).unref?.();
     this.stop.addEventListener('abort', () => clearInterval(reread), { once: true });

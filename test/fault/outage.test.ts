@@ -4,7 +4,8 @@
  * seconds (20 in `npm test`, 60 with `npm run fault`: longer than any client's bounded retry of
  * 15 s) and started again on its state. Neither worker process exits; each says once that the
  * plane went away and once that it is back; every job succeeds, checked from the history
- * (test/fault/history.ts: no acknowledged submit lost, none succeeding twice).
+ * (test/fault/history.ts: no acknowledged submit lost, none succeeding twice). Then the plane
+ * goes away again and both are asked to stop: each exits at once, not when the plane is back.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -131,8 +132,22 @@ it(`a Node and a Python worker outlive the plane stopped for ${OUTAGE_S} s: neit
     expect(log.match(/back after/g)?.length, `${kind}: the plane is back, said once:\n${log}`).toBe(1);
     expect(log, kind).not.toMatch(/Traceback|exited \d|starting it again/);
   }
-  for (const c of [node, python]) c.kill('SIGTERM');
-  await Promise.all([node, python].map((c) => new Promise((r) => (c.exitCode !== null ? r(null) : c.once('exit', r)))));
+  // Asked to stop while the plane is away, each exits at once (docs/cli.md), code 0: it does not
+  // wait for a plane that may not come back. The Node worker holds a running job then: its drain
+  // would wait for the job, and the job's nack for the plane; the job goes back to its queue by lease.
+  await d.submit('nq', encodeEnvelope({ fn: 'hold', args: [] }), { id: 'held' });
+  await until(async () => (await d.get('held'))?.state === 'running', 'the Node worker running the held job');
   await d.close();
-  await plane.stop();
+  await plane.kill();
+  await until(
+    () => Object.values(logs).every((log) => log.match(/cannot reach the plane at/g)?.length === 2),
+    'both workers to see the plane go away again',
+    30_000,
+  );
+  const asked = Date.now();
+  for (const c of [node, python]) c.kill('SIGTERM');
+  await until(() => node.exitCode !== null && python.exitCode !== null, 'both workers to exit at once, the plane away', 10_000);
+  expect([node.exitCode, python.exitCode], 'both exit 0 when asked to stop during an outage').toEqual([0, 0]);
+  expect(Date.now() - asked).toBeLessThan(10_000);
+  expect(logs.node).toMatch(/SIGTERM while the plane is away: exiting now/);
 }, 300_000);

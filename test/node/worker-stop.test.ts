@@ -5,7 +5,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { until } from '../support/wait.ts';
-import { currentJob, encodeEnvelope, runWorker } from '../../client/local/index.ts';
+import { currentJob, encodeEnvelope, HttpDispatch, runWorker } from '../../client/local/index.ts';
+import { freePort } from '../../scripts/plane.mjs';
 import { bothPlanes } from './setup/client.ts';
 
 describe.each(bothPlanes('stop'))('stopping a worker on the %s plane', (_name, make) => {
@@ -42,6 +43,26 @@ describe.each(bothPlanes('stop'))('stopping a worker on the %s plane', (_name, m
     expect([...reasons.values()]).toEqual(Array(3).fill('the worker is shutting down'));
     expect(Object.fromEntries(outcomes)).toEqual({ a: 'retried', b: 'retried', c: 'retried' });
     expect(await d.count('q', 'queued')).toBe(3);
+    await d.close();
+  });
+});
+
+describe('stopping a worker whose plane is away', () => {
+  it('returns at once: saying it stopped is one try, not a wait for the plane', async () => {
+    // A client that never gives up (as `worker start`'s), on a port where nothing listens.
+    let away = false;
+    const d = new HttpDispatch(`http://127.0.0.1:${await freePort()}`, {
+      token: 'lsk_none',
+      retryForMs: Number.POSITIVE_INFINITY,
+      onOutage: (e) => (away = e.away),
+    });
+    const stop = new AbortController();
+    const ran = runWorker('q', { dispatch: d, stop: stop.signal });
+    // Once its client has found the plane away (and is retrying), it is asked to stop.
+    await until(() => away, 'the client to find the plane away');
+    stop.abort();
+    const returned = await Promise.race([ran.then(() => true), new Promise((r) => setTimeout(() => r(false), 5_000))]);
+    expect(returned, 'runWorker returned, the plane still away').toBe(true);
     await d.close();
   });
 });
