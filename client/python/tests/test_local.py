@@ -282,8 +282,8 @@ class ReferenceWorker(TempDirs):
                 await asyncio.sleep(0.001)
                 yield "t%d" % i
 
-        async def slow():
-            await asyncio.sleep(30)
+        async def slow():  # past its 200 ms limit; short, as its abandoned thread runs on until it ends
+            await asyncio.sleep(1.5)
 
         q = ls.SyncQueue("async", dispatch=self.d)
         f, t = q.submit(fetch, 21), q.submit(tokens, 3)
