@@ -127,7 +127,16 @@ export class Handle<T = unknown> {
   }
 }
 
-const fnName = (fn: string | ((...a: never[]) => unknown)) => (typeof fn === 'string' ? fn : fn.name);
+/** What an envelope calls `fn`: a worker finds its handler by this name, so it must have one. */
+const fnName = (fn: string | ((...a: never[]) => unknown)): string => {
+  if (typeof fn === 'string') return fn;
+  if (typeof fn !== 'function') throw new TypeError(`submit needs a function or a function's name, got ${typeof fn}`);
+  if (!fn.name)
+    throw new TypeError(
+      'an anonymous function has no name a worker can find: submit a named one (function f() {} or const f = () => ...), registered by that name on the worker, or the name itself',
+    );
+  return fn.name;
+};
 
 export class Queue {
   readonly name: string;

@@ -179,6 +179,10 @@ describe.each(planes)('Queue API on the %s plane', (_name, make) => {
     const counted = await d.count('sched', 'queued');
     await expect(q.submitWith({ delay: 5 } as never, 'now')).rejects.toThrow(/^submitWith: no option delay \(delayMs, perhaps\)/);
     expect(await d.count('sched', 'queued')).toBe(counted);
+    // A function with no name could never be found by a worker: refused before anything is sent.
+    await expect(q.submit(() => 1)).rejects.toThrow(/^an anonymous function has no name a worker can find/);
+    await expect(q.submit(123 as never)).rejects.toThrow("submit needs a function or a function's name, got number");
+    expect(await d.count('sched', 'queued')).toBe(counted);
     // The verb says a missing id as the plane does, on either plane.
     await expect(d.submit('sched', new Uint8Array([123, 125]), {} as never)).rejects.toThrow('id must be a string');
   });

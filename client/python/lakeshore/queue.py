@@ -117,6 +117,12 @@ class SyncQueue:
         default, as it uploads your source tree."""
         opts = dict(options)
         ref = function_ref(fn)
+        if ref["fn"] == "<lambda>" and not opts.get("by_value"):
+            # A worker finds a handler by its name, and a lambda has none it could be found by.
+            raise TypeError(
+                "a lambda has no name a worker can find: submit a function defined with def, registered by "
+                "that name on the worker (or importable from its root), or send it with submit_with({\"by_value\": True}, fn)"
+            )
         code = opts.pop("code", None)
         code_dir = opts.pop("code_dir", None)
         if code == "push":  # the producer's git tree, pushed once per tree (docs/code-mount.md)

@@ -218,6 +218,18 @@ class ReferenceWorker(TempDirs):
             self.d.result(plain, timeout=5)
         self.assertIn("not registered with this worker, and the job names no module", e.exception.error["message"])
 
+    def test_a_lambda_is_refused_at_submit_unless_it_travels_by_value(self):
+        q = ls.SyncQueue("lambdas", dispatch=self.d)
+        with self.assertRaises(TypeError) as e:
+            q.submit(lambda: 1)
+        self.assertTrue(str(e.exception).startswith("a lambda has no name a worker can find"), e.exception)
+        with self.assertRaises(TypeError):
+            q.submit_with({"priority": 1}, lambda x: x, 2)
+        self.assertEqual(self.d.count("lambdas"), 0)  # nothing was submitted
+        with self.assertRaises(TypeError) as e:
+            q.submit(42)
+        self.assertIn("submit needs a function or a function's name", str(e.exception))
+
     def test_retries_rule_the_budget_where_neither_the_job_nor_its_queue_sets_one(self):
         q = ls.SyncQueue("flaky", dispatch=self.d)
         tries = []
