@@ -93,8 +93,13 @@ export async function get(d: DispatchPlane, out: Out, id: string) {
   };
   // Text shows moments as ISO times (JSON keeps epoch ms).
   const moments = new Set(['lease_until', 'created_at', 'started_at', 'finished_at', 'run_at', 'expires_at']);
+  // The call as its envelope says it: the fields it leaves out are not shown as nulls.
   const text = (k: string, v: unknown) =>
-    moments.has(k) ? new Date(Number(v)).toISOString() : typeof v === 'object' ? JSON.stringify(v) : String(v);
+    moments.has(k)
+      ? new Date(Number(v)).toISOString()
+      : typeof v === 'object'
+        ? JSON.stringify(k === 'call' && v ? Object.fromEntries(Object.entries(v).filter(([, x]) => x !== null)) : v)
+        : String(v);
   out.print(
     view,
     Object.entries(view)

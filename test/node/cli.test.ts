@@ -36,6 +36,9 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
     // Every value is on the tail's stdout while the job still runs, and the tail has not ended.
     await until(() => tail.stdout().includes('"body":3'), 'the last value in tail');
     expect((await cli(['--json', 'get', id], env)).stdout).toContain('"state":"running"');
+    // The text view shows the call as its envelope holds it: no field as a null.
+    const call = (await cli(['get', id], env)).stdout.split('\n').find((l) => l.startsWith('call '));
+    expect(call).toMatch(/^call +\{"v":1,"fn":"countUntil","args":\[4,".*"\],"kwargs":\{\},"traceparent":"00-[0-9a-f-]+"\}$/);
     expect(tail.child.exitCode).toBe(null);
     writeFileSync(gate, '');
     expect(await tail.exited).toBe(0);
