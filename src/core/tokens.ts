@@ -131,6 +131,20 @@ export async function newToken(): Promise<{ id: string; token: string; digest: s
 /** The id of a well-formed scoped token, or null. */
 export const tokenId = (token: string): string | null => TOKEN.exec(token)?.[1] ?? null;
 
+/**
+ * A token's pools: they limit a worker token's claims, heartbeats, acks, nacks and appends. A
+ * producer or admin token acts on every queue of its namespace, so pools given it would promise a
+ * limit that nothing keeps: refused, as an empty list (a worker that could serve nothing) is.
+ */
+export function checkPools(role: Role, pools: readonly string[]): readonly string[] {
+  if (role !== 'worker')
+    throw badRequest(
+      `pools limit a worker token; ${role === 'admin' ? 'an' : 'a'} ${role} token acts on every queue of its namespace: leave pools out`,
+    );
+  if (!pools.length) throw badRequest('pools, when given, names at least one queue');
+  return pools;
+}
+
 export function checkRole(v: unknown): Role {
   if (typeof v !== 'string' || !(ROLES as readonly string[]).includes(v))
     throw badRequest(`unknown role ${JSON.stringify(v)}: expected producer, worker or admin`);

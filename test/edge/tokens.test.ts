@@ -63,6 +63,20 @@ describe('scoped tokens', () => {
     expect((await call('POST', `${base}/queues/gpu/invocations`, { id: 'x', envelope: b64('x') }, as(w))).status).toBe(403);
   });
 
+  it('refuses pools for a token they would not limit, and an empty list, creating nothing', async () => {
+    const ns = freshNs();
+    for (const [role, pools, says] of [
+      ['producer', ['gpu'], 'pools limit a worker token; a producer token acts on every queue of its namespace'],
+      ['admin', ['gpu'], 'pools limit a worker token; an admin token'],
+      ['worker', [], 'pools, when given, names at least one queue'],
+    ] as const) {
+      const r = await call('POST', `/v1/ns/${ns}/tokens`, { role, pools });
+      expect(r.status, `${role} ${JSON.stringify(pools)}`).toBe(400);
+      expect(r.body.error).toMatchObject({ code: 'bad_request', message: expect.stringContaining(says) });
+    }
+    expect((await call('GET', `/v1/ns/${ns}/tokens`)).body.tokens).toEqual([]);
+  });
+
   it('keeps a token inside its namespace: another namespace is 403, a guessed id 404', async () => {
     const ns = freshNs();
     const other = freshNs();

@@ -1,7 +1,7 @@
 /** Token management: an admin (the root token, or a namespace admin token) creates, lists and revokes tokens. */
 import { Hono } from 'hono';
 import * as v from '../../core/validate.ts';
-import { checkRole, newToken } from '../../core/tokens.ts';
+import { checkPools, checkRole, newToken } from '../../core/tokens.ts';
 import { createTokenPlan, listTokensPlan, revokeTokenPlan } from '../../core/sql/tokens.ts';
 import { TokenBody } from '../../core/wire.ts';
 import { may } from '../auth.ts';
@@ -13,7 +13,7 @@ export const tokens = new Hono<App>()
   .post('/', may('tokens'), jsonBody(TokenBody), async (c) => {
     const b = c.req.valid('json');
     const role = checkRole(b.role);
-    const pools = b.pools ? b.pools.map((p) => v.queue(p, limitsOf(c))) : null;
+    const pools = b.pools ? checkPools(role, b.pools).map((p) => v.queue(p, limitsOf(c))) : null;
     const name = v.optionalText('name', b.name, 200);
     const t = await newToken();
     const info = await homeRun(c, createTokenPlan(Date.now(), c.var.ns, t.id, t.digest, role, pools, name, b.limits ?? null));
