@@ -14,6 +14,7 @@ import { jobOrNull, originOf } from './worker/context.ts';
 import { defaultDispatch } from './default.ts';
 import type { DispatchPlane } from './types.ts';
 import { jobId } from './ids.ts';
+import { checkOptions } from './check-options.ts';
 
 export interface SubmitCallOptions {
   id?: string;
@@ -85,13 +86,7 @@ const SUBMIT_MEANT: Record<string, keyof SubmitCallOptions> = {
 
 /** Refuses an option submitWith does not take, as Python's submit_with does: ignored, `delay` would submit at once. */
 function checkSubmitCall(opts: unknown): asserts opts is SubmitCallOptions {
-  if (opts === null || typeof opts !== 'object' || Array.isArray(opts))
-    throw new TypeError(`submitWith(options, fn, ...args): options is an object, not ${Array.isArray(opts) ? 'an array' : String(opts)}`);
-  const odd = Object.keys(opts).filter((k) => !Object.hasOwn(SUBMIT_CALL, k));
-  if (odd.length)
-    throw new TypeError(
-      `submitWith: no option ${odd.map((k) => (SUBMIT_MEANT[k] ? `${k} (${SUBMIT_MEANT[k]}, perhaps)` : k)).join(', ')}; its options are ${Object.keys(SUBMIT_CALL).join(', ')}`,
-    );
+  checkOptions('submitWith(options, fn, ...args)', opts, SUBMIT_CALL, SUBMIT_MEANT);
 }
 
 export class Handle<T = unknown> {

@@ -1,4 +1,5 @@
 /** What a worker is told: runWorker's options, and the defaults the contract gives them. */
+import { checkOptions } from '../check-options.ts';
 import type { DispatchPlane } from '../types.ts';
 import type { JobOutcome, OnDone } from './job.ts';
 import type { Registry } from './resolve.ts';
@@ -105,18 +106,9 @@ const MEANT: Record<string, keyof WorkerOptions> = {
   maxRetries: 'retries',
 };
 
-/**
- * Refuses options runWorker does not take: a JavaScript caller has no compiler to say that
- * `handlers` is not `registry`, and a worker that ignored it would fail every job it claims.
- */
+/** Refuses options runWorker does not take (check-options.ts). */
 export function checkWorkerOptions(opts: unknown): asserts opts is WorkerOptions {
-  if (opts === null || typeof opts !== 'object' || Array.isArray(opts))
-    throw new TypeError(`runWorker(queues, options): options is an object, not ${Array.isArray(opts) ? 'an array' : String(opts)}`);
-  const odd = Object.keys(opts).filter((k) => !Object.hasOwn(KNOWN, k));
-  if (odd.length)
-    throw new TypeError(
-      `runWorker: no option ${odd.map((k) => (MEANT[k] ? `${k} (${MEANT[k]}, perhaps)` : k)).join(', ')}; its options are ${Object.keys(KNOWN).join(', ')}`,
-    );
+  checkOptions('runWorker(queues, options)', opts, KNOWN, MEANT);
 }
 
 /** How long `once` waits for a job on an empty queue before it returns 0. */
