@@ -18,6 +18,7 @@ so it is off unless asked for on an HTTP plane. SIGTERM or SIGINT stop its claim
 finishes (its answer goes out), then it exits 0. `lakeshore worker start` supervises it.
 """
 import argparse
+import logging
 import os
 import signal
 import sys
@@ -53,6 +54,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--exit-with-parent", action="store_true",
                    help="stop as on SIGTERM once the process that started this one is gone (`lakeshore worker start` passes it)")
     a = p.parse_args(argv)
+    _own_the_log()
     url = a.url or os.environ.get("LAKESHORE_URL")
     stop = threading.Event()
     if url:
@@ -107,6 +109,20 @@ def _say(message: str) -> None:
         print("lakeshore.daemon: %s" % message, file=sys.stderr, flush=True)
     except (OSError, ValueError):
         pass
+
+
+class _Said(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        _say(record.getMessage())
+
+
+def _own_the_log() -> None:
+    """The client's warnings (the plane away, and back) are the daemon's lines as well, said as
+    its others are, where nothing else was set up to take them."""
+    log = logging.getLogger("lakeshore")
+    if not log.handlers:
+        log.addHandler(_Said(logging.WARNING))
+        log.propagate = False
 
 
 def _watch_parent(signalled: threading.Event, stop: threading.Event) -> None:

@@ -2,6 +2,7 @@
 Python↔Node on one file, both ways and racing, lives in test/node/python-local.test.ts."""
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -538,6 +539,18 @@ class DaemonWithItsParent(TempDirs):
             self.assertLess(time.monotonic(), end, "the daemon still runs 10 s after its parent was killed")
             time.sleep(0.05)
 
+
+    def test_a_daemon_says_the_plane_away_as_its_own_line_and_gives_up_when_told(self):
+        with socket.socket() as s:  # a port nothing listens on
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        daemon = subprocess.run([sys.executable, "-m", "lakeshore.daemon", "--queue", "away", "--url", "http://127.0.0.1:%d" % port,
+                                 "--token", "t", "--give-up-after", "1"], capture_output=True, text=True, timeout=30,
+                                env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "client", "python")))
+        self.assertEqual(daemon.returncode, 8, daemon.stderr)
+        lines = daemon.stderr.splitlines()
+        self.assertTrue(lines and all(l.startswith("lakeshore.daemon: ") for l in lines), lines)
+        self.assertIn("lakeshore.daemon: cannot reach the plane at http://127.0.0.1:%d" % port, daemon.stderr)
 
     def test_a_daemon_whose_stderr_is_gone_still_stops_on_sigterm(self):
         # Its supervisor gone, nothing reads the daemon's stderr: the line it writes on SIGTERM
