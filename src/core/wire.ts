@@ -48,8 +48,13 @@ const exactly =
 
 const opt = <T extends z.ZodMiniType>(t: T) => z.nullish(t);
 
+/** What a value that is not a string is, in a message. */
+const kindOf = (v: unknown) =>
+  v === null ? 'null' : Array.isArray(v) ? 'an array' : typeof v === 'object' ? 'an object' : `a ${typeof v}`;
+
 const b64 = z.pipe(
-  z.string(),
+  // An envelope sent as the JSON it holds is the mistake most made here: say what goes instead.
+  z.string({ error: (iss) => `must be base64: a string of the bytes, base64-encoded, not ${kindOf(iss.input)}` }),
   z.transform((s: string, ctx) => {
     const b = fromBase64(s);
     if (b) return b;

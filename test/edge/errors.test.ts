@@ -177,6 +177,13 @@ describe('bad input', () => {
       'bad_request',
       /^items\[1\]\.envelope: must be base64$/,
     );
+    // The JSON an envelope holds, sent as itself: the answer says what goes instead.
+    expectError(
+      await call('POST', `${base}/queues/q/invocations`, { id: 'j', envelope: { fn: 'count' } }),
+      400,
+      'bad_request',
+      /^envelope: must be base64: a string of the bytes, base64-encoded, not an object$/,
+    );
     expectError(
       await call('POST', `${base}/queues/q/invocations/batch`, {
         items: [
