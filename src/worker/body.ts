@@ -72,14 +72,7 @@ export function jsonBody<S extends z.ZodMiniType>(
         );
       }
       const parsed = schema.safeParse(data);
-      if (!parsed.success) {
-        const issue = parsed.error.issues[0]!;
-        // items[3].envelope: a batch refused whole for one item's type names that item.
-        const where = issue.path.length
-          ? issue.path.map((k, i) => (typeof k === 'number' ? `[${k}]` : i ? `.${String(k)}` : String(k))).join('')
-          : 'body';
-        throw badRequest(`${where}: ${issue.message}`);
-      }
+      if (!parsed.success) throw badRequest(issueMessage(schema, data, parsed.error.issues[0]!));
       c.req.addValidatedData('json', parsed.data as object);
       await next();
     }) as Promise<void>;
@@ -101,4 +94,50 @@ export function numParam(c: { req: { query(name: string): string | undefined } }
   const n = Number(s);
   if (!Number.isFinite(n)) throw badRequest(`${name} must be a number`);
   return n;
+}
+
+const snake = (k: string) => k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+interface Def {
+  shape?: Record<string, { _zod: { def: Def } }>;
+  element?: { _zod: { def: Def } };
+  innerType?: { _zod: { def: Def } };
+}
+
+/** The fields of the object `schema` holds at `path` (through arrays and optional wrappers), if it is one. */
+function fieldsAt(schema: z.ZodMiniType, path: readonly PropertyKey[]): Set<string> | null {
+  const unwrap = (d: Def | undefined) => {
+    while (d?.innerType) d = d.innerType._zod.def;
+    return d;
+  };
+  let d = unwrap((schema as unknown as { _zod: { def: Def } })._zod.def);
+  for (const k of path) d = unwrap(typeof k === 'number' ? d?.element?._zod.def : d?.shape?.[String(k)]?._zod.def);
+  return d?.shape ? new Set(Object.keys(d.shape)) : null;
+}
+
+/**
+ * What a refused body's first issue says, naming where (`items[3].envelope`: a batch refused whole
+ * for one item's type names that item). A field left out is said to be required, and a field in
+ * camelCase (`workerId`, the clients' spelling) is told its wire name (`worker_id`) where it has one.
+ */
+export function issueMessage(schema: z.ZodMiniType, data: unknown, issue: z.core.$ZodIssue): string {
+  const path = issue.path;
+  const name = (p: readonly PropertyKey[]) =>
+    p.length ? p.map((k, i) => (typeof k === 'number' ? `[${k}]` : i ? `.${String(k)}` : String(k))).join('') : 'body';
+  const where = name(path);
+  const field = String(path.at(-1));
+  let parent: unknown = data;
+  for (const k of path.slice(0, -1))
+    parent = isObject(parent) || Array.isArray(parent) ? (parent as Record<PropertyKey, unknown>)[k] : undefined;
+  if (issue.code === 'invalid_type' && path.length && isObject(parent) && !Object.hasOwn(parent, field)) {
+    const camel = Object.keys(parent).find((k) => k !== field && snake(k) === field);
+    return `${where} is required${camel ? ` (the body has ${camel}: the wire spells it ${field})` : ''}`;
+  }
+  if (issue.code === 'unrecognized_keys') {
+    const fields = fieldsAt(schema, path);
+    const said = issue.keys.map((k) => (snake(k) !== k && fields?.has(snake(k)) ? `${k} (the wire spells it ${snake(k)})` : k));
+    return `${where}: no field ${said.join(', ')}`;
+  }
+  return `${where}: ${issue.message}`;
 }

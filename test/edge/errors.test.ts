@@ -177,6 +177,26 @@ describe('bad input', () => {
       'bad_request',
       /^items\[1\]\.envelope: must be base64$/,
     );
+    // A field left out is required; one in the clients' camelCase is told its wire name.
+    expectError(await call('POST', `${base}/queues/q/invocations`, { envelope: b64('x') }), 400, 'bad_request', /^id is required$/);
+    expectError(
+      await call('POST', `${base}/queues/q/claim`, { workerId: 'w' }),
+      400,
+      'bad_request',
+      /^worker_id is required \(the body has workerId: the wire spells it worker_id\)$/,
+    );
+    expectError(
+      await call('POST', `${base}/queues/q/invocations`, { id: 'j', envelope: b64('x'), delayMs: 5, fooBar: 1 }),
+      400,
+      'bad_request',
+      /^body: no field delayMs \(the wire spells it delay_ms\), fooBar$/,
+    );
+    expectError(
+      await call('POST', `${base}/queues/q/invocations/batch`, { items: [{ id: 'j', envelope: b64('x'), maxAttempts: 2 }] }),
+      400,
+      'bad_request',
+      /^items\[0\]: no field maxAttempts \(the wire spells it max_attempts\)$/,
+    );
     // The JSON an envelope holds, sent as itself: the answer says what goes instead.
     expectError(
       await call('POST', `${base}/queues/q/invocations`, { id: 'j', envelope: { fn: 'count' } }),
