@@ -7,6 +7,7 @@
  * const id = await d.submit('gpu', new TextEncoder().encode('{"fn":"train"}'), { id: crypto.randomUUID() });
  * const bytes = await d.result(id, { timeoutMs: 60_000 });
  */
+import { checkClaimOptions, checkNackOptions, checkSubmitOptions } from '../check-options.ts';
 import { toBase64 } from '../../src/core/bytes.ts';
 import { ACKS_WAIT_MS } from '../../src/core/limits.ts';
 import { decodeFrame } from '../../src/core/frame.ts';
@@ -87,6 +88,7 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
   async submit(queue: string, envelope: Uint8Array, opts: SubmitOptions): Promise<string> {
     // As the plane and the local one say it, before a batch is made of it (a batch cannot size a missing id).
     if (typeof opts?.id !== 'string') throw errorFor('bad_request', 'id must be a string');
+    checkSubmitOptions(opts);
     if (this.coalesce) {
       if (opts.priority !== undefined && !Number.isFinite(opts.priority)) throw errorFor('bad_request', 'priority must be a finite number');
       const b = batcherFor(this.submitters, queue, (items) => this.submitBatch(queue, items));
@@ -105,6 +107,7 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
 
   /** Submits many; a batch larger than one request allows goes in parts (see inParts). */
   async submitMany(queue: string, items: SubmitItem[]): Promise<({ id: string } | { error: Error })[]> {
+    for (const it of items) if (typeof it?.opts === 'object' && it.opts !== null) checkSubmitOptions(it.opts);
     const out = await submitParts(this.http, queue, items);
     for (const r of out) if ('id' in r) this.hint(r.id, queue);
     return out;
@@ -188,6 +191,7 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
    * answered meanwhile gives its jobs back, also where no disconnect reaches the plane (a proxy).
    */
   async claimMany(queue: string, workerId: string, max: number, opts: ClaimOptions = {}): Promise<Claimed[]> {
+    checkClaimOptions(opts);
     const claimId = opts.signal ? randomId() : undefined;
     const body = { ...claimWire(workerId, max, opts), claim_id: claimId } satisfies wire.ClaimWire;
     const out = await this.http
@@ -209,6 +213,7 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
     max: number,
     opts: ClaimOptions = {},
   ): Promise<{ acks: (Error | null)[]; claimed: Claimed[] }> {
+    checkClaimOptions(opts);
     const items = acks.map((a) => ({
       id: a.id,
       attempt: this.attemptOf(a.id, workerId, a.attempt),
@@ -274,6 +279,7 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
   }
 
   async nack(id: string, workerId: string, opts: NackOptions): Promise<NackedState> {
+    checkNackOptions(opts);
     const item: NackItem = {
       id,
       workerId,

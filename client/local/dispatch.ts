@@ -9,6 +9,7 @@
  * const d = new Dispatch('./jobs.sqlite', { namespace: 'default' });
  * await d.submit('cpu', new TextEncoder().encode('{}'), { id: 'job-1' });
  */
+import { checkClaimOptions, checkNackOptions, checkSubmitOptions } from '../check-options.ts';
 import { decodeFrame } from '../../src/core/frame.ts';
 import type { State } from '../../src/core/states.ts';
 import type { Claimed, Frame, HeartbeatAnswer, Invocation, JournalFrame, JournalPage } from '../../src/core/types.ts';
@@ -54,6 +55,13 @@ export class Dispatch extends LocalOperators implements DispatchPlane {
 
   /** Concurrent submits to a queue go to the engine together, as one set-based INSERT. */
   submit(queue: string, envelope: Uint8Array, opts: SubmitOptions): Promise<string> {
+    // An options object with a key submit does not take is refused (no object at all: the engine says the id is missing).
+    if (typeof opts === 'object' && opts !== null)
+      try {
+        checkSubmitOptions(opts);
+      } catch (e) {
+        return Promise.reject(e);
+      }
     let b = this.submitters.get(queue);
     if (!b) {
       b = new Batcher(async (items) => {
@@ -74,6 +82,7 @@ export class Dispatch extends LocalOperators implements DispatchPlane {
   }
 
   async submitMany(queue: string, items: { envelope: Uint8Array; opts: SubmitOptions }[]): Promise<({ id: string } | { error: Error })[]> {
+    for (const it of items) if (typeof it?.opts === 'object' && it.opts !== null) checkSubmitOptions(it.opts);
     const out = await verb(
       this.engine.submitMany(
         this.namespace,
@@ -132,6 +141,7 @@ export class Dispatch extends LocalOperators implements DispatchPlane {
   }
 
   async claimMany(queue: string, workerId: string, max: number, opts: ClaimOptions = {}): Promise<Claimed[]> {
+    checkClaimOptions(opts);
     this.workersSeen.heard(queue, workerId, opts.worker);
     if (opts.waitMs) void this.clocks.watchQueue(this.namespace, queue).catch(() => {});
     const got = await this.clocks.waiting(() =>
@@ -158,6 +168,7 @@ export class Dispatch extends LocalOperators implements DispatchPlane {
     max: number,
     opts: ClaimOptions = {},
   ): Promise<{ acks: (Error | null)[]; claimed: Claimed[] }> {
+    checkClaimOptions(opts);
     this.workersSeen.heard(queue, workerId, opts.worker);
     const items = acks.map((a) => ({ id: a.id, workerId, attempt: this.attemptOf(a.id, workerId, a.attempt), result: a.result ?? null }));
     const out = await this.clocks.waiting(() =>
@@ -187,6 +198,7 @@ export class Dispatch extends LocalOperators implements DispatchPlane {
   }
 
   async nack(id: string, workerId: string, opts: NackOptions): Promise<NackedState> {
+    checkNackOptions(opts);
     this.workersSeen.touch(workerId);
     const out = await verb(
       this.engine.work.nack(this.namespace, id, {

@@ -187,6 +187,28 @@ describe.each(planes)('Queue API on the %s plane', (_name, make) => {
     await expect(d.submit('sched', new Uint8Array([123, 125]), {} as never)).rejects.toThrow('id must be a string');
   });
 
+  it('has the verbs refuse an option they do not take, naming what it likely meant, changing nothing', async () => {
+    const d = make();
+    const env = new Uint8Array([123, 125]);
+    await expect(d.submit('verbs', env, { id: 'a', delay: 5_000 } as never)).rejects.toThrow(
+      /^submit: no option delay \(delayMs, perhaps\); its options are id, key, /,
+    );
+    await expect(d.submitMany('verbs', [{ envelope: env, opts: { id: 'b', ttl: 5 } as never }])).rejects.toThrow(
+      /^submit: no option ttl \(ttlMs, perhaps\)/,
+    );
+    expect(await d.count('verbs')).toBe(0);
+    await d.submit('verbs', env, { id: 'c' });
+    await expect(d.claim('verbs', 'w', { wait: 1_000 } as never)).rejects.toThrow(/^claim: no option wait \(waitMs, perhaps\)/);
+    await expect(d.claimMany('verbs', 'w', 2, { lease_ms: 1_000 } as never)).rejects.toThrow(
+      /^claim: no option lease_ms \(leaseMs, perhaps\)/,
+    );
+    expect(await d.count('verbs', 'queued')).toBe(1); // nothing was claimed
+    const c = (await d.claim('verbs', 'w'))!;
+    await expect(d.nack(c.id, 'w', { error: 'x', delay: 1_000 } as never)).rejects.toThrow(/^nack: no option delay \(delayMs, perhaps\)/);
+    expect(await d.count('verbs', 'running')).toBe(1); // the refused nack left the job with its worker
+    await d.close();
+  });
+
   it('cancels through the handle', async () => {
     const d = make();
     const h = await new Queue('cpu', { dispatch: d }).submit('never');
