@@ -9,13 +9,14 @@ import type { ClaimOptions, NackOptions, SubmitOptions } from './types.ts';
  * `meant` what an option it does not take most likely meant.
  */
 export function checkOptions<K extends string>(call: string, opts: unknown, known: Record<K, true>, meant: Record<string, K>): void {
-  const name = call.slice(0, call.indexOf('('));
   if (opts === null || typeof opts !== 'object' || Array.isArray(opts))
     throw new TypeError(`${call}: options is an object, not ${Array.isArray(opts) ? 'an array' : String(opts)}`);
-  const odd = Object.keys(opts).filter((k) => !Object.hasOwn(known, k));
-  if (odd.length)
+  // On every submit: a loop that finds nothing allocates nothing.
+  let odd: string[] | null = null;
+  for (const k in opts) if (!Object.hasOwn(known, k) && Object.hasOwn(opts, k)) (odd ??= []).push(k);
+  if (odd)
     throw new TypeError(
-      `${name}: no option ${odd.map((k) => (meant[k] ? `${k} (${meant[k]}, perhaps)` : k)).join(', ')}; its options are ${Object.keys(known).join(', ')}`,
+      `${call.slice(0, call.indexOf('('))}: no option ${odd.map((k) => (meant[k] ? `${k} (${meant[k]}, perhaps)` : k)).join(', ')}; its options are ${Object.keys(known).join(', ')}`,
     );
 }
 
