@@ -2,6 +2,7 @@
  * Runs one claimed invocation: decode, resolve, call, then journal and ack or nack. While it runs,
  * heartbeats extend the lease and report cancellation; a time limit aborts it.
  */
+import { stackOf } from './stack.ts';
 import { runSpan } from '../tracing.ts';
 import { FrameKind } from '../../src/core/frame.ts';
 import type { Claimed } from '../../src/core/types.ts';
@@ -256,7 +257,7 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
     // The application may record a failure as a fact rather than have it retried (onDone: 'handled').
     const verdict = await Promise.resolve(o.onDone?.(jobOf(c, env), { state: 'failed', error: err })).catch(() => undefined);
     const retry = verdict !== 'handled' && !(err instanceof ResolveError) && c.attempt <= Math.min(o.retries, env?.max_retries ?? Infinity);
-    const error = { message: err.message, type: err.name, stack: err.stack ?? null };
+    const error = { message: err.message, type: err.name, stack: stackOf(err.stack) };
     const failedWith = `job ${c.id} attempt ${c.attempt} failed: ${err.name}: ${err.message}`;
     try {
       await journalOf().append(FrameKind.ERROR, jsonBytes(error), { attempt: c.attempt }, !retry);

@@ -32,6 +32,25 @@ describe.each(bothPlanes('retries'))('a worker’s retries on the %s plane', (_n
     await d.close();
   });
 
+  it('keep a failed job’s stack down to its handler, without the worker’s own frames', async () => {
+    const d = make();
+    const inner = (x: number) => {
+      throw new Error(`deep ${x}`);
+    };
+    const outer = (x: number) => inner(x);
+    await d.submit('q', encodeEnvelope({ fn: 'outer', args: [7] }), { id: 'deep' });
+    expect(await runWorker('q', { dispatch: d, registry: { outer }, retries: 0, once: true })).toBe(1);
+    const stack = ((await d.get('deep'))!.error as { stack: string }).stack.split('\n');
+    expect(stack[0]).toBe('Error: deep 7');
+    expect(stack[1]).toMatch(/^\s+at inner \(.*worker-retries\.test\.ts:/);
+    expect(stack.at(-1)).toMatch(/^\s+at outer \(.*worker-retries\.test\.ts:/);
+    // An error the worker raised itself keeps every frame it has.
+    await d.submit('q', encodeEnvelope({ fn: 'ghost', args: [] }), { id: 'own' });
+    await runWorker('q', { dispatch: d, registry: {}, once: true });
+    expect(((await d.get('own'))!.error as { stack: string }).stack).toMatch(/client\/worker\//);
+    await d.close();
+  });
+
   it('fail a job naming a function the worker does not have at once, saying where one comes from', async () => {
     const d = make();
     await d.submit('q', encodeEnvelope({ fn: 'ghost', args: [] }), { id: 'ghost' });

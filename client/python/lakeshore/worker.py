@@ -26,6 +26,19 @@ def _json(v: Any) -> bytes:
     return json.dumps(v, separators=(",", ":")).encode("utf-8")
 
 
+_HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _stack_of(e: BaseException) -> str:
+    """A job's traceback from its handler's frame on: the worker's own frames that called it (the
+    attempt, the time limit's thread) say nothing of the failure. An error the worker raised
+    itself (no handler frame in it) keeps them all."""
+    tb = e.__traceback__
+    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(_HERE):
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(e), e, tb if tb is not None else e.__traceback__))
+
+
 def _as_json(v: Any, what: str) -> bytes:
     """A handler's result or yielded value as JSON bytes, as a Node worker writes it (a NaN loss is
     null, so every reader parses it); a value JSON cannot write is the handler's TypeError."""
@@ -387,7 +400,7 @@ def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
         caps = [r for r in (retries, env.get("max_retries")) if isinstance(r, int) and not isinstance(r, bool)]
         handled = _told(on_done, c, env, {"state": "failed", "error": e}) == "handled"
         retry = not handled and not isinstance(e, Unrunnable) and all(c.attempt <= r for r in caps)
-        error = {"message": str(e), "type": type(e).__name__, "stack": traceback.format_exc()}
+        error = {"message": str(e), "type": type(e).__name__, "stack": _stack_of(e)}
         try:
             job.append(ERROR, _json(error), {"attempt": c.attempt}, final=not retry)
             # The worker's budget (retries + 1) rules where neither the job nor its queue sets one.

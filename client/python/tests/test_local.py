@@ -219,6 +219,25 @@ class ReferenceWorker(TempDirs):
             self.d.result(plain, timeout=5)
         self.assertIn("not registered with this worker, and the job names no module", e.exception.error["message"])
 
+    def test_a_failed_jobs_stack_starts_at_its_handler(self):
+        def inner(x):
+            raise ValueError("deep %s" % x)
+
+        def outer(x):
+            return inner(x)
+
+        q = ls.SyncQueue("stacks", dispatch=self.d)
+        h = q.submit(outer, 7)
+        ls.run_worker(q, registry={"outer": outer}, once=True, retries=0)
+        with self.assertRaises(ls.InvocationFailed) as e:
+            h.result(timeout=5)
+        stack = e.exception.error["stack"]
+        first = stack.splitlines()[1]
+        self.assertTrue(first.startswith('  File "%s"' % os.path.abspath(__file__).replace(".pyc", ".py")) and first.endswith("in outer"), stack)
+        self.assertIn("in inner", stack)
+        self.assertTrue(stack.endswith("ValueError: deep 7\n"), stack)
+        self.assertNotIn(os.path.dirname(os.path.abspath(ls.__file__)) + os.sep, stack)  # none of the worker's own frames
+
     def test_a_lambda_is_refused_at_submit_unless_it_travels_by_value(self):
         q = ls.SyncQueue("lambdas", dispatch=self.d)
         with self.assertRaises(TypeError) as e:
