@@ -97,9 +97,11 @@ export async function get(d: DispatchPlane, out: Out, id: string) {
   const text = (k: string, v: unknown) =>
     moments.has(k)
       ? new Date(Number(v)).toISOString()
-      : typeof v === 'object'
-        ? JSON.stringify(k === 'call' && v ? Object.fromEntries(Object.entries(v).filter(([, x]) => x !== null)) : v)
-        : String(v);
+      : k === 'error' && v && typeof v === 'object'
+        ? errorText(v as ErrorShown)
+        : typeof v === 'object'
+          ? JSON.stringify(k === 'call' && v ? Object.fromEntries(Object.entries(v).filter(([, x]) => x !== null)) : v)
+          : String(v);
   out.print(
     view,
     Object.entries(view)
@@ -108,6 +110,27 @@ export async function get(d: DispatchPlane, out: Out, id: string) {
       .join('\n'),
   );
   return EXIT.ok;
+}
+
+interface ErrorShown {
+  type?: string;
+  message?: string;
+  stack?: string | null;
+  last?: ErrorShown;
+}
+
+/** A failure as a person reads it: its type and message, then its stack (the last attempt's), a line each. */
+function errorText(e: ErrorShown): string {
+  const head = `${e.type ? `${e.type}: ` : ''}${e.message ?? ''}`;
+  const stack = (e.last && typeof e.last === 'object' ? e.last.stack : e.stack) ?? '';
+  if (typeof stack !== 'string' || !stack.trim()) return head;
+  return [
+    head,
+    ...stack
+      .trimEnd()
+      .split('\n')
+      .map((l) => `${' '.repeat(13)}${l}`),
+  ].join('\n');
 }
 
 const safeJson = (b: Uint8Array | null) => {

@@ -65,6 +65,12 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
     expect(failed.code).toBe(1);
     expect(JSON.parse(failed.stdout)).toMatchObject({ state: 'failed', error: { message: 'attempt 3 fails' } });
     expect(JSON.parse((await cli(['--json', 'get', bad], env)).stdout).attempt).toBe(3);
+    // As text, the error reads as a person reads one: its type and message, then its stack a line each.
+    const shown = (await cli(['get', bad], env)).stdout.split('\n');
+    const error = shown.slice(shown.findIndex((l) => l.startsWith('error ')));
+    expect(error[0]).toMatch(/^error +\S*Error: attempt 3 fails$/);
+    expect(error[1]).toMatch(/^ {13}(Traceback|\S*Error: attempt 3 fails)/);
+    expect(error.some((l) => /^ {13}.*flaky/.test(l))).toBe(true);
   });
 
   it('hands a job killed with SIGKILL mid-run to another worker after its lease, and it succeeds exactly once', async () => {
