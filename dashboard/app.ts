@@ -265,6 +265,25 @@ function shownValue(b: Uint8Array): string {
   }
 }
 
+/** A failure: its type and message, and its stack (the last attempt's, for AttemptsExhausted) folded under them. */
+function errorView(e: { type?: string; message: string; stack?: unknown; last?: { stack?: unknown } }): Node {
+  const stack = e.last && typeof e.last === 'object' ? e.last.stack : e.stack;
+  const head = h('span', { class: 'error' }, `${e.type ?? 'Error'}: ${e.message}`);
+  if (typeof stack !== 'string' || !stack.trim()) return head;
+  return h('span', {}, head, h('details', { class: 'stack' }, h('summary', {}, 'stack'), h('pre', {}, stack.trimEnd())));
+}
+
+/** An ERROR frame's body: the error object a worker writes, shown as the job's error is; else its text. */
+function frameError(body: Uint8Array): Node | string {
+  try {
+    const e = JSON.parse(new TextDecoder().decode(body)) as unknown;
+    if (e && typeof e === 'object' && typeof (e as { message?: unknown }).message === 'string') return errorView(e as { message: string });
+  } catch {
+    // not JSON: shown as it is
+  }
+  return shownValue(body);
+}
+
 async function jobView(id: string): Promise<void> {
   const facts = h('dl', { class: 'facts' });
   const controls = h('div', { class: 'controls' });
@@ -287,7 +306,7 @@ async function jobView(id: string): Promise<void> {
       ...row('created', when(inv.createdAt)),
       ...row('started', when(inv.startedAt)),
       ...row('finished', when(inv.finishedAt)),
-      ...(inv.error ? row('error', h('span', { class: 'error' }, `${inv.error.type ?? 'Error'}: ${inv.error.message}`)) : []),
+      ...(inv.error ? row('error', errorView(inv.error)) : []),
     );
     const live = inv.state === 'queued' || inv.state === 'running' || inv.state === 'delayed';
     controls.replaceChildren(
@@ -332,7 +351,7 @@ async function jobView(id: string): Promise<void> {
     }
     chunk = null;
     if (f.kind === FrameKind.VALUE) journal.append(h('div', { class: 'value' }, shownValue(f.body)));
-    else if (f.kind === FrameKind.ERROR) journal.append(h('div', { class: 'frame-error' }, `error: ${shownValue(f.body)}`));
+    else if (f.kind === FrameKind.ERROR) journal.append(h('div', { class: 'frame-error' }, 'error: ', frameError(f.body)));
     else if (f.kind === FrameKind.END) journal.append(h('div', { class: 'end' }, 'end'));
   };
   journal.replaceChildren(h('p', { class: 'muted' }, 'No frames yet.'));

@@ -128,9 +128,27 @@ describe('the dashboard', () => {
     const producer = await d.createToken('producer');
     await d.submit('emails', bytes('{}'), { id: 'bounce' });
     await d.claim('emails', 'w');
-    await d.nack('bounce', 'w', { error: { message: 'SMTP 550 mailbox unavailable', type: 'SmtpError' }, retry: false });
+    const stack = 'SmtpError: SMTP 550 mailbox unavailable\n    at send (mail.js:3:9)\n    at deliver (mail.js:9:3)';
+    const error = { message: 'SMTP 550 mailbox unavailable', type: 'SmtpError', stack };
+    await d.journalAppend(
+      'bounce',
+      null,
+      { kind: FrameKind.ERROR, seq: 0, body: bytes(JSON.stringify(error)), meta: null },
+      { workerId: 'w' },
+    );
+    await d.nack('bounce', 'w', { error, retry: false });
     const page = await signIn(producer.token, ns);
     await page.waitForSelector('table');
+    // The job's page: the error, its stack folded under it, a line each.
+    await page.goto(`${p.plane.url}/#/i/bounce`);
+    await page.waitForSelector('.facts details.stack');
+    expect(await page.textContent('.facts .error')).toBe('SmtpError: SMTP 550 mailbox unavailable');
+    await page.click('.facts details.stack summary');
+    expect(await page.textContent('.facts details.stack pre')).toBe(stack);
+    expect(await page.isVisible('.facts details.stack pre')).toBe(true);
+    // Its journal's ERROR frame reads the same way, not as the JSON the worker wrote.
+    await page.waitForSelector('.journal .frame-error details.stack');
+    expect(await page.textContent('.journal .frame-error .error')).toBe('SmtpError: SMTP 550 mailbox unavailable');
     await page.goto(`${p.plane.url}/#/q/emails/failed`);
     await page.waitForSelector('text=SmtpError: SMTP 550 mailbox unavailable');
     await page.screenshot({ path: join(shots, 'queue-1280.png') });
