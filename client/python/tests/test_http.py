@@ -10,6 +10,7 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.error
 import urllib.request
 import uuid
 
@@ -547,7 +548,8 @@ print(json.dumps({"root": ids(root), "spans": [ids(s) for s in getattr(trace, "F
 class Readme(unittest.TestCase):
     def test_every_python_snippet_of_the_readme_runs_verbatim_and_prints_what_it_says(self):
         with open(os.path.join(os.path.dirname(__file__), "..", "README.md"), encoding="utf-8") as f:
-            blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
+            # The push receiver is a server, not a script that prints: the next test runs it.
+            blocks = [b for b in re.findall(r"```python\n(.*?)```", f.read(), re.S) if not b.startswith("# receiver.py")]
         self.assertGreaterEqual(len(blocks), 2)
         env = {**os.environ, "PYTHONPATH": os.path.join(os.path.dirname(__file__), ".."), "LAKESHORE_NAMESPACE": ""}
         for block in blocks:
@@ -556,6 +558,32 @@ class Readme(unittest.TestCase):
             self.assertEqual(out.returncode, 0, out.stderr)
             self.assertEqual(out.stdout.strip().splitlines(), want, block)
 
+
+    def test_the_readmes_push_receiver_runs_verbatim_and_its_answer_is_the_jobs_result(self):
+        with open(os.path.join(os.path.dirname(__file__), "..", "README.md"), encoding="utf-8") as f:
+            source = next(b for b in re.findall(r"```python\n(.*?)```", f.read(), re.S) if b.startswith("# receiver.py"))
+        with socket.socket() as s:  # the README's port, 8790, may be taken here: the one change
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        d = client()
+        secret = d.configure_queue("hooks", push={"url": "http://127.0.0.1:%d/" % port, "rotate_secret": True})["settings"]["push"]["secret"]
+        env = {**os.environ, "PYTHONPATH": os.path.join(os.path.dirname(__file__), ".."), "PUSH_SECRET": secret}
+        receiver = subprocess.Popen([sys.executable, "-c", source.replace("8790", str(port))], env=env,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: (receiver.kill(), receiver.wait(), receiver.stderr.close()))
+        def listening() -> bool:
+            with socket.socket() as c:
+                return c.connect_ex(("127.0.0.1", port)) == 0
+        wait_until(listening, "the receiver to listen")
+        inv = d.submit("hooks", ls.encode_envelope("square", [9]), id="hook-1")
+        self.assertEqual(json.loads(d.result(inv, timeout=30)), 81)
+        # What the plane did not sign is refused, and says why.
+        forged = urllib.request.Request("http://127.0.0.1:%d/" % port, data=b"{}", method="POST")
+        with self.assertRaises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(forged, timeout=10)
+        self.assertEqual(e.exception.code, 401)
+        self.assertIn("not a signed delivery", e.exception.read().decode())
+        d.close()
 
 @unittest.skipUnless(URL, "needs LAKESHORE_URL")
 class Queues(TempDirs):
