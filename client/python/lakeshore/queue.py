@@ -94,6 +94,25 @@ def runtime_stamp() -> Dict[str, str]:
     return {"python": platform.python_version(), "cloudpickle": cloudpickle.__version__}
 
 
+#: Every option submit_with takes: the verb's (HttpDispatch.submit) and the envelope's.
+_SUBMIT_WITH = ("id", "key", "priority", "parent", "delay", "run_at", "ttl", "expires_at", "max_attempts",
+                "time_limit_ms", "max_retries", "origin", "traceparent", "by_value", "code", "code_dir")
+#: What an option submit_with does not take most likely meant: Node's spellings, and the wire's.
+_SUBMIT_MEANT = {"delayMs": "delay (seconds)", "delay_ms": "delay (seconds)", "runAt": "run_at (epoch seconds)",
+                 "ttlMs": "ttl (seconds)", "ttl_ms": "ttl (seconds)", "expiresAt": "expires_at (epoch seconds)",
+                 "maxAttempts": "max_attempts", "maxRetries": "max_retries", "retries": "max_retries",
+                 "timeLimitMs": "time_limit_ms", "timeout": "time_limit_ms", "byValue": "by_value", "codeDir": "code_dir"}
+
+
+def _check_options(opts: Dict[str, Any]) -> None:
+    """Refuses an option submit_with does not take, before anything is sent (a pushed tree
+    included), naming what it likely meant, as Node's submitWith does."""
+    odd = [k for k in opts if k not in _SUBMIT_WITH]
+    if odd:
+        said = ", ".join("%s (%s, perhaps)" % (k, _SUBMIT_MEANT[k]) if k in _SUBMIT_MEANT else str(k) for k in odd)
+        raise TypeError("submit_with: no option %s; its options are %s" % (said, ", ".join(_SUBMIT_WITH)))
+
+
 class SyncQueue:
     """A named queue on a plane (the process's default one unless `dispatch` is given)."""
 
@@ -116,6 +135,7 @@ class SyncQueue:
         `code="mount"` imports the function from exactly that tree (docs/code-mount.md); off by
         default, as it uploads your source tree."""
         opts = dict(options)
+        _check_options(opts)
         ref = function_ref(fn)
         if ref["fn"] == "<lambda>" and not opts.get("by_value"):
             # A worker finds a handler by its name, and a lambda has none it could be found by.

@@ -238,6 +238,16 @@ class ReferenceWorker(TempDirs):
         self.assertTrue(stack.endswith("ValueError: deep 7\n"), stack)
         self.assertNotIn(os.path.dirname(os.path.abspath(ls.__file__)) + os.sep, stack)  # none of the worker's own frames
 
+    def test_submit_with_refuses_an_option_it_does_not_take_naming_what_it_meant(self):
+        q = ls.SyncQueue("opts", dispatch=self.d)
+        with self.assertRaises(TypeError) as e:
+            q.submit_with({"delay_ms": 5000, "dealy": 5}, "f")
+        self.assertTrue(str(e.exception).startswith(
+            "submit_with: no option delay_ms (delay (seconds), perhaps), dealy; its options are id, key, priority"), e.exception)
+        self.assertEqual(self.d.count("opts"), 0)  # nothing was submitted
+        h = q.submit_with({"delay": 60, "max_attempts": 2}, "f")
+        self.assertEqual(self.d.get(h.id)["state"], "delayed")
+
     def test_a_lambda_is_refused_at_submit_unless_it_travels_by_value(self):
         q = ls.SyncQueue("lambdas", dispatch=self.d)
         with self.assertRaises(TypeError) as e:
