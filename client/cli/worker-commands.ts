@@ -1,4 +1,6 @@
 /** `lakeshore worker start|once`: its flags, and which runtime serves them. */
+import { statSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { type Command, Option } from 'commander';
 import { planeFromEnv, type PlaneFlags } from '../default.ts';
 import type { DispatchPlane } from '../types.ts';
@@ -90,7 +92,8 @@ export function workerCommands(program: Command, run: Run, planeOf: (g: Global) 
   const serve = (o: WorkerOpts, once: boolean) =>
     (runtimeOf(o) === 'python'
       ? run(
-          (g) =>
+          async (g) =>
+            rootChecked(o) &&
             supervisePython(
               o,
               {
@@ -103,7 +106,8 @@ export function workerCommands(program: Command, run: Run, planeOf: (g: Global) 
             ),
           { plane: false },
         )
-      : run((g) => {
+      : run(async (g) => {
+          rootChecked(o);
           const watch: PlaneWatch = { away: false };
           return serveNode(once ? planeOf(g) : workerPlaneOf(g, o.giveUpAfter, watch), output(!!g.json), o, once, process.env, watch);
         }))();
@@ -113,4 +117,15 @@ export function workerCommands(program: Command, run: Run, planeOf: (g: Global) 
   workerOptions(worker.command('once').description('run one job, then exit (an empty queue: exit 0 after 2 s)')).action((o: WorkerOpts) =>
     serve(o, true),
   );
+}
+
+/**
+ * A --root that is no directory is the command line's mistake (exit 2), said at once with the path
+ * it tried: a worker would otherwise start, claim, and fail every job that names a module.
+ */
+function rootChecked(o: WorkerOpts): true {
+  if (o.root === undefined) return true;
+  const path = resolve(o.root);
+  if (!statSync(path, { throwIfNoEntry: false })?.isDirectory()) throw new UsageError(`--root ${o.root}: no such directory (${path})`);
+  return true;
 }

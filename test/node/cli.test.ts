@@ -317,6 +317,12 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
     const noModule = await cli(['worker', 'once', '--queue', 'jobs', '--module', './no-such-handlers.mjs'], env);
     expect(noModule.code).toBe(2);
     expect(noModule.stderr).toMatch(/^lakeshore: --module \.\/no-such-handlers\.mjs: no such file \(\/.*no-such-handlers\.mjs\)$/m);
+    // A --root that is no directory, for either runtime: said at once, before any claim.
+    for (const runtime of ['node', 'python']) {
+      const noRoot = await cli(['worker', 'once', '--runtime', runtime, '--queue', 'jobs', '--root', './no-such-root'], env);
+      expect(noRoot.code, runtime).toBe(2);
+      expect(noRoot.stderr).toMatch(/^lakeshore: --root \.\/no-such-root: no such directory \(\/.*no-such-root\)$/m);
+    }
     // A URL with no scheme is said at once as the mistake it is, not retried for 15 s as an outage.
     const schemeless = await cli(['stats', 'jobs'], { ...env, LAKESHORE_URL: '127.0.0.1:8787', LAKESHORE_RETRY_FOR_MS: '60000' });
     expect(schemeless.code).toBe(2);

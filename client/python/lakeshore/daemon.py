@@ -54,6 +54,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--exit-with-parent", action="store_true",
                    help="stop as on SIGTERM once the process that started this one is gone (`lakeshore worker start` passes it)")
     a = p.parse_args(argv)
+    if a.root and not os.path.isdir(a.root):
+        # A worker would start, claim, and fail every job that names a module: the command line's mistake (exit 2).
+        p.error("--root %s: no such directory (%s)" % (a.root, os.path.abspath(a.root)))
     _own_the_log()
     url = a.url or os.environ.get("LAKESHORE_URL")
     stop = threading.Event()

@@ -569,6 +569,14 @@ class DaemonWithItsParent(TempDirs):
             time.sleep(0.05)
 
 
+    def test_a_daemon_given_a_root_that_is_no_directory_says_so_and_exits_2(self):
+        daemon = subprocess.run([sys.executable, "-m", "lakeshore.daemon", "--queue", "q", "--root", "/no/such/dir", "--once"],
+                                capture_output=True, text=True, timeout=30,
+                                env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "client", "python"), LAKESHORE_URL="",
+                                         LAKESHORE_HOME=self.temp_dir("lakeshore-daemon-home-")))
+        self.assertEqual(daemon.returncode, 2, daemon.stderr)
+        self.assertIn("--root /no/such/dir: no such directory (/no/such/dir)", daemon.stderr)
+
     def test_a_daemon_says_the_plane_away_as_its_own_line_and_gives_up_when_told(self):
         with socket.socket() as s:  # a port nothing listens on
             s.bind(("127.0.0.1", 0))
