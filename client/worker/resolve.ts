@@ -50,10 +50,12 @@ async function resolveElsewhere(env: Envelope, opts: ResolveOptions): Promise<Ha
   }
   const own = Object.hasOwn(opts.registry, env.fn) ? opts.registry[env.fn] : undefined;
   if (typeof own === 'function') return own;
-  if (!env.module)
+  if (!env.module) {
+    const near = nearest(env.fn, Object.keys(opts.registry));
     throw new ResolveError(
-      `function ${JSON.stringify(env.fn)} is not registered with this worker, and the job names no module to import it from (register it: --module, registry; or submit it with one: --module PATH#EXPORT)`,
+      `function ${JSON.stringify(env.fn)} is not registered with this worker${near ? ` (it has ${JSON.stringify(near)}, perhaps)` : ''}, and the job names no module to import it from (register it: --module, registry; or submit it with one: --module PATH#EXPORT)`,
     );
+  }
   if (!opts.allowImport) {
     throw new ResolveError(
       `function ${JSON.stringify(env.fn)} is not registered, and importing ${JSON.stringify(env.module)} is off: start the worker with allowImport (--allow-import) to let envelopes name modules`,
@@ -70,4 +72,22 @@ async function resolveElsewhere(env: Envelope, opts: ResolveOptions): Promise<Ha
   if (typeof fn !== 'function')
     throw new ResolveError(`module ${JSON.stringify(path)} has no exported function ${JSON.stringify(exportName)}`);
   return fn as Handler;
+}
+
+/** The registered name nearest `name` (at most two edits, or a third of its letters), as a misspelling's likely meaning. */
+function nearest(name: string, names: string[]): string | null {
+  let best: string | null = null;
+  let bestD = Math.max(2, Math.floor(name.length / 3)) + 1;
+  for (const n of names) {
+    // Edit distance, one row at a time.
+    let row = Array.from({ length: n.length + 1 }, (_, j) => j);
+    for (let i = 1; i <= name.length; i++) {
+      const next = [i];
+      for (let j = 1; j <= n.length; j++)
+        next[j] = Math.min(row[j]! + 1, next[j - 1]! + 1, row[j - 1]! + (name[i - 1] === n[j - 1] ? 0 : 1));
+      row = next;
+    }
+    if (row[n.length]! < bestD) [best, bestD] = [n, row[n.length]!];
+  }
+  return best;
 }

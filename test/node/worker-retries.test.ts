@@ -58,6 +58,10 @@ describe.each(bothPlanes('retries'))('a worker’s retries on the %s plane', (_n
     const row = await d.get('ghost');
     expect(row).toMatchObject({ state: 'failed', attempt: 1 });
     expect(row?.error?.message).toContain('"ghost" is not registered with this worker, and the job names no module');
+    // A misspelling of a name it has is told that name.
+    await d.submit('q', encodeEnvelope({ fn: 'cuont', args: [] }), { id: 'typo' });
+    await runWorker('q', { dispatch: d, registry: { count: () => 1, other: () => 2 }, once: true });
+    expect((await d.get('typo'))?.error?.message).toContain('"cuont" is not registered with this worker (it has "count", perhaps), and');
     await d.close();
   });
 

@@ -74,9 +74,11 @@ class Resolver:
                 raise Unrunnable("function %r is not registered with this worker, and it imports no module on an HTTP plane "
                                  "without a root (run_worker(root=...), --root)" % env["fn"])
             return self._import(module)
-        raise Unrunnable("function %r is not registered with this worker, and the job names no module to import it from "
+        import difflib
+        near = difflib.get_close_matches(env["fn"], list(self.registry), n=1)
+        raise Unrunnable("function %r is not registered with this worker%s, and the job names no module to import it from "
                          "(a function defined in the submitting script itself travels by name only: define it in a module "
-                         "under the worker's root, or register it)" % env["fn"])
+                         "under the worker's root, or register it)" % (env["fn"], " (it has %r, perhaps)" % near[0] if near else ""))
 
     def _mounted(self, env: Dict[str, Any]) -> Callable[..., Any]:
         """A job of the producer's pushed tree (docs/code-mount.md): its module, from that tree only."""
@@ -127,14 +129,18 @@ class Resolver:
                     self._under_root(mod_name.partition(".")[0])
                 obj: Any = importlib.import_module(mod_name)
             except ImportError as e:
-                raise Unrunnable("could not import %s%s: %s" % (mod_name, " under %s" % self.root if self.root else "", e))
+                # `tasks.py:f` names a file: a module is named without its .py (`tasks:f`).
+                hint = "; a module is named without .py: %s:%s" % (mod_name[:-3], qual) if mod_name.endswith(".py") else ""
+                raise Unrunnable("could not import %s%s: %s%s" % (mod_name, " under %s" % self.root if self.root else "", e, hint))
             finally:
                 if added:
                     sys.path.remove(self.root)
         for part in qual.split("."):
-            obj = getattr(obj, part, None)
+            owner, obj = obj, getattr(obj, part, None)
             if obj is None:
-                raise Unrunnable("%s has no %s" % (mod_name, qual))
+                import difflib
+                near = difflib.get_close_matches(part, [n for n in dir(owner) if not n.startswith("_")], n=1)
+                raise Unrunnable("%s has no %s%s" % (mod_name, qual, " (%s, perhaps)" % near[0] if near else ""))
         if not callable(obj):
             raise Unrunnable("%s is not a function" % ref)
         return obj

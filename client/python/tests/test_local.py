@@ -199,6 +199,26 @@ class ReferenceWorker(TempDirs):
         with open(os.path.join(os.path.dirname(__file__), "..", "pyproject.toml")) as f:
             self.assertEqual(re.search(r'^version = "([^"]+)"', f.read(), re.M).group(1), ls.__version__)
 
+    def test_a_module_named_as_a_file_or_a_misspelled_function_fails_with_what_was_meant(self):
+        tasks = self.temp_dir("lakeshore-typo-")
+        mod = "shapes_%s" % os.urandom(3).hex()
+        with open(os.path.join(tasks, mod + ".py"), "w") as f:
+            f.write("def square(x):\n    return x * x\n")
+        q = ls.SyncQueue("typos", dispatch=self.d)
+        for fn, says in (("%s.py:square" % mod, "a module is named without .py: %s:square" % mod),
+                         ("%s:sqare" % mod, "%s has no sqare (square, perhaps)" % mod)):
+            h = q.submit(fn, 3)
+            self.assertEqual(ls.run_worker(q, root=tasks, once=True), 1)
+            with self.assertRaises(ls.InvocationFailed) as e:
+                h.result(timeout=5)
+            self.assertTrue(e.exception.error["message"].endswith(says), e.exception.error["message"])
+        # A registered name misspelled is told that name.
+        h = q.submit("sqare", 3)
+        ls.run_worker(q, registry={"square": lambda x: x * x, "other": print}, once=True)
+        with self.assertRaises(ls.InvocationFailed) as e:
+            h.result(timeout=5)
+        self.assertIn("function 'sqare' is not registered with this worker (it has 'square', perhaps), and", e.exception.error["message"])
+
     def test_a_fn_in_the_module_form_is_its_module_when_the_envelope_names_none(self):
         # `lakeshore submit gpu pkg.mod:train` and a Node producer's q.submit("pkg.mod:train") send
         # the name as fn with no module: a worker with a root imports it all the same.
