@@ -1,5 +1,5 @@
 /** `lakeshore worker start` for the Node runtime, and `lakeshore dev`: the commands that serve. */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -30,7 +30,19 @@ async function loadRegistry(module: string | undefined): Promise<Registry> {
   const path = resolve(module);
   // A path that is not there is the command line's mistake (exit 2), said with the path it tried.
   if (!existsSync(path)) throw new UsageError(`--module ${module}: no such file (${path})`);
-  const mod = (await import(pathToFileURL(path).href)) as Record<string, unknown>;
+  let mod: Record<string, unknown>;
+  try {
+    mod = (await import(pathToFileURL(path).href)) as Record<string, unknown>;
+  } catch (e) {
+    // A module that does not load says which, and for a syntax error where: an import's
+    // SyntaxError carries no location, and `node --check` prints it (file:line, the line, a caret).
+    const err = e instanceof Error ? e : new Error(String(e));
+    const where =
+      err.name === 'SyntaxError'
+        ? spawnSync(process.execPath, ['--check', path], { encoding: 'utf8' }).stderr.split('\n').slice(0, 3).join('\n')
+        : '';
+    throw new Error(`--module ${module} could not be loaded: ${err.name}: ${err.message}${where.trim() ? `\n${where}` : ''}`);
+  }
   const reg: Registry = {};
   for (const [name, v] of Object.entries(mod)) if (typeof v === 'function') reg[name] = v as Registry[string];
   if (mod.default && typeof mod.default === 'object') {
@@ -63,6 +75,9 @@ export async function worker(
   // A worker that names no pool serves `default`, the pool an unrouted call goes to.
   if (!pools.length) pools.push('default');
   const registry = await loadRegistry(f.module);
+  // A module that exports no function gives the worker nothing to run (unless jobs bring their own).
+  if (f.module && !Object.keys(registry).length && !f.allowImport && f.code !== 'mount')
+    throw new UsageError(`--module ${f.module} exports no function: export each handler (export function count(n) { ... })`);
   const stop = new AbortController();
   const log = (m: string) => process.stderr.write(`[lakeshore worker] ${m}\n`);
   // Asked to stop while the plane is away (or it goes away while this worker drains), or asked a

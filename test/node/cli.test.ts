@@ -317,6 +317,18 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
     const noModule = await cli(['worker', 'once', '--queue', 'jobs', '--module', './no-such-handlers.mjs'], env);
     expect(noModule.code).toBe(2);
     expect(noModule.stderr).toMatch(/^lakeshore: --module \.\/no-such-handlers\.mjs: no such file \(\/.*no-such-handlers\.mjs\)$/m);
+    // A module that does not load says which and where; one that exports no function is a usage error.
+    const mods = tempDir('lakeshore-mods-');
+    writeFileSync(join(mods, 'broken.mjs'), 'export function f( { return 1 }\n');
+    writeFileSync(join(mods, 'empty.mjs'), 'const x = 1;\n');
+    const broken = await cli(['worker', 'once', '--queue', 'jobs', '--module', join(mods, 'broken.mjs')], env);
+    expect(broken.code).toBe(1);
+    expect(broken.stderr).toContain(
+      `lakeshore: --module ${join(mods, 'broken.mjs')} could not be loaded: SyntaxError: Unexpected number\n${join(mods, 'broken.mjs')}:1\n`,
+    );
+    const exportsNone = await cli(['worker', 'once', '--queue', 'jobs', '--module', join(mods, 'empty.mjs')], env);
+    expect(exportsNone.code).toBe(2);
+    expect(exportsNone.stderr).toContain('exports no function: export each handler');
     // A --root that is no directory, for either runtime: said at once, before any claim.
     for (const runtime of ['node', 'python']) {
       const noRoot = await cli(['worker', 'once', '--runtime', runtime, '--queue', 'jobs', '--root', './no-such-root'], env);
