@@ -100,14 +100,19 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
     return id;
   }
 
+  /** Coalesced submits, each checked by submit() already. */
   private async submitBatch(queue: string, items: SubmitItem[]) {
-    const out = await this.submitMany(queue, items);
+    const out = await this.sendMany(queue, items);
     return out.map((r) => ('id' in r ? { ok: true as const, value: r.id } : { ok: false as const, error: r.error }));
   }
 
   /** Submits many; a batch larger than one request allows goes in parts (see inParts). */
   async submitMany(queue: string, items: SubmitItem[]): Promise<({ id: string } | { error: Error })[]> {
     for (const it of items) if (typeof it?.opts === 'object' && it.opts !== null) checkSubmitOptions(it.opts);
+    return this.sendMany(queue, items);
+  }
+
+  private async sendMany(queue: string, items: SubmitItem[]): Promise<({ id: string } | { error: Error })[]> {
     const out = await submitParts(this.http, queue, items);
     for (const r of out) if ('id' in r) this.hint(r.id, queue);
     return out;
