@@ -86,6 +86,22 @@ export class InvocationFailedError extends Error {
     this.error = error;
   }
 }
+/**
+ * A job's error as a person reads it (the CLI's `get`, the dashboard): `Type: message`, and the
+ * stack, the last attempt's where a spent budget wraps it (AttemptsExhausted's `last`); null when none.
+ */
+export function errorShown(e: { type?: unknown; message?: unknown; stack?: unknown; last?: unknown }): {
+  head: string;
+  stack: string | null;
+} {
+  const last = e.last && typeof e.last === 'object' ? (e.last as { stack?: unknown }) : null;
+  const stack = last ? last.stack : e.stack;
+  return {
+    head: `${typeof e.type === 'string' && e.type ? e.type : 'Error'}: ${String(e.message ?? '')}`,
+    stack: typeof stack === 'string' && stack.trim() ? stack.trimEnd() : null,
+  };
+}
+
 /** `result` of an invocation that was cancelled. */
 export class InvocationCancelledError extends Error {
   readonly id: string;

@@ -5,7 +5,7 @@
  * queue's jobs by state, one job with its live journal, and tokens (admin).
  */
 import { HttpDispatch } from '../client/http/dispatch.ts';
-import { ForbiddenError, LakeshoreError, UnauthorizedError } from '../client/errors.ts';
+import { errorShown, ForbiddenError, LakeshoreError, UnauthorizedError } from '../client/errors.ts';
 import { FrameKind } from '../src/core/frame.ts';
 import type { Invocation, JournalFrame, QueueOverview, State } from '../client/types.ts';
 import { action, ago, badge, h, span, sparkline, table, when } from './dom.ts';
@@ -265,19 +265,18 @@ function shownValue(b: Uint8Array): string {
   }
 }
 
-/** A failure: its type and message, and its stack (the last attempt's, for AttemptsExhausted) folded under them. */
-function errorView(e: { type?: string; message: string; stack?: unknown; last?: { stack?: unknown } }): Node {
-  const stack = e.last && typeof e.last === 'object' ? e.last.stack : e.stack;
-  const head = h('span', { class: 'error' }, `${e.type ?? 'Error'}: ${e.message}`);
-  if (typeof stack !== 'string' || !stack.trim()) return head;
-  return h('span', {}, head, h('details', { class: 'stack' }, h('summary', {}, 'stack'), h('pre', {}, stack.trimEnd())));
+/** A failure: its type and message, and its stack folded under them (errorShown). */
+function errorView(e: object): Node {
+  const { head, stack } = errorShown(e);
+  const line = h('span', { class: 'error' }, head);
+  return stack ? h('span', {}, line, h('details', { class: 'stack' }, h('summary', {}, 'stack'), h('pre', {}, stack))) : line;
 }
 
 /** An ERROR frame's body: the error object a worker writes, shown as the job's error is; else its text. */
 function frameError(body: Uint8Array): Node | string {
   try {
     const e = JSON.parse(new TextDecoder().decode(body)) as unknown;
-    if (e && typeof e === 'object' && typeof (e as { message?: unknown }).message === 'string') return errorView(e as { message: string });
+    if (e && typeof e === 'object' && typeof (e as { message?: unknown }).message === 'string') return errorView(e);
   } catch {
     // not JSON: shown as it is
   }

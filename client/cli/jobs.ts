@@ -3,7 +3,7 @@ import { FrameKind, FRAME_KIND_NAMES } from '../../src/core/frame.ts';
 import type { JournalFrame } from '../../src/core/types.ts';
 import { decodeEnvelope, encodeEnvelope, fromJsonBytes, newTraceparent } from '../envelope.ts';
 import { jobId } from '../ids.ts';
-import { InvocationCancelledError, InvocationFailedError, NotFoundError, TimeoutError } from '../errors.ts';
+import { errorShown, InvocationCancelledError, InvocationFailedError, NotFoundError, TimeoutError } from '../errors.ts';
 import { HttpDispatch } from '../http/dispatch.ts';
 import type { DispatchPlane } from '../types.ts';
 import { elapsed, EXIT, type Out } from './output.ts';
@@ -98,7 +98,7 @@ export async function get(d: DispatchPlane, out: Out, id: string) {
     moments.has(k)
       ? new Date(Number(v)).toISOString()
       : k === 'error' && v && typeof v === 'object'
-        ? errorText(v as ErrorShown)
+        ? errorText(v)
         : typeof v === 'object'
           ? JSON.stringify(k === 'call' && v ? Object.fromEntries(Object.entries(v).filter(([, x]) => x !== null)) : v)
           : String(v);
@@ -112,25 +112,10 @@ export async function get(d: DispatchPlane, out: Out, id: string) {
   return EXIT.ok;
 }
 
-interface ErrorShown {
-  type?: string;
-  message?: string;
-  stack?: string | null;
-  last?: ErrorShown;
-}
-
-/** A failure as a person reads it: its type and message, then its stack (the last attempt's), a line each. */
-function errorText(e: ErrorShown): string {
-  const head = `${e.type ? `${e.type}: ` : ''}${e.message ?? ''}`;
-  const stack = (e.last && typeof e.last === 'object' ? e.last.stack : e.stack) ?? '';
-  if (typeof stack !== 'string' || !stack.trim()) return head;
-  return [
-    head,
-    ...stack
-      .trimEnd()
-      .split('\n')
-      .map((l) => `${' '.repeat(13)}${l}`),
-  ].join('\n');
+/** A failure as a person reads it: its type and message, then its stack, a line each. */
+function errorText(e: object): string {
+  const { head, stack } = errorShown(e);
+  return stack ? [head, ...stack.split('\n').map((l) => `${' '.repeat(13)}${l}`)].join('\n') : head;
 }
 
 const safeJson = (b: Uint8Array | null) => {
