@@ -19,6 +19,7 @@ class QueueClock:
         self.at: Dict[str, Optional[int]] = {}  # queue -> when its next pass is due (ms); None: nothing kept
         self.known: Dict[str, bool] = {}
         self.window: Dict[str, Optional[int]] = {}  # queue -> its journal_retention_ms, as the last pass found it
+        self.asked: set = set()  # queues whose pass soon() brought forward while a pass of theirs ran
         self.lock = threading.Lock()
         self.wake = threading.Event()
         self.closed = False
@@ -34,10 +35,12 @@ class QueueClock:
                 if frames is None or frames >= self.at[queue]:
                     return
                 self.at[queue] = frames
+                self.asked.add(queue)
                 self.wake.set()
                 return
             self.known[queue] = False
             self.at[queue] = int(time.time() * 1000)
+            self.asked.add(queue)
             if self.thread is None:
                 self.thread = threading.Thread(target=self._loop, name="lakeshore-clock", daemon=True)
                 self.thread.start()
@@ -59,6 +62,7 @@ class QueueClock:
             now = int(time.time() * 1000)
             with self.lock:
                 due = [q for q, t in self.at.items() if t is not None and t <= now]
+                self.asked.difference_update(due)
             for q in due:
                 if self.closed:
                     return
@@ -67,7 +71,11 @@ class QueueClock:
                 except Exception:  # the plane closed under it, or the file is busy: try again in a second
                     nxt = int(time.time() * 1000) + 1000
                 with self.lock:
-                    self.at[q], self.known[q] = nxt, True
+                    # A soon() while the pass ran (a schedule set, a job finished) may have come after
+                    # what the pass read: its earlier time stands, or the change would wait for nxt.
+                    asked = self.at[q] if q in self.asked else None
+                    self.at[q] = nxt if asked is None else asked if nxt is None else min(nxt, asked)
+                    self.known[q] = True
             with self.lock:
                 times = [t for t in self.at.values() if t is not None]
             wait = None if not times else max(0.0, (min(times) - time.time() * 1000) / 1000)

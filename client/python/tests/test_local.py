@@ -112,6 +112,28 @@ class LocalPlane(unittest.TestCase):
         with self.assertRaises(ls.NotFound):
             d.remove_schedule("tick", "nope")
 
+    def test_a_schedule_set_while_its_queue_is_passed_over_fires(self):
+        # The clock's pass read the queue's schedules before the second was set: the pass's answer
+        # (the nightly tick, hours away) must not hide the change it did not see.
+        d = self.d
+        entered, release = threading.Event(), threading.Event()
+        real = d._fire
+
+        def slow(queue):
+            nxt = real(queue)
+            entered.set()
+            release.wait(5)
+            return nxt
+        d._fire = slow
+        d.set_schedule("race", "nightly", cron="0 3 * * *", envelope=b"n")
+        self.assertTrue(entered.wait(5))
+        d.set_schedule("race", "each-second", cron="* * * * * *", envelope=b"e")
+        d._fire = real
+        release.set()
+        job = d.claim("race", "w", wait=5)
+        self.assertIsNotNone(job)
+        self.assertEqual(job.envelope, b"e")
+
     def test_a_schedule_it_cannot_read_is_left_alone_and_does_not_spin_its_clock(self):
         d = self.d
         d.set_schedule("tick2", "good", cron="* * * * * *", envelope=b"t")
