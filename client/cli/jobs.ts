@@ -7,7 +7,7 @@ import { errorShown, InvocationCancelledError, InvocationFailedError, NotFoundEr
 import { HttpDispatch } from '../http/dispatch.ts';
 import type { DispatchPlane } from '../types.ts';
 import { elapsed, EXIT, type Out } from './output.ts';
-import { parseJson, UsageError } from './usage.ts';
+import { parseJson, parseKwargs, UsageError } from './usage.ts';
 import { quietQueue, quietQueueMs } from './watch.ts';
 
 export async function submit(
@@ -38,7 +38,7 @@ export async function submit(
     code = (await d.pushCode()).stamp; // this directory's git tree, uploaded once per tree
   }
   const list = Array.isArray(args) ? args : [args];
-  const kwargs = parseJson('--kwargs', f.kwargs, {});
+  const kwargs = parseKwargs(f.kwargs);
   const envelope = encodeEnvelope({
     fn,
     args: list,

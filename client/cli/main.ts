@@ -160,13 +160,14 @@ program
   .option('--tz <zone>', 'IANA time zone the expression is read in (default UTC)')
   .option('--fn <name>', 'function to submit at each tick')
   .option('--args <json>', 'JSON array of its arguments')
+  .option('--kwargs <json>', 'JSON object of its keyword arguments')
   .option('--priority <n>', "priority of each tick's job")
   .action(
     (
       action: string,
       queue: string,
       name: string | undefined,
-      o: { cron?: string; tz?: string; fn?: string; args?: string; priority?: string },
+      o: { cron?: string; tz?: string; fn?: string; args?: string; kwargs?: string; priority?: string },
     ) => run((g) => op.schedule(planeOf(g), output(!!g.json), action, queue, name, o))(),
   );
 

@@ -1,9 +1,9 @@
 /** The CLI's commands for operators: listing, retry and redrive, pause and resume, queue settings, cron schedules. */
-import { encodeEnvelope } from '../envelope.ts';
+import { decodeEnvelope, encodeEnvelope, type Envelope } from '../envelope.ts';
 import { isState, STATES } from '../../src/core/states.ts';
 import type { DispatchPlane, QueueInfo, Schedule, SettingsChange } from '../types.ts';
 import { EXIT, type Out } from './output.ts';
-import { UsageError } from './usage.ts';
+import { parseJson, parseKwargs, UsageError } from './usage.ts';
 
 const num = (what: string, s: string | undefined): number | undefined => {
   if (s === undefined) return undefined;
@@ -140,8 +140,40 @@ export async function queue(d: DispatchPlane, out: Out, name: string, f: QueueFl
   return EXIT.ok;
 }
 
+/** The call a schedule's ticks submit, as its envelope says it (the fields it leaves out not shown as nulls); null when it is no call. */
+function callOf(envelope: Uint8Array): Partial<Envelope> | null {
+  try {
+    return Object.fromEntries(Object.entries(decodeEnvelope(envelope)).filter(([k, v]) => v !== null && k !== 'v'));
+  } catch {
+    return null; // set through the API with bytes of its own
+  }
+}
+
+/** A call as a person reads it: `report("eu", days=7)`, cut at 60 characters. */
+function callText(envelope: Uint8Array): string {
+  const c = callOf(envelope);
+  if (!c) return `(${envelope.length} bytes, not a call)`;
+  const parts = [
+    ...(c.args ?? []).map((a) => JSON.stringify(a)),
+    ...Object.entries(c.kwargs ?? {}).map(([k, v]) => `${k}=${JSON.stringify(v)}`),
+  ];
+  const text = `${c.fn}(${parts.join(', ')})`;
+  return text.length > 60 ? `${text.slice(0, 59)}…)` : text;
+}
+
 const scheduleLine = (s: Schedule) =>
-  `${s.name.padEnd(20)} ${s.cron.padEnd(18)} ${(s.timezone ?? 'UTC').padEnd(16)} next ${new Date(s.nextAt).toISOString()}${s.lastAt === null ? '' : `  last ${new Date(s.lastAt).toISOString()}`}`;
+  [
+    s.name.padEnd(20),
+    s.cron.padEnd(18),
+    (s.timezone ?? 'UTC').padEnd(16),
+    callText(s.envelope),
+    ...(s.priority ? [`priority ${s.priority}`] : []),
+    `next ${new Date(s.nextAt).toISOString()}`,
+    ...(s.lastAt === null ? [] : [`last ${new Date(s.lastAt).toISOString()}`]),
+  ].join('  ');
+
+/** A schedule as `--json` prints it: its call decoded, not its envelope's bytes. */
+const scheduleView = ({ envelope, ...s }: Schedule) => ({ ...s, call: callOf(envelope) });
 
 export async function schedule(
   d: DispatchPlane,
@@ -149,14 +181,11 @@ export async function schedule(
   action: string,
   queue: string,
   name: string | undefined,
-  f: { cron?: string; tz?: string; fn?: string; args?: string; priority?: string },
+  f: { cron?: string; tz?: string; fn?: string; args?: string; kwargs?: string; priority?: string },
 ) {
   if (action === 'list') {
     const all = await d.listSchedules(queue);
-    out.print(
-      { queue, schedules: all.map(({ envelope: _e, ...s }) => s) },
-      all.length ? all.map(scheduleLine).join('\n') : `${queue}: no schedules`,
-    );
+    out.print({ queue, schedules: all.map(scheduleView) }, all.length ? all.map(scheduleLine).join('\n') : `${queue}: no schedules`);
     return EXIT.ok;
   }
   if (!name) throw new UsageError(`schedule ${action} needs a schedule name`);
@@ -167,21 +196,15 @@ export async function schedule(
   }
   if (action !== 'set') throw new UsageError(`unknown schedule action ${JSON.stringify(action)}: expected set, list or rm`);
   if (!f.cron || !f.fn) throw new UsageError('schedule set needs --cron and --fn');
-  let args: unknown = [];
-  try {
-    args = f.args === undefined ? [] : JSON.parse(f.args);
-  } catch {
-    throw new UsageError(`--args is not valid JSON: ${f.args}`);
-  }
-  const envelope = encodeEnvelope({ fn: f.fn, args: Array.isArray(args) ? args : [args], kwargs: {} });
+  const args = parseJson('--args', f.args, []);
+  const envelope = encodeEnvelope({ fn: f.fn, args: Array.isArray(args) ? args : [args], kwargs: parseKwargs(f.kwargs) });
   const s = await d.setSchedule(queue, name, {
     cron: f.cron,
     timezone: f.tz ?? null,
     envelope,
     priority: num('--priority', f.priority) ?? 0,
   });
-  const { envelope: _e, ...view } = s;
-  out.print(view, scheduleLine(s));
+  out.print(scheduleView(s), scheduleLine(s));
   return EXIT.ok;
 }
 

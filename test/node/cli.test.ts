@@ -156,10 +156,26 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
     expect(JSON.parse((await cli(['--json', 'get', id], env)).stdout).state).toBe('queued');
     expect((await cli(['resume', 'ops'], env)).code).toBe(0);
     expect(
-      (await cli(['--json', 'schedule', 'set', 'ops', 'hourly', '--cron', '0 * * * *', '--fn', 'add', '--args', '[1,1]'], env)).code,
+      (
+        await cli(
+          ['--json', 'schedule', 'set', 'ops', 'hourly', '--cron', '0 * * * *', '--fn', 'add', '--args', '[1,1]', '--kwargs', '{"k":2}'],
+          env,
+        )
+      ).code,
     ).toBe(0);
+    // A listing says what each tick submits.
     const listed = JSON.parse((await cli(['--json', 'schedule', 'list', 'ops'], env)).stdout);
-    expect(listed.schedules).toEqual([expect.objectContaining({ name: 'hourly', cron: '0 * * * *', nextAt: expect.any(Number) })]);
+    expect(listed.schedules).toEqual([
+      expect.objectContaining({
+        name: 'hourly',
+        cron: '0 * * * *',
+        nextAt: expect.any(Number),
+        call: { fn: 'add', args: [1, 1], kwargs: { k: 2 } },
+      }),
+    ]);
+    expect((await cli(['schedule', 'list', 'ops'], env)).stdout).toMatch(/^hourly +0 \* \* \* \* +UTC +add\(1, 1, k=2\) {2}next /);
+    const refused = await cli(['schedule', 'set', 'ops', 'odd', '--cron', '0 * * * *', '--fn', 'add', '--kwargs', '[1]'], env);
+    expect([refused.code, refused.stderr]).toEqual([2, expect.stringContaining('--kwargs must be a JSON object of keyword arguments')]);
     expect((await cli(['schedule', 'rm', 'ops', 'hourly'], env)).code).toBe(0);
     expect((await cli(['schedule', 'set', 'ops', 'bad', '--cron', 'whenever', '--fn', 'add'], env)).code).not.toBe(0);
     // A push target's secret shows once; after that the queue says where a new one comes from.
