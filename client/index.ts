@@ -8,7 +8,17 @@ export * from './errors.ts';
 export * from './types.ts';
 export { FrameKind, encodeFrame, decodeFrame } from '../src/core/frame.ts';
 export { defaultDispatch, planeFromEnv, type PlaneFlags } from './default.ts';
-export { Queue, Handle, dispatchByName, setRoutes, DEFAULT_POOL, type Route, type RouteTable, type SubmitCallOptions } from './queue.ts';
+export {
+  Queue,
+  Handle,
+  dispatchByName,
+  setRoutes,
+  DEFAULT_POOL,
+  type Route,
+  type RouteTable,
+  type SubmitCallOptions,
+  type ScheduleCallOptions,
+} from './queue.ts';
 export { encodeEnvelope, decodeEnvelope, jsonBytes, fromJsonBytes, type Envelope } from './envelope.ts';
 export { runWorker, type WorkerOptions } from './worker/run-worker.ts';
 export type { OnDone, DoneJob } from './worker/job.ts';

@@ -12,7 +12,7 @@ import { decodeEnvelope, encodeEnvelope, fromJsonBytes, newTraceparent } from '.
 import { enqueueSpan } from './tracing.ts';
 import { jobOrNull, originOf } from './worker/context.ts';
 import { defaultDispatch } from './default.ts';
-import type { DispatchPlane } from './types.ts';
+import type { DispatchPlane, Schedule } from './types.ts';
 import { jobId } from './ids.ts';
 import { checkOptions } from './check-options.ts';
 
@@ -89,6 +89,34 @@ function checkSubmitCall(opts: unknown): asserts opts is SubmitCallOptions {
   checkOptions('submitWith(options, fn, ...args)', opts, SUBMIT_CALL, SUBMIT_MEANT);
 }
 
+/** What a schedule's ticks submit besides the call: scheduleWith's options. */
+export interface ScheduleCallOptions {
+  /** The IANA time zone the cron expression is read in (default UTC). */
+  timezone?: string;
+  priority?: number;
+  kwargs?: Record<string, unknown>;
+  module?: string;
+  timeLimitMs?: number;
+  maxRetries?: number;
+}
+
+const SCHEDULE_CALL: Record<keyof ScheduleCallOptions, true> = {
+  timezone: true,
+  priority: true,
+  kwargs: true,
+  module: true,
+  timeLimitMs: true,
+  maxRetries: true,
+};
+const SCHEDULE_MEANT: Record<string, keyof ScheduleCallOptions> = {
+  tz: 'timezone',
+  timeZone: 'timezone',
+  time_limit_ms: 'timeLimitMs',
+  timeout: 'timeLimitMs',
+  max_retries: 'maxRetries',
+  retries: 'maxRetries',
+};
+
 export class Handle<T = unknown> {
   readonly id: string;
   readonly dispatch: DispatchPlane;
@@ -123,9 +151,9 @@ export class Handle<T = unknown> {
 }
 
 /** What an envelope calls `fn`: a worker finds its handler by this name, so it must have one. */
-const fnName = (fn: string | ((...a: never[]) => unknown)): string => {
+const fnName = (fn: string | ((...a: never[]) => unknown), verb = 'submit'): string => {
   if (typeof fn === 'string') return fn;
-  if (typeof fn !== 'function') throw new TypeError(`submit needs a function or a function's name, got ${typeof fn}`);
+  if (typeof fn !== 'function') throw new TypeError(`${verb} needs a function or a function's name, got ${typeof fn}`);
   if (!fn.name)
     throw new TypeError(
       'an anonymous function has no name a worker can find: submit a named one (function f() {} or const f = () => ...), registered by that name on the worker, or the name itself',
@@ -187,6 +215,48 @@ export class Queue {
       });
       return new Handle<T>(id, this.dispatch);
     });
+  }
+
+  /**
+   * Sets (or replaces) this queue's cron schedule `name`: each tick of `cron` (5 fields, minute
+   * first, or 6, seconds first; contract, "Schedules") submits `fn(...args)`, as submit would.
+   *
+   * @example
+   * await new Queue('reports').scheduleWith({ timezone: 'Europe/Berlin' }, 'nightly', '0 3 * * *', 'report', 'eu');
+   */
+  schedule(name: string, cron: string, fn: string | ((...a: never[]) => unknown), ...args: unknown[]): Promise<Schedule> {
+    return this.scheduleWith({}, name, cron, fn, ...args);
+  }
+
+  /** schedule() with options: the cron's `timezone`, the ticks' `priority`, and the envelope's `kwargs`, `module`, `timeLimitMs`, `maxRetries`. */
+  async scheduleWith(
+    opts: ScheduleCallOptions,
+    name: string,
+    cron: string,
+    fn: string | ((...a: never[]) => unknown),
+    ...args: unknown[]
+  ): Promise<Schedule> {
+    checkOptions('scheduleWith(options, name, cron, fn, ...args)', opts, SCHEDULE_CALL, SCHEDULE_MEANT);
+    // No traceparent: each tick is a trace of its own, not a span of whoever set the schedule.
+    const envelope = encodeEnvelope({
+      fn: fnName(fn, 'schedule'),
+      args,
+      kwargs: opts.kwargs,
+      module: opts.module,
+      time_limit_ms: opts.timeLimitMs,
+      max_retries: opts.maxRetries,
+    });
+    return this.dispatch.setSchedule(this.name, name, { cron, timezone: opts.timezone ?? null, envelope, priority: opts.priority ?? 0 });
+  }
+
+  /** This queue's schedules, by name; `decodeEnvelope(s.envelope)` is the call each tick submits. */
+  schedules(): Promise<Schedule[]> {
+    return this.dispatch.listSchedules(this.name);
+  }
+
+  /** Removes the schedule `name`; an unknown one is a NotFoundError. */
+  unschedule(name: string): Promise<void> {
+    return this.dispatch.removeSchedule(this.name, name);
   }
 }
 

@@ -187,6 +187,49 @@ describe.each(planes)('Queue API on the %s plane', (_name, make) => {
     await expect(d.submit('sched', new Uint8Array([123, 125]), {} as never)).rejects.toThrow('id must be a string');
   });
 
+  it('schedules a call as submit makes one: each tick submits it; lists, replaces and removes by name', async () => {
+    const d = make();
+    const q = new Queue('cron', { dispatch: d });
+    function report(region: string, opts: { days: number }) {
+      return `${region} ${opts.days}`;
+    }
+    const nightly = await q.scheduleWith(
+      { timezone: 'Europe/Berlin', priority: 3, kwargs: { days: 7 }, timeLimitMs: 60_000, maxRetries: 2 },
+      'nightly',
+      '0 3 * * *',
+      report,
+      'eu',
+    );
+    expect(nightly).toMatchObject({ queue: 'cron', name: 'nightly', cron: '0 3 * * *', timezone: 'Europe/Berlin', priority: 3 });
+    expect(decodeEnvelope(nightly.envelope)).toMatchObject({
+      fn: 'report',
+      args: ['eu'],
+      kwargs: { days: 7 },
+      time_limit_ms: 60_000,
+      max_retries: 2,
+      traceparent: null,
+    });
+    // Every second: its ticks submit the call, which a worker runs by the name it was scheduled with.
+    await q.schedule('each-second', '* * * * * *', 'tick', 2, 'x');
+    let job = null;
+    for (let i = 0; i < 5 && !job; i++) job = await d.claim('cron', 'w', { waitMs: 2_000 });
+    expect(job?.id).toMatch(/^schedule:cron:each-second:\d+000$/);
+    expect(decodeEnvelope(job!.envelope)).toMatchObject({ fn: 'tick', args: [2, 'x'], kwargs: {} });
+    expect((await q.schedules()).map((s) => s.name)).toEqual(['each-second', 'nightly']);
+    await q.unschedule('each-second');
+    expect((await q.schedules()).map((s) => s.name)).toEqual(['nightly']);
+    await expect(q.unschedule('each-second')).rejects.toThrow(/not found/);
+    // Refused before anything is set: an option it does not take, a function with no name.
+    await expect(q.scheduleWith({ tz: 'UTC' } as never, 'utc', '0 3 * * *', 'x')).rejects.toThrow(
+      /^scheduleWith: no option tz \(timezone, perhaps\); its options are timezone, priority, /,
+    );
+    await expect(q.schedule('anon', '0 3 * * *', () => 1)).rejects.toThrow(/^an anonymous function has no name a worker can find/);
+    await expect(q.schedule('num', '0 3 * * *', 5 as never)).rejects.toThrow("schedule needs a function or a function's name, got number");
+    expect((await q.schedules()).map((s) => s.name)).toEqual(['nightly']);
+    await q.unschedule('nightly');
+    await d.close();
+  });
+
   it('has the verbs refuse an option they do not take, naming what it likely meant, changing nothing', async () => {
     const d = make();
     const env = new Uint8Array([123, 125]);

@@ -31,12 +31,14 @@ def json_bytes(v: Any) -> bytes:
 
 def encode_envelope(fn: str, args: Sequence[Any] = (), kwargs: Optional[Dict[str, Any]] = None, *, module: Optional[str] = None,
                     traceparent: Optional[str] = None, time_limit_ms: Optional[int] = None, max_retries: Optional[int] = None,
-                    origin: Optional[str] = None, extra: Optional[Dict[str, Any]] = None) -> bytes:
+                    origin: Optional[str] = None, extra: Optional[Dict[str, Any]] = None, trace: bool = True) -> bytes:
     """`origin`: the application's own correlation string, carried as it is (run_worker's on_done sees it).
-    `traceparent`: by default the active span's (opentelemetry, when installed), else a fresh trace.
+    `traceparent`: by default the active span's (opentelemetry, when installed), else a fresh trace;
+    with `trace=False`, none (a schedule's envelope, sent again at every tick: each tick a trace of its own).
     `extra`: further fields (a by-value function's `pickled` and `runtime`, docs/envelope.md)."""
     # A field that is None is left out (readers take it missing as null), as the Node client writes it.
-    optional = {"module": module, "traceparent": traceparent or current_traceparent() or new_traceparent(), "origin": origin,
+    tp = (traceparent or current_traceparent() or new_traceparent()) if trace else None
+    optional = {"module": module, "traceparent": tp, "origin": origin,
                 "time_limit_ms": time_limit_ms, "max_retries": max_retries, **(extra or {})}
     return json_bytes({"v": 1, "fn": fn, "args": list(args), "kwargs": dict(kwargs or {}),
                        **{k: v for k, v in optional.items() if v is not None}})

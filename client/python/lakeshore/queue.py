@@ -104,13 +104,33 @@ _SUBMIT_MEANT = {"delayMs": "delay (seconds)", "delay_ms": "delay (seconds)", "r
                  "timeLimitMs": "time_limit_ms", "timeout": "time_limit_ms", "byValue": "by_value", "codeDir": "code_dir"}
 
 
-def _check_options(opts: Dict[str, Any]) -> None:
-    """Refuses an option submit_with does not take, before anything is sent (a pushed tree
-    included), naming what it likely meant, as Node's submitWith does."""
-    odd = [k for k in opts if k not in _SUBMIT_WITH]
+#: Every option schedule_with takes, and what one it does not take most likely meant.
+_SCHEDULE_WITH = ("timezone", "priority", "time_limit_ms", "max_retries")
+_SCHEDULE_MEANT = {"tz": "timezone", "timeZone": "timezone", "timeLimitMs": "time_limit_ms", "timeout": "time_limit_ms",
+                   "maxRetries": "max_retries", "retries": "max_retries"}
+
+
+def _check_options(opts: Dict[str, Any], call: str = "submit_with", known: Tuple[str, ...] = _SUBMIT_WITH,
+                   meant: Optional[Dict[str, str]] = None) -> None:
+    """Refuses an option `call` does not take, before anything is sent (a pushed tree included),
+    naming what it likely meant, as Node's submitWith does."""
+    meant = _SUBMIT_MEANT if meant is None else meant
+    odd = [k for k in opts if k not in known]
     if odd:
-        said = ", ".join("%s (%s, perhaps)" % (k, _SUBMIT_MEANT[k]) if k in _SUBMIT_MEANT else str(k) for k in odd)
-        raise TypeError("submit_with: no option %s; its options are %s" % (said, ", ".join(_SUBMIT_WITH)))
+        said = ", ".join("%s (%s, perhaps)" % (k, meant[k]) if k in meant else str(k) for k in odd)
+        raise TypeError("%s: no option %s; its options are %s" % (call, said, ", ".join(known)))
+
+
+def _named(fn: Fn, by_value: bool = False) -> Dict[str, Optional[str]]:
+    """function_ref(fn), refusing a lambda: a worker finds a handler by its name, and a lambda has
+    none it could be found by."""
+    ref = function_ref(fn)
+    if ref["fn"] == "<lambda>" and not by_value:
+        raise TypeError(
+            "a lambda has no name a worker can find: submit a function defined with def, registered by "
+            "that name on the worker (or importable from its root), or send it with submit_with({\"by_value\": True}, fn)"
+        )
+    return ref
 
 
 class SyncQueue:
@@ -136,13 +156,7 @@ class SyncQueue:
         default, as it uploads your source tree."""
         opts = dict(options)
         _check_options(opts)
-        ref = function_ref(fn)
-        if ref["fn"] == "<lambda>" and not opts.get("by_value"):
-            # A worker finds a handler by its name, and a lambda has none it could be found by.
-            raise TypeError(
-                "a lambda has no name a worker can find: submit a function defined with def, registered by "
-                "that name on the worker (or importable from its root), or send it with submit_with({\"by_value\": True}, fn)"
-            )
+        ref = _named(fn, bool(opts.get("by_value")))
         code = opts.pop("code", None)
         code_dir = opts.pop("code_dir", None)
         if code == "push":  # the producer's git tree, pushed once per tree (docs/code-mount.md)
@@ -174,6 +188,31 @@ class SyncQueue:
                 origin=origin, extra=extra,
             )
             return Handle(self.dispatch.submit(self.name, envelope, id=inv_id, parent=parent, **opts), self.dispatch)
+
+    def schedule(self, name: str, cron: str, fn: Fn, *args: Any, **kwargs: Any) -> Dict[str, Any]:
+        """Sets (or replaces) this queue's cron schedule `name`: each tick of `cron` (5 fields,
+        minute first, or 6, seconds first; docs/contract.md, "Schedules") submits
+        `fn(*args, **kwargs)` as submit would. Answers the schedule (`next_at`, epoch ms)."""
+        return self.schedule_with({}, name, cron, fn, *args, **kwargs)
+
+    def schedule_with(self, options: Dict[str, Any], name: str, cron: str, fn: Fn, *args: Any, **kwargs: Any) -> Dict[str, Any]:
+        """schedule() with options: the cron's `timezone` (IANA, default UTC), the ticks'
+        `priority`, and the envelope's `time_limit_ms` and `max_retries`."""
+        opts = dict(options)
+        _check_options(opts, "schedule_with", _SCHEDULE_WITH, _SCHEDULE_MEANT)
+        ref = _named(fn)
+        envelope = encode_envelope(ref["fn"] or "", args, kwargs, module=ref["module"],
+                                   time_limit_ms=opts.get("time_limit_ms"), max_retries=opts.get("max_retries"), trace=False)
+        return self.dispatch.set_schedule(self.name, name, cron=cron, envelope=envelope, timezone=opts.get("timezone"),
+                                          priority=opts.get("priority", 0.0))
+
+    def schedules(self) -> List[Dict[str, Any]]:
+        """This queue's schedules, by name; `decode_envelope(s["envelope"])` is the call each tick submits."""
+        return self.dispatch.list_schedules(self.name)
+
+    def unschedule(self, name: str) -> None:
+        """Removes the schedule `name`; an unknown one raises NotFound."""
+        self.dispatch.remove_schedule(self.name, name)
 
     def stream(self, inv: Union[Handle, str], timeout: Optional[float] = None) -> Iterator[Any]:
         """The values of `inv` (a Handle or an id), as Handle.stream."""

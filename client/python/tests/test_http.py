@@ -196,6 +196,14 @@ class Verbs(unittest.TestCase):
             d.set_schedule("q", "bad", cron="every day", envelope=b"")
         d.remove_schedule("q", "nightly")
         self.assertEqual(d.list_schedules("q"), [])
+        # The Queue API's spelling, on this plane too: the call each tick submits.
+        q = ls.SyncQueue("q", d)
+        s = q.schedule_with({"timezone": "Europe/Paris"}, "weekly", "0 3 * * MON", "report", "eu", days=7)
+        env = ls.decode_envelope(s["envelope"])
+        self.assertEqual((env["fn"], env["args"], env["kwargs"], s["timezone"]), ("report", ["eu"], {"days": 7}, "Europe/Paris"))
+        self.assertEqual([x["name"] for x in q.schedules()], ["weekly"])
+        q.unschedule("weekly")
+        self.assertEqual(q.schedules(), [])
 
     def test_overview_and_listing(self):
         d = client()

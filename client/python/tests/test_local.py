@@ -112,6 +112,32 @@ class LocalPlane(unittest.TestCase):
         with self.assertRaises(ls.NotFound):
             d.remove_schedule("tick", "nope")
 
+    def test_a_queue_schedules_a_call_as_submit_makes_one(self):
+        q = ls.SyncQueue("cron", self.d)
+        s = q.schedule_with({"timezone": "Europe/Berlin", "priority": 3, "time_limit_ms": 60000, "max_retries": 2},
+                            "nightly", "0 3 * * *", "tasks:report", "eu", days=7)
+        self.assertEqual((s["name"], s["timezone"], s["priority"]), ("nightly", "Europe/Berlin", 3))
+        env = ls.decode_envelope(s["envelope"])
+        self.assertEqual((env["fn"], env["module"], env["args"], env["kwargs"]), ("report", "tasks:report", ["eu"], {"days": 7}))
+        self.assertEqual((env["time_limit_ms"], env["max_retries"], env.get("traceparent")), (60000, 2, None))  # each tick its own trace
+        # Every second: its ticks submit the call, which a worker runs by its name.
+        q.schedule("each-second", "* * * * * *", "tick", 2, "x")
+        job = self.d.claim("cron", "w", wait=5)
+        self.assertRegex(job.id, r"^schedule:cron:each-second:\d+000$")
+        env = ls.decode_envelope(job.envelope)
+        self.assertEqual((env["fn"], env["args"], env["kwargs"]), ("tick", [2, "x"], {}))
+        self.assertEqual([x["name"] for x in q.schedules()], ["each-second", "nightly"])
+        q.unschedule("each-second")
+        self.assertEqual([x["name"] for x in q.schedules()], ["nightly"])
+        with self.assertRaises(ls.NotFound):
+            q.unschedule("each-second")
+        # Refused before anything is set: an option it does not take, a lambda.
+        with self.assertRaisesRegex(TypeError, r"^schedule_with: no option tz \(timezone, perhaps\); its options are timezone, "):
+            q.schedule_with({"tz": "UTC"}, "utc", "0 3 * * *", "x")
+        with self.assertRaisesRegex(TypeError, "^a lambda has no name a worker can find"):
+            q.schedule("anon", "0 3 * * *", lambda: 1)
+        self.assertEqual([x["name"] for x in q.schedules()], ["nightly"])
+
     def test_a_schedule_set_while_its_queue_is_passed_over_fires(self):
         # The clock's pass read the queue's schedules before the second was set: the pass's answer
         # (the nightly tick, hours away) must not hide the change it did not see.
