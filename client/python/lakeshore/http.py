@@ -72,6 +72,8 @@ class HttpDispatch(HttpOperatorVerbs):
 
     def __init__(self, base_url: str, *, token: Optional[str] = None, namespace: str = "default", timeout: float = 30.0, retry_for: float = 15.0,
                  stop: Optional[threading.Event] = None, max_backoff: float = 1.0):
+        if not isinstance(base_url, str):  # HttpDispatch(os.environ.get("LAKESHORE_URL")) with none set
+            raise error_for("bad_request", "the plane's URL must be http(s)://host[:port], not %r" % (base_url,))
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.namespace = namespace

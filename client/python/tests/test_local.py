@@ -112,6 +112,13 @@ class LocalPlane(unittest.TestCase):
         with self.assertRaises(ls.NotFound):
             d.remove_schedule("tick", "nope")
 
+    def test_an_http_plane_without_a_url_says_what_a_url_is(self):
+        # Said at construction, not retried as an outage nor an AttributeError of None.
+        for url, shown in ((None, "None"), ("127.0.0.1:8787", "'127.0.0.1:8787'"), ("ftp://h", "'ftp://h'")):
+            with self.assertRaises(ls.BadRequest) as e:
+                ls.HttpDispatch(url)
+            self.assertEqual(str(e.exception), "the plane's URL must be http(s)://host[:port], not %s" % shown)
+
     def test_a_queue_schedules_a_call_as_submit_makes_one(self):
         q = ls.SyncQueue("cron", self.d)
         s = q.schedule_with({"timezone": "Europe/Berlin", "priority": 3, "time_limit_ms": 60000, "max_retries": 2},
