@@ -51,6 +51,47 @@ export const PERMISSIONS = Object.freeze({
 } satisfies Record<string, Role[]>);
 export type Verb = keyof typeof PERMISSIONS;
 
+/** Each verb as a refusal says it: "a producer token may not manage tokens". */
+const SAID: Record<Verb, string> = {
+  submit: 'submit',
+  get: 'read jobs',
+  result: 'wait for results',
+  cancel: 'cancel',
+  retry: 'retry',
+  redrive: 'redrive',
+  delete: 'delete jobs',
+  purge: 'purge a queue',
+  count: 'count jobs',
+  read: 'read journals',
+  trim: 'trim journals',
+  queues: 'read queues',
+  claim: 'claim',
+  heartbeat: 'heartbeat',
+  ack: 'ack',
+  nack: 'nack',
+  append: 'append to journals',
+  configure: "change a queue's settings",
+  pause: 'pause or resume a queue',
+  schedules: 'read or set schedules',
+  tokens: 'manage tokens',
+  stats: 'read stats',
+  stream: 'make stream tokens',
+  list: 'list jobs',
+  events: 'read the lifecycle feed',
+  metrics: 'read metrics',
+  workers: 'list workers',
+  codePut: 'push code',
+  codeHead: 'look up pushed code',
+  codeGet: 'fetch pushed code',
+  move: 'move a namespace',
+};
+
+/** Who may, said after a refusal: "(an admin token may)", "(a producer or admin token may)". */
+function whoMay(verb: Verb): string {
+  const roles = [...PERMISSIONS[verb], 'admin'];
+  return `(${/^[aeiou]/.test(roles[0]!) ? 'an' : 'a'} ${roles.join(' or ')} token may)`;
+}
+
 /** Verbs of the deployment's operator: the root token only, not even a namespace's admin. */
 const ROOT_VERBS: ReadonlySet<Verb> = new Set<Verb>(['move']);
 
@@ -77,7 +118,7 @@ export function authorize(p: Principal, ns: string, verb: Verb, queue?: string):
   if (p.kind === 'root') return;
   if (p.kind === 'stream') {
     if (!STREAM_VERBS.has(verb))
-      throw new LakeshoreError('forbidden', `a stream token only reads its invocation's row, result and journal; it may not ${verb}`);
+      throw new LakeshoreError('forbidden', `a stream token only reads its invocation's row, result and journal; it may not ${SAID[verb]}`);
     // Another namespace, queue or invocation: as if there were nothing there (nothing leaks).
     if (p.ns !== ns || (queue !== undefined && queue !== p.queue))
       throw new LakeshoreError('not_found', 'nothing here for this stream token');
@@ -87,18 +128,22 @@ export function authorize(p: Principal, ns: string, verb: Verb, queue?: string):
     if (!DELIVERY_VERBS.has(verb))
       throw new LakeshoreError(
         'forbidden',
-        `a delivery token acts only on its own job (read, append, heartbeat, ack, nack); it may not ${verb}`,
+        `a delivery token acts only on its own job (read, append, heartbeat, ack, nack); it may not ${SAID[verb]}`,
       );
     if (p.ns !== ns || (queue !== undefined && queue !== p.queue))
       throw new LakeshoreError('not_found', 'nothing here for this delivery token');
     return;
   }
   if (p.ns !== ns) throw new LakeshoreError('forbidden', `token ${p.id} belongs to another namespace`);
-  if (ROOT_VERBS.has(verb)) throw new LakeshoreError('forbidden', `only the deployment's root token may ${verb}`);
+  if (ROOT_VERBS.has(verb)) throw new LakeshoreError('forbidden', `only the deployment's root token may ${SAID[verb]}`);
   if (p.role === 'admin') return;
-  if (!(PERMISSIONS[verb] as readonly Role[]).includes(p.role)) throw new LakeshoreError('forbidden', `a ${p.role} token may not ${verb}`);
+  if (!(PERMISSIONS[verb] as readonly Role[]).includes(p.role))
+    throw new LakeshoreError('forbidden', `a ${p.role} token may not ${SAID[verb]} ${whoMay(verb)}`);
   if (queue !== undefined && p.pools && POOL_VERBS.has(verb) && !p.pools.includes(queue)) {
-    throw new LakeshoreError('forbidden', `token ${p.id} may not ${verb} on pool ${JSON.stringify(queue)}`);
+    throw new LakeshoreError(
+      'forbidden',
+      `token ${p.id} may not ${SAID[verb]} on queue ${JSON.stringify(queue)}: its pools are ${p.pools.map((q) => JSON.stringify(q)).join(', ')}`,
+    );
   }
 }
 

@@ -46,6 +46,13 @@ describe('scoped tokens', () => {
       expect(r.body.error.code).toBe('forbidden');
     }
     expect((await call('GET', `${base}/queues/q/count?state=running`)).body.count).toBe(0); // the refused claim changed nothing
+    // A refusal says what was refused in words, and who may.
+    expect((await call('GET', `${base}/tokens`, undefined, as(p))).body.error.message).toBe(
+      'a producer token may not manage tokens (an admin token may)',
+    );
+    expect((await call('POST', `${base}/queues/q/claim`, { worker_id: 'w' }, as(p))).body.error.message).toBe(
+      'a producer token may not claim (a worker or admin token may)',
+    );
   });
 
   it('lets a worker serve only its pools, and not submit', async () => {
@@ -57,7 +64,11 @@ describe('scoped tokens', () => {
     expect((await call('POST', `${base}/queues/gpu/claim`, { worker_id: 'w' }, as(w))).body.claimed[0].id).toBe('g');
     expect((await call('POST', `${base}/invocations/g/journal`, { worker_id: 'w', kind: 0, body: b64('v') }, as(w))).status).toBe(200);
     expect((await call('POST', `${base}/invocations/g/ack`, { worker_id: 'w' }, as(w))).status).toBe(200);
-    expect((await call('POST', `${base}/queues/cpu/claim`, { worker_id: 'w' }, as(w))).status).toBe(403);
+    const other = await call('POST', `${base}/queues/cpu/claim`, { worker_id: 'w' }, as(w));
+    expect([other.status, other.body.error.message]).toEqual([
+      403,
+      expect.stringMatching(/^token \w+ may not claim on queue "cpu": its pools are "gpu"$/),
+    ]);
     await call('POST', `${base}/queues/cpu/claim`, { worker_id: 'root-worker' });
     expect((await call('POST', `${base}/invocations/c/ack`, { worker_id: 'root-worker' }, as(w))).status).toBe(403);
     expect((await call('POST', `${base}/queues/gpu/invocations`, { id: 'x', envelope: b64('x') }, as(w))).status).toBe(403);
