@@ -76,6 +76,30 @@ export function decodeEnvelope(bytes: Uint8Array): Envelope {
 }
 
 /** JSON values as bytes, the form results and VALUE frame bodies take. */
+/** The call an envelope makes (a schedule's ticks, a job), as it says it (the fields it leaves out not shown as nulls); null when it is no call. */
+export function callOf(envelope: Uint8Array): Partial<Envelope> | null {
+  try {
+    return Object.fromEntries(Object.entries(decodeEnvelope(envelope)).filter(([k, v]) => v !== null && k !== 'v'));
+  } catch {
+    return null; // set through the API with bytes of its own
+  }
+}
+
+/** A call as a person reads it: `report("eu", days=7)`, cut at 60 characters. */
+export function callText(envelope: Uint8Array): string {
+  const c = callOf(envelope);
+  if (!c) return `(${envelope.length} bytes, not a call)`;
+  const parts = [
+    ...(c.args ?? []).map((a) => JSON.stringify(a)),
+    ...Object.entries(c.kwargs ?? {}).map(([k, v]) => `${k}=${JSON.stringify(v)}`),
+  ];
+  const text = `${c.fn}(${parts.join(', ')})`;
+  return text.length > 60 ? `${text.slice(0, 59)}…)` : text;
+}
+
+/** A schedule's `next_at` when it never fires again here: its cron is one this plane cannot read (contract, "Schedules"). */
+export const NEVER = Number.MAX_SAFE_INTEGER;
+
 export const jsonBytes = (v: unknown): Uint8Array => enc.encode(JSON.stringify(v === undefined ? null : v));
 export const fromJsonBytes = (b: Uint8Array | null): unknown => (b === null || b.length === 0 ? null : JSON.parse(dec.decode(b)));
 

@@ -7,7 +7,8 @@
 import { HttpDispatch } from '../client/http/dispatch.ts';
 import { errorShown, ForbiddenError, LakeshoreError, UnauthorizedError } from '../client/errors.ts';
 import { FrameKind } from '../src/core/frame.ts';
-import type { Invocation, JournalFrame, QueueOverview, State } from '../client/types.ts';
+import type { Invocation, JournalFrame, QueueOverview, Schedule, State } from '../client/types.ts';
+import { callText, NEVER } from '../client/envelope.ts';
 import { action, ago, badge, h, span, sparkline, table, when } from './dom.ts';
 
 const STATES: State[] = ['queued', 'running', 'delayed', 'succeeded', 'failed', 'cancelled'];
@@ -224,7 +225,11 @@ async function queueView(queue: string, state: State, cursor: string | null): Pr
     ...STATES.map((s) => h('a', { href: `#/q/${encodeURIComponent(queue)}/${s}`, 'aria-current': s === state ? 'page' : null }, s)),
   );
   const list = h('div');
-  main().replaceChildren(h('section', {}, h('h1', {}, `Queue ${queue}`), tabs, list));
+  const schedules = h('div');
+  main().replaceChildren(h('section', {}, h('h1', {}, `Queue ${queue}`), tabs, list, schedules));
+  // Its cron schedules (an admin's to read and set): what each tick submits, and when.
+  const drawSchedules = async () => schedules.replaceChildren(schedulesTable(queue, await d!.listSchedules(queue), drawSchedules));
+  if (admin) await drawSchedules().catch(say);
   const draw = async () => {
     const page = await d!.list(queue, { state, limit: 25, cursor });
     const rows = page.items.map((j) => [
@@ -251,6 +256,29 @@ async function queueView(queue: string, state: State, cursor: string | null): Pr
   };
   await draw();
   if (!cursor) redrawOn(queue, draw);
+}
+
+function schedulesTable(queue: string, all: Schedule[], redraw: () => Promise<unknown>): Node {
+  if (!all.length) return h('span');
+  return h(
+    'div',
+    {},
+    h('h2', {}, 'Schedules'),
+    table(
+      ['name', 'cron', 'time zone', 'submits', 'priority', 'next', 'last', ''],
+      all.map((s) => [
+        s.name,
+        h('code', {}, s.cron),
+        s.timezone ?? 'UTC',
+        h('code', {}, callText(s.envelope)),
+        String(s.priority),
+        s.nextAt >= NEVER ? 'never (a cron this plane cannot read: set it again)' : when(s.nextAt),
+        when(s.lastAt),
+        action('Remove', () => d!.removeSchedule(queue, s.name).then(redraw), say, 'danger'),
+      ]),
+      `cron schedules of ${queue}`,
+    ),
+  );
 }
 
 // ------------------------------------------------------------------ one job

@@ -1,5 +1,5 @@
 /** The CLI's commands for operators: listing, retry and redrive, pause and resume, queue settings, cron schedules. */
-import { decodeEnvelope, encodeEnvelope, type Envelope } from '../envelope.ts';
+import { callOf, callText, encodeEnvelope, NEVER } from '../envelope.ts';
 import { isState, STATES } from '../../src/core/states.ts';
 import type { DispatchPlane, QueueInfo, Schedule, SettingsChange } from '../types.ts';
 import { EXIT, type Out } from './output.ts';
@@ -140,27 +140,6 @@ export async function queue(d: DispatchPlane, out: Out, name: string, f: QueueFl
   return EXIT.ok;
 }
 
-/** The call a schedule's ticks submit, as its envelope says it (the fields it leaves out not shown as nulls); null when it is no call. */
-function callOf(envelope: Uint8Array): Partial<Envelope> | null {
-  try {
-    return Object.fromEntries(Object.entries(decodeEnvelope(envelope)).filter(([k, v]) => v !== null && k !== 'v'));
-  } catch {
-    return null; // set through the API with bytes of its own
-  }
-}
-
-/** A call as a person reads it: `report("eu", days=7)`, cut at 60 characters. */
-function callText(envelope: Uint8Array): string {
-  const c = callOf(envelope);
-  if (!c) return `(${envelope.length} bytes, not a call)`;
-  const parts = [
-    ...(c.args ?? []).map((a) => JSON.stringify(a)),
-    ...Object.entries(c.kwargs ?? {}).map(([k, v]) => `${k}=${JSON.stringify(v)}`),
-  ];
-  const text = `${c.fn}(${parts.join(', ')})`;
-  return text.length > 60 ? `${text.slice(0, 59)}…)` : text;
-}
-
 const scheduleLine = (s: Schedule) =>
   [
     s.name.padEnd(20),
@@ -168,7 +147,7 @@ const scheduleLine = (s: Schedule) =>
     (s.timezone ?? 'UTC').padEnd(16),
     callText(s.envelope),
     ...(s.priority ? [`priority ${s.priority}`] : []),
-    `next ${new Date(s.nextAt).toISOString()}`,
+    s.nextAt >= NEVER ? 'next never (a cron this plane cannot read: set it again)' : `next ${new Date(s.nextAt).toISOString()}`,
     ...(s.lastAt === null ? [] : [`last ${new Date(s.lastAt).toISOString()}`]),
   ].join('  ');
 

@@ -9,7 +9,7 @@ import type { Browser, Page } from 'playwright-core';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { encodeFrame, FrameKind, HttpDispatch } from '../../client/local/index.ts';
+import { encodeEnvelope, encodeFrame, FrameKind, HttpDispatch } from '../../client/local/index.ts';
 import { launch, plane, type TestPlane } from './harness.ts';
 import { closeReceiver, json, receiver } from '../support/push-receiver.ts';
 import { until } from '../support/wait.ts';
@@ -205,6 +205,23 @@ describe('the dashboard', () => {
     await admin.click('button:has-text("Pause")');
     await admin.waitForSelector('button:has-text("Resume")');
     expect((await d.queueInfo('q')).paused).toBe(true);
+    // A queue's schedules: an admin's to read and remove, each with the call its ticks submit.
+    await d.setSchedule('q', 'nightly', {
+      cron: '0 3 * * *',
+      timezone: 'Europe/Berlin',
+      envelope: encodeEnvelope({ fn: 'report', args: ['eu'], kwargs: { days: 7 } }),
+    });
+    await page.goto(`${p.plane.url}/#/q/q/queued`);
+    await page.waitForSelector('text=x');
+    expect(await page.locator('h2:has-text("Schedules")').count()).toBe(0); // a producer's page: none, and no refusal
+    expect(await page.locator('#notice').isVisible()).toBe(false);
+    await admin.goto(`${p.plane.url}/#/q/q/queued`);
+    await admin.waitForSelector('h2:has-text("Schedules")');
+    const row = await admin.locator('table:has(caption:has-text("cron schedules of q")) tbody tr').first().locator('td').allTextContents();
+    expect(row.slice(0, 5)).toEqual(['nightly', '0 3 * * *', 'Europe/Berlin', 'report("eu", days=7)', '0']);
+    await admin.screenshot({ path: join(shots, 'queue-schedules-1280.png') });
+    await admin.click('button:has-text("Remove")');
+    await until(async () => (await d.listSchedules('q')).length === 0, 'the schedule removed from the page', 10_000);
     await admin.goto(`${p.plane.url}/#/tokens`);
     await admin.waitForSelector('text=Create token');
     await admin.screenshot({ path: join(shots, 'tokens-1280.png') });

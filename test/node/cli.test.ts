@@ -2,6 +2,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cli, HANDLERS, planeEnv, start, stop, type PlaneKind, type Running } from './setup/cli.ts';
 import { until } from '../support/wait.ts';
@@ -174,6 +175,18 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
       }),
     ]);
     expect((await cli(['schedule', 'list', 'ops'], env)).stdout).toMatch(/^hourly +0 \* \* \* \* +UTC +add\(1, 1, k=2\) {2}next /);
+    if (kind === 'local') {
+      // One another plane wrote that this one cannot read (its next tick moved to never), with bytes that are no call.
+      const db = new DatabaseSync(join(env.LAKESHORE_HOME!, 'dispatch.sqlite'));
+      db.prepare(
+        `INSERT INTO schedules (ns, queue, name, cron, envelope, priority, next_at, created_at, updated_at) VALUES (?, 'ops', 'odd', '0 0 1W * *', X'00', 0, ?, 1, 1)`,
+      ).run(env.LAKESHORE_NAMESPACE!, Number.MAX_SAFE_INTEGER);
+      db.close();
+      expect((await cli(['schedule', 'list', 'ops'], env)).stdout).toMatch(
+        /^odd +0 0 1W \* \* +UTC +\(1 bytes, not a call\) {2}next never \(a cron this plane cannot read: set it again\)$/m,
+      );
+      expect((await cli(['schedule', 'rm', 'ops', 'odd'], env)).code).toBe(0);
+    }
     const refused = await cli(['schedule', 'set', 'ops', 'odd', '--cron', '0 * * * *', '--fn', 'add', '--kwargs', '[1]'], env);
     expect([refused.code, refused.stderr]).toEqual([2, expect.stringContaining('--kwargs must be a JSON object of keyword arguments')]);
     expect((await cli(['schedule', 'rm', 'ops', 'hourly'], env)).code).toBe(0);
