@@ -184,6 +184,11 @@ export async function schedule(
     priority: num('--priority', f.priority) ?? 0,
   });
   out.print(scheduleView(s), scheduleLine(s));
+  // The edge plane's queue object fires ticks by itself; a local file has no process of its own.
+  if (d.inProcess && !out.json)
+    process.stderr.write(
+      `lakeshore: on the local plane a tick submits while a process has the file open: a worker of ${queue} (lakeshore worker start --queue ${queue}) fires them\n`,
+    );
   return EXIT.ok;
 }
 

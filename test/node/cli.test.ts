@@ -175,6 +175,14 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
       }),
     ]);
     expect((await cli(['schedule', 'list', 'ops'], env)).stdout).toMatch(/^hourly +0 \* \* \* \* +UTC +add\(1, 1, k=2\) {2}next /);
+    // A local file has no process of its own to fire ticks: the CLI says what does.
+    const daily = await cli(['schedule', 'set', 'ops', 'daily', '--cron', '0 9 * * *', '--fn', 'add'], env);
+    expect(daily.stderr).toBe(
+      kind === 'local'
+        ? 'lakeshore: on the local plane a tick submits while a process has the file open: a worker of ops (lakeshore worker start --queue ops) fires them\n'
+        : '',
+    );
+    expect((await cli(['schedule', 'rm', 'ops', 'daily'], env)).code).toBe(0);
     if (kind === 'local') {
       // One another plane wrote that this one cannot read (its next tick moved to never), with bytes that are no call.
       const db = new DatabaseSync(join(env.LAKESHORE_HOME!, 'dispatch.sqlite'));
