@@ -44,7 +44,9 @@ class Handle:
         or is cancelled raises as result() does, after its last value: a loop over the stream does
         not end as if the job went well."""
         last = None
-        for _, frame in self.dispatch.journal_read(self.id, **({} if timeout is None else {"timeout": timeout})):
+        # None is no bound: journal_read's own default (30 s, the contract's signature) would end the
+        # stream of a job that waits in its queue longer than that, as a Timeout.
+        for _, frame in self.dispatch.journal_read(self.id, timeout=float("inf") if timeout is None else timeout):
             kind, _, body, _ = decode_frame(frame)
             last = kind
             if kind == VALUE:

@@ -119,6 +119,47 @@ class LocalPlane(unittest.TestCase):
                 ls.HttpDispatch(url)
             self.assertEqual(str(e.exception), "the plane's URL must be http(s)://host[:port], not %s" % shown)
 
+    def test_a_handle_streams_a_job_that_waits_in_its_queue_past_the_reads_default_bound(self):
+        # Handle.stream() with no timeout has no bound: a job queued behind others for minutes is
+        # streamed once it runs. The journal's clock jumps an hour once the stream has waited.
+        from lakeshore import journal
+        q = ls.SyncQueue("waits", self.d)
+        h = q.submit("count", 2)
+
+        class Clock:
+            skew = 0.0
+
+            def monotonic(self):
+                return time.monotonic() + self.skew
+
+            def sleep(self, s):
+                self.skew = 3600.0
+                time.sleep(s)
+        clock = Clock()
+        saved, journal.time = journal.time, clock
+        got, failed = [], []
+
+        def read():
+            try:
+                got.extend(h.stream())
+            except Exception as e:  # noqa: BLE001 - said below
+                failed.append(e)
+        t = threading.Thread(target=read)
+        try:
+            t.start()
+            deadline = time.time() + 5
+            while clock.skew == 0.0 and time.time() < deadline:
+                time.sleep(0.01)
+
+            def count(n):
+                yield from range(n)
+            ls.run_worker(q, registry={"count": count}, once=True)
+            t.join(10)
+        finally:
+            journal.time = saved
+        self.assertEqual(failed, [])
+        self.assertEqual(got, [0, 1])
+
     def test_a_queue_schedules_a_call_as_submit_makes_one(self):
         q = ls.SyncQueue("cron", self.d)
         s = q.schedule_with({"timezone": "Europe/Berlin", "priority": 3, "time_limit_ms": 60000, "max_retries": 2},
