@@ -5,7 +5,7 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from .feed import LOG_LEVELS
 
@@ -82,6 +82,17 @@ class JobContext:
         self.root: str = root or os.getcwd()
         self.prefix: Optional[str] = env.get("prefix") if isinstance(env.get("prefix"), str) else None
         self._logs = logs
+        self._chunks: Any = None  # the attempt's ChunkWriter (worker.py sets it)
+
+    def write(self, data: Union[str, bytes]) -> None:
+        """Streams raw output (tokens, log lines) as CHUNK frames of the job's journal, in order.
+        It never waits: a write to an idle stream goes out at once, and writes made while a frame
+        is on its way, or within 3 ms of the last one, join the next frame (up to 64 KiB). Every
+        chunk is in the journal before the job's next frame and its ack. Raises the error of an
+        earlier chunk that could not be written."""
+        if self._chunks is None:
+            raise RuntimeError("write() needs a running attempt of this job")
+        self._chunks.write(data)
 
     def log(self, message: Any, level: str = "info") -> None:
         """Logs a line: to stderr at once, and to the plane's lifecycle feed as a worker record

@@ -12,7 +12,8 @@ from typing import Any, Callable, Dict, List, Optional, Union
 
 from .envelope import decode_envelope, json_bytes
 from .errors import FencingConflict, NotFound
-from .frames import BEGIN, END, ERROR, VALUE, encode_frame
+from .chunks import ChunkWriter
+from .frames import BEGIN, CHUNK, END, ERROR, VALUE, encode_frame
 from .plane import is_local
 from .resolve import Resolver, Unrunnable
 from .tracing import run_span
@@ -94,14 +95,23 @@ class _Job:
         self.seq: Optional[int] = None
         self.cancelled = threading.Event()
         self.lost = threading.Event()
+        self._frames = threading.Lock()  # one frame at a time, numbered in order: the handler's and its writes'
+        #: current_job().write(): CHUNK frames, sent by a thread of their own.
+        self.chunks = ChunkWriter(lambda body: self._append(CHUNK, body))
         BEATS.watch(self, heartbeat_s, self._heartbeat)
 
     def append(self, kind: int, body: bytes, meta: Optional[Dict[str, Any]] = None, final: bool = False) -> None:
-        if self.seq is None:
-            self.seq = self.d.journal_append(self.c.id, None, encode_frame(kind, 0, body, meta), final=final)
-        else:
-            self.seq += 1
-            self.d.journal_append(self.c.id, self.seq, encode_frame(kind, self.seq, body, meta), final=final)
+        """A frame after everything the handler wrote before it."""
+        self.chunks.flush()
+        self._append(kind, body, meta, final)
+
+    def _append(self, kind: int, body: bytes, meta: Optional[Dict[str, Any]] = None, final: bool = False) -> None:
+        with self._frames:
+            if self.seq is None:
+                self.seq = self.d.journal_append(self.c.id, None, encode_frame(kind, 0, body, meta), final=final)
+            else:
+                self.seq += 1
+                self.d.journal_append(self.c.id, self.seq, encode_frame(kind, self.seq, body, meta), final=final)
 
     def _heartbeat(self) -> bool:
         """One heartbeat; False once there is no need of more (cancelled, or no longer this worker's)."""
@@ -117,6 +127,7 @@ class _Job:
         return True
 
     def finish(self) -> None:
+        self.chunks.close()
         BEATS.forget(self)
 
 
@@ -355,6 +366,9 @@ def _run_one(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
 def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optional[int], heartbeat_s: float,
              on_done: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]], fallback_limit_ms: Optional[int] = None) -> None:
     job = _Job(d, c, worker_id, heartbeat_s)
+    ctx = _current.get()
+    if ctx is not None:
+        ctx._chunks = job.chunks
     env: Dict[str, Any] = {}
     try:
         env = decode_envelope(c.envelope)
@@ -392,6 +406,7 @@ def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
             body = _as_json(result, "result")
         if job.cancelled.is_set() or job.lost.is_set():
             return
+        job.chunks.flush()  # every chunk is in the journal before the ack
         _told(on_done, c, env, {"state": "succeeded", "result": result})
         d.ack(c.id, worker_id, result=body)
     except (FencingConflict, NotFound):

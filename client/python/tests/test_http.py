@@ -904,6 +904,26 @@ class Worker(unittest.TestCase):
         self.assertEqual([json.loads(f[2]) for f in frames if f[0] == ls.VALUE], [0, 1, 2])
         self.assertEqual(json.loads(d.result("g")), 3)
 
+    def test_a_handler_writes_chunks_between_its_values(self):
+        d = client()
+
+        def talk(n):
+            for i in range(n):
+                for w in ("tok", "en%d " % i):
+                    ls.current_job().write(w)
+                yield i
+
+        d.submit("q", ls.encode_envelope("talk", [2]), id="w")
+        self.assertEqual(ls.run_worker(d, "q", {"talk": talk}, once=True), 1)
+        shown = []  # a run of CHUNK frames as one: how writes group into frames is the writer's timing
+        for kind, _, body, _ in (ls.decode_frame(f) for _, f in d.journal_read("w", timeout=10)):
+            if kind == ls.CHUNK and shown and shown[-1][0] == ls.CHUNK:
+                shown[-1] = (kind, shown[-1][1] + body)
+            else:
+                shown.append((kind, body))
+        self.assertEqual(shown, [(ls.BEGIN, b""), (ls.CHUNK, b"token0 "), (ls.VALUE, b"0"), (ls.CHUNK, b"token1 "), (ls.VALUE, b"1"),
+                                 (ls.END, b"")])
+
     def test_failures_retry_while_attempt_within_retries(self):
         d = client()
         calls, flaky = always_failing()

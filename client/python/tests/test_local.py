@@ -160,6 +160,76 @@ class LocalPlane(unittest.TestCase):
         self.assertEqual(failed, [])
         self.assertEqual(got, [0, 1])
 
+    def test_a_handler_writes_raw_output_as_few_chunk_frames_in_order_before_what_follows(self):
+        q = ls.SyncQueue("chat", self.d)
+        n = 2000
+
+        def talk():
+            job = ls.current_job()
+            for i in range(n):
+                job.write("t%d " % i)  # a token at a time, as a model streams them
+                if i % 100 == 99:
+                    time.sleep(0.002)
+            return "done"
+
+        def mixed():
+            job = ls.current_job()
+            job.write("a")
+            yield 1
+            job.write(b"b")
+            job.write("c")
+            yield 2
+            job.write("d")  # after the last value: still before END
+
+        h, g = q.submit(talk), q.submit(mixed)
+        for _ in range(2):
+            self.assertEqual(ls.run_worker(q, registry={"talk": talk, "mixed": mixed}, once=True), 1)
+        self.assertEqual(h.result(timeout=10), "done")
+        frames = [ls.decode_frame(f) for _, f in self.d.journal_read(h.id, timeout=5)]
+        chunks = [body for kind, _, body, _ in frames if kind == ls.CHUNK]
+        self.assertEqual(b"".join(chunks).decode(), "".join("t%d " % i for i in range(n)))  # every byte, in order
+        self.assertLess(len(chunks), n // 10)  # coalesced: a frame per few milliseconds, not per write
+        self.assertEqual(list(g.stream(timeout=10)), [1, 2])
+        shown = []  # a run of CHUNK frames as one: how writes group into frames is the writer's timing
+        for kind, _, body, _ in (ls.decode_frame(f) for _, f in self.d.journal_read(g.id, timeout=5)):
+            if kind == ls.CHUNK and shown and shown[-1][0] == ls.CHUNK:
+                shown[-1] = (kind, shown[-1][1] + body)
+            else:
+                shown.append((kind, body))
+        self.assertEqual(shown, [(ls.BEGIN, b""), (ls.CHUNK, b"a"), (ls.VALUE, b"1"), (ls.CHUNK, b"bc"), (ls.VALUE, b"2"),
+                                 (ls.CHUNK, b"d"), (ls.END, b"")])
+
+        def bad():
+            try:
+                ls.current_job().write(5)
+            except TypeError as e:
+                return str(e)
+        b = q.submit(bad)
+        ls.run_worker(q, registry={"bad": bad}, once=True)
+        self.assertEqual(b.result(timeout=10), "write takes str or bytes, got int")
+
+    def test_every_chunk_a_plain_function_wrote_is_in_the_journal_before_its_ack(self):
+        # Appends made slow: the handler returns while its chunk is still on its way.
+        d = self.d
+        real = d.journal_append
+
+        def slow(*a, **k):
+            time.sleep(0.05)
+            return real(*a, **k)
+        d.journal_append = slow
+        q = ls.SyncQueue("slow-chunks", d)
+
+        def say():
+            ls.current_job().write("hello")
+            ls.current_job().write(" world")
+            return 1
+        h = q.submit(say)
+        ls.run_worker(q, registry={"say": say}, once=True)
+        d.journal_append = real
+        self.assertEqual(h.result(timeout=10), 1)
+        frames = [ls.decode_frame(f) for _, f in d.journal_read(h.id, timeout=5)]
+        self.assertEqual(b"".join(body for kind, _, body, _ in frames if kind == ls.CHUNK), b"hello world")
+
     def test_a_queue_schedules_a_call_as_submit_makes_one(self):
         q = ls.SyncQueue("cron", self.d)
         s = q.schedule_with({"timezone": "Europe/Berlin", "priority": 3, "time_limit_ms": 60000, "max_retries": 2},
