@@ -180,6 +180,15 @@ function reportEnd(out: Out, id: string, e: unknown): number {
 export async function tail(d: DispatchPlane, out: Out, id: string, since: number) {
   const t0 = Date.now();
   let attempt = 0;
+  // CHUNK frames are raw output (tokens, log lines): written as they are, a character split
+  // between two frames decoded whole, and a line of them ended before anything else is said.
+  const raw = new TextDecoder();
+  let midLine = false;
+  const line = (s: string) => {
+    if (midLine) out.raw(`${raw.decode()}\n`);
+    midLine = false;
+    out.print(s);
+  };
   const show = (f: JournalFrame) => {
     if (out.json)
       return out.print({
@@ -192,20 +201,25 @@ export async function tail(d: DispatchPlane, out: Out, id: string, since: number
       });
     if (f.attempt !== attempt) {
       attempt = f.attempt;
-      if (f.kind !== FrameKind.BEGIN) out.print(`── attempt ${f.attempt} ──`);
+      if (f.kind !== FrameKind.BEGIN) line(`── attempt ${f.attempt} ──`);
     }
-    if (f.kind === FrameKind.BEGIN) out.print(`── attempt ${f.attempt} ──`);
-    else if (f.kind === FrameKind.END) out.print('── end ──');
+    if (f.kind === FrameKind.BEGIN) line(`── attempt ${f.attempt} ──`);
+    else if (f.kind === FrameKind.END) line('── end ──');
     else if (f.kind === FrameKind.ERROR) {
       const e = renderBody(f) as { message?: string; type?: string } | string;
-      out.print(`!! ${typeof e === 'object' && e ? `${e.type ?? 'Error'}: ${e.message}` : String(e)}`);
-    } else if (f.kind === FrameKind.CHUNK) out.print(new TextDecoder().decode(f.body));
-    else out.print(JSON.stringify(renderBody(f)));
+      line(`!! ${typeof e === 'object' && e ? `${e.type ?? 'Error'}: ${e.message}` : String(e)}`);
+    } else if (f.kind === FrameKind.CHUNK) {
+      const text = raw.decode(f.body, { stream: true });
+      if (text) out.raw(text);
+      // Bytes held for a character's rest leave the line open too.
+      midLine = text ? !text.endsWith('\n') : midLine || f.body.length > 0;
+    } else line(JSON.stringify(renderBody(f)));
   };
   let state = '…';
   const ticker = out.tty
     ? setInterval(() => {
-        out.status(`tailing ${id}: ${state}, ${elapsed(t0)}`);
+        // A status line would be drawn over (and then clear) a line of raw output still open.
+        if (!midLine) out.status(`tailing ${id}: ${state}, ${elapsed(t0)}`);
         void d
           .get(id)
           .then((inv) => {
@@ -226,7 +240,7 @@ export async function tail(d: DispatchPlane, out: Out, id: string, since: number
   // The stream can end at a final frame a moment before the worker's ack lands: give it a moment.
   await d.result(id, { timeoutMs: 2_000 }).catch(() => null);
   const inv = await d.get(id);
-  if (!out.json) out.print(`${id}: ${inv?.state ?? 'unknown'}`);
+  if (!out.json) line(`${id}: ${inv?.state ?? 'unknown'}`);
   return inv?.state === 'succeeded' || inv?.state === 'running' || inv?.state === 'queued'
     ? EXIT.ok
     : inv?.state === 'cancelled'

@@ -40,6 +40,8 @@ export interface Out {
   tty: boolean;
   /** A result: JSON line with --json, else a readable line. */
   print(value: unknown, human?: string): void;
+  /** Text as it is, no line end added: a job's raw output (CHUNK frames) on stdout. */
+  raw(text: string): void;
   /** A transient status line on stderr, TTY only. */
   status(line: string): void;
   clearStatus(): void;
@@ -56,6 +58,10 @@ export function output(json: boolean): Out {
       process.stdout.write(
         json ? `${JSON.stringify(value)}\n` : `${human ?? (typeof value === 'string' ? value : JSON.stringify(value, null, 2))}\n`,
       );
+    },
+    raw(text) {
+      if (shown) this.clearStatus();
+      process.stdout.write(text);
     },
     status(line) {
       if (!tty) return;

@@ -24,6 +24,19 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
     await Promise.all(running.splice(0).map((r) => stop(r)));
   });
 
+  it('`lakeshore tail` writes raw output as it came, a character split between frames whole, and ends its line', async () => {
+    const env = planeEnv(kind);
+    const id = (await cli(['submit', 'jobs', 'chat'], env)).stdout.trim();
+    worker(env);
+    const tail = await cli(['tail', id], env);
+    expect(tail.stdout).toBe(`── attempt 1 ──\nHello, wörld\n1\n── end ──\n${id}: succeeded\n`);
+    const frames = (await cli(['--json', 'tail', id], env)).stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
+    expect(frames.filter((f) => f.kind === 'CHUNK').length).toBeGreaterThan(1); // the ö did travel in two frames
+  });
+
   it('streams a generator job’s frames to `lakeshore tail` before the job ends', async () => {
     const env = planeEnv(kind);
     // The job yields its four values, then stays running until the test creates its gate file.
