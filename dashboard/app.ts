@@ -365,6 +365,8 @@ async function jobView(id: string): Promise<void> {
   })().catch(() => {});
   let attempt = -1;
   let chunk: HTMLElement | null = null;
+  // A run of CHUNK frames is one stream of raw output: a character split between frames decodes whole.
+  let raw = new TextDecoder();
   const show = (f: JournalFrame) => {
     if (f.attempt !== attempt) {
       attempt = f.attempt;
@@ -372,8 +374,11 @@ async function jobView(id: string): Promise<void> {
       journal.append(h('div', { class: 'attempt' }, `attempt ${f.attempt}`));
     }
     if (f.kind === FrameKind.CHUNK) {
-      if (!chunk) journal.append((chunk = h('pre', { class: 'chunk' })));
-      chunk.textContent += text(f.body);
+      if (!chunk) {
+        journal.append((chunk = h('pre', { class: 'chunk' })));
+        raw = new TextDecoder();
+      }
+      chunk.textContent += raw.decode(f.body, { stream: true });
       return;
     }
     chunk = null;

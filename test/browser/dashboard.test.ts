@@ -99,15 +99,22 @@ describe('the dashboard', () => {
       );
       await page.waitForFunction((k) => document.querySelectorAll('.journal .value').length === k, s + 1, { timeout: 10_000 });
     }
-    for (let s = 3; s < 8; s++)
-      await d.journalAppend('run-42', s, encodeFrame({ kind: FrameKind.CHUNK, seq: s, body: bytes(`token${s} `), meta: null }), {
+    // Raw output, one stream however it fell into frames: the two bytes of an ö in two of them.
+    const o = bytes('ö');
+    const pieces = [
+      bytes('token3 '),
+      bytes('token4 '),
+      Uint8Array.of(...bytes('w'), o[0]!),
+      Uint8Array.of(o[1]!, ...bytes('rld ')),
+      bytes('token7 '),
+    ];
+    for (const [i, body] of pieces.entries())
+      await d.journalAppend('run-42', 3 + i, encodeFrame({ kind: FrameKind.CHUNK, seq: 3 + i, body, meta: null }), {
         workerId: 'gpu-1',
       });
-    await page.waitForFunction(
-      () => document.querySelector('.journal .chunk')?.textContent === 'token3 token4 token5 token6 token7 ',
-      undefined,
-      { timeout: 10_000 },
-    );
+    await page.waitForFunction(() => document.querySelector('.journal .chunk')?.textContent === 'token3 token4 wörld token7 ', undefined, {
+      timeout: 10_000,
+    });
     // The handler's log lines, live from the feed.
     await d.workerLog('training', 'gpu-1', [
       { id: 'run-42', level: 'info', message: 'loaded 12,000 samples' },
