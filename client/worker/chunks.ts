@@ -65,8 +65,9 @@ export class ChunkWriter {
     while (k < this.parts.length && n + this.parts[k]!.length <= this.maxBytes) n += this.parts[k++]!.length;
     if (k === 0) {
       const first = this.parts[0]!;
-      this.parts[0] = first.subarray(this.maxBytes);
-      return first.subarray(0, this.maxBytes);
+      const cut = wholeChars(first, this.maxBytes);
+      this.parts[0] = first.subarray(cut);
+      return first.subarray(0, cut);
     }
     const out = new Uint8Array(n);
     let at = 0;
@@ -76,4 +77,16 @@ export class ChunkWriter {
     }
     return out;
   }
+}
+
+/**
+ * Where to cut `b` at most `max` bytes in without splitting a UTF-8 character: back before the
+ * continuation bytes (10xxxxxx, at most three) that start the rest. So each frame of written
+ * text decodes alone (a browser's `f.text()`, one frame at a time); bytes that are no UTF-8 are
+ * cut at `max`.
+ */
+export function wholeChars(b: Uint8Array, max: number): number {
+  let cut = max;
+  while (cut > max - 3 && cut > 1 && (b[cut]! & 0xc0) === 0x80) cut--;
+  return (b[cut]! & 0xc0) === 0x80 ? max : cut;
 }

@@ -67,7 +67,7 @@ class ChunkWriter:
                     self._draining = False
                     self._lock.notify_all()
                     return
-                body = bytes(self._parts[:self._max])
+                body = bytes(self._parts[:whole_chars(self._parts, self._max)])
                 del self._parts[:len(body)]
                 self._last = time.monotonic()
             try:
@@ -80,3 +80,16 @@ class ChunkWriter:
                     self._lock.notify_all()
                 return
             self.frames += 1
+
+
+def whole_chars(b: Union[bytes, bytearray], limit: int) -> int:
+    """How many of `b`'s bytes, at most `limit`, make frames of whole UTF-8 characters: the cut
+    goes back before the continuation bytes (10xxxxxx, at most three) that start the rest, so each
+    frame of written text decodes alone (a browser reads one frame at a time). Bytes that are no
+    UTF-8 are cut at `limit`; all of `b` when it is no longer."""
+    if len(b) <= limit:
+        return len(b)
+    cut = limit
+    while cut > limit - 3 and cut > 1 and b[cut] & 0xC0 == 0x80:
+        cut -= 1
+    return limit if b[cut] & 0xC0 == 0x80 else cut

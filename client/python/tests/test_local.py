@@ -208,6 +208,19 @@ class LocalPlane(unittest.TestCase):
         ls.run_worker(q, registry={"bad": bad}, once=True)
         self.assertEqual(b.result(timeout=10), "write takes str or bytes, got int")
 
+    def test_chunk_frames_of_written_text_each_decode_alone(self):
+        from lakeshore.chunks import ChunkWriter, whole_chars
+        sent = []
+        w = ChunkWriter(sent.append, max_bytes=8, window_s=0.0)
+        text = "a\u00e9\u20ac\U0001F600" * 20  # 1, 2, 3 and 4 bytes a character
+        w.write(text)
+        w.flush()
+        self.assertGreater(len(sent), 10)
+        self.assertTrue(all(len(b) <= 8 for b in sent))
+        self.assertEqual("".join(b.decode("utf-8") for b in sent), text)  # each frame decodes alone (strict)
+        self.assertEqual(whole_chars(bytes([0x80]) * 20, 8), 8)  # bytes that are no UTF-8: cut at the limit
+        self.assertEqual(whole_chars("abcdefg\u20ac".encode(), 8), 7)
+
     def test_every_chunk_a_plain_function_wrote_is_in_the_journal_before_its_ack(self):
         # Appends made slow: the handler returns while its chunk is still on its way.
         d = self.d
