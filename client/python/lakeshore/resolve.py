@@ -132,6 +132,9 @@ class Resolver:
                 # `tasks.py:f` names a file: a module is named without its .py (`tasks:f`).
                 hint = "; a module is named without .py: %s:%s" % (mod_name[:-3], qual) if mod_name.endswith(".py") else ""
                 raise Unrunnable("could not import %s%s: %s%s" % (mod_name, " under %s" % self.root if self.root else "", e, hint))
+            except SyntaxError as e:
+                # The same at every attempt: said once, where it is, not retried (importlib's frames say nothing).
+                raise Unrunnable("could not import %s%s: %s" % (mod_name, " under %s" % self.root if self.root else "", _syntax_said(e))) from None
             finally:
                 if added:
                     sys.path.remove(self.root)
@@ -166,3 +169,12 @@ class Resolver:
 
 def _minor(version: Optional[str]) -> Optional[str]:
     return ".".join(version.split(".")[:2]) if isinstance(version, str) else None
+
+
+def _syntax_said(e: SyntaxError) -> str:
+    """A syntax error as a compiler says it: `file:line: message`, then the line and a caret."""
+    said = "%s:%s: %s" % (os.path.basename(e.filename or "?"), e.lineno, e.msg)
+    if e.text:
+        line = e.text.rstrip("\n")
+        said += "\n    %s\n    %s^" % (line, " " * max(0, (e.offset or 1) - 1))
+    return said

@@ -391,6 +391,16 @@ class ReferenceWorker(TempDirs):
             with self.assertRaises(ls.InvocationFailed) as e:
                 h.result(timeout=5)
             self.assertTrue(e.exception.error["message"].endswith(says), e.exception.error["message"])
+        # A module that does not compile: where, once, not retried (it fails the same at every attempt).
+        with open(os.path.join(tasks, mod + "_bad.py"), "w") as f:
+            f.write("def cube(x) return x ** 3\n")
+        h = q.submit("%s_bad:cube" % mod, 3)
+        self.assertEqual(ls.run_worker(q, root=tasks, once=True, retries=3), 1)
+        with self.assertRaises(ls.InvocationFailed) as e:
+            h.result(timeout=5)
+        self.assertEqual((e.exception.error["type"], self.d.get(h.id)["attempt"]), ("Unrunnable", 1))
+        # Its file and line, the line, and a caret (where exactly, and the words, are the interpreter's).
+        self.assertRegex(e.exception.error["message"], r"under .*: %s_bad\.py:1: .+\n    def cube\(x\) return x \*\* 3\n    +\^$" % mod)
         # A registered name misspelled is told that name.
         h = q.submit("sqare", 3)
         ls.run_worker(q, registry={"square": lambda x: x * x, "other": print}, once=True)
