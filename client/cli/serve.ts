@@ -1,11 +1,12 @@
 /** `lakeshore worker start` for the Node runtime, and `lakeshore dev`: the commands that serve. */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
 import type { DispatchPlane } from '../types.ts';
 import type { Registry } from '../worker/resolve.ts';
 import { runWorker } from '../worker/run-worker.ts';
+import { loadModule } from '../worker/load-module.ts';
 import { EXIT, type Out } from './output.ts';
 import { UsageError } from './usage.ts';
 
@@ -32,16 +33,10 @@ async function loadRegistry(module: string | undefined): Promise<Registry> {
   if (!existsSync(path)) throw new UsageError(`--module ${module}: no such file (${path})`);
   let mod: Record<string, unknown>;
   try {
-    mod = (await import(pathToFileURL(path).href)) as Record<string, unknown>;
+    mod = await loadModule(path);
   } catch (e) {
-    // A module that does not load says which, and for a syntax error where: an import's
-    // SyntaxError carries no location, and `node --check` prints it (file:line, the line, a caret).
-    const err = e instanceof Error ? e : new Error(String(e));
-    const where =
-      err.name === 'SyntaxError'
-        ? spawnSync(process.execPath, ['--check', path], { encoding: 'utf8' }).stderr.split('\n').slice(0, 3).join('\n')
-        : '';
-    throw new Error(`--module ${module} could not be loaded: ${err.name}: ${err.message}${where.trim() ? `\n${where}` : ''}`);
+    // A module that does not load says which, and for a syntax error where.
+    throw new Error(`--module ${module} could not be loaded: ${(e as Error).message}`);
   }
   const reg: Registry = {};
   for (const [name, v] of Object.entries(mod)) if (typeof v === 'function') reg[name] = v as Registry[string];

@@ -5,6 +5,7 @@
  */
 import type { Envelope } from '../envelope.ts';
 import type { Mounts } from './mount.ts';
+import { loadModule, ModuleLoadError } from './load-module.ts';
 
 // biome-ignore lint/suspicious/noExplicitAny: a handler takes whatever arguments its jobs carry; unknown[] would refuse every typed handler
 export type Handler = (...args: any[]) => unknown;
@@ -61,13 +62,22 @@ async function resolveElsewhere(env: Envelope, opts: ResolveOptions): Promise<Ha
       `function ${JSON.stringify(env.fn)} is not registered, and importing ${JSON.stringify(env.module)} is off: start the worker with allowImport (--allow-import) to let envelopes name modules`,
     );
   }
-  // Node's path and url modules, loaded only here: a worker that never imports needs neither.
-  const [{ isAbsolute, relative, resolve }, { pathToFileURL }] = await Promise.all([import('node:path'), import('node:url')]);
+  // Node's path module, loaded only here: a worker that never imports needs none.
+  const { isAbsolute, relative, resolve } = await import('node:path');
   const [path, exportName = env.fn] = env.module.split('#');
   const file = resolve(opts.root, path!);
   const rel = relative(opts.root, file);
   if (rel.startsWith('..') || isAbsolute(rel)) throw new ResolveError(`module ${JSON.stringify(env.module)} is outside the worker's root`);
-  const mod = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
+  let mod: Record<string, unknown>;
+  try {
+    mod = await loadModule(file);
+  } catch (e) {
+    // A file that is not there or does not compile fails the same at every attempt: said once,
+    // where, and not retried. Anything else its top level throws may pass, and is the handler's.
+    const failure = e instanceof ModuleLoadError ? e.failure : (e as Error);
+    if (failure.name !== 'SyntaxError' && (failure as { code?: string }).code !== 'ERR_MODULE_NOT_FOUND') throw failure;
+    throw new ResolveError(`could not import ${JSON.stringify(path)} under ${opts.root}: ${(e as Error).message}`);
+  }
   const fn = mod[exportName];
   if (typeof fn !== 'function')
     throw new ResolveError(`module ${JSON.stringify(path)} has no exported function ${JSON.stringify(exportName)}`);

@@ -376,6 +376,34 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
     expect(broken.stderr).toContain(
       `lakeshore: --module ${join(mods, 'broken.mjs')} could not be loaded: SyntaxError: Unexpected number\n${join(mods, 'broken.mjs')}:1\n`,
     );
+    // A job naming a module that does not compile, or is not there: it fails once, saying where, not retried.
+    const q = `imports-${kind}`;
+    const bad = (await cli(['submit', q, 'f', '[1]', '--module', './broken.mjs#f'], env)).stdout.trim();
+    expect((await cli(['worker', 'once', '--queue', q, '--root', mods, '--allow-import', '--retries', '3'], env)).code).toBe(0);
+    const gone = (await cli(['submit', q, 'f', '[1]', '--module', './gone.mjs#f'], env)).stdout.trim();
+    expect((await cli(['worker', 'once', '--queue', q, '--root', mods, '--allow-import', '--retries', '3'], env)).code).toBe(0);
+    const [badJob, goneJob] = [
+      JSON.parse((await cli(['--json', 'get', bad], env)).stdout),
+      JSON.parse((await cli(['--json', 'get', gone], env)).stdout),
+    ];
+    expect([badJob.state, badJob.attempt, badJob.error.type, goneJob.state, goneJob.attempt, goneJob.error.type]).toEqual([
+      'failed',
+      1,
+      'ResolveError',
+      'failed',
+      1,
+      'ResolveError',
+    ]);
+    const said = badJob.error.message.split('\n');
+    expect(said.slice(0, 3)).toEqual([
+      `could not import "./broken.mjs" under ${mods}: SyntaxError: Unexpected number`,
+      `${join(mods, 'broken.mjs')}:1`,
+      'export function f( { return 1 }',
+    ]);
+    expect(said[3]).toMatch(/^ +\^$/);
+    expect(goneJob.error.message).toBe(
+      `could not import "./gone.mjs" under ${mods}: Error: Cannot find module '${join(mods, 'gone.mjs')}'`,
+    );
     const exportsNone = await cli(['worker', 'once', '--queue', 'jobs', '--module', join(mods, 'empty.mjs')], env);
     expect(exportsNone.code).toBe(2);
     expect(exportsNone.stderr).toContain('exports no function: export each handler');
