@@ -256,7 +256,8 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
     span?.end(err);
     // The application may record a failure as a fact rather than have it retried (onDone: 'handled').
     const verdict = await Promise.resolve(o.onDone?.(jobOf(c, env), { state: 'failed', error: err })).catch(() => undefined);
-    const retry = verdict !== 'handled' && !(err instanceof ResolveError) && c.attempt <= Math.min(o.retries, env?.max_retries ?? Infinity);
+    const once = err instanceof ResolveError || err instanceof NotJsonError; // would fail the same again
+    const retry = verdict !== 'handled' && !once && c.attempt <= Math.min(o.retries, env?.max_retries ?? Infinity);
     const error = { message: err.message, type: err.name, stack: stackOf(err.stack) };
     const failedWith = `job ${c.id} attempt ${c.attempt} failed: ${err.name}: ${err.message}`;
     try {
@@ -280,12 +281,18 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
   }
 }
 
-/** A handler's result or yielded value as JSON bytes; a value JSON cannot write is the handler's TypeError. */
+/**
+ * A result or yielded value JSON cannot write: the handler's TypeError, and not retried. The
+ * handler ran, perhaps for hours, and answered what no reader can take; it would again.
+ */
+class NotJsonError extends TypeError {}
+
+/** A handler's result or yielded value as JSON bytes; a value JSON cannot write is a NotJsonError (a TypeError). */
 function asJson(v: unknown, what: string): Uint8Array {
   try {
     return jsonBytes(v);
   } catch (e) {
-    throw new TypeError(`the handler's ${what} is not JSON: ${e instanceof Error ? e.message : String(e)}`);
+    throw new NotJsonError(`the handler's ${what} is not JSON: ${e instanceof Error ? e.message : String(e)}`);
   }
 }
 

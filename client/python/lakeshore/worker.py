@@ -46,7 +46,10 @@ def _as_json(v: Any, what: str) -> bytes:
     try:
         return json_bytes(v)
     except (TypeError, ValueError) as e:
-        raise TypeError("the handler's %s is not JSON: %s" % (what, e)) from None
+        err = TypeError("the handler's %s is not JSON: %s" % (what, e))
+        # Not retried: the handler ran, perhaps for hours, and answered what no reader can take; it would again.
+        err._lakeshore_once = True  # type: ignore[attr-defined]
+        raise err from None
 
 
 def _awaited(v: Any) -> Any:
@@ -414,7 +417,8 @@ def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
     except Exception as e:
         caps = [r for r in (retries, env.get("max_retries")) if isinstance(r, int) and not isinstance(r, bool)]
         handled = _told(on_done, c, env, {"state": "failed", "error": e}) == "handled"
-        retry = not handled and not isinstance(e, Unrunnable) and all(c.attempt <= r for r in caps)
+        once = isinstance(e, Unrunnable) or getattr(e, "_lakeshore_once", False)  # would fail the same again
+        retry = not handled and not once and all(c.attempt <= r for r in caps)
         error = {"message": str(e), "type": type(e).__name__, "stack": _stack_of(e)}
         try:
             job.append(ERROR, _json(error), {"attempt": c.attempt}, final=not retry)
