@@ -32,6 +32,8 @@ export interface JobOptions {
   retries: number;
   /** The worker's own time limit (ms; null: none), for a job neither its envelope nor its queue limits. */
   timeLimitMs: number | null;
+  /** Whether that is the default (600 s), not one the worker was given: a job past it is told how to set one. */
+  timeLimitIsDefault?: boolean;
   /** A queue's time limit (its `time_limit_ms` setting), as the worker last read it; null: none set. */
   queueTimeLimitMs?: (queue: string) => number | null;
   /** The worker's one timer: each running job's heartbeats and time limit. */
@@ -173,8 +175,8 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
   try {
     env = decodeEnvelope(c.envelope);
     // The job's own limit, else its queue's, else the worker's (contract, "Time limits").
-    const maxMs = env.time_limit_ms ?? o.queueTimeLimitMs?.(c.queue) ?? o.timeLimitMs;
-    unwatch = o.clock.watch(beat, () => abort('time_limit', `the job ran past its time limit of ${maxMs} ms`), maxMs || null);
+    const [maxMs, whose] = limitOf(env.time_limit_ms, o.queueTimeLimitMs?.(c.queue), o.timeLimitMs, o.timeLimitIsDefault);
+    unwatch = o.clock.watch(beat, () => abort('time_limit', `the job ran past its time limit of ${maxMs} ms, ${whose}`), maxMs || null);
     // Awaited even when the registry has it: a handler that returns at once frees its slot, and
     // the next job starts, a turn later (run-worker.ts), not inside this call.
     const fn = await resolveHandler(env, o);
@@ -279,6 +281,23 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
     unwatch?.();
     offHardStop();
   }
+}
+
+/** A job's time limit and whose it is, as a job past it is told: its own, its queue's, its worker's, or the default. */
+export function limitOf(
+  own: number | null | undefined,
+  queue: number | null | undefined,
+  worker: number | null,
+  isDefault = false,
+): [number | null, string] {
+  if (own !== null && own !== undefined) return [own, "the job's own"];
+  if (queue !== null && queue !== undefined) return [queue, "its queue's"];
+  return isDefault
+    ? [
+        worker,
+        `the default (a job sets its own with time_limit_ms, a queue with its time_limit_ms setting, a worker with --time-limit-ms; 0 is none)`,
+      ]
+    : [worker, "its worker's"];
 }
 
 /**

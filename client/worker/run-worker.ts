@@ -132,6 +132,7 @@ class Worker {
       allowImport: opts.allowImport ?? d.inProcess === true,
       retries: opts.retries ?? Infinity,
       timeLimitMs: opts.timeLimitMs === 0 ? null : (opts.timeLimitMs ?? DEFAULT_TIME_LIMIT_MS),
+      timeLimitIsDefault: opts.timeLimitMs === undefined,
       queueTimeLimitMs: (queue) => this.queueLimits.get(queue) ?? null,
       clock: new JobClock(opts.heartbeatMs ?? Math.max(200, Math.floor((this.leaseMs ?? 30_000) / 3))),
       leaseMs: this.leaseMs,

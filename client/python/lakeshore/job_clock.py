@@ -73,7 +73,7 @@ class Runner:
     def __init__(self) -> None:
         self._calls: "Optional[queue.SimpleQueue[Any]]" = None
 
-    def run(self, deadline: Optional[float], limit_ms: Optional[int], call: Callable[[], Any]) -> Any:
+    def run(self, deadline: Optional[float], limit: str, call: Callable[[], Any]) -> Any:
         """`call` in a copy of the caller's contextvars context (the running job), raising
         TimeLimitExceeded once `deadline` (monotonic) passes; no deadline: it runs in the caller's thread."""
         if deadline is None:
@@ -86,7 +86,7 @@ class Runner:
         self._calls.put((contextvars.copy_context(), call, box, done))
         if not done.wait(max(0.0, deadline - time.monotonic())):
             self.close()  # abandoned: the thread ends once the call does
-            raise TimeLimitExceeded("the job ran past its time limit of %d ms" % limit_ms)
+            raise TimeLimitExceeded("the job ran past its time limit of %s" % limit)
         if "error" in box:
             raise box["error"]
         return box.get("value")

@@ -138,14 +138,14 @@ class _Job:
 _runners = threading.local()
 
 
-def _within(deadline: Optional[float], limit_ms: Optional[int], call: Callable[[], Any]) -> Any:
+def _within(deadline: Optional[float], limit: str, call: Callable[[], Any]) -> Any:
     """Runs `call` (in this job's context), raising TimeLimitExceeded once `deadline` (monotonic)
     passes. Python cannot stop a thread: past the limit the call is left running in a daemon
     thread, its outcome discarded, and the job fails."""
     runner = getattr(_runners, "runner", None)
     if runner is None:
         runner = _runners.runner = Runner()
-    return runner.run(deadline, limit_ms, call)
+    return runner.run(deadline, limit, call)
 
 
 def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str, Callable[..., Any]]] = None, *,
@@ -254,6 +254,7 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
     # so a stop is heard within one of them.
     step = wait if can_cancel else min(wait, _LOCAL_WAIT_STEP)
     own_limit = DEFAULT_TIME_LIMIT_MS if time_limit_ms is None else (time_limit_ms or None)
+    own_whose = _DEFAULT_LIMIT_SAID if time_limit_ms is None else "its worker's"
     queue_limit: Dict[str, Any] = {"ms": None, "at": None}
 
     def limit_of_queue() -> Optional[int]:
@@ -286,7 +287,9 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
                     dispatch.nack(c.id, worker_id, error="the worker stopped before starting it", retry=True)
                 break
             executed += 1
-            _run_one(dispatch, c, worker_id, resolve, retries, max(0.2, lease / 3), on_done, logs, limit_of_queue() or own_limit)
+            q_limit = limit_of_queue()
+            _run_one(dispatch, c, worker_id, resolve, retries, max(0.2, lease / 3), on_done, logs, q_limit or own_limit,
+                     "its queue's" if q_limit else own_whose)
             if once:
                 break
     finally:
@@ -309,6 +312,9 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
 _LOCAL_WAIT_STEP = 0.5
 #: A job's time limit when its envelope, its queue and its worker set none (ms): the contract's 600 s.
 DEFAULT_TIME_LIMIT_MS = 600_000
+#: Whose a job's limit is when it is that default, as a job past it is told (and how to set one).
+_DEFAULT_LIMIT_SAID = ("the default (a job sets its own with time_limit_ms, a queue with its time_limit_ms setting, "
+                       "a worker with --time-limit-ms; 0 is none)")
 #: How often a worker says who it is again, along a claim (s), as the Node worker does.
 _INFO_EVERY_S = 30.0
 #: How often a worker reads its queue's settings again (its time limit), in seconds.
@@ -351,7 +357,8 @@ def _told(on_done: Any, c: Any, env: Dict[str, Any], outcome: Dict[str, Any]) ->
 
 
 def _run_one(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optional[int], heartbeat_s: float,
-             on_done: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]], logs: _LogShipper, limit_ms: Optional[int] = None) -> None:
+             on_done: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]], logs: _LogShipper, limit_ms: Optional[int] = None,
+             limit_whose: str = "its worker's") -> None:
     env: Dict[str, Any] = {}
     try:
         env = decode_envelope(c.envelope)
@@ -361,13 +368,14 @@ def _run_one(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
     with run_span(env.get("fn") or "?", env.get("traceparent"), {"id": c.id, "queue": c.queue, "attempt": c.attempt}) as trace_id:
         token = _current.set(JobContext(c, env, trace_id, logs, resolve.root))
         try:
-            _attempt(d, c, worker_id, resolve, retries, heartbeat_s, on_done, limit_ms)
+            _attempt(d, c, worker_id, resolve, retries, heartbeat_s, on_done, limit_ms, limit_whose)
         finally:
             _current.reset(token)
 
 
 def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optional[int], heartbeat_s: float,
-             on_done: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]], fallback_limit_ms: Optional[int] = None) -> None:
+             on_done: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]], fallback_limit_ms: Optional[int] = None,
+             fallback_whose: str = "its worker's") -> None:
     job = _Job(d, c, worker_id, heartbeat_s)
     ctx = _current.get()
     if ctx is not None:
@@ -378,10 +386,12 @@ def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
         fn = resolve(env)
         # The job's own limit, else its queue's, else the worker's (contract, "Time limits").
         own = env.get("time_limit_ms")
-        limit_ms = own if isinstance(own, (int, float)) and not isinstance(own, bool) and own > 0 else fallback_limit_ms
+        mine = isinstance(own, (int, float)) and not isinstance(own, bool) and own > 0
+        limit_ms = own if mine else fallback_limit_ms
+        limit = "%d ms, %s" % (limit_ms or 0, "the job's own" if mine else fallback_whose)  # as a job past it is told
         deadline = time.monotonic() + limit_ms / 1000.0 if isinstance(limit_ms, (int, float)) and limit_ms > 0 else None
         # An `async def` handler runs to its end on an event loop of its own, in the job's thread.
-        out = _within(deadline, limit_ms, lambda: _awaited(fn(*env.get("args", []), **env.get("kwargs", {}))))
+        out = _within(deadline, limit, lambda: _awaited(fn(*env.get("args", []), **env.get("kwargs", {}))))
         result: Any = out
         # The result's bytes are made before anything says the job ended: a result JSON cannot
         # write fails the job here, as the handler's error, not after its stream ended.
@@ -393,7 +403,7 @@ def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
                     if job.cancelled.is_set() or job.lost.is_set():
                         return
                     try:
-                        value = _within(deadline, limit_ms, steps.next)
+                        value = _within(deadline, limit, steps.next)
                     except StopIteration as stop_it:
                         result = stop_it.value
                         break

@@ -546,7 +546,7 @@ class ReferenceWorker(TempDirs):
         self.assertEqual(f.result(timeout=5), [42, f.id])
         self.assertEqual(list(t.stream()), ["t0", "t1", "t2"])
         self.assertIsNone(t.result(timeout=5))
-        with self.assertRaisesRegex(ls.InvocationFailed, "time limit of 200 ms"):
+        with self.assertRaisesRegex(ls.InvocationFailed, "time limit of 200 ms, the job's own$"):
             late.result(timeout=5)
 
     def test_a_stream_of_a_job_that_fails_raises_its_failure_after_its_last_value(self):
@@ -657,8 +657,27 @@ class ReferenceWorker(TempDirs):
         with self.assertRaises(ls.InvocationFailed) as e:
             late.result(timeout=5)
         self.assertEqual(e.exception.error["type"], "TimeLimitExceeded")
-        self.assertIn("300 ms", e.exception.error["message"])
+        self.assertEqual(e.exception.error["message"], "the job ran past its time limit of 300 ms, its queue's")
         self.assertEqual(own.result(timeout=5), "done")
+
+    def test_a_job_past_the_default_time_limit_is_told_how_to_set_one(self):
+        from lakeshore import worker
+        q = ls.SyncQueue("default-limit", dispatch=self.d)
+        h = q.submit_with({"max_attempts": 1}, "slow")
+        given = q.submit_with({"max_attempts": 1}, "slow")
+        saved, worker.DEFAULT_TIME_LIMIT_MS = worker.DEFAULT_TIME_LIMIT_MS, 150  # the default, made short
+        try:
+            ls.run_worker(q, registry={"slow": lambda: time.sleep(2)}, once=True, retries=0)
+        finally:
+            worker.DEFAULT_TIME_LIMIT_MS = saved
+        ls.run_worker(q, registry={"slow": lambda: time.sleep(2)}, once=True, retries=0, time_limit_ms=150)
+        with self.assertRaises(ls.InvocationFailed) as e:
+            h.result(timeout=5)
+        self.assertEqual(e.exception.error["message"], "the job ran past its time limit of 150 ms, the default (a job sets its own with "
+                         "time_limit_ms, a queue with its time_limit_ms setting, a worker with --time-limit-ms; 0 is none)")
+        with self.assertRaises(ls.InvocationFailed) as e:
+            given.result(timeout=5)
+        self.assertEqual(e.exception.error["message"], "the job ran past its time limit of 150 ms, its worker's")
 
     def test_a_job_after_one_left_past_its_limit_runs_at_once_on_a_thread_of_its_own(self):
         # The worker runs calls on one reused thread; the call left running past its limit keeps
