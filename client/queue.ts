@@ -125,9 +125,12 @@ export class Handle<T = unknown> {
     this.dispatch = dispatch;
   }
 
-  /** The decoded return value; throws InvocationFailedError, InvocationCancelledError or TimeoutError. */
+  /**
+   * The decoded return value, waiting as long as the job takes (or `timeoutMs`: then a
+   * TimeoutError); throws InvocationFailedError or InvocationCancelledError as the job ended so.
+   */
   async result(opts: { timeoutMs?: number } = {}): Promise<T> {
-    return fromJsonBytes(await this.dispatch.result(this.id, { timeoutMs: opts.timeoutMs ?? 3_600_000 })) as T;
+    return fromJsonBytes(await this.dispatch.result(this.id, { timeoutMs: opts.timeoutMs ?? Number.POSITIVE_INFINITY })) as T;
   }
 
   /**
@@ -142,7 +145,8 @@ export class Handle<T = unknown> {
       if (f.kind === FrameKind.VALUE) yield fromJsonBytes(f.body) as V;
     }
     // A generator's END says it returned; after anything else, the row says how the job ended.
-    if (last !== FrameKind.END && !opts.signal?.aborted) await this.dispatch.result(this.id, { timeoutMs: opts.timeoutMs ?? 3_600_000 });
+    if (last !== FrameKind.END && !opts.signal?.aborted)
+      await this.dispatch.result(this.id, { timeoutMs: opts.timeoutMs ?? Number.POSITIVE_INFINITY });
   }
 
   cancel(): Promise<boolean> {

@@ -143,11 +143,12 @@ class HttpDispatch(HttpOperatorVerbs):
             row[k] = _unb64(row.get(k))
         return row
 
-    def result(self, inv_id: str, *, timeout: float = 30.0, poll: float = 0.02) -> bytes:
-        """Blocks (on the plane's wait, not a poll loop) until the invocation ends; `poll` is accepted for compatibility."""
-        if not (timeout >= 0):
+    def result(self, inv_id: str, *, timeout: Optional[float] = 30.0, poll: float = 0.02) -> bytes:
+        """Blocks (on the plane's wait, not a poll loop) until the invocation ends, at most `timeout`
+        seconds (None: as long as the job takes); `poll` is accepted for compatibility."""
+        if timeout is not None and not (timeout >= 0):
             raise error_for("bad_request", "timeout must not be negative")
-        deadline = time.monotonic() + timeout
+        deadline = float("inf") if timeout is None else time.monotonic() + timeout
         while True:
             left = max(0.0, deadline - time.monotonic())
             wait = min(left, _SLICE)

@@ -280,11 +280,11 @@ class Dispatch(ClaimMachinery, FeedLog, JournalVerbs, ObserveVerbs, OperatorVerb
         out["error"] = None if r["error"] is None else json.loads(r["error"])
         return out
 
-    def result(self, inv_id: str, *, timeout: float = 30.0, poll: float = 0.02) -> bytes:
+    def result(self, inv_id: str, *, timeout: Optional[float] = 30.0, poll: float = 0.02) -> bytes:
         """The result of a succeeded invocation, waiting up to `timeout` seconds for it to end (as long
-        as asked: the HTTP route's 300 s cap on one wait is the client's to slice, as here)."""
-        _number("timeout", timeout, 0)
-        deadline = time.monotonic() + timeout
+        as asked: the HTTP route's 300 s cap on one wait is the client's to slice, as here; None: as
+        long as the job takes)."""
+        deadline = float("inf") if timeout is None else time.monotonic() + _number("timeout", timeout, 0)
         while True:
             row = self.get(inv_id)
             if row is None:

@@ -34,8 +34,9 @@ class Handle:
         self.id = inv_id
         self.dispatch = dispatch
 
-    def result(self, timeout: float = 3600.0) -> Any:
-        """The decoded return value; raises InvocationFailed, InvocationCancelled or Timeout."""
+    def result(self, timeout: Optional[float] = None) -> Any:
+        """The decoded return value, waiting as long as the job takes (or `timeout` seconds: then
+        Timeout); raises InvocationFailed or InvocationCancelled as the job ended so."""
         return _json_value(self.dispatch.result(self.id, timeout=timeout))
 
     def stream(self, timeout: Optional[float] = None) -> Iterator[Any]:
@@ -52,7 +53,7 @@ class Handle:
             if kind == VALUE:
                 yield _json_value(body)
         if last != END:  # a generator's END says it returned; anything else, the row says how it ended
-            self.dispatch.result(self.id, timeout=3600.0 if timeout is None else timeout)
+            self.dispatch.result(self.id, timeout=timeout)
 
     def cancel(self) -> bool:
         return bool(self.dispatch.cancel(self.id))

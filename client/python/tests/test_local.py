@@ -243,6 +243,27 @@ class LocalPlane(unittest.TestCase):
         frames = [ls.decode_frame(f) for _, f in d.journal_read(h.id, timeout=5)]
         self.assertEqual(b"".join(body for kind, _, body, _ in frames if kind == ls.CHUNK), b"hello world")
 
+    def test_a_handle_waits_for_its_result_as_long_as_the_job_takes(self):
+        # No bound unless given one (a training run takes hours): the plane is asked with timeout=None.
+        asked = []
+
+        class Plane:
+            def result(self, inv_id, timeout):
+                asked.append(timeout)
+                return b"42"
+
+            def journal_read(self, inv_id, timeout):
+                return iter(())
+        h = ls.Handle("job", Plane())
+        self.assertEqual((h.result(), h.result(timeout=5)), (42, 42))
+        list(h.stream())  # no END in the journal: the row says how it ended
+        self.assertEqual(asked, [None, 5, None])
+        # And the planes take None as that: here the local one (test_http: the HTTP one).
+        q = ls.SyncQueue("unbounded", self.d)
+        done = q.submit("answer")
+        ls.run_worker(q, registry={"answer": lambda: 42}, once=True)
+        self.assertEqual((done.result(), json.loads(self.d.result(done.id, timeout=None))), (42, 42))
+
     def test_a_queue_schedules_a_call_as_submit_makes_one(self):
         q = ls.SyncQueue("cron", self.d)
         s = q.schedule_with({"timezone": "Europe/Berlin", "priority": 3, "time_limit_ms": 60000, "max_retries": 2},
