@@ -14,6 +14,21 @@ import type { DispatchPlane } from '../types.ts';
 import { push as pushCmd } from './push.ts';
 import { type Global, type Run, workerCommands } from './worker-commands.ts';
 
+/** A flag's number of seconds (0 or more): anything else is the command line's mistake (exit 2), not a wait forever. */
+const seconds = (flag: string, v: string): number => {
+  const n = Number(v);
+  if (v.trim() === '' || !Number.isFinite(n) || n < 0)
+    throw new cmd.UsageError(`${flag} takes a number of seconds (0: no limit), got ${JSON.stringify(v)}`);
+  return n;
+};
+/** A flag's integer, at least `min`. */
+const integer = (flag: string, v: string, min: number): number => {
+  const n = Number(v);
+  if (v.trim() === '' || !Number.isInteger(n) || n < min)
+    throw new cmd.UsageError(`${flag} takes an integer of at least ${min}, got ${JSON.stringify(v)}`);
+  return n;
+};
+
 export const program = new Command('lakeshore')
   .description('Submit, run and watch lakeshore jobs on the edge plane or the local SQLite plane.')
   .option('--url <url>', 'edge plane URL (env LAKESHORE_URL); without it, the local SQLite plane')
@@ -193,14 +208,16 @@ program
   .description('wait for an invocation to end and print its result')
   .argument('<id>')
   .option('--timeout <seconds>', 'give up after this long (0: wait forever)', '0')
-  .action((id: string, o: { timeout: string }) => run((g) => cmd.result(planeOf(g), output(!!g.json), id, Number(o.timeout)))());
+  .action((id: string, o: { timeout: string }) =>
+    run((g) => cmd.result(planeOf(g), output(!!g.json), id, seconds('--timeout', o.timeout)))(),
+  );
 
 program
   .command('tail')
   .description("print an invocation's frames as they are written; resumes by itself after a dropped connection")
   .argument('<id>')
   .option('--since <seq>', 'start after this seq', '-1')
-  .action((id: string, o: { since: string }) => run((g) => cmd.tail(planeOf(g), output(!!g.json), id, Number(o.since)))());
+  .action((id: string, o: { since: string }) => run((g) => cmd.tail(planeOf(g), output(!!g.json), id, integer('--since', o.since, -1)))());
 
 program
   .command('cancel')

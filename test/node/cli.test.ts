@@ -364,6 +364,10 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
     expect(empty.code).toBe(2);
     expect(empty.stderr).toContain('queue must not be empty');
     expect((await cli(['worker', 'once', '--code', 'sideways'], env)).code).toBe(2);
+    // A wait that is no number is the command line's mistake, not a wait forever.
+    const forever = await cli(['result', 'no-such-id', '--timeout', 'abc'], env);
+    expect([forever.code, forever.stderr]).toEqual([2, 'lakeshore: --timeout takes a number of seconds (0: no limit), got "abc"\n']);
+    expect((await cli(['tail', 'no-such-id', '--since', '1.5'], env)).code).toBe(2);
     const noModule = await cli(['worker', 'once', '--queue', 'jobs', '--module', './no-such-handlers.mjs'], env);
     expect(noModule.code).toBe(2);
     expect(noModule.stderr).toMatch(/^lakeshore: --module \.\/no-such-handlers\.mjs: no such file \(\/.*no-such-handlers\.mjs\)$/m);
