@@ -21,6 +21,13 @@ const seconds = (flag: string, v: string): number => {
     throw new cmd.UsageError(`${flag} takes a number of seconds (0: no limit), got ${JSON.stringify(v)}`);
   return n;
 };
+/** A period in seconds, more than 0 (0 or no number would redraw as fast as the plane answers). */
+const positiveSeconds = (flag: string, v: string): number => {
+  const n = Number(v);
+  if (v.trim() === '' || !Number.isFinite(n) || n <= 0)
+    throw new cmd.UsageError(`${flag} takes a number of seconds more than 0, got ${JSON.stringify(v)}`);
+  return n;
+};
 /** A flag's integer, at least `min`. */
 const integer = (flag: string, v: string, min: number): number => {
   const n = Number(v);
@@ -268,7 +275,7 @@ program
   .option('--watch', 'refresh until Ctrl-C')
   .option('--interval <seconds>', 'refresh period with --watch', '2')
   .action((queues: string[], o: { watch?: boolean; interval: string }) =>
-    run((g) => cmd.stats(planeOf(g), output(!!g.json), queues, !!o.watch, Number(o.interval)))(),
+    run((g) => cmd.stats(planeOf(g), output(!!g.json), queues, !!o.watch, positiveSeconds('--interval', o.interval)))(),
   );
 
 program

@@ -368,6 +368,12 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
     const forever = await cli(['result', 'no-such-id', '--timeout', 'abc'], env);
     expect([forever.code, forever.stderr]).toEqual([2, 'lakeshore: --timeout takes a number of seconds (0: no limit), got "abc"\n']);
     expect((await cli(['tail', 'no-such-id', '--since', '1.5'], env)).code).toBe(2);
+    expect((await cli(['stats', '--watch', '--interval', 'abc'], env)).code).toBe(2); // it redrew as fast as the plane answered
+    const py = await cli(['worker', 'once', '--runtime', 'python', '--queue', 'jobs', '--concurrency', 'abc'], env);
+    expect([py.code, py.stderr]).toEqual([
+      2,
+      expect.stringContaining("argument --concurrency: takes a whole number of at least 1, got 'abc'"),
+    ]);
     const noModule = await cli(['worker', 'once', '--queue', 'jobs', '--module', './no-such-handlers.mjs'], env);
     expect(noModule.code).toBe(2);
     expect(noModule.stderr).toMatch(/^lakeshore: --module \.\/no-such-handlers\.mjs: no such file \(\/.*no-such-handlers\.mjs\)$/m);

@@ -144,9 +144,12 @@ def _watch_parent(signalled: threading.Event, stop: threading.Event) -> None:
 
 
 def _positive_int(v: str) -> int:
-    n = int(v)
+    try:
+        n = int(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError("takes a whole number of at least 1, got %r" % v) from None
     if n < 1:
-        raise argparse.ArgumentTypeError("must be at least 1, got %s" % v)
+        raise argparse.ArgumentTypeError("takes a whole number of at least 1, got %s" % v)
     return n
 
 
