@@ -83,6 +83,17 @@ class JobContext:
         self.prefix: Optional[str] = env.get("prefix") if isinstance(env.get("prefix"), str) else None
         self._logs = logs
         self._chunks: Any = None  # the attempt's ChunkWriter (worker.py sets it)
+        #: Set when this attempt should stop: the job was cancelled, its lease was lost, or it ran
+        #: past its time limit (`stop_reason` says which). Python cannot stop a thread: a handler
+        #: that runs long checks it (`while not job.stop.is_set(): ...`, or `job.stop.wait(s)` as
+        #: its pause) and returns, where Node's handlers have their AbortSignal.
+        self.stop = threading.Event()
+        self.stop_reason: Optional[str] = None
+
+    def _abort(self, reason: str) -> None:
+        if not self.stop.is_set():
+            self.stop_reason = reason
+            self.stop.set()
 
     def write(self, data: Union[str, bytes]) -> None:
         """Streams raw output (tokens, log lines) as CHUNK frames of the job's journal, in order.

@@ -93,8 +93,8 @@ class _Steps:
 class _Job:
     """One claimed attempt: numbered frames, its heartbeats (job_clock.BEATS), a cancel flag."""
 
-    def __init__(self, d: Any, claimed: Any, worker_id: str, heartbeat_s: float):
-        self.d, self.c, self.worker_id = d, claimed, worker_id
+    def __init__(self, d: Any, claimed: Any, worker_id: str, heartbeat_s: float, ctx: Optional[JobContext] = None):
+        self.d, self.c, self.worker_id, self.ctx = d, claimed, worker_id, ctx
         self.seq: Optional[int] = None
         self.cancelled = threading.Event()
         self.lost = threading.Event()
@@ -121,13 +121,20 @@ class _Job:
         try:
             if self.d.heartbeat(self.c.id, self.worker_id):
                 self.cancelled.set()
+                self.abort("the invocation was cancelled")
                 return False
         except (FencingConflict, NotFound):
             self.lost.set()
+            self.abort("its lease was lost (it ran out, or the job went to another worker)")
             return False
         except Exception:
             pass  # the plane away: the next one tries again
         return True
+
+    def abort(self, reason: str) -> None:
+        """Tells the handler to stop (current_job().stop), saying why."""
+        if self.ctx is not None:
+            self.ctx._abort(reason)
 
     def finish(self) -> None:
         self.chunks.close()
@@ -376,8 +383,8 @@ def _run_one(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
 def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optional[int], heartbeat_s: float,
              on_done: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]], fallback_limit_ms: Optional[int] = None,
              fallback_whose: str = "its worker's") -> None:
-    job = _Job(d, c, worker_id, heartbeat_s)
     ctx = _current.get()
+    job = _Job(d, c, worker_id, heartbeat_s, ctx)
     if ctx is not None:
         ctx._chunks = job.chunks
     env: Dict[str, Any] = {}
@@ -425,6 +432,8 @@ def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
     except (FencingConflict, NotFound):
         return  # the lease was lost or the job cancelled: this attempt writes nothing more
     except Exception as e:
+        if isinstance(e, TimeLimitExceeded):
+            job.abort(str(e))  # the handler, left running in its thread, is told to stop
         caps = [r for r in (retries, env.get("max_retries")) if isinstance(r, int) and not isinstance(r, bool)]
         handled = _told(on_done, c, env, {"state": "failed", "error": e}) == "handled"
         once = isinstance(e, Unrunnable) or getattr(e, "_lakeshore_once", False)  # would fail the same again

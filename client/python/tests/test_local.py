@@ -264,6 +264,36 @@ class LocalPlane(unittest.TestCase):
         ls.run_worker(q, registry={"answer": lambda: 42}, once=True)
         self.assertEqual((done.result(), json.loads(self.d.result(done.id, timeout=None))), (42, 42))
 
+    def test_a_handler_hears_it_should_stop_when_cancelled_or_past_its_time_limit(self):
+        # Python cannot stop a thread: a long handler checks current_job().stop, and is told why.
+        q = ls.SyncQueue("stops", self.d)
+        heard = {}
+
+        def train(name):
+            job = ls.current_job()
+            while not job.stop.wait(0.02):
+                pass
+            heard[name] = job.stop_reason
+            return "stopped"
+
+        cancelled = q.submit(train, "cancelled")
+        t = threading.Thread(target=lambda: ls.run_worker(q, registry={"train": train}, once=True, lease=0.6))
+        t.start()
+        deadline = time.time() + 5
+        while self.d.get(cancelled.id)["state"] != "running" and time.time() < deadline:
+            time.sleep(0.01)
+        cancelled.cancel()
+        t.join(10)
+        self.assertEqual(heard.get("cancelled"), "the invocation was cancelled")
+        late = q.submit_with({"time_limit_ms": 200, "max_attempts": 1}, train, "late")
+        ls.run_worker(q, registry={"train": train}, once=True)
+        deadline = time.time() + 5
+        while "late" not in heard and time.time() < deadline:
+            time.sleep(0.01)
+        self.assertEqual(heard.get("late"), "the job ran past its time limit of 200 ms, the job's own")
+        with self.assertRaises(ls.InvocationFailed):
+            late.result(timeout=5)
+
     def test_a_queue_schedules_a_call_as_submit_makes_one(self):
         q = ls.SyncQueue("cron", self.d)
         s = q.schedule_with({"timezone": "Europe/Berlin", "priority": 3, "time_limit_ms": 60000, "max_retries": 2},
