@@ -222,6 +222,35 @@ export class Queue {
   }
 
   /**
+   * Submits `fn(...args)` for each `args` of `argsList` in few requests (submitMany), not a round
+   * trip a job, and answers their handles in order (`await Promise.all((await q.map(f, xs)).map((h) => h.result()))`).
+   * Should any job be refused (a full plane, an envelope too large), the first refusal is thrown
+   * once all were tried, its `handles` holding each job's Handle, or null where it was refused.
+   *
+   * @example
+   * const runs = await new Queue('gpu').map(train, [[{ lr: 0.1 }], [{ lr: 0.01 }]]);
+   */
+  async map<T = unknown>(fn: string | ((...a: never[]) => unknown), argsList: unknown[][]): Promise<Handle<T>[]> {
+    const name = fnName(fn);
+    if (!Array.isArray(argsList) || !argsList.every(Array.isArray))
+      throw new TypeError('map(fn, argsList) takes a list of argument lists: [[1, 2], [3, 4]] calls fn(1, 2) and fn(3, 4)');
+    if (!argsList.length) return [];
+    const job = jobOrNull();
+    const origin = originOf(job);
+    return enqueueSpan(name, this.name, async (spanTp) => {
+      const items = argsList.map((args) => ({
+        envelope: encodeEnvelope({ fn: name, args, traceparent: spanTp ?? newTraceparent(), origin }),
+        opts: { id: jobId(), parent: job?.id },
+      }));
+      const answers = await this.dispatch.submitMany(this.name, items);
+      const handles = answers.map((a) => ('id' in a ? new Handle<T>(a.id, this.dispatch) : null));
+      const refused = answers.find((a): a is { error: Error } => 'error' in a);
+      if (refused) throw Object.assign(refused.error, { handles });
+      return handles as Handle<T>[];
+    });
+  }
+
+  /**
    * Sets (or replaces) this queue's cron schedule `name`: each tick of `cron` (5 fields, minute
    * first, or 6, seconds first; contract, "Schedules") submits `fn(...args)`, as submit would.
    *

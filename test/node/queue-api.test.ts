@@ -230,6 +230,34 @@ describe.each(planes)('Queue API on the %s plane', (_name, make) => {
     await d.close();
   });
 
+  it('maps a function over argument lists in few requests, answering handles in order', async () => {
+    const d = make();
+    const q = new Queue('sweep', { dispatch: d });
+    const add = (a: number, b: number) => a + b;
+    const handles = await q.map<number>(add, [
+      [1, 10],
+      [2, 20],
+      [3, 30],
+    ]);
+    while ((await runWorker('sweep', { dispatch: d, registry: { add }, once: true, onceWaitMs: 200 })) > 0);
+    expect(await Promise.all(handles.map((h) => h.result()))).toEqual([11, 22, 33]);
+    expect(await q.map(add, [])).toEqual([]);
+    await expect(q.map(add, [1, 2] as never)).rejects.toThrow(/^map\(fn, argsList\) takes a list of argument lists/);
+    // A job refused (its envelope too large) is thrown once all were tried; the others went in.
+    const big = 'x'.repeat(2 << 20);
+    const refused = await q
+      .map(add, [
+        ['a', 1],
+        [big, 2],
+        ['c', 3],
+      ])
+      .catch((e: Error & { handles: unknown[] }) => e);
+    expect(refused).toBeInstanceOf(Error);
+    expect((refused as { handles: unknown[] }).handles.map((h) => h === null)).toEqual([false, true, false]);
+    expect(await d.count('sweep', 'queued')).toBe(2);
+    await d.close();
+  });
+
   it('has the verbs refuse an option they do not take, naming what it likely meant, changing nothing', async () => {
     const d = make();
     const env = new Uint8Array([123, 125]);

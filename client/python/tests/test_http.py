@@ -924,6 +924,14 @@ class Worker(unittest.TestCase):
         self.assertEqual(shown, [(ls.BEGIN, b""), (ls.CHUNK, b"token0 "), (ls.VALUE, b"0"), (ls.CHUNK, b"token1 "), (ls.VALUE, b"1"),
                                  (ls.END, b"")])
 
+    def test_a_queue_maps_a_function_over_its_arguments(self):
+        d = client()
+        q = ls.SyncQueue("sweep", d)
+        handles = q.map("mul", [1, 2, 3], [4, 5, 6])
+        while ls.run_worker(q, registry={"mul": lambda a, b: a * b}, once=True, once_wait=0.2):
+            pass
+        self.assertEqual([h.result(timeout=10) for h in handles], [4, 10, 18])
+
     def test_failures_retry_while_attempt_within_retries(self):
         d = client()
         calls, flaky = always_failing()

@@ -294,6 +294,25 @@ class LocalPlane(unittest.TestCase):
         with self.assertRaises(ls.InvocationFailed):
             late.result(timeout=5)
 
+    def test_a_queue_maps_a_function_over_its_arguments_in_few_requests(self):
+        q = ls.SyncQueue("sweep", self.d)
+
+        def add(a, b):
+            return a + b
+        handles = q.map(add, [1, 2, 3], [10, 20, 30])
+        self.assertEqual(len(handles), 3)
+        while ls.run_worker(q, registry={"add": add}, once=True, once_wait=0.2):
+            pass
+        self.assertEqual([h.result(timeout=5) for h in handles], [11, 22, 33])
+        self.assertEqual(q.map(add, []), [])
+        # A job refused (its envelope too large) is raised once all were tried; the others went in.
+        big = "x" * (2 << 20)
+        with self.assertRaises(ls.PayloadTooLarge) as e:
+            q.map(add, ["a", big, "c"], ["1", "2", "3"])
+        got = e.exception.handles
+        self.assertEqual([h is None for h in got], [False, True, False])
+        self.assertEqual(self.d.count("sweep", "queued"), 2)
+
     def test_a_queue_schedules_a_call_as_submit_makes_one(self):
         q = ls.SyncQueue("cron", self.d)
         s = q.schedule_with({"timezone": "Europe/Berlin", "priority": 3, "time_limit_ms": 60000, "max_retries": 2},
