@@ -8,7 +8,7 @@ import { FrameKind } from '../../src/core/frame.ts';
 import type { Claimed } from '../../src/core/types.ts';
 import type { LogLevel } from '../../src/core/feed.ts';
 import { decodeEnvelope, jsonBytes, type Envelope } from '../envelope.ts';
-import { FencingConflictError, NotFoundError } from '../errors.ts';
+import { FencingConflictError, NotFoundError, PayloadTooLargeError } from '../errors.ts';
 import type { DispatchPlane } from '../types.ts';
 import { ChunkWriter } from './chunks.ts';
 import { runInJob } from './context.ts';
@@ -230,6 +230,21 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
     try {
       await o.ack(c, body);
     } catch (e) {
+      // A result larger than the plane takes: the job is still this worker's, and another attempt
+      // would run the handler again (for hours, perhaps) to answer the same. Failed now, saying so.
+      if (e instanceof PayloadTooLargeError) {
+        const error = {
+          type: 'PayloadTooLarge',
+          message: `the handler's result is too large for the plane: ${e.message} (a large output belongs in storage of its own, its address in the result)`,
+        };
+        try {
+          await d.nack(c.id, workerId, { ...holder, error, retry: false });
+          o.log(`job ${c.id} attempt ${c.attempt} failed: ${error.message}; not retried`);
+          return 'failed';
+        } catch {
+          // no longer this worker's: as below
+        }
+      }
       // The handler succeeded; only its ack did not land (its lease ran out, say while the plane
       // was away, and the job is another attempt's now). Nothing to nack: the row decides.
       o.log(`job ${c.id} attempt ${c.attempt}: lost: its result was refused (${e instanceof Error ? e.message : String(e)})`);

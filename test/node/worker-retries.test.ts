@@ -65,6 +65,26 @@ describe.each(bothPlanes('retries'))('a worker’s retries on the %s plane', (_n
     await d.close();
   });
 
+  it('fail a job whose result is larger than the plane takes at once, saying so, not as a lease run out', async () => {
+    const d = make();
+    const big = 'x'.repeat(2 << 20);
+    const registry = {
+      huge: () => big,
+      *hugeStream() {
+        yield 1;
+        return big;
+      },
+    };
+    for (const fn of Object.keys(registry)) {
+      await d.submit('too-big', encodeEnvelope({ fn, args: [] }), { id: `big-${fn}` });
+      await runWorker('too-big', { dispatch: d, registry, retries: 3, once: true });
+      const row = await d.get(`big-${fn}`);
+      expect(row, fn).toMatchObject({ state: 'failed', attempt: 1, error: { type: 'PayloadTooLarge' } });
+      expect(row?.error?.message, fn).toMatch(/^the handler's result is too large for the plane: /);
+    }
+    await d.close();
+  });
+
   it('fail a job whose result JSON cannot write as its handler’s TypeError, at once, its stream ending in that error', async () => {
     const d = make();
     const registry = {

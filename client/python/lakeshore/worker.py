@@ -11,7 +11,7 @@ import uuid
 from typing import Any, Callable, Dict, List, Optional, Union
 
 from .envelope import decode_envelope, json_bytes
-from .errors import FencingConflict, NotFound
+from .errors import FencingConflict, NotFound, PayloadTooLarge
 from .chunks import ChunkWriter
 from .frames import BEGIN, CHUNK, END, ERROR, VALUE, encode_frame
 from .plane import is_local
@@ -428,7 +428,15 @@ def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
             return
         job.chunks.flush()  # every chunk is in the journal before the ack
         _told(on_done, c, env, {"state": "succeeded", "result": result})
-        d.ack(c.id, worker_id, result=body)
+        try:
+            d.ack(c.id, worker_id, result=body)
+        except PayloadTooLarge as e:
+            # A result larger than the plane takes: another attempt would run the handler again
+            # (for hours, perhaps) to answer the same. Failed now, saying so.
+            d.nack(c.id, worker_id, retry=False, error={
+                "type": "PayloadTooLarge",
+                "message": "the handler's result is too large for the plane: %s (a large output belongs in storage of its own, "
+                           "its address in the result)" % e})
     except (FencingConflict, NotFound):
         return  # the lease was lost or the job cancelled: this attempt writes nothing more
     except Exception as e:

@@ -313,6 +313,22 @@ class LocalPlane(unittest.TestCase):
         self.assertEqual([h is None for h in got], [False, True, False])
         self.assertEqual(self.d.count("sweep", "queued"), 2)
 
+    def test_a_result_larger_than_the_plane_takes_fails_its_job_once_saying_so(self):
+        q = ls.SyncQueue("too-big", self.d)
+
+        def huge():
+            return "x" * (2 << 20)
+
+        def huge_stream():
+            yield 1
+            return "x" * (2 << 20)
+        for fn in (huge, huge_stream):
+            h = q.submit(fn)
+            ls.run_worker(q, registry={"huge": huge, "huge_stream": huge_stream}, once=True, retries=3)
+            row = self.d.get(h.id)
+            self.assertEqual((row["state"], row["attempt"], row["error"]["type"]), ("failed", 1, "PayloadTooLarge"), fn.__name__)
+            self.assertTrue(row["error"]["message"].startswith("the handler's result is too large for the plane: "), row["error"])
+
     def test_a_queue_schedules_a_call_as_submit_makes_one(self):
         q = ls.SyncQueue("cron", self.d)
         s = q.schedule_with({"timezone": "Europe/Berlin", "priority": 3, "time_limit_ms": 60000, "max_retries": 2},
