@@ -273,7 +273,8 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
     span?.end(err);
     // The application may record a failure as a fact rather than have it retried (onDone: 'handled').
     const verdict = await Promise.resolve(o.onDone?.(jobOf(c, env), { state: 'failed', error: err })).catch(() => undefined);
-    const once = err instanceof ResolveError || err instanceof NotJsonError; // would fail the same again
+    // Would fail the same again: no handler to find, an answer JSON cannot write, a value larger than the plane takes.
+    const once = err instanceof ResolveError || err instanceof NotJsonError || err instanceof PayloadTooLargeError;
     const retry = verdict !== 'handled' && !once && c.attempt <= Math.min(o.retries, env?.max_retries ?? Infinity);
     const error = { message: err.message, type: err.name, stack: stackOf(err.stack) };
     const failedWith = `job ${c.id} attempt ${c.attempt} failed: ${err.name}: ${err.message}`;

@@ -444,7 +444,8 @@ def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
             job.abort(str(e))  # the handler, left running in its thread, is told to stop
         caps = [r for r in (retries, env.get("max_retries")) if isinstance(r, int) and not isinstance(r, bool)]
         handled = _told(on_done, c, env, {"state": "failed", "error": e}) == "handled"
-        once = isinstance(e, Unrunnable) or getattr(e, "_lakeshore_once", False)  # would fail the same again
+        # Would fail the same again: no handler to find, an answer JSON cannot write, a value larger than the plane takes.
+        once = isinstance(e, (Unrunnable, PayloadTooLarge)) or getattr(e, "_lakeshore_once", False)
         retry = not handled and not once and all(c.attempt <= r for r in caps)
         error = {"message": str(e), "type": type(e).__name__, "stack": _stack_of(e)}
         try:

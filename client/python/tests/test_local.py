@@ -322,12 +322,17 @@ class LocalPlane(unittest.TestCase):
         def huge_stream():
             yield 1
             return "x" * (2 << 20)
-        for fn in (huge, huge_stream):
+
+        def huge_value():
+            yield "y" * (300 << 10)  # a frame takes 256 KiB
+        registry = {"huge": huge, "huge_stream": huge_stream, "huge_value": huge_value}
+        for fn in (huge, huge_stream, huge_value):
             h = q.submit(fn)
-            ls.run_worker(q, registry={"huge": huge, "huge_stream": huge_stream}, once=True, retries=3)
+            ls.run_worker(q, registry=registry, once=True, retries=3)
             row = self.d.get(h.id)
             self.assertEqual((row["state"], row["attempt"], row["error"]["type"]), ("failed", 1, "PayloadTooLarge"), fn.__name__)
-            self.assertTrue(row["error"]["message"].startswith("the handler's result is too large for the plane: "), row["error"])
+            if fn is not huge_value:
+                self.assertTrue(row["error"]["message"].startswith("the handler's result is too large for the plane: "), row["error"])
 
     def test_a_queue_schedules_a_call_as_submit_makes_one(self):
         q = ls.SyncQueue("cron", self.d)
