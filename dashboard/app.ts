@@ -328,6 +328,7 @@ async function jobView(id: string): Promise<void> {
     facts.replaceChildren(
       ...row('state', badge(inv.state)),
       ...row('queue', h('a', { href: `#/q/${encodeURIComponent(inv.queue)}` }, inv.queue)),
+      ...(inv.envelope?.length ? row('call', h('code', {}, callText(inv.envelope))) : []),
       ...row('attempt', `${inv.attempt}${inv.maxAttempts ? ` of ${inv.maxAttempts}` : ''}`),
       ...row('worker', inv.workerId ?? '—'),
       ...row('created', when(inv.createdAt)),

@@ -73,7 +73,7 @@ describe('the dashboard', () => {
     expect(await cell(page, 'training', 1)).toBe('1');
     // A submitted job appears in the queue's count, driven by the feed.
     const t0 = Date.now();
-    await d.submit('training', bytes('{}'), { id: 'run-42' });
+    await d.submit('training', encodeEnvelope({ fn: 'train', args: [{ epochs: 3 }], kwargs: { lr: 0.01 } }), { id: 'run-42' });
     await page.waitForFunction(
       () => Array.from(document.querySelectorAll('tbody tr')).some((r) => r.querySelector('td:nth-child(2)')?.textContent === '2'),
       undefined,
@@ -85,6 +85,8 @@ describe('the dashboard', () => {
     await d.claimMany('training', 'gpu-1', 2, { leaseMs: 600_000 });
     await page.goto(`${p.plane.url}/#/i/run-42`);
     await page.waitForSelector('.facts');
+    // What the job runs, as its envelope says it.
+    expect(await page.textContent('.facts dt:has-text("call") + dd')).toBe('train({"epochs":3}, lr=0.01)');
     for (let s = 0; s < 3; s++) {
       await d.journalAppend(
         'run-42',
