@@ -124,6 +124,17 @@ def _check_options(opts: Dict[str, Any], call: str = "submit_with", known: Tuple
         raise TypeError("%s: no option %s; its options are %s" % (call, said, ", ".join(known)))
 
 
+def _lineage(parent: Optional[str], origin: Optional[str]) -> Tuple[Optional[str], Optional[str]]:
+    """A new job's parent and origin, where the caller gave none: inside a running job, the job is
+    its parent and its origin flows on (origin_for decides)."""
+    from .context import _current, origin_of
+    job = _current.get()
+    if job is not None:
+        parent = job.id if parent is None else parent
+        origin = origin_of(job) if origin is None else origin
+    return parent, origin
+
+
 def _named(fn: Fn, by_value: bool = False) -> Dict[str, Optional[str]]:
     """function_ref(fn), refusing a lambda: a worker finds a handler by its name, and a lambda has
     none it could be found by."""
@@ -174,16 +185,8 @@ class SyncQueue:
             extra = {"pickled": base64.b64encode(cloudpickle.dumps(fn)).decode("ascii"), "runtime": runtime_stamp()}
         if code:
             extra["code"] = code
-        from .context import _current, origin_of
-        job = _current.get()
-        # Inside a running job: the job is the new one's parent, and its origin flows on (origin_for decides).
-        origin = opts.pop("origin", None)
-        if origin is None and job is not None:
-            origin = origin_of(job)
+        parent, origin = _lineage(opts.pop("parent", None), opts.pop("origin", None))
         inv_id = opts.pop("id", None) or job_id()
-        parent = opts.pop("parent", None)
-        if parent is None:
-            parent = job.id if job is not None else None
         with enqueue_span(ref["fn"] or "", self.name):
             envelope = encode_envelope(
                 ref["fn"] or "", args, kwargs, module=ref["module"], traceparent=opts.pop("traceparent", None),
@@ -200,10 +203,7 @@ class SyncQueue:
         envelope too large), the first refusal is raised once all were tried, its `handles`
         holding each job's Handle, or None where it was refused."""
         ref = _named(fn)
-        from .context import _current, origin_of
-        job = _current.get()
-        origin = origin_of(job) if job is not None else None
-        parent = job.id if job is not None else None
+        parent, origin = _lineage(None, None)
         with enqueue_span(ref["fn"] or "", self.name):
             items = [{"envelope": encode_envelope(ref["fn"] or "", args, {}, module=ref["module"], origin=origin),
                       "id": job_id(), **({"parent": parent} if parent is not None else {})} for args in zip(*iterables)]

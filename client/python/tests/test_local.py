@@ -334,6 +334,19 @@ class LocalPlane(unittest.TestCase):
             if fn is not huge_value:
                 self.assertTrue(row["error"]["message"].startswith("the handler's result is too large for the plane: "), row["error"])
 
+    def test_a_job_submitted_inside_a_job_has_it_for_parent_and_its_origin(self):
+        q = ls.SyncQueue("lineage", self.d)
+        kids = []
+
+        def spawn():
+            kids.append(q.submit("child").id)
+            kids.extend(h.id for h in q.map("child", [1, 2]))
+        top = q.submit_with({"origin": "run-7"}, spawn)
+        ls.run_worker(q, registry={"spawn": spawn}, once=True)
+        self.assertEqual(top.result(timeout=5), None)
+        for k in kids:
+            self.assertEqual((self.d.get(k)["parent"], ls.decode_envelope(self.d.get(k)["envelope"]).get("origin")), (top.id, "run-7"))
+
     def test_a_queue_schedules_a_call_as_submit_makes_one(self):
         q = ls.SyncQueue("cron", self.d)
         s = q.schedule_with({"timezone": "Europe/Berlin", "priority": 3, "time_limit_ms": 60000, "max_retries": 2},
