@@ -12,6 +12,7 @@ import { expireStmt, type Moved } from './sql/expire.ts';
 import { promoteStmt, ttlStmt } from './sql/promote.ts';
 import { levelsStmt, markSampledStmts } from './sql/sample.ts';
 import { wakeOf, wakeStmt, type Wake } from './sql/wake.ts';
+import { registration } from './sql/workers.ts';
 import type { Hints } from './hints.ts';
 import type { Claimed, ClaimKind } from './types.ts';
 
@@ -23,6 +24,8 @@ export interface ClaimContext {
   random: () => number;
   /** Queues (`ns\0queue`) this engine has seen marked sampled: their level counts are kept. */
   sampled: Set<string>;
+  /** Workers (`workerKey`) this engine has seen registered (sql/workers.ts): their claims need not register them. */
+  workers: Set<string>;
 }
 
 export type ClaimRequestInput = ClaimInput & { temperature: number };
@@ -83,18 +86,22 @@ export function claimPlan(
   if (c.kind === 'boltzmann' && c.temperature > 0) return boltzmannPlan(ctx, c, max, [], 0, null, hints);
   const kind: ClaimKind = c.kind === 'boltzmann' ? 'fifo' : c.kind; // T = 0: the top level, oldest first
   const sw = sweep(ctx.now, ctx.ns, ctx.queue, ctx.limits, hints);
+  const reg = registration(ctx.workers, ctx.ns, c.workerId);
   const claim = claimStmts(ctx.now, ctx.ns, ctx.queue, { ...c, kind }, ctx.limits.defaultLeaseMs, null, max, hints);
   // A claim about to park needs to know how long it may sleep; the hints of a queue with no pause,
   // cap or rate say it already (work.ts), so only a queue without them reads it here.
   const wake = (withWake && !plain(hints)) || known === null || (hints !== undefined && sw.stmts.length > 0);
-  const stmts = [...sw.stmts, ...claim, ...(wake ? [wakeStmt(ctx.ns, ctx.queue)] : [])];
+  const stmts = [...sw.stmts, ...reg.stmts, ...claim, ...(wake ? [wakeStmt(ctx.ns, ctx.queue)] : [])];
   return {
     stmts,
-    done: (rs) => ({
-      claimed: claimOrder(rs[sw.stmts.length]!.rows, kind).map(toClaimed),
-      moved: sw.moved(rs),
-      ...(wake ? { wake: wakeOf(rs[rs.length - 1]!.rows[0], ctx.now) } : {}),
-    }),
+    done: (rs) => {
+      reg.done();
+      return {
+        claimed: claimOrder(rs[sw.stmts.length + reg.stmts.length]!.rows, kind).map(toClaimed),
+        moved: sw.moved(rs),
+        ...(wake ? { wake: wakeOf(rs[rs.length - 1]!.rows[0], ctx.now) } : {}),
+      };
+    },
   };
 }
 
@@ -122,12 +129,14 @@ function boltzmannPlan(
   const key = `${ctx.ns}\u0000${ctx.queue}`;
   const mark = ctx.sampled.has(key) ? [] : markSampledStmts(ctx.now, ctx.ns, ctx.queue);
   const sw = sweep(ctx.now, ctx.ns, ctx.queue, ctx.limits, moved ? SWEPT : known);
+  const reg = registration(ctx.workers, ctx.ns, c.workerId);
   return {
-    stmts: [...sw.stmts, ...mark, levelsStmt(ctx.ns, ctx.queue)],
+    stmts: [...sw.stmts, ...mark, ...reg.stmts, levelsStmt(ctx.ns, ctx.queue)],
     done: (rs) => {
       const all = [...(moved ?? []), ...sw.moved(rs)];
       const lv = rs[rs.length - 1];
       ctx.sampled.add(key);
+      reg.done();
       const levels = lv!.rows.map((r) => ({ p: Number(r.priority), n: Number(r.queued) }));
       if (!levels.length) return { claimed: got, moved: all };
       // Draws in order, then one UPDATE per level drawn, claiming that level's oldest rows.

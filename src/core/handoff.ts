@@ -12,6 +12,7 @@
 import { Then, type Plan } from './plan.ts';
 import { readPlan } from './sql/journal-read.ts';
 import { claimOrder, claimStmts, toClaimed, type ClaimInput } from './sql/claim.ts';
+import { registration } from './sql/workers.ts';
 import type { Claimed, JournalPage } from './types.ts';
 import type { Waiters } from './waiters.ts';
 import type { Stmt } from './port.ts';
@@ -52,6 +53,8 @@ export class ParkedClaim implements Rider<Claimed[]> {
   readonly wants: number;
   private readonly defaultLeaseMs: number;
   private readonly hints: () => Hints | undefined;
+  /** The engine's registered workers (sql/workers.ts). */
+  private readonly workers: Set<string>;
 
   constructor(
     ns: string,
@@ -60,7 +63,9 @@ export class ParkedClaim implements Rider<Claimed[]> {
     max: number,
     defaultLeaseMs: number,
     hints: () => Hints | undefined = () => undefined,
+    workers: Set<string> = new Set(),
   ) {
+    this.workers = workers;
     this.ns = ns;
     this.queue = queue;
     this.input = input;
@@ -70,9 +75,14 @@ export class ParkedClaim implements Rider<Claimed[]> {
   }
 
   plan(now: number): Plan<Claimed[]> {
+    // A claim that parked before it ever looked (work.ts `resting`) may not have registered its worker.
+    const reg = registration(this.workers, this.ns, this.input.workerId);
     return {
-      stmts: claimStmts(now, this.ns, this.queue, this.input, this.defaultLeaseMs, null, this.wants, this.hints()),
-      done: ([r]) => claimOrder(r!.rows, this.input.kind).map(toClaimed),
+      stmts: [...reg.stmts, ...claimStmts(now, this.ns, this.queue, this.input, this.defaultLeaseMs, null, this.wants, this.hints())],
+      done: (rs) => {
+        reg.done();
+        return claimOrder(rs[reg.stmts.length]!.rows, this.input.kind).map(toClaimed);
+      },
     };
   }
 

@@ -30,8 +30,12 @@ export const invocations = sqliteTable(
     state: text('state').notNull(),
     /** Claims so far. */
     attempt: integer('attempt').notNull().default(0),
-    /** Worker holding the running attempt. */
-    worker_id: text('worker_id'),
+    /**
+     * Worker holding the running attempt (or that held the last one): its number among the
+     * namespace's workers (`workers.n`), whose name is kept once there. A worker id is often a
+     * host name and a pid (30-40 bytes); a number takes one or two, on every job it ever ran.
+     */
+    worker: integer('worker'),
     /** Epoch ms at which the running attempt's lease expires. */
     lease_until: integer('lease_until'),
     /** Opaque result bytes of a succeeded invocation. */
@@ -103,6 +107,24 @@ export const frames = sqliteTable(
     created_at: integer('created_at').notNull(),
   },
   (t) => [primaryKey({ columns: [t.inv, t.seq] })],
+);
+
+/**
+ * The workers of a namespace that ever claimed, each numbered once: a job's row holds the number
+ * (`invocations.worker`), the name is here. A claim registers its worker (`sql/workers.ts`) in the
+ * batch that claims, unless the engine has seen it registered. Kept with the namespace (a move
+ * copies it); a few rows a worker process, never purged.
+ */
+export const workers = sqliteTable(
+  'workers',
+  {
+    ns: text('ns').notNull(),
+    /** 1, 2, ... in the order the namespace's workers first claimed. */
+    n: integer('n').notNull(),
+    /** The worker id as the worker gave it. */
+    name: text('name').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.ns, t.n] }), uniqueIndex('workers_ns_name').on(t.ns, t.name)],
 );
 
 /** Per-queue settings; a queue without a row uses the plane's defaults. */
@@ -250,7 +272,8 @@ export const queueLevels = sqliteTable(
   (t) => [primaryKey({ columns: [t.ns, t.queue, t.priority] })],
 );
 
-export type InvocationRow = typeof invocations.$inferSelect;
+/** A row as reads give it: its worker by name (sql/workers.ts WORKER_ID), as reads have always given it. */
+export type InvocationRow = typeof invocations.$inferSelect & { worker_id?: string | null };
 
 /**
  * Namespace-scoped bearer tokens. Only a SHA-256 digest of each token is stored; the token

@@ -59,6 +59,8 @@ export class Work {
   private readonly hints: HintBook | undefined;
   /** Queues seen marked sampled (their level counts are kept; see claims.ts). */
   private readonly sampled = new Set<string>();
+  /** Workers seen registered (sql/workers.ts): their claims register them no more. */
+  private readonly workers = new Set<string>();
 
   constructor(o: WorkOptions) {
     this.committer = o.committer;
@@ -162,7 +164,15 @@ export class Work {
       signal,
       parkFirstMs,
       look: async () => {
-        const ctx = { now: this.now(), ns, queue: q, limits: this.limits, random: this.random, sampled: this.sampled };
+        const ctx = {
+          now: this.now(),
+          ns,
+          queue: q,
+          limits: this.limits,
+          random: this.random,
+          sampled: this.sampled,
+          workers: this.workers,
+        };
         const since = this.hints?.mark ?? 0;
         const mark = this.park.mark(keys.queue(ns, q));
         const out = await this.committer.run(
@@ -189,8 +199,14 @@ export class Work {
       },
       rider: rides
         ? () =>
-            new ParkedClaim(ns, q, { ...input, kind: input.kind === 'filo' ? 'filo' : 'fifo' }, max, this.limits.defaultLeaseMs, () =>
-              this.hints?.get(ns, q),
+            new ParkedClaim(
+              ns,
+              q,
+              { ...input, kind: input.kind === 'filo' ? 'filo' : 'fifo' },
+              max,
+              this.limits.defaultLeaseMs,
+              () => this.hints?.get(ns, q),
+              this.workers,
             )
         : undefined,
       gaveUp: async () => [],

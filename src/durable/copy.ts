@@ -87,7 +87,8 @@ export interface Copied {
 /**
  * Copies every row of `ns` from `from` to `to`. The target must hold none of it (deleteNamespace
  * first). Jobs go first, in row order, then their frames, then the level counts (replacing what
- * the insert triggers made), the queues' settings and the schedules.
+ * the insert triggers made), the queues' settings, the schedules and the workers the jobs name
+ * (their numbers kept: sql/workers.ts).
  */
 export async function copyNamespace(from: D1Database, to: D1Database, ns: string): Promise<Copied> {
   const inv = await columnsOf(from, to, 'invocations', ['rid']);
@@ -140,7 +141,7 @@ export async function copyNamespace(from: D1Database, to: D1Database, ns: string
     after = Number(page.results[page.results.length - 1]!.inv);
   }
   const rest = { queues: 0, schedules: 0 };
-  for (const table of ['queue_levels', 'queues', 'schedules'] as const) {
+  for (const table of ['queue_levels', 'queues', 'schedules', 'workers'] as const) {
     const c = await columnsOf(from, to, table);
     const rows = (
       await from
@@ -150,7 +151,7 @@ export async function copyNamespace(from: D1Database, to: D1Database, ns: string
     ).results;
     // The insert triggers made level rows as the jobs came in; the source's counts replace them.
     if (table === 'queue_levels') await to.prepare(`DELETE FROM queue_levels WHERE ns = ?1`).bind(ns).run();
-    else rest[table] = rows.length;
+    else if (table !== 'workers') rest[table] = rows.length;
     await inBatches(
       to,
       rows.map((r) => insertOf(to, c, r)),
@@ -159,12 +160,13 @@ export async function copyNamespace(from: D1Database, to: D1Database, ns: string
   return { jobs: ridOf.size, frames: frameCount, ...rest };
 }
 
-/** What a copy must agree on: jobs by queue and state, their bytes, frames and their bytes, settings and schedules. */
+/** What a copy must agree on: jobs by queue and state, their bytes and workers, frames and their bytes, settings, schedules and workers. */
 export async function fingerprint(db: D1Database, ns: string): Promise<string> {
   const [jobs, framesOf, rest] = await db.batch([
     db
       .prepare(
-        `SELECT queue, state, count(*) AS n, sum(length(envelope)) AS e, sum(ifnull(length(result), 0)) AS r, sum(attempt) AS a
+        `SELECT queue, state, count(*) AS n, sum(length(envelope)) AS e, sum(ifnull(length(result), 0)) AS r, sum(attempt) AS a,
+                sum(ifnull(worker, 0)) AS w
            FROM invocations WHERE ns = ?1 GROUP BY queue, state ORDER BY queue, state`,
       )
       .bind(ns),
@@ -173,6 +175,7 @@ export async function fingerprint(db: D1Database, ns: string): Promise<string> {
       .prepare(
         `SELECT (SELECT count(*) FROM queues WHERE ns = ?1) AS q, (SELECT count(*) FROM schedules WHERE ns = ?1) AS s,
                 (SELECT count(*) FROM journals_due WHERE ns = ?1) AS j,
+                (SELECT count(*) || ':' || sum(n) || ':' || sum(length(name)) FROM workers WHERE ns = ?1) AS w,
                 (SELECT group_concat(queue || ':' || priority || ':' || queued, '|') FROM queue_levels WHERE ns = ?1) AS l`,
       )
       .bind(ns),
@@ -194,5 +197,6 @@ export async function deleteNamespace(db: D1Database, ns: string): Promise<void>
     db.prepare(`DELETE FROM queue_levels WHERE ns = ?1`).bind(ns),
     db.prepare(`DELETE FROM queues WHERE ns = ?1`).bind(ns),
     db.prepare(`DELETE FROM schedules WHERE ns = ?1`).bind(ns),
+    db.prepare(`DELETE FROM workers WHERE ns = ?1`).bind(ns),
   ]);
 }

@@ -12,6 +12,7 @@ import { b64, call, freshNs } from './setup/http.ts';
 import { dbOf } from './setup/objects.ts';
 import { mintDeliveryToken } from '../../src/core/delivery-token.ts';
 import { signingKeys } from '../../src/core/signing.ts';
+import { workerName } from '../../src/core/sql/workers.ts';
 
 const N = Number((env as unknown as { FUZZ_N?: string }).FUZZ_N ?? 1500);
 
@@ -20,7 +21,7 @@ const snapshot = async (ns: string) => {
   const tokens = await env.DB.prepare(`SELECT count(*) AS n FROM tokens WHERE ns = ?1`).bind(ns).first<{ n: number }>();
   const r = await (await dbOf(ns))
     .prepare(
-      `SELECT (SELECT group_concat(id || ':' || state || ':' || attempt || ':' || coalesce(worker_id, '') || ':' || hex(coalesce(result, '')), '|') FROM invocations WHERE ns = ?1)
+      `SELECT (SELECT group_concat(id || ':' || state || ':' || attempt || ':' || coalesce(${workerName()}, '') || ':' || hex(coalesce(result, '')), '|') FROM invocations WHERE ns = ?1)
          || '#' || (SELECT count(*) FROM frames WHERE inv IN (SELECT rid FROM invocations WHERE ns = ?1))
          || '#' || (SELECT group_concat(queue || ':' || paused || ':' || coalesce(lease_ms, '') || ':' || coalesce(max_attempts, '') || ':' || coalesce(max_running, '')
                                         || ':' || coalesce(claims_per_second, '') || ':' || coalesce(backoff, '') || ':' || coalesce(dead_letter_queue, '') || ':' || coalesce(ttl_ms, '') || ':' || coalesce(retention_ms, '') || ':' || coalesce(journal_retention_ms, '')

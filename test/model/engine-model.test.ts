@@ -14,6 +14,7 @@ import { Engine } from '../../src/core/engine.ts';
 import { LakeshoreError } from '../../src/core/errors.ts';
 import type { Port, Stmt, StmtResult } from '../../src/core/port.ts';
 import { isTerminal, type State } from '../../src/core/states.ts';
+import { WORKER_ID } from '../../src/core/sql/workers.ts';
 
 const NS = 'm';
 const Q = 'q';
@@ -86,7 +87,7 @@ function realRows(
 ): Map<string, Pick<Job, 'state' | 'attempt' | 'worker' | 'result'> & { leaseUntil: number | null; finished: boolean }> {
   const rows = r.db
     .prepare(
-      `SELECT id, state, attempt, worker_id, CAST(result AS TEXT) AS result, lease_until, finished_at FROM invocations WHERE ns = ? ORDER BY rid`,
+      `SELECT id, state, attempt, ${WORKER_ID}, CAST(result AS TEXT) AS result, lease_until, finished_at FROM invocations WHERE ns = ? ORDER BY rid`,
     )
     .all(NS) as {
     id: string;

@@ -28,9 +28,14 @@ async function rowIn(
   const engine = new Engine(new SqlitePort(db), { now: () => NOW, limits: { defaultMaxAttempts: 3 } });
   if (backoff) await engine.admin.configure(NS, Q, { retryBackoff: { initialMs: 1_000 } });
   await engine.submit(NS, Q, { id: 'a', envelope: new Uint8Array() });
-  db.prepare(
-    `UPDATE invocations SET state = ?, worker_id = 'w', attempt = ?, lease_until = ?, run_at = ?, expires_at = ? WHERE id = 'a'`,
-  ).run(state, attempt, state === 'running' ? leaseUntil : null, state === 'delayed' ? runAt : null, expiresAt);
+  db.prepare(`INSERT INTO workers (ns, n, name) VALUES (?, 1, 'w')`).run(NS);
+  db.prepare(`UPDATE invocations SET state = ?, worker = 1, attempt = ?, lease_until = ?, run_at = ?, expires_at = ? WHERE id = 'a'`).run(
+    state,
+    attempt,
+    state === 'running' ? leaseUntil : null,
+    state === 'delayed' ? runAt : null,
+    expiresAt,
+  );
   const stateOf = () => (db.prepare(`SELECT state FROM invocations WHERE id = 'a'`).get() as { state: State }).state;
   return { engine, stateOf };
 }

@@ -9,6 +9,7 @@ import { fenced, invocationNotFound } from '../errors.ts';
 import type { Plan } from '../plan.ts';
 import { stmt, type Stmt, type StmtResult } from '../port.ts';
 import type { State } from '../states.ts';
+import { WORKER_ID, workerNumber } from './workers.ts';
 
 export interface Holder {
   workerId: string;
@@ -43,7 +44,7 @@ export const held = (t: string, a: HolderSql, { indexed = true } = {}): string =
   const c = indexed ? t : `+${t}`;
   return (
     `${c}ns = ${a.ns} AND ${c}id = ${a.id} AND (${a.queue} IS NULL OR ${c}queue = ${a.queue}) AND ${c}state = 'running'` +
-    ` AND ${c}worker_id = ${a.worker} AND (${a.attempt} IS NULL OR ${c}attempt = ${a.attempt}) AND ${c}lease_until > ${a.now}`
+    ` AND ${c}worker = ${workerNumber(a.ns, a.worker)} AND (${a.attempt} IS NULL OR ${c}attempt = ${a.attempt}) AND ${c}lease_until > ${a.now}`
   );
 };
 
@@ -73,7 +74,7 @@ export function diagnose<T>(
 ): Plan<T> {
   const stmts = [
     stmt(
-      `SELECT rid, queue, state, worker_id, attempt, lease_until FROM invocations WHERE ns = ?1 AND id = ?2 AND (?3 IS NULL OR queue = ?3)`,
+      `SELECT rid, queue, state, ${WORKER_ID}, attempt, lease_until FROM invocations WHERE ns = ?1 AND id = ?2 AND (?3 IS NULL OR queue = ?3)`,
       ns,
       id,
       queue,

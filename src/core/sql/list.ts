@@ -22,6 +22,7 @@ import { toInvocation } from '../rows.ts';
 import { STATES, type State } from '../states.ts';
 import type { Invocation } from '../types.ts';
 import { queueInfoPlan } from './configure.ts';
+import { WORKER_ID } from './workers.ts';
 import { FINISHED } from './finished.ts';
 import type { QueueInfo } from '../types.ts';
 import type { Recent } from '../feed.ts';
@@ -36,7 +37,7 @@ export interface Page {
   cursor: string | null;
 }
 
-const COLUMNS = `id, ns, queue, key, priority, parent, state, attempt, worker_id, lease_until, error, created_at, updated_at, started_at, finished_at, run_at, expires_at, max_attempts, rid`;
+const COLUMNS = `id, ns, queue, key, priority, parent, state, attempt, ${WORKER_ID}, lease_until, error, created_at, updated_at, started_at, finished_at, run_at, expires_at, max_attempts, rid`;
 
 const summary = (r: Record<string, unknown>): InvocationSummary => {
   const { envelope: _e, result: _r, ...rest } = toInvocation(r);

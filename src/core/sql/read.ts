@@ -4,11 +4,12 @@ import { stmt } from '../port.ts';
 import { toInvocation } from '../rows.ts';
 import { isTerminal, STATES, type State } from '../states.ts';
 import { FINISHED } from './finished.ts';
+import { WORKER_ID } from './workers.ts';
 import type { Invocation } from '../types.ts';
 
 /** One row; with `queue` (a caller's hint), only if it is in that queue. */
 export const getPlan = (ns: string, id: string, queue: string | null = null): Plan<Invocation | null> => ({
-  stmts: [stmt(`SELECT * FROM invocations WHERE ns = ?1 AND id = ?2 AND (?3 IS NULL OR queue = ?3)`, ns, id, queue)],
+  stmts: [stmt(`SELECT *, ${WORKER_ID} FROM invocations WHERE ns = ?1 AND id = ?2 AND (?3 IS NULL OR queue = ?3)`, ns, id, queue)],
   done: ([r]) => (r!.rows[0] ? toInvocation(r!.rows[0]) : null),
 });
 

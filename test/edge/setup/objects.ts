@@ -4,6 +4,7 @@ import { runInDurableObject } from 'cloudflare:test';
 import type { QueueObject } from '../../../src/durable/queue-object.ts';
 import { until } from '../../support/wait.ts';
 import { place } from '../../../src/durable/directory.ts';
+import { WORKER_ID } from '../../../src/core/sql/workers.ts';
 
 /**
  * The D1 database of the namespace's shard (placing the namespace now if it is new, as its first
@@ -35,7 +36,7 @@ export async function expireLease(ns: string, id: string): Promise<void> {
 export async function rows(ns: string): Promise<Record<string, unknown>[]> {
   const r = await (await dbOf(ns))
     .prepare(
-      `SELECT id, queue, state, attempt, worker_id, lease_until, hex(result) AS result, error, finished_at FROM invocations WHERE ns = ?1 ORDER BY rid`,
+      `SELECT id, queue, state, attempt, ${WORKER_ID}, lease_until, hex(result) AS result, error, finished_at FROM invocations WHERE ns = ?1 ORDER BY rid`,
     )
     .bind(ns)
     .all();

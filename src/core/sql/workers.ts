@@ -1,0 +1,42 @@
+/**
+ * A job's worker is stored as a number, its name once a namespace (schema.ts `workers`): a worker
+ * id is often a host name and a pid, and every job it runs kept those bytes (migration 0018).
+ * A claim registers its worker before it claims, in the same batch, unless the engine has seen
+ * the name registered; the claim and the fencing guard turn the name into the number, and every
+ * read turns the number back into the name (`worker_id`, as the rows were read before).
+ */
+import { stmt, type Stmt } from '../port.ts';
+
+/**
+ * Numbers worker `name` in namespace `ns` unless it has a number: the next after the namespace's
+ * highest (one step down the primary key). Two registrations of one name cannot both insert
+ * (workers_ns_name), nor two names take one number (the primary key): a batch is a transaction
+ * and its database has one writer.
+ */
+export const registerWorkerStmt = (ns: string, name: string): Stmt =>
+  stmt(
+    `INSERT OR IGNORE INTO workers (ns, n, name)
+       VALUES (?1, COALESCE((SELECT max(n) FROM workers WHERE ns = ?1), 0) + 1, ?2)`,
+    ns,
+    name,
+  );
+
+/** SQL: the number of worker `name` (an expression) in namespace `ns`; NULL for a name never registered. */
+export const workerNumber = (ns: string, name: string) => `(SELECT n FROM workers WHERE ns = ${ns} AND name = ${name})`;
+
+/** SQL: the name of the worker of row alias `t` (`t.` or '' for the table itself), for reads. */
+export const workerName = (t = 'invocations.') => `(SELECT name FROM workers WHERE workers.ns = ${t}ns AND workers.n = ${t}worker)`;
+
+/** A select-list item: the row's worker by name, under the column name reads have always had. */
+export const WORKER_ID = `${workerName()} AS worker_id`;
+
+/**
+ * What a claim by worker `name` runs first: its registration, unless `known` (an engine's
+ * memory, keyed `ns\0name`) has it; `done`, once the batch is in, remembers it. A registration is
+ * never undone (a move copies a namespace's workers with its jobs), so remembering one is safe.
+ */
+export function registration(known: Set<string>, ns: string, name: string): { stmts: Stmt[]; done: () => void } {
+  const key = `${ns}\u0000${name}`;
+  if (known.has(key)) return { stmts: [], done: () => {} };
+  return { stmts: [registerWorkerStmt(ns, name)], done: () => known.add(key) };
+}
