@@ -84,7 +84,7 @@ try {
       return rows;
     };
     const plan = claimPlan(
-      { now, ns: 'bench', queue: 'q', limits: LIMITS, random: Math.random, sampled: new Set(), workers: new Set() },
+      { now, ns: 'bench', queue: 'q', limits: LIMITS, random: Math.random, sampled: new Set(), workers: new Map() },
       { workerId: 'w', kind: 'fifo', leaseMs: null, temperature: 0 },
       SET,
       true,
@@ -141,7 +141,7 @@ export default {
     const run = (stmts) => env.DB.batch(stmts.map((s) => env.DB.prepare(form === 'bare' ? bare(s.sql) : s.sql).bind(...s.args)));
     if (u.searchParams.has('alone')) {
       // One statement a hundred times in one batch, on a queue with nothing queued: what compiling it costs.
-      const one = claimPlan({ now: Date.now(), ns, queue: 'empty', limits: LIMITS, random: Math.random, sampled: new Set(), workers: new Set() }, { workerId: 'w', kind: 'fifo', leaseMs: null, temperature: 0 }, S, false, HINTS).stmts.find((s) => /attempt = attempt/.test(s.sql));
+      const one = claimPlan({ now: Date.now(), ns, queue: 'empty', limits: LIMITS, random: Math.random, sampled: new Set(), workers: new Map() }, { workerId: 'w', kind: 'fifo', leaseMs: null, temperature: 0 }, S, false, HINTS).stmts.find((s) => /attempt = attempt/.test(s.sql));
       await run(Array.from({ length: 100 }, () => one));
       return Response.json({});
     }
@@ -152,7 +152,7 @@ export default {
     }
     for (let k = 0; k < K; k++) {
       const now = Date.now();
-      const plan = claimPlan({ now, ns, queue: 'q', limits: LIMITS, random: Math.random, sampled: new Set(), workers: new Set() }, { workerId: 'w', kind: 'fifo', leaseMs: null, temperature: 0 }, S, true, HINTS);
+      const plan = claimPlan({ now, ns, queue: 'q', limits: LIMITS, random: Math.random, sampled: new Set(), workers: new Map() }, { workerId: 'w', kind: 'fifo', leaseMs: null, temperature: 0 }, S, true, HINTS);
       const out = await run(plan.stmts);
       const rows = out.find((r) => r.results.length && 'attempt' in r.results[0])?.results ?? [];
       if (rows.length !== S) throw new Error('claimed ' + rows.length);

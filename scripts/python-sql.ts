@@ -134,7 +134,7 @@ const claimCtx = {
   limits: { ...DEFAULT_LIMITS, defaultLeaseMs: S.default_lease_ms, defaultMaxAttempts: S.default_max_attempts },
   random: Math.random,
   sampled: new Set<string>(),
-  workers: new Set<string>(),
+  workers: new Map<string, number | null>(),
 };
 const submit = submitPlan(S.now, S.ns, S.queue, [submitItem]);
 const ack = ackPlan(S.now, S.ns, [{ id: S.id, queue: S.queue, holder, result: S.result }]);

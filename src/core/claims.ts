@@ -12,7 +12,7 @@ import { expireStmt, type Moved } from './sql/expire.ts';
 import { promoteStmt, ttlStmt } from './sql/promote.ts';
 import { levelsStmt, markSampledStmts } from './sql/sample.ts';
 import { wakeOf, wakeStmt, type Wake } from './sql/wake.ts';
-import { registration } from './sql/workers.ts';
+import { type KnownWorkers, registration } from './sql/workers.ts';
 import type { Hints } from './hints.ts';
 import type { Claimed, ClaimKind } from './types.ts';
 
@@ -24,8 +24,8 @@ export interface ClaimContext {
   random: () => number;
   /** Queues (`ns\0queue`) this engine has seen marked sampled: their level counts are kept. */
   sampled: Set<string>;
-  /** Workers (`workerKey`) this engine has seen registered (sql/workers.ts): their claims need not register them. */
-  workers: Set<string>;
+  /** Workers this engine has seen registered, and their numbers (sql/workers.ts): their claims need not register them. */
+  workers: KnownWorkers;
 }
 
 export type ClaimRequestInput = ClaimInput & { temperature: number };
@@ -95,9 +95,10 @@ export function claimPlan(
   return {
     stmts,
     done: (rs) => {
-      reg.done();
+      const rows = rs[sw.stmts.length + reg.stmts.length]!.rows;
+      reg.done(rows);
       return {
-        claimed: claimOrder(rs[sw.stmts.length + reg.stmts.length]!.rows, kind).map(toClaimed),
+        claimed: claimOrder(rows, kind).map(toClaimed),
         moved: sw.moved(rs),
         ...(wake ? { wake: wakeOf(rs[rs.length - 1]!.rows[0], ctx.now) } : {}),
       };
@@ -136,7 +137,7 @@ function boltzmannPlan(
       const all = [...(moved ?? []), ...sw.moved(rs)];
       const lv = rs[rs.length - 1];
       ctx.sampled.add(key);
-      reg.done();
+      reg.done([]);
       const levels = lv!.rows.map((r) => ({ p: Number(r.priority), n: Number(r.queued) }));
       if (!levels.length) return { claimed: got, moved: all };
       // Draws in order, then one UPDATE per level drawn, claiming that level's oldest rows.

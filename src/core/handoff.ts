@@ -12,7 +12,7 @@
 import { Then, type Plan } from './plan.ts';
 import { readPlan } from './sql/journal-read.ts';
 import { claimOrder, claimStmts, toClaimed, type ClaimInput } from './sql/claim.ts';
-import { registration } from './sql/workers.ts';
+import { type KnownWorkers, registration } from './sql/workers.ts';
 import type { Claimed, JournalPage } from './types.ts';
 import type { Waiters } from './waiters.ts';
 import type { Stmt } from './port.ts';
@@ -54,7 +54,7 @@ export class ParkedClaim implements Rider<Claimed[]> {
   private readonly defaultLeaseMs: number;
   private readonly hints: () => Hints | undefined;
   /** The engine's registered workers (sql/workers.ts). */
-  private readonly workers: Set<string>;
+  private readonly workers: KnownWorkers;
 
   constructor(
     ns: string,
@@ -63,7 +63,7 @@ export class ParkedClaim implements Rider<Claimed[]> {
     max: number,
     defaultLeaseMs: number,
     hints: () => Hints | undefined = () => undefined,
-    workers: Set<string> = new Set(),
+    workers: KnownWorkers = new Map(),
   ) {
     this.workers = workers;
     this.ns = ns;
@@ -80,8 +80,9 @@ export class ParkedClaim implements Rider<Claimed[]> {
     return {
       stmts: [...reg.stmts, ...claimStmts(now, this.ns, this.queue, this.input, this.defaultLeaseMs, null, this.wants, this.hints())],
       done: (rs) => {
-        reg.done();
-        return claimOrder(rs[reg.stmts.length]!.rows, this.input.kind).map(toClaimed);
+        const rows = rs[reg.stmts.length]!.rows;
+        reg.done(rows);
+        return claimOrder(rows, this.input.kind).map(toClaimed);
       },
     };
   }

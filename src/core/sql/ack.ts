@@ -44,7 +44,7 @@ const ackOne = (now: number, ns: string, a: AckItem): Stmt =>
  */
 const itemHeld = held(
   'invocations.',
-  { ns: '?1', id: 'm.v->>0', queue: 'm.v->>1', worker: 'm.v->>2', attempt: 'm.v->>3', now: '?3' },
+  { ns: '?1', id: 'm.v->>0', queue: 'm.v->>1', worker: 'm.v->>2', workerNo: 'm.v->>5', attempt: 'm.v->>3', now: '?3' },
   { indexed: false },
 );
 const ackSet = (now: number, ns: string, items: AckItem[]): Stmt =>
@@ -58,7 +58,16 @@ const ackSet = (now: number, ns: string, items: AckItem[]): Stmt =>
       WHERE invocations.rid = m.rid AND ${itemHeld}
       ${RETURNING}`,
     ns,
-    JSON.stringify(items.map((a) => [a.id, a.queue, a.holder.workerId, a.holder.attempt, a.result === null ? null : toHex(a.result)])),
+    JSON.stringify(
+      items.map((a) => [
+        a.id,
+        a.queue,
+        a.holder.workerId,
+        a.holder.attempt,
+        a.result === null ? null : toHex(a.result),
+        a.holder.workerNo ?? null,
+      ]),
+    ),
     now,
   );
 

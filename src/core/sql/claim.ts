@@ -18,7 +18,7 @@ export interface ClaimInput {
  * characters a byte).
  */
 const RETURNING = `RETURNING rid, id, queue, CASE typeof(envelope) WHEN 'text' THEN envelope END AS envelope_text,
-  CASE typeof(envelope) WHEN 'text' THEN NULL ELSE hex(envelope) END AS envelope_hex, attempt, lease_until, priority`;
+  CASE typeof(envelope) WHEN 'text' THEN NULL ELSE hex(envelope) END AS envelope_hex, attempt, lease_until, priority, worker`;
 
 /** The lease expression shared by claim and heartbeat: explicit, else per queue, else default. */
 export const leaseExpr = (nowP: string, leaseP: string, nsP: string, qP: string, dfltP: string) =>

@@ -15,6 +15,8 @@ export interface Holder {
   workerId: string;
   /** The attempt the worker claimed; null when the caller's contract carries only the worker id. */
   attempt: number | null;
+  /** The worker's number (sql/workers.ts), where the engine knows it; else the guard looks the name up. */
+  workerNo?: number | null;
 }
 
 /** The SQL expressions (parameters, or a set's JSON fields) the guard compares a row with. */
@@ -24,6 +26,8 @@ export interface HolderSql {
   /** The queue, or an expression that is NULL when the caller did not name one. */
   queue: string;
   worker: string;
+  /** The worker's number, or an expression that is NULL where it is not known: then the name is looked up. */
+  workerNo?: string;
   /** The attempt, or an expression that is NULL when the caller's contract carries only the worker id. */
   attempt: string;
   now: string;
@@ -42,9 +46,11 @@ export interface HolderSql {
  */
 export const held = (t: string, a: HolderSql, { indexed = true } = {}): string => {
   const c = indexed ? t : `+${t}`;
+  // The holder's number: given, or looked up by its name (NULL for a name never registered, which holds nothing).
+  const worker = a.workerNo ? `COALESCE(${a.workerNo}, ${workerNumber(a.ns, a.worker)})` : workerNumber(a.ns, a.worker);
   return (
     `${c}ns = ${a.ns} AND ${c}id = ${a.id} AND (${a.queue} IS NULL OR ${c}queue = ${a.queue}) AND ${c}state = 'running'` +
-    ` AND ${c}worker = ${workerNumber(a.ns, a.worker)} AND (${a.attempt} IS NULL OR ${c}attempt = ${a.attempt}) AND ${c}lease_until > ${a.now}`
+    ` AND ${c}worker = ${worker} AND (${a.attempt} IS NULL OR ${c}attempt = ${a.attempt}) AND ${c}lease_until > ${a.now}`
   );
 };
 

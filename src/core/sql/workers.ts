@@ -31,12 +31,31 @@ export const workerName = (t = 'invocations.') => `(SELECT name FROM workers WHE
 export const WORKER_ID = `${workerName()} AS worker_id`;
 
 /**
- * What a claim by worker `name` runs first: its registration, unless `known` (an engine's
- * memory, keyed `ns\0name`) has it; `done`, once the batch is in, remembers it. A registration is
- * never undone (a move copies a namespace's workers with its jobs), so remembering one is safe.
+ * An engine's memory of the workers it saw registered, by `workerKey`: each one's number once a
+ * claim of it returned rows (null until then). A worker's number never changes and is never
+ * undone (a move copies a namespace's workers with their numbers), so what is remembered holds.
  */
-export function registration(known: Set<string>, ns: string, name: string): { stmts: Stmt[]; done: () => void } {
-  const key = `${ns}\u0000${name}`;
-  if (known.has(key)) return { stmts: [], done: () => {} };
-  return { stmts: [registerWorkerStmt(ns, name)], done: () => known.add(key) };
+export type KnownWorkers = Map<string, number | null>;
+
+export const workerKey = (ns: string, name: string) => `${ns}\u0000${name}`;
+
+/**
+ * What a claim by worker `name` runs first: its registration, unless `known` has it; `done`,
+ * given the claim's rows once the batch is in, remembers it and, from the rows, its number.
+ */
+export function registration(
+  known: KnownWorkers,
+  ns: string,
+  name: string,
+): { stmts: Stmt[]; done: (claimed: Record<string, unknown>[]) => void } {
+  const key = workerKey(ns, name);
+  const stmts = known.has(key) ? [] : [registerWorkerStmt(ns, name)];
+  return {
+    stmts,
+    done: (claimed) => {
+      const n = claimed[0]?.worker;
+      if (n !== null && n !== undefined) known.set(key, Number(n));
+      else if (!known.has(key)) known.set(key, null);
+    },
+  };
 }
