@@ -31,6 +31,13 @@ export const invocations = sqliteTable(
     /** Claims so far. */
     attempt: integer('attempt').notNull().default(0),
     /**
+     * Before migration 0018, the worker by name; since, null (a row's `worker` names it). A row
+     * claimed before the migration keeps its name here until retention removes it: the migration
+     * rewrites no row (a D1 statement may run 30 s at most, and a full shard holds tens of millions
+     * of rows), and a Worker of before it, still running while a deploy goes out, writes it here.
+     */
+    worker_id: text('worker_id'),
+    /**
      * Worker holding the running attempt (or that held the last one): its number among the
      * namespace's workers (`workers.n`), whose name is kept once there. A worker id is often a
      * host name and a pid (30-40 bytes); a number takes one or two, on every job it ever ran.
@@ -272,8 +279,7 @@ export const queueLevels = sqliteTable(
   (t) => [primaryKey({ columns: [t.ns, t.queue, t.priority] })],
 );
 
-/** A row as reads give it: its worker by name (sql/workers.ts WORKER_ID), as reads have always given it. */
-export type InvocationRow = typeof invocations.$inferSelect & { worker_id?: string | null };
+export type InvocationRow = typeof invocations.$inferSelect;
 
 /**
  * Namespace-scoped bearer tokens. Only a SHA-256 digest of each token is stored; the token

@@ -1,8 +1,8 @@
 /**
  * A job's worker is stored as a number, its name once a namespace (src/core/sql/workers.ts,
  * migration 0018): reads still name the worker, the fencing guard still tells workers apart, a
- * claim that never looked (it parked first) still registers its worker, and the migration keeps
- * the names of the jobs that were there.
+ * claim that never looked (it parked first) still registers its worker, and the jobs claimed
+ * before the migration keep their names and their holders.
  */
 import { copyFileSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -119,45 +119,48 @@ describe('workers by number', () => {
     expect((await engine.get('a', 'second'))!.state).toBe('succeeded');
   });
 
-  it('migration 0018 numbers the workers of the rows it finds, by first appearance a namespace, names kept', async () => {
+  it('migration 0018 rewrites no row: a job claimed before it keeps its name, and its holder can still ack it', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'lakeshore-workers-'));
     dirs.push(dir);
     const before = readdirSync(MIGRATIONS_DIR).filter((f) => f.endsWith('.sql') && f < '0018');
     for (const f of before) copyFileSync(join(MIGRATIONS_DIR, f), join(dir, f));
     const db = new DatabaseSync(':memory:');
     migrate(db, dir);
+    const lease = Date.now() + 60_000;
     const row = db.prepare(
-      `INSERT INTO invocations (ns, queue, id, envelope, state, attempt, worker_id, created_at, updated_at, finished_at, result)
-       VALUES (?, 'q', ?, x'7b7d', ?, ?, ?, 1, 1, ?, ?)`,
+      `INSERT INTO invocations (ns, queue, id, envelope, state, attempt, worker_id, lease_until, created_at, updated_at, finished_at, result)
+       VALUES (?, 'q', ?, x'7b7d', ?, ?, ?, ?, 1, 1, ?, ?)`,
     );
-    row.run('a', 'j1', 'succeeded', 1, 'gpu-2:77', 1, bytes('1'));
-    row.run('a', 'j2', 'running', 1, 'gpu-1:12', null, null);
-    row.run('b', 'j1', 'failed', 2, 'gpu-1:12', 1, null);
-    row.run('a', 'j3', 'queued', 0, null, null, null);
-    row.run('a', 'j4', 'succeeded', 1, 'gpu-2:77', 1, bytes('2'));
+    row.run('a', 'j1', 'succeeded', 1, 'gpu-2:77', null, 1, bytes('1'));
+    row.run('a', 'j2', 'running', 1, 'gpu-1:12', lease, null, null);
+    row.run('a', 'j3', 'running', 1, 'gpu-1:12', lease, null, null);
+    row.run('a', 'j4', 'queued', 0, null, null, null, null);
     migrate(db); // the rest: 0018 on
     const engine = new Engine(new SqlitePort(db), {});
-    const names = async (ns: string, ids: string[]) => Promise.all(ids.map(async (id) => (await engine.get(ns, id))!.workerId));
-    expect(await names('a', ['j1', 'j2', 'j3', 'j4'])).toEqual(['gpu-2:77', 'gpu-1:12', null, 'gpu-2:77']);
-    expect(await names('b', ['j1'])).toEqual(['gpu-1:12']);
+    const names = async (ids: string[]) => Promise.all(ids.map(async (id) => (await engine.get('a', id))!.workerId));
+    expect(await names(['j1', 'j2', 'j3', 'j4'])).toEqual(['gpu-2:77', 'gpu-1:12', 'gpu-1:12', null]);
+    expect((await engine.list('a', 'q', 'running')).items.map((i) => i.workerId)).toEqual(['gpu-1:12', 'gpu-1:12']);
+    // The holders of the running jobs ack them, alone and as a set; no one else can.
+    await expect(engine.work.ack('a', 'j2', { workerId: 'gpu-2:77', attempt: 1, result: null })).rejects.toMatchObject({ status: 409 });
+    await engine.work.ack('a', 'j2', { workerId: 'gpu-1:12', attempt: 1, result: bytes('2') });
+    const [c] = await engine.work.claimMany('a', 'q', { workerId: 'gpu-1:12', max: 1 }); // j4, by number now
+    expect(c!.id).toBe('j4');
+    const set = await engine.work.ackMany('a', [
+      { id: 'j3', queue: 'q', workerId: 'gpu-1:12', attempt: 1, result: null },
+      { id: 'j4', queue: 'q', workerId: 'gpu-1:12', attempt: c!.attempt, result: null },
+    ]);
+    expect(set.map((r) => r.ok)).toEqual([true, true]);
+    expect(await names(['j2', 'j3', 'j4'])).toEqual(['gpu-1:12', 'gpu-1:12', 'gpu-1:12']);
     expect(
       db
-        .prepare('SELECT ns, n, name FROM workers ORDER BY ns, n')
+        .prepare(`SELECT id, worker, worker_id FROM invocations ORDER BY rid`)
         .all()
         .map((r) => ({ ...r })),
     ).toEqual([
-      { ns: 'a', n: 1, name: 'gpu-2:77' },
-      { ns: 'a', n: 2, name: 'gpu-1:12' },
-      { ns: 'b', n: 1, name: 'gpu-1:12' },
+      { id: 'j1', worker: null, worker_id: 'gpu-2:77' },
+      { id: 'j2', worker: null, worker_id: 'gpu-1:12' },
+      { id: 'j3', worker: null, worker_id: 'gpu-1:12' },
+      { id: 'j4', worker: 1, worker_id: null },
     ]);
-    // The running job's worker still holds it, by its name: the guard finds the number.
-    const j2 = await engine.get('a', 'j2');
-    expect(j2!.state).toBe('running');
-    expect(
-      db
-        .prepare(`SELECT name FROM pragma_table_info('invocations') WHERE name LIKE 'worker%'`)
-        .all()
-        .map((r) => r.name),
-    ).toEqual(['worker']);
   });
 });

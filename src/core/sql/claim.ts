@@ -92,7 +92,7 @@ export function claimStmt(
   const pick = `SELECT rid FROM invocations WHERE ${where} ORDER BY ${order} LIMIT ${allowed}`;
   return stmt(
     `UPDATE invocations
-        SET state = 'running', attempt = attempt + 1, worker = ${workerNumber('?1', '?3')}, started_at = ?4, updated_at = ?4,
+        SET state = 'running', attempt = attempt + 1, worker = ${workerNumber('?1', '?3')}, worker_id = NULL, started_at = ?4, updated_at = ?4,
             lease_until = ${leaseExpr('?4', '?5', '?1', '?2', '?6')}
       WHERE rid ${limit === 1 ? '=' : 'IN'} (${pick}) AND state = 'queued' AND (expires_at IS NULL OR expires_at > ?4)
       ${RETURNING}`,

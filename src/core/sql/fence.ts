@@ -46,11 +46,13 @@ export interface HolderSql {
  */
 export const held = (t: string, a: HolderSql, { indexed = true } = {}): string => {
   const c = indexed ? t : `+${t}`;
-  // The holder's number: given, or looked up by its name (NULL for a name never registered, which holds nothing).
-  const worker = a.workerNo ? `COALESCE(${a.workerNo}, ${workerNumber(a.ns, a.worker)})` : workerNumber(a.ns, a.worker);
+  // The holder's number: given, or looked up by its name (NULL for a name never registered, which
+  // holds nothing); a row claimed before migration 0018 has no number, and its holder's name.
+  const number = a.workerNo ? `COALESCE(${a.workerNo}, ${workerNumber(a.ns, a.worker)})` : workerNumber(a.ns, a.worker);
+  const worker = `(${c}worker = ${number} OR (${c}worker IS NULL AND ${c}worker_id = ${a.worker}))`;
   return (
     `${c}ns = ${a.ns} AND ${c}id = ${a.id} AND (${a.queue} IS NULL OR ${c}queue = ${a.queue}) AND ${c}state = 'running'` +
-    ` AND ${c}worker = ${worker} AND (${a.attempt} IS NULL OR ${c}attempt = ${a.attempt}) AND ${c}lease_until > ${a.now}`
+    ` AND ${worker} AND (${a.attempt} IS NULL OR ${c}attempt = ${a.attempt}) AND ${c}lease_until > ${a.now}`
   );
 };
 

@@ -7,9 +7,13 @@ import { FINISHED } from './finished.ts';
 import { WORKER_ID } from './workers.ts';
 import type { Invocation } from '../types.ts';
 
+/** A row's columns as a read gives them: its worker by name, as before the worker became a number (sql/workers.ts). */
+const ROW = `rid, id, ns, queue, key, priority, parent, envelope, state, attempt, ${WORKER_ID}, lease_until, result, error,
+  created_at, updated_at, started_at, finished_at, trimmed, run_at, expires_at, max_attempts, budget_from`;
+
 /** One row; with `queue` (a caller's hint), only if it is in that queue. */
 export const getPlan = (ns: string, id: string, queue: string | null = null): Plan<Invocation | null> => ({
-  stmts: [stmt(`SELECT *, ${WORKER_ID} FROM invocations WHERE ns = ?1 AND id = ?2 AND (?3 IS NULL OR queue = ?3)`, ns, id, queue)],
+  stmts: [stmt(`SELECT ${ROW} FROM invocations WHERE ns = ?1 AND id = ?2 AND (?3 IS NULL OR queue = ?3)`, ns, id, queue)],
   done: ([r]) => (r!.rows[0] ? toInvocation(r!.rows[0]) : null),
 });
 

@@ -3,7 +3,8 @@
  * id is often a host name and a pid, and every job it runs kept those bytes (migration 0018).
  * A claim registers its worker before it claims, in the same batch, unless the engine has seen
  * the name registered; the claim and the fencing guard turn the name into the number, and every
- * read turns the number back into the name (`worker_id`, as the rows were read before).
+ * read turns the number back into the name (`worker_id`, as the rows were read before). A row
+ * claimed before the migration has no number but its name in `worker_id` (migration 0018 says why).
  */
 import { stmt, type Stmt } from '../port.ts';
 
@@ -24,8 +25,12 @@ export const registerWorkerStmt = (ns: string, name: string): Stmt =>
 /** SQL: the number of worker `name` (an expression) in namespace `ns`; NULL for a name never registered. */
 export const workerNumber = (ns: string, name: string) => `(SELECT n FROM workers WHERE ns = ${ns} AND name = ${name})`;
 
-/** SQL: the name of the worker of row alias `t` (`t.` or '' for the table itself), for reads. */
-export const workerName = (t = 'invocations.') => `(SELECT name FROM workers WHERE workers.ns = ${t}ns AND workers.n = ${t}worker)`;
+/**
+ * SQL: the name of the worker of row alias `t` (`t.`, or `invocations.`), for reads: by its
+ * number, or on a row claimed before migration 0018 (or by a Worker of before it) its `worker_id`.
+ */
+export const workerName = (t = 'invocations.') =>
+  `COALESCE((SELECT name FROM workers WHERE workers.ns = ${t}ns AND workers.n = ${t}worker), ${t}worker_id)`;
 
 /** A select-list item: the row's worker by name, under the column name reads have always had. */
 export const WORKER_ID = `${workerName()} AS worker_id`;
