@@ -137,7 +137,7 @@ function boltzmannPlan(
       const all = [...(moved ?? []), ...sw.moved(rs)];
       const lv = rs[rs.length - 1];
       ctx.sampled.add(key);
-      reg.done([]);
+      reg.done([]); // registered; its number comes with the rows the levels' claims return
       const levels = lv!.rows.map((r) => ({ p: Number(r.priority), n: Number(r.queued) }));
       if (!levels.length) return { claimed: got, moved: all };
       // Draws in order, then one UPDATE per level drawn, claiming that level's oldest rows.
@@ -151,6 +151,7 @@ function boltzmannPlan(
         done: (rs) => {
           // Hand rows out in draw order: the i-th draw of a level gets that level's i-th oldest row.
           const byLevel = new Map([...perLevel.keys()].map((p, i) => [p, claimOrder(rs[at[i]!]!.rows, 'fifo')]));
+          reg.done(rs[0]?.rows ?? []); // the rows tell the worker's number
           const drawn = picks.flatMap((p) => {
             const r = byLevel.get(p)!.shift();
             return r ? [toClaimed(r)] : [];

@@ -62,8 +62,8 @@ export class ParkedClaim implements Rider<Claimed[]> {
     input: ClaimInput,
     max: number,
     defaultLeaseMs: number,
-    hints: () => Hints | undefined = () => undefined,
-    workers: KnownWorkers = new Map(),
+    hints: () => Hints | undefined,
+    workers: KnownWorkers,
   ) {
     this.workers = workers;
     this.ns = ns;

@@ -78,28 +78,31 @@ describe('workers by number', () => {
     expect((await engine.get('a', c!.id))!.state).toBe('succeeded');
   });
 
-  it("a set's guard compares the numbers the claims told the engine: another worker's set is refused, the holder's taken", async () => {
-    const { db, engine } = plane();
-    await engine.submitMany(
-      'a',
-      'q',
-      ['j1', 'j2', 'k1', 'k2'].map((id) => ({ id, envelope: bytes('{}') })),
-    );
-    const mine = await engine.work.claimMany('a', 'q', { workerId: 'w1', max: 2 });
-    const theirs = await engine.work.claimMany('a', 'q', { workerId: 'w2', max: 2 });
-    expect([mine, theirs].map((c) => c.map((x) => x.id))).toEqual([
-      ['j1', 'j2'],
-      ['k1', 'k2'],
-    ]);
-    // w2 knows w1's jobs' ids and attempts, and acks them as a set under its own name.
-    const as = (w: string, cs: typeof mine) => cs.map((c) => ({ id: c.id, queue: 'q', workerId: w, attempt: c.attempt, result: null }));
-    const refused = await engine.work.ackMany('a', as('w2', mine));
-    expect(refused.map((r) => (r.ok ? 'ok' : r.error.code))).toEqual(['conflict', 'conflict']);
-    expect(db.prepare(`SELECT count(*) AS n FROM invocations WHERE state = 'running'`).get()).toMatchObject({ n: 4 });
-    const taken = await engine.work.ackMany('a', [...as('w1', mine), ...as('w2', theirs)]);
-    expect(taken.map((r) => r.ok)).toEqual([true, true, true, true]);
-    expect(db.prepare(`SELECT count(*) AS n FROM invocations WHERE state = 'succeeded'`).get()).toMatchObject({ n: 4 });
-  });
+  it.each(['fifo', 'boltzmann'] as const)(
+    "a set's guard compares the numbers %s claims told the engine: another worker's set is refused, the holder's taken",
+    async (kind) => {
+      const { db, engine } = plane();
+      await engine.submitMany(
+        'a',
+        'q',
+        ['j1', 'j2', 'k1', 'k2'].map((id) => ({ id, envelope: bytes('{}') })),
+      );
+      const mine = await engine.work.claimMany('a', 'q', { workerId: 'w1', max: 2, kind });
+      const theirs = await engine.work.claimMany('a', 'q', { workerId: 'w2', max: 2, kind });
+      expect([mine, theirs].map((c) => c.map((x) => x.id).sort())).toEqual([
+        ['j1', 'j2'],
+        ['k1', 'k2'],
+      ]);
+      // w2 knows w1's jobs' ids and attempts, and acks them as a set under its own name.
+      const as = (w: string, cs: typeof mine) => cs.map((c) => ({ id: c.id, queue: 'q', workerId: w, attempt: c.attempt, result: null }));
+      const refused = await engine.work.ackMany('a', as('w2', mine));
+      expect(refused.map((r) => (r.ok ? 'ok' : r.error.code))).toEqual(['conflict', 'conflict']);
+      expect(db.prepare(`SELECT count(*) AS n FROM invocations WHERE state = 'running'`).get()).toMatchObject({ n: 4 });
+      const taken = await engine.work.ackMany('a', [...as('w1', mine), ...as('w2', theirs)]);
+      expect(taken.map((r) => r.ok)).toEqual([true, true, true, true]);
+      expect(db.prepare(`SELECT count(*) AS n FROM invocations WHERE state = 'succeeded'`).get()).toMatchObject({ n: 4 });
+    },
+  );
 
   it('registers the worker of a claim that parked before it ever looked, when a submit hands it a job', async () => {
     // A single writer's claim on a queue that rests (a claim came back short since) parks first
