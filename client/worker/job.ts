@@ -116,6 +116,14 @@ const jobOf = (c: Claimed, env: Envelope | null): DoneJob => ({
   origin: env?.origin ?? null,
 });
 
+/** Tells onDone an outcome; what it answers (undefined when it threw or there is none). */
+const tell = (onDone: OnDone | undefined, c: Claimed, env: Envelope | null, outcome: Parameters<OnDone>[1]) =>
+  onDone
+    ? Promise.resolve()
+        .then(() => onDone(jobOf(c, env), outcome))
+        .catch(() => undefined)
+    : undefined;
+
 export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void = () => {}): Promise<JobOutcome> {
   const { dispatch: d, workerId } = o;
   const holder = { attempt: c.attempt };
@@ -226,7 +234,6 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
     if (journal) await journal.chunks.flush();
     handlerDone();
     span.end();
-    if (o.onDone) await Promise.resolve(o.onDone(jobOf(c, env), { state: 'succeeded', result })).catch(() => {});
     try {
       await o.ack(c, body);
     } catch (e) {
@@ -237,6 +244,8 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
           type: 'PayloadTooLarge',
           message: `the handler's result is too large for the plane: ${e.message} (a large output belongs in storage of its own, its address in the result)`,
         };
+        // onDone hears the outcome the job has: failed, not the success the handler returned.
+        await tell(o.onDone, c, env, { state: 'failed', error: new PayloadTooLargeError(error.message) });
         try {
           await d.nack(c.id, workerId, { ...holder, error, retry: false });
           o.log(`job ${c.id} attempt ${c.attempt} failed: ${error.message}; not retried`);
@@ -250,6 +259,9 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
       o.log(`job ${c.id} attempt ${c.attempt}: lost: its result was refused (${e instanceof Error ? e.message : String(e)})`);
       return 'lost';
     }
+    // Told once the plane has the result, so what onDone hears is the job's state: a result the
+    // plane refused is heard as the failure it became, a lost ack not at all (another attempt's).
+    await tell(o.onDone, c, env, { state: 'succeeded', result });
     return 'succeeded';
   } catch (e) {
     handlerDone();
@@ -272,7 +284,7 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
     // left. A job it cannot start (no such function, an import refused) would fail the same way again.
     span?.end(err);
     // The application may record a failure as a fact rather than have it retried (onDone: 'handled').
-    const verdict = await Promise.resolve(o.onDone?.(jobOf(c, env), { state: 'failed', error: err })).catch(() => undefined);
+    const verdict = await tell(o.onDone, c, env, { state: 'failed', error: err });
     // Would fail the same again: no handler to find, an answer JSON cannot write, a value larger than the plane takes.
     const once = err instanceof ResolveError || err instanceof NotJsonError || err instanceof PayloadTooLargeError;
     const retry = verdict !== 'handled' && !once && c.attempt <= Math.min(o.retries, env?.max_retries ?? Infinity);

@@ -54,9 +54,11 @@ export interface WorkerOptions {
   prefetch?: number | 'auto';
   onJob?: (id: string, outcome: JobOutcome, attempt: number) => void;
   /**
-   * Sees each job's outcome as its handler ends (before the ack or nack). For a failure it may
-   * answer 'handled': the job fails without a retry, the application having recorded the failure
-   * as a fact instead of retrying a side effect.
+   * Sees each attempt's outcome. A failure is told as its handler ends, before the nack, and may
+   * be answered 'handled': the job fails without a retry, the application having recorded the
+   * failure as a fact instead of retrying a side effect. A success is told once the plane has
+   * taken the ack; a result the plane refuses is told as the failure it becomes, a lost ack not at
+   * all (docs/contract.md, "Traces and the done hook").
    */
   onDone?: OnDone;
   log?: (msg: string) => void;

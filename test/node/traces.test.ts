@@ -167,8 +167,10 @@ describe('traces', () => {
         },
         ok: () => 'fine',
       },
-      onDone: (job, outcome) => {
-        seen.push({ job, state: outcome.state });
+      onDone: async (job, outcome) => {
+        // A success is told once the plane has the result: the job is succeeded when onDone hears it.
+        const now = outcome.state === 'succeeded' ? (await d.get(job.id))!.state : outcome.state;
+        seen.push({ job, state: now });
         return outcome.state === 'failed' && job.fn === 'charge' ? 'handled' : undefined;
       },
     });

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { until } from '../support/wait.ts';
-import { encodeEnvelope, FrameKind, runWorker } from '../../client/local/index.ts';
+import { encodeEnvelope, FrameKind, runWorker, type OnDone } from '../../client/local/index.ts';
 import { bothPlanes } from './setup/client.ts';
 
 describe.each(bothPlanes('retries'))('a worker’s retries on the %s plane', (_name, make) => {
@@ -80,7 +80,11 @@ describe.each(bothPlanes('retries'))('a worker’s retries on the %s plane', (_n
     };
     for (const fn of Object.keys(registry)) {
       await d.submit('too-big', encodeEnvelope({ fn, args: [] }), { id: `big-${fn}` });
-      await runWorker('too-big', { dispatch: d, registry, retries: 3, once: true });
+      // onDone hears the outcome the job has: the failure, never the success its handler returned.
+      const heard: string[] = [];
+      const onDone: OnDone = (_job, out) => void heard.push(out.state === 'failed' ? `failed:${out.error.name}` : out.state);
+      await runWorker('too-big', { dispatch: d, registry, retries: 3, once: true, onDone });
+      expect(heard, fn).toEqual(['failed:PayloadTooLargeError']);
       const row = await d.get(`big-${fn}`);
       // The type is the class thrown: the refused ack's PayloadTooLarge, an append's PayloadTooLargeError.
       expect(row, fn).toMatchObject({ state: 'failed', attempt: 1, error: { type: expect.stringMatching(/^PayloadTooLarge/) } });

@@ -198,10 +198,13 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
     its first claim and every 30 s after; as it returns it says it stopped, so `lakeshore
     workers` and the feed tell `stopped` rather than, a minute later, `lost`.
 
-    `on_done(job, outcome)` sees each job as its handler ends: `job` is `{"id", "queue",
-    "attempt", "fn", "origin"}`, `outcome` `{"state": "succeeded", "result"}` or `{"state":
-    "failed", "error"}`. For a failure it may return "handled": the job fails without a retry, the
-    application having recorded the failure as a fact instead of retrying a side effect."""
+    `on_done(job, outcome)` sees each attempt's outcome: `job` is `{"id", "queue", "attempt",
+    "fn", "origin"}`, `outcome` `{"state": "succeeded", "result"}` or `{"state": "failed",
+    "error"}`. A failure is told as its handler ends, and on_done may return "handled": the job
+    fails without a retry, the application having recorded the failure as a fact instead of
+    retrying a side effect. A success is told once the plane has taken the ack; a result the plane
+    refuses is told as the failure it becomes (PayloadTooLarge), a lost ack not at all
+    (docs/contract.md, "Traces and the done hook")."""
     from .queue import SyncQueue
     if isinstance(q, SyncQueue):
         if queue is not None:
@@ -427,16 +430,20 @@ def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
         if job.cancelled.is_set() or job.lost.is_set():
             return
         job.chunks.flush()  # every chunk is in the journal before the ack
-        _told(on_done, c, env, {"state": "succeeded", "result": result})
         try:
             d.ack(c.id, worker_id, result=body)
         except PayloadTooLarge as e:
             # A result larger than the plane takes: another attempt would run the handler again
-            # (for hours, perhaps) to answer the same. Failed now, saying so.
-            d.nack(c.id, worker_id, retry=False, error={
-                "type": "PayloadTooLarge",
-                "message": "the handler's result is too large for the plane: %s (a large output belongs in storage of its own, "
-                           "its address in the result)" % e})
+            # (for hours, perhaps) to answer the same. Failed now, saying so; on_done hears the
+            # failure the job has, not the success the handler returned.
+            message = ("the handler's result is too large for the plane: %s (a large output belongs in storage of its own, "
+                       "its address in the result)" % e)
+            _told(on_done, c, env, {"state": "failed", "error": PayloadTooLarge(message)})
+            d.nack(c.id, worker_id, retry=False, error={"type": "PayloadTooLarge", "message": message})
+            return
+        # Told once the plane has the result, so what on_done hears is the job's state (a lost
+        # ack, the job another attempt's now, is not heard at all).
+        _told(on_done, c, env, {"state": "succeeded", "result": result})
     except (FencingConflict, NotFound):
         return  # the lease was lost or the job cancelled: this attempt writes nothing more
     except Exception as e:

@@ -328,7 +328,11 @@ class LocalPlane(unittest.TestCase):
         registry = {"huge": huge, "huge_stream": huge_stream, "huge_value": huge_value}
         for fn in (huge, huge_stream, huge_value):
             h = q.submit(fn)
-            ls.run_worker(q, registry=registry, once=True, retries=3)
+            # on_done hears the outcome the job has: the failure, never the success its handler returned.
+            heard = []
+            ls.run_worker(q, registry=registry, once=True, retries=3,
+                          on_done=lambda job, out: heard.append((out["state"], type(out.get("error")).__name__)))
+            self.assertEqual(heard, [("failed", "PayloadTooLarge")], fn.__name__)
             row = self.d.get(h.id)
             self.assertEqual((row["state"], row["attempt"], row["error"]["type"]), ("failed", 1, "PayloadTooLarge"), fn.__name__)
             if fn is not huge_value:
