@@ -13,6 +13,7 @@ import { enqueueSpan } from './tracing.ts';
 import { jobOrNull, originOf } from './worker/context.ts';
 import { defaultDispatch } from './default.ts';
 import type { DispatchPlane, Schedule } from './types.ts';
+import type { Invocation } from '../src/core/types.ts';
 import { jobId } from './ids.ts';
 import { checkOptions } from './check-options.ts';
 
@@ -147,6 +148,11 @@ export class Handle<T = unknown> {
     // A generator's END says it returned; after anything else, the row says how the job ended.
     if (last !== FrameKind.END && !opts.signal?.aborted)
       await this.dispatch.result(this.id, { timeoutMs: opts.timeoutMs ?? Number.POSITIVE_INFINITY });
+  }
+
+  /** The job's row now (state, attempt, error, times), or null once it is deleted. */
+  get(): Promise<Invocation | null> {
+    return this.dispatch.get(this.id);
   }
 
   cancel(): Promise<boolean> {

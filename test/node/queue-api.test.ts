@@ -280,11 +280,14 @@ describe.each(planes)('Queue API on the %s plane', (_name, make) => {
     await d.close();
   });
 
-  it('cancels through the handle', async () => {
+  it('reads and cancels its job through the handle', async () => {
     const d = make();
     const h = await new Queue('cpu', { dispatch: d }).submit('never');
+    expect((await h.get())!.state).toBe('queued');
     expect(await h.cancel()).toBe(true);
-    expect((await d.get(h.id))!.state).toBe('cancelled');
+    expect((await h.get())!.state).toBe('cancelled');
+    await d.delete(h.id);
+    expect(await h.get()).toBeNull();
     await d.close();
   });
 

@@ -55,6 +55,10 @@ class Handle:
         if last != END:  # a generator's END says it returned; anything else, the row says how it ended
             self.dispatch.result(self.id, timeout=timeout)
 
+    def get(self) -> Optional[Dict[str, Any]]:
+        """The job's row now (state, attempt, error, times), or None once it is deleted."""
+        return self.dispatch.get(self.id)
+
     def cancel(self) -> bool:
         return bool(self.dispatch.cancel(self.id))
 

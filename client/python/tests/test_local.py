@@ -280,11 +280,12 @@ class LocalPlane(unittest.TestCase):
         t = threading.Thread(target=lambda: ls.run_worker(q, registry={"train": train}, once=True, lease=0.6))
         t.start()
         deadline = time.time() + 5
-        while self.d.get(cancelled.id)["state"] != "running" and time.time() < deadline:
+        while cancelled.get()["state"] != "running" and time.time() < deadline:
             time.sleep(0.01)
         cancelled.cancel()
         t.join(10)
         self.assertEqual(heard.get("cancelled"), "the invocation was cancelled")
+        self.assertEqual(cancelled.get()["state"], "cancelled")
         late = q.submit_with({"time_limit_ms": 200, "max_attempts": 1}, train, "late")
         ls.run_worker(q, registry={"train": train}, once=True)
         deadline = time.time() + 5
