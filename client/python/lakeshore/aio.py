@@ -1,0 +1,225 @@
+"""AsyncQueue: SyncQueue for asyncio programs (agents, async web handlers). Every call is awaited
+and none blocks the event loop, so one loop can wait on many jobs at once.
+
+>>> q = AsyncQueue("tools")                     # the process's default plane, as SyncQueue
+>>> h = await q.submit(search, "weather in Oslo")
+>>> async for token in h.stream(): print(token, end="")
+>>> await h.result(timeout=60)
+>>> results = await asyncio.gather(*(h.result() for h in await q.map(search, queries)))
+
+The clients underneath block (http.client, sqlite3), so each call runs in a thread, with the
+caller's context (its span, the running job a handler's submit is made from):
+- short calls (submit, map, get, cancel, the schedules) in the loop's default executor;
+- waits (result, stream) in a thread of their own, which waits on the plane in slices of at most
+  `WAIT_SLICE` seconds. When the awaiting task is cancelled (`asyncio.wait_for`, a task group
+  giving up) or a stream is left, the thread stops at the end of its slice: no thread outlives its
+  awaiter by more than a slice.
+
+Cancelling an await does not cancel the job (`await h.cancel()` does), and a cancelled `submit`
+may still have reached the plane: give it an `id` (`submit_with({"id": ...}, ...)`) to submit it
+again safely.
+"""
+import asyncio
+import contextvars
+import threading
+import time
+from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Union
+
+from .errors import Timeout
+from .frames import END, VALUE, decode_frame
+from .queue import Fn, Handle, SyncQueue, _json_value
+
+#: The longest one wait on the plane lasts before its thread looks whether anyone still awaits it.
+WAIT_SLICE = 5.0
+#: Values a stream reads ahead of its consumer.
+STREAM_AHEAD = 64
+
+
+def _forever(timeout: Optional[float]) -> float:
+    return float("inf") if timeout is None else timeout
+
+
+async def _waited(work: Callable[[threading.Event], Any]) -> Any:
+    """Runs `work(stopped)` in a thread of its own, in the caller's context; `stopped` is set once
+    the awaiting task is done with it (answered, or cancelled)."""
+    loop = asyncio.get_running_loop()
+    answer: "asyncio.Future[Any]" = loop.create_future()
+    stopped = threading.Event()
+    ctx = contextvars.copy_context()
+
+    def settle(value: Any, error: Optional[BaseException]) -> None:
+        if answer.done():
+            return  # cancelled: nobody awaits it
+        if error is not None:
+            answer.set_exception(error)
+        else:
+            answer.set_result(value)
+
+    def run() -> None:
+        try:
+            value, error = ctx.run(work, stopped), None
+        except BaseException as e:  # noqa: BLE001 (handed to the awaiter, whatever it is)
+            value, error = None, e
+        try:
+            loop.call_soon_threadsafe(settle, value, error)
+        except RuntimeError:
+            pass  # the loop closed: nobody awaits it
+
+    threading.Thread(target=run, name="lakeshore-wait", daemon=True).start()
+    try:
+        return await answer
+    finally:
+        stopped.set()
+
+
+class AsyncHandle:
+    """A submitted invocation, awaited: its id, and what it gives back."""
+
+    def __init__(self, inv_id: str, dispatch: Any):
+        self.id = inv_id
+        self.dispatch = dispatch
+
+    async def result(self, timeout: Optional[float] = None) -> Any:
+        """The decoded return value, as Handle.result: as long as the job takes, or `timeout`
+        seconds (then Timeout); raises InvocationFailed or InvocationCancelled as the job ended so."""
+        deadline = time.monotonic() + _forever(timeout)
+
+        def wait(stopped: threading.Event) -> Any:
+            while True:
+                left = deadline - time.monotonic()
+                try:
+                    return self.dispatch.result(self.id, timeout=max(0.0, min(left, WAIT_SLICE)))
+                except Timeout:
+                    if time.monotonic() >= deadline:
+                        raise Timeout("invocation %s did not end within %ss" % (self.id, timeout)) from None
+                    if stopped.is_set():
+                        raise
+        return _json_value(await _waited(wait))
+
+    async def stream(self, timeout: Optional[float] = None) -> AsyncIterator[Any]:
+        """The values the job yields, decoded, as it yields them, as Handle.stream: `timeout` bounds
+        the silence between values (None: no bound), and a job that fails or is cancelled raises
+        after its last value."""
+        loop = asyncio.get_running_loop()
+        inbox: "asyncio.Queue[tuple]" = asyncio.Queue()
+        credit = threading.Semaphore(STREAM_AHEAD)
+        stopped = threading.Event()
+
+        def post(item: tuple) -> bool:
+            try:
+                loop.call_soon_threadsafe(inbox.put_nowait, item)
+                return True
+            except RuntimeError:
+                return False  # the loop closed
+
+        def emit(value: Any) -> bool:
+            while not credit.acquire(timeout=WAIT_SLICE):
+                if stopped.is_set():
+                    return False
+            return not stopped.is_set() and post(("value", value))
+
+        def follow() -> None:
+            cursor, last, heard = -1, None, time.monotonic()
+            while not stopped.is_set():
+                left = _forever(timeout) - (time.monotonic() - heard)
+                if left <= 0:
+                    raise Timeout("journal of %s wrote nothing for %ss and has not ended" % (self.id, timeout))
+                frames = self.dispatch.journal_read(self.id, since=cursor, timeout=min(left, WAIT_SLICE))
+                try:
+                    for seq, frame in frames:
+                        cursor, heard = seq, time.monotonic()
+                        kind, _, body, _ = decode_frame(frame)
+                        last = kind
+                        if kind == VALUE and not emit(_json_value(body)):
+                            return
+                except Timeout:
+                    continue  # a slice's silence: look whether anyone still reads, then read on
+                finally:
+                    frames.close()  # its connection, at once
+                if last != END:  # a generator's END says it returned; anything else, the row says how it ended
+                    self.dispatch.result(self.id, timeout=timeout)
+                post(("end", None))
+                return
+
+        ctx = contextvars.copy_context()
+
+        def run() -> None:
+            try:
+                ctx.run(follow)
+            except BaseException as e:  # noqa: BLE001 (raised in the reader's task)
+                post(("error", e))
+
+        threading.Thread(target=run, name="lakeshore-stream", daemon=True).start()
+        try:
+            while True:
+                kind, value = await inbox.get()
+                if kind == "error":
+                    raise value
+                if kind == "end":
+                    return
+                credit.release()
+                yield value
+        finally:
+            stopped.set()
+
+    async def get(self) -> Optional[Dict[str, Any]]:
+        """The job's row now (state, attempt, error, times), or None once it is deleted."""
+        return await asyncio.to_thread(self.dispatch.get, self.id)
+
+    async def cancel(self) -> bool:
+        return bool(await asyncio.to_thread(self.dispatch.cancel, self.id))
+
+    def __repr__(self) -> str:
+        return "AsyncHandle(%r)" % self.id
+
+
+class AsyncQueue:
+    """A named queue on a plane (the process's default one unless `dispatch` is given), with
+    SyncQueue's calls awaited and AsyncHandles for answers."""
+
+    def __init__(self, name: str, dispatch: Any = None):
+        self.sync = SyncQueue(name, dispatch)
+        self.name = name
+        self.dispatch = self.sync.dispatch
+
+    def _handle(self, h: Optional[Handle]) -> Optional[AsyncHandle]:
+        return None if h is None else AsyncHandle(h.id, self.dispatch)
+
+    async def submit(self, fn: Fn, *args: Any, **kwargs: Any) -> AsyncHandle:
+        """Submits `fn(*args, **kwargs)`, as SyncQueue.submit."""
+        return await self.submit_with({}, fn, *args, **kwargs)
+
+    async def submit_with(self, options: Dict[str, Any], fn: Fn, *args: Any, **kwargs: Any) -> AsyncHandle:
+        """Submits with options, as SyncQueue.submit_with."""
+        h = await asyncio.to_thread(self.sync.submit_with, options, fn, *args, **kwargs)
+        return AsyncHandle(h.id, self.dispatch)
+
+    async def map(self, fn: Fn, *iterables: Any) -> List[AsyncHandle]:
+        """Submits `fn(*args)` for each tuple of args, as SyncQueue.map: handles in order, and a
+        refusal raised once all were tried, its `handles` AsyncHandles (None where refused)."""
+        try:
+            handles = await asyncio.to_thread(self.sync.map, fn, *iterables)
+        except Exception as e:
+            if isinstance(getattr(e, "handles", None), list):
+                e.handles = [self._handle(h) for h in e.handles]  # type: ignore[attr-defined]
+            raise
+        return [AsyncHandle(h.id, self.dispatch) for h in handles]
+
+    async def schedule(self, name: str, cron: str, fn: Fn, *args: Any, **kwargs: Any) -> Dict[str, Any]:
+        return await asyncio.to_thread(self.sync.schedule, name, cron, fn, *args, **kwargs)
+
+    async def schedule_with(self, options: Dict[str, Any], name: str, cron: str, fn: Fn, *args: Any, **kwargs: Any) -> Dict[str, Any]:
+        return await asyncio.to_thread(self.sync.schedule_with, options, name, cron, fn, *args, **kwargs)
+
+    async def schedules(self) -> List[Dict[str, Any]]:
+        return await asyncio.to_thread(self.sync.schedules)
+
+    async def unschedule(self, name: str) -> None:
+        await asyncio.to_thread(self.sync.unschedule, name)
+
+    def stream(self, inv: Union[AsyncHandle, Handle, str], timeout: Optional[float] = None) -> AsyncIterator[Any]:
+        """The values of `inv` (a handle or an id), as AsyncHandle.stream."""
+        return AsyncHandle(inv if isinstance(inv, str) else inv.id, self.dispatch).stream(timeout)
+
+    def __repr__(self) -> str:
+        return "AsyncQueue(%r)" % self.name

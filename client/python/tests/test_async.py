@@ -1,0 +1,165 @@
+"""AsyncQueue and AsyncHandle (lakeshore/aio.py) on the local plane and, with LAKESHORE_URL, on a
+real `wrangler dev`: awaited calls that never block the event loop, and waits that leave no
+thread behind once nobody awaits them."""
+import asyncio
+import os
+import sys
+import threading
+import time
+import unittest
+import uuid
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import lakeshore as ls  # noqa: E402
+import lakeshore.aio as aio  # noqa: E402
+
+URL = os.environ.get("LAKESHORE_URL", "")
+TOKEN = os.environ.get("LAKESHORE_TOKEN", "")
+
+
+def count(n):
+    for i in range(n):
+        yield i
+    return n
+
+
+def square(x):
+    return x * x
+
+
+def boom():
+    yield "first"
+    raise ValueError("no such city")
+
+
+def waiting_threads():
+    return [t.name for t in threading.enumerate() if t.name in ("lakeshore-wait", "lakeshore-stream")]
+
+
+def wait_until(check, what, timeout=10.0):
+    """Waits, bounded, for `check()`; `what()` says what it waited for."""
+    end = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > end:
+            raise AssertionError("timed out after %ss waiting for %s" % (timeout, what()))
+        time.sleep(0.02)
+
+
+class Awaited:
+    """The tests, on the plane `self.d` (a subclass's)."""
+
+    d = None
+
+    def worker(self, queue, registry):
+        """A worker on `queue` in a thread until the test ends."""
+        stop = threading.Event()
+        t = threading.Thread(target=ls.run_worker, args=(self.d, queue, registry), kwargs={"stop": stop}, daemon=True)
+        t.start()
+        self.addCleanup(t.join, 10)
+        self.addCleanup(stop.set)
+
+    def test_results_and_streams_are_awaited_while_the_loop_runs_on(self):
+        async def main():
+            q = ls.AsyncQueue("aq", self.d)
+            ticks = 0
+            done = asyncio.Event()
+
+            async def ticker():
+                nonlocal ticks
+                while not done.is_set():
+                    ticks += 1
+                    await asyncio.sleep(0.01)
+
+            tick = asyncio.create_task(ticker())
+            h = await q.submit(count, 3)
+            self.assertIsInstance(h, ls.AsyncHandle)
+            # Nobody works the queue yet: the wait runs out, and the loop turned all along.
+            with self.assertRaises(ls.Timeout):
+                await h.result(timeout=0.5)
+            self.assertGreaterEqual(ticks, 5)
+            self.worker("aq", {"count": count, "square": square, "boom": boom})
+            self.assertEqual([v async for v in h.stream()], [0, 1, 2])
+            self.assertEqual(await h.result(timeout=30), 3)
+            # Many waits at once, on one loop.
+            hs = await q.map(square, range(12))
+            self.assertEqual(await asyncio.gather(*(h.result(timeout=30) for h in hs)), [x * x for x in range(12)])
+            # A job that fails raises, from result and after the stream's last value.
+            bad = await q.submit(boom)
+            with self.assertRaises(ls.InvocationFailed) as e:
+                await bad.result(timeout=30)
+            self.assertIn("no such city", str(e.exception))
+            seen = []
+            with self.assertRaises(ls.InvocationFailed):
+                async for v in bad.stream(timeout=30):
+                    seen.append(v)
+            self.assertEqual(seen, ["first", "first"])  # two attempts, each starting its values over
+            # A job's row, and cancel.
+            later = await q.submit_with({"delay": 3600}, square, 2)
+            self.assertEqual((await later.get())["state"], "delayed")
+            self.assertTrue(await later.cancel())
+            self.assertEqual((await later.get())["state"], "cancelled")
+            done.set()
+            await tick
+
+        asyncio.run(main())
+
+    def test_a_wait_nobody_awaits_leaves_no_thread_behind(self):
+        before = aio.WAIT_SLICE
+        aio.WAIT_SLICE = 0.2
+        self.addCleanup(setattr, aio, "WAIT_SLICE", before)
+
+        async def main():
+            h = await ls.AsyncQueue("nobody-works", self.d).submit(square, 3)
+            with self.assertRaises(asyncio.TimeoutError):
+                await asyncio.wait_for(h.result(), 0.3)
+            values = h.stream()
+            with self.assertRaises(asyncio.TimeoutError):
+                await asyncio.wait_for(values.__anext__(), 0.3)
+            await values.aclose()
+            return h.id
+
+        inv = asyncio.run(main())
+        # Each thread stops at the end of its slice, though the job is still queued: giving up a
+        # wait is not cancelling the job.
+        wait_until(lambda: not waiting_threads(), lambda: "the waits' threads to stop (%s still run)" % waiting_threads())
+        self.assertEqual(self.d.get(inv)["state"], "queued")
+
+    def test_a_handler_submitting_from_async_code_is_its_jobs_parent(self):
+        kids = []
+
+        async def parent():
+            h = await ls.AsyncQueue("kids", self.d).submit(square, 4)
+            kids.append(h.id)
+            return h.id
+
+        ls.SyncQueue("parents", self.d).submit_with({"id": "p-%s" % uuid.uuid4().hex[:6]}, "parent")
+        self.assertEqual(ls.run_worker(self.d, "parents", {"parent": parent}, once=True), 1)
+        self.assertTrue(self.d.get(kids[0])["parent"].startswith("p-"))
+
+    def test_a_sweep_refused_in_part_hands_back_the_async_handles_it_made(self):
+        async def main():
+            with self.assertRaises(ls.PayloadTooLarge) as e:
+                await ls.AsyncQueue("sweep", self.d).map(square, ["a", "x" * (2 << 20), "c"])
+            got = e.exception.handles
+            self.assertEqual([type(h).__name__ for h in got], ["AsyncHandle", "NoneType", "AsyncHandle"])
+            self.assertEqual((await got[0].get())["state"], "queued")
+
+        asyncio.run(main())
+
+
+class LocalPlane(Awaited, unittest.TestCase):
+    def setUp(self):
+        self.d = ls.Dispatch(":memory:")
+        self.addCleanup(self.d.close)
+
+
+@unittest.skipUnless(URL, "needs LAKESHORE_URL: run through `npm test -- python`, which starts wrangler dev")
+class EdgePlane(Awaited, unittest.TestCase):
+    def setUp(self):
+        self.d = ls.HttpDispatch(URL, token=TOKEN, namespace="pyaio" + uuid.uuid4().hex[:10])
+        self.addCleanup(self.d.close)
+
+
+if __name__ == "__main__":
+    unittest.main()
