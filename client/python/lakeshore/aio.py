@@ -25,7 +25,7 @@ import threading
 import time
 from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Union
 
-from .errors import Timeout
+from .errors import BadRequest, Timeout
 from .frames import END, VALUE, decode_frame
 from .queue import Fn, Handle, SyncQueue, _json_value
 
@@ -35,8 +35,13 @@ WAIT_SLICE = 5.0
 STREAM_AHEAD = 64
 
 
-def _forever(timeout: Optional[float]) -> float:
-    return float("inf") if timeout is None else timeout
+def _bound(timeout: Optional[float]) -> float:
+    """A wait's bound in seconds (None: none), refused as the blocking calls refuse it."""
+    if timeout is None:
+        return float("inf")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0:
+        raise BadRequest("timeout must be a number of seconds, not negative, or None (got %r)" % (timeout,))
+    return float(timeout)
 
 
 async def _waited(work: Callable[[threading.Event], Any]) -> Any:
@@ -82,7 +87,7 @@ class AsyncHandle:
     async def result(self, timeout: Optional[float] = None) -> Any:
         """The decoded return value, as Handle.result: as long as the job takes, or `timeout`
         seconds (then Timeout); raises InvocationFailed or InvocationCancelled as the job ended so."""
-        deadline = time.monotonic() + _forever(timeout)
+        deadline = time.monotonic() + _bound(timeout)
 
         def wait(stopped: threading.Event) -> Any:
             while True:
@@ -100,6 +105,7 @@ class AsyncHandle:
         """The values the job yields, decoded, as it yields them, as Handle.stream: `timeout` bounds
         the silence between values (None: no bound), and a job that fails or is cancelled raises
         after its last value."""
+        silence = _bound(timeout)
         loop = asyncio.get_running_loop()
         inbox: "asyncio.Queue[tuple]" = asyncio.Queue()
         credit = threading.Semaphore(STREAM_AHEAD)
@@ -121,7 +127,7 @@ class AsyncHandle:
         def follow() -> None:
             cursor, last, heard = -1, None, time.monotonic()
             while not stopped.is_set():
-                left = _forever(timeout) - (time.monotonic() - heard)
+                left = silence - (time.monotonic() - heard)
                 if left <= 0:
                     raise Timeout("journal of %s wrote nothing for %ss and has not ended" % (self.id, timeout))
                 frames = self.dispatch.journal_read(self.id, since=cursor, timeout=min(left, WAIT_SLICE))

@@ -78,6 +78,11 @@ class Awaited:
             with self.assertRaises(ls.Timeout):
                 await h.result(timeout=0.5)
             self.assertGreaterEqual(ticks, 5)
+            for bad in (-1, "5"):
+                with self.assertRaises(ls.BadRequest):
+                    await h.result(timeout=bad)
+                with self.assertRaises(ls.BadRequest):
+                    await h.stream(timeout=bad).__anext__()
             self.worker("aq", {"count": count, "square": square, "boom": boom})
             self.assertEqual([v async for v in h.stream()], [0, 1, 2])
             self.assertEqual(await h.result(timeout=30), 3)
