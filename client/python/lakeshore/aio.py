@@ -15,9 +15,10 @@ caller's context (its span, the running job a handler's submit is made from):
   giving up) or a stream is left, the thread stops at the end of its slice: no thread outlives its
   awaiter by more than a slice.
 
-Cancelling an await does not cancel the job (`await h.cancel()` does), and a cancelled `submit`
-may still have reached the plane: give it an `id` (`submit_with({"id": ...}, ...)`) to submit it
-again safely.
+To bound a wait, give `result(timeout=)` (or `stream(timeout=)`) rather than `asyncio.wait_for`:
+the wait then ends on time, thread and all. Cancelling an await does not cancel the job (`await
+h.cancel()` does), and a cancelled `submit` may still have reached the plane: give it an `id`
+(`submit_with({"id": ...}, ...)`) to submit it again safely.
 """
 import asyncio
 import contextvars
@@ -29,8 +30,10 @@ from .errors import BadRequest, Timeout
 from .frames import END, VALUE, decode_frame
 from .queue import Fn, Handle, SyncQueue, _json_value
 
-#: The longest one wait on the plane lasts before its thread looks whether anyone still awaits it.
-WAIT_SLICE = 5.0
+#: The longest one wait on the plane lasts before its thread looks whether anyone still awaits it:
+#: how long a wait given up holds its thread, against a request (a result's long-poll) per slice
+#: of a long job. The blocking client's slices are 50 s.
+WAIT_SLICE = 20.0
 #: Values a stream reads ahead of its consumer.
 STREAM_AHEAD = 64
 

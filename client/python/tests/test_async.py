@@ -75,9 +75,14 @@ class Awaited:
             h = await q.submit(count, 3)
             self.assertIsInstance(h, ls.AsyncHandle)
             # Nobody works the queue yet: the wait runs out, and the loop turned all along.
+            began = time.monotonic()
             with self.assertRaises(ls.Timeout):
                 await h.result(timeout=0.5)
             self.assertGreaterEqual(ticks, 5)
+            # A wait bounded by its own timeout ends then, its thread too, not at its slice's end
+            # (20 s; the bound below is a timeout kept, with room for a slow machine, not a speed).
+            self.assertLess(time.monotonic() - began, aio.WAIT_SLICE / 2)
+            wait_until(lambda: not waiting_threads(), lambda: "the wait's thread to end (%s)" % waiting_threads(), timeout=2)
             for bad in (-1, "5"):
                 with self.assertRaises(ls.BadRequest):
                     await h.result(timeout=bad)
