@@ -28,6 +28,7 @@ from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Union
 
 from .errors import BadRequest, Timeout
 from .frames import END, VALUE, decode_frame
+from .plane import default_dispatch
 from .queue import Fn, Handle, SyncQueue, _json_value
 
 #: The longest one wait on the plane lasts before its thread looks whether anyone still awaits it:
@@ -80,6 +81,67 @@ async def _waited(work: Callable[[threading.Event], Any]) -> Any:
         stopped.set()
 
 
+async def _relayed(produce: Callable[[threading.Event, Callable[[Any], bool]], None], name: str) -> AsyncIterator[Any]:
+    """What `produce(stopped, emit)` emits, in a thread of its own (in the caller's context), handed
+    to the loop as it comes: at most STREAM_AHEAD ahead of the reader, and raising what it raised.
+    `emit` answers False once the reader has left (`stopped` is set then): the producer returns."""
+    loop = asyncio.get_running_loop()
+    inbox: "asyncio.Queue[tuple]" = asyncio.Queue()
+    credit = threading.Semaphore(STREAM_AHEAD)
+    stopped = threading.Event()
+
+    def post(item: tuple) -> bool:
+        try:
+            loop.call_soon_threadsafe(inbox.put_nowait, item)
+            return True
+        except RuntimeError:
+            return False  # the loop closed
+
+    def emit(value: Any) -> bool:
+        while not credit.acquire(timeout=WAIT_SLICE):
+            if stopped.is_set():
+                return False
+        return not stopped.is_set() and post(("value", value))
+
+    ctx = contextvars.copy_context()
+
+    def run() -> None:
+        try:
+            ctx.run(produce, stopped, emit)
+            post(("end", None))
+        except BaseException as e:  # noqa: BLE001 (raised in the reader's task)
+            post(("error", e))
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    try:
+        while True:
+            kind, value = await inbox.get()
+            if kind == "error":
+                raise value
+            if kind == "end":
+                return
+            credit.release()
+            yield value
+    finally:
+        stopped.set()
+
+
+def events(dispatch: Any = None, queue: Optional[str] = None, *, kinds: Optional[List[str]] = None) -> AsyncIterator[Dict[str, Any]]:
+    """The lifecycle feed of `queue` (None: every queue of the namespace) on `dispatch` (None: the
+    process's default plane), live, as `dispatch.events` gives it: a record per committed
+    transition (`{"kind": "job", "id", "queue", "status", "attempt", "worker_id", "at", ...}`),
+    `kinds` keeping only some. Its thread stops at the next record or keepalive after its reader
+    leaves (the plane sends one every 15 s)."""
+    d = dispatch if dispatch is not None else default_dispatch()
+
+    def follow(stopped: threading.Event, emit: Callable[[Any], bool]) -> None:
+        for record in d.events(queue, kinds=kinds, stop=stopped):
+            if not emit(record):
+                return
+
+    return _relayed(follow, "lakeshore-events")
+
+
 class AsyncHandle:
     """A submitted invocation, awaited: its id, and what it gives back."""
 
@@ -104,30 +166,13 @@ class AsyncHandle:
                         raise
         return _json_value(await _waited(wait))
 
-    async def stream(self, timeout: Optional[float] = None) -> AsyncIterator[Any]:
+    def stream(self, timeout: Optional[float] = None) -> AsyncIterator[Any]:
         """The values the job yields, decoded, as it yields them, as Handle.stream: `timeout` bounds
         the silence between values (None: no bound), and a job that fails or is cancelled raises
         after its last value."""
         silence = _bound(timeout)
-        loop = asyncio.get_running_loop()
-        inbox: "asyncio.Queue[tuple]" = asyncio.Queue()
-        credit = threading.Semaphore(STREAM_AHEAD)
-        stopped = threading.Event()
 
-        def post(item: tuple) -> bool:
-            try:
-                loop.call_soon_threadsafe(inbox.put_nowait, item)
-                return True
-            except RuntimeError:
-                return False  # the loop closed
-
-        def emit(value: Any) -> bool:
-            while not credit.acquire(timeout=WAIT_SLICE):
-                if stopped.is_set():
-                    return False
-            return not stopped.is_set() and post(("value", value))
-
-        def follow() -> None:
+        def follow(stopped: threading.Event, emit: Callable[[Any], bool]) -> None:
             cursor, last, heard = -1, None, time.monotonic()
             while not stopped.is_set():
                 left = silence - (time.monotonic() - heard)
@@ -147,29 +192,9 @@ class AsyncHandle:
                     frames.close()  # its connection, at once
                 if last != END:  # a generator's END says it returned; anything else, the row says how it ended
                     self.dispatch.result(self.id, timeout=timeout)
-                post(("end", None))
                 return
 
-        ctx = contextvars.copy_context()
-
-        def run() -> None:
-            try:
-                ctx.run(follow)
-            except BaseException as e:  # noqa: BLE001 (raised in the reader's task)
-                post(("error", e))
-
-        threading.Thread(target=run, name="lakeshore-stream", daemon=True).start()
-        try:
-            while True:
-                kind, value = await inbox.get()
-                if kind == "error":
-                    raise value
-                if kind == "end":
-                    return
-                credit.release()
-                yield value
-        finally:
-            stopped.set()
+        return _relayed(follow, "lakeshore-stream")
 
     async def get(self) -> Optional[Dict[str, Any]]:
         """The job's row now (state, attempt, error, times), or None once it is deleted."""
@@ -225,6 +250,10 @@ class AsyncQueue:
 
     async def unschedule(self, name: str) -> None:
         await asyncio.to_thread(self.sync.unschedule, name)
+
+    def events(self, *, kinds: Optional[List[str]] = None) -> AsyncIterator[Dict[str, Any]]:
+        """This queue's lifecycle feed, live (`events(self.dispatch, self.name, kinds=kinds)`)."""
+        return events(self.dispatch, self.name, kinds=kinds)
 
     def stream(self, inv: Union[AsyncHandle, Handle, str], timeout: Optional[float] = None) -> AsyncIterator[Any]:
         """The values of `inv` (a handle or an id), as AsyncHandle.stream."""

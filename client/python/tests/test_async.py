@@ -135,6 +135,27 @@ class Awaited:
         wait_until(lambda: not waiting_threads(), lambda: "the waits' threads to stop (%s still run)" % waiting_threads())
         self.assertEqual(self.d.get(inv)["state"], "queued")
 
+    def test_a_feed_is_read_as_it_comes_and_its_thread_leaves_with_its_reader(self):
+        async def main():
+            q = ls.AsyncQueue("fed", self.d)
+            feed = q.events(kinds=["job"])
+            nxt = asyncio.ensure_future(feed.__anext__())
+            submitted = []
+            for _ in range(50):  # the feed is live from when its reader attached: submit until it hears one
+                submitted.append((await q.submit(square, 1)).id)
+                done, _ = await asyncio.wait({nxt}, timeout=0.5)
+                if done:
+                    break
+            record = nxt.result()
+            self.assertEqual((record["kind"], record["queue"], record["status"]), ("job", "fed", "queued"))
+            self.assertIn(record["id"], submitted)
+            await feed.aclose()
+            await q.submit(square, 2)  # a record the left reader's thread wakes on (else a keepalive, 15 s)
+
+        asyncio.run(main())
+        wait_until(lambda: not [t for t in threading.enumerate() if t.name == "lakeshore-events"],
+                   lambda: "the feed's thread to stop", timeout=20)
+
     def test_a_handler_submitting_from_async_code_is_its_jobs_parent(self):
         kids = []
 
