@@ -26,7 +26,8 @@ import threading
 import time
 from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Union
 
-from .errors import BadRequest, Timeout
+from .checks import _number
+from .errors import Timeout
 from .frames import END, VALUE, decode_frame
 from .plane import default_dispatch
 from .queue import Fn, Handle, SyncQueue, _json_value
@@ -41,11 +42,7 @@ STREAM_AHEAD = 64
 
 def _bound(timeout: Optional[float]) -> float:
     """A wait's bound in seconds (None: none), refused as the blocking calls refuse it."""
-    if timeout is None:
-        return float("inf")
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0:
-        raise BadRequest("timeout must be a number of seconds, not negative, or None (got %r)" % (timeout,))
-    return float(timeout)
+    return float("inf") if timeout is None else float(_number("timeout", timeout, 0))
 
 
 async def _waited(work: Callable[[threading.Event], Any]) -> Any:
