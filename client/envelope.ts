@@ -85,8 +85,8 @@ export function callOf(envelope: Uint8Array): Partial<Envelope> | null {
   }
 }
 
-/** A call as a person reads it: `report("eu", days=7)`, cut at 60 characters. */
-export function callText(envelope: Uint8Array): string {
+/** A call as a person reads it: `report("eu", days=7)`, cut at `max` characters (60 unless said). */
+export function callText(envelope: Uint8Array, max = 60): string {
   const c = callOf(envelope);
   if (!c) return `(${envelope.length} bytes, not a call)`;
   const parts = [
@@ -94,7 +94,7 @@ export function callText(envelope: Uint8Array): string {
     ...Object.entries(c.kwargs ?? {}).map(([k, v]) => `${k}=${JSON.stringify(v)}`),
   ];
   const text = `${c.fn}(${parts.join(', ')})`;
-  return text.length > 60 ? `${text.slice(0, 59)}…)` : text;
+  return text.length > max ? `${text.slice(0, max - 2)}…)` : text;
 }
 
 /** A schedule's `next_at` when it never fires again here: its cron is one this plane cannot read (contract, "Schedules"). */

@@ -96,10 +96,12 @@ export function errorShown(e: { type?: unknown; message?: unknown; stack?: unkno
 } {
   const last = e.last && typeof e.last === 'object' ? (e.last as { stack?: unknown }) : null;
   const stack = last ? last.stack : e.stack;
-  return {
-    head: `${typeof e.type === 'string' && e.type ? e.type : 'Error'}: ${String(e.message ?? '')}`,
-    stack: typeof stack === 'string' && stack.trim() ? stack.trimEnd() : null,
-  };
+  const head = `${typeof e.type === 'string' && e.type ? e.type : 'Error'}: ${String(e.message ?? '')}`;
+  // A stack names its error too, a Node one on its first line, a Python traceback on its last: not twice.
+  const lines = typeof stack === 'string' ? stack.trimEnd().split('\n') : [];
+  if (lines[0]?.trim() === head) lines.shift();
+  if (lines.at(-1)?.trim() === head) lines.pop();
+  return { head, stack: lines.join('\n').trim() ? lines.join('\n') : null };
 }
 
 /** `result` of an invocation that was cancelled. */

@@ -1,7 +1,7 @@
 /** The commands on one job: submit, get, result, tail and cancel. */
 import { FrameKind, FRAME_KIND_NAMES } from '../../src/core/frame.ts';
 import type { JournalFrame } from '../../src/core/types.ts';
-import { decodeEnvelope, encodeEnvelope, fromJsonBytes, newTraceparent } from '../envelope.ts';
+import { callOf, callText, decodeEnvelope, encodeEnvelope, fromJsonBytes, newTraceparent } from '../envelope.ts';
 import { jobId } from '../ids.ts';
 import { errorShown, InvocationCancelledError, InvocationFailedError, NotFoundError, TimeoutError } from '../errors.ts';
 import { HttpDispatch } from '../http/dispatch.ts';
@@ -93,23 +93,31 @@ export async function get(d: DispatchPlane, out: Out, id: string) {
   };
   // Text shows moments as ISO times (JSON keeps epoch ms).
   const moments = new Set(['lease_until', 'created_at', 'started_at', 'finished_at', 'run_at', 'expires_at']);
-  // The call as its envelope says it: the fields it leaves out are not shown as nulls.
   const text = (k: string, v: unknown) =>
     moments.has(k)
       ? new Date(Number(v)).toISOString()
       : k === 'error' && v && typeof v === 'object'
         ? errorText(v)
         : typeof v === 'object'
-          ? JSON.stringify(k === 'call' && v ? Object.fromEntries(Object.entries(v).filter(([, x]) => x !== null)) : v)
+          ? JSON.stringify(v)
           : String(v);
-  out.print(
-    view,
-    Object.entries(view)
-      .filter(([, v]) => v !== null)
-      .map(([k, v]) => `${k.padEnd(12)} ${text(k, v)}`)
-      .join('\n'),
+  const lines = Object.entries(view).flatMap(([k, v]): [string, string][] =>
+    k === 'call' ? callLines(inv.envelope) : v === null ? [] : [[k, text(k, v)]],
   );
+  out.print(view, lines.map(([k, v]) => `${k.padEnd(12)} ${v}`).join('\n'));
   return EXIT.ok;
+}
+
+/**
+ * The call as the dashboard and `schedule list` write it (`train({"epochs":3}, lr=0.01)`), whole,
+ * then each other field its envelope sets (module, code, traceparent, limits) on a line of its own.
+ */
+function callLines(envelope: Uint8Array): [string, string][] {
+  const { fn: _fn, args: _args, kwargs: _kwargs, ...rest } = callOf(envelope) ?? {};
+  return [
+    ['call', callText(envelope, Number.POSITIVE_INFINITY)],
+    ...Object.entries(rest).map(([k, v]): [string, string] => [k, String(v)]),
+  ];
 }
 
 /** A failure as a person reads it: its type and message, then its stack, a line each. */

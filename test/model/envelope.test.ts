@@ -6,7 +6,8 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { decodeEnvelope, encodeEnvelope } from '../../client/envelope.ts';
+import { callText, decodeEnvelope, encodeEnvelope } from '../../client/envelope.ts';
+import { errorShown } from '../../client/errors.ts';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 const TP = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
@@ -67,5 +68,30 @@ describe('the envelope', () => {
         }),
       ),
     );
+  });
+
+  it('reads as the call it makes, cut where the reader asks', () => {
+    const e = encodeEnvelope({ fn: 'train', args: [{ epochs: 3 }], kwargs: { lr: 0.01, tag: 'x'.repeat(80) }, traceparent: TP });
+    expect(callText(e, Number.POSITIVE_INFINITY)).toBe(`train({"epochs":3}, lr=0.01, tag="${'x'.repeat(80)}")`);
+    expect(callText(e)).toHaveLength(60);
+    expect(callText(e).endsWith('x…)')).toBe(true);
+    expect(callText(new Uint8Array([1, 2, 3]))).toBe('(3 bytes, not a call)');
+  });
+});
+
+describe('an error as a person reads it', () => {
+  it('names the error once: not again at the head of a Node stack or the foot of a Python traceback', () => {
+    const node = { type: 'ResolveError', message: 'no such fn', stack: 'ResolveError: no such fn\n    at resolve (r.ts:1:1)\n' };
+    expect(errorShown(node)).toEqual({ head: 'ResolveError: no such fn', stack: '    at resolve (r.ts:1:1)' });
+    const py = {
+      type: 'ValueError',
+      message: 'bad',
+      stack: 'Traceback (most recent call last):\n  File "t.py", line 1\nValueError: bad\n',
+    };
+    expect(errorShown(py).stack).toBe('Traceback (most recent call last):\n  File "t.py", line 1');
+    // A budget spent: the head is the wrapper's, the stack the last attempt's, which names its own error.
+    const spent = { type: 'AttemptsExhausted', message: 'bad (attempt 2 of 2)', last: { stack: 'Error: bad\n    at f (h.mjs:2:3)' } };
+    expect(errorShown(spent).stack).toBe('Error: bad\n    at f (h.mjs:2:3)');
+    expect(errorShown({ type: 'E', message: 'm', stack: 'E: m' }).stack).toBe(null);
   });
 });
