@@ -4,7 +4,7 @@ import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { DispatchPlane } from '../types.ts';
-import type { Registry } from '../worker/resolve.ts';
+import { registeredFrom, type Registry } from '../worker/resolve.ts';
 import { runWorker } from '../worker/run-worker.ts';
 import { loadModule } from '../worker/load-module.ts';
 import { EXIT, type Out } from './output.ts';
@@ -32,6 +32,7 @@ async function loadRegistry(module: string | undefined): Promise<Registry> {
   // A path that is not there is the command line's mistake (exit 2), said with the path it tried.
   if (!existsSync(path)) throw new UsageError(`--module ${module}: no such file (${path})`);
   let mod: Record<string, unknown>;
+  const loadedAt = Date.now();
   try {
     mod = await loadModule(path);
   } catch (e) {
@@ -44,6 +45,7 @@ async function loadRegistry(module: string | undefined): Promise<Registry> {
     for (const [name, v] of Object.entries(mod.default as Record<string, unknown>))
       if (typeof v === 'function') reg[name] ??= v as Registry[string];
   }
+  registeredFrom(reg, path, loadedAt);
   return reg;
 }
 

@@ -20,6 +20,32 @@ export class ResolveError extends Error {
 
 type ResolveOptions = { registry: Registry; root: string; allowImport: boolean; mounts?: Mounts | null };
 
+/** The module file each registry was loaded from, and when (the CLI's --module): see `registeredFrom`. */
+const origins = new WeakMap<Registry, { file: string; at: number }>();
+
+/**
+ * Says that `registry` holds the functions `file` exported at time `at` (ms): a function it lacks
+ * that the file may have gained since is then told so (a worker runs what it loaded, not the file).
+ */
+export function registeredFrom(registry: Registry, file: string, at: number): void {
+  origins.set(registry, { file, at });
+}
+
+/** What to add to "not registered" when the registry's module file changed after it was loaded. */
+async function changedSince(registry: Registry): Promise<string> {
+  const origin = origins.get(registry);
+  if (!origin) return '';
+  const { stat } = await import('node:fs/promises');
+  const { basename } = await import('node:path');
+  const changed = await stat(origin.file).then(
+    (s) => s.mtimeMs > origin.at,
+    () => false,
+  );
+  return changed
+    ? `; ${basename(origin.file)} changed after this worker loaded it, and a worker runs the functions it loaded: start it again to run the change`
+    : '';
+}
+
 /**
  * The handler itself when the registry has it (no promise: a worker resolves one a job), else a
  * promise of the import's. Throws (or rejects with) ResolveError when it cannot be found.
@@ -54,7 +80,7 @@ async function resolveElsewhere(env: Envelope, opts: ResolveOptions): Promise<Ha
   if (!env.module) {
     const near = nearest(env.fn, Object.keys(opts.registry));
     throw new ResolveError(
-      `function ${JSON.stringify(env.fn)} is not registered with this worker${near ? ` (it has ${JSON.stringify(near)}, perhaps)` : ''}, and the job names no module to import it from (register it: --module, registry; or submit it with one: --module PATH#EXPORT)`,
+      `function ${JSON.stringify(env.fn)} is not registered with this worker${near ? ` (it has ${JSON.stringify(near)}, perhaps)` : ''}, and the job names no module to import it from (register it: --module, registry; or submit it with one: --module PATH#EXPORT)${await changedSince(opts.registry)}`,
     );
   }
   if (!opts.allowImport) {

@@ -24,6 +24,7 @@ import platform
 import re
 import sys
 import threading
+import time
 from typing import Any, Callable, Dict, Optional
 
 POLICIES = ("strict", "minor", "off")
@@ -39,6 +40,9 @@ def module_of(env: Dict[str, Any]) -> Optional[str]:
     fn = env.get("fn")
     return fn if isinstance(fn, str) and _REF.match(fn) else None
 _import_lock = threading.Lock()
+# When each module was first imported here (time.time()): a function missing from one whose file
+# changed since is most likely new, and the worker runs the code it imported, not the file's.
+_imported_at: Dict[str, float] = {}
 
 
 class Unrunnable(LookupError):
@@ -127,7 +131,10 @@ class Resolver:
             try:
                 if self.confined:
                     self._under_root(mod_name.partition(".")[0])
+                fresh = mod_name not in sys.modules
                 obj: Any = importlib.import_module(mod_name)
+                if fresh:
+                    _imported_at[mod_name] = time.time()
             except ImportError as e:
                 # `tasks.py:f` names a file: a module is named without its .py (`tasks:f`).
                 hint = "; a module is named without .py: %s:%s" % (mod_name[:-3], qual) if mod_name.endswith(".py") else ""
@@ -143,7 +150,7 @@ class Resolver:
             if obj is None:
                 import difflib
                 near = difflib.get_close_matches(part, [n for n in dir(owner) if not n.startswith("_")], n=1)
-                raise Unrunnable("%s has no %s%s" % (mod_name, qual, " (%s, perhaps)" % near[0] if near else ""))
+                raise Unrunnable("%s has no %s%s%s" % (mod_name, qual, " (%s, perhaps)" % near[0] if near else "", _changed_since(mod_name)))
         if not callable(obj):
             raise Unrunnable("%s is not a function" % ref)
         return obj
@@ -178,3 +185,15 @@ def _syntax_said(e: SyntaxError) -> str:
         line = e.text.rstrip("\n")
         said += "\n    %s\n    %s^" % (line, " " * max(0, (e.offset or 1) - 1))
     return said
+
+
+def _changed_since(mod_name: str) -> str:
+    """What to add to "has no f" when the module's file changed after this process imported it: it runs what it imported."""
+    at = _imported_at.get(mod_name)
+    path = getattr(sys.modules.get(mod_name), "__file__", None)
+    try:
+        changed = at is not None and path is not None and os.path.getmtime(path) > at
+    except OSError:
+        changed = False
+    return ("; %s changed after this worker imported it, and a worker runs the code it imported: start it again to run the change"
+            % os.path.basename(path)) if changed else ""

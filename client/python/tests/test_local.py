@@ -517,6 +517,35 @@ class ReferenceWorker(TempDirs):
             h.result(timeout=5)
         self.assertIn("function 'sqare' is not registered with this worker (it has 'square', perhaps), and", e.exception.error["message"])
 
+    def test_a_function_added_after_the_worker_imported_its_module_says_to_start_it_again(self):
+        tasks = self.temp_dir("lakeshore-edit-")
+        mod = "edited_%s" % os.urandom(3).hex()
+        path = os.path.join(tasks, mod + ".py")
+        with open(path, "w") as f:
+            f.write("def square(x):\n    return x * x\n")
+        q = ls.SyncQueue("edits", dispatch=self.d)
+        h = q.submit("%s:square" % mod, 3)
+        self.assertEqual(ls.run_worker(q, root=tasks, once=True), 1)
+        self.assertEqual(h.result(timeout=5), 9)
+        # A function missing from a file nobody touched is just missing.
+        h = q.submit("%s:cube" % mod, 3)
+        ls.run_worker(q, root=tasks, once=True)
+        with self.assertRaises(ls.InvocationFailed) as e:
+            h.result(timeout=5)
+        self.assertTrue(e.exception.error["message"].endswith("%s has no cube" % mod), e.exception.error["message"])
+        # Written into the file after this process imported it: the worker runs what it imported, and says so.
+        with open(path, "a") as f:
+            f.write("def cube(x):\n    return x ** 3\n")
+        # (a second on: a file system stamps with a coarser clock than time.time(); an edit comes seconds later)
+        os.utime(path, (time.time() + 1, time.time() + 1))
+        h = q.submit("%s:cube" % mod, 3)
+        ls.run_worker(q, root=tasks, once=True)
+        with self.assertRaises(ls.InvocationFailed) as e:
+            h.result(timeout=5)
+        self.assertTrue(e.exception.error["message"].endswith(
+            "%s has no cube; %s.py changed after this worker imported it, and a worker runs the code it imported: "
+            "start it again to run the change" % (mod, mod)), e.exception.error["message"])
+
     def test_a_fn_in_the_module_form_is_its_module_when_the_envelope_names_none(self):
         # `lakeshore submit gpu pkg.mod:train` and a Node producer's q.submit("pkg.mod:train") send
         # the name as fn with no module: a worker with a root imports it all the same.
