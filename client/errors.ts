@@ -97,10 +97,12 @@ export function errorShown(e: { type?: unknown; message?: unknown; stack?: unkno
   const last = e.last && typeof e.last === 'object' ? (e.last as { stack?: unknown }) : null;
   const stack = last ? last.stack : e.stack;
   const head = `${typeof e.type === 'string' && e.type ? e.type : 'Error'}: ${String(e.message ?? '')}`;
-  // A stack names its error too, a Node one on its first line, a Python traceback on its last: not twice.
+  // A stack names its error too, a Node one on its first line, a Python traceback on its last
+  // (its type with its module: lakeshore.resolve.Unrunnable): not twice.
   const lines = typeof stack === 'string' ? stack.trimEnd().split('\n') : [];
-  if (lines[0]?.trim() === head) lines.shift();
-  if (lines.at(-1)?.trim() === head) lines.pop();
+  const names = (l: string | undefined) => l !== undefined && (l.trim() === head || l.trim().endsWith(`.${head}`));
+  if (names(lines[0])) lines.shift();
+  if (names(lines.at(-1))) lines.pop();
   return { head, stack: lines.join('\n').trim() ? lines.join('\n') : null };
 }
 

@@ -89,6 +89,12 @@ describe('an error as a person reads it', () => {
       stack: 'Traceback (most recent call last):\n  File "t.py", line 1\nValueError: bad\n',
     };
     expect(errorShown(py).stack).toBe('Traceback (most recent call last):\n  File "t.py", line 1');
+    const qualified = {
+      type: 'Unrunnable',
+      message: 'm has no f',
+      stack: 'Traceback (most recent call last):\n  File "r.py"\nlakeshore.resolve.Unrunnable: m has no f',
+    };
+    expect(errorShown(qualified).stack).toBe('Traceback (most recent call last):\n  File "r.py"');
     // A budget spent: the head is the wrapper's, the stack the last attempt's, which names its own error.
     const spent = { type: 'AttemptsExhausted', message: 'bad (attempt 2 of 2)', last: { stack: 'Error: bad\n    at f (h.mjs:2:3)' } };
     expect(errorShown(spent).stack).toBe('Error: bad\n    at f (h.mjs:2:3)');
