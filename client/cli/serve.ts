@@ -32,7 +32,6 @@ async function loadRegistry(module: string | undefined): Promise<Registry> {
   // A path that is not there is the command line's mistake (exit 2), said with the path it tried.
   if (!existsSync(path)) throw new UsageError(`--module ${module}: no such file (${path})`);
   let mod: Record<string, unknown>;
-  const loadedAt = Date.now();
   try {
     mod = await loadModule(path);
   } catch (e) {
@@ -45,7 +44,7 @@ async function loadRegistry(module: string | undefined): Promise<Registry> {
     for (const [name, v] of Object.entries(mod.default as Record<string, unknown>))
       if (typeof v === 'function') reg[name] ??= v as Registry[string];
   }
-  registeredFrom(reg, path, loadedAt);
+  registeredFrom(reg, path);
   return reg;
 }
 

@@ -13,7 +13,11 @@ export class ModuleLoadError extends Error {
   }
 }
 
+/** When this process first loaded each file (ms): an import is cached, so it runs that code from then on. */
+const firstLoaded = new Map<string, number>();
+
 export async function loadModule(file: string): Promise<Record<string, unknown>> {
+  if (!firstLoaded.has(file)) firstLoaded.set(file, Date.now());
   const { pathToFileURL } = await import('node:url');
   try {
     return (await import(pathToFileURL(file).href)) as Record<string, unknown>;
@@ -28,4 +32,22 @@ export async function loadModule(file: string): Promise<Record<string, unknown>>
     const message = err.message.replace(/ imported from \S+$/, '');
     throw new ModuleLoadError(`${err.name}: ${message}${where ? `\n${where}` : ''}`, err);
   }
+}
+
+/**
+ * What to add to "has no function F" when `file` changed after this process first loaded it: the
+ * function is likely new, and the worker runs the code it loaded. Empty when it did not change.
+ */
+export async function changedSinceLoaded(file: string): Promise<string> {
+  const at = firstLoaded.get(file);
+  if (at === undefined) return '';
+  const { stat } = await import('node:fs/promises');
+  const { basename } = await import('node:path');
+  const changed = await stat(file).then(
+    (s) => s.mtimeMs > at,
+    () => false,
+  );
+  return changed
+    ? `; ${basename(file)} changed after this worker loaded it, and a worker runs the code it loaded: start it again to run the change`
+    : '';
 }

@@ -5,7 +5,7 @@
  */
 import type { Envelope } from '../envelope.ts';
 import type { Mounts } from './mount.ts';
-import { loadModule, ModuleLoadError } from './load-module.ts';
+import { changedSinceLoaded, loadModule, ModuleLoadError } from './load-module.ts';
 
 // biome-ignore lint/suspicious/noExplicitAny: a handler takes whatever arguments its jobs carry; unknown[] would refuse every typed handler
 export type Handler = (...args: any[]) => unknown;
@@ -20,30 +20,15 @@ export class ResolveError extends Error {
 
 type ResolveOptions = { registry: Registry; root: string; allowImport: boolean; mounts?: Mounts | null };
 
-/** The module file each registry was loaded from, and when (the CLI's --module): see `registeredFrom`. */
-const origins = new WeakMap<Registry, { file: string; at: number }>();
+/** The module file each registry holds the functions of (the CLI's --module): see `registeredFrom`. */
+const origins = new WeakMap<Registry, string>();
 
 /**
- * Says that `registry` holds the functions `file` exported at time `at` (ms): a function it lacks
- * that the file may have gained since is then told so (a worker runs what it loaded, not the file).
+ * Says that `registry` holds the functions `file` exported (loaded with loadModule): a function it
+ * lacks that the file gained since is then told so (a worker runs what it loaded, not the file).
  */
-export function registeredFrom(registry: Registry, file: string, at: number): void {
-  origins.set(registry, { file, at });
-}
-
-/** What to add to "not registered" when the registry's module file changed after it was loaded. */
-async function changedSince(registry: Registry): Promise<string> {
-  const origin = origins.get(registry);
-  if (!origin) return '';
-  const { stat } = await import('node:fs/promises');
-  const { basename } = await import('node:path');
-  const changed = await stat(origin.file).then(
-    (s) => s.mtimeMs > origin.at,
-    () => false,
-  );
-  return changed
-    ? `; ${basename(origin.file)} changed after this worker loaded it, and a worker runs the functions it loaded: start it again to run the change`
-    : '';
+export function registeredFrom(registry: Registry, file: string): void {
+  origins.set(registry, file);
 }
 
 /**
@@ -80,7 +65,7 @@ async function resolveElsewhere(env: Envelope, opts: ResolveOptions): Promise<Ha
   if (!env.module) {
     const near = nearest(env.fn, Object.keys(opts.registry));
     throw new ResolveError(
-      `function ${JSON.stringify(env.fn)} is not registered with this worker${near ? ` (it has ${JSON.stringify(near)}, perhaps)` : ''}, and the job names no module to import it from (register it: --module, registry; or submit it with one: --module PATH#EXPORT)${await changedSince(opts.registry)}`,
+      `function ${JSON.stringify(env.fn)} is not registered with this worker${near ? ` (it has ${JSON.stringify(near)}, perhaps)` : ''}, and the job names no module to import it from (register it: --module, registry; or submit it with one: --module PATH#EXPORT)${await registryChanged(opts.registry)}`,
     );
   }
   if (!opts.allowImport) {
@@ -106,8 +91,16 @@ async function resolveElsewhere(env: Envelope, opts: ResolveOptions): Promise<Ha
   }
   const fn = mod[exportName];
   if (typeof fn !== 'function')
-    throw new ResolveError(`module ${JSON.stringify(path)} has no exported function ${JSON.stringify(exportName)}`);
+    throw new ResolveError(
+      `module ${JSON.stringify(path)} has no exported function ${JSON.stringify(exportName)}${await changedSinceLoaded(file)}`,
+    );
   return fn as Handler;
+}
+
+/** What to add to "not registered" when the registry's module file changed after it was loaded. */
+async function registryChanged(registry: Registry): Promise<string> {
+  const file = origins.get(registry);
+  return file === undefined ? '' : changedSinceLoaded(file);
 }
 
 /** The registered name nearest `name` (at most two edits, or a third of its letters), as a misspelling's likely meaning. */

@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { until } from '../support/wait.ts';
 import { encodeEnvelope, FrameKind, runWorker, type OnDone } from '../../client/local/index.ts';
-import { registeredFrom } from '../../client/worker/resolve.ts';
+import { loadModule } from '../../client/worker/load-module.ts';
+import { registeredFrom, type Registry } from '../../client/worker/resolve.ts';
 import { bothPlanes } from './setup/client.ts';
 
 describe.each(bothPlanes('retries'))('a worker’s retries on the %s plane', (_name, make) => {
@@ -66,23 +67,27 @@ describe.each(bothPlanes('retries'))('a worker’s retries on the %s plane', (_n
     await d.submit('q', encodeEnvelope({ fn: 'cuont', args: [] }), { id: 'typo' });
     await runWorker('q', { dispatch: d, registry: { count: () => 1, other: () => 2 }, once: true });
     expect((await d.get('typo'))?.error?.message).toContain('"cuont" is not registered with this worker (it has "count", perhaps), and');
-    // Functions loaded from a file (the CLI's --module) that gained one since: the worker says it runs what it loaded.
-    const file = join(mkdtempSync(join(tmpdir(), 'lakeshore-registry-')), 'handlers.mjs');
+    // Functions loaded from a file (the CLI's --module; or a module a job names) that gained one
+    // since: the worker says it runs the code it loaded.
+    const dir = mkdtempSync(join(tmpdir(), 'lakeshore-registry-'));
+    const file = join(dir, 'handlers.mjs');
     writeFileSync(file, 'export const count = () => 1;\n');
-    const loaded = { count: () => 1 };
-    registeredFrom(loaded, file, Date.now());
-    const missing = async (id: string) => {
-      await d.submit('q', encodeEnvelope({ fn: 'cube', args: [] }), { id });
-      await runWorker('q', { dispatch: d, registry: loaded, once: true });
+    const loaded = (await loadModule(file)) as Registry;
+    registeredFrom(loaded, file);
+    const missing = async (id: string, env: Parameters<typeof encodeEnvelope>[0]) => {
+      await d.submit('q', encodeEnvelope(env), { id });
+      await runWorker('q', { dispatch: d, registry: loaded, root: dir, allowImport: true, once: true });
       return (await d.get(id))?.error?.message ?? '';
     };
-    expect(await missing('untouched')).toMatch(/--module PATH#EXPORT\)$/);
+    expect(await missing('untouched', { fn: 'cube' })).toMatch(/--module PATH#EXPORT\)$/);
+    expect(await missing('untouched-import', { fn: 'cube', module: 'handlers.mjs#cube' })).toMatch(/has no exported function "cube"$/);
     writeFileSync(file, 'export const count = () => 1;\nexport const cube = (x) => x ** 3;\n');
     // (a second on: a file system stamps with a coarser clock than Date.now(); an edit comes seconds later)
     utimesSync(file, new Date(Date.now() + 1000), new Date(Date.now() + 1000));
-    expect(await missing('edited')).toMatch(
-      /--module PATH#EXPORT\); handlers\.mjs changed after this worker loaded it, and a worker runs the functions it loaded: start it again to run the change$/,
-    );
+    const restart =
+      /; handlers\.mjs changed after this worker loaded it, and a worker runs the code it loaded: start it again to run the change$/;
+    expect(await missing('edited', { fn: 'cube' })).toMatch(restart);
+    expect(await missing('edited-import', { fn: 'cube', module: 'handlers.mjs#cube' })).toMatch(restart);
     await d.close();
   });
 
