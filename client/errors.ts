@@ -3,7 +3,7 @@
  * Catch by class (`instanceof FencingConflictError`) or by `code`; never by message.
  */
 import { LakeshoreError, type ErrorCode } from '../src/core/errors.ts';
-import type { InvocationError } from '../src/core/types.ts';
+import type { InvocationError, Outcome } from '../src/core/types.ts';
 
 export { LakeshoreError };
 
@@ -142,6 +142,27 @@ export function errorFor(code: ErrorCode | string, message: string, extra?: { re
     default:
       return new LakeshoreError('internal', message);
   }
+}
+
+/**
+ * A job a wait on many answered (`results`): its result, or the error `result()` would throw for
+ * it (InvocationFailedError, InvocationCancelledError; NotFoundError when its queue has no such job).
+ */
+export type Ended = { id: string; ok: true; result: Uint8Array | null } | { id: string; ok: false; error: Error };
+
+/** What `result()` answers for an ended job: its result bytes, or the error of its end. */
+export function outcomeResult(id: string, outcome: Outcome): Uint8Array | null {
+  const e = endedOf(id, outcome);
+  if (e.ok) return e.result;
+  throw e.error;
+}
+
+/** What a wait on many answered of one job that ended (`results`), as `Ended`. */
+export function endedOf(id: string, outcome: Outcome): Ended {
+  if (outcome.state === 'succeeded') return { id, ok: true, result: outcome.result };
+  if (outcome.state === 'failed') return { id, ok: false, error: new InvocationFailedError(id, outcome.error) };
+  if (outcome.state === 'cancelled') return { id, ok: false, error: new InvocationCancelledError(id) };
+  throw new LakeshoreError('internal', `a wait on many answered ${id} while it is ${outcome.state}`);
 }
 
 /** Re-raises a plane's LakeshoreError as its client class (the local plane runs the engine in-process). */

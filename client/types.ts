@@ -31,6 +31,10 @@ export type {
   State,
 };
 
+import type { Ended } from './errors.ts';
+
+export type { Ended };
+
 /** Where a nack left the job: waiting for another attempt (queued, or delayed by a backoff), or failed for good. */
 export type NackedState = 'queued' | 'delayed' | 'failed';
 
@@ -267,6 +271,12 @@ export interface DispatchPlane {
   get(id: string): Promise<Invocation | null>;
   /** Waits for the invocation to end: its result bytes, or InvocationFailedError / InvocationCancelledError / TimeoutError. */
   result(id: string, opts?: { timeoutMs?: number; signal?: AbortSignal }): Promise<Uint8Array | null>;
+  /**
+   * Waits on many jobs of `queue` at once (at most 1,000 ids) in one call: answers, as soon as any
+   * has ended, each that has, and each the queue does not have; none once `timeoutMs` (default
+   * 30 s, at most the result wait's limit) passed. What `result()` waits with for many jobs.
+   */
+  results(queue: string, ids: string[], opts?: { timeoutMs?: number; signal?: AbortSignal }): Promise<Ended[]>;
   count(queue: string, state?: State): Promise<number>;
   journalAppend(id: string, seq: number | null, frame: Frame | Uint8Array, opts?: AppendOptions): Promise<number>;
   journalRead(id: string, opts?: ReadOptions): AsyncIterable<JournalFrame>;

@@ -23,7 +23,7 @@ import { cancelPlan } from '../src/core/sql/cancel.ts';
 import { appendPlan } from '../src/core/sql/append.ts';
 import { readPlan } from '../src/core/sql/journal-read.ts';
 import { trimPlan } from '../src/core/sql/trim.ts';
-import { countPlan, getPlan, queuesPlan } from '../src/core/sql/read.ts';
+import { countPlan, endedPlan, getPlan, queuesPlan } from '../src/core/sql/read.ts';
 import { listPlan, overviewPlan } from '../src/core/sql/list.ts';
 import { STATES, type State } from '../src/core/states.ts';
 import { configurePlan, pausePlan, queueInfoPlan } from '../src/core/sql/configure.ts';
@@ -78,6 +78,7 @@ const S = {
   after_rid: 9_000_000_039,
   level: 9_000_000_041.5,
   name: '«name»',
+  ids: '«ids»',
   cron: '«cron»',
   timezone: '«timezone»',
   next_at: 9_000_000_045,
@@ -232,6 +233,7 @@ const artifact = {
     redrive: statements(redrivePlan(S.now, S.ns, S.queue, S.limit)),
     redrive_dead_letters: statements(redriveDeadLettersPlan(S.now, S.ns, S.queue, S.limit)),
     count: statements(countPlan(S.ns, S.queue, S.state)),
+    ended: statements(endedPlan(S.ns, S.queue, S.ids)),
     set_schedule: statements(
       setSchedulePlan(S.now, S.ns, S.queue, {
         name: S.name,

@@ -12,14 +12,16 @@ import { toBase64 } from '../../src/core/bytes.ts';
 import { ACKS_WAIT_MS } from '../../src/core/limits.ts';
 import { decodeFrame } from '../../src/core/frame.ts';
 import type { State } from '../../src/core/states.ts';
-import type { Claimed, Frame, HeartbeatAnswer, Invocation, InvocationError, JournalFrame, JournalPage } from '../../src/core/types.ts';
-import { errorFor, InvocationCancelledError, InvocationFailedError, LakeshoreError, TimeoutError } from '../errors.ts';
+import type { Claimed, Frame, HeartbeatAnswer, Invocation, JournalFrame, JournalPage } from '../../src/core/types.ts';
+import { endedOf, errorFor, LakeshoreError, outcomeResult, TimeoutError } from '../errors.ts';
+import { ResultWaits } from './result-waits.ts';
 import type * as wire from '../../src/core/wire-types.ts';
 import type {
   AckRequest,
   AppendOptions,
   ClaimOptions,
   DispatchPlane,
+  Ended,
   HolderOptions,
   NackOptions,
   NackedState,
@@ -28,7 +30,7 @@ import type {
   SubmitOptions,
 } from '../types.ts';
 import type { Batcher } from '../batcher.ts';
-import { b64, batcherFor, enc, invocationOf, pageOf, queuePath, settledOf, type Json } from './wire.ts';
+import { b64, batcherFor, enc, invocationOf, outcomeOf, pageOf, queuePath, settledOf, type Json } from './wire.ts';
 import {
   type AckItem,
   ackParts,
@@ -55,7 +57,7 @@ export interface HttpDispatchOptions extends Partial<TransportOptions> {
 /** The longest single long-poll; longer waits are made of several. */
 const SLICE_MS = 50_000;
 /** How many recent ids remember their queue, so routes by id skip the plane's lookup. */
-const HINTS = 10_000;
+const HINTS = 100_000;
 
 export class HttpDispatch extends HttpOperators implements DispatchPlane {
   readonly baseUrl: string;
@@ -70,6 +72,13 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
   private readonly submitters = new Map<string, Batcher<SubmitItem, string>>();
   private readonly ackers = new Map<string, Batcher<AckItem, Json>>();
   private readonly nackers = new Map<string, Batcher<NackItem, Json>>();
+  /** Result waits of many jobs, shared by queue (result-waits.ts). */
+  private readonly waits = new ResultWaits(async (queue, ids, signal) => {
+    const body = { ids, timeout_ms: SLICE_MS } satisfies wire.ResultsWire;
+    return (await this.http.call('POST', `${queuePath(queue)}/results`, body, { waitMs: SLICE_MS, signal })).results as (Json & {
+      id: string;
+    })[];
+  });
 
   constructor(baseUrl: string, opts: HttpDispatchOptions = {}) {
     // A URL that is not one is said now, not retried as an outage (Python's HttpDispatch says the same).
@@ -134,7 +143,14 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
 
   async result(id: string, opts: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<Uint8Array | null> {
     if (opts.timeoutMs !== undefined && !(opts.timeoutMs >= 0)) throw errorFor('bad_request', 'timeout must not be negative');
-    const deadline = Date.now() + (opts.timeoutMs ?? this.timeout);
+    const timeoutMs = opts.timeoutMs ?? this.timeout;
+    const deadline = Date.now() + timeoutMs;
+    // A job whose queue this client knows waits with the others it awaits there (result-waits.ts).
+    const queue = this.coalesce && timeoutMs > 0 ? this.queues.get(id) : undefined;
+    if (queue) {
+      const item = await this.sharedWait(queue, id, deadline, opts.signal);
+      if (item) return outcomeResult(id, outcomeOf(item)!);
+    }
     for (;;) {
       const left = Math.max(0, deadline - Date.now());
       const slice = Math.min(left, SLICE_MS);
@@ -142,12 +158,41 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
         waitMs: slice,
         signal: opts.signal,
       });
-      if (r.state === 'succeeded') return r.result === null || r.result === undefined ? null : b64(r.result);
-      if (r.state === 'failed') throw new InvocationFailedError(id, (r.error as InvocationError) ?? { message: 'failed' });
-      if (r.state === 'cancelled') throw new InvocationCancelledError(id);
-      if (Date.now() >= deadline)
-        throw new TimeoutError(`invocation ${id} is still ${String(r.state)} after ${opts.timeoutMs ?? this.timeout} ms`);
+      if (r.state === 'succeeded' || r.state === 'failed' || r.state === 'cancelled') return outcomeResult(id, outcomeOf(r)!);
+      if (Date.now() >= deadline) throw new TimeoutError(`invocation ${id} is still ${String(r.state)} after ${timeoutMs} ms`);
     }
+  }
+
+  /** The plane's answer for `id` from a shared wait, or null when the single wait must go on (its deadline, a signal, a refusal). */
+  private sharedWait(queue: string, id: string, deadline: number, signal: AbortSignal | undefined): Promise<Json | null> {
+    return new Promise((resolve) => {
+      if (signal?.aborted) return resolve(null);
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const done = (item: Json | null) => {
+        if (timer !== undefined) clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        drop();
+        resolve(item);
+      };
+      const onAbort = () => done(null);
+      const drop = this.waits.add(queue, id, done, () => done(null));
+      const left = deadline - Date.now();
+      if (left < 2 ** 31 - 1) timer = setTimeout(() => done(null), left);
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  async results(queue: string, ids: string[], opts: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<Ended[]> {
+    const timeoutMs = opts.timeoutMs ?? this.timeout;
+    const out = await this.http.call('POST', `${queuePath(queue)}/results`, { ids, timeout_ms: timeoutMs } satisfies wire.ResultsWire, {
+      waitMs: timeoutMs,
+      signal: opts.signal,
+    });
+    return (out.results as Json[]).map((r) =>
+      r.state === undefined
+        ? { id: String(r.id), ok: false, error: errorFor((r.error as Json).code as string, String((r.error as Json).message)) }
+        : endedOf(String(r.id), outcomeOf(r)!),
+    );
   }
 
   async count(queue: string, state: State = 'queued'): Promise<number> {

@@ -14,12 +14,13 @@ import { decodeFrame } from '../../src/core/frame.ts';
 import type { State } from '../../src/core/states.ts';
 import type { Claimed, Frame, HeartbeatAnswer, Invocation, JournalFrame, JournalPage } from '../../src/core/types.ts';
 import { Batcher } from '../batcher.ts';
-import { BadRequestError, errorFor, InvocationCancelledError, InvocationFailedError, TimeoutError } from '../errors.ts';
+import { BadRequestError, endedOf, errorFor, InvocationCancelledError, InvocationFailedError, TimeoutError } from '../errors.ts';
 import type {
   AckRequest,
   AppendOptions,
   ClaimOptions,
   DispatchPlane,
+  Ended,
   HolderOptions,
   NackOptions,
   NackedState,
@@ -115,6 +116,15 @@ export class Dispatch extends LocalOperators implements DispatchPlane {
       if (Date.now() >= deadline || opts.signal?.aborted)
         throw new TimeoutError(`invocation ${id} is still ${out.state} after ${timeoutMs} ms`);
     }
+  }
+
+  async results(queue: string, ids: string[], opts: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<Ended[]> {
+    const ended = await this.clocks.waiting(() =>
+      verb(this.engine.results(this.namespace, queue, ids, opts.timeoutMs ?? 30_000, opts.signal)),
+    );
+    return ended.map((e) =>
+      'error' in e ? { id: e.id, ok: false, error: errorFor(e.error.code, e.error.message) } : endedOf(e.id, e.outcome),
+    );
   }
 
   count(queue: string, state: State = 'queued'): Promise<number> {

@@ -7,7 +7,7 @@
  */
 import type { PushHosts } from './push-target.ts';
 import { Committer, type CommitterOptions } from './committer.ts';
-import { invocationNotFound, LakeshoreError } from './errors.ts';
+import { badRequest, invocationNotFound, LakeshoreError } from './errors.ts';
 import { DEFAULT_LIMITS, type Limits } from './limits.ts';
 import { outcomeOf } from './rows.ts';
 import { isTerminal } from './states.ts';
@@ -28,6 +28,7 @@ import { submitInput, type SettingsRequest, type SubmitRequest } from './request
 import { failed, fill, one, parseEach, type Settled } from './settled.ts';
 import { keys } from './waiters.ts';
 import { Journal } from './journal.ts';
+import { waitForAny, type Ended } from './results.ts';
 import { Parking } from './park.ts';
 import { Work } from './work.ts';
 
@@ -255,9 +256,31 @@ export class Engine {
       gaveUp: async () => (await look()) ?? { state: last!.state as 'delayed' | 'queued' | 'running', timedOut: true },
     });
   }
+
+  /**
+   * Waits on many jobs of `queue` at once (results.ts): answers those that have ended, and those
+   * the queue does not have, as soon as there is any; none once `timeoutMs` passed.
+   */
+  async results(ns: string, queue: unknown, ids: unknown, timeoutMs?: unknown, signal?: AbortSignal): Promise<Ended[]> {
+    const q = v.queue(queue, this.limits);
+    if (!Array.isArray(ids) || !ids.length) throw badRequest('ids must be a list of one or more invocation ids');
+    const distinct = [...new Set(v.batch(ids, this.limits).map((id) => v.id(id, this.limits)))];
+    const wait = v.waitMs('timeout', timeoutMs, 30_000, this.limits.maxResultWaitMs);
+    const deadline = this.now() + wait;
+    return waitForAny({
+      committer: this.committer,
+      waiters: this.park.waiters,
+      now: this.now,
+      ns,
+      queue: q,
+      ids: distinct,
+      deadline,
+      signal,
+    });
+  }
 }
 
-export type { Submitted, Settled, SubmitRequest, SettingsRequest };
+export type { Submitted, Settled, SubmitRequest, SettingsRequest, Ended };
 export type { ClaimRequest, HolderRequest, AckRequest, NackRequest, AppendRequest } from './requests.ts';
 export type { Appended } from './sql/append.ts';
 export type { Page, QueueOverview, InvocationSummary } from './sql/list.ts';

@@ -53,6 +53,12 @@ export const invocationNotFound = (id: unknown) =>
     'not_found',
     `invocation ${JSON.stringify(id)} not found: never submitted in this namespace, or it finished longer ago than its queue's retention and was purged`,
   );
+/** An id a wait on many jobs of `queue` named that the queue does not have (core/results.ts). */
+export const notInQueue = (id: string, queue: string) =>
+  new LakeshoreError(
+    'not_found',
+    `invocation ${JSON.stringify(id)} is not in queue ${JSON.stringify(queue)}: never submitted to it, or purged after its retention`,
+  );
 /** A fencing miss: the caller no longer holds the invocation (re-dispatched, expired or finished). */
 export const fenced = (message: string) => new LakeshoreError('conflict', message);
 /** A transition that the row's state does not allow (a retry of a job that did not fail, say). */

@@ -4,6 +4,7 @@ import type { ErrorBody, Settled } from './settled.ts';
 import type { InvocationSummary, Page, QueueOverview } from './sql/list.ts';
 import type { StorageState } from './storage.ts';
 import type { PushStats } from './push.ts';
+import type { Ended } from './results.ts';
 import type { Claimed, Invocation, JournalFrame, JournalPage, Outcome, QueueInfo, QueueSettings, Schedule } from './types.ts';
 
 const b64 = (b: Uint8Array | null) => (b === null ? null : toBase64(b));
@@ -123,6 +124,9 @@ export function outcomeJson(o: Outcome | null) {
   if (o.state === 'failed' || o.state === 'cancelled') return { state: o.state, error: o.error };
   return { state: o.state, timed_out: true };
 }
+
+/** A job a wait on many answered (core/results.ts): `{id, state, result}`, `{id, state, error}`, or `{id, error: {code, message}}`. */
+export const endedJson = (e: Ended) => ('error' in e ? { id: e.id, error: e.error } : { id: e.id, ...outcomeJson(e.outcome) });
 
 export const pageJson = (p: JournalPage) => ({
   frames: p.frames.map(frameJson),

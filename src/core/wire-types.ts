@@ -53,6 +53,12 @@ export interface WorkerLogWire {
   lines: { id: string; level: string; message: string; trace_id?: string | null; at?: number | null }[];
 }
 
+/** A wait on many jobs of one queue (POST /queues/:queue/results): at most LIMIT_MAX_BATCH ids. */
+export interface ResultsWire {
+  ids: string[];
+  timeout_ms?: number | null;
+}
+
 export interface ClaimCancelWire {
   worker_id: string;
   claim_id: string;

@@ -19,6 +19,7 @@ import type {
   AckWire,
   ClaimWire,
   ClaimCancelWire,
+  ResultsWire,
   WorkerLogWire,
   QueueSettingsWire,
   RedriveWire,
@@ -112,6 +113,8 @@ export const ClaimBody = exactly<ClaimWire>()(
     ),
   }),
 );
+
+export const ResultsBody = exactly<ResultsWire>()(z.strictObject({ ids: z.array(z.string()), timeout_ms: opt(z.number()) }));
 
 export const ClaimCancelBody = exactly<ClaimCancelWire>()(z.strictObject({ worker_id: z.string(), claim_id: z.string() }));
 

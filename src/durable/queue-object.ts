@@ -148,6 +148,11 @@ export class QueueObject extends DurableObject<Env> {
     return this.waiting(waitId, (signal) => this.engine.result(this.ns, id, timeoutMs, signal, this.queue));
   }
 
+  /** Waits on many of this queue's jobs at once: those ended, as soon as any is (core/results.ts). */
+  results(ids: string[], timeoutMs: unknown, waitId?: string) {
+    return this.waiting(waitId, (signal) => this.engine.results(this.ns, this.queue, ids, timeoutMs, signal));
+  }
+
   trim(id: string, keepLast: unknown) {
     return this.run(() => this.engine.journal.trim(this.ns, id, keepLast, this.queue));
   }

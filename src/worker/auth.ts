@@ -119,8 +119,13 @@ export const may = (verb: Verb) =>
     const ns = nsParam(c);
     allow(c, ns, verb, c.req.param('queue') === undefined ? undefined : queueParam(c));
     const p = c.get('principal') as Principal;
-    // A stream token reads its one invocation; another id answers as if there were nothing there.
-    if ((p.kind === 'stream' || p.kind === 'delivery') && c.req.param('id') !== p.id) throw invocationNotFound(c.req.param('id'));
+    // A stream token reads its one invocation; another id answers as if there were nothing there,
+    // and a route of many (a wait on many jobs) is not its to call.
+    if (p.kind === 'stream' || p.kind === 'delivery') {
+      const id = c.req.param('id');
+      if (id === undefined) throw new LakeshoreError('forbidden', `a ${p.kind} token acts on its one invocation only`);
+      if (id !== p.id) throw invocationNotFound(id);
+    }
     c.set('ns', ns);
     await next();
   });

@@ -33,12 +33,14 @@ type Outcome<T> = { value: T } | { error: unknown };
 /**
  * Answers a waiting call's `answer` (its value, and whether it parked) as JSON, plainly or streamed
  * as above. `gone` runs once, kept alive past the response, if the client is found gone.
+ * `tailWrites`: 0 for an answer that hands nothing out (a wait on results), which needs no tail.
  */
 export async function longPoll<T>(
   c: Ctx,
   answer: Promise<{ value: T; parked: boolean }>,
   json: (v: T) => unknown,
   gone: () => Promise<unknown>,
+  tailWrites = TAIL_WRITES,
 ): Promise<Response> {
   const settled: Promise<Outcome<{ value: T; parked: boolean }>> = answer.then(
     (value) => ({ value }),
@@ -70,7 +72,7 @@ export async function longPoll<T>(
         if (!out || left) return;
         const body = 'error' in out ? { error: errorJson(out.error) } : json(out.value.value);
         await writer.write(enc.encode(`${JSON.stringify(body)}\n`));
-        for (let i = 0; i < TAIL_WRITES && !left; i++) {
+        for (let i = 0; i < tailWrites && !left; i++) {
           await sleep(KEEPALIVE_MS);
           await writer.write(SPACE);
         }

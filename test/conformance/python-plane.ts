@@ -18,6 +18,7 @@ import {
   InvocationFailedError,
   type Claimed,
   type DispatchPlane,
+  type Ended,
   type FeedItem,
   type Invocation,
   type QueueInfo,
@@ -281,6 +282,20 @@ async function pythonPlaneWith(options: Record<string, unknown>): Promise<PlaneH
       const r = await call('get', [id]);
       return r ? invocationOf(r) : null;
     },
+    results: async (queue, ids, o = {}) =>
+      Promise.all(
+        ((await call('results', [queue, ids], { timeout: s(o.timeoutMs) ?? 30 })) as Json[]).map(async (r): Promise<Ended> => {
+          if (r.error === undefined) {
+            const bytes = unb64(r.result);
+            // Python answers b"" for an ack without a result; the row says which it was.
+            return { id: r.id, ok: true, result: bytes.length || (await call('get', [r.id]))?.result ? bytes : null };
+          }
+          const e = r.error;
+          if (e.$error === 'invocation_failed') return { id: r.id, ok: false, error: new InvocationFailedError(r.id, e.error) };
+          if (e.$error === 'invocation_cancelled') return { id: r.id, ok: false, error: new InvocationCancelledError(r.id) };
+          return { id: r.id, ok: false, error: errorFor(e.$error, e.message) };
+        }),
+      ),
     result: async (id, o = {}) => {
       const bytes = unb64(await call('result', [id], { timeout: s(o.timeoutMs) ?? 30 }));
       // Python answers b"" for an ack without a result; the row says which it was.

@@ -189,6 +189,50 @@ export function conformance(
         await expect(d.result('missing', { timeoutMs: 10 })).rejects.toBeInstanceOf(NotFoundError);
       });
 
+      it('results waits on many jobs of a queue at once: those ended as soon as any is, and those it does not have', async () => {
+        for (const id of ['m1', 'm2', 'm3']) await d.submit('q', bytes('x'), { id });
+        await d.submit('other', bytes('x'), { id: 'elsewhere' });
+        expect(await d.results('q', ['m1', 'm2'], { timeoutMs: 30 })).toEqual([]);
+        await d.cancel('m3');
+        const now = await d.results('q', ['m1', 'm3', 'nope', 'elsewhere', 'm3'], { timeoutMs: 10_000 });
+        expect(now.map((e) => e.id).sort()).toEqual(['elsewhere', 'm3', 'nope']);
+        const by = new Map(now.map((e) => [e.id, e]));
+        expect(by.get('m3')).toMatchObject({ ok: false, error: expect.any(InvocationCancelledError) });
+        expect(by.get('nope')).toMatchObject({ ok: false, error: expect.any(NotFoundError) });
+        expect(by.get('elsewhere')).toMatchObject({ ok: false, error: expect.any(NotFoundError) });
+
+        // Parked on both, answered by the first end with it alone.
+        const waiting = d.results('q', ['m1', 'm2'], { timeoutMs: 10_000 });
+        const c = await d.claim('q', 'w');
+        await parked();
+        await d.ack(c!.id, 'w', { result: bytes('one') });
+        const first = await waiting;
+        expect(first.map((e) => [e.id, e.ok && text(e.result)])).toEqual([['m1', 'one']]);
+
+        const c2 = await d.claim('q', 'w');
+        await d.nack(c2!.id, 'w', { error: { message: 'bad', type: 'ValueError' }, retry: false });
+        const [failed] = await d.results('q', ['m2', 'm1']).then((r) => r.sort((a, b) => b.id.localeCompare(a.id)));
+        expect(failed).toMatchObject({ id: 'm2', ok: false, error: expect.any(InvocationFailedError) });
+        expect(failed?.ok === false && (failed.error as InvocationFailedError).error).toMatchObject({ message: 'bad', type: 'ValueError' });
+      });
+
+      it('results refuses what it cannot wait on, and waits on nothing then', async () => {
+        await d.submit('q', bytes('x'), { id: 'r1' });
+        await expect(d.results('q', [])).rejects.toBeInstanceOf(BadRequestError);
+        await expect(
+          d.results(
+            'q',
+            Array.from({ length: 1001 }, (_, i) => `x${i}`),
+          ),
+        ).rejects.toBeInstanceOf(BadRequestError);
+        await expect(d.results('q', ['r1', ''])).rejects.toBeInstanceOf(BadRequestError);
+        await expect(d.results('q', ['r1'], { timeoutMs: -1 })).rejects.toBeInstanceOf(BadRequestError);
+        await expect(d.results('q', ['r1'], { timeoutMs: 300_001 })).rejects.toBeInstanceOf(BadRequestError);
+        await expect(d.results('bad queue!', ['r1'])).rejects.toBeInstanceOf(BadRequestError);
+        expect(await h.parked('q')).toBe(0);
+        expect(await d.get('r1')).toMatchObject({ state: 'queued' });
+      });
+
       it('result waits as long as asked, past the 300 s one wait of the HTTP route may take (an hour, here)', async () => {
         await d.submit('q', bytes('x'), { id: 'long' });
         const waiting = d.result('long', { timeoutMs: 3_600_000 });

@@ -76,6 +76,7 @@ const MATRIX: Record<string, Entry> = {
   'POST /v1/ns/:ns/queues/:queue/purge': { roles: [], body: () => ({ state: 'failed' }) },
   'GET /v1/ns/:ns/invocations/:id': { roles: ['producer'], byId: true },
   'GET /v1/ns/:ns/invocations/:id/result': { roles: ['producer'], byId: true },
+  'POST /v1/ns/:ns/queues/:queue/results': { roles: ['producer'], body: (id) => ({ ids: [id], timeout_ms: 0 }) },
   'POST /v1/ns/:ns/invocations/:id/ack': { roles: ['worker'], byId: true, body: () => ({ worker_id: 'w' }) },
   'POST /v1/ns/:ns/invocations/:id/nack': { roles: ['worker'], byId: true, body: () => ({ worker_id: 'w', error: 'x' }) },
   'POST /v1/ns/:ns/invocations/:id/heartbeat': { roles: ['worker'], byId: true, body: () => ({ worker_id: 'w' }) },
@@ -228,6 +229,10 @@ describe('authorization matrix', () => {
       }
     }
     expect(allowed).toBe(5);
+    // A wait on many jobs of its queue, even its own alone, is not a delivery token's to make: 403, saying why.
+    const many = await call('POST', `/v1/ns/${ns}/queues/q/results`, { ids: ['mine'], timeout_ms: 0 }, as);
+    expect(many.status).toBe(403);
+    expect(many.body.error.message).toMatch(/acts on its one invocation only/);
     // Another attempt or holder named in the body: refused; its own: acked.
     const ack = `/v1/ns/${ns}/invocations/mine/ack`;
     expect((await call('POST', ack, { worker_id: 'w', attempt: 2 }, as)).status).toBe(403);

@@ -149,6 +149,15 @@ const scheduling = fc.constantFrom(
   `{"push":{"url":"service://PUSH_TEST_HOOKS"}}`,
   `{"push":"https://example.com/x"}`,
   `{"push":{}}`,
+  `{"ids":[]}`,
+  `{"ids":"inv"}`,
+  `{"ids":[7]}`,
+  `{"ids":["inv",""],"timeout_ms":0}`,
+  `{"ids":["inv"],"timeout_ms":-1}`,
+  `{"ids":["inv"],"timeout_ms":300001}`,
+  `{"ids":["inv"],"timeout_ms":"soon"}`,
+  `{"ids":["done","nope","inv"],"timeout_ms":0}`,
+  `{"ids":[${Array.from({ length: 1001 }, (_, i) => `"i${i}"`).join(',')}],"timeout_ms":0}`,
   `{"lines":[${Array.from({ length: 101 }, () => '{"id":"inv","level":"info","message":"m"}').join(',')}]}`,
 );
 /** Free-form JSON values (meta, an error object), nested up to 6,000 levels, or carrying own __proto__ keys. */
@@ -214,6 +223,7 @@ const routes: [string, string][] = [
   ['POST', 'queues/:q/purge'],
   ['GET', 'invocations/:id'],
   ['GET', 'invocations/:id/result?timeout_ms=:n'],
+  ['POST', 'queues/:q/results'],
   ['POST', 'invocations/:id/ack'],
   ['POST', 'invocations/:id/nack'],
   ['POST', 'invocations/:id/heartbeat'],

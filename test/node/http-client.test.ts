@@ -5,7 +5,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
-import { ForbiddenError, HttpDispatch, UnauthorizedError } from '../../client/local/index.ts';
+import { ForbiddenError, HttpDispatch, InvocationFailedError, UnauthorizedError } from '../../client/local/index.ts';
+import { until } from '../support/wait.ts';
 import { bytes, client } from './setup/client.ts';
 
 describe('HttpDispatch', () => {
@@ -69,4 +70,75 @@ describe('HttpDispatch batches', () => {
     expect(acks.acks).toEqual(claimed.map(() => null));
     expect(await d.count('q', 'succeeded')).toBe(36);
   }, 120_000);
+});
+
+describe('HttpDispatch shared result waits', () => {
+  it('awaits 2,500 jobs over a few results requests, not a connection each, and each gets its own answer', async () => {
+    const asked = { results: 0, result: 0 };
+    const d = client({
+      fetch: async (input, init) => {
+        const url = String(input instanceof Request ? input.url : input);
+        if (/\/queues\/[^/]+\/results$/.test(url)) asked.results++;
+        else if (/\/invocations\/[^/]+\/result\?/.test(url)) asked.result++;
+        return fetch(input, init);
+      },
+    });
+    const worker = client({ namespace: d.namespace });
+    const n = 2_500;
+    const ids = (
+      await d.submitMany(
+        'fan',
+        Array.from({ length: n }, (_, i) => ({ envelope: bytes('x'), opts: { id: `f${i}` } })),
+      )
+    ).map((r) => ('id' in r ? r.id : ''));
+    const results = Promise.allSettled(ids.map((id) => d.result(id).then((b) => new TextDecoder().decode(b!))));
+    await until(async () => asked.results >= 3, 'the first requests out');
+    expect(asked).toEqual({ results: 3, result: 0 }); // 1,000 ids a request
+
+    // A job failed ends its own wait with its own error; the rest with their results.
+    const failing = d.result('f7').catch((e: unknown) => e);
+    for (let left = n; left > 0; ) {
+      const got = await worker.claimMany('fan', 'w', 1000);
+      left -= got.length;
+      const ok = got.filter((c) => c.id !== 'f7');
+      await Promise.all(ok.map((c) => worker.ack(c.id, 'w', { attempt: c.attempt, result: bytes(`r${c.id}`) }))); // coalesced
+      for (const c of got) if (c.id === 'f7') await worker.nack(c.id, 'w', { error: 'seven', retry: false });
+    }
+    const settled = await results;
+    expect(settled.filter((s) => s.status === 'fulfilled').map((s) => s.value)).toEqual(
+      ids.filter((id) => id !== 'f7').map((id) => `r${id}`),
+    );
+    expect(await failing).toBeInstanceOf(InvocationFailedError);
+    expect(settled[7]).toMatchObject({ status: 'rejected', reason: expect.any(InvocationFailedError) });
+    expect(asked.result).toBe(0);
+    expect(asked.results).toBeLessThan(100);
+  });
+
+  it('calls off a wait on many jobs whose client left, its waiters with it, not at its timeout', async () => {
+    const d = client();
+    const waiters = async () => {
+      const r = await fetch(`${inject('planeUrl')}/v1/ns/${d.namespace}/queues/gone/stats`, {
+        headers: { authorization: `Bearer ${inject('planeToken')}` },
+      });
+      return ((await r.json()) as { waiters: number }).waiters;
+    };
+    for (const id of ['g1', 'g2']) await d.submit('gone', bytes('x'), { id });
+    const ctl = new AbortController();
+    const waiting = d.results('gone', ['g1', 'g2'], { timeoutMs: 120_000, signal: ctl.signal }).catch((e: unknown) => e);
+    await until(async () => (await waiters()) === 2, 'both jobs waited on');
+    ctl.abort(new Error('merged into another'));
+    expect(await waiting).toMatchObject({ message: 'merged into another' });
+    await until(async () => (await waiters()) === 0, 'the wait called off on the plane');
+    expect(await d.count('gone')).toBe(2);
+  });
+
+  it('says a shared wait timed out as a single one does, and leaves an aborted one at once', async () => {
+    const d = client();
+    await d.submit('slow', bytes('x'), { id: 's1' });
+    await expect(d.result('s1', { timeoutMs: 100 })).rejects.toThrow(/invocation s1 is still queued after 100 ms/);
+    const ctl = new AbortController();
+    const waiting = d.result('s1', { signal: ctl.signal });
+    ctl.abort(new Error('gave up'));
+    await expect(waiting).rejects.toThrow('gave up');
+  });
 });

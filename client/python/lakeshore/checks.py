@@ -8,7 +8,7 @@ import secrets
 import urllib.parse
 from typing import Any, Dict, List, Optional
 
-from .errors import BadRequest, NotFound
+from .errors import BadRequest, InvocationCancelled, InvocationFailed, NotFound, error_for
 
 
 # The contract's states (src/core/states.ts), and the finished ones.
@@ -234,3 +234,36 @@ def _push(t: Any) -> Dict[str, Any]:
 
 def _ms(v: Optional[float]) -> Optional[int]:
     return None if v is None else int(round(v * 1000))
+
+
+def _ids(ids: Any) -> List[str]:
+    """A wait on many jobs' ids: 1 to 1,000 of them, each an id; repeats count once."""
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, (list, tuple)) or not ids:
+        raise BadRequest("ids must be a list of one or more invocation ids")
+    if len(ids) > 1000:
+        raise BadRequest("a batch holds at most 1000 items; this one holds %d" % len(ids))
+    return list(dict.fromkeys(_text("id", i) for i in ids))
+
+
+def _result_wait(timeout: Optional[float]) -> float:
+    """A wait on many jobs' timeout in seconds: at most the plane's 300 s result wait (wait again to wait longer)."""
+    t = 30.0 if timeout is None else _number("timeout", timeout, 0)
+    if t > 300:
+        raise BadRequest("timeout is %ss; the longest wait this plane allows is 300 s (wait again to wait longer)" % t)
+    return t
+
+
+def _ended(r: Dict[str, Any], queue: str) -> Dict[str, Any]:
+    """One job a wait on many answered, from its row (or the plane's JSON): its result, or the error result() raises for it."""
+    inv_id, state = r["id"], r.get("state")
+    if state == "succeeded":
+        return {"id": inv_id, "result": bytes(r["result"] or b"")}
+    if state == "failed":
+        err = r.get("error")
+        return {"id": inv_id, "error": InvocationFailed(inv_id, (json.loads(err) if isinstance(err, str) else err) or {"message": "failed"})}
+    if state == "cancelled":
+        return {"id": inv_id, "error": InvocationCancelled(inv_id)}
+    if state is None and isinstance(r.get("error"), dict):  # the plane's own words
+        return {"id": inv_id, "error": error_for(r["error"]["code"], r["error"]["message"])}
+    return {"id": inv_id, "error": NotFound("invocation %s is not in queue %s: never submitted to it, or purged after its retention"
+                                           % (json.dumps(inv_id), json.dumps(queue)))}

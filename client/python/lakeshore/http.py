@@ -9,6 +9,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
+from .checks import _ended
 from .errors import InvocationCancelled, InvocationFailed, LakeshoreError, Timeout, error_for
 from .frames import decode_frame, encode_frame
 from .http_operators import KEEP, HttpOperatorVerbs
@@ -162,6 +163,16 @@ class HttpDispatch(HttpOperatorVerbs):
                 raise InvocationCancelled(inv_id)
             if time.monotonic() >= deadline:
                 raise Timeout("invocation %s is still %s after %ss" % (inv_id, state, timeout))
+
+    def results(self, queue: str, ids: List[str], *, timeout: Optional[float] = 30.0) -> List[Dict[str, Any]]:
+        """Waits on many jobs of `queue` at once (at most 1,000 ids), in one request: as soon as any
+        has ended, each that has, as `{"id", "result": bytes}` or `{"id", "error": InvocationFailed,
+        InvocationCancelled or NotFound}`; [] once `timeout` seconds (at most 300) passed with none."""
+        wait = 30.0 if timeout is None else timeout
+        number = isinstance(wait, (int, float)) and not isinstance(wait, bool)
+        body = {"ids": list(ids) if isinstance(ids, (list, tuple)) else ids, "timeout_ms": int(wait * 1000) if number else wait}  # the plane checks both
+        out = self._call("POST", "/queues/%s/results" % _queue(queue), body, wait=max(0.0, wait) if number else 0.0)
+        return [_ended({**r, "result": _unb64(r.get("result"))}, queue) for r in out["results"]]
 
     def count(self, queue: str, state: str = "queued") -> int:
         return int(self._call("GET", "/queues/%s/count?state=%s" % (_queue(queue), _q(state)))["count"])

@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from .checks import STATES, not_found, _duration, _int, _moment, _name, _number, _shallow, _text, max_wait, _ms
+from .checks import STATES, not_found, _duration, _ended, _ids, _result_wait, _int, _moment, _name, _number, _shallow, _text, max_wait, _ms
 from .errors import BadRequest, FencingConflict, InvocationCancelled, InvocationFailed, LakeshoreError, PayloadTooLarge, StorageFull, Timeout
 from .http import Claimed
 from .claims import ClaimMachinery
@@ -297,6 +297,19 @@ class Dispatch(ClaimMachinery, FeedLog, JournalVerbs, ObserveVerbs, OperatorVerb
                 raise InvocationCancelled(inv_id)
             if time.monotonic() >= deadline:
                 raise Timeout("invocation %s is still %s after %ss" % (inv_id, row["state"], timeout))
+            time.sleep(poll)
+
+    def results(self, queue: str, ids: Sequence[str], *, timeout: Optional[float] = 30.0, poll: float = 0.02) -> List[Dict[str, Any]]:
+        """Waits on many jobs of `queue` at once (at most 1,000 ids): as soon as any has ended, each
+        that has, as `{"id", "result": bytes}` or `{"id", "error": InvocationFailed,
+        InvocationCancelled or NotFound (the queue has no such job)}`; [] once `timeout` seconds
+        (at most 300) passed with none ended."""
+        q, wanted = _name("queue", queue), _ids(ids)
+        deadline = time.monotonic() + _result_wait(timeout)
+        while True:
+            rows = self._run("ended", {"queue": q, "ids": json.dumps(wanted)})[0]
+            if rows or time.monotonic() >= deadline:
+                return [_ended(dict(r), q) for r in rows]
             time.sleep(poll)
 
     def count(self, queue: str, state: str = "queued") -> int:

@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import lakeshore as ls  # noqa: E402
 
-BLOCKING = {"claim", "claim_many", "result", "journal_read"}
+BLOCKING = {"claim", "claim_many", "result", "results", "journal_read"}
 
 _offset = [0.0]
 _real_time = time.time
@@ -41,6 +41,10 @@ def enc(v: Any) -> Any:
         return [enc(x) for x in v]
     if isinstance(v, ls.LakeshoreError):
         return {"$error": v.code, "message": str(v)}
+    if isinstance(v, ls.InvocationFailed):
+        return {"$error": "invocation_failed", "message": str(v), "error": v.error}
+    if isinstance(v, ls.InvocationCancelled):
+        return {"$error": "invocation_cancelled", "message": str(v)}
     return v
 
 

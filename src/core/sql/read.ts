@@ -17,6 +17,29 @@ export const getPlan = (ns: string, id: string, queue: string | null = null): Pl
   done: ([r]) => (r!.rows[0] ? toInvocation(r!.rows[0]) : null),
 });
 
+/**
+ * Of `ids` (a JSON list), those of `queue` that have ended, with their outcome columns, and those `queue` does
+ * not have (state null): what a wait on many jobs answers (results.ts). One statement, read by the
+ * (ns, id) index.
+ */
+export const endedPlan = (
+  ns: string,
+  queue: string,
+  ids: string,
+): Plan<{ id: string; state: State | null; result: unknown; error: unknown }[]> => ({
+  stmts: [
+    stmt(
+      `SELECT j.value AS id, i.state, i.result, i.error FROM json_each(?3) AS j
+         LEFT JOIN invocations AS i ON i.ns = ?1 AND i.id = j.value AND i.queue = ?2
+         WHERE i.state IS NULL OR i.${FINISHED}`,
+      ns,
+      queue,
+      ids,
+    ),
+  ],
+  done: ([r]) => r!.rows.map((x) => ({ id: String(x.id), state: (x.state ?? null) as State | null, result: x.result, error: x.error })),
+});
+
 /** Just the queue of an invocation: how the HTTP layer routes by id to the queue's object. */
 export const queueOfPlan = (ns: string, id: string): Plan<string | null> => ({
   stmts: [stmt(`SELECT queue FROM invocations WHERE ns = ?1 AND id = ?2`, ns, id)],

@@ -9,6 +9,7 @@ import {
   WorkerLogBody,
   NackManyBody,
   QueueSettingsBody,
+  ResultsBody,
   RedriveBody,
   PurgeBody,
   ScheduleBody,
@@ -16,8 +17,18 @@ import {
   SubmitManyBody,
 } from '../../core/wire.ts';
 import type { QueueInfo, Schedule } from '../../core/types.ts';
+import type { Ended } from '../../core/results.ts';
 import { jsonBody, MAX_BATCH_BODY_BYTES, numParam } from '../body.ts';
-import { claimedJson, itemJson, overviewJson, pageOfJson, queueInfoJson, scheduleJson, storageJson } from '../../core/wire-json.ts';
+import {
+  claimedJson,
+  endedJson,
+  itemJson,
+  overviewJson,
+  pageOfJson,
+  queueInfoJson,
+  scheduleJson,
+  storageJson,
+} from '../../core/wire-json.ts';
 import { limitsOf, liveOverview, noteBookmark, queueObject, queueParam, reader, type App } from '../plane.ts';
 import { logLines } from '../../core/feed.ts';
 import { allow, may } from '../auth.ts';
@@ -106,6 +117,21 @@ export const queues = new Hono<App>()
     const acks = b.acks.map((a) => ({ id: a.id, workerId: b.worker_id, attempt: a.attempt, result: a.result }));
     const out = await raise(stub.ackAndClaim(acks, req));
     return c.json({ claimed: out.claimed.map(claimedJson), acks: out.acks.map((r) => itemJson(r, acked)) });
+  })
+  .post('/:queue/results', may('result'), jsonBody(ResultsBody), async (c) => {
+    const b = c.req.valid('json');
+    const stub = queueObject(c, c.var.ns, queueParam(c));
+    // It streams while it waits (long-poll.ts), so a wait whose client left (a client's shared
+    // waits, merged into another call) is called off, with its waiters, not left to its timeout.
+    const waitId = crypto.randomUUID();
+    const answer = raise<Ended[]>(stub.results(b.ids, b.timeout_ms ?? undefined, waitId)).then((value) => ({ value, parked: false }));
+    return longPoll(
+      c,
+      answer,
+      (ended) => ({ results: ended.map(endedJson) }),
+      () => stub.abortWait(waitId),
+      0,
+    );
   })
   .post('/:queue/workers/:worker/stop', may('claim'), async (c) => {
     const id = v.workerId(c.req.param('worker'));
