@@ -10,7 +10,9 @@ and none blocks the event loop, so one loop can wait on many jobs at once.
 The clients underneath block (http.client, sqlite3), so each call runs in a thread, with the
 caller's context (its span, the running job a handler's submit is made from):
 - short calls (submit, map, get, cancel, the schedules) in the loop's default executor;
-- waits (result, stream) in a thread of their own, which waits on the plane in slices of at most
+- the results of an AsyncQueue's handles together, a thread for up to 1,000 jobs of a queue
+  (aio_shared.py), so a gather over thousands of handles holds a few threads, not one each;
+- other waits (a result by id alone, a stream) in a thread of their own, which waits on the plane in slices of at most
   `WAIT_SLICE` seconds. When the awaiting task is cancelled (`asyncio.wait_for`, a task group
   giving up) or a stream is left, the thread stops at the end of its slice: no thread outlives its
   awaiter by more than a slice.
@@ -26,6 +28,7 @@ import threading
 import time
 from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Union
 
+from .aio_shared import shared_waits
 from .checks import _number
 from .errors import Timeout
 from .frames import END, VALUE, decode_frame
@@ -140,16 +143,29 @@ def events(dispatch: Any = None, queue: Optional[str] = None, *, kinds: Optional
 
 
 class AsyncHandle:
-    """A submitted invocation, awaited: its id, and what it gives back."""
+    """A submitted invocation, awaited: its id, and what it gives back. With its `queue` known (an
+    AsyncQueue's handles), its result waits with the other jobs awaited there (aio_shared.py)."""
 
-    def __init__(self, inv_id: str, dispatch: Any):
+    def __init__(self, inv_id: str, dispatch: Any, queue: Optional[str] = None):
         self.id = inv_id
         self.dispatch = dispatch
+        self.queue = queue
 
     async def result(self, timeout: Optional[float] = None) -> Any:
         """The decoded return value, as Handle.result: as long as the job takes, or `timeout`
         seconds (then Timeout); raises InvocationFailed or InvocationCancelled as the job ended so."""
         deadline = time.monotonic() + _bound(timeout)
+        shared = shared_waits(self.dispatch, WAIT_SLICE) if self.queue is not None else None
+        if shared is not None:
+            answer = shared.wait(self.queue, self.id, deadline)  # type: ignore[arg-type]
+            try:
+                item = await (answer if timeout is None else asyncio.wait_for(answer, max(0.0, deadline - time.monotonic())))
+            except asyncio.TimeoutError:
+                item = None  # the single wait below says how the job stands now
+            if item is not None:
+                if "error" in item:
+                    raise item["error"]
+                return _json_value(item["result"])
 
         def wait(stopped: threading.Event) -> Any:
             while True:
@@ -214,7 +230,7 @@ class AsyncQueue:
         self.dispatch = self.sync.dispatch
 
     def _handle(self, h: Optional[Handle]) -> Optional[AsyncHandle]:
-        return None if h is None else AsyncHandle(h.id, self.dispatch)
+        return None if h is None else AsyncHandle(h.id, self.dispatch, self.name)
 
     async def submit(self, fn: Fn, *args: Any, **kwargs: Any) -> AsyncHandle:
         """Submits `fn(*args, **kwargs)`, as SyncQueue.submit."""
@@ -223,7 +239,7 @@ class AsyncQueue:
     async def submit_with(self, options: Dict[str, Any], fn: Fn, *args: Any, **kwargs: Any) -> AsyncHandle:
         """Submits with options, as SyncQueue.submit_with."""
         h = await asyncio.to_thread(self.sync.submit_with, options, fn, *args, **kwargs)
-        return AsyncHandle(h.id, self.dispatch)
+        return AsyncHandle(h.id, self.dispatch, self.name)
 
     async def map(self, fn: Fn, *iterables: Any) -> List[AsyncHandle]:
         """Submits `fn(*args)` for each tuple of args, as SyncQueue.map: handles in order, and a
@@ -234,7 +250,7 @@ class AsyncQueue:
             if isinstance(getattr(e, "handles", None), list):
                 e.handles = [self._handle(h) for h in e.handles]  # type: ignore[attr-defined]
             raise
-        return [AsyncHandle(h.id, self.dispatch) for h in handles]
+        return [AsyncHandle(h.id, self.dispatch, self.name) for h in handles]
 
     async def schedule(self, name: str, cron: str, fn: Fn, *args: Any, **kwargs: Any) -> Dict[str, Any]:
         return await asyncio.to_thread(self.sync.schedule, name, cron, fn, *args, **kwargs)

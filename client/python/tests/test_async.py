@@ -34,7 +34,7 @@ def boom():
 
 
 def waiting_threads():
-    return [t.name for t in threading.enumerate() if t.name in ("lakeshore-wait", "lakeshore-stream")]
+    return [t.name for t in threading.enumerate() if t.name in ("lakeshore-wait", "lakeshore-stream", "lakeshore-results")]
 
 
 def wait_until(check, what, timeout=10.0):
@@ -113,6 +113,23 @@ class Awaited:
             await tick
 
         asyncio.run(main())
+
+    def test_many_awaits_wait_on_the_plane_together_a_thread_a_thousand_jobs(self):
+        async def main():
+            q = ls.AsyncQueue("fan", self.d)
+            hs = await q.map(square, range(1200))
+            gathered = asyncio.ensure_future(asyncio.gather(*(h.result() for h in hs)))
+            for _ in range(500):  # bounded: until both calls are out
+                if waiting_threads().count("lakeshore-results") >= 2:
+                    break
+                await asyncio.sleep(0.01)
+            # 1,200 awaits, two calls on the plane (1,000 jobs and 200): no thread for each.
+            self.assertEqual(sorted(waiting_threads()), ["lakeshore-results"] * 2)
+            self.worker("fan", {"square": square})
+            self.assertEqual(await gathered, [x * x for x in range(1200)])
+
+        asyncio.run(main())
+        wait_until(lambda: not waiting_threads(), lambda: "the calls' threads to end (%s)" % waiting_threads())
 
     def test_a_wait_nobody_awaits_leaves_no_thread_behind(self):
         before = aio.WAIT_SLICE
