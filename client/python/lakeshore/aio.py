@@ -161,7 +161,7 @@ class AsyncHandle:
             try:
                 item = await (answer if timeout is None else asyncio.wait_for(answer, max(0.0, deadline - time.monotonic())))
             except asyncio.TimeoutError:
-                item = None  # the single wait below says how the job stands now
+                raise Timeout("invocation %s did not end within %ss" % (self.id, timeout)) from None
             if item is not None:
                 if "error" in item:
                     raise item["error"]
