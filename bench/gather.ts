@@ -1,0 +1,103 @@
+/**
+ * Gather: a producer submits N jobs (`q.map`) and awaits every result at once
+ * (`Promise.all(handles.map((h) => h.result()))`) while a worker drains them (runWorker, a worker
+ * token, concurrency W, a handler of `--ms` ms), on the edge plane. Two ways of awaiting, a round
+ * each, alternated:
+ * - shared: the handles of the client that submitted them, whose waits go out together
+ *   (`POST /queues/:queue/results`, client/http/result-waits.ts);
+ * - single: the same ids awaited through a client that does not know their queue, a
+ *   `GET /invocations/:id/result` long-poll (and a connection) each, as before the shared waits.
+ * It prints, per round, the wall time from the first await to the last answer, the producer's
+ * requests of each kind, and the most sockets its process held open at once.
+ *
+ *   node scripts/run.mjs node bench/gather.ts [--n=5000] [--rounds=3] [--concurrency=8] [--ms=5]
+ */
+import { mkdtempSync, readdirSync, readlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Handle, HttpDispatch, Queue, runWorker } from '../client/local/index.ts';
+import { newToken, startPlane } from '../scripts/plane.mjs';
+
+const arg = (name: string, dflt: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? dflt;
+const N = Number(arg('n', '5000'));
+const ROUNDS = Number(arg('rounds', '3'));
+const W = Number(arg('concurrency', '8'));
+const MS = Number(arg('ms', '5'));
+
+const dir = mkdtempSync(join(process.env.BENCH_STATE_DIR ?? tmpdir(), 'lakeshore-gather-'));
+const token = newToken('lsk_bench_');
+const plane = await startPlane({ node: process.execPath, env: process.env, persistTo: dir, vars: { LAKESHORE_TOKEN: token } });
+const op = new HttpDispatch(plane.url, { token, namespace: 'bench' });
+const producer = (await op.createToken('producer')).token;
+const worker = new HttpDispatch(plane.url, { token: (await op.createToken('worker')).token, namespace: 'bench' });
+await op.close();
+
+const stop = new AbortController();
+const running = runWorker('g', {
+  dispatch: worker,
+  concurrency: W,
+  stop: stop.signal,
+  registry: {
+    sq: async (x: number) => {
+      await new Promise((r) => setTimeout(r, MS));
+      return x * x;
+    },
+  },
+});
+
+/** Sockets this process holds now (Linux). */
+const sockets = () =>
+  readdirSync('/proc/self/fd').filter((f) => {
+    try {
+      return readlinkSync(`/proc/self/fd/${f}`).startsWith('socket:');
+    } catch {
+      return false;
+    }
+  }).length;
+
+async function round(how: 'shared' | 'single') {
+  // The last round's idle connections close first (fetch keeps them a few seconds), bounded.
+  for (const t0 = Date.now(); sockets() > 50 && Date.now() - t0 < 30_000; ) await new Promise((r) => setTimeout(r, 100));
+  const asked = { results: 0, result: 0, other: 0 };
+  const counting: typeof fetch = (input, init) => {
+    const url = String(input instanceof Request ? input.url : input);
+    if (/\/results$/.test(url)) asked.results++;
+    else if (/\/result\?/.test(url)) asked.result++;
+    else asked.other++;
+    return fetch(input, init);
+  };
+  const d = new HttpDispatch(plane.url, { token: producer, namespace: 'bench', fetch: counting });
+  const handles = await new Queue('g', { dispatch: d }).map(
+    'sq',
+    Array.from({ length: N }, (_, i) => [i]),
+  );
+  const waiter = how === 'shared' ? d : new HttpDispatch(plane.url, { token: producer, namespace: 'bench', fetch: counting });
+  asked.other = 0;
+  let most = 0;
+  const sample = setInterval(() => (most = Math.max(most, sockets())), 20);
+  const t0 = performance.now();
+  const got = await Promise.all(handles.map((h) => new Handle<number>(h.id, waiter).result()));
+  const ms = performance.now() - t0;
+  clearInterval(sample);
+  if (got[N - 1] !== (N - 1) ** 2) throw new Error(`a wrong answer: ${got[N - 1]}`);
+  await d.close();
+  if (waiter !== d) await waiter.close();
+  return { how, ms: Math.round(ms), ...asked, sockets: most };
+}
+
+const rows = [];
+for (let r = 0; r < ROUNDS; r++)
+  for (const how of r % 2 ? (['single', 'shared'] as const) : (['shared', 'single'] as const)) rows.push(await round(how));
+console.log(`gather: ${N} jobs, a worker of concurrency ${W}, ${MS} ms a job (the worker's floor: ${Math.round((N * MS) / W)} ms)`);
+console.table(rows);
+const median = (xs: number[]) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const of = (how: string) => rows.filter((r) => r.how === how);
+console.log(
+  `median ms: shared ${median(of('shared').map((r) => r.ms))}, single ${median(of('single').map((r) => r.ms))}; ` +
+    `requests awaiting: shared ${median(of('shared').map((r) => r.results))}, single ${median(of('single').map((r) => r.result))}; ` +
+    `most sockets: shared ${median(of('shared').map((r) => r.sockets))}, single ${median(of('single').map((r) => r.sockets))}`,
+);
+stop.abort();
+await running;
+await worker.close();
+await plane.stop();
