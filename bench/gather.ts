@@ -85,7 +85,7 @@ async function round(how: 'shared' | 'single') {
   return { how, ms: Math.round(ms), ...asked, sockets: most };
 }
 
-const rows = [];
+const rows: Awaited<ReturnType<typeof round>>[] = [];
 for (let r = 0; r < ROUNDS; r++)
   for (const how of r % 2 ? (['single', 'shared'] as const) : (['shared', 'single'] as const)) rows.push(await round(how));
 console.log(`gather: ${N} jobs, a worker of concurrency ${W}, ${MS} ms a job (the worker's floor: ${Math.round((N * MS) / W)} ms)`);

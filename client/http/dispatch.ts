@@ -148,7 +148,7 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
     // A job whose queue this client knows waits with the others it awaits there (result-waits.ts).
     const queue = this.coalesce && timeoutMs > 0 ? this.queues.get(id) : undefined;
     if (queue) {
-      const item = await this.sharedWait(queue, id, deadline, opts.signal);
+      const item = await this.waits.wait(queue, id, deadline, opts.signal);
       if (item) return outcomeResult(id, outcomeOf(item)!);
     }
     for (;;) {
@@ -161,25 +161,6 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
       if (r.state === 'succeeded' || r.state === 'failed' || r.state === 'cancelled') return outcomeResult(id, outcomeOf(r)!);
       if (Date.now() >= deadline) throw new TimeoutError(`invocation ${id} is still ${String(r.state)} after ${timeoutMs} ms`);
     }
-  }
-
-  /** The plane's answer for `id` from a shared wait, or null when the single wait must go on (its deadline, a signal, a refusal). */
-  private sharedWait(queue: string, id: string, deadline: number, signal: AbortSignal | undefined): Promise<Json | null> {
-    return new Promise((resolve) => {
-      if (signal?.aborted) return resolve(null);
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const done = (item: Json | null) => {
-        if (timer !== undefined) clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
-        drop();
-        resolve(item);
-      };
-      const onAbort = () => done(null);
-      const drop = this.waits.add(queue, id, done, () => done(null));
-      const left = deadline - Date.now();
-      if (left < 2 ** 31 - 1) timer = setTimeout(() => done(null), left);
-      signal?.addEventListener('abort', onAbort, { once: true });
-    });
   }
 
   async results(queue: string, ids: string[], opts: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<Ended[]> {

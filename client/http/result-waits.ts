@@ -62,6 +62,28 @@ export class ResultWaits {
     return () => this.drop(queue, w);
   }
 
+  /**
+   * The plane's answer for `id` of `queue` once it ended, or null when the single wait must take
+   * it: its `deadline` (ms since the epoch) passed, its `signal` aborted, or the shared wait handed it back.
+   */
+  wait(queue: string, id: string, deadline: number, signal?: AbortSignal): Promise<Item | null> {
+    return new Promise((resolve) => {
+      if (signal?.aborted) return resolve(null);
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const done = (item: Item | null) => {
+        if (timer !== undefined) clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        drop();
+        resolve(item);
+      };
+      const onAbort = () => done(null);
+      const drop = this.add(queue, id, done, () => done(null));
+      const left = deadline - Date.now();
+      if (left < 2 ** 31 - 1) timer = setTimeout(() => done(null), left);
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
   /** How many jobs are awaited, and how many requests are out (for tests and the benchmark). */
   get size(): { jobs: number; requests: number } {
     let jobs = 0;

@@ -36,7 +36,7 @@ function plane() {
       outcomes.set(id, o);
       return o;
     });
-  const tick = () => new Promise((r) => setTimeout(r, 0));
+  const tick = () => new Promise((r) => setImmediate(r));
   const open = () => asked.filter((a) => !a.signal.aborted);
   return { waits, asked, wait, tick, open, outcomes };
 }
