@@ -55,6 +55,14 @@ const sockets = () =>
     }
   }).length;
 
+/** D1 rows the queue object read so far (its stats, with the operator's token). */
+const rowsRead = async () =>
+  (
+    (await (await fetch(`${plane.url}/v1/ns/bench/queues/g/stats`, { headers: { authorization: `Bearer ${token}` } })).json()) as {
+      read: number;
+    }
+  ).read;
+
 async function round(how: 'shared' | 'single') {
   // The last round's idle connections close first (fetch keeps them a few seconds), bounded.
   for (const t0 = Date.now(); sockets() > 50 && Date.now() - t0 < 30_000; ) await new Promise((r) => setTimeout(r, 100));
@@ -75,14 +83,17 @@ async function round(how: 'shared' | 'single') {
   asked.other = 0;
   let most = 0;
   const sample = setInterval(() => (most = Math.max(most, sockets())), 20);
+  const before = await rowsRead();
   const t0 = performance.now();
   const got = await Promise.all(handles.map((h) => new Handle<number>(h.id, waiter).result()));
   const ms = performance.now() - t0;
   clearInterval(sample);
+  const after = await rowsRead();
   if (got[N - 1] !== (N - 1) ** 2) throw new Error(`a wrong answer: ${got[N - 1]}`);
   await d.close();
   if (waiter !== d) await waiter.close();
-  return { how, ms: Math.round(ms), ...asked, sockets: most };
+  // The queue object's D1 rows read while the results were awaited (the worker's claims and acks among them).
+  return { how, ms: Math.round(ms), ...asked, sockets: most, d1_rows_read_per_job: +((after - before) / N).toFixed(1) };
 }
 
 const rows: Awaited<ReturnType<typeof round>>[] = [];
