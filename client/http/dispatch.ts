@@ -73,11 +73,10 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
   private readonly ackers = new Map<string, Batcher<AckItem, Json>>();
   private readonly nackers = new Map<string, Batcher<NackItem, Json>>();
   /** Result waits of many jobs, shared by queue (result-waits.ts). */
-  private readonly waits = new ResultWaits(async (queue, ids, signal) => {
-    const body = { ids, timeout_ms: SLICE_MS } satisfies wire.ResultsWire;
-    return (await this.http.call('POST', `${queuePath(queue)}/results`, body, { waitMs: SLICE_MS, signal })).results as (Json & {
-      id: string;
-    })[];
+  private readonly waits = new ResultWaits(async (queue, ids, signal, cursor) => {
+    const body = { ids, timeout_ms: SLICE_MS, after: cursor } satisfies wire.ResultsWire;
+    const out = await this.http.call('POST', `${queuePath(queue)}/results`, body, { waitMs: SLICE_MS, signal });
+    return { items: out.results as (Json & { id: string })[], cursor: typeof out.cursor === 'string' ? out.cursor : null };
   });
 
   constructor(baseUrl: string, opts: HttpDispatchOptions = {}) {

@@ -8,8 +8,10 @@
  * Waits begun in the same tick go out together; waits begun while requests of their queue are
  * out go in a new one, and past MAX_REQUESTS of a queue the smallest request is called off and its
  * jobs join the new one. An answer settles the jobs that ended, and the rest wait on in the next
- * request. A job the queue does not have (a wrong hint), a refused request, or a wait's own
- * deadline is handed back to the single wait, which says what it always said.
+ * request, with the plane's cursor, so that it reads again only the jobs that ended since (a round
+ * that saw no end goes without, and reads every row). A job the queue does not have (a wrong
+ * hint), a refused request, or a wait's own deadline is handed back to the single wait, which says
+ * what it always said.
  */
 import type { Json } from './wire.ts';
 
@@ -19,7 +21,7 @@ export const MAX_IDS = 1000;
 export const MAX_REQUESTS = 4;
 
 /** One job's answer from the plane: `{id, state, result}`, `{id, state, error}`, or `{id, error}`. */
-type Item = Json & { id: string };
+export type Item = Json & { id: string };
 
 interface Waiter {
   id: string;
@@ -33,7 +35,17 @@ interface Out {
   ids: Set<string>;
   ctl: AbortController;
   merged: boolean;
+  /** The plane's cursor from the last answer: the next round reads again only jobs ended since. */
+  cursor: string | null;
 }
+
+/** One request of the plane's `results` for these ids of `queue` (its longest wait: the plane's slice), after `cursor`. */
+export type Poll = (
+  queue: string,
+  ids: string[],
+  signal: AbortSignal,
+  cursor: string | null,
+) => Promise<{ items: Item[]; cursor: string | null }>;
 
 export class ResultWaits {
   private readonly waiting = new Map<string, Map<string, Set<Waiter>>>();
@@ -41,10 +53,9 @@ export class ResultWaits {
   private readonly out = new Map<string, Set<Out>>();
   private scheduled = false;
 
-  /** One request of the plane's `results` for these ids of `queue` (its longest wait: the plane's slice). */
-  private readonly poll: (queue: string, ids: string[], signal: AbortSignal) => Promise<Item[]>;
+  private readonly poll: Poll;
 
-  constructor(poll: (queue: string, ids: string[], signal: AbortSignal) => Promise<Item[]>) {
+  constructor(poll: Poll) {
     this.poll = poll;
   }
 
@@ -126,7 +137,7 @@ export class ResultWaits {
     }
     const all = [...ids];
     for (let i = 0; i < all.length; i += MAX_IDS) {
-      const o: Out = { ids: new Set(all.slice(i, i + MAX_IDS)), ctl: new AbortController(), merged: false };
+      const o: Out = { ids: new Set(all.slice(i, i + MAX_IDS)), ctl: new AbortController(), merged: false, cursor: null };
       outs.add(o);
       void this.run(queue, o);
     }
@@ -139,7 +150,11 @@ export class ResultWaits {
       if (!o.ids.size || o.merged) break;
       let items: Item[];
       try {
-        items = await this.poll(queue, [...o.ids], o.ctl.signal);
+        const answer = await this.poll(queue, [...o.ids], o.ctl.signal, o.cursor);
+        items = answer.items;
+        // After a round with no end, the next reads every row again: whatever a cursor could
+        // miss is found within a round.
+        o.cursor = items.length ? answer.cursor : null;
       } catch {
         if (o.merged) return;
         // Refused or unreachable: each caller's single wait says so in its own words (and retries as it does).

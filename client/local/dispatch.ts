@@ -119,7 +119,7 @@ export class Dispatch extends LocalOperators implements DispatchPlane {
   }
 
   async results(queue: string, ids: string[], opts: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<Ended[]> {
-    const ended = await this.clocks.waiting(() =>
+    const { ended } = await this.clocks.waiting(() =>
       verb(this.engine.results(this.namespace, queue, ids, opts.timeoutMs ?? 30_000, opts.signal)),
     );
     return ended.map((e) =>

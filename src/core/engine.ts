@@ -28,7 +28,8 @@ import { submitInput, type SettingsRequest, type SubmitRequest } from './request
 import { failed, fill, one, parseEach, type Settled } from './settled.ts';
 import { keys } from './waiters.ts';
 import { Journal } from './journal.ts';
-import { waitForAny, type Ended } from './results.ts';
+import { waitForAny, type Ended, type ResultsAnswer } from './results.ts';
+import { EndsLog } from './ends.ts';
 import { Parking } from './park.ts';
 import { Work } from './work.ts';
 
@@ -89,6 +90,7 @@ export class Engine {
       },
     });
     this.park = new Parking(this.committer, this.now);
+    if (opts.singleWriter) this.park.ends = new EndsLog();
     this.onWake = opts.onWake;
     this.hints = opts.singleWriter ? new HintBook() : undefined;
     const parts = {
@@ -259,13 +261,22 @@ export class Engine {
 
   /**
    * Waits on many jobs of `queue` at once (results.ts): answers those that have ended, and those
-   * the queue does not have, as soon as there is any; none once `timeoutMs` passed.
+   * the queue does not have, as soon as there is any; none once `timeoutMs` passed. `after`: the
+   * cursor of this caller's last answer (a hint: one this plane cannot read means a full look).
    */
-  async results(ns: string, queue: unknown, ids: unknown, timeoutMs?: unknown, signal?: AbortSignal): Promise<Ended[]> {
+  async results(
+    ns: string,
+    queue: unknown,
+    ids: unknown,
+    timeoutMs?: unknown,
+    signal?: AbortSignal,
+    after?: unknown,
+  ): Promise<ResultsAnswer> {
     const q = v.queue(queue, this.limits);
     if (!Array.isArray(ids) || !ids.length) throw badRequest('ids must be a list of one or more invocation ids');
     const distinct = [...new Set(v.batch(ids, this.limits).map((id) => v.id(id, this.limits)))];
     const wait = v.waitMs('timeout', timeoutMs, 30_000, this.limits.maxResultWaitMs);
+    const cursor = v.optionalText('after', after, 100);
     const deadline = this.now() + wait;
     return waitForAny({
       committer: this.committer,
@@ -276,11 +287,13 @@ export class Engine {
       ids: distinct,
       deadline,
       signal,
+      ends: this.park.ends,
+      after: cursor,
     });
   }
 }
 
-export type { Submitted, Settled, SubmitRequest, SettingsRequest, Ended };
+export type { Submitted, Settled, SubmitRequest, SettingsRequest, Ended, ResultsAnswer };
 export type { ClaimRequest, HolderRequest, AckRequest, NackRequest, AppendRequest } from './requests.ts';
 export type { Appended } from './sql/append.ts';
 export type { Page, QueueOverview, InvocationSummary } from './sql/list.ts';

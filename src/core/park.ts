@@ -10,6 +10,7 @@ import type { Plan } from './plan.ts';
 import { isClaimKey, keys, Waiters } from './waiters.ts';
 import { Tails } from './tails.ts';
 import { Feed } from './feed.ts';
+import type { EndsLog } from './ends.ts';
 
 /** A wait for a condition that a transition may satisfy: how to look, where to park, when to give up. */
 export interface Wait<T> {
@@ -34,6 +35,8 @@ export class Parking {
   readonly tails = new Tails();
   /** The lifecycle feed and the transition counters (feed.ts). */
   readonly events: Feed;
+  /** The jobs ended lately, in order (ends.ts): a single writer's (set by the Engine), else none. */
+  ends: EndsLog | null = null;
   /** Told when an invocation of `queue` finished (its retention clock starts): the plane schedules its purge. */
   onFinish: ((ns: string, queue: string) => void) | null = null;
   private readonly committer: Committer;
@@ -198,6 +201,7 @@ export class Parking {
 
   /** An invocation ended: its result waiters and journal readers look again. */
   finished(ns: string, id: string): void {
+    this.ends?.noted(keys.inv(ns, id));
     this.wake(keys.inv(ns, id));
     this.wake(keys.journal(ns, id));
   }
@@ -211,6 +215,7 @@ export class Parking {
 
   /** Wakes everything parked (another process changed the store). */
   wakeAll(): void {
+    this.ends?.clear();
     this.allWakes++;
     this.epoch++;
     this.tails.clear();

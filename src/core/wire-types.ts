@@ -57,6 +57,8 @@ export interface WorkerLogWire {
 export interface ResultsWire {
   ids: string[];
   timeout_ms?: number | null;
+  /** The last answer's cursor, when asking again for the rest: only the jobs ended since are read again. */
+  after?: string | null;
 }
 
 export interface ClaimCancelWire {

@@ -114,7 +114,9 @@ export const ClaimBody = exactly<ClaimWire>()(
   }),
 );
 
-export const ResultsBody = exactly<ResultsWire>()(z.strictObject({ ids: z.array(z.string()), timeout_ms: opt(z.number()) }));
+export const ResultsBody = exactly<ResultsWire>()(
+  z.strictObject({ ids: z.array(z.string()), timeout_ms: opt(z.number()), after: opt(z.string()) }),
+);
 
 export const ClaimCancelBody = exactly<ClaimCancelWire>()(z.strictObject({ worker_id: z.string(), claim_id: z.string() }));
 

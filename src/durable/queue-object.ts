@@ -149,8 +149,8 @@ export class QueueObject extends DurableObject<Env> {
   }
 
   /** Waits on many of this queue's jobs at once: those ended, as soon as any is (core/results.ts). */
-  results(ids: string[], timeoutMs: unknown, waitId?: string) {
-    return this.waiting(waitId, (signal) => this.engine.results(this.ns, this.queue, ids, timeoutMs, signal));
+  results(ids: string[], timeoutMs: unknown, waitId?: string, after?: string | null) {
+    return this.waiting(waitId, (signal) => this.engine.results(this.ns, this.queue, ids, timeoutMs, signal, after));
   }
 
   trim(id: string, keepLast: unknown) {

@@ -157,6 +157,9 @@ const scheduling = fc.constantFrom(
   `{"ids":["inv"],"timeout_ms":300001}`,
   `{"ids":["inv"],"timeout_ms":"soon"}`,
   `{"ids":["done","nope","inv"],"timeout_ms":0}`,
+  `{"ids":["done","inv"],"timeout_ms":0,"after":"x.1"}`,
+  `{"ids":["inv"],"timeout_ms":0,"after":7}`,
+  `{"ids":["inv"],"timeout_ms":0,"after":""}`,
   `{"ids":[${Array.from({ length: 1001 }, (_, i) => `"i${i}"`).join(',')}],"timeout_ms":0}`,
   `{"lines":[${Array.from({ length: 101 }, () => '{"id":"inv","level":"info","message":"m"}').join(',')}]}`,
 );

@@ -4,12 +4,13 @@
  * recorder here; test/node/http-client.test.ts runs the same against the real one.
  */
 import { describe, expect, it } from 'vitest';
-import { MAX_IDS, MAX_REQUESTS, ResultWaits } from '../../client/http/result-waits.ts';
+import { type Item, MAX_IDS, MAX_REQUESTS, ResultWaits } from '../../client/http/result-waits.ts';
 
 interface Asked {
   queue: string;
   ids: string[];
   signal: AbortSignal;
+  cursor: string | null;
   answer: (items: Record<string, unknown>[]) => void;
   fail: (e: Error) => void;
 }
@@ -17,9 +18,10 @@ interface Asked {
 function plane() {
   const asked: Asked[] = [];
   const waits = new ResultWaits(
-    (queue, ids, signal) =>
+    (queue, ids, signal, cursor) =>
       new Promise((answer, fail) => {
-        asked.push({ queue, ids, signal, answer: answer as Asked['answer'], fail });
+        const n = asked.length;
+        asked.push({ queue, ids, signal, cursor, answer: (items) => answer({ items: items as Item[], cursor: `c${n}` }), fail });
         signal.addEventListener('abort', () => fail(new Error('called off')), { once: true });
       }),
   );
@@ -57,6 +59,12 @@ describe('shared result waits', () => {
     expect(p.outcomes.get('j1')).toBe('failed:');
     expect(p.asked[3]!.ids).toHaveLength(MAX_IDS - 2);
     expect(p.asked[3]!.ids).not.toContain('j0');
+    // Asked again after the answer's cursor; after a round with no end, without one (a full look).
+    expect(p.asked.slice(0, 4).map((a) => a.cursor)).toEqual([null, null, null, 'c0']);
+    p.asked[1]!.answer([]);
+    await p.tick();
+    expect(p.asked[4]!).toMatchObject({ cursor: null });
+    expect(p.asked[4]!.ids).toHaveLength(MAX_IDS);
     // A job its queue does not have (no state), and a request refused: handed back to the single wait.
     p.asked[3]!.answer([{ id: 'j2', error: { code: 'not_found', message: 'not in queue q' } }]);
     p.asked[2]!.fail(new Error('unreachable'));

@@ -30,6 +30,8 @@ class _Call:
     def __init__(self, ids: List[str]):
         self.ids: Set[str] = set(ids)
         self.off = False
+        #: The plane's cursor from the last answer: the next round reads again only jobs ended since.
+        self.cursor: Optional[str] = None
 
 
 class SharedWaits:
@@ -97,14 +99,19 @@ class SharedWaits:
             self._end(queue, call)
             return
         ids = sorted(call.ids)
+        after = call.cursor
         until = self.until.get(queue, {})
         timeout = max(0.0, min(self.slice, max(until.get(i, float("inf")) for i in ids) - time.monotonic()))
 
         def run() -> None:
             try:
-                items, error = self.dispatch.results(queue, ids, timeout=timeout), None
+                page = getattr(self.dispatch, "results_page", None)
+                items, cursor = page(queue, ids, timeout=timeout, after=after) if page else (self.dispatch.results(queue, ids, timeout=timeout), None)
+                error = None
             except BaseException as e:  # noqa: BLE001 (each await's single wait says it its own way)
-                items, error = None, e
+                items, cursor, error = None, None, e
+            # After a round with no end, the next reads every row again: whatever a cursor could miss is found within a round.
+            call.cursor = cursor if items else None
             try:
                 self.loop.call_soon_threadsafe(self._answered, queue, call, items, error)
             except RuntimeError:

@@ -168,11 +168,18 @@ class HttpDispatch(HttpOperatorVerbs):
         """Waits on many jobs of `queue` at once (at most 1,000 ids), in one request: as soon as any
         has ended, each that has, as `{"id", "result": bytes}` or `{"id", "error": InvocationFailed,
         InvocationCancelled or NotFound}`; [] once `timeout` seconds (at most 300) passed with none."""
+        return self.results_page(queue, ids, timeout=timeout)[0]
+
+    def results_page(self, queue: str, ids: List[str], *, timeout: Optional[float] = 30.0,
+                     after: Optional[str] = None) -> Tuple[List[Dict[str, Any]], Optional[str]]:
+        """`results`, and the plane's cursor: asked again with it as `after` for the rest, the plane
+        reads again only the jobs that ended since (None: it keeps no cursor)."""
         wait = 30.0 if timeout is None else timeout
         number = isinstance(wait, (int, float)) and not isinstance(wait, bool)
-        body = {"ids": list(ids) if isinstance(ids, (list, tuple)) else ids, "timeout_ms": int(wait * 1000) if number else wait}  # the plane checks both
+        body = {"ids": list(ids) if isinstance(ids, (list, tuple)) else ids, "timeout_ms": int(wait * 1000) if number else wait,
+                "after": after}  # the plane checks them
         out = self._call("POST", "/queues/%s/results" % _queue(queue), body, wait=max(0.0, wait) if number else 0.0)
-        return [_ended({**r, "result": _unb64(r.get("result"))}, queue) for r in out["results"]]
+        return [_ended({**r, "result": _unb64(r.get("result"))}, queue) for r in out["results"]], out.get("cursor")
 
     def count(self, queue: str, state: str = "queued") -> int:
         return int(self._call("GET", "/queues/%s/count?state=%s" % (_queue(queue), _q(state)))["count"])

@@ -312,6 +312,13 @@ class Dispatch(ClaimMachinery, FeedLog, JournalVerbs, ObserveVerbs, OperatorVerb
                 return [_ended(dict(r), q) for r in rows]
             time.sleep(poll)
 
+    def results_page(self, queue: str, ids: Sequence[str], *, timeout: Optional[float] = 30.0,
+                     after: Optional[str] = None) -> Tuple[List[Dict[str, Any]], Optional[str]]:
+        """`results`, and no cursor: other processes change this file's rows, so each look reads them all."""
+        if after is not None:
+            _text("after", after, 100)
+        return self.results(queue, ids, timeout=timeout), None
+
     def count(self, queue: str, state: str = "queued") -> int:
         if state not in STATES:
             raise BadRequest("unknown state %r" % state)

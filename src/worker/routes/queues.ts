@@ -17,7 +17,7 @@ import {
   SubmitManyBody,
 } from '../../core/wire.ts';
 import type { QueueInfo, Schedule } from '../../core/types.ts';
-import type { Ended } from '../../core/results.ts';
+import type { ResultsAnswer } from '../../core/results.ts';
 import { jsonBody, MAX_BATCH_BODY_BYTES, numParam } from '../body.ts';
 import {
   claimedJson,
@@ -124,11 +124,14 @@ export const queues = new Hono<App>()
     // It streams while it waits (long-poll.ts), so a wait whose client left (a client's shared
     // waits, merged into another call) is called off, with its waiters, not left to its timeout.
     const waitId = crypto.randomUUID();
-    const answer = raise<Ended[]>(stub.results(b.ids, b.timeout_ms ?? undefined, waitId)).then((value) => ({ value, parked: false }));
+    const answer = raise<ResultsAnswer>(stub.results(b.ids, b.timeout_ms ?? undefined, waitId, b.after)).then((value) => ({
+      value,
+      parked: false,
+    }));
     return longPoll(
       c,
       answer,
-      (ended) => ({ results: ended.map(endedJson) }),
+      (a) => ({ results: a.ended.map(endedJson), cursor: a.cursor }),
       () => stub.abortWait(waitId),
       0,
     );
