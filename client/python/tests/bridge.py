@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Any
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
 
 import lakeshore as ls  # noqa: E402
 

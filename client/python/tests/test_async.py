@@ -9,7 +9,7 @@ import time
 import unittest
 import uuid
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
 
 import lakeshore as ls  # noqa: E402
 import lakeshore.aio as aio  # noqa: E402

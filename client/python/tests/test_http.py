@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 import uuid
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
 sys.path.insert(0, os.path.dirname(__file__))
 
 import lakeshore as ls  # noqa: E402
