@@ -73,11 +73,7 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
   private readonly ackers = new Map<string, Batcher<AckItem, Json>>();
   private readonly nackers = new Map<string, Batcher<NackItem, Json>>();
   /** Result waits of many jobs, shared by queue (result-waits.ts). */
-  private readonly waits = new ResultWaits(async (queue, ids, signal, cursor) => {
-    const body = { ids, timeout_ms: SLICE_MS, after: cursor } satisfies wire.ResultsWire;
-    const out = await this.http.call('POST', `${queuePath(queue)}/results`, body, { waitMs: SLICE_MS, signal });
-    return { items: out.results as (Json & { id: string })[], cursor: typeof out.cursor === 'string' ? out.cursor : null };
-  });
+  private readonly waits = new ResultWaits((queue, ids, signal, cursor) => this.resultsCall(queue, ids, SLICE_MS, signal, cursor));
 
   constructor(baseUrl: string, opts: HttpDispatchOptions = {}) {
     // A URL that is not one is said now, not retried as an outage (Python's HttpDispatch says the same).
@@ -163,16 +159,19 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
   }
 
   async results(queue: string, ids: string[], opts: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<Ended[]> {
-    const timeoutMs = opts.timeoutMs ?? this.timeout;
-    const out = await this.http.call('POST', `${queuePath(queue)}/results`, { ids, timeout_ms: timeoutMs } satisfies wire.ResultsWire, {
-      waitMs: timeoutMs,
-      signal: opts.signal,
-    });
-    return (out.results as Json[]).map((r) =>
+    const { items } = await this.resultsCall(queue, ids, opts.timeoutMs ?? this.timeout, opts.signal, null);
+    return items.map((r) =>
       r.state === undefined
-        ? { id: String(r.id), ok: false, error: errorFor((r.error as Json).code as string, String((r.error as Json).message)) }
-        : endedOf(String(r.id), outcomeOf(r)!),
+        ? { id: r.id, ok: false, error: errorFor((r.error as Json).code as string, String((r.error as Json).message)) }
+        : endedOf(r.id, outcomeOf(r)!),
     );
+  }
+
+  /** One `results` request, as the plane answers it: its items, and its cursor (the shared waits hand it back). */
+  private async resultsCall(queue: string, ids: string[], timeoutMs: number, signal: AbortSignal | undefined, after: string | null) {
+    const body = { ids, timeout_ms: timeoutMs, after } satisfies wire.ResultsWire;
+    const out = await this.http.call('POST', `${queuePath(queue)}/results`, body, { waitMs: timeoutMs, signal });
+    return { items: out.results as (Json & { id: string })[], cursor: typeof out.cursor === 'string' ? out.cursor : null };
   }
 
   async count(queue: string, state: State = 'queued'): Promise<number> {

@@ -201,8 +201,9 @@ export class Parking {
 
   /** An invocation ended: its result waiters and journal readers look again. */
   finished(ns: string, id: string): void {
-    this.ends?.noted(keys.inv(ns, id));
-    this.wake(keys.inv(ns, id));
+    const key = keys.inv(ns, id);
+    this.ends?.noted(key);
+    this.wake(key);
     this.wake(keys.journal(ns, id));
   }
 
