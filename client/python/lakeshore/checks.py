@@ -16,6 +16,16 @@ STATES = ("delayed", "queued", "running", "succeeded", "failed", "cancelled")
 TERMINAL = ("succeeded", "failed", "cancelled")
 
 
+class _Keep:
+    """A setting left out of configure_queue: it keeps its value (None clears it)."""
+
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+KEEP: Any = _Keep()
+
+
 def not_found(inv_id: str) -> NotFound:
     """The core's invocationNotFound: never submitted here, or purged after its queue's retention."""
     return NotFound("invocation %s not found: never submitted in this namespace, or it finished longer ago than its queue's retention "

@@ -164,10 +164,11 @@ class HttpDispatch(HttpOperatorVerbs):
             if time.monotonic() >= deadline:
                 raise Timeout("invocation %s is still %s after %ss" % (inv_id, state, timeout))
 
-    def results(self, queue: str, ids: List[str], *, timeout: Optional[float] = 30.0) -> List[Dict[str, Any]]:
+    def results(self, queue: str, ids: List[str], *, timeout: Optional[float] = 30.0, poll: float = 0.02) -> List[Dict[str, Any]]:
         """Waits on many jobs of `queue` at once (at most 1,000 ids), in one request: as soon as any
         has ended, each that has, as `{"id", "result": bytes}` or `{"id", "error": InvocationFailed,
-        InvocationCancelled or NotFound}`; [] once `timeout` seconds (at most 300) passed with none."""
+        InvocationCancelled or NotFound}`; [] once `timeout` seconds (at most 300) passed with none.
+        `poll` is accepted for the local plane's signature and unused (the plane wakes the wait)."""
         return self.results_page(queue, ids, timeout=timeout)[0]
 
     def results_page(self, queue: str, ids: List[str], *, timeout: Optional[float] = 30.0,
@@ -197,45 +198,85 @@ class HttpDispatch(HttpOperatorVerbs):
     # ------------------------------------------------------------------ workers
 
     def claim(self, queue: str, worker_id: str, *, kind: str = "fifo", temperature: float = 1.0, wait: float = 0.0, lease: Optional[float] = None,
-              claim_id: Optional[str] = None, worker: Optional[Dict[str, Any]] = None) -> Optional[Claimed]:
+              poll: float = 0.02, claim_id: Optional[str] = None, worker: Optional[Dict[str, Any]] = None) -> Optional[Claimed]:
         """Claims one invocation. `wait` (seconds, an extension) waits on the plane for work to
         arrive. A `claim_id` names the claim, so that another thread can call it off while it
         waits (cancel_claim). `worker` is what the worker says of itself (`{"queues", "host",
-        "pid", "version", "concurrency"}`, docs/contract.md "Workers"; run_worker sends it)."""
-        body: Dict[str, Any] = {
-            "worker_id": worker_id, "kind": kind, "temperature": _finite("temperature", temperature),
-            "wait_ms": int(wait * 1000), "lease_ms": None if lease is None else int(lease * 1000),
-        }
+        "pid", "version", "concurrency"}`, docs/contract.md "Workers"; run_worker sends it).
+        `poll` is accepted for the local plane's signature and unused (the plane wakes the claim)."""
+        got = self.claim_many(queue, worker_id, 1, kind=kind, temperature=temperature, wait=wait, lease=lease, claim_id=claim_id, worker=worker)
+        return got[0] if got else None
+
+    def claim_many(self, queue: str, worker_id: str, max: int, *, kind: str = "fifo", temperature: float = 1.0, wait: float = 0.0,
+                   lease: Optional[float] = None, poll: float = 0.02, claim_id: Optional[str] = None,
+                   worker: Optional[Dict[str, Any]] = None) -> List[Claimed]:
+        """Claims up to `max` jobs (at most 1,000) in claim order, as claim does; waits up to `wait`
+        seconds while there is none, and answers [] then."""
+        body = self._claim_body(worker_id, max, kind, wait, lease)
+        body["temperature"] = _finite("temperature", temperature)
         if claim_id is not None:
             body["claim_id"] = claim_id
         if worker is not None:
             body["worker"] = worker
         out = self._call("POST", "/queues/%s/claim" % _queue(queue), body, wait=wait)
-        if not out["claimed"]:
-            return None
-        c = out["claimed"][0]
-        claimed = Claimed(id=c["id"], envelope=_unb64(c["envelope"]) or b"", attempt=c["attempt"], queue=c["queue"], lease_until=c["lease_until"], priority=c["priority"])
-        self._hint(claimed.id, claimed.queue)
-        with self._lock:
-            self._claims[claimed.id] = (worker_id, claimed.attempt)
-        return claimed
+        return self._claimed(worker_id, out["claimed"])
+
+    def ack_and_claim(self, queue: str, worker_id: str, acks: List[Dict[str, Any]], max: int, *, kind: str = "fifo", wait: float = 0.0,
+                      lease: Optional[float] = None) -> Tuple[List[Optional[LakeshoreError]], List[Claimed]]:
+        """A worker's acks (`{"id", "attempt"?, "result"?}`, each fenced alone, on this queue) and
+        its next claim, in one request: the acks land first; with acks aboard the claim waits at
+        most 25 ms. Answers each ack's error (None where it landed) and the jobs claimed. Bad claim
+        arguments refuse the whole call before any ack lands."""
+        body = self._claim_body(worker_id, max, kind, wait, lease)
+        body["acks"] = [{"id": a["id"], "attempt": a["attempt"] if a.get("attempt") is not None else self._attempt(a["id"], worker_id),
+                         "result": _b64(a.get("result"))} for a in acks]
+        out = self._call("POST", "/queues/%s/claim" % _queue(queue), body, wait=wait)
+        answers: List[Optional[LakeshoreError]] = []
+        for a, r in zip(acks, out["acks"]):
+            if "error" in r:
+                answers.append(error_for(r["error"]["code"], r["error"]["message"]))
+            else:
+                answers.append(None)
+                with self._lock:
+                    self._claims.pop(a["id"], None)
+        return answers, self._claimed(worker_id, out["claimed"])
+
+    @staticmethod
+    def _claim_body(worker_id: str, max: int, kind: str, wait: float, lease: Optional[float]) -> Dict[str, Any]:
+        return {"worker_id": worker_id, "kind": kind, "max": max, "wait_ms": int(wait * 1000),
+                "lease_ms": None if lease is None else int(lease * 1000)}
+
+    def _claimed(self, worker_id: str, rows: List[Dict[str, Any]]) -> List[Claimed]:
+        """The claimed jobs of an answer; each remembered as held by `worker_id` (its attempt and queue)."""
+        out = []
+        for c in rows:
+            claimed = Claimed(id=c["id"], envelope=_unb64(c["envelope"]) or b"", attempt=c["attempt"], queue=c["queue"],
+                              lease_until=c["lease_until"], priority=c["priority"])
+            self._hint(claimed.id, claimed.queue)
+            with self._lock:
+                self._claims[claimed.id] = (worker_id, claimed.attempt)
+            out.append(claimed)
+        return out
 
     def cancel_claim(self, queue: str, worker_id: str, claim_id: str) -> bool:
         """Calls off this worker's claim named `claim_id`: while it waits it ends with no job, and a
         job it was answered moments ago goes back to the queue. False if there was nothing to call off."""
         return bool(self._call("POST", "/queues/%s/claim/cancel" % _queue(queue), {"worker_id": worker_id, "claim_id": claim_id})["cancelled"])
 
-    def ack(self, inv_id: str, worker_id: str, *, result: Optional[bytes] = None) -> None:
-        self._call("POST", "/invocations/%s/ack%s" % (_q(inv_id), self._qs(inv_id)), {"worker_id": worker_id, "attempt": self._attempt(inv_id, worker_id), "result": _b64(result)})
+    def ack(self, inv_id: str, worker_id: str, *, result: Optional[bytes] = None, attempt: Optional[int] = None, queue: Optional[str] = None) -> None:
+        """Finishes the job with its result, as the worker holding it: `attempt` (the fencing token)
+        defaults to the one this client claimed; `queue`, when given, narrows the guard."""
+        self._call("POST", "/invocations/%s/ack%s" % (_q(inv_id), self._qs(inv_id, queue=queue)),
+                   {"worker_id": worker_id, "attempt": self._attempt(inv_id, worker_id, attempt), "result": _b64(result)})
         with self._lock:
             self._claims.pop(inv_id, None)
 
     def nack(self, inv_id: str, worker_id: str, *, error: Union[str, Dict[str, Any]], retry: bool = True, delay: Optional[float] = None,
-             max_attempts: Optional[int] = None) -> str:
+             attempt: Optional[int] = None, max_attempts: Optional[int] = None) -> str:
         """Gives the job back. With `retry` it waits for another attempt (`delay` seconds, else its
         queue's backoff) while its budget lasts; else, or on its last attempt, it fails. Answers
-        where it went: "queued", "delayed" or "failed"."""
-        body: Dict[str, Any] = {"worker_id": worker_id, "attempt": self._attempt(inv_id, worker_id), "error": error, "retry": retry}
+        where it went: "queued", "delayed" or "failed". `attempt` as ack's."""
+        body: Dict[str, Any] = {"worker_id": worker_id, "attempt": self._attempt(inv_id, worker_id, attempt), "error": error, "retry": retry}
         if delay is not None:
             body["delay_ms"] = _ms("delay", delay)
         if max_attempts is not None:
@@ -245,24 +286,47 @@ class HttpDispatch(HttpOperatorVerbs):
             self._claims.pop(inv_id, None)
         return str(out["state"])
 
-    def heartbeat(self, inv_id: str, worker_id: str) -> bool:
-        """Extends the lease; answers True when the invocation was cancelled (the worker should stop)."""
-        out = self._call("POST", "/invocations/%s/heartbeat%s" % (_q(inv_id), self._qs(inv_id)), {"worker_id": worker_id, "attempt": self._attempt(inv_id, worker_id)})
-        return bool(out["cancelled"])
+    def heartbeat(self, inv_id: str, worker_id: str, *, lease: Optional[float] = None, attempt: Optional[int] = None) -> bool:
+        """Extends the lease (by `lease` seconds, else the queue's); answers True when the invocation
+        was cancelled (the worker should stop). `attempt` as ack's."""
+        return self.heartbeat_lease(inv_id, worker_id, lease=lease, attempt=attempt)[1]
+
+    def heartbeat_lease(self, inv_id: str, worker_id: str, *, lease: Optional[float] = None, attempt: Optional[int] = None) -> Tuple[Optional[int], bool]:
+        """A heartbeat's whole answer: the new lease deadline (epoch ms; None once cancelled), and whether it was cancelled."""
+        body: Dict[str, Any] = {"worker_id": worker_id, "attempt": self._attempt(inv_id, worker_id, attempt)}
+        if lease is not None:
+            body["lease_ms"] = _ms("lease", lease)
+        out = self._call("POST", "/invocations/%s/heartbeat%s" % (_q(inv_id), self._qs(inv_id)), body)
+        return out["lease_until"], bool(out["cancelled"])
 
     # ------------------------------------------------------------------ journal
 
-    def journal_append(self, inv_id: str, seq: Optional[int], frame_bytes: bytes, *, final: bool = False) -> int:
-        """Appends frame bytes (`[kind, seq, b64 body, meta]`) as the worker that claimed `inv_id` here."""
+    def journal_append(self, inv_id: str, seq: Optional[int], frame_bytes: bytes, *, final: bool = False,
+                       worker_id: Optional[str] = None, attempt: Optional[int] = None) -> int:
+        """Appends frame bytes (`[kind, seq, b64 body, meta]`) as the worker that claimed `inv_id`
+        here (or `worker_id`, at `attempt`); `seq=None` takes the next."""
         kind, _, body, meta = decode_frame(frame_bytes)
         with self._lock:
             held = self._claims.get(inv_id)
-        if not held:
-            raise error_for("bad_request", "journal_append(%s): this client did not claim it" % inv_id)
+        if worker_id is None and not held:
+            raise error_for("bad_request", "journal_append(%s): no worker_id given and this client did not claim it" % inv_id)
+        worker = worker_id if worker_id is not None else held[0]  # type: ignore[index]
         out = self._call("POST", "/invocations/%s/journal%s" % (_q(inv_id), self._qs(inv_id)), {
-            "worker_id": held[0], "attempt": held[1], "seq": seq, "kind": kind, "body": _b64(body), "meta": meta, "final": bool(final),
+            "worker_id": worker, "attempt": self._attempt(inv_id, worker, attempt), "seq": seq, "kind": kind, "body": _b64(body),
+            "meta": meta, "final": bool(final),
         })
         return int(out["seq"])
+
+    def journal_page(self, inv_id: str, *, since: int = -1, limit: int = 1000) -> Dict[str, Any]:
+        """One read of the journal, not waiting: `{"frames": [...], "next", "trimmed_before", "done",
+        "state", "outcome"}`; frames as dicts of seq, kind, body (bytes), meta, attempt, final, and
+        `outcome` (once the job ended) `{"state", "result": bytes}` or `{"state", "error"}`."""
+        out = self._call("GET", "/invocations/%s/journal%s" % (_q(inv_id), self._qs(inv_id, since=str(since), limit=str(limit))))
+        for f in out["frames"]:
+            f["body"] = _unb64(f["body"]) or b""
+        if out.get("outcome") and "result" in out["outcome"]:
+            out["outcome"]["result"] = _unb64(out["outcome"]["result"])
+        return out
 
     def journal_read(self, inv_id: str, *, since: int = -1, timeout: float = 30.0, poll: float = 0.02) -> Iterator[Tuple[int, bytes]]:
         """Yields (seq, frame bytes) as frames are written, over Server-Sent Events. After a dropped
@@ -328,7 +392,10 @@ class HttpDispatch(HttpOperatorVerbs):
 
     # ------------------------------------------------------------------ plumbing
 
-    def _attempt(self, inv_id: str, worker_id: str) -> Optional[int]:
+    def _attempt(self, inv_id: str, worker_id: str, given: Optional[int] = None) -> Optional[int]:
+        """The attempt a holder's call names: the caller's, else the one this client claimed as `worker_id`."""
+        if given is not None:
+            return given
         with self._lock:
             held = self._claims.get(inv_id)
         return held[1] if held and held[0] == worker_id else None
@@ -339,10 +406,12 @@ class HttpDispatch(HttpOperatorVerbs):
                 self._queues.pop(next(iter(self._queues)))
             self._queues[inv_id] = queue
 
-    def _qs(self, inv_id: str, **extra: str) -> str:
+    def _qs(self, inv_id: str, queue: Optional[str] = None, **extra: str) -> str:
+        """The query of a route by id: `extra`, and the job's queue (the caller's, else the one this client knows)."""
         params = dict(extra)
-        with self._lock:
-            queue = self._queues.get(inv_id)
+        if queue is None:
+            with self._lock:
+                queue = self._queues.get(inv_id)
         if queue:
             params["queue"] = queue
         return ("?" + urllib.parse.urlencode(params)) if params else ""

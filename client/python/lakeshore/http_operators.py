@@ -12,18 +12,10 @@ import urllib.parse
 import urllib.request
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
+from .checks import KEEP
 from .errors import BadRequest
+from .views import BUCKET_MS, BUCKETS
 from .wire import Transport, _b64, _error_of, _finite, _open_stream, _q, _queue, _sse_ids, _unb64
-
-
-class _Keep:
-    """A setting left out of configure_queue: it keeps its value (None clears it)."""
-
-    def __repr__(self) -> str:
-        return "KEEP"
-
-
-KEEP: Any = _Keep()
 
 
 def _schedule(s: Dict[str, Any]) -> Dict[str, Any]:
@@ -41,13 +33,25 @@ class HttpOperatorVerbs(Transport):
     def list_queues(self) -> List[str]:
         return [str(q["queue"]) for q in self.overview()]
 
-    def overview(self) -> List[Dict[str, Any]]:
-        """Each queue: `{"queue", "paused", "settings", "counts": {"delayed", "queued", "running",
-        "succeeded", "failed", "cancelled"}, "capped", "oldest_queued_ms", "recent"}`: succeeded and
-        cancelled are counted up to 10,000 (`capped` names those at the cap); `oldest_queued_ms` is
-        how long the longest-waiting job has waited, or None; `recent` is `{"bucket_ms", "until",
-        "succeeded": [...], "failed": [...]}`, the jobs finished per 10 s over the last 5 minutes."""
-        return list(self._call("GET", "/queues")["queues"])
+    def overview(self, queues: Optional[List[str]] = None) -> List[Dict[str, Any]]:
+        """Each queue (or those named, in that order): `{"queue", "paused", "settings", "counts":
+        {"delayed", "queued", "running", "succeeded", "failed", "cancelled"}, "capped",
+        "oldest_queued_ms", "recent", "pushing"}`: succeeded and cancelled are counted up to 10,000
+        (`capped` names those at the cap); `oldest_queued_ms` is how long the longest-waiting job
+        has waited, or None; `recent` is `{"bucket_ms", "until", "succeeded": [...], "failed":
+        [...]}`, the jobs finished per 10 s over the last 5 minutes. A queue named that never held
+        work is answered empty, as the local plane answers it."""
+        every = list(self._call("GET", "/queues")["queues"])
+        if not queues:
+            return every
+        by_name = {q["queue"]: q for q in every}
+        return [by_name.get(name) or self._empty_queue(name) for name in queues]
+
+    def _empty_queue(self, name: str) -> Dict[str, Any]:
+        now = int(time.time() * 1000)
+        return {**self.queue_info(name), "counts": {s: 0 for s in ("delayed", "queued", "running", "succeeded", "failed", "cancelled")},
+                "capped": [], "oldest_queued_ms": None, "pushing": None,
+                "recent": {"bucket_ms": BUCKET_MS, "until": (now // BUCKET_MS + 1) * BUCKET_MS, "succeeded": [0] * BUCKETS, "failed": [0] * BUCKETS}}
 
     def list(self, queue: str, *, state: str = "queued", limit: int = 50, cursor: Optional[str] = None) -> Dict[str, Any]:
         """A page of the queue's jobs in `state`: `{"items": [row without envelope and result, ...],

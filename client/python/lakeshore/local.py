@@ -327,15 +327,17 @@ class Dispatch(ClaimMachinery, FeedLog, JournalVerbs, ObserveVerbs, OperatorVerb
     # ------------------------------------------------------------------ workers
 
     def claim(self, queue: str, worker_id: str, *, kind: str = "fifo", temperature: float = 1.0, wait: float = 0.0, lease: Optional[float] = None,
-              poll: float = 0.02, worker: Optional[Dict[str, Any]] = None, **_: Any) -> Optional[Claimed]:
+              poll: float = 0.02, claim_id: Optional[str] = None, worker: Optional[Dict[str, Any]] = None) -> Optional[Claimed]:
         """Claims the next job (fifo, or its alias priority: highest priority first, then oldest;
         filo: newest first; boltzmann: a priority level drawn at `temperature`), waiting up to
-        `wait` seconds for one."""
+        `wait` seconds for one. `claim_id` is accepted for the HTTP plane's signature: a local
+        claim looks again every `poll` seconds, and its caller stops it by giving it a short wait."""
         got = self.claim_many(queue, worker_id, 1, kind=kind, temperature=temperature, wait=wait, lease=lease, poll=poll, worker=worker)
         return got[0] if got else None
 
     def claim_many(self, queue: str, worker_id: str, max: int, *, kind: str = "fifo", temperature: float = 1.0, wait: float = 0.0,
-                   lease: Optional[float] = None, poll: float = 0.02, worker: Optional[Dict[str, Any]] = None) -> List[Claimed]:
+                   lease: Optional[float] = None, poll: float = 0.02, claim_id: Optional[str] = None,
+                   worker: Optional[Dict[str, Any]] = None) -> List[Claimed]:
         """Claims up to `max` jobs with the core's guarded statements, in claim order; waits up to
         `wait` seconds while there is none."""
         if kind == "priority" or (kind == "boltzmann" and _number("temperature", temperature, 0) == 0):

@@ -3,7 +3,7 @@ resume, retry and redrive, delete and purge; each on the core's statements (sql.
 import json
 from typing import Any, Dict, List, Optional
 
-from .checks import _int, _name, _settings, _text
+from .checks import KEEP, _int, _name, _settings, _text
 from .errors import BadRequest, FencingConflict
 
 FINISHED_STATES = ("succeeded", "failed", "cancelled")
@@ -23,12 +23,16 @@ class OperatorVerbs:
                             "batch_size": q.get("push_batch_size") or 1} if q.get("push_url") else None
         return {"queue": queue, "paused": q.get("paused") == 1, "settings": settings}
 
-    def configure_queue(self, queue: str, **settings: Any) -> Dict[str, Any]:
-        """Changes the settings named (by their wire names: lease_ms, max_attempts, max_running,
-        claims_per_second, retry_backoff, dead_letter_queue, ttl_ms, retention_ms, journal_retention_ms, time_limit_ms); None clears
-        one. Checked as the core checks them (src/core/requests.ts settingsInput). Answers queue_info."""
+    def configure_queue(self, queue: str, *, lease_ms: Any = KEEP, max_attempts: Any = KEEP, max_running: Any = KEEP,
+                        claims_per_second: Any = KEEP, retry_backoff: Any = KEEP, dead_letter_queue: Any = KEEP, ttl_ms: Any = KEEP,
+                        retention_ms: Any = KEEP, journal_retention_ms: Any = KEEP, time_limit_ms: Any = KEEP, push: Any = KEEP) -> Dict[str, Any]:
+        """Changes the settings named (by their wire names); None clears one. Checked as the core
+        checks them (src/core/requests.ts settingsInput). Answers queue_info."""
+        named = {"lease_ms": lease_ms, "max_attempts": max_attempts, "max_running": max_running, "claims_per_second": claims_per_second,
+                 "retry_backoff": retry_backoff, "dead_letter_queue": dead_letter_queue, "ttl_ms": ttl_ms, "retention_ms": retention_ms,
+                 "journal_retention_ms": journal_retention_ms, "time_limit_ms": time_limit_ms, "push": push}
         queue = _name("queue", queue)
-        patch = _settings(queue, settings)
+        patch = _settings(queue, {k: v for k, v in named.items() if v is not KEEP})
         self._run("configure", {"queue": queue, "patch_json": json.dumps(patch)})
         if "retention_ms" in patch or "journal_retention_ms" in patch:
             self.clock.soon(queue, changed=True)  # a new retention may bring the next pass closer
