@@ -28,15 +28,23 @@ def _json_value(data: Optional[bytes]) -> Any:
 
 
 class Handle:
-    """A submitted invocation: its id, and what it gives back."""
+    """A submitted invocation: its id, its queue (None when made from a bare id), and what it gives back."""
 
-    def __init__(self, inv_id: str, dispatch: Any):
+    def __init__(self, inv_id: str, dispatch: Any, queue: Optional[str] = None):
         self.id = inv_id
         self.dispatch = dispatch
+        self.queue = queue
+        #: The outcome as_completed brought back, for the next result() (then asked of the plane again).
+        self._ended: Optional[Dict[str, Any]] = None
 
     def result(self, timeout: Optional[float] = None) -> Any:
         """The decoded return value, waiting as long as the job takes (or `timeout` seconds: then
         Timeout); raises InvocationFailed or InvocationCancelled as the job ended so."""
+        ended, self._ended = self._ended, None
+        if ended is not None:
+            if "error" in ended:
+                raise ended["error"]
+            return _json_value(ended["result"])
         return _json_value(self.dispatch.result(self.id, timeout=timeout))
 
     def stream(self, timeout: Optional[float] = None) -> Iterator[Any]:
@@ -197,7 +205,7 @@ class SyncQueue:
                 time_limit_ms=opts.pop("time_limit_ms", None), max_retries=opts.pop("max_retries", None),
                 origin=origin, extra=extra,
             )
-            return Handle(self.dispatch.submit(self.name, envelope, id=inv_id, parent=parent, **opts), self.dispatch)
+            return Handle(self.dispatch.submit(self.name, envelope, id=inv_id, parent=parent, **opts), self.dispatch, self.name)
 
     def map(self, fn: Fn, *iterables: Any) -> List[Handle]:
         """Submits `fn(*args)` for each tuple of args the iterables give, as the builtin map pairs
@@ -212,7 +220,7 @@ class SyncQueue:
             items = [{"envelope": encode_envelope(ref["fn"] or "", args, {}, module=ref["module"], origin=origin),
                       "id": job_id(), **({"parent": parent} if parent is not None else {})} for args in zip(*iterables)]
             answers = self.dispatch.submit_many(self.name, items) if items else []
-        handles = [None if isinstance(a, Exception) else Handle(a, self.dispatch) for a in answers]
+        handles = [None if isinstance(a, Exception) else Handle(a, self.dispatch, self.name) for a in answers]
         refused = next((a for a in answers if isinstance(a, Exception)), None)
         if refused is not None:
             refused.handles = handles  # type: ignore[attr-defined]
@@ -246,7 +254,7 @@ class SyncQueue:
 
     def stream(self, inv: Union[Handle, str], timeout: Optional[float] = None) -> Iterator[Any]:
         """The values of `inv` (a Handle or an id), as Handle.stream."""
-        return (inv if isinstance(inv, Handle) else Handle(inv, self.dispatch)).stream(timeout)
+        return (inv if isinstance(inv, Handle) else Handle(inv, self.dispatch, self.name)).stream(timeout)
 
     def __repr__(self) -> str:
         return "SyncQueue(%r)" % self.name
