@@ -1,13 +1,14 @@
 /** The commands on one job: submit, get, result, tail and cancel. */
 import { FrameKind, FRAME_KIND_NAMES } from '../../src/core/frame.ts';
 import type { JournalFrame } from '../../src/core/types.ts';
-import { callOf, callText, decodeEnvelope, encodeEnvelope, fromJsonBytes, newTraceparent } from '../envelope.ts';
+import { callOf, callText, decodeEnvelope, encodeEnvelope, newTraceparent } from '../envelope.ts';
 import { jobId } from '../ids.ts';
 import { errorShown, InvocationCancelledError, InvocationFailedError, NotFoundError, TimeoutError } from '../errors.ts';
 import { HttpDispatch } from '../http/dispatch.ts';
 import type { DispatchPlane } from '../types.ts';
 import { elapsed, EXIT, type Out } from './output.ts';
 import { parseJson, parseKwargs, UsageError } from './usage.ts';
+import { endOf, safeJson } from './results.ts';
 import { quietQueue, quietQueueMs } from './watch.ts';
 
 export async function submit(
@@ -126,15 +127,6 @@ function errorText(e: object): string {
   return stack ? [head, ...stack.split('\n').map((l) => `${' '.repeat(13)}${l}`)].join('\n') : head;
 }
 
-const safeJson = (b: Uint8Array | null) => {
-  if (b === null) return null;
-  try {
-    return fromJsonBytes(b);
-  } catch {
-    return { bytes: b.length };
-  }
-};
-
 /** Waits for the result. On a TTY a status line shows the elapsed time and the state. */
 export async function result(d: DispatchPlane, out: Out, id: string, timeoutS: number, env: NodeJS.ProcessEnv = process.env) {
   const t0 = Date.now();
@@ -148,8 +140,7 @@ export async function result(d: DispatchPlane, out: Out, id: string, timeoutS: n
       const slice = out.tty ? 1_000 : Math.min(deadline - Date.now(), 300_000, quietMs / 2);
       try {
         const bytes = await d.result(id, { timeoutMs: Math.max(0, Math.min(slice, deadline - Date.now())) });
-        out.print({ id, state: 'succeeded', result: safeJson(bytes) }, JSON.stringify(safeJson(bytes)));
-        return EXIT.ok;
+        return said(out, endOf(id, { id, ok: true, result: bytes }));
       } catch (e) {
         if (!(e instanceof TimeoutError) || Date.now() >= deadline) throw e;
         const said = await quiet();
@@ -169,19 +160,14 @@ export async function result(d: DispatchPlane, out: Out, id: string, timeoutS: n
 }
 
 function reportEnd(out: Out, id: string, e: unknown): number {
-  if (e instanceof InvocationFailedError) {
-    out.print({ id, state: 'failed', error: e.error }, `failed: ${e.error.type ? `${e.error.type}: ` : ''}${e.error.message}`);
-    return EXIT.failed;
-  }
-  if (e instanceof InvocationCancelledError) {
-    out.print({ id, state: 'cancelled' }, 'cancelled');
-    return EXIT.cancelled;
-  }
-  if (e instanceof TimeoutError) {
-    out.print({ id, timed_out: true }, `timed out: ${e.message}`);
-    return EXIT.timeout;
-  }
+  if (e instanceof TimeoutError) return said(out, endOf(id, e));
+  if (e instanceof InvocationFailedError || e instanceof InvocationCancelledError) return said(out, endOf(id, { id, ok: false, error: e }));
   throw e;
+}
+
+function said(out: Out, end: { value: unknown; human: string; code: number }): number {
+  out.print(end.value, end.human);
+  return end.code;
 }
 
 /** Prints frames as they are written; the client reconnects from its cursor by itself. */

@@ -212,11 +212,15 @@ program
 
 program
   .command('result')
-  .description('wait for an invocation to end and print its result')
-  .argument('<id>')
+  .description('wait for invocations to end and print their results; several ids print each as it ends')
+  .argument('<ids...>')
   .option('--timeout <seconds>', 'give up after this long (0: wait forever)', '0')
-  .action((id: string, o: { timeout: string }) =>
-    run((g) => cmd.result(planeOf(g), output(!!g.json), id, seconds('--timeout', o.timeout)))(),
+  .action((ids: string[], o: { timeout: string }) =>
+    run((g) =>
+      ids.length === 1
+        ? cmd.result(planeOf(g), output(!!g.json), ids[0] as string, seconds('--timeout', o.timeout))
+        : cmd.results(planeOf(g), output(!!g.json), ids, seconds('--timeout', o.timeout)),
+    )(),
   );
 
 program

@@ -354,6 +354,45 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
     expect(Date.now() - t0).toBeLessThan(30_000);
   });
 
+  it('`result` of several ids prints each as its job ends, and exits with the worst end', async () => {
+    const env = planeEnv(kind);
+    const gate = join(tempDir('lakeshore-gate-'), 'open');
+    const id = async (...args: string[]) => (await cli(['submit', 'jobs', ...args], env)).stdout.trim();
+    const held = await id('countUntil', JSON.stringify([1, gate]));
+    const quick = await id('add', '[2,3]');
+    const bad = await id('boom', '["no such city"]');
+    worker(env, '--concurrency', '4');
+    const waiting = start(['--json', 'result', held, quick, bad, 'no-such-id', quick, '--timeout', '60'], env);
+    running.push(waiting);
+    const said = () =>
+      waiting
+        .stdout()
+        .trim()
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l));
+    // The three that end (or are missing) first are printed while the held job still runs.
+    await until(() => said().length === 3, 'three ends printed');
+    expect(said()).toEqual(
+      expect.arrayContaining([
+        { id: quick, state: 'succeeded', result: 5 },
+        expect.objectContaining({ id: bad, state: 'failed', error: expect.objectContaining({ message: expect.stringContaining('no such city') }) }),
+        { id: 'no-such-id', error: { code: 'not_found', message: expect.stringContaining('no-such-id') } },
+      ]),
+    );
+    expect(waiting.child.exitCode).toBe(null);
+    writeFileSync(gate, '');
+    expect(await waiting.exited).toBe(1); // one failed: the worst end
+    expect(said()).toHaveLength(4); // an id given twice is printed once
+    expect(said()[3]).toEqual({ id: held, state: 'succeeded', result: 1 });
+    // A job still delayed when the wait is over is said to have timed out (exit 4); all succeeded is 0.
+    const late = await id('add', '[1,1]', '--delay-ms', '600000');
+    const timed = await cli(['result', quick, late, '--timeout', '0.5'], env);
+    expect([timed.code, timed.stdout.split('\n')[1]]).toEqual([4, `${late}  timed out: ${late} is still delayed after 0.5 s`]);
+    const both = await cli(['result', quick, held], env);
+    expect([both.code, both.stdout.trim().split('\n').sort()]).toEqual([0, [`${quick}  5`, `${held}  1`].sort()]);
+  });
+
   it('answers usage errors and unknown ids with their exit codes', async () => {
     const env = planeEnv(kind);
     expect((await cli(['submit', 'jobs', 'add', '[1,'], env)).code).toBe(2);
