@@ -218,7 +218,7 @@ export interface FeedOptions {
   /** Only these kinds of records (default: both). */
   kinds?: ('job' | 'worker')[];
 }
-import type { Page as InvocationPage, QueueOverview } from '../src/core/sql/list.ts';
+import type { InvocationSummary, Page as InvocationPage, QueueOverview } from '../src/core/sql/list.ts';
 import type { StorageState } from '../src/core/storage.ts';
 export type { StorageState } from '../src/core/storage.ts';
 
@@ -269,6 +269,12 @@ export interface DispatchPlane {
   /** Deletes a finished job (succeeded, failed or cancelled) and its frames; missing: NotFoundError; not finished: FencingConflictError. */
   delete(id: string): Promise<void>;
   get(id: string): Promise<Invocation | null>;
+  /**
+   * Up to 1,000 jobs of the namespace at once, in the order asked: each one's row without its
+   * envelope and result (as a listing gives it: its queue, state, attempt, error, times), or null
+   * where there is no such job. One request, one read.
+   */
+  getMany(ids: string[]): Promise<(InvocationSummary | null)[]>;
   /** Waits for the invocation to end: its result bytes, or InvocationFailedError / InvocationCancelledError / TimeoutError. */
   result(id: string, opts?: { timeoutMs?: number; signal?: AbortSignal }): Promise<Uint8Array | null>;
   /**

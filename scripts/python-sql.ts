@@ -23,7 +23,7 @@ import { cancelPlan } from '../src/core/sql/cancel.ts';
 import { appendPlan } from '../src/core/sql/append.ts';
 import { readPlan } from '../src/core/sql/journal-read.ts';
 import { trimPlan } from '../src/core/sql/trim.ts';
-import { countPlan, endedPlan, getPlan, queuesPlan } from '../src/core/sql/read.ts';
+import { countPlan, endedPlan, getManyPlan, getPlan, queuesPlan } from '../src/core/sql/read.ts';
 import { listPlan, overviewPlan } from '../src/core/sql/list.ts';
 import { STATES, type State } from '../src/core/states.ts';
 import { configurePlan, pausePlan, queueInfoPlan } from '../src/core/sql/configure.ts';
@@ -211,6 +211,7 @@ const artifact = {
     read: statements(readPlan(S.ns, S.id, S.since, S.limit, S.queue)),
     trim: statements(trimPlan(S.ns, S.id, S.queue, S.keep_last)),
     get: statements(getPlan(S.ns, S.id, S.queue)),
+    get_many: statements(getManyPlan(S.ns, S.ids)),
     configure: statements(configurePlan(S.now, S.ns, S.queue, { lease_ms: 9_000_000_035 })),
     pause: statements(pausePlan(S.now, S.ns, S.queue, true)),
     resume: statements(pausePlan(S.now, S.ns, S.queue, false)),

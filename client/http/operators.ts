@@ -11,6 +11,7 @@ import type {
   StorageState,
   FeedOptions,
   InvocationPage,
+  InvocationSummary,
   LogLine,
   ListOptions,
   QueueInfo,
@@ -46,6 +47,11 @@ export class HttpOperators {
       highWaterBytes: Number(j.high_water_bytes),
       full: j.full === true,
     };
+  }
+
+  async getMany(ids: string[]): Promise<(InvocationSummary | null)[]> {
+    const out = await this.http.call('POST', '/invocations/get', { ids } satisfies wire.GetManyWire);
+    return (out.items as (Json | null)[]).map((i) => (i === null ? null : summaryOf(i)));
   }
 
   async list(queue: string, opts: ListOptions = {}): Promise<InvocationPage> {

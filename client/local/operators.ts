@@ -12,6 +12,7 @@ import type {
   FeedItem,
   FeedOptions,
   InvocationPage,
+  InvocationSummary,
   ListOptions,
   LogLine,
   QueueInfo,
@@ -82,6 +83,10 @@ export class LocalOperators {
 
   workerStopped = async (queue: string, workerId: string): Promise<void> => this.workersSeen.stopped(queue, workerId);
   workerLog = (queue: string, workerId: string, lines: LogLine[]): Promise<void> => verb(this.workersSeen.log(queue, workerId, lines));
+
+  getMany(ids: string[]): Promise<(InvocationSummary | null)[]> {
+    return verb(this.engine.getMany(this.namespace, ids));
+  }
 
   list(queue: string, opts: ListOptions = {}): Promise<InvocationPage> {
     return verb(this.engine.list(this.namespace, queue, opts.state ?? 'queued', opts.limit, opts.cursor ?? null));

@@ -14,9 +14,9 @@ import { isTerminal } from './states.ts';
 import { stmt, type Port } from './port.ts';
 import { DEFAULT_STORAGE_LIMIT_BYTES, StorageBudget, type StorageOptions, type StorageState } from './storage.ts';
 import { cancelPlan } from './sql/cancel.ts';
-import { countPlan, getPlan, queueOfPlan, queuesPlan } from './sql/read.ts';
+import { countPlan, getManyPlan, getPlan, queueOfPlan, queuesPlan } from './sql/read.ts';
 import type { PushStats } from './push.ts';
-import { listPlan, overviewPlan, type Page, type QueueOverview } from './sql/list.ts';
+import { type InvocationSummary, listPlan, overviewPlan, type Page, type QueueOverview } from './sql/list.ts';
 import { submitPlan, type Created, type SubmitInput, type Submitted } from './sql/submit.ts';
 import { retryPlan } from './sql/retry.ts';
 import { deletePlan } from './sql/delete.ts';
@@ -206,6 +206,14 @@ export class Engine {
 
   get = async (ns: string, id: unknown, queue: string | null = null): Promise<Invocation | null> =>
     this.committer.run(getPlan(ns, v.id(id, this.limits), queue));
+  /** Up to 1,000 jobs' rows without envelope and result, in the order asked; null where there is no such job. */
+  getMany = async (ns: string, ids: unknown): Promise<(InvocationSummary | null)[]> =>
+    this.committer.run(getManyPlan(ns, JSON.stringify(this.idList(ids))));
+  /** A list of 1 to LIMIT_MAX_BATCH invocation ids, each checked. */
+  private idList(ids: unknown): string[] {
+    if (!Array.isArray(ids) || !ids.length) throw badRequest('ids must be a list of one or more invocation ids');
+    return v.batch(ids, this.limits).map((id) => v.id(id, this.limits));
+  }
   queueOf = async (ns: string, id: unknown): Promise<string | null> => this.committer.run(queueOfPlan(ns, v.id(id, this.limits)));
   count = async (ns: string, queue: unknown, state?: unknown): Promise<number> =>
     this.committer.run(countPlan(ns, v.queue(queue, this.limits), v.state(state, 'queued')));
@@ -273,8 +281,7 @@ export class Engine {
     after?: unknown,
   ): Promise<ResultsAnswer> {
     const q = v.queue(queue, this.limits);
-    if (!Array.isArray(ids) || !ids.length) throw badRequest('ids must be a list of one or more invocation ids');
-    const distinct = [...new Set(v.batch(ids, this.limits).map((id) => v.id(id, this.limits)))];
+    const distinct = [...new Set(this.idList(ids))];
     const wait = v.waitMs('timeout', timeoutMs, 30_000, this.limits.maxResultWaitMs);
     const cursor = v.optionalText('after', after, 100);
     const deadline = this.now() + wait;

@@ -54,6 +54,10 @@ export interface WorkerLogWire {
 }
 
 /** A wait on many jobs of one queue (POST /queues/:queue/results): at most LIMIT_MAX_BATCH ids. */
+export interface GetManyWire {
+  ids: string[];
+}
+
 export interface ResultsWire {
   ids: string[];
   timeout_ms?: number | null;

@@ -19,6 +19,7 @@ import type {
   AckWire,
   ClaimWire,
   ClaimCancelWire,
+  GetManyWire,
   ResultsWire,
   WorkerLogWire,
   QueueSettingsWire,
@@ -113,6 +114,8 @@ export const ClaimBody = exactly<ClaimWire>()(
     ),
   }),
 );
+
+export const GetManyBody = exactly<GetManyWire>()(z.strictObject({ ids: z.array(z.string()) }));
 
 export const ResultsBody = exactly<ResultsWire>()(
   z.strictObject({ ids: z.array(z.string()), timeout_ms: opt(z.number()), after: opt(z.string()) }),

@@ -21,6 +21,7 @@ import {
   type Ended,
   type FeedItem,
   type Invocation,
+  type InvocationSummary,
   type QueueInfo,
   type JournalFrame,
   type JournalPage,
@@ -140,6 +141,11 @@ const invocationOf = (r: Json): Invocation => ({
   expiresAt: r.expires_at,
   maxAttempts: r.max_attempts,
 });
+/** A row as a listing gives it: no envelope or result. */
+const summaryOf = (r: Json): InvocationSummary => {
+  const { envelope: _e, result: _r, ...rest } = invocationOf({ ...r, envelope: b64(new Uint8Array()), result: null });
+  return rest;
+};
 const scheduleOf = (r: Json): Schedule => ({
   queue: r.queue,
   name: r.name,
@@ -367,15 +373,10 @@ async function pythonPlaneWith(options: Record<string, unknown>): Promise<PlaneH
     },
     queueInfo: async (queue) => queueInfoOf(await call('queue_info', [queue])),
     listQueues: () => call('list_queues'),
+    getMany: async (ids) => ((await call('get_many', [ids])) as (Json | null)[]).map((r) => (r === null ? null : summaryOf(r))),
     list: async (queue, o = {}) => {
       const p = await call('list', [queue], { state: o.state ?? 'queued', limit: o.limit ?? 50, cursor: o.cursor ?? null });
-      return {
-        items: p.items.map((r: Json) => {
-          const { envelope: _e, result: _r, ...rest } = invocationOf({ ...r, envelope: b64(new Uint8Array()), result: null });
-          return rest;
-        }),
-        cursor: p.cursor,
-      };
+      return { items: p.items.map(summaryOf), cursor: p.cursor };
     },
     overview: async (queues) =>
       (await call('overview', [queues?.length ? queues : null])).map((o: Json) => ({

@@ -168,6 +168,25 @@ export function views(handle: () => PlaneHandle) {
       await expect(d.list('q', { state: 'failed', cursor: first.cursor })).rejects.toBeInstanceOf(BadRequestError);
       expect((await d.list('q', { cursor: first.cursor })).items.map((j) => j.id)).toEqual(['b']);
     });
+
+    it('gets many jobs of any queue at once, in the order asked, as a listing shows them; null where there is none', async () => {
+      await d.submit('q', bytes('x'), { id: 'a' });
+      await d.submit('other', bytes('y'), { id: 'b' });
+      await d.claim('other', 'w');
+      await d.cancel('a');
+      const rows = await d.getMany(['b', 'nope', 'a', 'b']);
+      expect(rows.map((r) => r && [r.id, r.queue, r.state, r.attempt, r.workerId])).toEqual([
+        ['b', 'other', 'running', 1, 'w'],
+        null,
+        ['a', 'q', 'cancelled', 0, null],
+        ['b', 'other', 'running', 1, 'w'],
+      ]);
+      // As a listing shows a job: its row, without the envelope and result.
+      expect(rows[2]).toEqual((await d.list('q', { state: 'cancelled' })).items[0]);
+      expect(rows[0]).not.toHaveProperty('envelope');
+      for (const bad of [[], [''], Array.from({ length: 1001 }, (_, i) => `j${i}`), [1 as unknown as string]])
+        await expect(d.getMany(bad)).rejects.toBeInstanceOf(BadRequestError);
+    });
   });
 }
 

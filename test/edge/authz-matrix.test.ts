@@ -76,6 +76,7 @@ const MATRIX: Record<string, Entry> = {
   'POST /v1/ns/:ns/queues/:queue/purge': { roles: [], body: () => ({ state: 'failed' }) },
   'GET /v1/ns/:ns/invocations/:id': { roles: ['producer'], byId: true },
   'GET /v1/ns/:ns/invocations/:id/result': { roles: ['producer'], byId: true },
+  'POST /v1/ns/:ns/invocations/get': { roles: ['producer'], body: (id) => ({ ids: [id] }) },
   'POST /v1/ns/:ns/queues/:queue/results': { roles: ['producer'], body: (id) => ({ ids: [id], timeout_ms: 0 }) },
   'POST /v1/ns/:ns/invocations/:id/ack': { roles: ['worker'], byId: true, body: () => ({ worker_id: 'w' }) },
   'POST /v1/ns/:ns/invocations/:id/nack': { roles: ['worker'], byId: true, body: () => ({ worker_id: 'w', error: 'x' }) },
@@ -187,6 +188,24 @@ describe('authorization matrix', () => {
     expect(crossTenant).toBe(0);
     expect(checked).toBe(Object.keys(MATRIX).length);
   }, 60_000);
+
+  it("reads many jobs' rows of its own namespace only, though another holds the same ids", async () => {
+    const ns = freshNs();
+    const other = freshNs();
+    for (const [n, q] of [
+      [ns, 'mine'],
+      [other, 'theirs'],
+    ] as const)
+      for (const id of ['a', 'b']) await call('POST', `/v1/ns/${n}/queues/${q}/invocations`, { id, envelope: b64('x') });
+    await call('POST', `/v1/ns/${other}/queues/theirs/invocations`, { id: 'c', envelope: b64('x') });
+    const r = await call('POST', `/v1/ns/${ns}/invocations/get`, { ids: ['b', 'c', 'a'] });
+    expect(r.status).toBe(200);
+    expect(r.body.items.map((i: { id: string; namespace: string; queue: string } | null) => i && [i.id, i.namespace, i.queue])).toEqual([
+      ['b', ns, 'mine'],
+      null,
+      ['a', ns, 'mine'],
+    ]);
+  });
 
   it('lets a delivery token act on its one attempt (read, append, heartbeat, ack, nack) and on nothing else', async () => {
     const ns = freshNs();

@@ -160,6 +160,7 @@ const scheduling = fc.constantFrom(
   `{"ids":["done","inv"],"timeout_ms":0,"after":"x.1"}`,
   `{"ids":["inv"],"timeout_ms":0,"after":7}`,
   `{"ids":["inv"],"timeout_ms":0,"after":""}`,
+  `{"ids":["done","done","nope"]}`,
   `{"ids":[${Array.from({ length: 1001 }, (_, i) => `"i${i}"`).join(',')}],"timeout_ms":0}`,
   `{"lines":[${Array.from({ length: 101 }, () => '{"id":"inv","level":"info","message":"m"}').join(',')}]}`,
 );
@@ -227,6 +228,7 @@ const routes: [string, string][] = [
   ['GET', 'invocations/:id'],
   ['GET', 'invocations/:id/result?timeout_ms=:n'],
   ['POST', 'queues/:q/results'],
+  ['POST', 'invocations/get'],
   ['POST', 'invocations/:id/ack'],
   ['POST', 'invocations/:id/nack'],
   ['POST', 'invocations/:id/heartbeat'],

@@ -376,7 +376,11 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
     expect(said()).toEqual(
       expect.arrayContaining([
         { id: quick, state: 'succeeded', result: 5 },
-        expect.objectContaining({ id: bad, state: 'failed', error: expect.objectContaining({ message: expect.stringContaining('no such city') }) }),
+        expect.objectContaining({
+          id: bad,
+          state: 'failed',
+          error: expect.objectContaining({ message: expect.stringContaining('no such city') }),
+        }),
         { id: 'no-such-id', error: { code: 'not_found', message: expect.stringContaining('no-such-id') } },
       ]),
     );

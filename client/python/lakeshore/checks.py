@@ -246,13 +246,14 @@ def _ms(v: Optional[float]) -> Optional[int]:
     return None if v is None else int(round(v * 1000))
 
 
-def _ids(ids: Any) -> List[str]:
-    """A wait on many jobs' ids: 1 to 1,000 of them, each an id; repeats count once."""
+def _ids(ids: Any, distinct: bool = True) -> List[str]:
+    """Many jobs' ids: 1 to 1,000 of them, each an id; with `distinct` (a wait), repeats count once."""
     if isinstance(ids, (str, bytes)) or not isinstance(ids, (list, tuple)) or not ids:
         raise BadRequest("ids must be a list of one or more invocation ids")
     if len(ids) > 1000:
         raise BadRequest("a batch holds at most 1000 items; this one holds %d" % len(ids))
-    return list(dict.fromkeys(_text("id", i) for i in ids))
+    checked = [_text("id", i) for i in ids]
+    return list(dict.fromkeys(checked)) if distinct else checked
 
 
 def _result_wait(timeout: Optional[float]) -> float:

@@ -53,6 +53,11 @@ class HttpOperatorVerbs(Transport):
                 "capped": [], "oldest_queued_ms": None, "pushing": None,
                 "recent": {"bucket_ms": BUCKET_MS, "until": (now // BUCKET_MS + 1) * BUCKET_MS, "succeeded": [0] * BUCKETS, "failed": [0] * BUCKETS}}
 
+    def get_many(self, ids: List[str]) -> List[Optional[Dict[str, Any]]]:
+        """Up to 1,000 jobs at once, in the order asked, in one request: each one's row without
+        envelope and result (as a listing gives it), or None where there is no such job."""
+        return list(self._call("POST", "/invocations/get", {"ids": ids})["items"])
+
     def list(self, queue: str, *, state: str = "queued", limit: int = 50, cursor: Optional[str] = None) -> Dict[str, Any]:
         """A page of the queue's jobs in `state`: `{"items": [row without envelope and result, ...],
         "cursor"}`; pass `cursor` back for the next page (None: that was the last). Claim order for

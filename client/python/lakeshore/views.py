@@ -8,7 +8,7 @@ import json
 import time
 from typing import Any, Dict, List, Optional
 
-from .checks import STATES, _int, _name
+from .checks import STATES, _ids, _int, _name
 from .errors import BadRequest
 
 FINISHED_COUNT_CAP = 10_000
@@ -58,12 +58,26 @@ class Recent:
         return {"bucket_ms": BUCKET_MS, "until": (now // BUCKET_MS + 1) * BUCKET_MS, "succeeded": list(r["succeeded"]), "failed": list(r["failed"])}
 
 
+def _summary(r: Any) -> Dict[str, Any]:
+    """A row as a listing gives it: no envelope or result, its error decoded."""
+    item = {k: r[k] for k in SUMMARY}
+    item["namespace"] = r["ns"]
+    item["error"] = None if r["error"] is None else json.loads(r["error"])
+    return item
+
+
 class ViewVerbs:
     """Mixed into Dispatch: uses its _run, queue_info and recent."""
 
     def list_queues(self) -> List[str]:
         """The queues of the namespace that ever held work or settings."""
         return [r["queue"] for r in self._run("queues", {})[0]]  # type: ignore[attr-defined]
+
+    def get_many(self, ids: List[str]) -> List[Optional[Dict[str, Any]]]:
+        """Up to 1,000 jobs at once, in the order asked: each one's row without envelope and result
+        (as a listing gives it), or None where there is no such job."""
+        rows = self._run("get_many", {"ids": json.dumps(_ids(ids, distinct=False))})[0]  # type: ignore[attr-defined]
+        return [None if r["id"] is None else _summary(r) for r in rows]
 
     def list(self, queue: str, *, state: str = "queued", limit: int = 50, cursor: Optional[str] = None) -> Dict[str, Any]:
         """A page of `queue`'s jobs in `state`: `{"items": [row without envelope and result], "cursor"}`
@@ -79,12 +93,7 @@ class ViewVerbs:
         results = self._run("list_%s%s" % (state, "" if cursor is None else "_after"), values)  # type: ignore[attr-defined]
         rows = [r for res in results for r in res][: limit + 1]
         page = rows[:limit]
-        items = []
-        for r in page:
-            item = {k: r[k] for k in SUMMARY}
-            item["namespace"] = r["ns"]
-            item["error"] = None if r["error"] is None else json.loads(r["error"])
-            items.append(item)
+        items = [_summary(r) for r in page]
         nxt = None
         if len(rows) > limit and page:
             last = page[-1]

@@ -114,6 +114,19 @@ class Verbs:
             self.other.ack(inv, "w1", attempt=c.attempt, queue="not-its-queue")
         self.assertEqual(self.other.nack(inv, "w1", error="boom", attempt=c.attempt, retry=False), "failed")
 
+    def test_many_rows_at_once_in_the_order_asked(self):
+        self.d.submit("ga", ls.encode_envelope("f", []), id="a")
+        self.d.submit("gb", ls.encode_envelope("f", []), id="b")
+        self.d.claim("gb", "w1")
+        rows = self.other.get_many(["b", "nope", "a", "b"])
+        self.assertEqual([r and (r["id"], r["queue"], r["state"], r["attempt"], r["worker_id"]) for r in rows],
+                         [("b", "gb", "running", 1, "w1"), None, ("a", "ga", "queued", 0, None), ("b", "gb", "running", 1, "w1")])
+        self.assertNotIn("envelope", rows[0])
+        self.assertEqual(rows[2], self.d.list("ga")["items"][0])  # as a listing shows it
+        for bad in ([], [""], ["j%d" % i for i in range(1001)], [7]):
+            with self.assertRaises(ls.BadRequest):
+                self.d.get_many(bad)
+
     def test_an_overview_of_the_queues_named(self):
         self.d.submit("ov-a", ls.encode_envelope("f", []), id="o-%s" % uuid.uuid4().hex[:8])
         got = self.d.overview(["never-used", "ov-a"])

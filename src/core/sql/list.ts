@@ -37,9 +37,10 @@ export interface Page {
   cursor: string | null;
 }
 
-const COLUMNS = `id, ns, queue, key, priority, parent, state, attempt, ${WORKER_ID}, lease_until, error, created_at, updated_at, started_at, finished_at, run_at, expires_at, max_attempts, rid`;
+/** A summary's columns (the row's, but for the envelope and result). */
+export const COLUMNS = `id, ns, queue, key, priority, parent, state, attempt, ${WORKER_ID}, lease_until, error, created_at, updated_at, started_at, finished_at, run_at, expires_at, max_attempts, rid`;
 
-const summary = (r: Record<string, unknown>): InvocationSummary => {
+export const summary = (r: Record<string, unknown>): InvocationSummary => {
   const { envelope: _e, result: _r, ...rest } = toInvocation(r);
   return rest;
 };

@@ -2,6 +2,7 @@
 import type { Plan } from '../plan.ts';
 import { stmt } from '../port.ts';
 import { toInvocation } from '../rows.ts';
+import { COLUMNS, summary, type InvocationSummary } from './list.ts';
 import { isTerminal, STATES, type State } from '../states.ts';
 import { FINISHED } from './finished.ts';
 import { WORKER_ID } from './workers.ts';
@@ -11,10 +12,31 @@ import type { Invocation } from '../types.ts';
 const ROW = `rid, id, ns, queue, key, priority, parent, envelope, state, attempt, ${WORKER_ID}, lease_until, result, error,
   created_at, updated_at, started_at, finished_at, trimmed, run_at, expires_at, max_attempts, budget_from`;
 
+/** A summary's columns, each of the table (json_each has an id and a parent of its own). */
+const SUMMARY = COLUMNS.split(', ')
+  .map((c) => (/^\w+$/.test(c) ? `invocations.${c}` : c))
+  .join(', ');
+
 /** One row; with `queue` (a caller's hint), only if it is in that queue. */
 export const getPlan = (ns: string, id: string, queue: string | null = null): Plan<Invocation | null> => ({
   stmts: [stmt(`SELECT ${ROW} FROM invocations WHERE ns = ?1 AND id = ?2 AND (?3 IS NULL OR queue = ?3)`, ns, id, queue)],
   done: ([r]) => (r!.rows[0] ? toInvocation(r!.rows[0]) : null),
+});
+
+/**
+ * Each of `ids` (a JSON list) in its order: its row without envelope and result, or null where the
+ * namespace has no such job. One statement, read by the (ns, id) index.
+ */
+export const getManyPlan = (ns: string, ids: string): Plan<(InvocationSummary | null)[]> => ({
+  stmts: [
+    stmt(
+      `SELECT ${SUMMARY} FROM json_each(?2) AS j
+         LEFT JOIN invocations ON invocations.ns = ?1 AND invocations.id = j.value ORDER BY j.key`,
+      ns,
+      ids,
+    ),
+  ],
+  done: ([r]) => r!.rows.map((x) => (x.id === null || x.id === undefined ? null : summary(x))),
 });
 
 /**

@@ -1,11 +1,11 @@
-/** Invocation-scoped routes: get, result, ack, nack, heartbeat, cancel, retry, delete, stream-token. Routed by id to the queue's object. */
+/** Invocation-scoped routes: get (one, or many), result, ack, nack, heartbeat, cancel, retry, delete, stream-token. Routed by id to the queue's object. */
 import { Hono } from 'hono';
 import { invocationNotFound } from '../../core/errors.ts';
 import { raise } from '../../core/settled.ts';
-import { AckBody, HeartbeatBody, NackBody, StreamTokenBody } from '../../core/wire.ts';
+import { AckBody, GetManyBody, HeartbeatBody, NackBody, StreamTokenBody } from '../../core/wire.ts';
 import { mintStreamToken, newJti, streamCap, streamKeys, streamTtl } from '../stream-token.ts';
 import { jsonBody, numParam } from '../body.ts';
-import { invocationJson, outcomeJson } from '../../core/wire-json.ts';
+import { invocationJson, outcomeJson, summaryJson } from '../../core/wire-json.ts';
 import { hint, idParam, locate, queueObject, reader, type App, type Ctx } from '../plane.ts';
 import { allow, holderOf, may } from '../auth.ts';
 import type { Verb } from '../../core/tokens.ts';
@@ -20,6 +20,11 @@ async function held(c: Ctx, verb: Verb) {
 }
 
 export const invocations = new Hono<App>()
+  // Many rows at once, a read the Worker serves itself: for a client that holds ids and not their queues.
+  .post('/get', may('get'), jsonBody(GetManyBody), async (c) => {
+    const rows = await (await reader(c, c.var.ns)).getMany(c.var.ns, c.req.valid('json').ids);
+    return c.json({ items: rows.map((r) => (r === null ? null : summaryJson(r))) });
+  })
   .get('/:id', may('get'), async (c) => {
     const id = idParam(c);
     const inv = await (await reader(c, c.var.ns)).get(c.var.ns, id, hint(c));
