@@ -1,16 +1,16 @@
 /**
- * `lakeshore result ID ID ...`: many jobs waited on at once, each printed as it ends. The jobs of
- * a queue are one `results` call for each 1,000 (src/core/results.ts), not a wait each: a shell's
- * `lakeshore result $(cat ids)` over a sweep's thousand jobs is a few requests after the look-ups.
+ * `lakeshore result ID ID ...`: many jobs waited on at once, each printed as it ends. Their queues
+ * are looked up 1,000 a request (getMany), and the jobs of a queue are one `results` call for each
+ * 1,000 (src/core/results.ts), not a wait each: a shell's `lakeshore result $(cat ids)` over a
+ * sweep's thousand jobs is two requests, and more only as rounds go by.
  */
 import { fromJsonBytes } from '../envelope.ts';
 import { type Ended, InvocationCancelledError, InvocationFailedError, NotFoundError, TimeoutError } from '../errors.ts';
 import type { DispatchPlane } from '../types.ts';
 import { elapsed, EXIT, type Out } from './output.ts';
 
-/** The most jobs one call waits on (the plane's batch limit), and the look-ups made at once. */
+/** The most jobs one look-up or call carries (the plane's batch limit). */
 const MAX_IDS = 1_000;
-const LOOKUPS = 16;
 /** The longest one round waits on the plane before it asks again. */
 const ROUND_MS = 30_000;
 
@@ -58,12 +58,11 @@ export async function results(d: DispatchPlane, out: Out, ids: string[], timeout
     left--;
     out.print(end.value, `${id}  ${end.human}`);
   };
-  // Each job's queue, a few look-ups at a time; a job the plane does not have is said at once.
+  // Each job's queue, 1,000 ids a look-up; a job the plane does not have is said at once.
   const queues = new Map<string, string[]>();
-  for (let i = 0; i < every.length; i += LOOKUPS) {
-    const part = every.slice(i, i + LOOKUPS);
-    const rows = await Promise.all(part.map((id) => d.get(id)));
-    rows.forEach((row, k) => {
+  for (let i = 0; i < every.length; i += MAX_IDS) {
+    const part = every.slice(i, i + MAX_IDS);
+    (await d.getMany(part)).forEach((row, k) => {
       const id = part[k] as string;
       if (row) queues.set(row.queue, [...(queues.get(row.queue) ?? []), id]);
       else show(id, { id, ok: false, error: new NotFoundError(`invocation ${JSON.stringify(id)} not found`) });

@@ -14,6 +14,7 @@ import { decodeFrame } from '../../src/core/frame.ts';
 import type { State } from '../../src/core/states.ts';
 import type { Claimed, Frame, HeartbeatAnswer, Invocation, JournalFrame, JournalPage } from '../../src/core/types.ts';
 import { endedOf, errorFor, LakeshoreError, outcomeResult, TimeoutError } from '../errors.ts';
+import { Locator } from './locate.ts';
 import { ResultWaits } from './result-waits.ts';
 import type * as wire from '../../src/core/wire-types.ts';
 import type {
@@ -73,6 +74,12 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
   private readonly ackers = new Map<string, Batcher<AckItem, Json>>();
   private readonly nackers = new Map<string, Batcher<NackItem, Json>>();
   /** Result waits of many jobs, shared by queue (result-waits.ts). */
+  private readonly locator = new Locator(async (ids) =>
+    (await this.getMany(ids)).map((r) => {
+      if (r) this.hint(r.id, r.queue);
+      return r?.queue ?? null;
+    }),
+  );
   private readonly waits = new ResultWaits((queue, ids, signal, cursor) => this.resultsCall(queue, ids, SLICE_MS, signal, cursor));
 
   constructor(baseUrl: string, opts: HttpDispatchOptions = {}) {
@@ -140,8 +147,10 @@ export class HttpDispatch extends HttpOperators implements DispatchPlane {
     if (opts.timeoutMs !== undefined && !(opts.timeoutMs >= 0)) throw errorFor('bad_request', 'timeout must not be negative');
     const timeoutMs = opts.timeoutMs ?? this.timeout;
     const deadline = Date.now() + timeoutMs;
-    // A job whose queue this client knows waits with the others it awaits there (result-waits.ts).
-    const queue = this.coalesce && timeoutMs > 0 ? this.queues.get(id) : undefined;
+    // A job whose queue this client knows, or learns with the others awaited now (locate.ts),
+    // waits with the others it awaits there (result-waits.ts).
+    const shared = this.coalesce && timeoutMs > 0;
+    const queue = shared ? (this.queues.get(id) ?? (await this.locator.queueOf(id))) : null;
     if (queue) {
       const item = await this.waits.wait(queue, id, deadline, opts.signal);
       if (item) return outcomeResult(id, outcomeOf(item)!);

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
-import { ForbiddenError, HttpDispatch, InvocationFailedError, UnauthorizedError } from '../../client/local/index.ts';
+import { ForbiddenError, HttpDispatch, InvocationFailedError, NotFoundError, UnauthorizedError } from '../../client/local/index.ts';
 import { until } from '../support/wait.ts';
 import { bytes, client } from './setup/client.ts';
 
@@ -112,6 +112,41 @@ describe('HttpDispatch shared result waits', () => {
     expect(settled[7]).toMatchObject({ status: 'rejected', reason: expect.any(InvocationFailedError) });
     expect(asked.result).toBe(0);
     expect(asked.results).toBeLessThan(100);
+  });
+
+  it('awaits 2,500 jobs it did not submit: their queues looked up 1,000 a request, then waited on together', async () => {
+    const asked = { get: 0, results: 0, result: 0 };
+    const counted: typeof fetch = (input, init) => {
+      const url = String(input instanceof Request ? input.url : input);
+      if (url.endsWith('/invocations/get')) asked.get++;
+      else if (/\/queues\/[^/]+\/results$/.test(url)) asked.results++;
+      else if (/\/invocations\/[^/]+\/result\?/.test(url)) asked.result++;
+      return fetch(input, init);
+    };
+    const producer = client();
+    const n = 2_500;
+    const items = Array.from({ length: n }, (_, i) => ({ envelope: bytes('x'), opts: { id: `o${i}` } }));
+    await producer.submitMany('elsewhere', items);
+    // Another process's client: it knows the ids, not their queue.
+    const d = client({ namespace: producer.namespace, fetch: counted });
+    const waits = Promise.all(items.map((it) => d.result(it.opts.id).then((b) => new TextDecoder().decode(b!))));
+    const missing = d.result('no-such-job').catch((e: unknown) => e);
+    await until(async () => asked.results >= 3, 'the shared waits out');
+    expect(asked).toEqual({ get: 3, results: 3, result: 1 }); // the missing one waits alone, and is told so
+    expect(await missing).toBeInstanceOf(NotFoundError);
+    const worker = client({ namespace: producer.namespace });
+    for (let left = n; left > 0; ) {
+      const got = await worker.claimMany('elsewhere', 'w', 1000);
+      left -= got.length;
+      await Promise.all(got.map((c) => worker.ack(c.id, 'w', { attempt: c.attempt, result: bytes(`r${c.id}`) })));
+    }
+    expect(await waits).toEqual(items.map((it) => `r${it.opts.id}`));
+    expect(asked.result).toBe(1);
+    // One wait alone (a client that knows nothing of it) is one request, as before: no look-up first.
+    const alone = { ...asked };
+    const fresh = client({ namespace: producer.namespace, fetch: counted });
+    expect(new TextDecoder().decode((await fresh.result('o1'))!)).toBe('ro1');
+    expect(asked).toEqual({ ...alone, result: alone.result + 1 });
   });
 
   it('calls off a wait on many jobs whose client left, its waiters with it, not at its timeout', async () => {

@@ -28,27 +28,32 @@ def as_completed(handles: Iterable[Handle], timeout: Optional[float] = None) -> 
     plane again). Raises Timeout when `timeout` seconds (None: no bound) pass before every job has
     ended, naming how many are left; the handles yielded before stay yielded.
 
-    The jobs of one queue are waited on together, a `results` call for each 1,000 of them. A handle
-    that does not know its queue (one made from a bare id) is looked up once with `get()`; a job
-    the plane no longer has is yielded at once, and its `result()` raises NotFound."""
+    The jobs of one queue are waited on together, a `results` call for each 1,000 of them. Handles
+    that do not know their queue (made from bare ids) are looked up, 1,000 a request (`get_many`);
+    a job the plane no longer has is yielded at once, and its `result()` raises NotFound."""
     deadline = float("inf") if timeout is None else time.monotonic() + timeout
     by_id: Dict[Tuple[int, str], List[Handle]] = {}
     groups: Dict[Tuple[int, str], Tuple[Any, List[str]]] = {}
     gone: List[Handle] = []
+    unknown: Dict[int, Tuple[Any, List[Handle]]] = {}
     for h in handles:
         key = (id(h.dispatch), h.id)
         if key in by_id:
             by_id[key].append(h)
-            continue
-        by_id[key] = [h]
-        queue = h.queue
-        if queue is None:
-            row = h.dispatch.get(h.id)
-            if row is None:
-                gone.append(h)
-                continue
-            queue = row["queue"]
-        groups.setdefault((id(h.dispatch), queue), (h.dispatch, []))[1].append(h.id)
+        elif h.queue is None:
+            by_id[key] = [h]
+            unknown.setdefault(id(h.dispatch), (h.dispatch, []))[1].append(h)
+        else:
+            by_id[key] = [h]
+            groups.setdefault((id(h.dispatch), h.queue), (h.dispatch, []))[1].append(h.id)
+    for dispatch, some in unknown.values():  # their queues, 1,000 ids a look-up
+        for i in range(0, len(some), MAX_IDS):
+            part = some[i:i + MAX_IDS]
+            for h, row in zip(part, dispatch.get_many([h.id for h in part])):
+                if row is None:
+                    gone.append(h)
+                else:
+                    groups.setdefault((id(dispatch), row["queue"]), (dispatch, []))[1].append(h.id)
     for h in gone:
         del by_id[(id(h.dispatch), h.id)]
         h._ended = {"id": h.id, "error": NotFound("invocation %s not found" % h.id)}
