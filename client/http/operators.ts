@@ -3,6 +3,8 @@
  * queue settings, pause and resume, redrive, schedules, tokens, the lifecycle feed and metrics.
  */
 import { toBase64 } from '../../src/core/bytes.ts';
+import { RECENT_BUCKET_MS, RECENT_BUCKETS } from '../../src/core/feed.ts';
+import { STATES } from '../../src/core/states.ts';
 import type * as wire from '../../src/core/wire-types.ts';
 import type { TokenLimits } from '../../src/core/wire-types.ts';
 import type {
@@ -33,9 +35,12 @@ export class HttpOperators {
     this.http = http;
   }
 
+  /** Each queue (or those named, in that order; one that never held work answered empty, as on the local plane). */
   async overview(queues?: string[]): Promise<QueueOverview[]> {
     const all = ((await this.http.call('GET', '/queues')).queues as Json[]).map(overviewOf);
-    return queues?.length ? all.filter((q) => queues.includes(q.queue)) : all;
+    if (!queues?.length) return all;
+    const named = new Map(all.map((q) => [q.queue, q]));
+    return Promise.all(queues.map(async (name) => named.get(name) ?? emptyQueue(await this.queueInfo(name))));
   }
 
   async storage(): Promise<StorageState> {
@@ -205,4 +210,23 @@ export class HttpOperators {
   async removeSchedule(queue: string, name: string): Promise<void> {
     await this.http.call('DELETE', `${queuePath(queue)}/schedules/${enc(name)}`);
   }
+}
+
+/** The overview of a queue with no jobs, as the local plane answers one that never held work. */
+function emptyQueue(info: QueueInfo): QueueOverview {
+  const now = Date.now();
+  const zeros = () => new Array<number>(RECENT_BUCKETS).fill(0);
+  return {
+    ...info,
+    counts: Object.fromEntries(STATES.map((s) => [s, 0])) as QueueOverview['counts'],
+    capped: [],
+    oldestQueuedMs: null,
+    recent: {
+      bucketMs: RECENT_BUCKET_MS,
+      until: (Math.floor(now / RECENT_BUCKET_MS) + 1) * RECENT_BUCKET_MS,
+      succeeded: zeros(),
+      failed: zeros(),
+    },
+    pushing: null,
+  };
 }

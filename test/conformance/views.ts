@@ -77,6 +77,13 @@ export function views(handle: () => PlaneHandle) {
       await d.resumeQueue('b');
       await d.claimMany('b', 'w', 5);
       expect((await d.overview(['b']))[0]).toMatchObject({ queue: 'b', counts: { queued: 0, running: 1 }, oldestQueuedMs: null });
+      // The queues named, in that order; one that never held work, empty.
+      const named = await d.overview(['never', 'c', 'a']);
+      expect(named.map((q) => q.queue)).toEqual(['never', 'c', 'a']);
+      expect(named[0]).toMatchObject({ paused: false, capped: [], oldestQueuedMs: null, pushing: null });
+      expect(named[0]!.counts).toEqual({ delayed: 0, queued: 0, running: 0, succeeded: 0, failed: 0, cancelled: 0 });
+      expect(named[0]!.recent.succeeded).toEqual(new Array(30).fill(0));
+      expect(await d.listQueues()).toEqual(['a', 'b', 'c']); // asking about a queue does not make one
     });
 
     it('the overview counts finished jobs, and the jobs finished lately per 10 s where the transitions ran', async () => {
