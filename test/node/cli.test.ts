@@ -97,7 +97,9 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
     const a = worker(env, '--lease-ms', '1000');
     await until(() => lines(mark).length === 1, 'the job to start');
     await stop(a, 'SIGKILL');
-    worker(env, '--lease-ms', '1000');
+    // The second worker's lease is long: the hand-off is the first lease's, and a loaded machine's
+    // late heartbeat must not spend the job's last attempt.
+    worker(env, '--lease-ms', '10000');
     const res = await cli(['--json', 'result', id, '--timeout', '30'], env);
     expect(JSON.parse(res.stdout)).toMatchObject({ state: 'succeeded', result: 'slept' });
     const marks = lines(mark);
@@ -311,11 +313,15 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
     const feed = start(['--json', 'events', 'jobs'], env);
     const words = start(['events', 'jobs'], env);
     running.push(feed, words);
-    await until(async () => {
-      // Both feeds are connected once a submit's record reaches them.
-      await cli(['submit', 'jobs', 'add', '[0, 0]'], env);
-      return feed.stdout().includes('"status":"queued"') && words.stdout().includes(' queued');
-    }, 'the feeds connected');
+    await until(
+      async () => {
+        // Both feeds are connected once a submit's record reaches them.
+        await cli(['submit', 'jobs', 'add', '[0, 0]'], env);
+        return feed.stdout().includes('"status":"queued"') && words.stdout().includes(' queued');
+      },
+      'the feeds connected',
+      40_000,
+    ); // two CLI processes starting on a loaded machine
     const w = worker(env, '--worker-id', 'cli-test-worker');
     const id = (await cli(['submit', 'jobs', 'add', '[2, 3]'], env)).stdout.trim();
     expect(JSON.parse((await cli(['--json', 'result', id, '--timeout', '30'], env)).stdout).result).toBe(5);
