@@ -3,8 +3,18 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 import unittest
 from typing import Callable, Dict, Tuple
+
+
+def wait_until(check: Callable[[], bool], what: Callable[[], str], timeout: float = 10.0) -> None:
+    """Waits, bounded, for `check()`; `what()` says what it waited for."""
+    end = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > end:
+            raise AssertionError("timed out after %ss waiting for %s" % (timeout, what()))
+        time.sleep(0.02)
 
 
 class TempDirs(unittest.TestCase):

@@ -10,8 +10,10 @@ import unittest
 import uuid
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
+sys.path.insert(0, os.path.abspath(os.path.dirname(__file__)))
 
 import lakeshore as ls  # noqa: E402
+from support import wait_until  # noqa: E402
 import lakeshore.aio as aio  # noqa: E402
 
 URL = os.environ.get("LAKESHORE_URL", "")
@@ -35,15 +37,6 @@ def boom():
 
 def waiting_threads():
     return [t.name for t in threading.enumerate() if t.name in ("lakeshore-wait", "lakeshore-stream", "lakeshore-results")]
-
-
-def wait_until(check, what, timeout=10.0):
-    """Waits, bounded, for `check()`; `what()` says what it waited for."""
-    end = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > end:
-            raise AssertionError("timed out after %ss waiting for %s" % (timeout, what()))
-        time.sleep(0.02)
 
 
 class Awaited:

@@ -4,13 +4,14 @@ import json
 import os
 import sys
 import threading
-import time
 import unittest
 import uuid
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
+sys.path.insert(0, os.path.abspath(os.path.dirname(__file__)))
 
 import lakeshore as ls  # noqa: E402
+from support import wait_until  # noqa: E402
 import lakeshore.completed as completed  # noqa: E402
 
 URL = os.environ.get("LAKESHORE_URL", "")
@@ -23,15 +24,6 @@ def square(x):
 
 def results_threads():
     return [t for t in threading.enumerate() if t.name == "lakeshore-results"]
-
-
-def wait_until(check, what, timeout=10.0):
-    """Waits, bounded, for `check()`; `what()` says what it waited for."""
-    end = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > end:
-            raise AssertionError("timed out after %ss waiting for %s" % (timeout, what()))
-        time.sleep(0.02)
 
 
 class Completed:
