@@ -1,11 +1,13 @@
 /**
  * Gather: a producer submits N jobs (`q.map`) and awaits every result at once
  * (`Promise.all(handles.map((h) => h.result()))`) while a worker drains them (runWorker, a worker
- * token, concurrency W, a handler of `--ms` ms), on the edge plane. Two ways of awaiting, a round
- * each, alternated:
+ * token, concurrency W, a handler of `--ms` ms), on the edge plane. Three ways of awaiting, a
+ * round each, in turn:
  * - shared: the handles of the client that submitted them, whose waits go out together
  *   (`POST /queues/:queue/results`, client/http/result-waits.ts);
- * - single: the same ids awaited through a client that does not know their queue, a
+ * - looked-up: the same ids awaited through another client, which does not know their queue: it
+ *   looks them up, 1,000 a `POST /invocations/get` (client/http/locate.ts), then waits as shared;
+ * - single: the same ids through a client that shares nothing (`coalesce: false`), a
  *   `GET /invocations/:id/result` long-poll (and a connection) each, as before the shared waits.
  * It prints, per round, the wall time from the first await to the last answer, the producer's
  * requests of each kind, and the most sockets its process held open at once.
@@ -63,13 +65,14 @@ const rowsRead = async () =>
     }
   ).read;
 
-async function round(how: 'shared' | 'single') {
+async function round(how: 'shared' | 'looked-up' | 'single') {
   // The last round's idle connections close first (fetch keeps them a few seconds), bounded.
   for (const t0 = Date.now(); sockets() > 50 && Date.now() - t0 < 30_000; ) await new Promise((r) => setTimeout(r, 100));
-  const asked = { results: 0, result: 0, other: 0 };
+  const asked = { get: 0, results: 0, result: 0, other: 0 };
   const counting: typeof fetch = (input, init) => {
     const url = String(input instanceof Request ? input.url : input);
-    if (/\/results$/.test(url)) asked.results++;
+    if (url.endsWith('/invocations/get')) asked.get++;
+    else if (/\/results$/.test(url)) asked.results++;
     else if (/\/result\?/.test(url)) asked.result++;
     else asked.other++;
     return fetch(input, init);
@@ -79,7 +82,10 @@ async function round(how: 'shared' | 'single') {
     'sq',
     Array.from({ length: N }, (_, i) => [i]),
   );
-  const waiter = how === 'shared' ? d : new HttpDispatch(plane.url, { token: producer, namespace: 'bench', fetch: counting });
+  const waiter =
+    how === 'shared'
+      ? d
+      : new HttpDispatch(plane.url, { token: producer, namespace: 'bench', fetch: counting, coalesce: how !== 'single' });
   asked.other = 0;
   let most = 0;
   const sample = setInterval(() => (most = Math.max(most, sockets())), 20);
@@ -97,17 +103,19 @@ async function round(how: 'shared' | 'single') {
 }
 
 const rows: Awaited<ReturnType<typeof round>>[] = [];
-for (let r = 0; r < ROUNDS; r++)
-  for (const how of r % 2 ? (['single', 'shared'] as const) : (['shared', 'single'] as const)) rows.push(await round(how));
+const ways = ['shared', 'looked-up', 'single'] as const;
+for (let r = 0; r < ROUNDS; r++) for (let k = 0; k < ways.length; k++) rows.push(await round(ways[(r + k) % ways.length]!));
 console.log(`gather: ${N} jobs, a worker of concurrency ${W}, ${MS} ms a job (the worker's floor: ${Math.round((N * MS) / W)} ms)`);
 console.table(rows);
 const median = (xs: number[]) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const of = (how: string) => rows.filter((r) => r.how === how);
-console.log(
-  `median ms: shared ${median(of('shared').map((r) => r.ms))}, single ${median(of('single').map((r) => r.ms))}; ` +
-    `requests awaiting: shared ${median(of('shared').map((r) => r.results))}, single ${median(of('single').map((r) => r.result))}; ` +
-    `most sockets: shared ${median(of('shared').map((r) => r.sockets))}, single ${median(of('single').map((r) => r.sockets))}`,
-);
+for (const how of ways) {
+  const r = of(how);
+  console.log(
+    `${how}: median ${median(r.map((x) => x.ms))} ms, look-ups ${median(r.map((x) => x.get))}, results calls ${median(r.map((x) => x.results))}, ` +
+      `result waits ${median(r.map((x) => x.result))}, most sockets ${median(r.map((x) => x.sockets))}, D1 rows read a job ${median(r.map((x) => x.d1_rows_read_per_job))}`,
+  );
+}
 stop.abort();
 await running;
 await worker.close();
