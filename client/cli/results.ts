@@ -62,10 +62,13 @@ export async function results(d: DispatchPlane, out: Out, ids: string[], timeout
   const queues = new Map<string, string[]>();
   for (let i = 0; i < every.length; i += MAX_IDS) {
     const part = every.slice(i, i + MAX_IDS);
-    (await d.getMany(part)).forEach((row, k) => {
-      const id = part[k] as string;
-      if (row) queues.set(row.queue, [...(queues.get(row.queue) ?? []), id]);
-      else show(id, { id, ok: false, error: new NotFoundError(`invocation ${JSON.stringify(id)} not found`) });
+    const rows = await d.getMany(part);
+    part.forEach((id, k) => {
+      const row = rows[k];
+      const of = row ? queues.get(row.queue) : undefined;
+      if (!row) show(id, { id, ok: false, error: new NotFoundError(`invocation ${JSON.stringify(id)} not found`) });
+      else if (of) of.push(id);
+      else queues.set(row.queue, [id]);
     });
   }
   const ticker = out.tty ? setInterval(() => out.status(`waiting for ${left} of ${every.length} jobs, ${elapsed(t0)}`), 1_000) : undefined;
@@ -99,9 +102,12 @@ async function waitOn(
       show(e.id, e);
     }
   }
+  // Those still waiting when the wait was over, each with its state now (ids of one queue: one look-up).
   const waited = `${(deadline - t0) / 1000} s`; // the --timeout given
-  for (const id of rest) {
-    const row = await d.get(id);
+  const late = [...rest];
+  if (late.length === 0) return;
+  (await d.getMany(late)).forEach((row, k) => {
+    const id = late[k] as string;
     show(id, new TimeoutError(`${id} is still ${row?.state ?? 'unknown'} after ${waited}`));
-  }
+  });
 }
