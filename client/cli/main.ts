@@ -206,9 +206,13 @@ program
 
 program
   .command('get')
-  .description('show an invocation')
-  .argument('<id>')
-  .action((id: string) => run((g) => cmd.get(planeOf(g), output(!!g.json), id))());
+  .description('show an invocation; several ids show a line each')
+  .argument('<ids...>')
+  .action((ids: string[]) =>
+    run((g) =>
+      ids.length === 1 ? cmd.get(planeOf(g), output(!!g.json), ids[0] as string) : op.getMany(planeOf(g), output(!!g.json), ids),
+    )(),
+  );
 
 program
   .command('result')

@@ -1,7 +1,7 @@
 /** The CLI's commands for operators: listing, retry and redrive, pause and resume, queue settings, cron schedules. */
 import { callOf, callText, encodeEnvelope, NEVER } from '../envelope.ts';
 import { isState, STATES } from '../../src/core/states.ts';
-import type { DispatchPlane, QueueInfo, Schedule, SettingsChange } from '../types.ts';
+import type { DispatchPlane, InvocationSummary, QueueInfo, Schedule, SettingsChange } from '../types.ts';
 import { EXIT, type Out } from './output.ts';
 import { parseJson, parseKwargs, UsageError } from './usage.ts';
 
@@ -22,13 +22,37 @@ export async function ls(d: DispatchPlane, out: Out, queue: string, f: { state: 
     out.print({ queue, state: f.state, items: page.items, cursor: page.cursor });
     return EXIT.ok;
   }
-  const when = (ms: number | null) => (ms === null ? '-' : new Date(ms).toISOString());
-  const lines = page.items.map((i) =>
-    [i.id, i.state, `attempt ${i.attempt}`, when(i.finishedAt ?? i.updatedAt), i.error?.message ?? ''].join('  '),
-  );
+  const lines = page.items.map((i) => jobLine(i));
   if (page.cursor) lines.push(`more: lakeshore ls ${queue} --state ${f.state} --cursor ${page.cursor}`);
   out.print(page, lines.join('\n') || `no ${f.state} jobs in ${queue}`);
   return EXIT.ok;
+}
+
+/** A job on a line, as `ls` shows it (with its queue, where jobs of many queues are shown). */
+function jobLine(i: InvocationSummary, queue = false): string {
+  const when = (ms: number | null) => (ms === null ? '-' : new Date(ms).toISOString());
+  return [i.id, ...(queue ? [i.queue] : []), i.state, `attempt ${i.attempt}`, when(i.finishedAt ?? i.updatedAt), i.error?.message ?? '']
+    .join('  ')
+    .trimEnd();
+}
+
+/** Several jobs, a line each (`get ID ID ...`), read 1,000 at a time; an id the plane does not have says so (exit 3). */
+export async function getMany(d: DispatchPlane, out: Out, ids: string[]) {
+  const every = [...new Set(ids)];
+  let missing = 0;
+  for (let i = 0; i < every.length; i += 1000) {
+    const part = every.slice(i, i + 1000);
+    const rows = await d.getMany(part);
+    part.forEach((id, k) => {
+      const row = rows[k];
+      if (row) out.print(row, jobLine(row, true));
+      else {
+        missing++;
+        out.print({ id, error: { code: 'not_found', message: `invocation ${JSON.stringify(id)} not found` } }, `${id}  not found`);
+      }
+    });
+  }
+  return missing ? EXIT.notFound : EXIT.ok;
 }
 
 export async function retry(d: DispatchPlane, out: Out, id: string) {

@@ -399,6 +399,19 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
     const late = await id('add', '[1,1]', '--delay-ms', '600000');
     const timed = await cli(['result', quick, late, '--timeout', '0.5'], env);
     expect([timed.code, timed.stdout.split('\n')[1]]).toEqual([4, `${late}  timed out: ${late} is still delayed after 0.5 s`]);
+    // `get` of several ids: a line each, as `ls` shows a job, with its queue; a missing one said (exit 3).
+    const rows = await cli(['get', quick, 'no-such-id', bad], env);
+    expect(rows.code).toBe(3);
+    expect(
+      rows.stdout
+        .trim()
+        .split('\n')
+        .map((l) => l.split('  ').slice(0, 4)),
+    ).toEqual([
+      [quick, 'jobs', 'succeeded', 'attempt 1'],
+      ['no-such-id', 'not found'],
+      [bad, 'jobs', 'failed', expect.stringMatching(/^attempt \d$/)],
+    ]);
     const both = await cli(['result', quick, held], env);
     expect([both.code, both.stdout.trim().split('\n').sort()]).toEqual([0, [`${quick}  5`, `${held}  1`].sort()]);
   });
