@@ -143,8 +143,9 @@ def events(dispatch: Any = None, queue: Optional[str] = None, *, kinds: Optional
 
 
 class AsyncHandle:
-    """A submitted invocation, awaited: its id, and what it gives back. With its `queue` known (an
-    AsyncQueue's handles), its result waits with the other jobs awaited there (aio_shared.py)."""
+    """A submitted invocation, awaited: its id, and what it gives back. Its result waits with the
+    other jobs awaited in its queue (aio_shared.py): an AsyncQueue's handles know it; one made from
+    a bare id learns it with the others awaited at once."""
 
     def __init__(self, inv_id: str, dispatch: Any, queue: Optional[str] = None):
         self.id = inv_id
@@ -155,8 +156,10 @@ class AsyncHandle:
         """The decoded return value, as Handle.result: as long as the job takes, or `timeout`
         seconds (then Timeout); raises InvocationFailed or InvocationCancelled as the job ended so."""
         deadline = time.monotonic() + _bound(timeout)
-        shared = shared_waits(self.dispatch, WAIT_SLICE) if self.queue is not None else None
-        if shared is not None:
+        shared = shared_waits(self.dispatch, WAIT_SLICE)
+        if shared is not None and self.queue is None and callable(getattr(self.dispatch, "get_many", None)):
+            self.queue = await shared.locate(self.id)  # with the others of unknown queues awaited now
+        if shared is not None and self.queue is not None:
             answer = shared.wait(self.queue, self.id, deadline)  # type: ignore[arg-type]
             try:
                 item = await (answer if timeout is None else asyncio.wait_for(answer, max(0.0, deadline - time.monotonic())))

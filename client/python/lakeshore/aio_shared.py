@@ -4,6 +4,9 @@ took a thread (and, on an HTTP plane, a connection). A sweep's
 `await asyncio.gather(*(h.result() for h in handles))` over 3,000 jobs is three calls, not
 3,000 threads.
 
+Handles that do not know their queue (made from bare ids) are looked up first, those awaited in
+one turn of the loop together (`get_many`, 1,000 a call), then wait the same way.
+
 Awaits begun in the same turn of the loop go out together; awaits begun while calls of their queue
 are out go in a new one, and past MAX_CALLS of a queue the smallest call is given up and its jobs
 join the new one. A given-up call's thread ends with its slice, its answer unread. An answer
@@ -24,6 +27,8 @@ from .errors import NotFound
 MAX_IDS = 1000
 #: The most calls of a queue out at once, before the smallest is merged into the next.
 MAX_CALLS = 4
+#: Fewer awaits of jobs of unknown queues than this in a turn of the loop wait alone: a look-up would only add a round trip.
+FEW = 4
 
 
 class _Call:
@@ -48,6 +53,9 @@ class SharedWaits:
         #: longer than the latest of its jobs', so a bounded await leaves no thread behind it.
         self.until: Dict[str, Dict[str, float]] = {}
         self.scheduled = False
+        #: Awaits of jobs whose queue the handle does not know, to be looked up together (locate).
+        self.unlocated: Dict[str, List["asyncio.Future[Optional[str]]"]] = {}
+        self.locating = False
 
     def wait(self, queue: str, inv_id: str, deadline: float = float("inf")) -> "asyncio.Future[Any]":
         """A future of `inv_id`'s answer: `{"id", "result"}` or `{"id", "error"}` once it ended, or
@@ -67,6 +75,46 @@ class SharedWaits:
                     self.loop.call_soon(self._flush)
         fut.add_done_callback(lambda f: self._drop(queue, inv_id, f))
         return fut
+
+    def locate(self, inv_id: str) -> "asyncio.Future[Optional[str]]":
+        """A future of `inv_id`'s queue, looked up with the other jobs of unknown queues awaited in
+        this turn of the loop (`get_many`, 1,000 a call, in a thread); None when it waits alone
+        (fewer than FEW, not found, or the look-up failed)."""
+        fut: "asyncio.Future[Optional[str]]" = self.loop.create_future()
+        self.unlocated.setdefault(inv_id, []).append(fut)
+        if not self.locating:
+            self.locating = True
+            self.loop.call_soon(self._locate)
+        return fut
+
+    def _locate(self) -> None:
+        self.locating = False
+        batch, self.unlocated = self.unlocated, {}
+        ids = list(batch)
+
+        def settle(part: List[str], queues: List[Optional[str]]) -> None:
+            for inv_id, queue in zip(part, queues):
+                for fut in batch[inv_id]:
+                    if not fut.done():
+                        fut.set_result(queue)
+
+        if len(ids) < FEW:
+            settle(ids, [None] * len(ids))
+            return
+
+        def run() -> None:
+            for i in range(0, len(ids), MAX_IDS):
+                part = ids[i:i + MAX_IDS]
+                try:
+                    queues = [None if r is None else r["queue"] for r in self.dispatch.get_many(part)]
+                except BaseException:  # noqa: BLE001 (each await's single wait says what went wrong)
+                    queues = [None] * len(part)
+                try:
+                    self.loop.call_soon_threadsafe(settle, part, queues)
+                except RuntimeError:
+                    return  # the loop closed: nobody awaits them
+
+        threading.Thread(target=run, name="lakeshore-lookup", daemon=True).start()
 
     def calls(self) -> int:
         """Calls out now (for tests)."""

@@ -124,6 +124,28 @@ class Awaited:
         asyncio.run(main())
         wait_until(lambda: not waiting_threads(), lambda: "the calls' threads to end (%s)" % waiting_threads())
 
+    def test_awaits_of_handles_made_from_bare_ids_are_looked_up_then_shared(self):
+        async def main():
+            hs = await ls.AsyncQueue("bare", self.d).map(square, range(1200))
+            bare = [ls.AsyncHandle(h.id, self.d) for h in hs]  # another program's: ids, no queue
+            gathered = asyncio.ensure_future(asyncio.gather(*(h.result() for h in bare)))
+            for _ in range(500):  # bounded: until both calls are out
+                if waiting_threads().count("lakeshore-results") >= 2:
+                    break
+                await asyncio.sleep(0.01)
+            # Looked up together (a thread, gone once it answered), then two calls: no thread a job.
+            self.assertEqual(sorted(waiting_threads()), ["lakeshore-results"] * 2)
+            self.assertEqual({h.queue for h in bare}, {"bare"})
+            self.worker("bare", {"square": square})
+            self.assertEqual(await gathered, [x * x for x in range(1200)])
+            # A few awaits are not looked up: each waits alone, as before.
+            few = ls.AsyncHandle(hs[0].id, self.d)
+            self.assertEqual(await few.result(timeout=30), 0)
+            self.assertIsNone(few.queue)
+
+        asyncio.run(main())
+        wait_until(lambda: not waiting_threads(), lambda: "the calls' threads to end (%s)" % waiting_threads())
+
     def test_a_wait_nobody_awaits_leaves_no_thread_behind(self):
         before = aio.WAIT_SLICE
         aio.WAIT_SLICE = 0.2
