@@ -228,11 +228,21 @@ class HttpDispatch(HttpOperatorVerbs):
         most 25 ms. Answers each ack's error (None where it landed) and the jobs claimed. Bad claim
         arguments refuse the whole call before any ack lands."""
         body = self._claim_body(worker_id, max, kind, wait, lease)
-        body["acks"] = [{"id": a["id"], "attempt": a["attempt"] if a.get("attempt") is not None else self._attempt(a["id"], worker_id),
-                         "result": _b64(a.get("result"))} for a in acks]
+        items = [{"id": a["id"], "attempt": a["attempt"] if a.get("attempt") is not None else self._attempt(a["id"], worker_id),
+                  "result": _b64(a.get("result"))} for a in acks]
+        # The acks that fit one request ride the claim; any beyond go first, as batch acks in parts.
+        parts = list(_parts(items)) or [[]]
+        before: List[Dict[str, Any]] = []
+        for part in parts[1:]:
+            try:
+                before += self._call("POST", "/queues/%s/ack" % _queue(queue),
+                                     {"items": [{**it, "worker_id": worker_id} for it in part]})["results"]
+            except LakeshoreError as e:
+                before += [{"error": {"code": e.code, "message": e.message}} for _ in part]
+        body["acks"] = parts[0]
         out = self._call("POST", "/queues/%s/claim" % _queue(queue), body, wait=wait)
         answers: List[Optional[LakeshoreError]] = []
-        for a, r in zip(acks, out["acks"]):
+        for a, r in zip(acks, list(out["acks"]) + before):
             if "error" in r:
                 answers.append(error_for(r["error"]["code"], r["error"]["message"]))
             else:

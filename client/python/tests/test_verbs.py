@@ -13,6 +13,10 @@ sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")
 
 import lakeshore as ls  # noqa: E402
 
+
+def square(x):
+    return x * x
+
 URL = os.environ.get("LAKESHORE_URL", "")
 TOKEN = os.environ.get("LAKESHORE_TOKEN", "")
 
@@ -73,6 +77,18 @@ class Verbs:
             self.d.ack_and_claim(q, "w1", [{"id": ids[0]}], 0)
         self.assertEqual(self.d.get(ids[0])["state"], "running")
         self.assertEqual(self.d.claim_many("empty", "w1", 5, wait=0.05), [])
+
+    def test_an_ack_and_claim_of_more_acks_than_one_request_holds_acks_them_all(self):
+        q = "many-acks"
+        hs = ls.SyncQueue(q, self.d).map(square, range(1201))
+        got = []
+        while len(got) < 1200:
+            got += self.d.claim_many(q, "w1", min(1000, 1200 - len(got)))
+        answers, more = self.d.ack_and_claim(q, "w1", [{"id": c.id, "result": b"%d" % i} for i, c in enumerate(got)], 5)
+        self.assertEqual(answers, [None] * 1200)
+        self.assertEqual([c.id for c in more], [hs[1200].id])
+        self.assertEqual(self.d.count(q, "succeeded"), 1200)
+        self.assertEqual(self.d.result(got[1199].id, timeout=0), b"1199")
 
     def test_another_client_acts_for_the_holder_with_its_attempt(self):
         q = "held"
