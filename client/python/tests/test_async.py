@@ -39,6 +39,14 @@ def waiting_threads():
     return [t.name for t in threading.enumerate() if t.name in ("lakeshore-wait", "lakeshore-stream", "lakeshore-results")]
 
 
+async def calls_out(n):
+    """Waits, bounded (5 s), on the running loop until `n` results calls are out; the caller asserts what it finds."""
+    for _ in range(500):
+        if waiting_threads().count("lakeshore-results") >= n:
+            return
+        await asyncio.sleep(0.01)
+
+
 class Awaited:
     """The tests, on the plane `self.d` (a subclass's)."""
 
@@ -112,10 +120,7 @@ class Awaited:
             q = ls.AsyncQueue("fan", self.d)
             hs = await q.map(square, range(1200))
             gathered = asyncio.ensure_future(asyncio.gather(*(h.result() for h in hs)))
-            for _ in range(500):  # bounded: until both calls are out
-                if waiting_threads().count("lakeshore-results") >= 2:
-                    break
-                await asyncio.sleep(0.01)
+            await calls_out(2)
             # 1,200 awaits, two calls on the plane (1,000 jobs and 200): no thread for each.
             self.assertEqual(sorted(waiting_threads()), ["lakeshore-results"] * 2)
             self.worker("fan", {"square": square})
@@ -129,10 +134,7 @@ class Awaited:
             hs = await ls.AsyncQueue("bare", self.d).map(square, range(1200))
             bare = [ls.AsyncHandle(h.id, self.d) for h in hs]  # another program's: ids, no queue
             gathered = asyncio.ensure_future(asyncio.gather(*(h.result() for h in bare)))
-            for _ in range(500):  # bounded: until both calls are out
-                if waiting_threads().count("lakeshore-results") >= 2:
-                    break
-                await asyncio.sleep(0.01)
+            await calls_out(2)
             # Looked up together (a thread, gone once it answered), then two calls: no thread a job.
             self.assertEqual(sorted(waiting_threads()), ["lakeshore-results"] * 2)
             self.assertEqual({h.queue for h in bare}, {"bare"})
