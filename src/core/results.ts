@@ -65,12 +65,16 @@ export async function waitForAny(w: ResultsWait): Promise<ResultsAnswer> {
         wake?.();
       });
   };
-  const look = async (ids: string[]): Promise<Ended[]> =>
-    ids.length
-      ? (await w.committer.run(endedPlan(w.ns, w.queue, JSON.stringify(ids)))).map((r) =>
-          r.state === null ? { id: r.id, error: notInQueue(r.id, w.queue).toJSON() } : { id: r.id, outcome: outcomeOf(r) },
-        )
-      : [];
+  /** Set once a look left out jobs that had ended (RESULTS_BYTES): the answer then vouches for nothing. */
+  let cut = false;
+  const look = async (ids: string[]): Promise<Ended[]> => {
+    if (!ids.length) return [];
+    const out = await w.committer.run(endedPlan(w.ns, w.queue, JSON.stringify(ids)));
+    cut ||= out.cut;
+    return out.rows.map((r) =>
+      r.state === null ? { id: r.id, error: notInQueue(r.id, w.queue).toJSON() } : { id: r.id, outcome: outcomeOf(r) },
+    );
+  };
   try {
     // In this order, with nothing between: an end after the mark is in the log past it, and one
     // after the subscription wakes a waiter; what the cursor vouches for ended before either.
@@ -102,7 +106,8 @@ export async function waitForAny(w: ResultsWait): Promise<ResultsAnswer> {
       subscribe(now); // again, before the look: a job woken but not ended (retried by hand) is still awaited
       ended = await look(now);
     }
-    return { ended, cursor };
+    // Jobs left out ended before the mark: a cursor would let the next ask skip them.
+    return { ended, cursor: cut ? null : cursor };
   } finally {
     w.signal?.removeEventListener('abort', onAbort);
     stop.abort();

@@ -20,6 +20,7 @@ import { ackAndClaim } from './ack-and-claim.ts';
 import { claimKinds } from './claim-kinds.ts';
 import { attempts } from './attempts.ts';
 import { journalRules } from './journal-rules.ts';
+import { largeValues } from './large.ts';
 import { scheduling } from './scheduling.ts';
 import { observing, retention, views } from './views.ts';
 import type { PlaneFactory, PlaneHandle, StoragePlaneFactory } from './planes.ts';
@@ -596,6 +597,7 @@ export function conformance(
     claimKinds(() => d, lacks, statClaims);
     part('ackAndClaim')('(ack and claim)', () => ackAndClaim(() => d));
     journalRules(() => d);
+    largeValues(() => d);
     attempts(() => d, lacks);
     scheduling(() => h, lacks);
     part('views')('(views)', () => views(() => h));

@@ -59,6 +59,34 @@ describe('results, asked again after its cursor', () => {
     expect(cleared.read).toBeGreaterThanOrEqual(ids.length);
   });
 
+  it('an answer cut at its bytes gives no cursor: the jobs it left out come at once when asked again', async () => {
+    const p = plane();
+    const ids = Array.from({ length: 12 }, (_, i) => `b${i}`);
+    for (const id of ids) await p.submit('q', id);
+    // 12 results of about 1 MB: more than one answer holds (RESULTS_BYTES, 8 MiB).
+    for (const id of ids) {
+      await p.claim('q', 'w');
+      expect((await p.ack(id, 'w', { result: b64(id.padEnd(1_000_000, '.')) })).status).toBe(200);
+    }
+    const ask = async (list: string[], after: string | null) => {
+      const r = await call('POST', `/v1/ns/${p.ns}/queues/q/results`, { ids: list, timeout_ms: 0, after });
+      expect(r.status).toBe(200);
+      return r.body as { results: { id: string; result: string }[]; cursor: string | null };
+    };
+    const first = await ask(ids, null);
+    expect(first.results.length).toBeGreaterThan(0);
+    expect(first.results.length).toBeLessThan(ids.length);
+    // Jobs it left out ended before its mark: a cursor would let the next ask skip them.
+    expect(first.cursor).toBeNull();
+    const answered = new Set(first.results.map((r) => r.id));
+    const rest = await ask(
+      ids.filter((id) => !answered.has(id)),
+      first.cursor,
+    );
+    expect(rest.results.map((r) => r.id).sort()).toEqual(ids.filter((id) => !answered.has(id)).sort());
+    expect(rest.cursor).toMatch(/^\w+\.\d+$/);
+  });
+
   it('refuses a cursor that is not a string, changing nothing', async () => {
     const p = plane();
     await p.submit('q', 'a');

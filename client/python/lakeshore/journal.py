@@ -90,8 +90,11 @@ class JournalVerbs:
         row = inv[0]
         out = [{"seq": f["seq"], "kind": f["kind"], "body": bytes(f["body"] or b""), "meta": None if f["meta"] is None else json.loads(f["meta"]),
                 "attempt": f["attempt"], "final": bool(f["final"])} for f in frames]
+        # The frames after `since` the read looked at (at most `limit`; it reads about 1 MiB of them
+        # whole, at least one): all of them read, and fewer than `limit`, is the journal's end.
+        seen = frames[0]["seen"] if frames else 0
         terminal = row["state"] in TERMINAL
-        done = bool(out and out[-1]["final"]) or (terminal and len(out) < limit)
+        done = bool(out and out[-1]["final"]) or (terminal and seen < limit and len(out) == seen)
         outcome = None
         if done and terminal:
             outcome = {"state": row["state"], **({"result": None if row["result"] is None else bytes(row["result"])} if row["state"] == "succeeded"

@@ -40,26 +40,42 @@ export const getManyPlan = (ns: string, ids: string): Plan<(InvocationSummary | 
 });
 
 /**
+ * Most result and error bytes one answer of a wait on many jobs carries, past its first job: the
+ * answer crosses RPC from the queue object (32 MiB at most) and sits in an isolate (128 MB), and
+ * 1,000 results of 1 MiB would be a gigabyte. Jobs past it are left for the caller's next ask.
+ */
+export const RESULTS_BYTES = 8 << 20;
+
+/**
  * Of `ids` (a JSON list), those of `queue` that have ended, with their outcome columns, and those `queue` does
- * not have (state null): what a wait on many jobs answers (results.ts). One statement, read by the
- * (ns, id) index.
+ * not have (state null): what a wait on many jobs answers (results.ts). By the (ns, id) index: the
+ * window counts each ended row's result and error bytes from its header (length() reads no blob),
+ * then only the rows within RESULTS_BYTES (at least one) are read whole, in the order asked.
+ * `cut`: some that had ended were left out.
  */
 export const endedPlan = (
   ns: string,
   queue: string,
   ids: string,
-): Plan<{ id: string; state: State | null; result: unknown; error: unknown }[]> => ({
+): Plan<{ rows: { id: string; state: State | null; result: unknown; error: unknown }[]; cut: boolean }> => ({
   stmts: [
     stmt(
-      `SELECT j.value AS id, i.state, i.result, i.error FROM json_each(?3) AS j
-         LEFT JOIN invocations AS i ON i.ns = ?1 AND i.id = j.value AND i.queue = ?2
-         WHERE i.state IS NULL OR i.${FINISHED}`,
+      `WITH e AS (
+         SELECT j.key AS k, j.value AS id, i.rid, i.state, ifnull(length(i.result), 0) + ifnull(length(i.error), 0) AS n
+           FROM json_each(?3) AS j LEFT JOIN invocations AS i ON i.ns = ?1 AND i.id = j.value AND i.queue = ?2
+          WHERE i.state IS NULL OR i.${FINISHED}),
+       w AS (SELECT k, id, rid, state, sum(n) OVER (ORDER BY k ROWS UNBOUNDED PRECEDING) - n AS before, count(*) OVER () AS seen FROM e)
+       SELECT w.id, w.state, i.result, i.error, w.seen FROM w LEFT JOIN invocations AS i ON i.rid = w.rid
+        WHERE w.before < ${RESULTS_BYTES} ORDER BY w.k`,
       ns,
       queue,
       ids,
     ),
   ],
-  done: ([r]) => r!.rows.map((x) => ({ id: String(x.id), state: (x.state ?? null) as State | null, result: x.result, error: x.error })),
+  done: ([r]) => ({
+    rows: r!.rows.map((x) => ({ id: String(x.id), state: (x.state ?? null) as State | null, result: x.result, error: x.error })),
+    cut: r!.rows.length > 0 && r!.rows.length < Number(r!.rows[0]!.seen),
+  }),
 });
 
 /** Just the queue of an invocation: how the HTTP layer routes by id to the queue's object. */
