@@ -6,12 +6,15 @@
  * per reader, and no D1 read per reader (see core/tails.ts for how catching up reads nothing).
  *
  * A reader that joins behind the channel catches up on its own (from the journal's tail in
- * memory) and then rides with the channel. A reader that falls too far behind (its unread bytes
- * pass SLOW_BYTES) is cut: its EventSource reconnects with Last-Event-ID and loses nothing. A
+ * memory) and then rides with the channel, its catch-up paced by what it reads (a journal of
+ * large frames is read at the reader's speed). A reader that falls too far behind the channel (its
+ * unread bytes pass SLOW_BYTES) is cut: its EventSource reconnects with Last-Event-ID and loses
+ * nothing. A
  * reader that goes away is dropped when its stream is cancelled; the channel's follow is called
  * off when no reader is left.
  */
 import { LakeshoreError } from '../core/errors.ts';
+import { reachedEnd } from '../core/sql/journal-read.ts';
 import type { JournalPage } from '../core/types.ts';
 import { endEvent, frameEvent, KEEPALIVE, KEEPALIVE_MS, problemEvent, RETRY } from '../core/sse.ts';
 
@@ -75,12 +78,19 @@ export class JournalStreams {
       let page = first;
       for (;;) {
         if (r.gone) return;
-        for (const f of page.frames) send(r, frameEvent(f));
+        for (const f of page.frames) {
+          await room(r);
+          write(r, enc.encode(frameEvent(f)));
+        }
         r.cursor = page.next;
+        // Room for what comes next (the end, or the channel's writes), before looking at the channel:
+        // nothing may come between that look and the join.
+        await room(r);
         if (page.done) return end(r, endEvent(page));
         const c = this.channels.get(id);
         // At the channel's place (or ahead of it: the channel hears of the frame soon): join it.
-        if (!c || c.cursor <= r.cursor) return this.join(id, r);
+        // With no channel, only at the journal's end: the channel writes without waiting for anyone.
+        if (c ? c.cursor <= r.cursor : reachedEnd(page)) return this.join(id, r);
         page = await this.follow(id, r.cursor, 0);
         if (!page.frames.length && !page.done) return this.join(id, r);
       }
@@ -175,6 +185,15 @@ export function write(r: Reader, bytes: Uint8Array): void {
     return;
   }
   r.writer.write(bytes).catch(() => (r.gone = true));
+}
+
+/**
+ * Waits until the reader has taken what it holds (its unread bytes under SLOW_BYTES). Catch-up
+ * writes wait so, and a reader that joins behind a journal of large frames reads it at its own
+ * pace; the channel (live) never waits, and cuts a slow reader instead: it must not hold up the rest.
+ */
+async function room(r: Reader): Promise<void> {
+  if ((r.writer.desiredSize ?? 0) <= 0) await r.writer.ready;
 }
 
 export function end(r: Reader, event: string | Uint8Array): void {

@@ -60,6 +60,24 @@ describe('an event stream a browser can live with', () => {
     expect((await sse(path, { authorization: 'Bearer test-token', 'last-event-id': first[0]!.id! })).status).toBe(204);
   });
 
+  it('lets a late reader of a journal of large frames read it whole at its own pace, where it was cut before its first frame', async () => {
+    const p = plane();
+    await p.submit('q', 'big');
+    await p.claim('q', 'w');
+    // 40 frames of 250 KiB: 13 MB of events, three times what a reader may leave unread live.
+    const body = 'x'.repeat(250 << 10);
+    for (let s = 0; s < 40; s++) expect((await p.append('big', 'w', { seq: s, body: b64(`${s}`.padEnd(body.length, 'x')) })).status).toBe(200);
+    await p.ack('big', 'w', { result: b64('ok') });
+    const res = await sse(`/v1/ns/${p.ns}/invocations/big/journal`, { authorization: 'Bearer test-token' });
+    const seen: string[] = [];
+    for await (const ev of sseEvents(res.body!)) {
+      seen.push(`${ev.event}:${ev.id}`);
+      // A reader slower than the plane writes: it works on each frame.
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    expect(seen).toEqual([...Array.from({ length: 40 }, (_, i) => `frame:${i}`), 'end:end']);
+  });
+
   it("sends a server-side error as a `problem` event, never as `error` (EventSource's own name)", async () => {
     const page: JournalPage = { frames: [], next: -1, trimmedBefore: -1, done: false, state: 'running', outcome: null };
     // The channel's follow fails after the first page (say, the invocation was purged meanwhile).
