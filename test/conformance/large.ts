@@ -59,6 +59,16 @@ export function largeValues(plane: () => DispatchPlane) {
       for (const f of got) expect(intact(f.body, 200 * KIB, f.seq), `frame ${f.seq}`).toBe(true);
       // A frame larger than the page's bytes is still a page of its own.
       expect((await d.journalPage('pages', { since: 3, limit: 1 })).frames.map((f) => f.seq)).toEqual([4]);
+      // Many smaller frames: a page ends at about 1 MiB of them.
+      await bigJournal('medium', 200, 8000);
+      const first = await d.journalPage('medium');
+      expect(first.frames.length).toBeGreaterThan(1);
+      expect(first.frames.length).toBeLessThan(200);
+      expect(first.frames.length * 8000).toBeLessThanOrEqual((1 << 20) + 8000);
+      expect(first.done).toBe(false);
+      const rest = await d.journalPage('medium', { since: first.next });
+      expect([...first.frames, ...rest.frames].map((f) => f.seq)).toEqual(Array.from({ length: 200 }, (_, i) => i));
+      expect(rest.done).toBe(true);
     });
 
     it('a reader of a journal of large frames reads every frame once, at its own pace', async () => {
@@ -72,6 +82,26 @@ export function largeValues(plane: () => DispatchPlane) {
         await new Promise((r) => setTimeout(r, 10));
       }
       expect(seqs).toEqual(Array.from({ length: 40 }, (_, i) => i));
+    }, 60_000);
+
+    it('a listing page holds about 8 MiB of errors (at least one item); its cursor goes on from its last, each job once', async () => {
+      const ids = Array.from({ length: 20 }, (_, i) => `f${String(i).padStart(2, '0')}`);
+      for (const id of ids) await d.submit('q', new Uint8Array([1]), { id });
+      for (let i = 0; i < ids.length; i++) {
+        const c = (await d.claim('q', 'w'))!;
+        await d.nack(c.id, 'w', { attempt: c.attempt, error: `${c.id} `.padEnd(1000 * KIB - 1000, 'e'), retry: false });
+      }
+      // 20 MB of errors, listed newest first.
+      const pages: string[][] = [];
+      for (let cursor: string | null = null, i = 0; i === 0 || (cursor !== null && i < 40); i++) {
+        const page = await d.list('q', { state: 'failed', limit: 100, cursor });
+        pages.push(page.items.map((x) => x.id));
+        for (const x of page.items) expect(x.error?.message.startsWith(`${x.id} `), x.id).toBe(true);
+        cursor = page.cursor;
+      }
+      expect(pages.flat()).toEqual([...ids].reverse());
+      expect(pages.length, JSON.stringify(pages)).toBeGreaterThan(2);
+      expect(pages.every((p) => p.length > 0)).toBe(true);
     }, 60_000);
 
     it('a wait on many jobs answers about 8 MiB of results (at least one); the rest come at once when asked again', async () => {

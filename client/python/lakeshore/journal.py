@@ -2,13 +2,16 @@
 each on the core's statements (sql.json), the misses diagnosed as src/core/sql/append.ts does."""
 import json
 import time
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from .checks import TERMINAL, _shallow, not_found
 from .errors import BadRequest, FencingConflict, PayloadTooLarge, Timeout
 from .frames import decode_frame, encode_frame
 
 
+
+#: Most frame bytes one journal page holds past its first frame (src/core/sql/journal-read.ts).
+PAGE_BYTES = 1 << 20
 
 class JournalVerbs:
     """Mixed into Dispatch: uses its _run, _claims, _holder, _same, _holds, _stale and LIMITS."""
@@ -88,13 +91,18 @@ class JournalVerbs:
         if not inv:
             raise not_found(inv_id)
         row = inv[0]
-        out = [{"seq": f["seq"], "kind": f["kind"], "body": bytes(f["body"] or b""), "meta": None if f["meta"] is None else json.loads(f["meta"]),
-                "attempt": f["attempt"], "final": bool(f["final"])} for f in frames]
-        # The frames after `since` the read looked at (at most `limit`; it reads about 1 MiB of them
-        # whole, at least one): all of them read, and fewer than `limit`, is the journal's end.
-        seen = frames[0]["seen"] if frames else 0
+        # The frames up to the first read without its body (a large one past the first few), or to
+        # PAGE_BYTES: the rest are the next page's (src/core/sql/journal-read.ts).
+        out: List[Dict[str, Any]] = []
+        size = 0
+        for f in frames:
+            if f["body"] is None or size >= PAGE_BYTES:
+                break
+            out.append({"seq": f["seq"], "kind": f["kind"], "body": bytes(f["body"]), "meta": None if f["meta"] is None else json.loads(f["meta"]),
+                        "attempt": f["attempt"], "final": bool(f["final"])})
+            size += len(out[-1]["body"]) + (len(f["meta"]) if f["meta"] is not None else 0)
         terminal = row["state"] in TERMINAL
-        done = bool(out and out[-1]["final"]) or (terminal and seen < limit and len(out) == seen)
+        done = bool(out and out[-1]["final"]) or (terminal and len(out) == len(frames) and len(out) < limit)
         outcome = None
         if done and terminal:
             outcome = {"state": row["state"], **({"result": None if row["result"] is None else bytes(row["result"])} if row["state"] == "succeeded"

@@ -39,6 +39,11 @@ with open(os.path.join(os.path.dirname(__file__), "sql.json"), encoding="utf-8")
 LIMITS = SQL["limits"]
 
 
+#: Most result and error bytes one answer of `results` carries past its first job (src/core/sql/read.ts).
+RESULTS_BYTES = 8 << 20
+#: Values of at most this many bytes come with the first read of an answer.
+INLINE_BYTES = 8 << 10
+
 class _Rows(list):  # type: ignore[type-arg]
     """A statement's rows, and how many rows it changed."""
 
@@ -307,10 +312,36 @@ class Dispatch(ClaimMachinery, FeedLog, JournalVerbs, ObserveVerbs, OperatorVerb
         q, wanted = _name("queue", queue), _ids(ids)
         deadline = time.monotonic() + _result_wait(timeout)
         while True:
-            rows = self._run("ended", {"queue": q, "ids": json.dumps(wanted)})[0]
+            rows = self._ended_within(q, wanted)
             if rows or time.monotonic() >= deadline:
-                return [_ended(dict(r), q) for r in rows]
+                return [_ended(r, q) for r in rows]
             time.sleep(poll)
+
+    def _ended_within(self, q: str, wanted: List[str]) -> List[Dict[str, Any]]:
+        """The ended jobs of `wanted` within RESULTS_BYTES of results and errors (at least one), as
+        src/core/sql/read.ts endedPlan answers: values of at most INLINE_BYTES come with the first
+        read; larger ones that fit are read after, by rowid; the rest are left for the next ask."""
+        out = [dict(r) for r in self._run("ended", {"queue": q, "ids": json.dumps(wanted)})[0]]
+        large = [i for i, r in enumerate(out) if r["state"] is not None and r["n"] > INLINE_BYTES]
+        if not large:
+            return out
+        used = sum(r["n"] or 0 for i, r in enumerate(out) if i not in set(large))
+        take: List[int] = []
+        for at in large:
+            if used + out[at]["n"] > RESULTS_BYTES and (used > 0 or take):
+                break
+            take.append(at)
+            used += out[at]["n"]
+        left = set(large[len(take):])
+        if take:
+            got = {r["rid"]: r for r in self._run("ended_values", {"ids": json.dumps([out[at]["rid"] for at in take])})[0]}
+            for at in take:
+                x = got.get(out[at]["rid"])
+                if x is None:  # retried between the two reads: no longer ended
+                    left.add(at)
+                else:
+                    out[at].update(state=x["state"], result=x["result"], error=x["error"])
+        return [r for i, r in enumerate(out) if i not in left]
 
     def results_page(self, queue: str, ids: Sequence[str], *, timeout: Optional[float] = 30.0,
                      after: Optional[str] = None) -> Tuple[List[Dict[str, Any]], Optional[str]]:

@@ -4,7 +4,7 @@ import type { Plan } from '../plan.ts';
 import { stmt } from '../port.ts';
 import { outcomeOf, toJournalFrame } from '../rows.ts';
 import { isTerminal, type State } from '../states.ts';
-import type { JournalPage } from '../types.ts';
+import type { JournalFrame, JournalPage } from '../types.ts';
 
 /**
  * Most frame bytes (bodies and meta) one page holds, past its first frame: a page crosses RPC from
@@ -25,13 +25,24 @@ export function leftOut(page: JournalPage): JournalPage {
   return page;
 }
 
+/** The first frames after the cursor a page reads whole, whatever their size (with PAGE_BYTES: 4 of 256 KiB). */
+const HEAD = 4;
 /**
- * A page of frames after `since`: at most `limit` frames and about PAGE_BYTES (at least one
- * frame, whatever its size). The window counts the frame bytes from each row's header (length()
- * reads no blob), then only the frames within the budget are read whole. With `queue` (a
- * caller's hint), only if the invocation is in that queue.
+ * Past them, a frame is read whole only if it is at most this many bytes: `limit` of them stay
+ * within 8 MiB (1 KiB each at the most frames a page may ask, 8 KiB at the default 1,000).
+ */
+const inlineBytes = (limitP: string) => `max(1024, ${8 << 20} / ${limitP})`;
+
+/**
+ * A page of frames after `since`: at most `limit` frames and about PAGE_BYTES of them (at least
+ * one, whatever its size). One statement, reading no more rows than a page of `limit` frames: a
+ * frame past the first HEAD and larger than inlineBytes comes back without its body (length()
+ * and the CASE read none of it), and the page ends before it; the next page starts with it. A seq
+ * gap wider than HEAD is the first frame's own case (min(seq), read only when a frame is large).
+ * With `queue` (a caller's hint), only if the invocation is in that queue.
  */
 export function readPlan(ns: string, id: string, since: number, limit: number, queue: string | null = null): Plan<JournalPage> {
+  const inv = '(SELECT rid FROM invocations WHERE ns = ?1 AND id = ?2)';
   return {
     stmts: [
       stmt(
@@ -41,14 +52,11 @@ export function readPlan(ns: string, id: string, since: number, limit: number, q
         queue,
       ),
       stmt(
-        `WITH c AS (
-           SELECT seq, length(body) + ifnull(length(meta), 0) AS n FROM frames
-            WHERE inv = (SELECT rid FROM invocations WHERE ns = ?1 AND id = ?2) AND seq > ?3
-            ORDER BY seq LIMIT ?4),
-         w AS (SELECT seq, sum(n) OVER (ORDER BY seq ROWS UNBOUNDED PRECEDING) - n AS before, count(*) OVER () AS seen FROM c)
-         SELECT f.seq, f.kind, f.body, f.meta, f.attempt, f.final, w.seen FROM w
-           JOIN frames AS f ON f.inv = (SELECT rid FROM invocations WHERE ns = ?1 AND id = ?2) AND f.seq = w.seq
-          WHERE w.before < ${PAGE_BYTES} ORDER BY f.seq`,
+        `SELECT seq, kind, attempt, final, meta,
+                CASE WHEN length(body) <= ${inlineBytes('?4')} OR seq <= ?3 + ${HEAD}
+                       OR seq = (SELECT min(seq) FROM frames WHERE inv = ${inv} AND seq > ?3)
+                     THEN body END AS body
+           FROM frames WHERE inv = ${inv} AND seq > ?3 ORDER BY seq LIMIT ?4`,
         ns,
         id,
         since,
@@ -58,12 +66,18 @@ export function readPlan(ns: string, id: string, since: number, limit: number, q
     done: ([inv, fr]) => {
       const row = inv!.rows[0];
       if (!row) throw invocationNotFound(id);
-      const frames = fr!.rows.map(toJournalFrame);
-      // The frames after `since` the page looked at (at most `limit`): all of them read, and fewer than `limit`, is the end.
-      const seen = fr!.rows.length ? Number(fr!.rows[0]!.seen) : 0;
+      // The frames up to the first read without its body, or to PAGE_BYTES: the rest are the next page's.
+      const frames: JournalFrame[] = [];
+      let bytes = 0;
+      for (const r of fr!.rows) {
+        if (r.body === null || r.body === undefined || bytes >= PAGE_BYTES) break;
+        const f = toJournalFrame(r);
+        frames.push(f);
+        bytes += f.body.length + (typeof r.meta === 'string' ? r.meta.length : 0);
+      }
       const state = row.state as State;
       const last = frames[frames.length - 1];
-      const atEnd = seen < limit && frames.length === seen;
+      const atEnd = frames.length === fr!.rows.length && frames.length < limit;
       const terminal = isTerminal(state);
       const done = (last?.final ?? false) || (terminal && atEnd);
       const page: JournalPage = {

@@ -16,7 +16,7 @@
  * kept, so past the cap the overview says "at least" (`capped`) and listing pages them.
  */
 import { badRequest } from '../errors.ts';
-import type { Plan } from '../plan.ts';
+import { followUp, type Plan } from '../plan.ts';
 import { stmt, type Stmt } from '../port.ts';
 import { toInvocation } from '../rows.ts';
 import { STATES, type State } from '../states.ts';
@@ -47,6 +47,23 @@ export const summary = (r: Record<string, unknown>): InvocationSummary => {
 
 type Key = [number | null, number];
 
+/**
+ * Most error bytes one page of a listing carries, past its first item: an error may be 1 MiB and a
+ * page 1,000 items, and a page sits in an isolate of 128 MB. A page cut so holds fewer than `limit`
+ * items, and its cursor goes on from its last.
+ */
+export const LIST_BYTES = 8 << 20;
+/** An error of at most this many bytes comes with a page's first read (1,000 of them: 8 MiB). */
+const INLINE_ERROR = 8 << 10;
+/** A listing's columns: COLUMNS, but an error larger than INLINE_ERROR left for a follow-up (length() reads none of it). */
+const LIST_COLUMNS = COLUMNS.replace(
+  ', error,',
+  `, CASE WHEN length(error) <= ${INLINE_ERROR} THEN error END AS error, ifnull(length(error), 0) AS error_n,`,
+);
+
+/** The errors of invocations by rowid (`rids`, a JSON list): a listing's follow-up for its large ones. */
+export const listErrors = (rids: string) => stmt(`SELECT rid, error FROM invocations WHERE rid IN (SELECT value FROM json_each(?1))`, rids);
+
 const b64url = (s: string) => btoa(s).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
 const encodeCursor = (state: State, key: Key) => b64url(JSON.stringify([state, ...key]));
 
@@ -63,7 +80,7 @@ function decodeCursor(state: State, cursor: string): Key {
 
 /** The statements of one page: a keyset range per state; queued (mixed order) takes two ranges. */
 function pageStmts(ns: string, queue: string, state: State, limit: number, after: Key | null): Stmt[] {
-  const base = `SELECT ${COLUMNS} FROM invocations WHERE ns = ?1 AND queue = ?2`;
+  const base = `SELECT ${LIST_COLUMNS} FROM invocations WHERE ns = ?1 AND queue = ?2`;
   switch (state) {
     case 'queued':
       if (!after) return [stmt(`${base} AND state = 'queued' ORDER BY priority DESC, rid LIMIT ?3`, ns, queue, limit)];
@@ -100,7 +117,7 @@ function pageStmts(ns: string, queue: string, state: State, limit: number, after
       // walks the whole table backwards by rowid for the ORDER BY.
       return [
         stmt(
-          `SELECT ${COLUMNS} FROM invocations INDEXED BY invocations_finished
+          `SELECT ${LIST_COLUMNS} FROM invocations INDEXED BY invocations_finished
           WHERE ns = ?1 AND queue = ?2 AND ${FINISHED} AND state = '${state}' AND rid < ?4 ORDER BY rid DESC LIMIT ?3`,
           ns,
           queue,
@@ -127,9 +144,32 @@ export function listPlan(ns: string, queue: string, state: State, limit: number,
     done: (rs) => {
       // One more than the page is read: it says whether another page follows.
       const rows = rs.flatMap((r) => r.rows).slice(0, limit + 1);
-      const page = rows.slice(0, limit);
+      // The page ends before the first item whose error passes LIST_BYTES (the first item always
+      // fits); the large errors of those kept are read after, by rowid.
+      let bytes = 0;
+      let end = Math.min(limit, rows.length);
+      const large: number[] = [];
+      for (let i = 0; i < end; i++) {
+        const n = Number(rows[i]!.error_n ?? 0);
+        if (i > 0 && bytes + n > LIST_BYTES) end = i;
+        else if (n > INLINE_ERROR) large.push(i);
+        bytes += n;
+      }
+      const page = rows.slice(0, end);
       const last = page[page.length - 1];
-      return { items: page.map(summary), cursor: rows.length > limit && last ? encodeCursor(state, sortKey(state, last)) : null };
+      const answer = (): Page => ({
+        items: page.map(summary),
+        cursor: rows.length > end && last ? encodeCursor(state, sortKey(state, last)) : null,
+      });
+      if (!large.length) return answer();
+      return followUp({
+        stmts: [listErrors(JSON.stringify(large.map((i) => Number(page[i]!.rid))))],
+        done: ([v]) => {
+          const errors = new Map(v!.rows.map((x) => [Number(x.rid), x.error]));
+          for (const i of large) page[i] = { ...page[i], error: errors.get(Number(page[i]!.rid)) ?? null };
+          return answer();
+        },
+      });
     },
   };
 }

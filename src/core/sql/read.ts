@@ -1,5 +1,5 @@
 /** Plain reads: one row, its queue, a count, the queue names. Each answers from the rows themselves. */
-import type { Plan } from '../plan.ts';
+import { followUp, type Plan } from '../plan.ts';
 import { stmt } from '../port.ts';
 import { toInvocation } from '../rows.ts';
 import { COLUMNS, summary, type InvocationSummary } from './list.ts';
@@ -45,38 +45,76 @@ export const getManyPlan = (ns: string, ids: string): Plan<(InvocationSummary | 
  * 1,000 results of 1 MiB would be a gigabyte. Jobs past it are left for the caller's next ask.
  */
 export const RESULTS_BYTES = 8 << 20;
+/** A job whose result and error are at most this many bytes is answered from the first read (1,000 of them: 8 MiB). */
+const INLINE_BYTES = 8 << 10;
+
+type EndedRow = { id: string; state: State | null; result: unknown; error: unknown };
 
 /**
  * Of `ids` (a JSON list), those of `queue` that have ended, with their outcome columns, and those `queue` does
- * not have (state null): what a wait on many jobs answers (results.ts). By the (ns, id) index: the
- * window counts each ended row's result and error bytes from its header (length() reads no blob),
- * then only the rows within RESULTS_BYTES (at least one) are read whole, in the order asked.
- * `cut`: some that had ended were left out.
+ * not have (state null): what a wait on many jobs answers (results.ts). One statement by the (ns, id)
+ * index, reading no more rows than before: a job whose values are larger than INLINE_BYTES comes
+ * back without them (length() and the CASE read none of their bytes), and a follow-up reads those
+ * that fit in RESULTS_BYTES with the rest (at least one), by rowid. `cut`: ended jobs were left out.
  */
-export const endedPlan = (
-  ns: string,
-  queue: string,
-  ids: string,
-): Plan<{ rows: { id: string; state: State | null; result: unknown; error: unknown }[]; cut: boolean }> => ({
-  stmts: [
-    stmt(
-      `WITH e AS (
-         SELECT j.key AS k, j.value AS id, i.rid, i.state, ifnull(length(i.result), 0) + ifnull(length(i.error), 0) AS n
+export const endedPlan = (ns: string, queue: string, ids: string): Plan<{ rows: EndedRow[]; cut: boolean }> => {
+  const n = 'ifnull(length(i.result), 0) + ifnull(length(i.error), 0)';
+  return {
+    stmts: [
+      stmt(
+        `SELECT j.value AS id, i.rid, i.state, ${n} AS n,
+                CASE WHEN ${n} <= ${INLINE_BYTES} THEN i.result END AS result, CASE WHEN ${n} <= ${INLINE_BYTES} THEN i.error END AS error
            FROM json_each(?3) AS j LEFT JOIN invocations AS i ON i.ns = ?1 AND i.id = j.value AND i.queue = ?2
-          WHERE i.state IS NULL OR i.${FINISHED}),
-       w AS (SELECT k, id, rid, state, sum(n) OVER (ORDER BY k ROWS UNBOUNDED PRECEDING) - n AS before, count(*) OVER () AS seen FROM e)
-       SELECT w.id, w.state, i.result, i.error, w.seen FROM w LEFT JOIN invocations AS i ON i.rid = w.rid
-        WHERE w.before < ${RESULTS_BYTES} ORDER BY w.k`,
-      ns,
-      queue,
-      ids,
-    ),
-  ],
-  done: ([r]) => ({
-    rows: r!.rows.map((x) => ({ id: String(x.id), state: (x.state ?? null) as State | null, result: x.result, error: x.error })),
-    cut: r!.rows.length > 0 && r!.rows.length < Number(r!.rows[0]!.seen),
-  }),
-});
+          WHERE i.state IS NULL OR i.${FINISHED}`,
+        ns,
+        queue,
+        ids,
+      ),
+    ],
+    done: ([r]) => {
+      const rows: EndedRow[] = [];
+      const large: { rid: number; at: number }[] = [];
+      let bytes = 0;
+      for (const x of r!.rows) {
+        const row = { id: String(x.id), state: (x.state ?? null) as State | null, result: x.result, error: x.error };
+        if (row.state === null || Number(x.n) <= INLINE_BYTES) {
+          rows.push(row);
+          bytes += Number(x.n ?? 0);
+        } else large.push({ rid: Number(x.rid), at: rows.push(row) - 1 });
+      }
+      if (!large.length) return { rows, cut: false };
+      // The large ones that fit, in the order asked (at least one when nothing else was answered).
+      const sizes = new Map(r!.rows.map((x) => [Number(x.rid), Number(x.n)]));
+      const take: typeof large = [];
+      for (const l of large) {
+        const size = sizes.get(l.rid)!;
+        if (bytes + size > RESULTS_BYTES && (bytes > 0 || take.length)) break;
+        take.push(l);
+        bytes += size;
+      }
+      const left = new Set(large.slice(take.length).map((l) => l.at));
+      if (!take.length) return { rows: rows.filter((_, i) => !left.has(i)), cut: true };
+      return followUp({
+        stmts: [endedValues(JSON.stringify(take.map((l) => l.rid)))],
+        done: ([v]) => {
+          const got = new Map(v!.rows.map((x) => [Number(x.rid), x]));
+          // A job retried between the two reads is no longer ended: it is left out, as one that ended later would be.
+          for (const l of take) {
+            const x = got.get(l.rid);
+            const row = rows[l.at]!;
+            if (x) Object.assign(row, { state: x.state as State, result: x.result, error: x.error });
+            else left.add(l.at);
+          }
+          return { rows: rows.filter((_, i) => !left.has(i)), cut: left.size > 0 };
+        },
+      });
+    },
+  };
+};
+
+/** The outcome columns of ended jobs, by rowid (`rids`, a JSON list): endedPlan's follow-up. */
+export const endedValues = (rids: string) =>
+  stmt(`SELECT rid, state, result, error FROM invocations WHERE rid IN (SELECT value FROM json_each(?1)) AND ${FINISHED}`, rids);
 
 /** Just the queue of an invocation: how the HTTP layer routes by id to the queue's object. */
 export const queueOfPlan = (ns: string, id: string): Plan<string | null> => ({
