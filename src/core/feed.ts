@@ -53,6 +53,25 @@ export interface LogRecord {
   at: number;
 }
 
+/**
+ * An error as a feed record carries it: whole when its JSON is at most FEED_ERROR_CHARS, else its
+ * `type` and the start of its `message`, marked `truncated` (`get` answers the whole). A queue object
+ * keeps its last 10,000 records in memory for readers that come back, and an error may be 1 MiB:
+ * a storm of failures with long tracebacks would pass an isolate's 128 MB.
+ */
+export const FEED_ERROR_CHARS = 2048;
+const FEED_MESSAGE_CHARS = 500;
+
+export function feedError(e: InvocationError): InvocationError {
+  if (JSON.stringify(e).length <= FEED_ERROR_CHARS) return e;
+  const message = typeof e.message === 'string' ? e.message : String(e.message);
+  return {
+    ...(typeof e.type === 'string' ? { type: e.type.slice(0, 200) } : {}),
+    message: message.length > FEED_MESSAGE_CHARS ? `${message.slice(0, FEED_MESSAGE_CHARS - 1)}…` : message,
+    truncated: true,
+  };
+}
+
 export const LOG_LEVELS = Object.freeze(['debug', 'info', 'warn', 'error'] as const);
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
@@ -315,7 +334,7 @@ export class Feed {
         status: it.status,
         attempt: it.attempt ?? null,
         worker_id: it.workerId ?? null,
-        ...(it.error ? { error: it.error } : {}),
+        ...(it.error ? { error: feedError(it.error) } : {}),
         ...(traceId ? { trace_id: traceId } : {}),
         at,
       };

@@ -384,6 +384,36 @@ export function observing(handle: () => PlaneHandle) {
       expect(traces).toEqual([`a:${traceId}`, 'later:-', `spaced:${spacedId}`, `a:${traceId}`, 'later:-', `spaced:${spacedId}`]);
     });
 
+    it("a failed job's record carries its error whole up to 2,048 characters of JSON, else its type and message's start, marked truncated", async () => {
+      const ac = new AbortController();
+      const it = await attachedFeed(d, 'fe', ac.signal);
+      const small = { type: 'ValueError', message: 'bad input', stack: 'at f (x.py:1)' };
+      const large = { type: 'RuntimeError', message: `oom ${'m'.repeat(1000)}`, stack: 's'.repeat(100_000) };
+      for (const [id, error] of [
+        ['small', small],
+        ['large', large],
+      ] as const) {
+        await d.submit('fe', bytes('x'), { id });
+        let c = (await d.claim('fe', 'w'))!;
+        // The feed's probes came first: they succeed.
+        for (; c.id !== id; c = (await d.claim('fe', 'w'))!) await d.ack(c.id, 'w', { attempt: c.attempt, result: null });
+        await d.nack(c.id, 'w', { attempt: c.attempt, error, retry: false });
+      }
+      const failed: JobRecord[] = [];
+      while (failed.length < 2) {
+        const r = await it.next();
+        if (r.done) break;
+        if (r.value.kind === 'job' && r.value.status === 'failed') failed.push(r.value);
+      }
+      ac.abort();
+      expect(failed.map((r) => [r.id, r.error])).toEqual([
+        ['small', small],
+        ['large', { type: 'RuntimeError', message: `oom ${'m'.repeat(495)}\u2026`, truncated: true }],
+      ]);
+      // The job itself keeps the whole error.
+      expect((await d.get('large'))!.error).toEqual(large);
+    });
+
     it("the namespace-wide feed tells every queue's transitions, of a queue that starts meanwhile too; kinds keep one kind", async () => {
       await d.submit('n1', bytes('x'), { id: 'n1-old' });
       await d.cancel('n1-old');

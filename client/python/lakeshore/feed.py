@@ -8,6 +8,7 @@ A record per committed transition: `{"kind": "job", "id", "queue", "status", "at
 "worker_id", "error"?, "trace_id"?, "at"}`; worker records `{"kind": "worker", "worker_id",
 "queue", "status": started|stopped|lost, "at"}` and log lines `{"kind": "worker", "worker_id",
 "queue", "id", "level", "message", "trace_id"?, "at"}`."""
+import json
 import queue as queues
 import re
 import threading
@@ -28,6 +29,22 @@ _TRACEPARENT = re.compile(rb'"traceparent"\s*:\s*"00-([0-9a-f]{32})-[0-9a-f]{16}
 def _now() -> int:
     return int(time.time() * 1000)
 
+
+#: An error as a feed record carries it (src/core/feed.ts feedError): whole when its JSON is at most
+#: FEED_ERROR_CHARS, else its type and the start of its message, marked truncated.
+FEED_ERROR_CHARS = 2048
+FEED_MESSAGE_CHARS = 500
+
+
+def feed_error(e: Dict[str, Any]) -> Dict[str, Any]:
+    if len(json.dumps(e, separators=(",", ":"), ensure_ascii=False)) <= FEED_ERROR_CHARS:
+        return e
+    message = e.get("message")
+    message = message if isinstance(message, str) else str(message)
+    out: Dict[str, Any] = {"type": e["type"][:200]} if isinstance(e.get("type"), str) else {}
+    out["message"] = message[:FEED_MESSAGE_CHARS - 1] + "\u2026" if len(message) > FEED_MESSAGE_CHARS else message
+    out["truncated"] = True
+    return out
 
 class Feed:
     def __init__(self) -> None:
@@ -57,7 +74,7 @@ class Feed:
                 rec: Dict[str, Any] = {"kind": "job", "id": it["id"], "queue": queue, "status": it["status"], "attempt": it.get("attempt"),
                                        "worker_id": it.get("worker_id")}
                 if it.get("error"):
-                    rec["error"] = it["error"]
+                    rec["error"] = feed_error(it["error"])
                 trace = self._trace(it["id"], it["status"], it.get("envelope"))
                 if trace:
                     rec["trace_id"] = trace
