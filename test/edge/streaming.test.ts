@@ -66,7 +66,8 @@ describe('an event stream a browser can live with', () => {
     await p.claim('q', 'w');
     // 40 frames of 250 KiB: 13 MB of events, three times what a reader may leave unread live.
     const body = 'x'.repeat(250 << 10);
-    for (let s = 0; s < 40; s++) expect((await p.append('big', 'w', { seq: s, body: b64(`${s}`.padEnd(body.length, 'x')) })).status).toBe(200);
+    for (let s = 0; s < 40; s++)
+      expect((await p.append('big', 'w', { seq: s, body: b64(`${s}`.padEnd(body.length, 'x')) })).status).toBe(200);
     await p.ack('big', 'w', { result: b64('ok') });
     const res = await sse(`/v1/ns/${p.ns}/invocations/big/journal`, { authorization: 'Bearer test-token' });
     const seen: string[] = [];

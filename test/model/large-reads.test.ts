@@ -21,7 +21,7 @@ describe('large values stay out of the first read', () => {
   beforeEach(() => {
     SqlitePort.prototype.batchSync = function (this: SqlitePort, stmts: Stmt[]): StmtResult[] {
       const out = original.call(this, stmts);
-      stmts.forEach((s, i) => ran.push({ sql: s.sql, rows: out[i]!.rows }));
+      for (const [i, s] of stmts.entries()) ran.push({ sql: s.sql, rows: out[i]!.rows });
       return out;
     };
     d = new Dispatch(':memory:', { namespace: 'large' });
