@@ -8,6 +8,7 @@
  */
 import { beforeEach, describe, expect, it } from 'vitest';
 import { type DispatchPlane, type Ended, FrameKind, type JournalFrame } from '../../client/local/index.ts';
+import { work } from '../support/wait.ts';
 
 const KIB = 1 << 10;
 /** `n` bytes, each its index's low byte plus `salt`: a value cut, shifted or swapped shows. */
@@ -79,7 +80,7 @@ export function largeValues(plane: () => DispatchPlane) {
         expect(intact(f.body, 250 * KIB, f.seq), `frame ${f.seq}`).toBe(true);
         seqs.push(f.seq);
         // A reader slower than the plane: its handler works on each frame.
-        await new Promise((r) => setTimeout(r, 10));
+        await work(10);
       }
       expect(seqs).toEqual(Array.from({ length: 40 }, (_, i) => i));
     }, 60_000);

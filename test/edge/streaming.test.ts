@@ -11,6 +11,7 @@ import { LakeshoreError } from '../../src/core/errors.ts';
 import type { JournalPage } from '../../src/core/types.ts';
 import { JournalStreams } from '../../src/durable/journal-streams.ts';
 import { b64, call, plane } from './setup/http.ts';
+import { work } from '../support/wait.ts';
 
 /** The events of a stream, to its end; `broken`: it ended by an error (the plane aborts a stream after a problem). */
 async function events(res: Response, broken = false): Promise<EventSourceMessage[]> {
@@ -74,7 +75,7 @@ describe('an event stream a browser can live with', () => {
     for await (const ev of sseEvents(res.body!)) {
       seen.push(`${ev.event}:${ev.id}`);
       // A reader slower than the plane writes: it works on each frame.
-      await new Promise((r) => setTimeout(r, 5));
+      await work(5);
     }
     expect(seen).toEqual([...Array.from({ length: 40 }, (_, i) => `frame:${i}`), 'end:end']);
   });
