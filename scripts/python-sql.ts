@@ -24,7 +24,7 @@ import { appendPlan } from '../src/core/sql/append.ts';
 import { readPlan } from '../src/core/sql/journal-read.ts';
 import { trimPlan } from '../src/core/sql/trim.ts';
 import { countPlan, endedPlan, endedValues, getManyPlan, getPlan, queuesPlan } from '../src/core/sql/read.ts';
-import { listErrors, listPlan, overviewPlan } from '../src/core/sql/list.ts';
+import { listPlan, overviewPlan } from '../src/core/sql/list.ts';
 import { STATES, type State } from '../src/core/states.ts';
 import { configurePlan, pausePlan, queueInfoPlan } from '../src/core/sql/configure.ts';
 import { releasePlan } from '../src/core/sql/release.ts';
@@ -236,7 +236,6 @@ const artifact = {
     count: statements(countPlan(S.ns, S.queue, S.state)),
     ended: statements(endedPlan(S.ns, S.queue, S.ids)),
     ended_values: [statement(endedValues(S.ids))],
-    list_errors: [statement(listErrors(S.ids))],
     set_schedule: statements(
       setSchedulePlan(S.now, S.ns, S.queue, {
         name: S.name,

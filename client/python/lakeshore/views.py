@@ -58,11 +58,6 @@ class Recent:
         return {"bucket_ms": BUCKET_MS, "until": (now // BUCKET_MS + 1) * BUCKET_MS, "succeeded": list(r["succeeded"]), "failed": list(r["failed"])}
 
 
-#: Most error bytes one listing page carries past its first item, and the most an error may have
-#: to come with the page's first read (src/core/sql/list.ts).
-LIST_BYTES = 8 << 20
-INLINE_ERROR = 8 << 10
-
 def _summary(r: Any) -> Dict[str, Any]:
     """A row as a listing gives it: no envelope or result, its error decoded."""
     item = {k: r[k] for k in SUMMARY}
@@ -96,26 +91,11 @@ class ViewVerbs:
         if cursor is not None:
             values["after_key"], values["after_rid"] = _cursor_of(state, cursor)
         results = self._run("list_%s%s" % (state, "" if cursor is None else "_after"), values)  # type: ignore[attr-defined]
-        rows = [dict(r) for res in results for r in res][: limit + 1]
-        # The page ends before the first item whose error passes LIST_BYTES (the first always fits);
-        # the large errors of those kept are read after, by rowid (src/core/sql/list.ts).
-        end, size, large = min(limit, len(rows)), 0, []
-        for i in range(end):
-            n = rows[i]["error_n"] or 0
-            if i > 0 and size + n > LIST_BYTES:
-                end = i
-                break
-            if n > INLINE_ERROR:
-                large.append(i)
-            size += n
-        page = rows[:end]
-        if large:
-            errors = {r["rid"]: r["error"] for r in self._run("list_errors", {"ids": json.dumps([page[i]["rid"] for i in large])})[0]}  # type: ignore[attr-defined]
-            for i in large:
-                page[i]["error"] = errors.get(page[i]["rid"])
+        rows = [r for res in results for r in res][: limit + 1]
+        page = rows[:limit]
         items = [_summary(r) for r in page]
         nxt = None
-        if len(rows) > end and page:
+        if len(rows) > limit and page:
             last = page[-1]
             key = {"queued": last["priority"], "running": last["lease_until"], "delayed": last["run_at"]}.get(state)
             nxt = _b64url(json.dumps([state, key, last["rid"]], separators=(",", ":")))

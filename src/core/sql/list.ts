@@ -16,7 +16,7 @@
  * kept, so past the cap the overview says "at least" (`capped`) and listing pages them.
  */
 import { badRequest } from '../errors.ts';
-import { followUp, type Plan } from '../plan.ts';
+import type { Plan } from '../plan.ts';
 import { stmt, type Stmt } from '../port.ts';
 import { toInvocation } from '../rows.ts';
 import { STATES, type State } from '../states.ts';
@@ -40,29 +40,32 @@ export interface Page {
 /** A summary's columns (the row's, but for the envelope and result). */
 export const COLUMNS = `id, ns, queue, key, priority, parent, state, attempt, ${WORKER_ID}, lease_until, error, created_at, updated_at, started_at, finished_at, run_at, expires_at, max_attempts, rid`;
 
+/**
+ * An error as a summary (a listing's item, get many's) carries it: whole up to SUMMARY_ERROR bytes,
+ * else its type and the first 500 characters of its message, marked `truncated` (`get` answers
+ * the whole). A page is up to 1,000 items and an error up to 1 MiB: cut in SQLite, a page's errors
+ * stay within 8 MiB and the rest of each never leaves it.
+ */
+export const SUMMARY_ERROR = 8 << 10;
+
+export function cutError(col: string): string {
+  const message = `json_extract(${col}, '$.message')`;
+  const cut = `CASE WHEN length(${message}) > 500 THEN substr(${message}, 1, 499) || '…' ELSE ${message} END`;
+  return `CASE WHEN ${col} IS NULL OR length(${col}) <= ${SUMMARY_ERROR} OR NOT json_valid(${col}) THEN ${col}
+    WHEN json_type(${col}, '$.type') = 'text'
+      THEN json_object('type', substr(json_extract(${col}, '$.type'), 1, 200), 'message', ${cut}, 'truncated', json('true'))
+    ELSE json_object('message', ${cut}, 'truncated', json('true')) END AS error`;
+}
+
+/** A listing's columns: COLUMNS with its error cut (cutError). */
+const LIST_COLUMNS = COLUMNS.replace(', error,', `, ${cutError('error')},`);
+
 export const summary = (r: Record<string, unknown>): InvocationSummary => {
   const { envelope: _e, result: _r, ...rest } = toInvocation(r);
   return rest;
 };
 
 type Key = [number | null, number];
-
-/**
- * Most error bytes one page of a listing carries, past its first item: an error may be 1 MiB and a
- * page 1,000 items, and a page sits in an isolate of 128 MB. A page cut so holds fewer than `limit`
- * items, and its cursor goes on from its last.
- */
-export const LIST_BYTES = 8 << 20;
-/** An error of at most this many bytes comes with a page's first read (1,000 of them: 8 MiB). */
-const INLINE_ERROR = 8 << 10;
-/** A listing's columns: COLUMNS, but an error larger than INLINE_ERROR left for a follow-up (length() reads none of it). */
-const LIST_COLUMNS = COLUMNS.replace(
-  ', error,',
-  `, CASE WHEN length(error) <= ${INLINE_ERROR} THEN error END AS error, ifnull(length(error), 0) AS error_n,`,
-);
-
-/** The errors of invocations by rowid (`rids`, a JSON list): a listing's follow-up for its large ones. */
-export const listErrors = (rids: string) => stmt(`SELECT rid, error FROM invocations WHERE rid IN (SELECT value FROM json_each(?1))`, rids);
 
 const b64url = (s: string) => btoa(s).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
 const encodeCursor = (state: State, key: Key) => b64url(JSON.stringify([state, ...key]));
@@ -144,32 +147,9 @@ export function listPlan(ns: string, queue: string, state: State, limit: number,
     done: (rs) => {
       // One more than the page is read: it says whether another page follows.
       const rows = rs.flatMap((r) => r.rows).slice(0, limit + 1);
-      // The page ends before the first item whose error passes LIST_BYTES (the first item always
-      // fits); the large errors of those kept are read after, by rowid.
-      let bytes = 0;
-      let end = Math.min(limit, rows.length);
-      const large: number[] = [];
-      for (let i = 0; i < end; i++) {
-        const n = Number(rows[i]!.error_n ?? 0);
-        if (i > 0 && bytes + n > LIST_BYTES) end = i;
-        else if (n > INLINE_ERROR) large.push(i);
-        bytes += n;
-      }
-      const page = rows.slice(0, end);
+      const page = rows.slice(0, limit);
       const last = page[page.length - 1];
-      const answer = (): Page => ({
-        items: page.map(summary),
-        cursor: rows.length > end && last ? encodeCursor(state, sortKey(state, last)) : null,
-      });
-      if (!large.length) return answer();
-      return followUp({
-        stmts: [listErrors(JSON.stringify(large.map((i) => Number(page[i]!.rid))))],
-        done: ([v]) => {
-          const errors = new Map(v!.rows.map((x) => [Number(x.rid), x.error]));
-          for (const i of large) page[i] = { ...page[i], error: errors.get(Number(page[i]!.rid)) ?? null };
-          return answer();
-        },
-      });
+      return { items: page.map(summary), cursor: rows.length > limit && last ? encodeCursor(state, sortKey(state, last)) : null };
     },
   };
 }

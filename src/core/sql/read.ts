@@ -2,7 +2,7 @@
 import { followUp, type Plan } from '../plan.ts';
 import { stmt } from '../port.ts';
 import { toInvocation } from '../rows.ts';
-import { COLUMNS, summary, type InvocationSummary } from './list.ts';
+import { COLUMNS, cutError, summary, type InvocationSummary } from './list.ts';
 import { isTerminal, STATES, type State } from '../states.ts';
 import { FINISHED } from './finished.ts';
 import { WORKER_ID } from './workers.ts';
@@ -15,7 +15,8 @@ const ROW = `rid, id, ns, queue, key, priority, parent, envelope, state, attempt
 /** A summary's columns, each of the table (json_each has an id and a parent of its own). */
 const SUMMARY = COLUMNS.split(', ')
   .map((c) => (/^\w+$/.test(c) ? `invocations.${c}` : c))
-  .join(', ');
+  .join(', ')
+  .replace(', invocations.error,', `, ${cutError('invocations.error')},`);
 
 /** One row; with `queue` (a caller's hint), only if it is in that queue. */
 export const getPlan = (ns: string, id: string, queue: string | null = null): Plan<Invocation | null> => ({
