@@ -80,6 +80,13 @@ const MAX_PAUSE_MS = 5_000;
 const SETTLE_MS = 5;
 /** A batch's answer may be this much bigger than its jobs' results together (its JSON around them). */
 const BATCH_ANSWER_SLACK = 64 * 1024;
+/**
+ * Envelope bytes of the deliveries on their way past which the pusher claims no more until some
+ * are answered. A delivery holds its jobs' envelopes (and their base64 request body) until its
+ * answer: `concurrency` deliveries of 16 MiB claims would pass an isolate's 128 MB. At most this
+ * and one claim (CLAIM_BYTES) are on their way at once.
+ */
+export const PUSH_BYTES = 16 << 20;
 
 export class Pusher {
   private target: PushTarget;
@@ -104,6 +111,10 @@ export class Pusher {
    */
   private pauseNext = false;
   private freed: (() => void) | null = null;
+  /** The envelope bytes of the deliveries on their way (PUSH_BYTES). */
+  private inFlightBytes = 0;
+  /** Whether the loop waits for deliveries to be answered because of their bytes. */
+  private heldBack = false;
   private readonly delivered: PushStats['delivered'] = { acked: 0, accepted: 0, nacked: 0, refused: 0 };
   private lastError: PushStats['lastError'] = null;
   private readonly latencies: number[] = [];
@@ -166,11 +177,23 @@ export class Pusher {
     };
   }
 
+  /** What the deliveries on their way hold, and whether the pusher waits for room because of it. */
+  get held(): { bytes: number; heldBack: boolean } {
+    return { bytes: this.inFlightBytes, heldBack: this.heldBack };
+  }
+
   private async loop(): Promise<void> {
     let pause = 0;
     while (!this.stopped) {
       const concurrency = this.target.concurrency;
       const free = concurrency - this.inFlight;
+      if (this.inFlight > 0 && this.inFlightBytes >= PUSH_BYTES) {
+        this.heldBack = true;
+        await new Promise<void>((r) => (this.freed = r));
+        this.freed = null;
+        this.heldBack = false;
+        continue;
+      }
       // Claims wait until half the slots are free (or none is busy): fewer, larger claims, each
       // carrying the acks answered meanwhile, in one write. The ack timer writes acks that would
       // wait longer than a moment.
@@ -220,13 +243,16 @@ export class Pusher {
       const batched = batch > 1;
       for (let k = 0; k < got.length; k += batch) {
         const cs = got.slice(k, k + batch);
+        const size = cs.reduce((n, c) => n + c.envelope.length, 0);
         this.inFlight++;
+        this.inFlightBytes += size;
         let held = true;
         // The slot frees when the receiver has answered (its ack may go with the next claim).
         const release = () => {
           if (!held) return;
           held = false;
           this.inFlight--;
+          this.inFlightBytes -= size;
           this.freed?.();
         };
         const p = this.deliver(cs, batched, release).finally(() => {
