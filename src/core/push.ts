@@ -14,64 +14,17 @@
  * Platform-neutral: the edge plane's queue object runs it on its engine (src/durable/pushing.ts),
  * and `lakeshore push` runs it on a local plane's file through a Dispatch.
  */
-import { type Ack, PushAcks } from './push-acks.ts';
+import { PushAcks } from './push-acks.ts';
 import { type Delivered, deliveryBody, outcomesOf, resultOf, retryAfterMs } from './push-wire.ts';
 import { type PushTarget, signDelivery } from './push-target.ts';
-import type { Claimed, InvocationError } from './types.ts';
+import type { PushOptions, PushPort, PushStats } from './push-port.ts';
+import type { Claimed } from './types.ts';
 
 export type { Ack } from './push-acks.ts';
 export type { Delivered } from './push-wire.ts';
 
-/** The worker id a plane's pusher claims as (the workers list shows it; a delivery names it). */
-export const PUSH_WORKER_ID = 'lakeshore-push';
-
-/** What a pusher needs of its plane. */
-export interface PushPort {
-  /** Claims up to `max` jobs for `workerId`, waiting up to `waitMs` for one; `signal` calls the wait off. */
-  claim(max: number, leaseMs: number, waitMs: number, signal: AbortSignal): Promise<Claimed[]>;
-  /**
-   * Acks these attempts in one write: per item, null when acked, or why it was refused (its
-   * attempt is no longer held: the lease ran out, or it was cancelled).
-   */
-  ackMany(items: Ack[]): Promise<(Error | null)[]>;
-  /** The acks and the next claim in one write (the claim waits at most a moment for work). */
-  ackAndClaim(acks: Ack[], max: number, leaseMs: number, waitMs: number): Promise<{ acks: (Error | null)[]; claimed: Claimed[] }>;
-  /** Nacks the attempt: with `retry`, under the queue's budget, after `delayMs` (null: the queue's backoff). */
-  nack(c: Claimed, error: InvocationError, retry: boolean, delayMs: number | null): Promise<void>;
-  /** The receiver's credential for this job and attempt (append, heartbeat, ack, nack), or null. */
-  deliveryToken(c: Claimed): Promise<string | null>;
-  fetch(url: string, init: RequestInit): Promise<Response>;
-}
-
-export interface PushOptions {
-  ns: string;
-  queue: string;
-  workerId: string;
-  /** The claim lease the queue gives its workers; a delivery's lease also outlasts its request timeout. */
-  leaseMs: number;
-  maxLeaseMs: number;
-  /** Most bytes of a 2xx body kept as the result (the plane's result limit). */
-  resultBytes: number;
-  maxDelayMs: number;
-  now?: () => number;
-  /** How long one claim waits for work before it asks again. */
-  waitMs?: number;
-  /** Most jobs in one claim (the plane's batch limit; default 1,000). */
-  maxClaim?: number;
-  /** Told of each delivery's outcome (the feed's log line). */
-  onDelivered?: (d: Delivered) => void;
-}
-
-/** A push queue's figures for the operator view: in flight, outcomes, the last error, receiver latency. */
-export interface PushStats {
-  url: string;
-  concurrency: number;
-  inFlight: number;
-  delivered: Record<Delivered['outcome'], number>;
-  lastError: { at: number; id: string; status: number | null; message: string } | null;
-  /** The receiver's answer time over the last deliveries (ms): p50 and p99, null before any. */
-  latencyMs: { p50: number; p99: number } | null;
-}
+export { PUSH_WORKER_ID } from './push-port.ts';
+export type { PushOptions, PushPort, PushStats } from './push-port.ts';
 
 const LATENCIES = 256;
 /** The delay before the pusher asks again after its plane failed a claim, doubling to this. */
