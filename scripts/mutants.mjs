@@ -22,6 +22,9 @@ const only = process.argv.slice(2);
 const mutants = only.length ? list.filter((m) => only.includes(m.id)) : list;
 const out = mkdtempSync(join(tmpdir(), 'lakeshore-mutants-'));
 
+/** The conformance targets that need a served plane (the node tier's); memory and Python are the fast tier's. */
+const SERVED_CONFORMANCE = ['test/conformance/http.test.ts', 'test/conformance/file.test.ts'];
+
 /**
  * Which vitest config runs a named test file: the workerd suite's, the node tier's (a guard whose
  * proof needs a real plane, such as a move under load), or the fast tier's.
@@ -29,7 +32,7 @@ const out = mkdtempSync(join(tmpdir(), 'lakeshore-mutants-'));
 const configOf = (file) =>
   file.startsWith('test/edge/')
     ? 'vitest.edge.config.ts'
-    : file.startsWith('test/node/')
+    : file.startsWith('test/node/') || SERVED_CONFORMANCE.includes(file)
       ? 'vitest.node.config.ts'
       : file.startsWith('test/fault/')
         ? 'vitest.crash.config.ts'

@@ -16,7 +16,7 @@ import { ResultWaits } from './result-waits.ts';
 import type * as wire from '../../src/core/wire-types.ts';
 import type { DispatchPlane, Ended, ReadOptions, StreamToken, SubmitOptions } from '../types.ts';
 import type { Batcher } from '../batcher.ts';
-import { batcherFor, enc, invocationOf, outcomeOf, pageOf, queuePath, type Json } from './wire.ts';
+import { batcherFor, enc, invocationOf, outcomeOf, pageOf, queuePath, seg, type Json } from './wire.ts';
 import { type SubmitItem, submitParts, submitWire } from './batches.ts';
 import { followJournal } from './follow.ts';
 import { HttpHolderVerbs } from './holder.ts';
@@ -95,13 +95,13 @@ export class HttpDispatch extends HttpHolderVerbs implements DispatchPlane {
   }
 
   async cancel(id: string): Promise<boolean> {
-    const out = await this.http.call('POST', `/invocations/${enc(id)}/cancel${this.q(id)}`);
+    const out = await this.http.call('POST', `/invocations/${seg('id', id)}/cancel${this.q(id)}`);
     return out.cancelled === true;
   }
 
   async get(id: string): Promise<Invocation | null> {
     try {
-      return invocationOf(await this.http.call('GET', `/invocations/${enc(id)}`));
+      return invocationOf(await this.http.call('GET', `/invocations/${seg('id', id)}`));
     } catch (e) {
       if (e instanceof LakeshoreError && e.code === 'not_found') return null;
       throw e;
@@ -123,7 +123,7 @@ export class HttpDispatch extends HttpHolderVerbs implements DispatchPlane {
     for (;;) {
       const left = Math.max(0, deadline - Date.now());
       const slice = Math.min(left, SLICE_MS);
-      const r = await this.http.call('GET', `/invocations/${enc(id)}/result${this.q(id, { timeout_ms: String(slice) })}`, undefined, {
+      const r = await this.http.call('GET', `/invocations/${seg('id', id)}/result${this.q(id, { timeout_ms: String(slice) })}`, undefined, {
         waitMs: slice,
         signal: opts.signal,
       });
@@ -159,7 +159,7 @@ export class HttpDispatch extends HttpHolderVerbs implements DispatchPlane {
 
   /** A read-only token for one invocation, and its journal's SSE URL, for a browser (docs/contract.md). */
   async streamToken(id: string, opts: { ttlMs?: number; streams?: number } = {}): Promise<StreamToken> {
-    const out = await this.http.call('POST', `/invocations/${enc(id)}/stream-token${this.q(id)}`, {
+    const out = await this.http.call('POST', `/invocations/${seg('id', id)}/stream-token${this.q(id)}`, {
       ttl_ms: opts.ttlMs ?? null,
       streams: opts.streams ?? null,
     } satisfies wire.StreamTokenWire);
@@ -174,11 +174,11 @@ export class HttpDispatch extends HttpHolderVerbs implements DispatchPlane {
   }
 
   async retry(id: string): Promise<void> {
-    await this.http.call('POST', `/invocations/${enc(id)}/retry${this.q(id)}`);
+    await this.http.call('POST', `/invocations/${seg('id', id)}/retry${this.q(id)}`);
   }
 
   async delete(id: string): Promise<void> {
-    await this.http.call('DELETE', `/invocations/${enc(id)}${this.q(id)}`);
+    await this.http.call('DELETE', `/invocations/${seg('id', id)}${this.q(id)}`);
   }
 
   // ------------------------------------------------------------ journal
@@ -190,7 +190,7 @@ export class HttpDispatch extends HttpHolderVerbs implements DispatchPlane {
    */
   journalRead(id: string, opts: ReadOptions = {}): AsyncGenerator<JournalFrame> {
     return followJournal(id, opts, this.open, (cursor, signal) =>
-      this.http.fetch(`/invocations/${enc(id)}/journal${this.q(id)}`, {
+      this.http.fetch(`/invocations/${seg('id', id)}/journal${this.q(id)}`, {
         headers: { accept: 'text/event-stream', 'last-event-id': String(cursor) },
         signal,
       }),
@@ -200,11 +200,11 @@ export class HttpDispatch extends HttpHolderVerbs implements DispatchPlane {
   async journalPage(id: string, opts: { since?: number; limit?: number } = {}): Promise<JournalPage> {
     const p: Record<string, string> = { since: String(opts.since ?? -1) };
     if (opts.limit !== undefined) p.limit = String(opts.limit);
-    return pageOf(await this.http.call('GET', `/invocations/${enc(id)}/journal${this.q(id, p)}`));
+    return pageOf(await this.http.call('GET', `/invocations/${seg('id', id)}/journal${this.q(id, p)}`));
   }
 
   async journalTrim(id: string, keepLast: number): Promise<number> {
-    const out = await this.http.call('POST', `/invocations/${enc(id)}/journal/trim${this.q(id)}`, { keep_last: keepLast } satisfies {
+    const out = await this.http.call('POST', `/invocations/${seg('id', id)}/journal/trim${this.q(id)}`, { keep_last: keepLast } satisfies {
       keep_last: number;
     });
     return Number(out.trimmed);

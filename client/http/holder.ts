@@ -13,7 +13,7 @@ import { errorFor } from '../errors.ts';
 import type * as wire from '../../src/core/wire-types.ts';
 import type { AckRequest, AppendOptions, ClaimOptions, HolderOptions, NackOptions, NackedState } from '../types.ts';
 import type { Batcher } from '../batcher.ts';
-import { b64, batcherFor, enc, queuePath, settledOf, type Json } from './wire.ts';
+import { b64, batcherFor, queuePath, seg, settledOf, type Json } from './wire.ts';
 import { type AckItem, ackParts, claimWire, type NackItem, nackParts, ridingAcks } from './batches.ts';
 import { HttpOperators } from './operators.ts';
 import type { Transport } from './transport.ts';
@@ -121,7 +121,7 @@ export class HttpHolderVerbs extends HttpOperators {
       const b = batcherFor(this.ackers, queue, (items) => this.ackBatch(queue, items));
       await b.add({ id, workerId, attempt, result: opts.result ?? null });
     } else {
-      await this.http.call('POST', `/invocations/${enc(id)}/ack${this.q(id)}`, {
+      await this.http.call('POST', `/invocations/${seg('id', id)}/ack${this.q(id)}`, {
         worker_id: workerId,
         attempt,
         result: opts.result ? toBase64(opts.result) : null,
@@ -152,7 +152,7 @@ export class HttpHolderVerbs extends HttpOperators {
       const b = batcherFor(this.nackers, queue, (items) => this.nackBatch(queue, items));
       out = await b.add(item);
     } else {
-      out = await this.http.call('POST', `/invocations/${enc(id)}/nack${this.q(id)}`, {
+      out = await this.http.call('POST', `/invocations/${seg('id', id)}/nack${this.q(id)}`, {
         worker_id: workerId,
         attempt: item.attempt,
         error: item.error,
@@ -171,7 +171,7 @@ export class HttpHolderVerbs extends HttpOperators {
   }
 
   async heartbeat(id: string, workerId: string, opts: HolderOptions & { leaseMs?: number } = {}): Promise<HeartbeatAnswer> {
-    const out = await this.http.call('POST', `/invocations/${enc(id)}/heartbeat${this.q(id)}`, {
+    const out = await this.http.call('POST', `/invocations/${seg('id', id)}/heartbeat${this.q(id)}`, {
       worker_id: workerId,
       attempt: this.attemptOf(id, workerId, opts.attempt),
       lease_ms: opts.leaseMs ?? null,
@@ -184,7 +184,7 @@ export class HttpHolderVerbs extends HttpOperators {
     const held = this.claims.get(id);
     const workerId = opts.workerId ?? held?.workerId;
     if (!workerId) throw errorFor('bad_request', `journalAppend(${id}): no workerId given and this client did not claim ${id}`);
-    const out = await this.http.call('POST', `/invocations/${enc(id)}/journal${this.q(id)}`, {
+    const out = await this.http.call('POST', `/invocations/${seg('id', id)}/journal${this.q(id)}`, {
       worker_id: workerId,
       attempt: opts.attempt ?? (held?.workerId === workerId ? held.attempt : null),
       seq,

@@ -26,7 +26,7 @@ import type {
 import { followFeed, settingsWire } from './observe.ts';
 import { errorOf, type Transport } from './transport.ts';
 import { fetchCode, pushCode, type PushedCode } from './code.ts';
-import { enc, overviewOf, queueInfoOf, queuePath, scheduleOf, summaryOf, type Json } from './wire.ts';
+import { overviewOf, queueInfoOf, queuePath, scheduleOf, seg, summaryOf, type Json } from './wire.ts';
 
 export class HttpOperators {
   protected readonly http: Transport;
@@ -112,7 +112,7 @@ export class HttpOperators {
 
   /** Revokes at once; false when it was already revoked. */
   async revokeToken(id: string): Promise<boolean> {
-    return (await this.http.call('DELETE', `/tokens/${enc(id)}`)).revoked === true;
+    return (await this.http.call('DELETE', `/tokens/${seg('token id', id)}`)).revoked === true;
   }
 
   async configureQueue(queue: string, s: SettingsChange): Promise<QueueInfo> {
@@ -138,11 +138,11 @@ export class HttpOperators {
   /** Tells the plane that this worker stops (runWorker does, at shutdown): the feed says stopped, not lost. */
   async workerStopped(queue: string, workerId: string): Promise<void> {
     // Best effort, one try (as Python's): a stopping worker does not wait for a plane that is away.
-    await this.http.call('POST', `${queuePath(queue)}/workers/${enc(workerId)}/stop`, undefined, { retryForMs: 0 });
+    await this.http.call('POST', `${queuePath(queue)}/workers/${seg('worker_id', workerId)}/stop`, undefined, { retryForMs: 0 });
   }
 
   async workerLog(queue: string, workerId: string, lines: LogLine[]): Promise<void> {
-    await this.http.call('POST', `${queuePath(queue)}/workers/${enc(workerId)}/log`, { lines });
+    await this.http.call('POST', `${queuePath(queue)}/workers/${seg('worker_id', workerId)}/log`, { lines });
   }
 
   /**
@@ -200,7 +200,7 @@ export class HttpOperators {
       envelope: toBase64(opts.envelope),
       priority: opts.priority ?? 0,
     } satisfies wire.ScheduleWire;
-    return scheduleOf(await this.http.call('PUT', `${queuePath(queue)}/schedules/${enc(name)}`, body));
+    return scheduleOf(await this.http.call('PUT', `${queuePath(queue)}/schedules/${seg('schedule name', name)}`, body));
   }
 
   async listSchedules(queue: string): Promise<Schedule[]> {
@@ -208,7 +208,7 @@ export class HttpOperators {
   }
 
   async removeSchedule(queue: string, name: string): Promise<void> {
-    await this.http.call('DELETE', `${queuePath(queue)}/schedules/${enc(name)}`);
+    await this.http.call('DELETE', `${queuePath(queue)}/schedules/${seg('schedule name', name)}`);
   }
 }
 

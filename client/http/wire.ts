@@ -19,6 +19,18 @@ export const b64 = (s: unknown): Uint8Array => {
 export const enc = encodeURIComponent;
 
 /**
+ * One segment of a path (an id, a worker id, a name), checked first as the plane checks it
+ * (src/core/validate.ts, `segment`): an empty one would make a path with `//`, and `.` or `..`
+ * would be resolved away by the URL itself (`/invocations/../ack` is `/ack`), sending the call to
+ * another route.
+ */
+export function seg(what: string, s: string): string {
+  if (typeof s !== 'string' || !s) throw new BadRequestError(`${what} must not be empty`);
+  if (s === '.' || s === '..') throw new BadRequestError(`${what} must not be "." or "..": URLs resolve them away as path segments`);
+  return encodeURIComponent(s);
+}
+
+/**
  * A queue's path, checked first: an empty name would make a path with `//` in it, which the plane
  * answers as no route; the local plane says "queue must not be empty", and so does this.
  */

@@ -52,7 +52,8 @@ export class LocalWorkers {
   }
 
   stopped(queue: string, workerId: string): void {
-    this.books.get(queue)?.stopped(workerId);
+    const limits = this.engine.limits;
+    this.books.get(v.queue(queue, limits))?.stopped(v.workerId(workerId));
   }
 
   /** Log lines of a worker's jobs, for this process's feed readers. */

@@ -81,7 +81,7 @@ export class LocalOperators {
     return verb(this.workersSeen.list());
   }
 
-  workerStopped = async (queue: string, workerId: string): Promise<void> => this.workersSeen.stopped(queue, workerId);
+  workerStopped = (queue: string, workerId: string): Promise<void> => verb((async () => this.workersSeen.stopped(queue, workerId))());
   workerLog = (queue: string, workerId: string, lines: LogLine[]): Promise<void> => verb(this.workersSeen.log(queue, workerId, lines));
 
   getMany(ids: string[]): Promise<(InvocationSummary | null)[]> {

@@ -28,8 +28,20 @@ export function name(what: string, v: unknown, max: number): string {
 
 export const namespace = (v: unknown) => name('namespace', v, 64);
 export const queue = (v: unknown, l: Limits) => name('queue', v, l.queueLength);
-export const id = (v: unknown, l: Limits) => text('id', v, l.idLength);
-export const workerId = (v: unknown) => text('worker_id', v, 200);
+/**
+ * Text that goes into a URL's path as one segment (an id, a worker id): any printable text but `.`
+ * and `..`, which no URL carries as a segment. Clients, browsers, curl and Cloudflare's own URL
+ * normalization resolve them away (`/invocations/../ack` is `/ack`), and their percent-encodings
+ * (`%2e`) too, so a job or worker so named could never be reached over HTTP.
+ */
+export function segment(what: string, v: unknown, max: number): string {
+  const s = text(what, v, max);
+  if (s === '.' || s === '..') throw badRequest(`${what} must not be "." or "..": URLs resolve them away as path segments`);
+  return s;
+}
+
+export const id = (v: unknown, l: Limits) => segment('id', v, l.idLength);
+export const workerId = (v: unknown) => segment('worker_id', v, 200);
 
 export function optionalText(what: string, v: unknown, max: number): string | null {
   return v === undefined || v === null ? null : text(what, v, max);

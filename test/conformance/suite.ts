@@ -364,6 +364,57 @@ export function conformance(
         expect(await d.get('a')).toBeNull();
       });
 
+      it('an id or worker id no URL can carry is refused by every verb that names one, with nothing changed', async () => {
+        // `.` and `..` are resolved away in a URL's path (by fetch, curl, Cloudflare), `%2e` too: a
+        // job or worker so named could never be reached over HTTP, so no plane takes one.
+        await d.submit('q', bytes('x'), { id: 'seed' });
+        const held = (await d.claim('q', 'w'))!;
+        const refused = async (what: string, call: () => Promise<unknown>) => {
+          const err = await call().then(
+            () => null,
+            (e: unknown) => e,
+          );
+          expect(err, what).toBeInstanceOf(BadRequestError);
+        };
+        for (const bad of ['', '.', '..', 'a\u0000b']) {
+          const say = JSON.stringify(bad);
+          await refused(`submit ${say}`, () => d.submit('q', bytes('x'), { id: bad }));
+          const [item] = await d.submitMany('q', [{ envelope: bytes('x'), opts: { id: bad } }]);
+          expect(item, `submitMany ${say}`).toHaveProperty('error');
+          expect((item as { error: Error }).error, `submitMany ${say}`).toBeInstanceOf(BadRequestError);
+          await refused(`get ${say}`, () => d.get(bad));
+          await refused(`getMany ${say}`, () => d.getMany(['seed', bad]));
+          await refused(`result ${say}`, () => d.result(bad, { timeoutMs: 0 }));
+          await refused(`results ${say}`, () => d.results('q', ['seed', bad], { timeoutMs: 0 }));
+          await refused(`cancel ${say}`, () => d.cancel(bad));
+          await refused(`retry ${say}`, () => d.retry(bad));
+          await refused(`delete ${say}`, () => d.delete(bad));
+          await refused(`ack ${say}`, () => d.ack(bad, 'w'));
+          await refused(`nack ${say}`, () => d.nack(bad, 'w', { error: 'x' }));
+          await refused(`heartbeat ${say}`, () => d.heartbeat(bad, 'w'));
+          await refused(`journalAppend ${say}`, () => d.journalAppend(bad, 0, frame(0, 'x'), { workerId: 'w' }));
+          await refused(`journalPage ${say}`, () => d.journalPage(bad));
+          await refused(`journalRead ${say}`, () => drain(d.journalRead(bad, { timeoutMs: 100 })));
+          await refused(`journalTrim ${say}`, () => d.journalTrim(bad, 0));
+          // ...and as the worker's name.
+          await refused(`claim as ${say}`, () => d.claim('q', bad));
+          await refused(`ack as ${say}`, () => d.ack(held.id, bad));
+          await refused(`heartbeat as ${say}`, () => d.heartbeat(held.id, bad));
+          await refused(`journalAppend as ${say}`, () => d.journalAppend(held.id, 0, frame(0, 'x'), { workerId: bad }));
+          await refused(`workerStopped ${say}`, () => d.workerStopped('q', bad));
+          await refused(`workerLog ${say}`, () => d.workerLog('q', bad, [{ id: 'seed', level: 'info', message: 'm' }]));
+        }
+        // Nothing changed: the seed still held by w, with no frame, and no other job.
+        expect(await d.get('seed')).toMatchObject({ state: 'running', workerId: 'w', attempt: 1 });
+        expect((await d.journalPage('seed')).frames).toEqual([]);
+        expect(await d.count('q', 'queued')).toBe(0);
+        expect(await d.count('q', 'running')).toBe(1);
+        // A dot inside an id is an id like any other.
+        await d.submit('q', bytes('x'), { id: '...' });
+        await d.submit('q', bytes('x'), { id: 'a/../b' });
+        expect((await d.getMany(['...', 'a/../b'])).map((s) => s?.id)).toEqual(['...', 'a/../b']);
+      });
+
       it('unknown ids raise NotFoundError from every verb that names one', async () => {
         await expect(d.ack('ghost', 'w')).rejects.toBeInstanceOf(NotFoundError);
         await expect(d.nack('ghost', 'w', { error: 'x' })).rejects.toBeInstanceOf(NotFoundError);

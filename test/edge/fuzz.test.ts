@@ -37,7 +37,7 @@ const snapshot = async (ns: string) => {
 const weird = fc.oneof(
   fc.string(),
   fc.string({ unit: 'grapheme' }),
-  fc.constantFrom('', '\u0000', 'a\u0000b', '\ud800', '💥', '../../etc', '%00', 'x'.repeat(300), ' ', 'inv', 'q'),
+  fc.constantFrom('', '\u0000', 'a\u0000b', '\ud800', '💥', '../../etc', '.', '..', '%2e%2e', '%00', 'x'.repeat(300), ' ', 'inv', 'q'),
 );
 const num = fc.oneof(fc.integer(), fc.double(), fc.constantFrom(-1, 0, 1, 1e308, -0, 2 ** 53, 60_001)).map((v) => v);
 const value = fc.oneof(

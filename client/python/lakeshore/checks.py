@@ -54,6 +54,15 @@ def _text(what: str, v: Any, max_len: int = 200) -> str:
     return v
 
 
+def _segment(what: str, v: Any, max_len: int = 200) -> str:
+    """An id or worker id: text that goes into a URL's path as one segment, so not "." or ".."
+    (src/core/validate.ts, `segment`, says why)."""
+    s = _text(what, v, max_len)
+    if s in (".", ".."):
+        raise BadRequest('%s must not be "." or "..": URLs resolve them away as path segments' % what)
+    return s
+
+
 def _number(what: str, v: Any, minimum: Optional[float] = None) -> float:
     if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or (minimum is not None and v < minimum):
         raise BadRequest("%s must be a finite number%s" % (what, "" if minimum is None else " >= %s" % minimum))
@@ -252,7 +261,7 @@ def _ids(ids: Any, distinct: bool = True) -> List[str]:
         raise BadRequest("ids must be a list of one or more invocation ids")
     if len(ids) > 1000:
         raise BadRequest("a batch holds at most 1000 items; this one holds %d" % len(ids))
-    checked = [_text("id", i) for i in ids]
+    checked = [_segment("id", i) for i in ids]
     return list(dict.fromkeys(checked)) if distinct else checked
 
 

@@ -279,8 +279,8 @@ class ObserveVerbs:
 
     def worker_log(self, queue: str, worker_id: str, lines: List[Dict[str, Any]]) -> None:
         """Log lines of this worker's jobs, for this process's feed readers (run_worker sends current_job().log's)."""
-        from .checks import _name, _text
-        self.feed.log(_name("queue", queue), _text("worker_id", worker_id), lines)  # type: ignore[attr-defined]
+        from .checks import _name, _segment
+        self.feed.log(_name("queue", queue), _segment("worker_id", worker_id), lines)  # type: ignore[attr-defined]
 
     def book(self, queue: str) -> WorkerBook:
         books = self.__dict__.setdefault("_books", {})
@@ -295,7 +295,8 @@ class ObserveVerbs:
                 b.heard(worker_id)
 
     def worker_stopped(self, queue: str, worker_id: str) -> None:
-        self.book(queue).stopped(worker_id)
+        from .checks import _name, _segment
+        self.book(_name("queue", queue)).stopped(_segment("worker_id", worker_id))
 
     def workers(self) -> List[Dict[str, Any]]:
         """The workers this process heard from lately, each once, with what each holds."""

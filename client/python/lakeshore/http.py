@@ -13,7 +13,7 @@ from .checks import _ended
 from .errors import InvocationCancelled, InvocationFailed, LakeshoreError, Timeout, error_for
 from .frames import decode_frame, encode_frame
 from .http_operators import KEEP, HttpOperatorVerbs
-from .wire import _b64, _finite, _ms, _open_stream, _Pool, _q, _queue, _sse, _unb64
+from .wire import _b64, _finite, _ms, _open_stream, _Pool, _q, _queue, _seg, _sse, _unb64
 
 __all__ = ["KEEP", "Claimed", "HttpDispatch"]
 
@@ -131,11 +131,11 @@ class HttpDispatch(HttpOperatorVerbs):
         return out
 
     def cancel(self, inv_id: str) -> bool:
-        return bool(self._call("POST", "/invocations/%s/cancel%s" % (_q(inv_id), self._qs(inv_id)))["cancelled"])
+        return bool(self._call("POST", "/invocations/%s/cancel%s" % (_seg("id", inv_id), self._qs(inv_id)))["cancelled"])
 
     def get(self, inv_id: str) -> Optional[Dict[str, Any]]:
         try:
-            row = self._call("GET", "/invocations/%s" % _q(inv_id))
+            row = self._call("GET", "/invocations/%s" % _seg("id", inv_id))
         except LakeshoreError as e:
             if e.code == "not_found":
                 return None
@@ -153,7 +153,7 @@ class HttpDispatch(HttpOperatorVerbs):
         while True:
             left = max(0.0, deadline - time.monotonic())
             wait = min(left, _SLICE)
-            out = self._call("GET", "/invocations/%s/result%s" % (_q(inv_id), self._qs(inv_id, timeout_ms=str(int(wait * 1000)))), wait=wait)
+            out = self._call("GET", "/invocations/%s/result%s" % (_seg("id", inv_id), self._qs(inv_id, timeout_ms=str(int(wait * 1000)))), wait=wait)
             state = out["state"]
             if state == "succeeded":
                 return _unb64(out.get("result")) or b""
@@ -188,12 +188,12 @@ class HttpDispatch(HttpOperatorVerbs):
     def retry(self, inv_id: str) -> None:
         """Puts a failed job back in its queue with a fresh attempt budget (same id, journal kept);
         a job in any other state raises FencingConflict."""
-        self._call("POST", "/invocations/%s/retry%s" % (_q(inv_id), self._qs(inv_id)))
+        self._call("POST", "/invocations/%s/retry%s" % (_seg("id", inv_id), self._qs(inv_id)))
 
     def delete(self, inv_id: str) -> None:
         """Deletes a finished job (succeeded, failed or cancelled) and its frames; a job in any other
         state raises FencingConflict (cancel it first), a missing one NotFound."""
-        self._call("DELETE", "/invocations/%s%s" % (_q(inv_id), self._qs(inv_id)))
+        self._call("DELETE", "/invocations/%s%s" % (_seg("id", inv_id), self._qs(inv_id)))
 
     # ------------------------------------------------------------------ workers
 
@@ -276,7 +276,7 @@ class HttpDispatch(HttpOperatorVerbs):
     def ack(self, inv_id: str, worker_id: str, *, result: Optional[bytes] = None, attempt: Optional[int] = None, queue: Optional[str] = None) -> None:
         """Finishes the job with its result, as the worker holding it: `attempt` (the fencing token)
         defaults to the one this client claimed; `queue`, when given, narrows the guard."""
-        self._call("POST", "/invocations/%s/ack%s" % (_q(inv_id), self._qs(inv_id, queue=queue)),
+        self._call("POST", "/invocations/%s/ack%s" % (_seg("id", inv_id), self._qs(inv_id, queue=queue)),
                    {"worker_id": worker_id, "attempt": self._attempt(inv_id, worker_id, attempt), "result": _b64(result)})
         with self._lock:
             self._claims.pop(inv_id, None)
@@ -291,7 +291,7 @@ class HttpDispatch(HttpOperatorVerbs):
             body["delay_ms"] = _ms("delay", delay)
         if max_attempts is not None:
             body["max_attempts"] = max_attempts  # the worker's budget: where neither the job nor its queue sets one
-        out = self._call("POST", "/invocations/%s/nack%s" % (_q(inv_id), self._qs(inv_id)), body)
+        out = self._call("POST", "/invocations/%s/nack%s" % (_seg("id", inv_id), self._qs(inv_id)), body)
         with self._lock:
             self._claims.pop(inv_id, None)
         return str(out["state"])
@@ -306,7 +306,7 @@ class HttpDispatch(HttpOperatorVerbs):
         body: Dict[str, Any] = {"worker_id": worker_id, "attempt": self._attempt(inv_id, worker_id, attempt)}
         if lease is not None:
             body["lease_ms"] = _ms("lease", lease)
-        out = self._call("POST", "/invocations/%s/heartbeat%s" % (_q(inv_id), self._qs(inv_id)), body)
+        out = self._call("POST", "/invocations/%s/heartbeat%s" % (_seg("id", inv_id), self._qs(inv_id)), body)
         return out["lease_until"], bool(out["cancelled"])
 
     # ------------------------------------------------------------------ journal
@@ -321,7 +321,7 @@ class HttpDispatch(HttpOperatorVerbs):
         if worker_id is None and not held:
             raise error_for("bad_request", "journal_append(%s): no worker_id given and this client did not claim it" % inv_id)
         worker = worker_id if worker_id is not None else held[0]  # type: ignore[index]
-        out = self._call("POST", "/invocations/%s/journal%s" % (_q(inv_id), self._qs(inv_id)), {
+        out = self._call("POST", "/invocations/%s/journal%s" % (_seg("id", inv_id), self._qs(inv_id)), {
             "worker_id": worker, "attempt": self._attempt(inv_id, worker, attempt), "seq": seq, "kind": kind, "body": _b64(body),
             "meta": meta, "final": bool(final),
         })
@@ -331,7 +331,7 @@ class HttpDispatch(HttpOperatorVerbs):
         """One read of the journal, not waiting: `{"frames": [...], "next", "trimmed_before", "done",
         "state", "outcome"}`; frames as dicts of seq, kind, body (bytes), meta, attempt, final, and
         `outcome` (once the job ended) `{"state", "result": bytes}` or `{"state", "error"}`."""
-        out = self._call("GET", "/invocations/%s/journal%s" % (_q(inv_id), self._qs(inv_id, since=str(since), limit=str(limit))))
+        out = self._call("GET", "/invocations/%s/journal%s" % (_seg("id", inv_id), self._qs(inv_id, since=str(since), limit=str(limit))))
         for f in out["frames"]:
             f["body"] = _unb64(f["body"]) or b""
         if out.get("outcome") and "result" in out["outcome"]:
@@ -351,7 +351,7 @@ class HttpDispatch(HttpOperatorVerbs):
             left = deadline - time.monotonic()
             if left <= 0:
                 raise Timeout("journal of %s wrote nothing for %ss and has not ended" % (inv_id, timeout))
-            req = urllib.request.Request(self._url("/invocations/%s/journal%s" % (_q(inv_id), self._qs(inv_id))), headers={
+            req = urllib.request.Request(self._url("/invocations/%s/journal%s" % (_seg("id", inv_id), self._qs(inv_id))), headers={
                 **self._headers(), "Accept": "text/event-stream", "Last-Event-ID": str(cursor),
             })
             resp, failures = _open_stream(req, min(left, 20.0), failures)
@@ -385,7 +385,7 @@ class HttpDispatch(HttpOperatorVerbs):
                 resp.close()
 
     def journal_trim(self, inv_id: str, *, keep_last: int = 0) -> int:
-        return int(self._call("POST", "/invocations/%s/journal/trim%s" % (_q(inv_id), self._qs(inv_id)), {"keep_last": keep_last})["trimmed"])
+        return int(self._call("POST", "/invocations/%s/journal/trim%s" % (_seg("id", inv_id), self._qs(inv_id)), {"keep_last": keep_last})["trimmed"])
 
     def close(self) -> None:
         """Forgets this client's claims and hints and closes its idle connections."""

@@ -15,7 +15,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 from .checks import KEEP
 from .errors import BadRequest
 from .views import BUCKET_MS, BUCKETS
-from .wire import Transport, _b64, _error_of, _finite, _open_stream, _q, _queue, _sse_ids, _unb64
+from .wire import Transport, _b64, _error_of, _finite, _open_stream, _queue, _seg, _sse_ids, _unb64
 
 
 def _schedule(s: Dict[str, Any]) -> Dict[str, Any]:
@@ -186,19 +186,19 @@ class HttpOperatorVerbs(Transport):
         """Says this worker stops serving `queue` (run_worker does as it returns): the feed tells
         `stopped`, not `lost` a minute later. One try, with no retries: a stop is never held up by a
         plane that is away."""
-        self._call("POST", "/queues/%s/workers/%s/stop" % (_queue(queue), _q(worker_id)), retry_for=0.0)
+        self._call("POST", "/queues/%s/workers/%s/stop" % (_queue(queue), _seg("worker_id", worker_id)), retry_for=0.0)
 
     def worker_log(self, queue: str, worker_id: str, lines: List[Dict[str, Any]]) -> None:
         """Puts log lines of this worker's jobs on the feed (`[{"id", "level", "message",
         "trace_id"?, "at"?}]`, at most 100; run_worker sends current_job().log's)."""
-        self._call("POST", "/queues/%s/workers/%s/log" % (_queue(queue), _q(worker_id)), {"lines": lines})
+        self._call("POST", "/queues/%s/workers/%s/log" % (_queue(queue), _seg("worker_id", worker_id)), {"lines": lines})
 
     def stream_token(self, inv_id: str, *, ttl: Optional[float] = None, streams: Optional[int] = None) -> Dict[str, Any]:
         """A read-only token for one invocation, for a browser: `{"token", "url", "expires_at", "id",
         "queue", "streams"}`. Hand `url` (the journal's SSE URL, the token in its query) to an
         EventSource. `ttl` in seconds (default 15 minutes, at most 24 hours)."""
         body: Dict[str, Any] = {"ttl_ms": None if ttl is None else int(ttl * 1000), "streams": streams}
-        return self._call("POST", "/invocations/%s/stream-token%s" % (_q(inv_id), self._qs(inv_id)), body)
+        return self._call("POST", "/invocations/%s/stream-token%s" % (_seg("id", inv_id), self._qs(inv_id)), body)
 
     # ------------------------------------------------------------------ operators
 
@@ -234,7 +234,7 @@ class HttpOperatorVerbs(Transport):
     def set_schedule(self, queue: str, name: str, *, cron: str, envelope: bytes, timezone: Optional[str] = None, priority: float = 0.0) -> Dict[str, Any]:
         """Each tick of `cron` (5 fields, or 6 with seconds first; read in `timezone`, default UTC)
         submits `envelope`, keyed `schedule:<name>:<tick ms>`."""
-        out = self._call("PUT", "/queues/%s/schedules/%s" % (_queue(queue), _q(name)), {
+        out = self._call("PUT", "/queues/%s/schedules/%s" % (_queue(queue), _seg("schedule name", name)), {
             "cron": cron, "timezone": timezone, "envelope": _b64(envelope), "priority": _finite("priority", priority)})
         return _schedule(out)
 
@@ -242,4 +242,4 @@ class HttpOperatorVerbs(Transport):
         return [_schedule(s) for s in self._call("GET", "/queues/%s/schedules" % _queue(queue))["schedules"]]
 
     def remove_schedule(self, queue: str, name: str) -> None:
-        self._call("DELETE", "/queues/%s/schedules/%s" % (_queue(queue), _q(name)))
+        self._call("DELETE", "/queues/%s/schedules/%s" % (_queue(queue), _seg("schedule name", name)))

@@ -4,7 +4,7 @@ import json
 import time
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from .checks import TERMINAL, _shallow, not_found
+from .checks import TERMINAL, _segment, _shallow, not_found
 from .errors import BadRequest, FencingConflict, PayloadTooLarge, Timeout
 from .frames import decode_frame, encode_frame
 
@@ -19,7 +19,7 @@ class JournalVerbs:
     def journal_append(self, inv_id: str, seq: Optional[int], frame_bytes: bytes, *, final: bool = False,
                        worker_id: Optional[str] = None, attempt: Optional[int] = None) -> int:
         """Appends a frame as the worker that claimed `inv_id` here (or `worker_id`); `seq=None` takes the next."""
-        held = self._claims.get(inv_id)
+        held = self._claims.get(_segment("id", inv_id))
         if worker_id is None and held is None:
             raise BadRequest("journal_append(%s): no worker_id given and this Dispatch did not claim %s" % (inv_id, inv_id))
         if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool) or seq < 0):
@@ -67,6 +67,7 @@ class JournalVerbs:
 
     def journal_follow(self, inv_id: str, *, since: int = -1, timeout: float = 30.0, poll: float = 0.02) -> Iterator[Dict[str, Any]]:
         """journal_read's frames as journal_page gives them (with `attempt` and `final`)."""
+        _segment("id", inv_id)
         cursor, deadline = since, time.monotonic() + timeout
         while True:
             page = self.journal_page(inv_id, since=cursor)
@@ -87,7 +88,7 @@ class JournalVerbs:
         attempt, final."""
         if not isinstance(limit, int) or not 1 <= limit <= 10_000:
             raise BadRequest("limit must be an integer from 1 to 10000")
-        inv, frames = self._run("read", {"id": inv_id, "queue": None, "since": since, "limit": limit})
+        inv, frames = self._run("read", {"id": _segment("id", inv_id), "queue": None, "since": since, "limit": limit})
         if not inv:
             raise not_found(inv_id)
         row = inv[0]
@@ -112,7 +113,7 @@ class JournalVerbs:
     def journal_trim(self, inv_id: str, *, keep_last: int = 0) -> int:
         if not isinstance(keep_last, int) or keep_last < 0:
             raise BadRequest("keep_last must be an integer >= 0")
-        updated, deleted = self._run("trim", {"id": inv_id, "queue": None, "keep_last": keep_last})
+        updated, deleted = self._run("trim", {"id": _segment("id", inv_id), "queue": None, "keep_last": keep_last})
         if not updated:
             raise not_found(inv_id)
         return deleted.changes

@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from .checks import STATES, not_found, _duration, _ended, _ids, _result_wait, _int, _moment, _name, _number, _shallow, _text, max_wait, _ms
+from .checks import STATES, not_found, _duration, _ended, _ids, _result_wait, _int, _moment, _name, _number, _segment, _shallow, _text, max_wait, _ms
 from .errors import BadRequest, FencingConflict, InvocationCancelled, InvocationFailed, LakeshoreError, PayloadTooLarge, StorageFull, Timeout
 from .http import Claimed
 from .claims import ClaimMachinery
@@ -152,10 +152,10 @@ class Dispatch(ClaimMachinery, FeedLog, JournalVerbs, ObserveVerbs, OperatorVerb
 
     def _holder(self, inv_id: str, worker_id: str, attempt: Optional[int] = None) -> Dict[str, Any]:
         """Who holds the job: the worker, and its attempt (given, else the one it claimed here, else any)."""
-        held = self._claims.get(inv_id)
+        held = self._claims.get(_segment("id", inv_id))
         if attempt is None and held and held[0] == worker_id:
             attempt = held[1]
-        return {"worker_id": _text("worker_id", worker_id), "attempt": attempt}
+        return {"worker_id": _segment("worker_id", worker_id), "attempt": attempt}
 
     @staticmethod
     def _stale(verb: str, inv_id: str, row: sqlite3.Row, h: Dict[str, Any]) -> LakeshoreError:
@@ -215,7 +215,7 @@ class Dispatch(ClaimMachinery, FeedLog, JournalVerbs, ObserveVerbs, OperatorVerb
                delay: Optional[float] = None, run_at: Optional[float] = None, ttl: Optional[float] = None,
                expires_at: Optional[float] = None, max_attempts: Optional[int] = None) -> str:
         """Submits one job; idempotent on `key` (per queue) and on `id`. Times as HttpDispatch.submit."""
-        queue, inv_id = _name("queue", queue), _text("id", id)
+        queue, inv_id = _name("queue", queue), _segment("id", id)
         self._admit_work()
         if len(envelope) > LIMITS["envelope_bytes"]:
             raise PayloadTooLarge("envelope is %d bytes; at most %d" % (len(envelope), LIMITS["envelope_bytes"]))
@@ -264,7 +264,7 @@ class Dispatch(ClaimMachinery, FeedLog, JournalVerbs, ObserveVerbs, OperatorVerb
         return out
 
     def cancel(self, inv_id: str) -> bool:
-        done = self._run("cancel", {"id": inv_id, "queue": None})[0]
+        done = self._run("cancel", {"id": _segment("id", inv_id), "queue": None})[0]
         if done:
             self.clock.soon(done[0]["queue"])
             self.feed.told(done[0]["queue"], [{"id": inv_id, "status": "cancelled"}])
@@ -273,7 +273,7 @@ class Dispatch(ClaimMachinery, FeedLog, JournalVerbs, ObserveVerbs, OperatorVerb
         return False
 
     def get(self, inv_id: str) -> Optional[Dict[str, Any]]:
-        rows = self._run("get", {"id": inv_id, "queue": None})[0]
+        rows = self._run("get", {"id": _segment("id", inv_id), "queue": None})[0]
         if not rows:
             return None
         r = dict(rows[0])
@@ -289,6 +289,7 @@ class Dispatch(ClaimMachinery, FeedLog, JournalVerbs, ObserveVerbs, OperatorVerb
         """The result of a succeeded invocation, waiting up to `timeout` seconds for it to end (as long
         as asked: the HTTP route's 300 s cap on one wait is the client's to slice, as here; None: as
         long as the job takes)."""
+        _segment("id", inv_id)
         deadline = float("inf") if timeout is None else time.monotonic() + _number("timeout", timeout, 0)
         while True:
             row = self.get(inv_id)
@@ -377,7 +378,7 @@ class Dispatch(ClaimMachinery, FeedLog, JournalVerbs, ObserveVerbs, OperatorVerb
             raise BadRequest("unknown claim kind %r: expected fifo (or its alias priority), filo or boltzmann" % kind)
         if not isinstance(max, int) or isinstance(max, bool) or not 1 <= max <= 1000:
             raise BadRequest("max must be an integer from 1 to 1000")
-        values = {"queue": _name("queue", queue), "worker_id": _text("worker_id", worker_id), "limit": max,
+        values = {"queue": _name("queue", queue), "worker_id": _segment("worker_id", worker_id), "limit": max,
                   "lease_ms": None if lease is None else _ms(_number("lease", lease, 0.001))}
         self.clock.watch(values["queue"])  # its schedules fire while this process works the queue
         deadline = time.monotonic() + max_wait(wait)

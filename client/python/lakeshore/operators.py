@@ -3,7 +3,7 @@ resume, retry and redrive, delete and purge; each on the core's statements (sql.
 import json
 from typing import Any, Dict, List, Optional
 
-from .checks import KEEP, _int, _name, _settings, _text
+from .checks import KEEP, _int, _name, _segment, _settings
 from .errors import BadRequest, FencingConflict
 
 FINISHED_STATES = ("succeeded", "failed", "cancelled")
@@ -47,7 +47,7 @@ class OperatorVerbs:
     def retry(self, inv_id: str) -> None:
         """Puts a failed job back in its queue with a fresh attempt budget (same id, journal kept);
         anything but a failed job is a FencingConflict."""
-        back = self._run("retry", {"id": _text("id", inv_id), "queue": None})[0]
+        back = self._run("retry", {"id": _segment("id", inv_id), "queue": None})[0]
         if back:
             self.feed.told(back[0]["queue"], [{"id": inv_id, "status": "queued"}])
             return
@@ -57,7 +57,7 @@ class OperatorVerbs:
     def delete(self, inv_id: str) -> None:
         """Deletes a finished job (succeeded, failed or cancelled) and its frames; a job in any other
         state raises FencingConflict (cancel it first), a missing one NotFound."""
-        gone = self._run("delete", {"id": _text("id", inv_id), "queue": None})[1]
+        gone = self._run("delete", {"id": _segment("id", inv_id), "queue": None})[1]
         if gone:
             return
         row = self._found("delete_missed", inv_id)

@@ -237,6 +237,17 @@ def _q(s: str) -> str:
     return urllib.parse.quote(s, safe="")
 
 
+def _seg(what: str, s: str) -> str:
+    """One segment of a path (an id, a worker id, a name), checked first as the plane checks it: an
+    empty one would make a path with `//`, and `.` or `..` are resolved away by URLs (`/invocations/../ack`
+    is `/ack`: Cloudflare's edge normalizes so), sending the call to another route."""
+    if not isinstance(s, str) or not s:
+        raise BadRequest("%s must not be empty" % what)
+    if s in (".", ".."):
+        raise BadRequest('%s must not be "." or "..": URLs resolve them away as path segments' % what)
+    return _q(s)
+
+
 def _queue(queue: str) -> str:
     """A queue's name in a path, checked first: an empty one would make a path the plane has no route for."""
     if not isinstance(queue, str) or not queue:

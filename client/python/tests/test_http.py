@@ -361,6 +361,38 @@ class Verbs(unittest.TestCase):
             d.result("slow", timeout=0.05)
 
 
+class PathSegments(unittest.TestCase):
+    def test_an_id_or_name_no_url_can_carry_is_refused_before_anything_is_sent(self):
+        # "." and ".." are resolved away in a URL's path (Cloudflare's edge normalizes so): sent,
+        # `/invocations/../ack` would reach another route. Nothing listens on this port: a call
+        # that got as far as sending would fail with Unavailable, not BadRequest.
+        d = ls.HttpDispatch("http://127.0.0.1:9", token="t", namespace="n", retry_for=0)
+        for bad in (".", ".."):
+            calls = {
+                "get": lambda: d.get(bad),
+                "cancel": lambda: d.cancel(bad),
+                "result": lambda: d.result(bad, timeout=0),
+                "retry": lambda: d.retry(bad),
+                "delete": lambda: d.delete(bad),
+                "ack": lambda: d.ack(bad, "w", attempt=1),
+                "nack": lambda: d.nack(bad, "w", error="x", attempt=1),
+                "heartbeat": lambda: d.heartbeat(bad, "w", attempt=1),
+                "journal_append": lambda: d.journal_append(bad, 0, ls.encode_frame(0, 0, b"x"), worker_id="w", attempt=1),
+                "journal_page": lambda: d.journal_page(bad),
+                "journal_read": lambda: list(d.journal_read(bad, timeout=0.1)),
+                "journal_trim": lambda: d.journal_trim(bad),
+                "stream_token": lambda: d.stream_token(bad),
+                "worker_stopped": lambda: d.worker_stopped("q", bad),
+                "worker_log": lambda: d.worker_log("q", bad, [{"id": "a", "level": "info", "message": "m"}]),
+                "set_schedule": lambda: d.set_schedule("q", bad, cron="* * * * *", envelope=b"x"),
+                "remove_schedule": lambda: d.remove_schedule("q", bad),
+            }
+            for verb, call in calls.items():
+                with self.subTest(verb=verb, id=bad), self.assertRaises(ls.BadRequest) as cm:
+                    call()
+                self.assertIn("URLs resolve them away", str(cm.exception))
+
+
 @unittest.skipUnless(URL, "needs LAKESHORE_URL")
 class Retries(unittest.TestCase):
     def _token(self, ns: str, limits: dict) -> str:
