@@ -113,7 +113,7 @@ export class Admin {
   /** Retries up to `limit` failed jobs of the queue, oldest first; answers their ids. */
   async redrive(ns: string, queue: unknown, limit: unknown): Promise<string[]> {
     const q = v.queue(queue, this.o.limits);
-    const n = Math.max(1, v.nonNegInt('limit', limit, 100, this.o.limits.maxBatch));
+    const n = v.intInRange('limit', limit, 100, 1, this.o.limits.maxBatch);
     const ids = await this.o.committer.run(redrivePlan(this.o.now(), ns, q, n));
     this.o.park.events.told(
       ns,
@@ -143,7 +143,7 @@ export class Admin {
    */
   async redriveDeadLetters(ns: string, dlq: unknown, limit: unknown): Promise<{ id: string; queue: string }[]> {
     const q = v.queue(dlq, this.o.limits);
-    const n = Math.max(1, v.nonNegInt('limit', limit, 100, this.o.limits.maxBatch));
+    const n = v.intInRange('limit', limit, 100, 1, this.o.limits.maxBatch);
     const back = await this.o.committer.run(redriveDeadLettersPlan(this.o.now(), ns, q, n));
     for (const b of back) this.o.park.wake(keys.queue(ns, b.queue), 1);
     return back;

@@ -272,7 +272,7 @@ export function journalCursor(s: unknown): number {
   return s;
 }
 
-export const pageLimit = (l: unknown): number => Math.max(1, v.nonNegInt('limit', l, 1000, 10_000));
+export const pageLimit = (l: unknown): number => v.intInRange('limit', l, 1000, 1, 10_000);
 
 /** An appended frame: kind, seq (null: the next), body and meta within their limits, final. */
 export function frameInput(req: AppendRequest, limits: Limits): AppendInput {

@@ -364,6 +364,88 @@ export function conformance(
         expect(await d.get('a')).toBeNull();
       });
 
+      it('bad input is told in the same words on every plane', async () => {
+        // The words of src/core/validate.ts and its callers. Left out: the arguments each language
+        // spells in its own unit (Python's `wait`, `lease`, `delay` and `timeout` are seconds).
+        await d.submit('q', bytes('x'), { id: 'seed' });
+        const held = (await d.claim('q', 'w'))!;
+        const told: [() => Promise<unknown>, string, string][] = [
+          [() => d.submit('q', bytes('x'), { id: '' }), 'bad_request', 'id must not be empty'],
+          [() => d.submit('q', bytes('x'), { id: 'x'.repeat(201) }), 'bad_request', 'id is longer than 200 characters'],
+          [() => d.submit('q', bytes('x'), { id: 7 as unknown as string }), 'bad_request', 'id must be a string'],
+          [() => d.submit('q', bytes('x'), { id: 'a\u0000b' }), 'bad_request', 'id must not contain control characters or invalid unicode'],
+          [
+            () => d.submit('bad queue', bytes('x'), { id: 'a' }),
+            'bad_request',
+            'queue "bad queue" may hold only letters, digits and . _ : - and must start with a letter or digit',
+          ],
+          [() => d.submit('q'.repeat(129), bytes('x'), { id: 'a' }), 'bad_request', 'queue is longer than 128 characters'],
+          [() => d.submit('q', bytes('x'), { id: 'a', key: 'k'.repeat(201) }), 'bad_request', 'key is longer than 200 characters'],
+          [() => d.submit('q', bytes('x'), { id: 'a', priority: Number.NaN }), 'bad_request', 'priority must be a finite number'],
+          [
+            () => d.submit('q', new Uint8Array((1 << 20) + 1), { id: 'big' }),
+            'payload_too_large',
+            'envelope is 1048577 bytes; the limit is 1048576',
+          ],
+          [() => d.submit('q', bytes('x'), { id: 'a', maxAttempts: 0 }), 'bad_request', 'max_attempts must be at least 1'],
+          [
+            () => d.claim('q', 'w', { kind: 'random' as 'fifo' }),
+            'bad_request',
+            'unknown claim kind "random": expected fifo (or its alias priority), filo or boltzmann',
+          ],
+          [() => d.claimMany('q', 'w', 0), 'bad_request', 'max must be at least 1'],
+          [() => d.claimMany('q', 'w', 1001), 'bad_request', 'max must be at most 1000'],
+          [() => d.claimMany('q', 'w', 1.5), 'bad_request', 'max must be a non-negative integer'],
+          [() => d.claim('q', 'w'.repeat(201)), 'bad_request', 'worker_id is longer than 200 characters'],
+          [
+            () => d.count('q', 'sleeping' as 'queued'),
+            'bad_request',
+            'unknown state "sleeping": expected delayed, queued, running, succeeded, failed or cancelled',
+          ],
+          [
+            () => d.list('q', { state: 'nope' as 'queued' }),
+            'bad_request',
+            'unknown state "nope": expected delayed, queued, running, succeeded, failed or cancelled',
+          ],
+          [
+            () => d.journalAppend(held.id, null, frame(9, 'x'), { workerId: 'w' }),
+            'bad_request',
+            'unknown frame kind 9: expected 0 (VALUE), 1 (CHUNK), 2 (BEGIN), 3 (END) or 4 (ERROR)',
+          ],
+          [() => d.journalAppend(held.id, -1, frame(0, 'x'), { workerId: 'w' }), 'bad_request', 'seq must be a non-negative integer'],
+          [() => d.journalPage('seed', { limit: 0 }), 'bad_request', 'limit must be at least 1'],
+          [() => d.journalPage('seed', { limit: 10_001 }), 'bad_request', 'limit must be at most 10000'],
+          [() => d.journalTrim('seed', -1), 'bad_request', 'keep_last must be a non-negative integer'],
+          [() => d.list('q', { limit: 0 }), 'bad_request', 'limit must be at least 1'],
+          [() => d.list('q', { limit: 1001 }), 'bad_request', 'limit must be at most 1000'],
+          [() => d.redrive('q', { limit: 0 }), 'bad_request', 'limit must be at least 1'],
+          [() => d.purge('q', { state: 'failed', limit: 0 }), 'bad_request', 'limit must be at least 1'],
+          [
+            () => d.setSchedule('q', '-bad', { cron: '* * * * *', envelope: bytes('x') }),
+            'bad_request',
+            'schedule name "-bad" may hold only letters, digits and . _ : - and must start with a letter or digit',
+          ],
+          [() => d.configureQueue('q', { retentionMs: 0 }), 'bad_request', 'retention_ms must be at least 1'],
+          [
+            () => d.getMany(Array.from({ length: 1001 }, (_, i) => `i${i}`)),
+            'bad_request',
+            'a batch holds at most 1000 items; this one holds 1001',
+          ],
+        ];
+        const said: string[] = [];
+        for (const [call, code, message] of told) {
+          const e = await call().then(
+            () => null,
+            (e: { code?: string; message?: string }) => e,
+          );
+          said.push(e ? `${e.code}: ${e.message}` : 'taken');
+          expect(said.at(-1)).toBe(`${code}: ${message}`);
+        }
+        // Nothing changed: the seed still held, no other job.
+        expect(await d.get('seed')).toMatchObject({ state: 'running', attempt: 1 });
+        expect(await d.count('q', 'queued')).toBe(0);
+      });
+
       it('an id or worker id no URL can carry is refused by every verb that names one, with nothing changed', async () => {
         // `.` and `..` are resolved away in a URL's path (by fetch, curl, Cloudflare), `%2e` too: a
         // job or worker so named could never be reached over HTTP, so no plane takes one.

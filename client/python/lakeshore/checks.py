@@ -13,6 +13,11 @@ from .errors import BadRequest, InvocationCancelled, InvocationFailed, NotFound,
 
 # The contract's states (src/core/states.ts), and the finished ones.
 STATES = ("delayed", "queued", "running", "succeeded", "failed", "cancelled")
+
+
+def unknown_state(state: Any) -> BadRequest:
+    """A state the contract does not have, in the words of src/core/validate.ts's `state`."""
+    return BadRequest("unknown state %s: expected delayed, queued, running, succeeded, failed or cancelled" % json.dumps(state, ensure_ascii=False))
 TERMINAL = ("succeeded", "failed", "cancelled")
 
 
@@ -35,11 +40,14 @@ def not_found(inv_id: str) -> NotFound:
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")
 
 
+def _quoted(v: Any) -> str:
+    """A value as JSON.stringify writes it in the core's messages."""
+    return json.dumps(v, ensure_ascii=False)
+
+
 def _name(what: str, v: Any, max_len: int = 128) -> str:
-    if isinstance(v, str) and not v:
-        raise BadRequest("%s must not be empty" % what)  # as src/core/validate.ts says it
-    if not isinstance(v, str) or len(v) > max_len or not _NAME.match(v):
-        raise BadRequest("%s %r may hold only letters, digits and . _ : - and must start with a letter or digit" % (what, v))
+    if not _NAME.match(_text(what, v, max_len)):
+        raise BadRequest("%s %s may hold only letters, digits and . _ : - and must start with a letter or digit" % (what, _quoted(v)))
     return v
 
 
@@ -47,8 +55,13 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]|[\ud800-\udfff]")
 
 
 def _text(what: str, v: Any, max_len: int = 200) -> str:
-    if not isinstance(v, str) or not v or len(v) > max_len:
-        raise BadRequest("%s must be a non-empty string of at most %d characters" % (what, max_len))
+    """Printable text, refused in the words of src/core/validate.ts's `text`."""
+    if not isinstance(v, str):
+        raise BadRequest("%s must be a string" % what)
+    if not v:
+        raise BadRequest("%s must not be empty" % what)
+    if len(v) > max_len:
+        raise BadRequest("%s is longer than %d characters" % (what, max_len))
     if _CONTROL.search(v):
         raise BadRequest("%s must not contain control characters or invalid unicode" % what)
     return v

@@ -25,5 +25,5 @@ def encode_frame(kind: int, seq: int, body: bytes, meta: Optional[Dict[str, Any]
 def decode_frame(data: bytes) -> Tuple[FrameKind, int, bytes, Optional[Dict[str, Any]]]:
     kind, seq, body, *rest = json.loads(data.decode("utf-8"))
     if kind not in (0, 1, 2, 3, 4) or isinstance(kind, bool):
-        raise ValueError("unknown frame kind %r: expected 0..4" % (kind,))
+        raise ValueError("unknown frame kind %s: expected 0 (VALUE), 1 (CHUNK), 2 (BEGIN), 3 (END) or 4 (ERROR)" % json.dumps(kind))
     return FrameKind(kind), seq, base64.b64decode(body), (rest[0] if rest else None)

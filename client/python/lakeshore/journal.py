@@ -4,7 +4,7 @@ import json
 import time
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from .checks import TERMINAL, _segment, _shallow, not_found
+from .checks import TERMINAL, _int, _segment, _shallow, not_found
 from .errors import BadRequest, FencingConflict, PayloadTooLarge, Timeout
 from .frames import decode_frame, encode_frame
 
@@ -23,16 +23,18 @@ class JournalVerbs:
         if worker_id is None and held is None:
             raise BadRequest("journal_append(%s): no worker_id given and this Dispatch did not claim %s" % (inv_id, inv_id))
         if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool) or seq < 0):
-            raise BadRequest("seq must be an integer >= 0, or None for the next")
+            raise BadRequest("seq must be a non-negative integer")
         try:
             kind, _, body, meta = decode_frame(frame_bytes)
         except ValueError as e:
+            if str(e).startswith("unknown frame kind"):
+                raise BadRequest(str(e))  # as the core says it of a frame's kind
             raise BadRequest("frame bytes are not a frame [kind, seq, body_base64, meta]: %s" % e)
         if meta is not None and not isinstance(meta, dict):
             raise BadRequest("frame meta must be an object or null")
         _shallow("meta", meta)
         if len(body) > self._limits["frame_bytes"]:
-            raise PayloadTooLarge("frame body is %d bytes; at most %d" % (len(body), self._limits["frame_bytes"]))
+            raise PayloadTooLarge("frame body is %d bytes; the limit is %d" % (len(body), self._limits["frame_bytes"]))
         h = self._holder(inv_id, worker_id if worker_id is not None else held[0], attempt)
         values = {"id": inv_id, "queue": None, "seq": seq, "kind": int(kind), "body": body, "meta_json": None if meta is None else json.dumps(meta), **h}
         rows = self._run("append_final" if final else "append", values)[0]
@@ -86,8 +88,7 @@ class JournalVerbs:
         """One read of the journal (src/core/sql/journal-read.ts): `{"frames": [...], "next",
         "trimmed_before", "done", "state", "outcome"}`; frames as dicts of seq, kind, body, meta,
         attempt, final."""
-        if not isinstance(limit, int) or not 1 <= limit <= 10_000:
-            raise BadRequest("limit must be an integer from 1 to 10000")
+        _int("limit", limit, 1, 10_000)
         inv, frames = self._run("read", {"id": _segment("id", inv_id), "queue": None, "since": since, "limit": limit})
         if not inv:
             raise not_found(inv_id)
@@ -111,8 +112,7 @@ class JournalVerbs:
         return {"frames": out, "next": out[-1]["seq"] if out else since, "trimmed_before": row["trimmed"], "done": done, "state": row["state"], "outcome": outcome}
 
     def journal_trim(self, inv_id: str, *, keep_last: int = 0) -> int:
-        if not isinstance(keep_last, int) or keep_last < 0:
-            raise BadRequest("keep_last must be an integer >= 0")
+        _int("keep_last", keep_last, 0, 2 ** 53 - 1)
         updated, deleted = self._run("trim", {"id": _segment("id", inv_id), "queue": None, "keep_last": keep_last})
         if not updated:
             raise not_found(inv_id)

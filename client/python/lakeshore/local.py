@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from .checks import STATES, not_found, _duration, _ended, _ids, _result_wait, _int, _moment, _name, _number, _segment, _shallow, _text, max_wait, _ms
+from .checks import STATES, not_found, unknown_state, _duration, _ended, _ids, _result_wait, _int, _moment, _name, _number, _segment, _shallow, _text, max_wait, _ms
 from .errors import BadRequest, FencingConflict, InvocationCancelled, InvocationFailed, LakeshoreError, PayloadTooLarge, StorageFull, Timeout
 from .http import Claimed
 from .claims import ClaimMachinery
@@ -218,7 +218,7 @@ class Dispatch(ClaimMachinery, FeedLog, JournalVerbs, ObserveVerbs, OperatorVerb
         queue, inv_id = _name("queue", queue), _segment("id", id)
         self._admit_work()
         if len(envelope) > LIMITS["envelope_bytes"]:
-            raise PayloadTooLarge("envelope is %d bytes; at most %d" % (len(envelope), LIMITS["envelope_bytes"]))
+            raise PayloadTooLarge("envelope is %d bytes; the limit is %d" % (len(envelope), LIMITS["envelope_bytes"]))
         now = int(time.time() * 1000)
         if delay is not None and run_at is not None:
             raise BadRequest("give delay or run_at, not both")
@@ -353,7 +353,7 @@ class Dispatch(ClaimMachinery, FeedLog, JournalVerbs, ObserveVerbs, OperatorVerb
 
     def count(self, queue: str, state: str = "queued") -> int:
         if state not in STATES:
-            raise BadRequest("unknown state %r" % state)
+            raise unknown_state(state)
         return int(self._run("count", {"queue": _name("queue", queue), "state": state})[0][0]["n"])
 
     # ------------------------------------------------------------------ workers
@@ -375,9 +375,8 @@ class Dispatch(ClaimMachinery, FeedLog, JournalVerbs, ObserveVerbs, OperatorVerb
         if kind == "priority" or (kind == "boltzmann" and _number("temperature", temperature, 0) == 0):
             kind = "fifo"  # boltzmann at T = 0 is the top level, oldest first
         if kind not in ("fifo", "filo", "boltzmann"):
-            raise BadRequest("unknown claim kind %r: expected fifo (or its alias priority), filo or boltzmann" % kind)
-        if not isinstance(max, int) or isinstance(max, bool) or not 1 <= max <= 1000:
-            raise BadRequest("max must be an integer from 1 to 1000")
+            raise BadRequest("unknown claim kind %s: expected fifo (or its alias priority), filo or boltzmann" % json.dumps(kind, ensure_ascii=False))
+        _int("max", max, 1, 1000)
         values = {"queue": _name("queue", queue), "worker_id": _segment("worker_id", worker_id), "limit": max,
                   "lease_ms": None if lease is None else _ms(_number("lease", lease, 0.001))}
         self.clock.watch(values["queue"])  # its schedules fire while this process works the queue
@@ -393,7 +392,7 @@ class Dispatch(ClaimMachinery, FeedLog, JournalVerbs, ObserveVerbs, OperatorVerb
     def ack(self, inv_id: str, worker_id: str, *, result: Optional[bytes] = None, attempt: Optional[int] = None, queue: Optional[str] = None) -> None:
         """Finishes the job with its result, as the worker holding it (`queue`, when given, narrows the guard)."""
         if result is not None and len(result) > LIMITS["result_bytes"]:
-            raise PayloadTooLarge("result is %d bytes; at most %d" % (len(result), LIMITS["result_bytes"]))
+            raise PayloadTooLarge("result is %d bytes; the limit is %d" % (len(result), LIMITS["result_bytes"]))
         h = self._holder(inv_id, worker_id, attempt)
         done = self._run("ack", {"id": inv_id, "queue": queue, "result": result, **h})[0]
         self.touch(h["worker_id"])
@@ -412,8 +411,7 @@ class Dispatch(ClaimMachinery, FeedLog, JournalVerbs, ObserveVerbs, OperatorVerb
         its next claim: the acks land first; with acks aboard the claim waits at most 25 ms. Bad
         claim arguments refuse the whole call before any ack lands."""
         _name("queue", queue)
-        if not isinstance(max, int) or isinstance(max, bool) or not 1 <= max <= 1000:
-            raise BadRequest("max must be an integer from 1 to 1000")
+        _int("max", max, 1, 1000)
         if lease is not None:
             _number("lease", lease, 0.001)
         max_wait(wait)

@@ -78,7 +78,7 @@ class OperatorVerbs:
         """Retries up to `limit` (100) failed jobs of `queue`, oldest first; with `dead_letters`,
         `queue` is a dead-letter queue whose waiting letters' failed jobs go back to their own queues."""
         queue = _name("queue", queue)
-        n = max(1, _int("limit", 100 if limit is None else limit, 0, 1000))
+        n = _int("limit", 100 if limit is None else limit, 1, 1000)
         if dead_letters:
             back = [{"id": r["id"], "queue": r["queue"]} for r in self._run("redrive_dead_letters", {"queue": queue, "limit": n})[0]]
         else:

@@ -43,7 +43,7 @@ class ScheduleVerbs:
         c = cronlib.Cron(self._syntax(), cron, zone)
         envelope = bytes(envelope)
         if len(envelope) > self._limits["envelope_bytes"]:
-            raise PayloadTooLarge("envelope is %d bytes; at most %d" % (len(envelope), self._limits["envelope_bytes"]))
+            raise PayloadTooLarge("envelope is %d bytes; the limit is %d" % (len(envelope), self._limits["envelope_bytes"]))
         now = int(time.time() * 1000)
         nxt = c.next_after(now)
         if nxt is None:

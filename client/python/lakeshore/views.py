@@ -8,7 +8,7 @@ import json
 import time
 from typing import Any, Dict, List, Optional
 
-from .checks import STATES, _ids, _int, _name
+from .checks import STATES, _ids, _int, _name, unknown_state
 from .errors import BadRequest
 
 FINISHED_COUNT_CAP = 10_000
@@ -85,7 +85,7 @@ class ViewVerbs:
         newest first for finished states."""
         queue = _name("queue", queue)
         if state not in STATES:
-            raise BadRequest("unknown state %r" % state)
+            raise unknown_state(state)
         limit = _int("limit", limit, 1, 1000)
         values: Dict[str, Any] = {"queue": queue, "limit+1": limit + 1}
         if cursor is not None:
