@@ -30,7 +30,7 @@ from .http import HttpDispatch
 from .local import Dispatch
 from .queue import SyncQueue
 from .resolve import POLICIES
-from .worker import run_worker
+from .worker import run_worker, together
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -166,25 +166,10 @@ def _serve(d: object, pools: List[str], stop: threading.Event, *, once: bool, co
     slots = concurrency * len(pools)
     if slots == 1:
         return run_worker(SyncQueue(pools[0], dispatch=d), stop=stop, pools=pools, **opts)  # type: ignore[arg-type]
-    ran: List[int] = []
-    failed: List[BaseException] = []
-
-    def loop(pool: str) -> None:
-        try:
-            ran.append(run_worker(SyncQueue(pool, dispatch=d), stop=stop, pools=pools, slots=slots, **opts))  # type: ignore[arg-type]
-        except BaseException as e:  # one pool's failure (a refused token, the plane given up on) stops them all
-            failed.append(e)
-            stop.set()
-
-    threads = [threading.Thread(target=loop, args=(p,), name="lakeshore-%s-%d" % (p, i), daemon=True) for p in pools for i in range(concurrency)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        while t.is_alive():
-            t.join(0.5)  # in slices, so the main thread still takes signals
-    if failed:
-        raise failed[0]
-    return sum(ran)
+    # Every pool's threads together: one pool's failure (a refused token, the plane given up on) stops them all.
+    loops = [(lambda pool=pool: run_worker(SyncQueue(pool, dispatch=d), stop=stop, pools=pools, slots=slots, **opts))  # type: ignore[arg-type]
+             for pool in pools for _ in range(concurrency)]
+    return together(loops, stop, ["lakeshore-%s-%d" % (p, i) for p in pools for i in range(concurrency)])
 
 
 if __name__ == "__main__":

@@ -161,10 +161,16 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
                once_wait: float = 2.0, worker_id: Optional[str] = None, wait: float = 20.0, lease: float = 30.0,
                on_done: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]] = None, code: Optional[str] = None,
                code_home: Optional[str] = None, time_limit_ms: Optional[int] = None, pools: Optional[List[str]] = None,
-               slots: Optional[int] = None) -> int:
+               slots: Optional[int] = None, concurrency: int = 1) -> int:
     """Serves a queue until `stop` says so; returns the number of jobs run. `stop` is a
     threading.Event or a callable answering True to stop (asked every `poll` seconds); either way
     the worker stops within a second, also while it waits on an empty queue.
+
+    `concurrency` runs that many jobs at once, each in a thread of its own under one worker id, as
+    Node's `runWorker(queues, { concurrency })` and `lakeshore worker start --concurrency` do: the
+    plane lists one worker with that many slots. One thread failing (a refused token, a plane
+    given up on) stops the others, and its error is raised; interrupted (KeyboardInterrupt), the
+    threads finish the jobs they hold, as on `stop`, and the interrupt is raised then.
 
     The contract's form is `run_worker(q, root=..., registry=...)` with `q` a SyncQueue; the
     older `run_worker(dispatch, "queue", registry)` still works. With `once` it runs at most one
@@ -205,6 +211,11 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
     retrying a side effect. A success is told once the plane has taken the ack; a result the plane
     refuses is told as the failure it becomes (PayloadTooLarge), a lost ack not at all
     (docs/contract.md, "Traces and the done hook")."""
+    given = dict(locals())  # the arguments, first: the threads of `concurrency` run with them
+    if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+        raise ValueError("concurrency must be a whole number of at least 1, got %r" % (concurrency,))
+    if concurrency > 1 and not once:
+        return _in_threads(given, concurrency)
     from .queue import SyncQueue
     if isinstance(q, SyncQueue):
         if queue is not None:
@@ -329,6 +340,54 @@ _DEFAULT_LIMIT_SAID = ("the default (a job sets its own with time_limit_ms, a qu
 _INFO_EVERY_S = 30.0
 #: How often a worker reads its queue's settings again (its time limit), in seconds.
 _QUEUE_SETTINGS_S = 30.0
+
+
+def _in_threads(given: Dict[str, Any], concurrency: int) -> int:
+    """run_worker's `concurrency`: that many run_workers of one worker id, each in a thread."""
+    user_stop = given["stop"]
+    every = threading.Event()
+    if user_stop is None:
+        stop: Any = every
+    elif hasattr(user_stop, "is_set"):
+        stop = lambda: every.is_set() or user_stop.is_set()  # noqa: E731
+    else:
+        stop = lambda: every.is_set() or bool(user_stop())  # noqa: E731
+    pools = given["pools"] or [given["queue"] if given["queue"] is not None else getattr(given["q"], "name", None)]
+    one = dict(given, stop=stop, concurrency=1, slots=given["slots"] or concurrency * len(pools),
+               worker_id=given["worker_id"] or "%s:%d:py" % (socket.gethostname(), os.getpid()))
+    return together([lambda: run_worker(**one)] * concurrency, every)
+
+
+def together(loops: List[Callable[[], int]], stop: threading.Event, names: Optional[List[str]] = None) -> int:
+    """Runs each worker loop in a daemon thread of its own and answers the jobs they ran, summed.
+    One loop's failure sets `stop` (the others drain) and is raised once all have returned; an
+    interrupt of the calling thread (KeyboardInterrupt) sets it too, waits for them, and is raised."""
+    ran: List[int] = []
+    failed: List[BaseException] = []
+
+    def loop(run: Callable[[], int]) -> None:
+        try:
+            ran.append(run())
+        except BaseException as e:
+            failed.append(e)
+            stop.set()
+
+    threads = [threading.Thread(target=loop, args=(run,), name=(names[i] if names else "lakeshore-worker-%d" % i), daemon=True)
+               for i, run in enumerate(loops)]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            while t.is_alive():
+                t.join(0.5)  # in slices, so the calling thread still takes signals
+    except KeyboardInterrupt:
+        stop.set()
+        for t in threads:
+            t.join()
+        raise
+    if failed:
+        raise failed[0]
+    return sum(ran)
 
 
 def _stop_event(stop: Any, poll: float, done: threading.Event) -> threading.Event:

@@ -466,6 +466,32 @@ class ReferenceWorker(TempDirs):
         with self.assertRaises(TypeError):
             ls.run_worker(q, stop="soon")
 
+    def test_concurrency_runs_that_many_jobs_at_once_under_one_worker_id(self):
+        q = ls.SyncQueue("together", dispatch=self.d)
+        meet = threading.Barrier(4, timeout=10)  # it lets jobs through only four at a time, all running at once
+        seen = []
+
+        def gather(i):
+            meet.wait()
+            seen.append(self.d.workers())
+            return i
+
+        hs = [q.submit("gather", i) for i in range(8)]
+        stop, ran = threading.Event(), []
+        t = threading.Thread(target=lambda: ran.append(ls.run_worker(q, registry={"gather": gather}, stop=stop, concurrency=4)), daemon=True)
+        t.start()
+        self.assertEqual(sorted(h.result(timeout=30) for h in hs), list(range(8)))
+        # One worker, with four slots, heard from on the queue while its jobs ran.
+        self.assertEqual({tuple((w["worker_id"], w["concurrency"]) for w in ws if "together" in w["queues"]) for ws in seen},
+                         {(("%s:%d:py" % (socket.gethostname(), os.getpid()), 4),)})
+        stop.set()
+        t.join(timeout=10)
+        self.assertFalse(t.is_alive())
+        self.assertEqual(ran, [8])
+        for bad in (0, 1.5, True):
+            with self.assertRaises(ValueError):
+                ls.run_worker(q, concurrency=bad)
+
     def test_root_may_be_a_path_and_the_job_sees_it(self):
         import pathlib
         tasks = self.temp_dir("lakeshore-root-")
