@@ -239,7 +239,7 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
     resolve = Resolver(registry, root, allow_import=True, confined=confined,
                        allow_pickled=local if allow_pickled is None else allow_pickled, runtime_policy=runtime_policy,
                        mounts=mounts_for(dispatch, code_home) if code == "mount" else None)
-    worker_id = worker_id or "%s:%d:py" % (socket.gethostname(), os.getpid())
+    worker_id = worker_id or _worker_id()
     told = list(pools) if pools else [queue]
     info = {"queues": told, "host": socket.gethostname(), "pid": os.getpid(), "version": __version__, "concurrency": slots or len(told)}
     info_at: List[Optional[float]] = [None]
@@ -342,6 +342,11 @@ _INFO_EVERY_S = 30.0
 _QUEUE_SETTINGS_S = 30.0
 
 
+def _worker_id() -> str:
+    """A worker's id when it names none: its host and process, the same for each of its threads."""
+    return "%s:%d:py" % (socket.gethostname(), os.getpid())
+
+
 def _in_threads(given: Dict[str, Any], concurrency: int) -> int:
     """run_worker's `concurrency`: that many run_workers of one worker id, each in a thread."""
     user_stop = given["stop"]
@@ -354,7 +359,7 @@ def _in_threads(given: Dict[str, Any], concurrency: int) -> int:
         stop = lambda: every.is_set() or bool(user_stop())  # noqa: E731
     pools = given["pools"] or [given["queue"] if given["queue"] is not None else getattr(given["q"], "name", None)]
     one = dict(given, stop=stop, concurrency=1, slots=given["slots"] or concurrency * len(pools),
-               worker_id=given["worker_id"] or "%s:%d:py" % (socket.gethostname(), os.getpid()))
+               worker_id=given["worker_id"] or _worker_id())
     return together([lambda: run_worker(**one)] * concurrency, every)
 
 
