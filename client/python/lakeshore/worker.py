@@ -288,15 +288,33 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
                 pass
         return queue_limit["ms"]
 
+    # A job's ack carries the claim of the next (one request a job, as Node's worker), unless the
+    # worker is to stop, runs once, or has something to say of itself, which only a claim carries.
+    handed: List[Any] = []
+
+    def ack_and_next(c: Any, body: bytes) -> None:
+        if stop.is_set() or (info_at[0] is not None and time.monotonic() - info_at[0] >= _INFO_EVERY_S):
+            dispatch.ack(c.id, worker_id, result=body)
+            return
+        errors, got = dispatch.ack_and_claim(queue, worker_id, [{"id": c.id, "attempt": c.attempt, "result": body}], 1, lease=lease)
+        handed.extend(got)
+        if errors[0] is not None:
+            raise errors[0]
+
+    ack = ack_and_next if not once and hasattr(dispatch, "ack_and_claim") else None
     try:
         once_until = time.monotonic() + once_wait
         while not stop.is_set():
-            claim_id = uuid.uuid4().hex
-            claiming["id"] = claim_id
-            this_wait = max(0.0, min(once_until - time.monotonic(), step)) if once else step
-            c = dispatch.claim(queue, worker_id, wait=this_wait, lease=lease, worker=say_who(),
-                               **({"claim_id": claim_id} if can_cancel else {}))
-            claiming.pop("id", None)
+            claim_id = None
+            if handed:
+                c = handed.pop(0)
+            else:
+                claim_id = uuid.uuid4().hex
+                claiming["id"] = claim_id
+                this_wait = max(0.0, min(once_until - time.monotonic(), step)) if once else step
+                c = dispatch.claim(queue, worker_id, wait=this_wait, lease=lease, worker=say_who(),
+                                   **({"claim_id": claim_id} if can_cancel else {}))
+                claiming.pop("id", None)
             if c is None:
                 if once and time.monotonic() >= once_until:
                     return 0
@@ -304,16 +322,21 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
             if stop.is_set():
                 # Stopped while the answer was on its way: give the job back untouched (a claim
                 # called off moments after its answer puts its job back without charging an attempt).
-                if not (can_cancel and dispatch.cancel_claim(queue, worker_id, claim_id)):
+                if not (can_cancel and claim_id and dispatch.cancel_claim(queue, worker_id, claim_id)):
                     dispatch.nack(c.id, worker_id, error="the worker stopped before starting it", retry=True)
                 break
             executed += 1
             q_limit = limit_of_queue()
             _run_one(dispatch, c, worker_id, resolve, retries, max(0.2, lease / 3), on_done, logs, q_limit or own_limit,
-                     "its queue's" if q_limit else own_whose)
+                     "its queue's" if q_limit else own_whose, ack)
             if once:
                 break
     finally:
+        for c in handed:  # handed over with an ack as the worker stopped: back to the queue
+            try:
+                dispatch.nack(c.id, worker_id, error="the worker stopped before starting it", retry=True)
+            except Exception:
+                pass
         done.set()
         logs.flush()
         if info_at[0] is not None:
@@ -432,7 +455,7 @@ def _told(on_done: Any, c: Any, env: Dict[str, Any], outcome: Dict[str, Any]) ->
 
 def _run_one(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optional[int], heartbeat_s: float,
              on_done: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]], logs: _LogShipper, limit_ms: Optional[int] = None,
-             limit_whose: str = "its worker's") -> None:
+             limit_whose: str = "its worker's", ack: Optional[Callable[[Any, bytes], None]] = None) -> None:
     env: Dict[str, Any] = {}
     try:
         env = decode_envelope(c.envelope)
@@ -442,14 +465,14 @@ def _run_one(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
     with run_span(env.get("fn") or "?", env.get("traceparent"), {"id": c.id, "queue": c.queue, "attempt": c.attempt}) as trace_id:
         token = _current.set(JobContext(c, env, trace_id, logs, resolve.root))
         try:
-            _attempt(d, c, worker_id, resolve, retries, heartbeat_s, on_done, limit_ms, limit_whose)
+            _attempt(d, c, worker_id, resolve, retries, heartbeat_s, on_done, limit_ms, limit_whose, ack)
         finally:
             _current.reset(token)
 
 
 def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optional[int], heartbeat_s: float,
              on_done: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]], fallback_limit_ms: Optional[int] = None,
-             fallback_whose: str = "its worker's") -> None:
+             fallback_whose: str = "its worker's", ack: Optional[Callable[[Any, bytes], None]] = None) -> None:
     ctx = _current.get()
     job = _Job(d, c, worker_id, heartbeat_s, ctx)
     if ctx is not None:
@@ -495,7 +518,10 @@ def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
             return
         job.chunks.flush()  # every chunk is in the journal before the ack
         try:
-            d.ack(c.id, worker_id, result=body)
+            if ack is not None:
+                ack(c, body)
+            else:
+                d.ack(c.id, worker_id, result=body)
         except PayloadTooLarge as e:
             # A result larger than the plane takes: another attempt would run the handler again
             # (for hours, perhaps) to answer the same. Failed now, saying so; on_done hears the

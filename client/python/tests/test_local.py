@@ -492,6 +492,30 @@ class ReferenceWorker(TempDirs):
             with self.assertRaises(ValueError):
                 ls.run_worker(q, concurrency=bad)
 
+    def test_a_jobs_ack_carries_the_claim_of_the_next(self):
+        # One request a job, as Node's worker: the ack and the next claim go together.
+        calls = {"claim": 0, "ack": 0, "ack_and_claim": 0}
+        for name in calls:
+            def counted(*a, _real=getattr(self.d, name), _name=name, **k):
+                calls[_name] += 1
+                return _real(*a, **k)
+            setattr(self.d, name, counted)
+        q = ls.SyncQueue("chained", dispatch=self.d)
+        hs = [q.submit("double", i) for i in range(20)]
+        stop, ended = threading.Event(), []
+
+        def on_done(job, outcome):
+            ended.append(outcome["state"])
+            if len(ended) == len(hs):
+                stop.set()
+
+        self.assertEqual(ls.run_worker(q, registry={"double": lambda x: 2 * x}, stop=stop, on_done=on_done), 20)
+        self.assertEqual([h.result(timeout=5) for h in hs], [2 * i for i in range(20)])
+        # Claims of their own: the first job's, and the wait after the last (the local plane's
+        # ack_and_claim acks through its own ack, so acks are not counted here).
+        self.assertGreaterEqual(calls["ack_and_claim"], 19, calls)
+        self.assertLessEqual(calls["claim"], 2, calls)
+
     def test_root_may_be_a_path_and_the_job_sees_it(self):
         import pathlib
         tasks = self.temp_dir("lakeshore-root-")
