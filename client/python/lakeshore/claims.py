@@ -94,6 +94,6 @@ class ClaimMachinery:
             back = self._run("release", {"queue": queue, "worker_id": worker_id, "handed_json": json.dumps([[c.id, c.attempt] for c in out[kept:]])})[0]
             self.feed.told(queue, [{"id": r["id"], "status": "queued"} for r in back])
         for c in out[:kept]:
-            self._claims[c.id] = (worker_id, c.attempt)
+            self._claims.held(c.id, worker_id, c.attempt)
         return out[:kept]
 

@@ -12,6 +12,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 from .checks import _ended
 from .errors import InvocationCancelled, InvocationFailed, LakeshoreError, Timeout, error_for
 from .frames import decode_frame, encode_frame
+from .held import HeldClaims
 from .http_operators import KEEP, HttpOperatorVerbs
 from .wire import _b64, _finite, _ms, _open_stream, _Pool, _q, _queue, _seg, _sse, _unb64
 
@@ -90,7 +91,7 @@ class HttpDispatch(HttpOperatorVerbs):
         self._lock = threading.Lock()
         self._bookmark: Optional[str] = None
         self._queues: Dict[str, str] = {}  # id -> queue: a routing hint, never trusted for correctness
-        self._claims: Dict[str, Tuple[str, int]] = {}  # id -> (worker id, attempt) of claims made here
+        self._claims = HeldClaims()  # the claims made here (held.py)
         self._pool = _Pool(self.base_url)
         #: Code archives this client uploaded (push_code): a push of a tree the plane has is none.
         self.code_uploads = 0
@@ -228,7 +229,7 @@ class HttpDispatch(HttpOperatorVerbs):
         most 25 ms. Answers each ack's error (None where it landed) and the jobs claimed. Bad claim
         arguments refuse the whole call before any ack lands."""
         body = self._claim_body(worker_id, max, kind, wait, lease)
-        items = [{"id": a["id"], "attempt": a["attempt"] if a.get("attempt") is not None else self._attempt(a["id"], worker_id),
+        items = [{"id": a["id"], "attempt": self._claims.attempt_of(a["id"], worker_id, a.get("attempt")),
                   "result": _b64(a.get("result"))} for a in acks]
         # The acks that fit one request ride the claim; any beyond go first, as batch acks in parts.
         parts = list(_parts(items)) or [[]]
@@ -242,13 +243,12 @@ class HttpDispatch(HttpOperatorVerbs):
         body["acks"] = parts[0]
         out = self._call("POST", "/queues/%s/claim" % _queue(queue), body, wait=wait)
         answers: List[Optional[LakeshoreError]] = []
-        for a, r in zip(acks, list(out["acks"]) + before):
+        for it, r in zip(items, list(out["acks"]) + before):
             if "error" in r:
                 answers.append(error_for(r["error"]["code"], r["error"]["message"]))
             else:
                 answers.append(None)
-                with self._lock:
-                    self._claims.pop(a["id"], None)
+                self._claims.done(it["id"], worker_id, it["attempt"])
         return answers, self._claimed(worker_id, out["claimed"])
 
     @staticmethod
@@ -263,8 +263,7 @@ class HttpDispatch(HttpOperatorVerbs):
             claimed = Claimed(id=c["id"], envelope=_unb64(c["envelope"]) or b"", attempt=c["attempt"], queue=c["queue"],
                               lease_until=c["lease_until"], priority=c["priority"])
             self._hint(claimed.id, claimed.queue)
-            with self._lock:
-                self._claims[claimed.id] = (worker_id, claimed.attempt)
+            self._claims.held(claimed.id, worker_id, claimed.attempt)
             out.append(claimed)
         return out
 
@@ -276,10 +275,10 @@ class HttpDispatch(HttpOperatorVerbs):
     def ack(self, inv_id: str, worker_id: str, *, result: Optional[bytes] = None, attempt: Optional[int] = None, queue: Optional[str] = None) -> None:
         """Finishes the job with its result, as the worker holding it: `attempt` (the fencing token)
         defaults to the one this client claimed; `queue`, when given, narrows the guard."""
+        attempt = self._attempt(inv_id, worker_id, attempt)
         self._call("POST", "/invocations/%s/ack%s" % (_seg("id", inv_id), self._qs(inv_id, queue=queue)),
-                   {"worker_id": worker_id, "attempt": self._attempt(inv_id, worker_id, attempt), "result": _b64(result)})
-        with self._lock:
-            self._claims.pop(inv_id, None)
+                   {"worker_id": worker_id, "attempt": attempt, "result": _b64(result)})
+        self._claims.done(inv_id, worker_id, attempt)
 
     def nack(self, inv_id: str, worker_id: str, *, error: Union[str, Dict[str, Any]], retry: bool = True, delay: Optional[float] = None,
              attempt: Optional[int] = None, max_attempts: Optional[int] = None) -> str:
@@ -292,8 +291,7 @@ class HttpDispatch(HttpOperatorVerbs):
         if max_attempts is not None:
             body["max_attempts"] = max_attempts  # the worker's budget: where neither the job nor its queue sets one
         out = self._call("POST", "/invocations/%s/nack%s" % (_seg("id", inv_id), self._qs(inv_id)), body)
-        with self._lock:
-            self._claims.pop(inv_id, None)
+        self._claims.done(inv_id, worker_id, body["attempt"])
         return str(out["state"])
 
     def heartbeat(self, inv_id: str, worker_id: str, *, lease: Optional[float] = None, attempt: Optional[int] = None) -> bool:
@@ -316,8 +314,7 @@ class HttpDispatch(HttpOperatorVerbs):
         """Appends frame bytes (`[kind, seq, b64 body, meta]`) as the worker that claimed `inv_id`
         here (or `worker_id`, at `attempt`); `seq=None` takes the next."""
         kind, _, body, meta = decode_frame(frame_bytes)
-        with self._lock:
-            held = self._claims.get(inv_id)
+        held = self._claims.get(inv_id)
         if worker_id is None and not held:
             raise error_for("bad_request", "journal_append(%s): no worker_id given and this client did not claim it" % inv_id)
         worker = worker_id if worker_id is not None else held[0]  # type: ignore[index]
@@ -389,8 +386,8 @@ class HttpDispatch(HttpOperatorVerbs):
 
     def close(self) -> None:
         """Forgets this client's claims and hints and closes its idle connections."""
+        self._claims.clear()
         with self._lock:
-            self._claims.clear()
             self._queues.clear()
         self._pool.close()
 
@@ -404,11 +401,7 @@ class HttpDispatch(HttpOperatorVerbs):
 
     def _attempt(self, inv_id: str, worker_id: str, given: Optional[int] = None) -> Optional[int]:
         """The attempt a holder's call names: the caller's, else the one this client claimed as `worker_id`."""
-        if given is not None:
-            return given
-        with self._lock:
-            held = self._claims.get(inv_id)
-        return held[1] if held and held[0] == worker_id else None
+        return self._claims.attempt_of(inv_id, worker_id, given)
 
     def _hint(self, inv_id: str, queue: str) -> None:
         with self._lock:

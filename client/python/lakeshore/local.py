@@ -32,6 +32,7 @@ from .schedules import ScheduleVerbs
 from .clock import QueueClock
 from .envelope import stored, unstored
 from .views import Recent, ViewVerbs
+from .held import HeldClaims
 
 with open(os.path.join(os.path.dirname(__file__), "sql.json"), encoding="utf-8") as _f:
     SQL = json.load(_f)
@@ -70,7 +71,7 @@ class Dispatch(ClaimMachinery, FeedLog, JournalVerbs, ObserveVerbs, OperatorVerb
             self._db.execute("PRAGMA journal_mode = WAL")
             self._db.execute("PRAGMA synchronous = NORMAL")
         self._migrate()
-        self._claims: Dict[str, Tuple[str, int]] = {}  # id -> (worker id, attempt) of claims made here
+        self._claims = HeldClaims()  # the claims made here (held.py)
         self._limits = LIMITS
         self._sql = SQL
         self.recent = Recent()
@@ -152,9 +153,7 @@ class Dispatch(ClaimMachinery, FeedLog, JournalVerbs, ObserveVerbs, OperatorVerb
 
     def _holder(self, inv_id: str, worker_id: str, attempt: Optional[int] = None) -> Dict[str, Any]:
         """Who holds the job: the worker, and its attempt (given, else the one it claimed here, else any)."""
-        held = self._claims.get(_segment("id", inv_id))
-        if attempt is None and held and held[0] == worker_id:
-            attempt = held[1]
+        attempt = self._claims.attempt_of(_segment("id", inv_id), worker_id, attempt)
         return {"worker_id": _segment("worker_id", worker_id), "attempt": attempt}
 
     @staticmethod
@@ -397,6 +396,7 @@ class Dispatch(ClaimMachinery, FeedLog, JournalVerbs, ObserveVerbs, OperatorVerb
         done = self._run("ack", {"id": inv_id, "queue": queue, "result": result, **h})[0]
         self.touch(h["worker_id"])
         if done:
+            self._claims.done(inv_id, h["worker_id"], h["attempt"])
             self.recent.count(done[0]["queue"], "succeeded")
             self.clock.soon(done[0]["queue"])
             self.feed.told(done[0]["queue"], [{"id": inv_id, "status": "succeeded", "attempt": done[0]["attempt"], "worker_id": h["worker_id"]}])
@@ -438,6 +438,7 @@ class Dispatch(ClaimMachinery, FeedLog, JournalVerbs, ObserveVerbs, OperatorVerb
         rows = self._run("nack_retry" if retry else "nack_fail", values)[0]
         self.touch(h["worker_id"])
         if rows:
+            self._claims.done(inv_id, h["worker_id"], h["attempt"])
             state = str(rows[0]["state"])
             self.recent.count(rows[0]["queue"], state)
             if state == "failed":

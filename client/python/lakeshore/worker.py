@@ -95,6 +95,9 @@ class _Job:
 
     def __init__(self, d: Any, claimed: Any, worker_id: str, heartbeat_s: float, ctx: Optional[JobContext] = None):
         self.d, self.c, self.worker_id, self.ctx = d, claimed, worker_id, ctx
+        #: Who writes its frames: named on each call, not left to the client's memory of its claims,
+        #: which another thread's claim of the job's next attempt may have replaced.
+        self.holder = {"worker_id": worker_id, "attempt": claimed.attempt}
         self.seq: Optional[int] = None
         self.cancelled = threading.Event()
         self.lost = threading.Event()
@@ -111,15 +114,15 @@ class _Job:
     def _append(self, kind: int, body: bytes, meta: Optional[Dict[str, Any]] = None, final: bool = False) -> None:
         with self._frames:
             if self.seq is None:
-                self.seq = self.d.journal_append(self.c.id, None, encode_frame(kind, 0, body, meta), final=final)
+                self.seq = self.d.journal_append(self.c.id, None, encode_frame(kind, 0, body, meta), final=final, **self.holder)
             else:
                 self.seq += 1
-                self.d.journal_append(self.c.id, self.seq, encode_frame(kind, self.seq, body, meta), final=final)
+                self.d.journal_append(self.c.id, self.seq, encode_frame(kind, self.seq, body, meta), final=final, **self.holder)
 
     def _heartbeat(self) -> bool:
         """One heartbeat; False once there is no need of more (cancelled, or no longer this worker's)."""
         try:
-            if self.d.heartbeat(self.c.id, self.worker_id):
+            if self.d.heartbeat(self.c.id, self.worker_id, attempt=self.c.attempt):
                 self.cancelled.set()
                 self.abort("the invocation was cancelled")
                 return False
@@ -294,7 +297,7 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
 
     def ack_and_next(c: Any, body: bytes) -> None:
         if stop.is_set() or (info_at[0] is not None and time.monotonic() - info_at[0] >= _INFO_EVERY_S):
-            dispatch.ack(c.id, worker_id, result=body)
+            dispatch.ack(c.id, worker_id, result=body, attempt=c.attempt)
             return
         errors, got = dispatch.ack_and_claim(queue, worker_id, [{"id": c.id, "attempt": c.attempt, "result": body}], 1, lease=lease)
         handed.extend(got)
@@ -323,7 +326,7 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
                 # Stopped while the answer was on its way: give the job back untouched (a claim
                 # called off moments after its answer puts its job back without charging an attempt).
                 if not (can_cancel and claim_id and dispatch.cancel_claim(queue, worker_id, claim_id)):
-                    dispatch.nack(c.id, worker_id, error="the worker stopped before starting it", retry=True)
+                    dispatch.nack(c.id, worker_id, error="the worker stopped before starting it", retry=True, attempt=c.attempt)
                 break
             executed += 1
             q_limit = limit_of_queue()
@@ -334,7 +337,7 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
     finally:
         for c in handed:  # handed over with an ack as the worker stopped: back to the queue
             try:
-                dispatch.nack(c.id, worker_id, error="the worker stopped before starting it", retry=True)
+                dispatch.nack(c.id, worker_id, error="the worker stopped before starting it", retry=True, attempt=c.attempt)
             except Exception:
                 pass
         done.set()
@@ -521,7 +524,7 @@ def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
             if ack is not None:
                 ack(c, body)
             else:
-                d.ack(c.id, worker_id, result=body)
+                d.ack(c.id, worker_id, result=body, attempt=c.attempt)
         except PayloadTooLarge as e:
             # A result larger than the plane takes: another attempt would run the handler again
             # (for hours, perhaps) to answer the same. Failed now, saying so; on_done hears the
@@ -529,7 +532,7 @@ def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
             message = ("the handler's result is too large for the plane: %s (a large output belongs in storage of its own, "
                        "its address in the result)" % e)
             _told(on_done, c, env, {"state": "failed", "error": PayloadTooLarge(message)})
-            d.nack(c.id, worker_id, retry=False, error={"type": "PayloadTooLarge", "message": message})
+            d.nack(c.id, worker_id, retry=False, error={"type": "PayloadTooLarge", "message": message}, attempt=c.attempt)
             return
         # Told once the plane has the result, so what on_done hears is the job's state (a lost
         # ack, the job another attempt's now, is not heard at all).
@@ -548,7 +551,7 @@ def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
         try:
             job.append(ERROR, _json(error), {"attempt": c.attempt}, final=not retry)
             # The worker's budget (retries + 1) rules where neither the job nor its queue sets one.
-            d.nack(c.id, worker_id, error=error, retry=retry, **({"max_attempts": min(caps) + 1} if caps else {}))
+            d.nack(c.id, worker_id, error=error, retry=retry, attempt=c.attempt, **({"max_attempts": min(caps) + 1} if caps else {}))
         except (FencingConflict, NotFound):
             return
     finally:

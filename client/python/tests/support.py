@@ -61,3 +61,33 @@ def check_a_worker_says_who_it_is(test: unittest.TestCase, d) -> None:
     test.assertEqual([h["queue"] for h in w["holding"]], ["who"])
     [after] = [w for w in d.workers() if w["worker_id"] == "who-1"]
     test.assertEqual(after["status"], "stopped")
+
+
+def check_a_newer_claim_outlives_an_older_attempts_answer(test: unittest.TestCase, d, step: str, is_nack: Callable[..., bool]) -> None:
+    """A job nacked for a retry can be claimed again by another thread of the same client (a
+    worker's concurrency) before the nack's answer is read: the newer claim must stay this
+    client's, so a call that names no attempt (a journal append, an ack) still finds it. `step`:
+    the client's method every request goes through, wrapped so the second claim comes back
+    between the nack reaching the plane and its answer being read; `is_nack(*args)` tells the
+    nack's request."""
+    from lakeshore.frames import VALUE, encode_frame
+
+    d.submit("again", b"x", id="twice")
+    test.assertEqual(d.claim("again", "w").attempt, 1)
+    real, meanwhile = getattr(d, step), []
+
+    def stepped(*a, **k):
+        out = real(*a, **k)
+        if is_nack(*a, **k) and not meanwhile:
+            meanwhile.append(d.claim("again", "w"))
+        return out
+
+    setattr(d, step, stepped)
+    test.assertEqual(d.nack("twice", "w", error="once more"), "queued")
+    test.assertEqual((meanwhile[0].id, meanwhile[0].attempt), ("twice", 2))
+    # No worker id, no attempt: the client's memory of its claim names them, the second attempt's.
+    test.assertEqual(d.journal_append("twice", None, encode_frame(VALUE, 0, b'"v"')), 0)
+    d.ack("twice", "w", result=b"done")
+    row = d.get("twice")
+    test.assertEqual((row["state"], row["attempt"], row["result"]), ("succeeded", 2, b"done"))
+    test.assertEqual(len(d._claims), 0)  # the claim it ended is forgotten

@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")
 sys.path.insert(0, os.path.dirname(__file__))
 
 import lakeshore as ls  # noqa: E402
-from support import TempDirs, check_a_worker_says_who_it_is  # noqa: E402
+from support import TempDirs, check_a_newer_claim_outlives_an_older_attempts_answer, check_a_worker_says_who_it_is  # noqa: E402
 
 URL = os.environ.get("LAKESHORE_URL", "")
 TOKEN = os.environ.get("LAKESHORE_TOKEN", "")
@@ -82,6 +82,12 @@ class Verbs(unittest.TestCase):
         self.assertEqual((row["state"], row["attempt"], row["worker_id"], row["result"], row["priority"]), ("succeeded", 1, "w", b"answer", 1.5))
         self.assertIsNone(d.get("missing"))
         self.assertEqual(d.count("q", "succeeded"), 1)
+
+    def test_a_newer_claim_outlives_an_older_attempts_answer(self):
+        # A worker's threads share one client: a nack's answer read after the job's next claim
+        # forgot that claim, and the thread holding it failed its first frame ("did not claim it").
+        check_a_newer_claim_outlives_an_older_attempts_answer(
+            self, client(), "_call", lambda method, path, *a, **k: path.split("?")[0].endswith("/nack"))
 
     def test_carries_the_newest_bookmark_the_plane_answered(self):
         # docs/contract.md, "Reads and replicas": sent back with each request, so a read sees this

@@ -14,7 +14,7 @@ sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")
 sys.path.insert(0, os.path.dirname(__file__))
 
 import lakeshore as ls  # noqa: E402
-from support import TempDirs, check_a_worker_says_who_it_is  # noqa: E402
+from support import TempDirs, check_a_newer_claim_outlives_an_older_attempts_answer, check_a_worker_says_who_it_is  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
@@ -515,6 +515,52 @@ class ReferenceWorker(TempDirs):
         # ack_and_claim acks through its own ack, so acks are not counted here).
         self.assertGreaterEqual(calls["ack_and_claim"], 19, calls)
         self.assertLessEqual(calls["claim"], 2, calls)
+
+    def test_a_newer_claim_outlives_an_older_attempts_answer(self):
+        check_a_newer_claim_outlives_an_older_attempts_answer(self, self.d, "_run", lambda verb, values: verb.startswith("nack"))
+
+    def test_the_client_forgets_the_claims_it_ended(self):
+        # It kept every one: a long-running worker grew by an entry a job.
+        q = ls.SyncQueue("forgotten", dispatch=self.d)
+        hs = [q.submit("double", i) for i in range(30)]
+        calls = []
+
+        def flaky(x):
+            calls.append(x)
+            if calls.count(x) == 1 and x % 3 == 0:
+                raise RuntimeError("once")
+            return 2 * x
+
+        stop, ended = threading.Event(), []
+        ls.run_worker(q, registry={"double": flaky}, stop=stop, concurrency=3,
+                      on_done=lambda job, outcome: (ended.append(1), len(ended) == len(hs) and stop.set()))
+        self.assertEqual([h.result(timeout=5) for h in hs], [2 * i for i in range(30)])
+        self.assertEqual(len(self.d._claims), 0)
+
+    def test_the_worker_names_its_attempt_on_every_call(self):
+        # Not left to the client's memory of its claims, which another thread's claim of the job's
+        # next attempt may have replaced: with that memory gone, frames, errors and acks still land.
+        for name in ("claim", "ack_and_claim"):
+            def forgetful(*a, _real=getattr(self.d, name), **k):
+                out = _real(*a, **k)
+                self.d._claims.clear()
+                return out
+            setattr(self.d, name, forgetful)
+
+        def count(n):
+            yield from range(n)
+
+        def boom():
+            raise RuntimeError("boom")
+
+        q = ls.SyncQueue("named", dispatch=self.d)
+        streamed, failed = q.submit("count", 3), q.submit("boom")
+        stop, ended = threading.Event(), []
+        ls.run_worker(q, registry={"count": count, "boom": boom}, stop=stop, retries=0,
+                      on_done=lambda job, outcome: (ended.append(outcome["state"]), len(ended) == 2 and stop.set()))
+        self.assertEqual(list(streamed.stream(timeout=5)), [0, 1, 2])
+        with self.assertRaisesRegex(ls.InvocationFailed, "boom"):
+            failed.result(timeout=5)
 
     def test_root_may_be_a_path_and_the_job_sees_it(self):
         import pathlib
