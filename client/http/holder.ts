@@ -18,6 +18,7 @@ import { type AckItem, ackParts, claimWire, type NackItem, nackParts, ridingAcks
 import { HttpOperators } from './operators.ts';
 import type { Transport } from './transport.ts';
 import { randomId } from '../ids.ts';
+import { HeldClaims } from '../held-claims.ts';
 
 /** How many recent ids remember their queue, so routes by id skip the plane's lookup. */
 const HINTS = 100_000;
@@ -25,8 +26,8 @@ const HINTS = 100_000;
 export class HttpHolderVerbs extends HttpOperators {
   /** id -> queue, from submits, claims and look-ups (a routing hint, never trusted for correctness). */
   protected readonly queues = new Map<string, string>();
-  /** id -> the claim this client made, so appends can be fenced without the caller repeating it. */
-  private readonly claims = new Map<string, { workerId: string; attempt: number }>();
+  /** The claims this client made, so a holder's calls are fenced without the caller repeating the attempt. */
+  private readonly claims = new HeldClaims();
   /** Merge concurrent submits and acks into batch requests. */
   protected readonly coalesce: boolean;
   private readonly ackers = new Map<string, Batcher<AckItem, Json>>();
@@ -73,7 +74,7 @@ export class HttpHolderVerbs extends HttpOperators {
     checkClaimOptions(opts);
     const items = acks.map((a) => ({
       id: a.id,
-      attempt: this.attemptOf(a.id, workerId, a.attempt),
+      attempt: this.claims.attemptOf(a.id, workerId, a.attempt),
       result: a.result ? toBase64(a.result) : null,
     }));
     // The acks that fit one request ride the claim; any beyond go first, as batch acks in parts.
@@ -92,8 +93,8 @@ export class HttpHolderVerbs extends HttpOperators {
       { waitMs: Math.min(opts.waitMs ?? 0, ACKS_WAIT_MS) },
     );
     const answers = [...settledOf(out.acks as Json[]), ...before].map((r) => (r.ok ? null : r.error));
-    acks.forEach((a, i) => {
-      if (answers[i] === null) this.claims.delete(a.id);
+    items.forEach((a, i) => {
+      if (answers[i] === null) this.claims.done(a.id, workerId, a.attempt);
     });
     return { acks: answers, claimed: this.claimed(workerId, out.claimed as Json[]) };
   }
@@ -109,13 +110,13 @@ export class HttpHolderVerbs extends HttpOperators {
         priority: Number(c.priority),
       };
       this.hint(claimed.id, claimed.queue);
-      this.claims.set(claimed.id, { workerId, attempt: claimed.attempt });
+      this.claims.held(claimed.id, workerId, claimed.attempt);
       return claimed;
     });
   }
 
   async ack(id: string, workerId: string, opts: HolderOptions & { result?: Uint8Array | null } = {}): Promise<void> {
-    const attempt = this.attemptOf(id, workerId, opts.attempt);
+    const attempt = this.claims.attemptOf(id, workerId, opts.attempt);
     const queue = this.queues.get(id);
     if (this.coalesce && queue) {
       const b = batcherFor(this.ackers, queue, (items) => this.ackBatch(queue, items));
@@ -127,7 +128,7 @@ export class HttpHolderVerbs extends HttpOperators {
         result: opts.result ? toBase64(opts.result) : null,
       } satisfies wire.AckBodyWire);
     }
-    this.claims.delete(id);
+    this.claims.done(id, workerId, attempt);
   }
 
   /** Acks many invocations of one queue in one request; each is fenced on its own and fails alone. */
@@ -140,7 +141,7 @@ export class HttpHolderVerbs extends HttpOperators {
     const item: NackItem = {
       id,
       workerId,
-      attempt: this.attemptOf(id, workerId, opts.attempt),
+      attempt: this.claims.attemptOf(id, workerId, opts.attempt),
       error: opts.error,
       retry: opts.retry ?? true,
       delayMs: opts.delayMs ?? null,
@@ -161,7 +162,7 @@ export class HttpHolderVerbs extends HttpOperators {
         max_attempts: item.maxAttempts,
       } satisfies wire.NackWire);
     }
-    this.claims.delete(id);
+    this.claims.done(id, workerId, item.attempt);
     return out.state as NackedState;
   }
 
@@ -173,7 +174,7 @@ export class HttpHolderVerbs extends HttpOperators {
   async heartbeat(id: string, workerId: string, opts: HolderOptions & { leaseMs?: number } = {}): Promise<HeartbeatAnswer> {
     const out = await this.http.call('POST', `/invocations/${seg('id', id)}/heartbeat${this.q(id)}`, {
       worker_id: workerId,
-      attempt: this.attemptOf(id, workerId, opts.attempt),
+      attempt: this.claims.attemptOf(id, workerId, opts.attempt),
       lease_ms: opts.leaseMs ?? null,
     } satisfies wire.HeartbeatWire);
     return { leaseUntil: (out.lease_until as number | null) ?? null, cancelled: out.cancelled === true };
@@ -197,12 +198,6 @@ export class HttpHolderVerbs extends HttpOperators {
   }
 
   // ------------------------------------------------------------ plumbing
-
-  private attemptOf(id: string, workerId: string, attempt: number | undefined): number | null {
-    if (attempt !== undefined) return attempt;
-    const held = this.claims.get(id);
-    return held && held.workerId === workerId ? held.attempt : null;
-  }
 
   protected hint(id: string, queue: string): void {
     if (this.queues.size >= HINTS) this.queues.delete(this.queues.keys().next().value!);

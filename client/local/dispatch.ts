@@ -29,13 +29,15 @@ import type {
 } from '../types.ts';
 import { openLocal, type DispatchOptions } from './open.ts';
 import { LocalOperators, verb } from './operators.ts';
+import { HeldClaims } from '../held-claims.ts';
 
 export type { DispatchOptions } from './open.ts';
 
 export class Dispatch extends LocalOperators implements DispatchPlane {
   readonly path: string;
   readonly inProcess = true;
-  private readonly claims = new Map<string, { workerId: string; attempt: number }>();
+  /** The claims made through this client, so a holder's calls are fenced without the caller repeating the attempt. */
+  private readonly claims = new HeldClaims();
   private closed = false;
   private readonly submitters = new Map<string, Batcher<{ envelope: Uint8Array; opts: SubmitOptions }, string>>();
   private readonly acker = new Batcher<{ id: string; workerId: string; attempt: number | null; result: Uint8Array | null }, undefined>(
@@ -167,7 +169,7 @@ export class Dispatch extends LocalOperators implements DispatchPlane {
         }),
       ),
     );
-    for (const c of got) this.claims.set(c.id, { workerId, attempt: c.attempt });
+    for (const c of got) this.claims.held(c.id, workerId, c.attempt);
     return got;
   }
 
@@ -180,7 +182,12 @@ export class Dispatch extends LocalOperators implements DispatchPlane {
   ): Promise<{ acks: (Error | null)[]; claimed: Claimed[] }> {
     checkClaimOptions(opts);
     this.workersSeen.heard(queue, workerId, opts.worker);
-    const items = acks.map((a) => ({ id: a.id, workerId, attempt: this.attemptOf(a.id, workerId, a.attempt), result: a.result ?? null }));
+    const items = acks.map((a) => ({
+      id: a.id,
+      workerId,
+      attempt: this.claims.attemptOf(a.id, workerId, a.attempt),
+      result: a.result ?? null,
+    }));
     const out = await this.clocks.waiting(() =>
       verb(
         this.engine.work.ackAndClaim(this.namespace, queue, items, {
@@ -194,33 +201,35 @@ export class Dispatch extends LocalOperators implements DispatchPlane {
       ),
     );
     out.acks.forEach((r, i) => {
-      if (r.ok) this.claims.delete(acks[i]!.id);
+      if (r.ok) this.claims.done(items[i]!.id, workerId, items[i]!.attempt);
     });
-    for (const c of out.claimed) this.claims.set(c.id, { workerId, attempt: c.attempt });
+    for (const c of out.claimed) this.claims.held(c.id, workerId, c.attempt);
     return { claimed: out.claimed, acks: out.acks.map((r) => (r.ok ? null : errorFor(r.error.code, r.error.message))) };
   }
 
   /** Concurrent acks go to the engine together, as one fenced UPDATE; each keeps its own answer. */
   async ack(id: string, workerId: string, opts: HolderOptions & { result?: Uint8Array | null } = {}): Promise<void> {
     this.workersSeen.touch(workerId);
-    await this.acker.add({ id, workerId, attempt: this.attemptOf(id, workerId, opts.attempt), result: opts.result ?? null });
-    this.claims.delete(id);
+    const attempt = this.claims.attemptOf(id, workerId, opts.attempt);
+    await this.acker.add({ id, workerId, attempt, result: opts.result ?? null });
+    this.claims.done(id, workerId, attempt);
   }
 
   async nack(id: string, workerId: string, opts: NackOptions): Promise<NackedState> {
     checkNackOptions(opts);
     this.workersSeen.touch(workerId);
+    const attempt = this.claims.attemptOf(id, workerId, opts.attempt);
     const out = await verb(
       this.engine.work.nack(this.namespace, id, {
         workerId,
-        attempt: this.attemptOf(id, workerId, opts.attempt),
+        attempt,
         error: opts.error,
         retry: opts.retry ?? true,
         delayMs: opts.delayMs,
         maxAttempts: opts.maxAttempts,
       }),
     );
-    this.claims.delete(id);
+    this.claims.done(id, workerId, attempt);
     return out.state;
   }
 
@@ -229,7 +238,7 @@ export class Dispatch extends LocalOperators implements DispatchPlane {
     return verb(
       this.engine.work.heartbeat(this.namespace, id, {
         workerId,
-        attempt: this.attemptOf(id, workerId, opts.attempt),
+        attempt: this.claims.attemptOf(id, workerId, opts.attempt),
         leaseMs: opts.leaseMs,
       }),
     );
@@ -296,13 +305,5 @@ export class Dispatch extends LocalOperators implements DispatchPlane {
     this.clocks.close();
     await this.feedLog.close();
     this.db.close();
-  }
-
-  // ------------------------------------------------------------ plumbing
-
-  private attemptOf(id: string, workerId: string, attempt: number | undefined): number | null {
-    if (attempt !== undefined) return attempt;
-    const held = this.claims.get(id);
-    return held && held.workerId === workerId ? held.attempt : null;
   }
 }

@@ -8,6 +8,7 @@ import { inject } from 'vitest';
 import { ForbiddenError, HttpDispatch, InvocationFailedError, NotFoundError, UnauthorizedError } from '../../client/local/index.ts';
 import { until } from '../support/wait.ts';
 import { bytes, client } from './setup/client.ts';
+import { checkANewerClaimOutlivesAnOlderAttemptsAnswer } from '../support/held-claims.ts';
 
 describe('HttpDispatch', () => {
   it('raises UnauthorizedError for a token the plane does not know, ForbiddenError for another namespace’s', async () => {
@@ -175,5 +176,25 @@ describe('HttpDispatch shared result waits', () => {
     const waiting = d.result('s1', { signal: ctl.signal });
     ctl.abort(new Error('gave up'));
     await expect(waiting).rejects.toThrow('gave up');
+  });
+});
+
+describe('HttpDispatch claims', () => {
+  it('keeps a job’s newer claim when the answer of its older attempt’s nack comes back after it', async () => {
+    // A worker's slots share one client: the nack's answer, read after the job's next claim, made
+    // the client forget that claim, and the slot holding it could not write its first frame.
+    let run: (() => Promise<void>) | null = null;
+    const d = client({
+      fetch: async (input, init) => {
+        const res = await fetch(input, init);
+        const then = run;
+        if (then && new URL(String(input)).pathname.endsWith('/nack')) {
+          run = null;
+          await then();
+        }
+        return res;
+      },
+    });
+    await checkANewerClaimOutlivesAnOlderAttemptsAnswer(d, (r) => (run = r));
   });
 });

@@ -8,6 +8,7 @@ import { Dispatch, HttpDispatch, planeFromEnv } from '../../client/local/index.t
 import { streamEnvelope } from '../fixtures/stream-envelope.mjs';
 import { until } from '../support/wait.ts';
 import { followLives } from '../support/feed-lives.ts';
+import { checkANewerClaimOutlivesAnOlderAttemptsAnswer } from '../support/held-claims.ts';
 
 const PEER = resolve(import.meta.dirname, '..', 'fixtures', 'local-peer.mjs');
 const run = (args: string[]) => {
@@ -113,5 +114,23 @@ describe('defaultDispatch', () => {
     expect((local as Dispatch).path).toBe(join(home, 'dispatch.sqlite'));
     expect(local.namespace).toBe('default');
     await local.close();
+  });
+});
+
+describe('local plane, one client', () => {
+  it('keeps a job’s newer claim when its older attempt’s nack returns after it', async () => {
+    const d = new Dispatch(join(tempDir('lakeshore-held-'), 'd.sqlite'), { namespace: 'held' });
+    // The engine's nack, then the claim, then the nack's answer read by the client.
+    const work = (d as unknown as { engine: { work: { nack: (...a: unknown[]) => Promise<unknown> } } }).engine.work;
+    const nack = work.nack.bind(work);
+    await checkANewerClaimOutlivesAnOlderAttemptsAnswer(d, (run) => {
+      work.nack = async (...a) => {
+        const out = await nack(...a);
+        work.nack = nack;
+        await run();
+        return out;
+      };
+    });
+    await d.close();
   });
 });
