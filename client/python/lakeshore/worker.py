@@ -325,8 +325,13 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
             if stop.is_set():
                 # Stopped while the answer was on its way: give the job back untouched (a claim
                 # called off moments after its answer puts its job back without charging an attempt).
+                # The stop watcher may have called it off first: the job is back already, perhaps
+                # another worker's by now, and finding it so is no error.
                 if not (can_cancel and claim_id and dispatch.cancel_claim(queue, worker_id, claim_id)):
-                    dispatch.nack(c.id, worker_id, error="the worker stopped before starting it", retry=True, attempt=c.attempt)
+                    try:
+                        dispatch.nack(c.id, worker_id, error="the worker stopped before starting it", retry=True, attempt=c.attempt)
+                    except (FencingConflict, NotFound):
+                        pass
                 break
             executed += 1
             q_limit = limit_of_queue()

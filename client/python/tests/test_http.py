@@ -1044,6 +1044,32 @@ class Worker(unittest.TestCase):
         d.submit("q", b"x", id="after")
         self.assertEqual(d.claim("q", "other", wait=5).attempt, 1)  # the stopped worker never took it
 
+    def test_a_stop_as_its_claim_is_answered_leaves_the_job_to_whoever_has_it_and_raises_nothing(self):
+        # The stop watcher calls the waiting claim off as its answer comes back, so the plane puts
+        # the job back, and another worker claims it. The stopping worker, giving it back too,
+        # finds it no longer its own: that is no error (run_worker raised FencingConflict, "nack
+        # refused: ... held by attempt 2 ... of another worker", and a worker of concurrency 16
+        # stopped every thread with it).
+        d = client()
+        stop = threading.Event()
+        real_claim = d.claim
+        other = []
+
+        def claim(queue, worker_id, **k):
+            c = real_claim(queue, worker_id, **k)
+            if c is not None and not stop.is_set():
+                stop.set()
+                d.cancel_claim(queue, worker_id, k["claim_id"])  # as the stop watcher does (it may be first)
+                other.append(real_claim(queue, "other", wait=5))
+            return c
+
+        d.claim = claim
+        d.submit("q", b"x", id="job")
+        self.assertEqual(ls.run_worker(d, "q", {}, stop=stop), 0)
+        self.assertEqual((other[0].id, other[0].attempt), ("job", 2))
+        row = d.get("job")
+        self.assertEqual((row["state"], row["worker_id"], row["attempt"]), ("running", "other", 2))
+
 
 @unittest.skipUnless(URL, "needs LAKESHORE_URL")
 class Install(unittest.TestCase):
