@@ -106,6 +106,8 @@ export class HttpHolderVerbs extends HttpOperators {
         queue: String(c.queue),
         envelope: b64(c.envelope),
         attempt: Number(c.attempt),
+        // A plane from before budget_attempt: the attempt, as the worker counted before.
+        budgetAttempt: Number(c.budget_attempt ?? c.attempt),
         leaseUntil: Number(c.lease_until),
         priority: Number(c.priority),
       };

@@ -287,7 +287,9 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
     const verdict = await tell(o.onDone, c, env, { state: 'failed', error: err });
     // Would fail the same again: no handler to find, an answer JSON cannot write, a value larger than the plane takes.
     const once = err instanceof ResolveError || err instanceof NotJsonError || err instanceof PayloadTooLargeError;
-    const retry = verdict !== 'handled' && !once && c.attempt <= Math.min(o.retries, env?.max_retries ?? Infinity);
+    // Counted in the job's current budget: an operator's retry starts it afresh, and a claim put
+    // back uncharged took none of it (the attempt number counts both).
+    const retry = verdict !== 'handled' && !once && c.budgetAttempt <= Math.min(o.retries, env?.max_retries ?? Infinity);
     const error = { message: err.message, type: err.name, stack: stackOf(err.stack) };
     const failedWith = `job ${c.id} attempt ${c.attempt} failed: ${err.name}: ${err.message}`;
     try {

@@ -130,6 +130,13 @@ export interface Claimed {
   queue: string;
   envelope: Uint8Array;
   attempt: number;
+  /**
+   * Which attempt of the job's current budget this is (1 for its first): the attempt number less
+   * those not charged, a claim put back uncharged (its answer never reached its worker) and every
+   * attempt before an operator's retry, which gives a fresh budget. What a worker's own `retries`
+   * counts against (docs/contract.md, "The worker's budget").
+   */
+  budgetAttempt: number;
   leaseUntil: number;
   priority: number;
 }

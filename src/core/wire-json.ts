@@ -105,6 +105,7 @@ export const claimedJson = (c: Claimed) => ({
   queue: c.queue,
   envelope: toBase64(c.envelope),
   attempt: c.attempt,
+  budget_attempt: c.budgetAttempt,
   lease_until: c.leaseUntil,
   priority: c.priority,
 });

@@ -51,6 +51,7 @@ const claimedOf = (c: Json): Claimed => ({
   queue: c.queue,
   envelope: unb64(c.envelope),
   attempt: c.attempt,
+  budgetAttempt: c.budget_attempt,
   leaseUntil: c.lease_until,
   priority: c.priority,
 });

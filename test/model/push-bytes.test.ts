@@ -20,6 +20,7 @@ describe('the pusher and the bytes it has on their way', () => {
       queue: 'q',
       envelope: new Uint8Array(SIZE),
       attempt: 1,
+      budgetAttempt: 1,
       leaseUntil: Date.now() + 60_000,
       priority: 0,
     }));

@@ -37,6 +37,31 @@ describe.each(bothPlanes('retries'))('a worker’s retries on the %s plane', (_n
     await d.close();
   });
 
+  it('count in the job’s current budget: a job an operator retried gets them again', async () => {
+    // The attempt number goes on across the retry (3, 4, ...): counted against it, the job failed for
+    // good at its first failure after the retry.
+    const d = make();
+    let runs = 0;
+    const flaky = () => {
+      if (++runs <= 3) throw new Error(`run ${runs} fails`);
+      return runs;
+    };
+    await d.submit('q', encodeEnvelope({ fn: 'flaky', args: [] }), { id: 'again' });
+    const serve = async (want: string) => {
+      const stop = new AbortController();
+      const ran = runWorker('q', { dispatch: d, registry: { flaky }, stop: stop.signal, retries: 1 });
+      await until(async () => (await d.get('again'))?.state === want, `the job to be ${want}`);
+      stop.abort();
+      await ran;
+    };
+    await serve('failed');
+    expect([runs, (await d.get('again'))!.attempt]).toEqual([2, 2]);
+    await d.retry('again');
+    await serve('succeeded');
+    expect([runs, (await d.get('again'))!.attempt]).toEqual([4, 4]);
+    await d.close();
+  });
+
   it('keep a failed job’s stack down to its handler, without the worker’s own frames', async () => {
     const d = make();
     const inner = (x: number) => {

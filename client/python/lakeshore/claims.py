@@ -83,7 +83,7 @@ class ClaimMachinery:
     def _hand(self, rows: List[sqlite3.Row], worker_id: str, queue: str, worker: Any = None) -> List[Claimed]:
         """Claimed rows to their worker: at most claim_bytes of envelopes (at least one job); the rest goes back uncharged."""
         out = [Claimed(id=r["id"], envelope=r["envelope_text"].encode("utf-8") if r["envelope_text"] is not None else binascii.unhexlify(r["envelope_hex"] or ""), attempt=int(r["attempt"]), queue=r["queue"],
-                       lease_until=int(r["lease_until"]), priority=float(r["priority"])) for r in rows]
+                       lease_until=int(r["lease_until"]), priority=float(r["priority"]), budget_attempt=int(r["budget_attempt"])) for r in rows]
         kept, total = 0, 0
         while kept < len(out) and (kept == 0 or total + len(out[kept].envelope) <= self._limits["claim_bytes"]):
             total += len(out[kept].envelope)

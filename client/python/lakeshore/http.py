@@ -49,6 +49,14 @@ class Claimed:
     queue: str
     lease_until: int = 0
     priority: float = 0.0
+    #: Which attempt of the job's current budget this is (1 for its first): the attempt number less
+    #: those not charged (a claim put back uncharged, every attempt before an operator's retry). What
+    #: a worker's `retries` counts against (docs/contract.md, "The worker's budget"). None: the attempt.
+    budget_attempt: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        if self.budget_attempt is None:
+            self.budget_attempt = self.attempt
 
 
 def _submit_body(envelope: bytes, id: str, key: Optional[str] = None, priority: float = 0.0, parent: Optional[str] = None, *,
@@ -261,7 +269,7 @@ class HttpDispatch(HttpOperatorVerbs):
         out = []
         for c in rows:
             claimed = Claimed(id=c["id"], envelope=_unb64(c["envelope"]) or b"", attempt=c["attempt"], queue=c["queue"],
-                              lease_until=c["lease_until"], priority=c["priority"])
+                              lease_until=c["lease_until"], priority=c["priority"], budget_attempt=c.get("budget_attempt"))
             self._hint(claimed.id, claimed.queue)
             self._claims.held(claimed.id, worker_id, claimed.attempt)
             out.append(claimed)

@@ -551,7 +551,9 @@ def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
         handled = _told(on_done, c, env, {"state": "failed", "error": e}) == "handled"
         # Would fail the same again: no handler to find, an answer JSON cannot write, a value larger than the plane takes.
         once = isinstance(e, (Unrunnable, PayloadTooLarge)) or getattr(e, "_lakeshore_once", False)
-        retry = not handled and not once and all(c.attempt <= r for r in caps)
+        # Counted in the job's current budget: an operator's retry starts it afresh, and a claim put
+        # back uncharged took none of it (the attempt number counts both).
+        retry = not handled and not once and all(c.budget_attempt <= r for r in caps)
         error = {"message": str(e), "type": type(e).__name__, "stack": _stack_of(e)}
         try:
             job.append(ERROR, _json(error), {"attempt": c.attempt}, final=not retry)

@@ -562,6 +562,28 @@ class ReferenceWorker(TempDirs):
         with self.assertRaisesRegex(ls.InvocationFailed, "boom"):
             failed.result(timeout=5)
 
+    def test_retries_count_in_the_jobs_current_budget_so_a_retried_job_gets_them_again(self):
+        # The attempt number goes on across an operator's retry (3, 4, ...): counted against it,
+        # the job failed for good at its first failure after the retry.
+        q = ls.SyncQueue("again", dispatch=self.d)
+        runs = []
+
+        def flaky():
+            runs.append(1)
+            if len(runs) <= 3:
+                raise RuntimeError("run %d fails" % len(runs))
+            return len(runs)
+
+        h = q.submit("flaky")
+        for _ in range(2):
+            ls.run_worker(q, registry={"flaky": flaky}, once=True)
+        self.assertEqual((self.d.get(h.id)["state"], len(runs)), ("failed", 2))
+        self.d.retry(h.id)
+        for _ in range(2):
+            ls.run_worker(q, registry={"flaky": flaky}, once=True)
+        self.assertEqual(h.result(timeout=5), 4)
+        self.assertEqual(self.d.get(h.id)["attempt"], 4)
+
     def test_root_may_be_a_path_and_the_job_sees_it(self):
         import pathlib
         tasks = self.temp_dir("lakeshore-root-")

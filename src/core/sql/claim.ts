@@ -18,7 +18,8 @@ export interface ClaimInput {
  * characters a byte).
  */
 const RETURNING = `RETURNING rid, id, queue, CASE typeof(envelope) WHEN 'text' THEN envelope END AS envelope_text,
-  CASE typeof(envelope) WHEN 'text' THEN NULL ELSE hex(envelope) END AS envelope_hex, attempt, lease_until, priority, worker`;
+  CASE typeof(envelope) WHEN 'text' THEN NULL ELSE hex(envelope) END AS envelope_hex, attempt, lease_until, priority, worker,
+  attempt - budget_from AS budget_attempt`;
 
 /** The lease expression shared by claim and heartbeat: explicit, else per queue, else default. */
 export const leaseExpr = (nowP: string, leaseP: string, nsP: string, qP: string, dfltP: string) =>
@@ -152,6 +153,7 @@ export function toClaimed(r: Record<string, unknown>): Claimed {
     queue: String(r.queue),
     envelope: typeof r.envelope_text === 'string' ? utf8(r.envelope_text) : fromHex(String(r.envelope_hex ?? '')),
     attempt: Number(r.attempt),
+    budgetAttempt: Number(r.budget_attempt),
     leaseUntil: Number(r.lease_until),
     priority: Number(r.priority),
   };
