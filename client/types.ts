@@ -258,6 +258,13 @@ export interface DispatchPlane {
   ): Promise<{ acks: (Error | null)[]; claimed: Claimed[] }>;
   ack(id: string, workerId: string, opts?: HolderOptions & { result?: Uint8Array | null }): Promise<void>;
   /**
+   * Gives back jobs of `queue` this worker claimed and never started (it is stopping, say): each
+   * still its own at that attempt (default: the one this client claimed) goes back to the queue,
+   * its attempt not charged, unlike a nack's. Answers the ids put back; the others are no longer
+   * the worker's and stay as they are.
+   */
+  release(queue: string, workerId: string, items: { id: string; attempt?: number }[]): Promise<string[]>;
+  /**
    * With `retry` (default) the job waits again (`delayMs`, else its queue's backoff) while attempts
    * are left; else, or on its last attempt, it fails. Answers where it went.
    */

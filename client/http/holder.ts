@@ -117,6 +117,17 @@ export class HttpHolderVerbs extends HttpOperators {
     });
   }
 
+  async release(queue: string, workerId: string, items: { id: string; attempt?: number }[]): Promise<string[]> {
+    const handed = items.map((it) => ({ id: it.id, attempt: this.claims.attemptOf(it.id, workerId, it.attempt) }));
+    const out = await this.http.call('POST', `${queuePath(queue)}/release`, {
+      worker_id: workerId,
+      items: handed,
+    } satisfies wire.ReleaseWire);
+    const back = new Set(out.released as string[]);
+    for (const it of handed) if (back.has(it.id)) this.claims.done(it.id, workerId, it.attempt);
+    return [...back];
+  }
+
   async ack(id: string, workerId: string, opts: HolderOptions & { result?: Uint8Array | null } = {}): Promise<void> {
     const attempt = this.claims.attemptOf(id, workerId, opts.attempt);
     const queue = this.queues.get(id);

@@ -207,6 +207,15 @@ export class Dispatch extends LocalOperators implements DispatchPlane {
     return { claimed: out.claimed, acks: out.acks.map((r) => (r.ok ? null : errorFor(r.error.code, r.error.message))) };
   }
 
+  async release(queue: string, workerId: string, items: { id: string; attempt?: number }[]): Promise<string[]> {
+    this.workersSeen.touch(workerId);
+    const handed = items.map((it) => ({ id: it.id, attempt: this.claims.attemptOf(it.id, workerId, it.attempt) }));
+    const back = await verb(this.engine.work.giveBack(this.namespace, queue, workerId, handed));
+    const released = new Set(back);
+    for (const it of handed) if (released.has(it.id)) this.claims.done(it.id, workerId, it.attempt);
+    return back;
+  }
+
   /** Concurrent acks go to the engine together, as one fenced UPDATE; each keeps its own answer. */
   async ack(id: string, workerId: string, opts: HolderOptions & { result?: Uint8Array | null } = {}): Promise<void> {
     this.workersSeen.touch(workerId);

@@ -223,11 +223,23 @@ class Worker {
     await Promise.all(this.claims);
     this.acks.claiming = false;
     this.acks.flush();
-    // Stopping: jobs claimed but not started go back to the queue at once.
-    for (const c of this.buffer.splice(0)) {
-      await this.d
-        .nack(c.id, this.workerId, { attempt: c.attempt, error: 'the worker stopped before starting it', retry: true })
-        .catch(() => {});
+    // Stopping: jobs claimed but not started go back to the queue at once, uncharged (a nack would
+    // spend an attempt of a job that never ran); a plane without release takes a nack.
+    const unstarted = new Map<string, Claimed[]>();
+    for (const c of this.buffer.splice(0)) unstarted.set(c.queue, [...(unstarted.get(c.queue) ?? []), c]);
+    for (const [queue, cs] of unstarted) {
+      const items = cs.map((c) => ({ id: c.id, attempt: c.attempt }));
+      if (
+        await this.d.release(queue, this.workerId, items).then(
+          () => true,
+          () => false,
+        )
+      )
+        continue;
+      for (const c of cs)
+        await this.d
+          .nack(c.id, this.workerId, { attempt: c.attempt, error: 'the worker stopped before starting it', retry: true })
+          .catch(() => {});
     }
     await Promise.all(this.running);
   }
@@ -299,9 +311,12 @@ class Worker {
 
   // ------------------------------------------------------------------ the buffer and running
 
-  /** Starts buffered jobs while slots are free; a job whose lease ran out while it waited is dropped, not run. */
+  /**
+   * Starts buffered jobs while slots are free; a job whose lease ran out while it waited is dropped,
+   * not run. A stopping worker starts none: they go back to the queue as it returns.
+   */
   private startJobs(): void {
-    while (this.active < this.concurrency && this.buffer.length) {
+    while (this.active < this.concurrency && this.buffer.length && !this.stop.aborted) {
       const c = this.buffer.shift()!;
       if (c.leaseUntil <= Date.now()) {
         // The plane hands it out again; do not run it twice, and claim less far ahead.

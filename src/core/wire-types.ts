@@ -70,6 +70,12 @@ export interface ClaimCancelWire {
   claim_id: string;
 }
 
+/** Jobs a worker claimed and never started, given back uncharged (POST /queues/:queue/release). */
+export interface ReleaseWire {
+  worker_id: string;
+  items: { id: string; attempt: number | null }[];
+}
+
 export interface HolderWire {
   /** Required, except with a delivery token (docs/contract.md, "Push delivery"), which names its own attempt. */
   worker_id?: Opt<string>;

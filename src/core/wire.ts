@@ -19,6 +19,7 @@ import type {
   AckWire,
   ClaimWire,
   ClaimCancelWire,
+  ReleaseWire,
   GetManyWire,
   ResultsWire,
   WorkerLogWire,
@@ -120,6 +121,11 @@ export const ResultsBody = exactly<ResultsWire>()(
 );
 
 export const ClaimCancelBody = exactly<ClaimCancelWire>()(z.strictObject({ worker_id: z.string(), claim_id: z.string() }));
+
+/** Shapes only: the core checks the ids, the worker id and each attempt in its own words. */
+export const ReleaseBody = exactly<ReleaseWire>()(
+  z.strictObject({ worker_id: z.string(), items: z.array(z.strictObject({ id: z.string(), attempt: z.nullable(z.number()) })) }),
+);
 
 export const WorkerLogBody = exactly<WorkerLogWire>()(
   z.strictObject({

@@ -253,6 +253,19 @@ export class Work {
     return back;
   }
 
+  /**
+   * A worker gives back jobs it claimed and never started (it is stopping, say): each still running
+   * under that worker and attempt goes back to its queue as `release` puts it, its attempt not
+   * charged. Answers the ids put back; a job no longer the worker's (acked, expired, another's) is
+   * left as it is. Fenced as a nack is: by the worker, and by the attempt where an item names one.
+   */
+  async giveBack(ns: string, queue: unknown, workerId: unknown, items: { id: unknown; attempt?: unknown }[]): Promise<string[]> {
+    const q = v.queue(queue, this.limits);
+    const w = v.workerId(workerId);
+    const handed = v.batch(items, this.limits).map((it) => ({ id: v.id(it.id, this.limits), attempt: v.attempt(it.attempt) }));
+    return this.release(ns, q, w, handed);
+  }
+
   async ack(ns: string, id: unknown, req: HolderRequest & { result?: unknown }): Promise<{ absorbed: boolean }> {
     return one(await this.acked(ns, [ackInput({ ...req, id }, this.limits)]));
   }

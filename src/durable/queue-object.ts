@@ -259,6 +259,12 @@ export class QueueObject extends DurableObject<Env> {
     return this.run(() => this.engine.work.ackAndClaim(this.ns, this.queue, acks, req));
   }
 
+  /** Jobs a worker claimed and never started, back to the queue uncharged (Work.giveBack). */
+  release(workerId: string, items: { id: string; attempt: number | null }[]) {
+    this.workers.heard(workerId);
+    return this.run(() => this.engine.work.giveBack(this.ns, this.queue, workerId, items));
+  }
+
   ackMany(items: AckRequest[]) {
     this.workers.heard(items[0]?.workerId);
     return this.run(() => this.engine.work.ackMany(this.ns, this.ofQueue(items)));

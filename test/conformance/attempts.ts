@@ -4,7 +4,7 @@
  * error.type = "AttemptsExhausted", its last error kept as `last`.
  */
 import { beforeEach, describe, expect, it } from 'vitest';
-import { InvocationFailedError, type DispatchPlane } from '../../client/local/index.ts';
+import { BadRequestError, InvocationFailedError, type DispatchPlane } from '../../client/local/index.ts';
 
 const bytes = (s: string) => new TextEncoder().encode(s);
 
@@ -34,6 +34,36 @@ export function attempts(plane: () => DispatchPlane, lacks: ReadonlySet<string> 
         await d.nack('one', 'w', { error: { message: 'flaky', type: 'IOError' }, retry: true }); // a repeat is absorbed
       },
     );
+
+    it('a worker gives back jobs it never started: queued again, not charged; one no longer its own stays as it is', async () => {
+      await d.submit('q', bytes('x'), { id: 'kept' });
+      await d.submit('q', bytes('x'), { id: 'back' });
+      expect((await d.claimMany('q', 'w', 2)).map((c) => c.id)).toEqual(['kept', 'back']);
+      // Its attempt from the client's own claims (or, where another process claimed it, none: any of the worker's).
+      expect(await d.release('q', 'w', [{ id: 'back' }])).toEqual(['back']);
+      expect(await d.get('back')).toMatchObject({ state: 'queued', attempt: 1 });
+      // Not charged: the next claim is the first of its budget (a nack would have made it the 2nd).
+      expect(await d.claim('q', 'w2')).toMatchObject({ id: 'back', attempt: 2, budgetAttempt: 1 });
+      // Another worker's now, an attempt gone by, a finished job: none goes back.
+      await d.ack('kept', 'w');
+      expect(
+        await d.release('q', 'w', [
+          { id: 'back', attempt: 1 },
+          { id: 'kept', attempt: 1 },
+        ]),
+      ).toEqual([]);
+      expect(await d.release('q', 'w2', [{ id: 'back', attempt: 1 }])).toEqual([]);
+      // Bad input is refused whole, before anything moves.
+      await expect(
+        d.release('q', 'w2', [
+          { id: 'back', attempt: 2 },
+          { id: 'back', attempt: -1 },
+        ]),
+      ).rejects.toBeInstanceOf(BadRequestError);
+      await expect(d.release('q', 'w2', [{ id: '', attempt: 2 }])).rejects.toBeInstanceOf(BadRequestError);
+      expect(await d.get('back')).toMatchObject({ state: 'running', attempt: 2 });
+      expect(await d.get('kept')).toMatchObject({ state: 'succeeded' });
+    });
 
     it('nacks with retry requeue while attempts are left, on the plane default of 3', async () => {
       await d.submit('q', bytes('x'), { id: 'three' });

@@ -258,6 +258,12 @@ async function pythonPlaneWith(options: Record<string, unknown>): Promise<PlaneH
           worker: o.worker ?? null,
         })
       ).map(claimedOf),
+    release: async (queue, workerId, items) =>
+      (await call('release', [
+        queue,
+        workerId,
+        items.map((it) => (it.attempt === undefined ? { id: it.id } : { id: it.id, attempt: it.attempt })),
+      ])) as string[],
     ackAndClaim: async (queue, workerId, acks, max, o = {}) => {
       const [answers, claimed] = await call(
         'ack_and_claim',

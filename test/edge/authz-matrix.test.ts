@@ -57,6 +57,7 @@ const MATRIX: Record<string, Entry> = {
   'POST /v1/ns/:ns/queues/:queue/claim/cancel': { roles: ['worker'], body: () => ({ worker_id: 'w', claim_id: 'c' }) },
   'POST /v1/ns/:ns/queues/:queue/ack': { roles: ['worker'], body: (id) => ({ items: [{ id, worker_id: 'w' }] }) },
   'POST /v1/ns/:ns/queues/:queue/nack': { roles: ['worker'], body: (id) => ({ items: [{ id, worker_id: 'w', error: 'x' }] }) },
+  'POST /v1/ns/:ns/queues/:queue/release': { roles: ['worker'], body: (id) => ({ worker_id: 'w', items: [{ id, attempt: 1 }] }) },
   'GET /v1/ns/:ns/queues/:queue/count': { roles: ['producer'] },
   'GET /v1/ns/:ns/queues/:queue/invocations': { roles: ['producer'] },
   'PUT /v1/ns/:ns/queues/:queue': { roles: [], body: () => ({ lease_ms: 5000 }) },

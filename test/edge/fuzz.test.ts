@@ -209,6 +209,7 @@ const routes: [string, string][] = [
   ['POST', 'queues/:q/claim/cancel'],
   ['POST', 'queues/:q/ack'],
   ['POST', 'queues/:q/nack'],
+  ['POST', 'queues/:q/release'],
   ['GET', 'queues/:q/count?state=:s'],
   ['PUT', 'queues/:q'],
   ['GET', 'queues/:q/stats'],

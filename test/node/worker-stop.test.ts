@@ -45,6 +45,29 @@ describe.each(bothPlanes('stop'))('stopping a worker on the %s plane', (_name, m
     expect(await d.count('q', 'queued')).toBe(3);
     await d.close();
   });
+
+  it('gives the jobs it claimed and never started back uncharged', async () => {
+    // A nack would spend an attempt of a job that never ran: a worker stopped twice while holding
+    // a job unstarted left it one run where its budget promised three.
+    const d = make();
+    for (const id of ['first', 'ahead1', 'ahead2']) await d.submit('q', encodeEnvelope({ fn: 'hold', args: [] }), { id });
+    const stop = new AbortController();
+    let release = () => {};
+    const hold = () => new Promise<void>((r) => (release = r));
+    const ran = runWorker('q', { dispatch: d, concurrency: 1, prefetch: 3, registry: { hold }, stop: stop.signal });
+    await until(async () => (await d.count('q', 'running')) === 3, 'the first job running, two claimed ahead of it');
+    stop.abort();
+    release();
+    await ran;
+    expect(await d.get('first')).toMatchObject({ state: 'succeeded' });
+    for (const id of ['ahead1', 'ahead2']) expect(await d.get(id)).toMatchObject({ state: 'queued', attempt: 1 });
+    const next = await d.claimMany('q', 'other', 2);
+    expect(next.map((c) => [c.id, c.attempt, c.budgetAttempt])).toEqual([
+      ['ahead1', 2, 1],
+      ['ahead2', 2, 1],
+    ]);
+    await d.close();
+  });
 });
 
 describe('stopping a worker whose plane is away', () => {

@@ -280,6 +280,18 @@ class HttpDispatch(HttpOperatorVerbs):
         job it was answered moments ago goes back to the queue. False if there was nothing to call off."""
         return bool(self._call("POST", "/queues/%s/claim/cancel" % _queue(queue), {"worker_id": worker_id, "claim_id": claim_id})["cancelled"])
 
+    def release(self, queue: str, worker_id: str, items: List[Dict[str, Any]]) -> List[str]:
+        """Gives back jobs of `queue` this worker claimed and never started (it is stopping, say):
+        each still its own at that attempt (`{"id", "attempt"?}`; default the one this client
+        claimed) goes back to the queue, its attempt not charged, unlike a nack's. Answers the ids
+        put back; the others are no longer the worker's and stay as they are."""
+        handed = [{"id": _seg("id", it["id"]), "attempt": self._attempt(it["id"], worker_id, it.get("attempt"))} for it in items]
+        back = [str(i) for i in self._call("POST", "/queues/%s/release" % _queue(queue), {"worker_id": worker_id, "items": handed})["released"]]
+        for it in handed:
+            if it["id"] in back:
+                self._claims.done(it["id"], worker_id, it["attempt"])
+        return back
+
     def ack(self, inv_id: str, worker_id: str, *, result: Optional[bytes] = None, attempt: Optional[int] = None, queue: Optional[str] = None) -> None:
         """Finishes the job with its result, as the worker holding it: `attempt` (the fencing token)
         defaults to the one this client claimed; `queue`, when given, narrows the guard."""

@@ -388,6 +388,32 @@ class Dispatch(ClaimMachinery, FeedLog, JournalVerbs, ObserveVerbs, OperatorVerb
                 return []
             time.sleep(poll)
 
+    def release(self, queue: str, worker_id: str, items: List[Dict[str, Any]]) -> List[str]:
+        """Gives back jobs of `queue` this worker claimed and never started (it is stopping, say):
+        each still its own at that attempt (`{"id", "attempt"?}`; default the one this Dispatch
+        claimed) goes back to the queue, its attempt not charged, unlike a nack's. Answers the ids
+        put back; the others are no longer the worker's and stay as they are."""
+        _name("queue", queue)
+        if len(items) > 1000:
+            raise BadRequest("a batch holds at most 1000 items; this one holds %d" % len(items))
+        handed = []
+        for it in items:
+            h = self._holder(it["id"], worker_id, it.get("attempt"))
+            if h["attempt"] is not None and (not isinstance(h["attempt"], int) or isinstance(h["attempt"], bool) or h["attempt"] < 0):
+                raise BadRequest("attempt must be a non-negative integer")
+            handed.append((_segment("id", it["id"]), h["attempt"]))
+        if not handed:
+            return []
+        back = [str(r["id"]) for r in self._run("release", {"queue": queue, "worker_id": _segment("worker_id", worker_id),
+                                                             "handed_json": json.dumps([list(h) for h in handed])})[0]]
+        self.touch(worker_id)
+        for i, attempt in handed:
+            if i in back:
+                self._claims.done(i, worker_id, attempt)
+        if back:
+            self.feed.told(queue, [{"id": i, "status": "queued"} for i in back])
+        return back
+
     def ack(self, inv_id: str, worker_id: str, *, result: Optional[bytes] = None, attempt: Optional[int] = None, queue: Optional[str] = None) -> None:
         """Finishes the job with its result, as the worker holding it (`queue`, when given, narrows the guard)."""
         if result is not None and len(result) > LIMITS["result_bytes"]:

@@ -328,10 +328,7 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
                 # The stop watcher may have called it off first: the job is back already, perhaps
                 # another worker's by now, and finding it so is no error.
                 if not (can_cancel and claim_id and dispatch.cancel_claim(queue, worker_id, claim_id)):
-                    try:
-                        dispatch.nack(c.id, worker_id, error="the worker stopped before starting it", retry=True, attempt=c.attempt)
-                    except (FencingConflict, NotFound):
-                        pass
+                    _give_back(dispatch, queue, worker_id, [c])
                 break
             executed += 1
             q_limit = limit_of_queue()
@@ -340,11 +337,10 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
             if once:
                 break
     finally:
-        for c in handed:  # handed over with an ack as the worker stopped: back to the queue
-            try:
-                dispatch.nack(c.id, worker_id, error="the worker stopped before starting it", retry=True, attempt=c.attempt)
-            except Exception:
-                pass
+        try:
+            _give_back(dispatch, queue, worker_id, handed)  # handed over with an ack as the worker stopped
+        except Exception:
+            pass
         done.set()
         logs.flush()
         if info_at[0] is not None:
@@ -371,6 +367,27 @@ _DEFAULT_LIMIT_SAID = ("the default (a job sets its own with time_limit_ms, a qu
 _INFO_EVERY_S = 30.0
 #: How often a worker reads its queue's settings again (its time limit), in seconds.
 _QUEUE_SETTINGS_S = 30.0
+
+
+def _give_back(dispatch: Any, queue: str, worker_id: str, jobs: List[Any]) -> None:
+    """Jobs this worker claimed and never started, back to their queue uncharged (a nack would
+    spend an attempt of a job that never ran); a plane without release takes a nack. A job found no
+    longer this worker's is back already (its claim called off by the stop watcher first, say), and
+    perhaps another worker's by now: no error."""
+    if not jobs:
+        return
+    try:
+        dispatch.release(queue, worker_id, [{"id": c.id, "attempt": c.attempt} for c in jobs])
+        return
+    except (FencingConflict, NotFound):
+        return
+    except Exception:
+        pass
+    for c in jobs:
+        try:
+            dispatch.nack(c.id, worker_id, error="the worker stopped before starting it", retry=True, attempt=c.attempt)
+        except (FencingConflict, NotFound):
+            pass
 
 
 def _worker_id() -> str:

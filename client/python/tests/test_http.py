@@ -83,6 +83,19 @@ class Verbs(unittest.TestCase):
         self.assertIsNone(d.get("missing"))
         self.assertEqual(d.count("q", "succeeded"), 1)
 
+    def test_release_gives_back_unstarted_jobs_uncharged(self):
+        d = client()
+        d.submit("q", b"x", id="a")
+        d.submit("q", b"x", id="b")
+        self.assertEqual([c.id for c in d.claim_many("q", "w", 2)], ["a", "b"])
+        self.assertEqual(d.release("q", "w", [{"id": "b"}]), ["b"])  # its attempt: the one this client claimed
+        self.assertEqual(d.release("q", "w", [{"id": "b", "attempt": 1}]), [])  # not the worker's any more
+        c = d.claim("q", "w")
+        self.assertEqual((c.id, c.attempt, c.budget_attempt), ("b", 2, 1))
+        with self.assertRaises(ls.BadRequest):
+            d.release("q", "w", [{"id": "b", "attempt": -1}])
+        self.assertEqual(d.get("b")["state"], "running")
+
     def test_a_newer_claim_outlives_an_older_attempts_answer(self):
         # A worker's threads share one client: a nack's answer read after the job's next claim
         # forgot that claim, and the thread holding it failed its first frame ("did not claim it").

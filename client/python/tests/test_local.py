@@ -584,6 +584,26 @@ class ReferenceWorker(TempDirs):
         self.assertEqual(h.result(timeout=5), 4)
         self.assertEqual(self.d.get(h.id)["attempt"], 4)
 
+    def test_a_job_handed_over_as_the_worker_stops_goes_back_uncharged(self):
+        # Its ack carried the claim of the next job, and the stop came as the answer did: the next
+        # job never ran, so it goes back without spending an attempt (a nack spent one).
+        q = ls.SyncQueue("handed", dispatch=self.d)
+        first, second = q.submit("one"), q.submit("one")
+        stop = threading.Event()
+        real = self.d.ack_and_claim
+
+        def ack_and_claim(*a, **k):
+            out = real(*a, **k)
+            stop.set()
+            return out
+
+        self.d.ack_and_claim = ack_and_claim
+        self.assertEqual(ls.run_worker(q, registry={"one": lambda: 1}, stop=stop), 1)
+        self.assertEqual(first.result(timeout=5), 1)
+        self.assertEqual((self.d.get(second.id)["state"], self.d.get(second.id)["attempt"]), ("queued", 1))
+        again = self.d.claim("handed", "other")
+        self.assertEqual((again.id, again.attempt, again.budget_attempt), (second.id, 2, 1))
+
     def test_root_may_be_a_path_and_the_job_sees_it(self):
         import pathlib
         tasks = self.temp_dir("lakeshore-root-")

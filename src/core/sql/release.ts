@@ -12,7 +12,8 @@ import { held } from './fence.ts';
 
 export interface Handed {
   id: string;
-  attempt: number;
+  /** Null: whichever attempt the worker holds (a caller that knows only its worker id). */
+  attempt: number | null;
 }
 
 /**

@@ -6,6 +6,7 @@ import {
   AckManyBody,
   ClaimBody,
   ClaimCancelBody,
+  ReleaseBody,
   WorkerLogBody,
   NackManyBody,
   QueueSettingsBody,
@@ -150,6 +151,11 @@ export const queues = new Hono<App>()
     const b = c.req.valid('json');
     const waitId = claimWaitId(b.worker_id, b.claim_id);
     return c.json({ cancelled: await queueObject(c, c.var.ns, queueParam(c)).abortWait(waitId) });
+  })
+  .post('/:queue/release', may('nack'), jsonBody(ReleaseBody, MAX_BATCH_BODY_BYTES), async (c) => {
+    // Jobs a worker claimed and never started, back to the queue uncharged (a worker stopping).
+    const b = c.req.valid('json');
+    return c.json({ released: await raise(queueObject(c, c.var.ns, queueParam(c)).release(b.worker_id, b.items)) });
   })
   .post('/:queue/ack', may('ack'), jsonBody(AckManyBody, MAX_BATCH_BODY_BYTES), async (c) => {
     const items = c.req.valid('json').items.map((a) => ({ id: a.id, workerId: a.worker_id, attempt: a.attempt, result: a.result }));
