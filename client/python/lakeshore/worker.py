@@ -379,10 +379,8 @@ def _give_back(dispatch: Any, queue: str, worker_id: str, jobs: List[Any]) -> No
     try:
         dispatch.release(queue, worker_id, [{"id": c.id, "attempt": c.attempt} for c in jobs])
         return
-    except (FencingConflict, NotFound):
-        return
     except Exception:
-        pass
+        pass  # a plane without the verb (its route unknown: NotFound), or away: a nack then
     for c in jobs:
         try:
             dispatch.nack(c.id, worker_id, error="the worker stopped before starting it", retry=True, attempt=c.attempt)
