@@ -31,8 +31,4 @@ export class HeldClaims {
     const held = this.byId.get(id);
     if (held && held.workerId === workerId && held.attempt === attempt) this.byId.delete(id);
   }
-
-  get size(): number {
-    return this.byId.size;
-  }
 }

@@ -399,9 +399,8 @@ class Dispatch(ClaimMachinery, FeedLog, JournalVerbs, ObserveVerbs, OperatorVerb
         handed = []
         for it in items:
             h = self._holder(it["id"], worker_id, it.get("attempt"))
-            if h["attempt"] is not None and (not isinstance(h["attempt"], int) or isinstance(h["attempt"], bool) or h["attempt"] < 0):
-                raise BadRequest("attempt must be a non-negative integer")
-            handed.append((_segment("id", it["id"]), h["attempt"]))
+            attempt = None if h["attempt"] is None else _int("attempt", h["attempt"], 0, 2 ** 53)
+            handed.append((_segment("id", it["id"]), attempt))
         if not handed:
             return []
         back = [str(r["id"]) for r in self._run("release", {"queue": queue, "worker_id": _segment("worker_id", worker_id),
