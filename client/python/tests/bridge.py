@@ -66,6 +66,7 @@ def main() -> None:
     d = ls.Dispatch(sys.argv[1], ns=sys.argv[2], **(json.loads(sys.argv[3]) if len(sys.argv) > 3 else {}))
     out = threading.Lock()
     parked = [0]
+    count = threading.Lock()
     stops = {}  # an events call's n -> its stop event ("_stop" sets it)
 
     def say(msg: Any) -> None:
@@ -77,7 +78,9 @@ def main() -> None:
         n, m, args, kwargs = req["n"], req["m"], dec(req.get("a", [])), dec(req.get("k", {}))
         blocking = m in BLOCKING and (m not in ("claim", "claim_many") or kwargs.get("wait"))
         if blocking:
-            parked[0] += 1
+            with count:
+                parked[0] += 1
+        answer: Any = None
         try:
             if m == "_parked":
                 v: Any = parked[0]
@@ -99,18 +102,22 @@ def main() -> None:
                 v = None
             else:
                 v = getattr(d, m)(*args, **kwargs)
-            say({"n": n, "ok": True, "v": enc(v)})
+            answer = {"n": n, "ok": True, "v": enc(v)}
         except ls.InvocationFailed as e:
-            say({"n": n, "ok": False, "code": "invocation_failed", "message": str(e), "error": e.error})
+            answer = {"n": n, "ok": False, "code": "invocation_failed", "message": str(e), "error": e.error}
         except ls.InvocationCancelled as e:
-            say({"n": n, "ok": False, "code": "invocation_cancelled", "message": str(e)})
+            answer = {"n": n, "ok": False, "code": "invocation_cancelled", "message": str(e)}
         except ls.LakeshoreError as e:
-            say({"n": n, "ok": False, "code": e.code, "message": str(e)})
+            answer = {"n": n, "ok": False, "code": e.code, "message": str(e)}
         except BaseException as e:  # a bug here, not a plane error: say so loudly
-            say({"n": n, "ok": False, "code": "internal", "message": "%s: %s" % (type(e).__name__, e)})
+            answer = {"n": n, "ok": False, "code": "internal", "message": "%s: %s" % (type(e).__name__, e)}
         finally:
+            # No longer waiting before the caller hears the answer: a `_parked` it sends next must
+            # not count this call (it did, now and then, when this thread lost the race to it).
             if blocking:
-                parked[0] -= 1
+                with count:
+                    parked[0] -= 1
+            say(answer)
 
     for line in sys.stdin:
         req = json.loads(line)
