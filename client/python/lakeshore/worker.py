@@ -4,6 +4,7 @@ import inspect
 import json
 import os
 import socket
+import sys
 import threading
 import time
 import traceback
@@ -172,8 +173,10 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
     `concurrency` runs that many jobs at once, each in a thread of its own under one worker id, as
     Node's `runWorker(queues, { concurrency })` and `lakeshore worker start --concurrency` do: the
     plane lists one worker with that many slots. One thread failing (a refused token, a plane
-    given up on) stops the others, and its error is raised; interrupted (KeyboardInterrupt), the
-    threads finish the jobs they hold, as on `stop`, and the interrupt is raised then.
+    given up on) stops the others, and its error is raised. Interrupted (KeyboardInterrupt, Ctrl-C)
+    at any concurrency, it claims no more and finishes the jobs it runs, as on `stop`, then raises
+    the interrupt; interrupted again meanwhile, it puts those jobs back in their queue at once
+    (a nack with retry, as their lease's end would, error type `Interrupted`) and raises.
 
     The contract's form is `run_worker(q, root=..., registry=...)` with `q` a SyncQueue; the
     older `run_worker(dispatch, "queue", registry)` still works. With `once` it runs at most one
@@ -217,8 +220,10 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
     given = dict(locals())  # the arguments, first: the threads of `concurrency` run with them
     if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
         raise ValueError("concurrency must be a whole number of at least 1, got %r" % (concurrency,))
-    if concurrency > 1 and not once:
-        return _in_threads(given, concurrency)
+    if (concurrency > 1 and not once) or threading.current_thread() is threading.main_thread():
+        # On the main thread the loop runs in a thread of its own too, so an interrupt (Ctrl-C)
+        # lands in the wait for it (together) and stops the worker as a `stop` does.
+        return _in_threads(given, 1 if once else concurrency)
     from .queue import SyncQueue
     if isinstance(q, SyncQueue):
         if queue is not None:
@@ -332,8 +337,12 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
                 break
             executed += 1
             q_limit = limit_of_queue()
-            _run_one(dispatch, c, worker_id, resolve, retries, max(0.2, lease / 3), on_done, logs, q_limit or own_limit,
-                     "its queue's" if q_limit else own_whose, ack)
+            _holding[threading.get_ident()] = (dispatch, worker_id, c)  # for an interrupt's second stop (together)
+            try:
+                _run_one(dispatch, c, worker_id, resolve, retries, max(0.2, lease / 3), on_done, logs, q_limit or own_limit,
+                         "its queue's" if q_limit else own_whose, ack)
+            finally:
+                _holding.pop(threading.get_ident(), None)
             if once:
                 break
     finally:
@@ -397,24 +406,82 @@ def _in_threads(given: Dict[str, Any], concurrency: int) -> int:
     """run_worker's `concurrency`: that many run_workers of one worker id, each in a thread."""
     user_stop = given["stop"]
     every = threading.Event()
-    if user_stop is None:
-        stop: Any = every
-    elif hasattr(user_stop, "is_set"):
-        stop = lambda: every.is_set() or user_stop.is_set()  # noqa: E731
-    else:
-        stop = lambda: every.is_set() or bool(user_stop())  # noqa: E731
+    stop: Any = every
+    if user_stop is not None:
+        asked = _stop_event(user_stop, given["poll"], every)  # the caller's stop (a callable: asked by one thread)
+        stop = _Either(every, asked)
+
+        def bridge() -> None:  # wakes the loops' waits on `every` when the caller's stop is set
+            while not (asked.wait(0.5) or every.is_set()):
+                pass
+            every.set()
+        threading.Thread(target=bridge, daemon=True, name="lakeshore-stop-bridge").start()
     pools = given["pools"] or [given["queue"] if given["queue"] is not None else getattr(given["q"], "name", None)]
     one = dict(given, stop=stop, concurrency=1, slots=given["slots"] or concurrency * len(pools),
                worker_id=given["worker_id"] or _worker_id())
-    return together([lambda: run_worker(**one)] * concurrency, every)
+    try:
+        return together([lambda: run_worker(**one)] * concurrency, every)
+    finally:
+        every.set()  # the bridge's end, however the loops ended
+
+
+class _Either:
+    """Set once either event is: the loops' stop, which also reads the caller's own event as it
+    is now (a stop set as a claim's answer comes is heard before the job starts)."""
+
+    def __init__(self, ours: threading.Event, theirs: threading.Event) -> None:
+        self.ours, self.theirs = ours, theirs
+
+    def is_set(self) -> bool:
+        return self.ours.is_set() or self.theirs.is_set()
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        self.ours.wait(timeout)  # set by the bridge as soon as theirs is
+        return self.is_set()
+
+
+#: The job each worker loop's thread runs now, by thread: (dispatch, worker id, claim).
+_holding: Dict[int, Any] = {}
+
+#: How long a second interrupt waits for the plane to take back the jobs it held (s).
+_PUT_BACK_S = 5.0
+
+
+def _put_back(threads: List[threading.Thread]) -> None:
+    """The jobs `threads` run, back in their queues now: a nack with retry each, as their leases'
+    end would do (the attempt is charged: it ran), only sooner. Best effort, for at most
+    _PUT_BACK_S: a plane that is away gets them back as their leases run out. The handlers, left
+    running, find their jobs no longer theirs and write nothing more."""
+    held = [_holding.get(t.ident) for t in threads if t.ident is not None]
+    jobs = [h for h in held if h is not None]
+    if not jobs:
+        return
+    error = {"type": "Interrupted", "message": "its worker was interrupted again while running it (KeyboardInterrupt): "
+             "back to its queue without waiting for its end"}
+
+    def nack_all() -> None:
+        for dispatch, worker_id, c in jobs:
+            try:
+                dispatch.nack(c.id, worker_id, error=error, retry=True, attempt=c.attempt)
+            except Exception:
+                pass  # no longer this worker's (it ended, or was cancelled), or the plane is away
+    t = threading.Thread(target=nack_all, daemon=True, name="lakeshore-put-back")
+    t.start()
+    t.join(_PUT_BACK_S)
 
 
 def together(loops: List[Callable[[], int]], stop: threading.Event, names: Optional[List[str]] = None) -> int:
     """Runs each worker loop in a daemon thread of its own and answers the jobs they ran, summed.
     One loop's failure sets `stop` (the others drain) and is raised once all have returned; an
-    interrupt of the calling thread (KeyboardInterrupt) sets it too, waits for them, and is raised."""
+    interrupt of the calling thread (KeyboardInterrupt) sets it too, waits for the jobs they run to
+    end, and is raised; a second interrupt meanwhile puts those jobs back (_put_back) and is raised."""
     ran: List[int] = []
     failed: List[BaseException] = []
+    left = [len(loops)]
+    counting = threading.Lock()
+    ended = threading.Event()  # every loop has returned
+    if not loops:
+        ended.set()
 
     def loop(run: Callable[[], int]) -> None:
         try:
@@ -422,19 +489,36 @@ def together(loops: List[Callable[[], int]], stop: threading.Event, names: Optio
         except BaseException as e:
             failed.append(e)
             stop.set()
+        finally:
+            with counting:
+                left[0] -= 1
+                if not left[0]:
+                    ended.set()
+
+    def wait() -> None:
+        # Not Thread.join: a join that an interrupt cuts short can leave its thread marked ended
+        # while it still runs (CPython 3.11's _wait_for_tstate_lock), and the wait would end early.
+        while not ended.wait(0.5):
+            pass
 
     threads = [threading.Thread(target=loop, args=(run,), name=(names[i] if names else "lakeshore-worker-%d" % i), daemon=True)
                for i, run in enumerate(loops)]
     for t in threads:
         t.start()
     try:
-        for t in threads:
-            while t.is_alive():
-                t.join(0.5)  # in slices, so the calling thread still takes signals
+        wait()
     except KeyboardInterrupt:
         stop.set()
-        for t in threads:
-            t.join()
+        running = sum(1 for t in threads if t.ident in _holding)
+        if running:
+            sys.stderr.write("lakeshore: interrupted; finishing the %s it runs before it stops (interrupt again to put %s back "
+                             "in the queue now)\n" % ("job" if running == 1 else "%d jobs" % running, "it" if running == 1 else "them"))
+            sys.stderr.flush()
+        try:
+            wait()
+        except KeyboardInterrupt:
+            _put_back(threads)
+            raise
         raise
     if failed:
         raise failed[0]

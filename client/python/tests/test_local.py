@@ -2,10 +2,10 @@
 Python↔Node on one file, both ways and racing, lives in test/node/python-local.test.ts."""
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import unittest
@@ -14,7 +14,7 @@ sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")
 sys.path.insert(0, os.path.dirname(__file__))
 
 import lakeshore as ls  # noqa: E402
-from support import TempDirs, check_a_newer_claim_outlives_an_older_attempts_answer, check_a_worker_says_who_it_is  # noqa: E402
+from support import TempDirs, wait_until, check_a_newer_claim_outlives_an_older_attempts_answer, check_a_worker_says_who_it_is  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
@@ -533,7 +533,7 @@ class ReferenceWorker(TempDirs):
 
         stop, ended = threading.Event(), []
         ls.run_worker(q, registry={"double": flaky}, stop=stop, concurrency=3,
-                      on_done=lambda job, outcome: (ended.append(1), len(ended) == len(hs) and stop.set()))
+                      on_done=lambda job, outcome: outcome["state"] == "succeeded" and (ended.append(1), len(ended) == len(hs) and stop.set()))
         self.assertEqual([h.result(timeout=5) for h in hs], [2 * i for i in range(30)])
         self.assertEqual(len(self.d._claims), 0)
 
@@ -1107,6 +1107,72 @@ class DaemonWithItsParent(TempDirs):
         daemon.stderr.close()
         daemon.terminate()
         self.assertEqual(daemon.wait(10), 0)
+
+
+_HELD_WORKER = """
+import os, sys, time
+import lakeshore as ls
+db, gate, concurrency = sys.argv[1], sys.argv[2], int(sys.argv[3])
+
+def held(n):
+    print("running %d" % n, flush=True)
+    end = time.monotonic() + 60
+    while not os.path.exists(gate) and time.monotonic() < end:
+        time.sleep(0.02)
+    return n
+
+ls.run_worker(ls.Dispatch(db), "ctrl-c", {"held": held}, concurrency=concurrency)
+"""
+
+
+class InterruptedWorker(TempDirs):
+    """Ctrl-C on a program running run_worker: a real SIGINT to a real process. The first stops its
+    claims and lets the running jobs end; a second puts them back in the queue at once."""
+
+    def start(self, concurrency: int, jobs: int):
+        home = self.temp_dir("lakeshore-ctrl-c-")
+        db, gate = os.path.join(home, "jobs.sqlite"), os.path.join(home, "gate")
+        d = ls.Dispatch(db)
+        self.addCleanup(d.close)
+        ids = [d.submit("ctrl-c", ls.encode_envelope("held", [i]), id="held-%d" % i) for i in range(jobs)]
+        # A program started from a shell script in the background ignores SIGINT: this one takes it
+        # as a terminal's Ctrl-C would deliver it.
+        p = subprocess.Popen([sys.executable, "-c", _HELD_WORKER, db, gate, str(concurrency)],
+                             env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "client", "python")),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        self.addCleanup(lambda: p.poll() is None and p.kill())
+        out: list = []
+        err: list = []
+        for stream, lines in ((p.stdout, out), (p.stderr, err)):
+            threading.Thread(target=lambda s=stream, l=lines: [l.append(x) for x in s], daemon=True).start()
+        wait_until(lambda: len(out) == concurrency, lambda: "%d jobs running, saw %r %r" % (concurrency, out, err), 30)
+        return d, ids, p, gate, err
+
+    def test_a_first_interrupt_lets_the_running_job_end_and_claims_no_more(self):
+        d, ids, p, gate, err = self.start(1, 3)
+        p.send_signal(signal.SIGINT)
+        wait_until(lambda: any("interrupted" in l for l in err), lambda: "the worker to say it was interrupted: %r" % err)
+        self.assertIsNone(p.poll(), "the worker ended with its job still running: %r" % err)
+        open(gate, "w").close()
+        self.assertEqual(p.wait(30), -signal.SIGINT, "".join(err))  # the interrupt raised, once the job ended
+        self.assertIn("KeyboardInterrupt", "".join(err))
+        rows = [d.get(i) for i in ids]
+        self.assertEqual([(r["state"], r["attempt"]) for r in rows], [("succeeded", 1), ("queued", 0), ("queued", 0)])
+
+    def test_a_second_interrupt_puts_the_running_jobs_back_at_once(self):
+        d, ids, p, gate, err = self.start(2, 3)
+        p.send_signal(signal.SIGINT)
+        wait_until(lambda: any("interrupted" in l for l in err), lambda: "the worker to say it was interrupted: %r" % err)
+        self.assertIn("finishing the 2 jobs it runs", "".join(err))
+        p.send_signal(signal.SIGINT)
+        self.assertEqual(p.wait(30), -signal.SIGINT, "".join(err))
+        # Back now, not at their leases' end (30 s): claimable, the interrupted attempt charged.
+        rows = [d.get(i) for i in ids]
+        self.assertEqual(sorted((r["state"], r["attempt"]) for r in rows), [("queued", 0), ("queued", 1), ("queued", 1)])
+        self.assertEqual(sorted((r["error"] or {}).get("type", "") for r in rows), ["", "Interrupted", "Interrupted"])
+        again = d.claim("ctrl-c", "next", wait=0)
+        self.assertEqual((again.attempt, again.budget_attempt), (2, 2))
 
 
 def _alive(pid: int) -> bool:
