@@ -3,8 +3,8 @@
 //
 // Each mutant makes one or more edits to one file: an exact piece of source (`find`, which must
 // occur once) replaced by `replace`.
-// The tests it names run first (a file of test/node or test/fault in its tier's config); if they
-// all pass, the whole fast tier runs (the workerd suite and vitest.fast.config.ts). A mutant no test catches is a guard without a proof: the script exits 1.
+// The tests it names run first (a file of test/node or test/fault in its tier's config, or a
+// Python unittest, `client/python/tests/test_local.py:Class`); if they all pass, the whole fast tier runs (the workerd suite and vitest.fast.config.ts). A mutant no test catches is a guard without a proof: the script exits 1.
 // The source file is restored after each mutant, and on Ctrl-C.
 //
 // It runs on demand and in `npm run fault`, not in CI: about a minute a mutant on this machine.
@@ -62,8 +62,41 @@ function firstFailure(config, files) {
   return null;
 }
 
+/**
+ * Python tests a mutant names (`client/python/tests/test_x.py:Class[.method]`, tests that need no
+ * plane URL): run with unittest; answers the first that failed, or null.
+ */
+function firstPythonFailure(tests) {
+  const selectors = tests.map((t) => {
+    const [path, name] = t.split(':');
+    return `tests.${path.replace(/^client\/python\/tests\//, '').replace(/\.py$/, '')}${name ? `.${name}` : ''}`;
+  });
+  const env = { ...process.env };
+  for (const k of ['LAKESHORE_URL', 'LAKESHORE_TOKEN', 'LAKESHORE_NAMESPACE']) delete env[k];
+  const r = spawnSync(process.env.LAKESHORE_PYTHON, ['-m', 'unittest', '-f', ...selectors], {
+    cwd: join(ROOT, 'client', 'python'),
+    encoding: 'utf8',
+    env,
+    timeout: 600_000,
+  });
+  if (r.status === 0) return null;
+  // `FAIL: test_x (tests.test_local.Class.test_x)`: said as the vitest failures are, file > test.
+  const failed = /^(?:FAIL|ERROR): \S+ \(tests\.(\w+)\.([^)]*)\)/m.exec(r.stderr ?? '');
+  return failed ? `client/python/tests/${failed[1]}.py > ${failed[2]}` : `python ${selectors.join(' ')} (exit ${r.status ?? r.signal})`;
+}
+
 function caughtBy(m) {
-  const named = Object.entries(Object.groupBy(m.tests ?? [], configOf));
+  const python = (m.tests ?? []).filter((t) => /\.py(:|$)/.test(t));
+  if (python.length) {
+    const hit = firstPythonFailure(python);
+    if (hit) return hit;
+  }
+  const named = Object.entries(
+    Object.groupBy(
+      (m.tests ?? []).filter((t) => !python.includes(t)),
+      configOf,
+    ),
+  );
   for (const [config, files] of named) {
     const hit = firstFailure(config, files);
     if (hit) return hit;
