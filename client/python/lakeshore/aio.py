@@ -26,6 +26,7 @@ import asyncio
 import contextvars
 import threading
 import time
+import weakref
 from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Union
 
 from .aio_shared import shared_waits
@@ -223,6 +224,86 @@ class AsyncHandle:
         return "AsyncHandle(%r)" % self.id
 
 
+class _Submits:
+    """The submits of one event loop to one queue of one plane, coalesced as Node's client does
+    (client/batcher.ts): those made in the same turn of the loop, and those made while earlier
+    batches are in flight, go out as one `submit_many` (at most two in flight, 500 jobs each), in a
+    thread; a lone one goes as a plain `submit`. Each caller is answered its own id or error."""
+
+    MAX_IN_FLIGHT = 2
+    MAX_BATCH = 500
+    _by_loop: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Dict[Any, _Submits]]" = weakref.WeakKeyDictionary()
+
+    def __init__(self, dispatch: Any, queue: str) -> None:
+        self.dispatch, self.queue = dispatch, queue  # not the loop: the table's key must stay collectable
+        self.pending: List[Any] = []  # (submit's arguments, the caller's future)
+        self.in_flight = 0
+        self.scheduled = False
+
+    @classmethod
+    def of(cls, dispatch: Any, queue: str) -> "_Submits":
+        loop = asyncio.get_running_loop()
+        mine = cls._by_loop.setdefault(loop, {})
+        key = (id(dispatch), queue)
+        if key not in mine or mine[key].dispatch is not dispatch:
+            mine[key] = cls(dispatch, queue)
+        return mine[key]
+
+    def add(self, item: Dict[str, Any]) -> "asyncio.Future[str]":
+        answer: "asyncio.Future[str]" = asyncio.get_running_loop().create_future()
+        self.pending.append((item, answer))
+        self._schedule()
+        return answer
+
+    def _schedule(self) -> None:
+        if self.scheduled or self.in_flight >= self.MAX_IN_FLIGHT or not self.pending:
+            return
+        self.scheduled = True
+        asyncio.get_running_loop().call_soon(self._flush)  # after this turn's other submits joined
+
+    def _flush(self) -> None:
+        self.scheduled = False
+        if self.in_flight >= self.MAX_IN_FLIGHT or not self.pending:
+            return
+        batch, self.pending = self.pending[:self.MAX_BATCH], self.pending[self.MAX_BATCH:]
+        self.in_flight += 1
+        asyncio.get_running_loop().create_task(self._send(batch))
+
+    async def _send(self, batch: List[Any]) -> None:
+        try:
+            items = [item for item, _ in batch]
+            try:
+                answers = await asyncio.to_thread(self._submit, items)
+            except Exception as e:
+                answers = [e] * len(items)
+            for (_, answer), got in zip(batch, answers + [RuntimeError("the plane answered fewer results than it was sent")] * len(batch)):
+                if answer.done():  # its caller was cancelled: the job went out all the same
+                    continue
+                if isinstance(got, BaseException):
+                    answer.set_exception(got)
+                else:
+                    answer.set_result(got)
+        finally:
+            self.in_flight -= 1
+            self._schedule()
+
+    def _submit(self, items: List[Dict[str, Any]]) -> List[Any]:
+        """In a thread: the items' ids or errors, in order."""
+        if len(items) > 1:
+            try:
+                return self.dispatch.submit_many(self.queue, items)
+            except Exception:
+                pass  # an item the client refuses before sending (a bad option): each alone, its error its own
+        out: List[Any] = []
+        for item in items:
+            item = dict(item)
+            try:
+                out.append(self.dispatch.submit(self.queue, item.pop("envelope"), **item))
+            except Exception as e:
+                out.append(e)
+        return out
+
+
 class AsyncQueue:
     """A named queue on a plane (the process's default one unless `dispatch` is given), with
     SyncQueue's calls awaited and AsyncHandles for answers."""
@@ -240,9 +321,14 @@ class AsyncQueue:
         return await self.submit_with({}, fn, *args, **kwargs)
 
     async def submit_with(self, options: Dict[str, Any], fn: Fn, *args: Any, **kwargs: Any) -> AsyncHandle:
-        """Submits with options, as SyncQueue.submit_with."""
-        h = await asyncio.to_thread(self.sync.submit_with, options, fn, *args, **kwargs)
-        return AsyncHandle(h.id, self.dispatch, self.name)
+        """Submits with options, as SyncQueue.submit_with. Submits made at once on one event loop
+        to one queue go out together (_Submits), each answered its own id or error."""
+        if options.get("code") == "push" or options.get("by_value"):  # a tree to push, a function to pickle: a thread
+            h = await asyncio.to_thread(self.sync.submit_with, options, fn, *args, **kwargs)
+            return AsyncHandle(h.id, self.dispatch, self.name)
+        with self.sync._submitting(options, fn, args, kwargs) as item:
+            inv_id = await _Submits.of(self.dispatch, self.name).add(item)
+        return AsyncHandle(inv_id, self.dispatch, self.name)
 
     async def map(self, fn: Fn, *iterables: Any) -> List[AsyncHandle]:
         """Submits `fn(*args)` for each tuple of args, as SyncQueue.map: handles in order, and a

@@ -7,6 +7,7 @@ reference, then wait for its result or stream its values.
 >>> h.result()
 """
 import base64
+import contextlib
 import importlib
 import json
 import os
@@ -180,6 +181,14 @@ class SyncQueue:
         `code_dir` (default: the current directory) and sends its stamp, so a worker with
         `code="mount"` imports the function from exactly that tree (docs/code-mount.md); off by
         default, as it uploads your source tree."""
+        with self._submitting(options, fn, args, kwargs) as item:
+            envelope = item.pop("envelope")
+            return Handle(self.dispatch.submit(self.name, envelope, **item), self.dispatch, self.name)
+
+    @contextlib.contextmanager
+    def _submitting(self, options: Dict[str, Any], fn: Fn, args: Any, kwargs: Dict[str, Any]) -> Iterator[Dict[str, Any]]:
+        """submit_with's job as submit's arguments (`envelope`, `id`, the options), made inside the
+        job's PRODUCER span, which stays open while the caller sends it."""
         opts = dict(options)
         _check_options(opts)
         ref = _named(fn, bool(opts.get("by_value")))
@@ -205,7 +214,7 @@ class SyncQueue:
                 time_limit_ms=opts.pop("time_limit_ms", None), max_retries=opts.pop("max_retries", None),
                 origin=origin, extra=extra,
             )
-            return Handle(self.dispatch.submit(self.name, envelope, id=inv_id, parent=parent, **opts), self.dispatch, self.name)
+            yield dict(opts, envelope=envelope, id=inv_id, parent=parent)
 
     def map(self, fn: Fn, *iterables: Any) -> List[Handle]:
         """Submits `fn(*args)` for each tuple of args the iterables give, as the builtin map pairs

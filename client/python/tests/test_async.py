@@ -202,6 +202,38 @@ class Awaited:
         self.assertEqual(ls.run_worker(self.d, "parents", {"parent": parent}, once=True), 1)
         self.assertTrue(self.d.get(kids[0])["parent"].startswith("p-"))
 
+    def test_submits_made_at_once_go_out_together_each_answered_its_own(self):
+        batches = []
+        real = self.d.submit_many
+
+        def submit_many(queue, items):
+            batches.append(len(items))
+            return real(queue, items)
+
+        self.d.submit_many = submit_many
+        self.addCleanup(delattr, self.d, "submit_many")
+
+        async def main():
+            q = ls.AsyncQueue("together", self.d)
+            hs = await asyncio.gather(*[q.submit(square, i) for i in range(40)])
+            sent = len(batches)
+            # Refused by the plane (a budget of 0 attempts), and by the client before sending (a
+            # priority that is no number): each alone, the others of its batch submitted.
+            refused = await asyncio.gather(q.submit(square, 100), q.submit_with({"max_attempts": 0}, square, 101),
+                                           q.submit_with({"priority": float("nan")}, square, 102), q.submit(square, 103),
+                                           return_exceptions=True)
+            lone = await q.submit(square, 7)
+            return hs, sent, refused, lone
+
+        hs, sent, refused, lone = asyncio.run(main())
+        self.assertEqual((sent, batches[0]), (1, 40), batches)  # the forty in one request
+        self.assertEqual(len(batches), 2, batches)  # the four in one more; the lone one on its own
+        self.assertEqual([type(r).__name__ for r in refused], ["AsyncHandle", "BadRequest", "BadRequest", "AsyncHandle"])
+        self.assertEqual(len({h.id for h in hs} | {refused[0].id, refused[3].id, lone.id}), 43)
+        self.worker("together", {"square": square})
+        self.assertEqual([ls.Handle(h.id, self.d).result(timeout=30) for h in hs], [i * i for i in range(40)])
+        self.assertEqual([ls.Handle(h.id, self.d).result(timeout=30) for h in (refused[0], refused[3], lone)], [10000, 10609, 49])
+
     def test_a_sweep_refused_in_part_hands_back_the_async_handles_it_made(self):
         async def main():
             with self.assertRaises(ls.PayloadTooLarge) as e:
