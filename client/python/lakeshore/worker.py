@@ -41,6 +41,23 @@ def _stack_of(e: BaseException) -> str:
     return "".join(traceback.format_exception(type(e), e, tb if tb is not None else e.__traceback__))
 
 
+def _exited(e: SystemExit) -> None:
+    """A handler that called sys.exit (or let argparse's SystemExit out): its job, not the worker,
+    ends. Status 0 (or none) is a success with no result; any other fails the job as a handler's
+    error would, SystemExit its type."""
+    if e.code is None or e.code == 0:
+        return None
+    raise _HandlerExit(e) from None
+
+
+class _HandlerExit(Exception):
+    """A handler's SystemExit of a failing status, raised on as the job's failure."""
+
+    def __init__(self, exited: SystemExit) -> None:
+        super().__init__("the handler exited: sys.exit(%r)" % (exited.code,))
+        self.exited = exited
+
+
 def _as_json(v: Any, what: str) -> bytes:
     """A handler's result or yielded value as JSON bytes, as a Node worker writes it (a NaN loss is
     null, so every reader parses it); a value JSON cannot write is the handler's TypeError."""
@@ -193,7 +210,9 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
     run fails at once.
 
     A plain function's JSON result is acked. A generator streams one VALUE frame per yield, then
-    END. A failure writes an ERROR frame and nacks: retried while its attempt is at most `retries`
+    END. A handler's SystemExit (sys.exit, argparse refusing its arguments) ends its job, not the
+    worker: status 0 (or none) succeeds with no result, any other is a failure of type SystemExit.
+    A failure writes an ERROR frame and nacks: retried while its attempt is at most `retries`
     (default 1, as the contract: 2 attempts) and the envelope's `max_retries`, a budget the nack
     carries for the plane where neither the job nor its queue sets one; a job's own max_attempts
     or its queue's still rules where set (None: the plane's budget alone, else 3). The job's lease
@@ -595,7 +614,10 @@ def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
         limit = "%d ms, %s" % (limit_ms or 0, "the job's own" if mine else fallback_whose)  # as a job past it is told
         deadline = time.monotonic() + limit_ms / 1000.0 if isinstance(limit_ms, (int, float)) and limit_ms > 0 else None
         # An `async def` handler runs to its end on an event loop of its own, in the job's thread.
-        out = _within(deadline, limit, lambda: _awaited(fn(*env.get("args", []), **env.get("kwargs", {}))))
+        try:
+            out = _within(deadline, limit, lambda: _awaited(fn(*env.get("args", []), **env.get("kwargs", {}))))
+        except SystemExit as e:
+            out = _exited(e)  # sys.exit(0) ends it well; another status fails the job, not the worker
         result: Any = out
         # The result's bytes are made before anything says the job ended: a result JSON cannot
         # write fails the job here, as the handler's error, not after its stream ended.
@@ -613,6 +635,9 @@ def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
                         break
                     except StopAsyncIteration:
                         result = None  # an async generator returns no value
+                        break
+                    except SystemExit as e:
+                        result = _exited(e)
                         break
                     job.append(VALUE, _as_json(value, "a value it yielded"))
             finally:
@@ -653,7 +678,8 @@ def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
         # Counted in the job's current budget: an operator's retry starts it afresh, and a claim put
         # back uncharged took none of it (the attempt number counts both).
         retry = not handled and not once and all(c.budget_attempt <= r for r in caps)
-        error = {"message": str(e), "type": type(e).__name__, "stack": _stack_of(e)}
+        raised = e.exited if isinstance(e, _HandlerExit) else e  # said as the handler raised it
+        error = {"message": str(e), "type": type(raised).__name__, "stack": _stack_of(raised)}
         try:
             job.append(ERROR, _json(error), {"attempt": c.attempt}, final=not retry)
             # The worker's budget (retries + 1) rules where neither the job nor its queue sets one.

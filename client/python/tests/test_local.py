@@ -584,6 +584,32 @@ class ReferenceWorker(TempDirs):
         self.assertEqual(h.result(timeout=5), 4)
         self.assertEqual(self.d.get(h.id)["attempt"], 4)
 
+    def test_a_handler_that_calls_sys_exit_ends_its_job_not_the_worker(self):
+        # argparse's error, a script's sys.exit: SystemExit ended the worker's loop, the job left
+        # running under it until its lease ran out, and every job after it waited.
+        import argparse
+
+        def cli(*argv):
+            p = argparse.ArgumentParser(prog="train")
+            p.add_argument("--lr", type=float, required=True)
+            return p.parse_args(list(argv)).lr
+
+        def done_early():
+            yield 1
+            sys.exit(0)
+
+        q = ls.SyncQueue("exits", dispatch=self.d)
+        bad, fine, zero, early = q.submit("cli"), q.submit("cli", "--lr", "0.5"), q.submit("zero"), q.submit("early")
+        stop = threading.Event()
+        ran = ls.run_worker(q, registry={"cli": cli, "zero": lambda: sys.exit(0), "early": done_early}, retries=0,
+                            stop=lambda: stop.is_set() or all(self.d.get(h.id)["state"] in ("succeeded", "failed") for h in (bad, fine, zero, early)))
+        self.assertEqual(ran, 4)
+        failed = self.d.get(bad.id)
+        self.assertEqual((failed["state"], failed["error"]["type"], failed["error"]["message"]),
+                         ("failed", "SystemExit", "the handler exited: sys.exit(2)"))
+        self.assertIn("parse_args", failed["error"]["stack"])
+        self.assertEqual((fine.result(timeout=5), zero.result(timeout=5), early.result(timeout=5), list(early.stream())), (0.5, None, None, [1]))
+
     def test_a_job_handed_over_as_the_worker_stops_goes_back_uncharged(self):
         # Its ack carried the claim of the next job, and the stop came as the answer did: the next
         # job never ran, so it goes back without spending an attempt (a nack spent one).
