@@ -41,21 +41,24 @@ def _stack_of(e: BaseException) -> str:
     return "".join(traceback.format_exception(type(e), e, tb if tb is not None else e.__traceback__))
 
 
-def _exited(e: SystemExit) -> None:
-    """A handler that called sys.exit (or let argparse's SystemExit out): its job, not the worker,
-    ends. Status 0 (or none) is a success with no result; any other fails the job as a handler's
-    error would, SystemExit its type."""
-    if e.code is None or e.code == 0:
+def _escaped(e: BaseException) -> None:
+    """What a handler raised that is no Exception ends its job, never the worker: sys.exit (or
+    argparse refusing its arguments) with status 0 (or none) is a success with no result; another
+    status, or another BaseException (an async handler's asyncio.CancelledError, say), fails the
+    job as a handler's error would, of its own type."""
+    if isinstance(e, SystemExit) and (e.code is None or e.code == 0):
         return None
-    raise _HandlerExit(e) from None
+    raise _Escaped(e) from None
 
 
-class _HandlerExit(Exception):
-    """A handler's SystemExit of a failing status, raised on as the job's failure."""
+class _Escaped(Exception):
+    """A handler's BaseException, raised on as its job's failure."""
 
-    def __init__(self, exited: SystemExit) -> None:
-        super().__init__("the handler exited: sys.exit(%r)" % (exited.code,))
-        self.exited = exited
+    def __init__(self, raised: BaseException) -> None:
+        said = ("the handler exited: sys.exit(%r)" % (raised.code,) if isinstance(raised, SystemExit)
+                else str(raised) or "the handler raised %s" % type(raised).__name__)
+        super().__init__(said)
+        self.raised = raised
 
 
 def _as_json(v: Any, what: str) -> bytes:
@@ -210,8 +213,9 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
     run fails at once.
 
     A plain function's JSON result is acked. A generator streams one VALUE frame per yield, then
-    END. A handler's SystemExit (sys.exit, argparse refusing its arguments) ends its job, not the
-    worker: status 0 (or none) succeeds with no result, any other is a failure of type SystemExit.
+    END. What a handler raises ends its job, never the worker: its SystemExit (sys.exit, argparse
+    refusing its arguments) of status 0 (or none) succeeds with no result; any other status, or
+    another BaseException (asyncio.CancelledError), is a failure of its type.
     A failure writes an ERROR frame and nacks: retried while its attempt is at most `retries`
     (default 1, as the contract: 2 attempts) and the envelope's `max_retries`, a budget the nack
     carries for the plane where neither the job nor its queue sets one; a job's own max_attempts
@@ -616,8 +620,10 @@ def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
         # An `async def` handler runs to its end on an event loop of its own, in the job's thread.
         try:
             out = _within(deadline, limit, lambda: _awaited(fn(*env.get("args", []), **env.get("kwargs", {}))))
-        except SystemExit as e:
-            out = _exited(e)  # sys.exit(0) ends it well; another status fails the job, not the worker
+        except Exception:
+            raise
+        except BaseException as e:
+            out = _escaped(e)  # sys.exit(0) ends it well; any other fails the job, not the worker
         result: Any = out
         # The result's bytes are made before anything says the job ended: a result JSON cannot
         # write fails the job here, as the handler's error, not after its stream ended.
@@ -636,8 +642,10 @@ def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
                     except StopAsyncIteration:
                         result = None  # an async generator returns no value
                         break
-                    except SystemExit as e:
-                        result = _exited(e)
+                    except Exception:
+                        raise
+                    except BaseException as e:
+                        result = _escaped(e)
                         break
                     job.append(VALUE, _as_json(value, "a value it yielded"))
             finally:
@@ -678,7 +686,7 @@ def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
         # Counted in the job's current budget: an operator's retry starts it afresh, and a claim put
         # back uncharged took none of it (the attempt number counts both).
         retry = not handled and not once and all(c.budget_attempt <= r for r in caps)
-        raised = e.exited if isinstance(e, _HandlerExit) else e  # said as the handler raised it
+        raised = e.raised if isinstance(e, _Escaped) else e  # said as the handler raised it
         error = {"message": str(e), "type": type(raised).__name__, "stack": _stack_of(raised)}
         try:
             job.append(ERROR, _json(error), {"attempt": c.attempt}, final=not retry)

@@ -584,10 +584,18 @@ class ReferenceWorker(TempDirs):
         self.assertEqual(h.result(timeout=5), 4)
         self.assertEqual(self.d.get(h.id)["attempt"], 4)
 
-    def test_a_handler_that_calls_sys_exit_ends_its_job_not_the_worker(self):
-        # argparse's error, a script's sys.exit: SystemExit ended the worker's loop, the job left
-        # running under it until its lease ran out, and every job after it waited.
+    def test_what_a_handler_raises_ends_its_job_not_the_worker(self):
+        # argparse's error, a script's sys.exit, an async handler's CancelledError: BaseExceptions
+        # ended the worker's loop, the job left running under it until its lease ran out, and every
+        # job after it waited.
         import argparse
+        import asyncio
+
+        async def awaits_a_cancelled_task():
+            task = asyncio.ensure_future(asyncio.sleep(10))
+            await asyncio.sleep(0)
+            task.cancel()
+            await task
 
         def cli(*argv):
             p = argparse.ArgumentParser(prog="train")
@@ -599,15 +607,19 @@ class ReferenceWorker(TempDirs):
             sys.exit(0)
 
         q = ls.SyncQueue("exits", dispatch=self.d)
-        bad, fine, zero, early = q.submit("cli"), q.submit("cli", "--lr", "0.5"), q.submit("zero"), q.submit("early")
-        stop = threading.Event()
-        ran = ls.run_worker(q, registry={"cli": cli, "zero": lambda: sys.exit(0), "early": done_early}, retries=0,
-                            stop=lambda: stop.is_set() or all(self.d.get(h.id)["state"] in ("succeeded", "failed") for h in (bad, fine, zero, early)))
-        self.assertEqual(ran, 4)
+        bad, cancelled, fine, zero, early = (q.submit("cli"), q.submit("cancelled"), q.submit("cli", "--lr", "0.5"), q.submit("zero"),
+                                             q.submit("early"))
+        everyone = (bad, cancelled, fine, zero, early)
+        ran = ls.run_worker(q, registry={"cli": cli, "cancelled": awaits_a_cancelled_task, "zero": lambda: sys.exit(0), "early": done_early},
+                            retries=0, stop=lambda: all(self.d.get(h.id)["state"] in ("succeeded", "failed") for h in everyone))
+        self.assertEqual(ran, 5)
         failed = self.d.get(bad.id)
         self.assertEqual((failed["state"], failed["error"]["type"], failed["error"]["message"]),
                          ("failed", "SystemExit", "the handler exited: sys.exit(2)"))
         self.assertIn("parse_args", failed["error"]["stack"])
+        failed = self.d.get(cancelled.id)
+        self.assertEqual((failed["state"], failed["error"]["type"]), ("failed", "CancelledError"))
+        self.assertIn("awaits_a_cancelled_task", failed["error"]["stack"])
         self.assertEqual((fine.result(timeout=5), zero.result(timeout=5), early.result(timeout=5), list(early.stream())), (0.5, None, None, [1]))
 
     def test_a_job_handed_over_as_the_worker_stops_goes_back_uncharged(self):
