@@ -3,7 +3,8 @@
  * after it. Flags pass through; a daemon that dies (a crash, a kill) is started again after a
  * backoff (250 ms, doubling to 30 s, back to 250 ms once a daemon has lived a minute); SIGTERM or
  * SIGINT are passed on so the running job finishes and its answer goes out, then the supervisor
- * exits 0 (a daemon still running after the grace period is killed). A daemon that exits 2 (bad
+ * exits 0 (a daemon still running after the grace period is killed); a second one is passed on
+ * too, and the daemon puts its running jobs back in their queues and exits. A daemon that exits 2 (bad
  * flags or setup), 6 (its token refused) or 8 (it gave up on the plane, as --give-up-after told
  * it) is not restarted: its error is the supervisor's. A daemon rides out a plane outage itself.
  */
@@ -89,7 +90,12 @@ export async function supervisePython(
   let child: ChildProcess | null = null;
   let wake: (() => void) | null = null;
   const onSignal = (sig: NodeJS.Signals) => {
-    if (stopping) return;
+    if (stopping) {
+      // Asked again: so is the daemon, which puts its running jobs back in their queues and exits.
+      log(`${sig} again: passing it on; the Python worker puts its running jobs back and exits`);
+      child?.kill('SIGTERM');
+      return;
+    }
     stopping = true;
     log(`${sig}: passing it on to the Python worker; waiting up to ${grace} ms for its job`);
     child?.kill('SIGTERM');
@@ -101,7 +107,9 @@ export async function supervisePython(
   let backoff = FIRST_BACKOFF_MS;
   for (;;) {
     const started = Date.now();
-    child = spawn(python, args, { env: childEnv, stdio: ['ignore', 'inherit', 'inherit'] });
+    // In a process group of its own: a terminal's Ctrl-C, sent to the whole foreground group,
+    // reaches the daemon once, through this supervisor, not also directly (two signals: stop now).
+    child = spawn(python, args, { env: childEnv, stdio: ['ignore', 'inherit', 'inherit'], detached: true });
     log(`python worker started (pid ${child.pid}): ${python} ${args.join(' ')}`);
     const exit = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; error?: Error }>((r) => {
       child!.once('exit', (code, signal) => r({ code, signal }));

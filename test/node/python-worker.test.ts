@@ -4,7 +4,7 @@
  * edge plane of the test's wrangler dev) on every pool named, passes flags through, restarts it
  * when it is killed, and on SIGTERM lets the running job finish before it exits 0.
  */
-import { writeFileSync, readFileSync, existsSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cli, planeEnv, start, stop, type Running } from './setup/cli.ts';
@@ -154,6 +154,56 @@ describe('lakeshore worker with Python', () => {
     expect(lease).toBeLessThanOrEqual(4_500);
     writeFileSync(release, '');
     expect(await result(held)).toMatchObject({ state: 'succeeded', result: 'held' });
+  }, 90_000);
+
+  it("a terminal's Ctrl-C lets the running job end; a second puts it back in its queue at once", async () => {
+    const env = planeEnv('local');
+    const root = tempDir('lakeshore-pyint-');
+    const gate = join(tempDir('lakeshore-gate-'), 'go');
+    const mod = `pyint_${process.pid}`;
+    writeFileSync(
+      join(root, `${mod}.py`),
+      [
+        'import os, time',
+        'def hold(path):',
+        '    end = time.time() + 60',
+        '    while not os.path.exists(path) and time.time() < end:',
+        '        time.sleep(0.02)',
+        '    return "held"',
+        '',
+      ].join('\n'),
+    );
+    const get = async (id: string) =>
+      JSON.parse((await cli(['--json', 'get', id], env)).stdout) as { state: string; attempt: number; error: { type: string } | null };
+    // A terminal's Ctrl-C signals its foreground process group whole: the supervisor, and the
+    // daemon unless it is in a group of its own (then it would hear two signals: stop now).
+    const ctrlC = (r: Running) => process.kill(-r.child.pid!, 'SIGINT');
+    const startHeld = async () => {
+      const sup = start(['worker', 'start', '--queue', 'pyint', '--root', root], env, undefined, { group: true });
+      running.push(sup);
+      const id = (await cli(['submit', 'pyint', `${mod}:hold`, JSON.stringify([gate])], env)).stdout.trim();
+      await until(async () => (await get(id)).state === 'running', 'the held job to run', 30_000);
+      return { sup, id };
+    };
+
+    const first = await startHeld();
+    ctrlC(first.sup);
+    await until(() => first.sup.stderr().includes('no more claims; finishing the running job'), 'the daemon to hear the stop');
+    expect((await get(first.id)).state).toBe('running');
+    writeFileSync(gate, '');
+    expect(await first.sup.exited).toBe(0);
+    expect(await get(first.id)).toMatchObject({ state: 'succeeded', attempt: 1 });
+
+    rmSync(gate);
+    const second = await startHeld();
+    ctrlC(second.sup);
+    await until(() => second.sup.stderr().includes('no more claims; finishing the running job'), 'the daemon to hear the stop');
+    ctrlC(second.sup);
+    expect(await second.sup.exited).toBe(0);
+    expect(second.sup.stderr()).toContain('again: stopped; 1 running job back in its queue');
+    // Back now, not when its lease (30 s) runs out; the attempt it ran is charged.
+    expect(await get(second.id)).toMatchObject({ state: 'queued', attempt: 1, error: { type: 'Interrupted' } });
+    expect(pids(second.sup).filter(alive)).toEqual([]);
   }, 90_000);
 
   it('on the local plane (no URL) the Python daemon serves the same file the Node CLI submits to', async () => {

@@ -15,7 +15,9 @@ Flags win over the environment (LAKESHORE_URL, LAKESHORE_TOKEN, LAKESHORE_NAMESP
 resolve as run_worker's (resolve.py): the registry (none here), then `module:qualname` imported
 under --root. --allow-pickled lets it run by-value functions: unpickling runs the sender's code,
 so it is off unless asked for on an HTTP plane. SIGTERM or SIGINT stop its claims; the job running
-finishes (its answer goes out), then it exits 0. `lakeshore worker start` supervises it.
+finishes (its answer goes out), then it exits 0. A second signal meanwhile puts the running jobs
+back in their queues (a nack with retry, error type Interrupted) and exits 128 + its number.
+`lakeshore worker start` supervises it.
 """
 import argparse
 import logging
@@ -30,7 +32,7 @@ from .http import HttpDispatch
 from .local import Dispatch
 from .queue import SyncQueue
 from .resolve import POLICIES
-from .worker import run_worker, together
+from .worker import put_back, run_worker, together
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -75,10 +77,20 @@ def main(argv: Optional[List[str]] = None) -> int:
         d = Dispatch(os.path.join(home, "dispatch.sqlite"), ns=a.namespace or os.environ.get("LAKESHORE_NAMESPACE") or "default")
 
     def on_signal(signum: int, _frame: object) -> None:
+        name = signal.Signals(signum).name
+        signals.append(name)
+        if len(signals) > 1:
+            # Asked again: it stops now, and the jobs it runs go back to their queues at once
+            # rather than as their leases run out (a supervisor's SIGKILL leaves them to that).
+            n = put_back(why="told to stop again (%s)" % name)
+            _say("%s again: stopped; %d running job%s back in %s queue%s" % (name, n, "" if n == 1 else "s", "its" if n == 1 else "their",
+                                                                           "" if n == 1 else "s"))
+            raise SystemExit(128 + signum)
         signalled.set()
         stop.set()
-        _say("%s: no more claims; finishing the running job" % signal.Signals(signum).name)
+        _say("%s: no more claims; finishing the running job (%s again: put it back and stop now)" % (name, name))
 
+    signals: List[str] = []
     signalled = threading.Event()  # a signal, not one pool's failure, stopped it
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)

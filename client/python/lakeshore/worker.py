@@ -470,17 +470,17 @@ _holding: Dict[int, Any] = {}
 _PUT_BACK_S = 5.0
 
 
-def _put_back(threads: List[threading.Thread]) -> None:
-    """The jobs `threads` run, back in their queues now: a nack with retry each, as their leases'
-    end would do (the attempt is charged: it ran), only sooner. Best effort, for at most
-    _PUT_BACK_S: a plane that is away gets them back as their leases run out. The handlers, left
-    running, find their jobs no longer theirs and write nothing more."""
-    held = [_holding.get(t.ident) for t in threads if t.ident is not None]
+def put_back(threads: Optional[List[threading.Thread]] = None, why: str = "interrupted again (KeyboardInterrupt)") -> int:
+    """The jobs `threads` run (None: every worker loop's of this process), back in their queues
+    now: a nack with retry each, as their leases' end would do (the attempt is charged: it ran),
+    only sooner. Best effort, for at most _PUT_BACK_S: a plane that is away gets them back as their
+    leases run out. The handlers, left running, find their jobs no longer theirs and write nothing
+    more. Answers how many it had to put back."""
+    held = list(_holding.values()) if threads is None else [_holding.get(t.ident) for t in threads if t.ident is not None]
     jobs = [h for h in held if h is not None]
     if not jobs:
-        return
-    error = {"type": "Interrupted", "message": "its worker was interrupted again while running it (KeyboardInterrupt): "
-             "back to its queue without waiting for its end"}
+        return 0
+    error = {"type": "Interrupted", "message": "its worker was %s while running it: back to its queue without waiting for its end" % why}
 
     def nack_all() -> None:
         for dispatch, worker_id, c in jobs:
@@ -491,13 +491,14 @@ def _put_back(threads: List[threading.Thread]) -> None:
     t = threading.Thread(target=nack_all, daemon=True, name="lakeshore-put-back")
     t.start()
     t.join(_PUT_BACK_S)
+    return len(jobs)
 
 
 def together(loops: List[Callable[[], int]], stop: threading.Event, names: Optional[List[str]] = None) -> int:
     """Runs each worker loop in a daemon thread of its own and answers the jobs they ran, summed.
     One loop's failure sets `stop` (the others drain) and is raised once all have returned; an
     interrupt of the calling thread (KeyboardInterrupt) sets it too, waits for the jobs they run to
-    end, and is raised; a second interrupt meanwhile puts those jobs back (_put_back) and is raised."""
+    end, and is raised; a second interrupt meanwhile puts those jobs back (put_back) and is raised."""
     ran: List[int] = []
     failed: List[BaseException] = []
     left = [len(loops)]
@@ -540,7 +541,7 @@ def together(loops: List[Callable[[], int]], stop: threading.Event, names: Optio
         try:
             wait()
         except KeyboardInterrupt:
-            _put_back(threads)
+            put_back(threads)
             raise
         raise
     if failed:

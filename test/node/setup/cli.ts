@@ -25,8 +25,9 @@ export interface Running {
 }
 
 /** Runs the CLI with `args`, in `cwd` when given (a worker started in an empty directory, say). */
-export function start(args: string[], env: NodeJS.ProcessEnv, cwd?: string): Running {
-  const child = spawn(process.execPath, [BIN, ...args], { env, cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+/** `group`: in a process group of its own, as a terminal's foreground job, which `process.kill(-pid)` signals whole. */
+export function start(args: string[], env: NodeJS.ProcessEnv, cwd?: string, opts: { group?: boolean } = {}): Running {
+  const child = spawn(process.execPath, [BIN, ...args], { env, cwd, stdio: ['ignore', 'pipe', 'pipe'], detached: !!opts.group });
   let out = '';
   let err = '';
   child.stdout!.on('data', (d) => (out += d));
