@@ -75,18 +75,27 @@ export async function worker(
   if (f.module && !Object.keys(registry).length && !f.allowImport && f.code !== 'mount')
     throw new UsageError(`--module ${f.module} exports no function: export each handler (export function count(n) { ... })`);
   const stop = new AbortController();
+  const stopNow = new AbortController();
   const log = (m: string) => process.stderr.write(`[lakeshore worker] ${m}\n`);
-  // Asked to stop while the plane is away (or it goes away while this worker drains), or asked a
-  // second time: it exits now rather than wait for a plane that may not come back. Nothing it
-  // held is lost: each such job goes back to its queue when its lease runs out.
+  // Asked to stop while the plane is away (or it goes away while this worker drains), or asked
+  // once more after a stop now: it exits now rather than wait for a plane that may not come back.
+  // Nothing it held is lost: each such job goes back to its queue when its lease runs out.
   const quit = (why: string) => {
     log(`${why}: exiting now; the jobs it holds go back to their queues as their leases run out`);
     process.exit(EXIT.ok);
   };
   const onSignal = (sig: string) => {
-    if (stop.signal.aborted) return quit(`${sig} again`);
     if (watch?.away) return quit(`${sig} while the plane is away`);
-    log(`${sig}: draining`);
+    if (stopNow.signal.aborted) return quit(`${sig} once more`);
+    if (stop.signal.aborted) {
+      // Asked again: the running jobs are aborted and go back to their queues by their nacks now,
+      // not as their leases run out; a plane slow to take them gets 5 s.
+      log(`${sig} again: stopping now; the running jobs go back to their queues`);
+      stopNow.abort();
+      setTimeout(() => quit('the running jobs not back within 5 s'), 5_000).unref();
+      return;
+    }
+    log(`${sig}: draining (${sig} again: put the running jobs back and stop now)`);
     stop.abort();
   };
   if (watch) watch.onAway = () => stop.signal.aborted && quit('the plane went away while stopping');
@@ -116,10 +125,14 @@ export async function worker(
     graceMs: f.graceMs ? Number(f.graceMs) : undefined,
     workerId: f.workerId,
     stop: stop.signal,
+    stopNow: stopNow.signal,
     log,
     onJob: (id, outcome) => (out.json ? out.print({ id, outcome }) : log(`${id}: ${outcome}`)),
   });
   log(`stopped after ${n} job${n === 1 ? '' : 's'}`);
+  // Stopped now: its jobs are back in their queues, and a handler that ignored its abort (a timer,
+  // a socket) must not hold the process open.
+  if (stopNow.signal.aborted) process.exit(EXIT.ok);
   return EXIT.ok;
 }
 

@@ -24,8 +24,13 @@ export interface WorkerOptions {
    * else 3), failing the job once it is spent (AttemptsExhausted).
    */
   retries?: number;
-  /** Aborting it stops the worker gracefully. */
+  /** Aborting it stops the worker gracefully: no more claims, running jobs given `graceMs` to end. */
   stop?: AbortSignal;
+  /**
+   * Aborting it stops the worker now (a second Ctrl-C, say): no more claims, and every running
+   * job aborted as at the grace's end, back to its queue by its nack (retried within its budget).
+   */
+  stopNow?: AbortSignal;
   /** Let envelopes name modules to import. Default: on for the local plane, off over HTTP. */
   allowImport?: boolean;
   /**
@@ -74,6 +79,7 @@ const KNOWN: Record<keyof WorkerOptions, true> = {
   concurrency: true,
   retries: true,
   stop: true,
+  stopNow: true,
   allowImport: true,
   code: true,
   codeHome: true,

@@ -117,7 +117,7 @@ class Worker {
     this.workerId = workerId;
     this.opts = opts;
     this.concurrency = Math.max(1, opts.concurrency ?? 1);
-    this.stop = opts.stop ?? new AbortController().signal;
+    this.stop = eitherSignal(opts.stop, opts.stopNow);
     this.log = opts.log ?? (() => {});
     this.leaseMs = opts.leaseMs ?? null;
     this.claimWaitMs = opts.claimWaitMs ?? 20_000;
@@ -171,15 +171,23 @@ class Worker {
     (reread as { unref?: () => void }).unref?.();
     this.stop.addEventListener('abort', () => clearInterval(reread), { once: true });
     const onStop = () => {
+      if (this.opts.stopNow?.aborted) return;
       this.log(`stopping: no more claims; waiting up to ${grace} ms for running jobs`);
       setTimeout(() => this.hard.stop(), grace).unref();
     };
     this.stop.addEventListener('abort', onStop, { once: true });
+    const onStopNow = () => {
+      this.log('stopping now: the running jobs go back to their queues');
+      this.hard.stop();
+    };
+    if (this.opts.stopNow?.aborted) onStopNow();
+    else this.opts.stopNow?.addEventListener('abort', onStopNow, { once: true });
     try {
       await this.claimer();
     } finally {
       clearInterval(reread);
       this.stop.removeEventListener('abort', onStop);
+      this.opts.stopNow?.removeEventListener('abort', onStopNow);
       await this.jobOpts.logs.flush();
       // Stopping, said: the plane's feed tells `stopped` rather than, a minute later, `lost`.
       await Promise.all(this.pools.map((p) => this.d.workerStopped(p, this.workerId).catch(() => {})));
@@ -371,3 +379,14 @@ class Worker {
 }
 
 type WorkerInfo = { queues: string[]; host: string; pid: number | undefined; version: string; concurrency: number };
+
+/** Aborted once either is (AbortSignal.any, which Node 18 lacks); neither given: never. */
+function eitherSignal(a: AbortSignal | undefined, b: AbortSignal | undefined): AbortSignal {
+  if (!a || !b) return a ?? b ?? new AbortController().signal;
+  const both = new AbortController();
+  const abort = () => both.abort();
+  if (a.aborted || b.aborted) abort();
+  a.addEventListener('abort', abort, { once: true });
+  b.addEventListener('abort', abort, { once: true });
+  return both.signal;
+}

@@ -120,6 +120,23 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
     expect(JSON.parse((await cli(['--json', 'result', id], env)).stdout).state).toBe('succeeded');
   });
 
+  it('a second SIGTERM puts the running job back in its queue now and exits 0', async () => {
+    const env = planeEnv(kind);
+    const mark = marker();
+    const id = (await cli(['submit', 'jobs', 'slow', JSON.stringify([120_000, mark])], env)).stdout.trim();
+    // A grace longer than the test: only the second signal can end the job's run.
+    const w = worker(env, '--grace-ms', '600000');
+    await until(() => lines(mark).length === 1, 'the job to start');
+    w.child.kill('SIGTERM');
+    await until(() => w.stderr().includes('SIGTERM: draining'), 'the worker to drain');
+    w.child.kill('SIGTERM');
+    expect(await w.exited).toBe(0);
+    expect(w.stderr()).toContain('SIGTERM again: stopping now');
+    expect(w.stderr()).not.toContain('not back within 5 s'); // its nack went out; the handler it left did not hold it open
+    // Back now, not when its lease (30 s) runs out; the attempt it ran is charged.
+    expect(JSON.parse((await cli(['--json', 'get', id], env)).stdout)).toMatchObject({ state: 'queued', attempt: 1 });
+  });
+
   it('aborts a cancelled job’s AbortSignal, and the worker serves on', async () => {
     const env = planeEnv(kind);
     const mark = marker();

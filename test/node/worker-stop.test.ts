@@ -46,6 +46,34 @@ describe.each(bothPlanes('stop'))('stopping a worker on the %s plane', (_name, m
     await d.close();
   });
 
+  it('told to stop now, it aborts its running jobs at once, whatever its grace, and each goes back to the queue', async () => {
+    const d = make();
+    for (const id of ['a', 'b']) await d.submit('q', encodeEnvelope({ fn: 'deaf', args: [] }), { id });
+    const stop = new AbortController();
+    const stopNow = new AbortController();
+    const started = new Set<string>();
+    // Deaf to its signal: the worker cannot wait for it to end.
+    const deaf = () => {
+      started.add(currentJob().id);
+      return new Promise(() => {});
+    };
+    const ran = runWorker('q', {
+      dispatch: d,
+      concurrency: 2,
+      registry: { deaf },
+      stop: stop.signal,
+      stopNow: stopNow.signal,
+      graceMs: 600_000,
+    });
+    await until(() => started.size === 2, 'two running jobs');
+    stop.abort();
+    stopNow.abort();
+    const returned = await Promise.race([ran.then(() => true), new Promise((r) => setTimeout(() => r(false), 15_000))]);
+    expect(returned, 'runWorker returned, long before its grace').toBe(true);
+    for (const id of ['a', 'b']) expect(await d.get(id)).toMatchObject({ state: 'queued', attempt: 1 });
+    await d.close();
+  });
+
   it('gives the jobs it claimed and never started back uncharged', async () => {
     // A nack would spend an attempt of a job that never ran: a worker stopped twice while holding
     // a job unstarted left it one run where its budget promised three.
