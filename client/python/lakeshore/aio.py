@@ -286,6 +286,11 @@ class _Submits:
         finally:
             self.in_flight -= 1
             self._schedule()
+            if not (self.pending or self.in_flight or self.scheduled):
+                # Idle: out of the table, so neither it nor its plane's client outlives their use.
+                mine = self._by_loop.get(asyncio.get_running_loop(), {})
+                if mine.get((id(self.dispatch), self.queue)) is self:
+                    del mine[(id(self.dispatch), self.queue)]
 
     def _submit(self, items: List[Dict[str, Any]]) -> List[Any]:
         """In a thread: the items' ids or errors, in order."""

@@ -223,9 +223,12 @@ class Awaited:
                                            q.submit_with({"priority": float("nan")}, square, 102), q.submit(square, 103),
                                            return_exceptions=True)
             lone = await q.submit(square, 7)
-            return hs, sent, refused, lone
+            # Idle, the loop keeps nothing of it (a program making a client per request would keep them all).
+            kept = dict(aio._Submits._by_loop.get(asyncio.get_running_loop(), {}))
+            return hs, sent, refused, lone, kept
 
-        hs, sent, refused, lone = asyncio.run(main())
+        hs, sent, refused, lone, kept = asyncio.run(main())
+        self.assertEqual(kept, {})
         self.assertEqual((sent, batches[0]), (1, 40), batches)  # the forty in one request
         self.assertEqual(len(batches), 2, batches)  # the four in one more; the lone one on its own
         self.assertEqual([type(r).__name__ for r in refused], ["AsyncHandle", "BadRequest", "BadRequest", "AsyncHandle"])
