@@ -13,6 +13,7 @@ from .checks import _ended
 from .errors import InvocationCancelled, InvocationFailed, LakeshoreError, Timeout, error_for
 from .frames import decode_frame, encode_frame
 from .held import HeldClaims
+from .lanes import SubmitLane
 from .http_operators import KEEP, HttpOperatorVerbs
 from .wire import _b64, _finite, _ms, _open_stream, _Pool, _q, _queue, _seg, _sse, _unb64
 
@@ -100,6 +101,7 @@ class HttpDispatch(HttpOperatorVerbs):
         self._bookmark: Optional[str] = None
         self._queues: Dict[str, str] = {}  # id -> queue: a routing hint, never trusted for correctness
         self._claims = HeldClaims()  # the claims made here (held.py)
+        self._lanes: Dict[str, SubmitLane] = {}  # queue -> its threads' submits, coalesced (lanes.py)
         self._pool = _Pool(self.base_url)
         #: Code archives this client uploaded (push_code): a push of a tree the plane has is none.
         self.code_uploads = 0
@@ -112,8 +114,19 @@ class HttpDispatch(HttpOperatorVerbs):
         """Submits one job. `delay` (seconds) or `run_at` (epoch seconds, as time.time()) keeps it
         delayed until then; `ttl` (seconds) or `expires_at` fails it as Expired if no worker claimed
         it by then (default: the queue's TTL); `max_attempts` is its own attempt budget."""
-        out = self._call("POST", "/queues/%s/invocations" % _queue(queue), _submit_body(
-            envelope, id, key, priority, parent, delay=delay, run_at=run_at, ttl=ttl, expires_at=expires_at, max_attempts=max_attempts))
+        item = {"envelope": envelope, "id": id, "key": key, "priority": priority, "parent": parent, "delay": delay, "run_at": run_at,
+                "ttl": ttl, "expires_at": expires_at, "max_attempts": max_attempts}
+        return self._lane(queue).submit(item)  # with other threads' submits to the queue, while two requests are out
+
+    def _lane(self, queue: str) -> SubmitLane:
+        with self._lock:
+            lane = self._lanes.get(queue)
+            if lane is None:
+                lane = self._lanes[queue] = SubmitLane(lambda item: self._submit_one(queue, item), lambda items: self.submit_many(queue, items))
+            return lane
+
+    def _submit_one(self, queue: str, item: Dict[str, Any]) -> str:
+        out = self._call("POST", "/queues/%s/invocations" % _queue(queue), _submit_body(**item))
         self._hint(out["id"], queue)
         return out["id"]
 

@@ -116,6 +116,56 @@ class Verbs(unittest.TestCase):
         self.assertEqual(d._headers()["X-Lakeshore-Bookmark"], d._bookmark)
         self.assertEqual(d.get("a")["state"], "succeeded")
 
+    def test_submits_of_many_threads_go_together_while_two_are_out(self):
+        # A worker's handlers (a thread each) or a threaded server submitting to one queue: while two
+        # requests are out, the others wait and go as one batch, each answered its own id or error.
+        d = client()
+        gate, batches, held = threading.Event(), [], {"first", "second"}
+        real = d._call
+
+        def call(method, path, body=None, *a, **k):
+            if path.endswith("/invocations/batch"):
+                batches.append([item["id"] for item in body["items"]])
+            elif path.endswith("/invocations") and body["id"] in held:
+                gate.wait(20)  # the two out, held until the rest wait behind them
+            return real(method, path, body, *a, **k)
+
+        d._call = call
+        answers = {}
+
+        def submit(inv_id, **opts):
+            try:
+                answers[inv_id] = d.submit("q", b"x", id=inv_id, **opts)
+            except Exception as e:
+                answers[inv_id] = e
+
+        def round_of(out, behind):
+            gate.clear()
+            threads = [threading.Thread(target=submit, args=(i,)) for i in out]
+            for t in threads:
+                t.start()
+            wait_until(lambda: d._lane("q")._out == 2, "two submits out")
+            threads += [threading.Thread(target=submit, args=(i,), kwargs=opts) for i, opts in behind]
+            for t in threads[2:]:
+                t.start()
+            wait_until(lambda: len(d._lane("q")._waiting) == len(behind), "the others waiting behind them")
+            gate.set()
+            for t in threads:
+                t.join(20)
+
+        # The plane refuses one (a budget of 0 attempts): it alone, the batch's others submitted.
+        rest = ["t%d" % i for i in range(10)]
+        round_of(["first", "second"], [(i, {"max_attempts": 0} if i == "t3" else {}) for i in rest])
+        self.assertEqual(batches, [rest])  # one request for the ten
+        self.assertIsInstance(answers.pop("t3"), ls.BadRequest)
+        # The client refuses one before sending (a priority that is no number): each goes alone.
+        held = {"third", "fourth"}
+        round_of(["third", "fourth"], [("u0", {}), ("u1", {"priority": float("nan")}), ("u2", {})])
+        self.assertEqual(len(batches), 1)
+        self.assertIsInstance(answers.pop("u1"), ls.BadRequest)
+        self.assertEqual(answers, {i: i for i in answers})
+        self.assertEqual(d.count("q"), 15)
+
     def test_submit_many_each_item_alone(self):
         d = client()
         d.submit("q", b"old", id="old", key="k-old")

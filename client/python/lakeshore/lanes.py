@@ -1,0 +1,64 @@
+"""Submits of one client's threads to one queue, coalesced as Node's client coalesces them
+(client/batcher.ts): while two requests of them are out, the others wait and go together in the
+next, one batch of up to 500. A submit made with nothing out goes at once, on its own. Each
+caller is answered its own id, or raised its own error."""
+import threading
+from typing import Any, Callable, Dict, List
+
+MAX_IN_FLIGHT = 2
+MAX_BATCH = 500
+
+
+class SubmitLane:
+    def __init__(self, one: Callable[[Dict[str, Any]], str], many: Callable[[List[Dict[str, Any]]], List[Any]]) -> None:
+        self._one, self._many = one, many  # a submit's arguments -> id; many -> an id or error each
+        self._cond = threading.Condition()
+        self._waiting: List[Dict[str, Any]] = []  # {"item", "done", "answer"}
+        self._out = 0
+
+    def submit(self, item: Dict[str, Any]) -> str:
+        mine: Dict[str, Any] = {"item": item, "done": False, "answer": None}
+        with self._cond:
+            self._waiting.append(mine)
+            while not mine["done"]:
+                if self._out >= MAX_IN_FLIGHT:
+                    self._cond.wait()
+                    continue
+                batch, self._waiting = self._waiting[:MAX_BATCH], self._waiting[MAX_BATCH:]
+                self._out += 1
+                self._cond.release()
+                try:
+                    answers = self._send([w["item"] for w in batch])
+                except BaseException:
+                    # Interrupted (Ctrl-C on the main thread): this caller raises, and the others'
+                    # submits wait for another thread to send them (again: their ids make it safe).
+                    self._cond.acquire()
+                    self._out -= 1
+                    self._waiting[:0] = [w for w in batch if w is not mine]
+                    self._cond.notify_all()
+                    raise
+                self._cond.acquire()
+                self._out -= 1
+                for w, answer in zip(batch, answers):
+                    w["answer"], w["done"] = answer, True
+                self._cond.notify_all()
+        if isinstance(mine["answer"], BaseException):
+            raise mine["answer"]
+        return mine["answer"]
+
+    def _send(self, items: List[Dict[str, Any]]) -> List[Any]:
+        """Each item's id or error, in order; never raises."""
+        if len(items) > 1:
+            try:
+                answers = self._many(items)
+                if len(answers) == len(items):
+                    return answers
+            except Exception:
+                pass  # an item the client refuses before sending (a bad option): each alone, its error its own
+        out: List[Any] = []
+        for item in items:
+            try:
+                out.append(self._one(item))
+            except Exception as e:  # the caller's to raise, in its own thread
+                out.append(e)
+        return out
