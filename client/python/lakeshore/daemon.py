@@ -32,7 +32,7 @@ from .http import HttpDispatch
 from .local import Dispatch
 from .queue import SyncQueue
 from .resolve import POLICIES
-from .worker import put_back, run_worker, together
+from .worker import put_back, run_worker, running, together
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -88,7 +88,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             raise SystemExit(128 + signum)
         signalled.set()
         stop.set()
-        _say("%s: no more claims; finishing the running job (%s again: put it back and stop now)" % (name, name))
+        n = running()
+        _say("%s: no more claims; %s" % (name, "stopping" if not n else "finishing the running job (%s again: put it back and stop now)" % name
+                                          if n == 1 else "finishing the %d running jobs (%s again: put them back and stop now)" % (n, name)))
 
     signals: List[str] = []
     signalled = threading.Event()  # a signal, not one pool's failure, stopped it

@@ -470,6 +470,11 @@ _holding: Dict[int, Any] = {}
 _PUT_BACK_S = 5.0
 
 
+def running() -> int:
+    """How many jobs this process's worker loops run now."""
+    return len(_holding)
+
+
 def put_back(threads: Optional[List[threading.Thread]] = None, why: str = "interrupted again (KeyboardInterrupt)") -> int:
     """The jobs `threads` run (None: every worker loop's of this process), back in their queues
     now: a nack with retry each, as their leases' end would do (the attempt is charged: it ran),
