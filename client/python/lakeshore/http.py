@@ -7,13 +7,13 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from .checks import _ended
 from .errors import InvocationCancelled, InvocationFailed, LakeshoreError, Timeout, error_for
 from .frames import decode_frame, encode_frame
 from .held import HeldClaims
-from .lanes import SubmitLane
+from .lanes import Lane
 from .http_operators import KEEP, HttpOperatorVerbs
 from .wire import _b64, _finite, _ms, _open_stream, _Pool, _q, _queue, _seg, _sse, _unb64
 
@@ -101,7 +101,7 @@ class HttpDispatch(HttpOperatorVerbs):
         self._bookmark: Optional[str] = None
         self._queues: Dict[str, str] = {}  # id -> queue: a routing hint, never trusted for correctness
         self._claims = HeldClaims()  # the claims made here (held.py)
-        self._lanes: Dict[str, SubmitLane] = {}  # queue -> its threads' submits, coalesced (lanes.py)
+        self._lanes: Dict[Any, Lane] = {}  # its threads' calls that share requests, by what they share (lanes.py)
         self._pool = _Pool(self.base_url)
         #: Code archives this client uploaded (push_code): a push of a tree the plane has is none.
         self.code_uploads = 0
@@ -116,13 +116,14 @@ class HttpDispatch(HttpOperatorVerbs):
         it by then (default: the queue's TTL); `max_attempts` is its own attempt budget."""
         item = {"envelope": envelope, "id": id, "key": key, "priority": priority, "parent": parent, "delay": delay, "run_at": run_at,
                 "ttl": ttl, "expires_at": expires_at, "max_attempts": max_attempts}
-        return self._lane(queue).submit(item)  # with other threads' submits to the queue, while two requests are out
+        # With other threads' submits to the queue, while two requests are out.
+        return self._lane(("submit", queue), lambda item: self._submit_one(queue, item), lambda items: self.submit_many(queue, items)).call(item)
 
-    def _lane(self, queue: str) -> SubmitLane:
+    def _lane(self, key: Any, one: Callable[[Any], Any], many: Callable[[List[Any]], List[Any]]) -> Lane:
         with self._lock:
-            lane = self._lanes.get(queue)
+            lane = self._lanes.get(key)
             if lane is None:
-                lane = self._lanes[queue] = SubmitLane(lambda item: self._submit_one(queue, item), lambda items: self.submit_many(queue, items))
+                lane = self._lanes[key] = Lane(one, many)
             return lane
 
     def _submit_one(self, queue: str, item: Dict[str, Any]) -> str:
@@ -249,6 +250,25 @@ class HttpDispatch(HttpOperatorVerbs):
         its next claim, in one request: the acks land first; with acks aboard the claim waits at
         most 25 ms. Answers each ack's error (None where it landed) and the jobs claimed. Bad claim
         arguments refuse the whole call before any ack lands."""
+        if wait <= 0 and max <= 1:
+            # A worker's threads, each acking its job and claiming its next: those made while two
+            # requests of them are out go together in the next, each answered its own acks' errors
+            # and at most its one job.
+            def together(calls: List[Tuple[List[Dict[str, Any]], int]]) -> List[Any]:
+                answers, claimed = self._ack_and_claim(queue, worker_id, [a for acks_, _ in calls for a in acks_],
+                                                       sum(n for _, n in calls), kind, 0.0, lease)
+                out: List[Any] = []
+                for acks_, n in calls:
+                    mine, answers = answers[:len(acks_)], answers[len(acks_):]
+                    got, claimed = claimed[:n], claimed[n:]
+                    out.append((mine, got))
+                return out
+            key = ("ack_and_claim", queue, worker_id, kind, lease)
+            return self._lane(key, lambda call: self._ack_and_claim(queue, worker_id, call[0], call[1], kind, 0.0, lease), together).call((acks, max))
+        return self._ack_and_claim(queue, worker_id, acks, max, kind, wait, lease)
+
+    def _ack_and_claim(self, queue: str, worker_id: str, acks: List[Dict[str, Any]], max: int, kind: str, wait: float,
+                       lease: Optional[float]) -> Tuple[List[Optional[LakeshoreError]], List[Claimed]]:
         body = self._claim_body(worker_id, max, kind, wait, lease)
         items = [{"id": a["id"], "attempt": self._claims.attempt_of(a["id"], worker_id, a.get("attempt")),
                   "result": _b64(a.get("result"))} for a in acks]

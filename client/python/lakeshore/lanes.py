@@ -1,7 +1,8 @@
-"""Submits of one client's threads to one queue, coalesced as Node's client coalesces them
-(client/batcher.ts): while two requests of them are out, the others wait and go together in the
-next, one batch of up to 500. A submit made with nothing out goes at once, on its own. Each
-caller is answered its own id, or raised its own error."""
+"""Calls of one client's threads that can share a request, coalesced as Node's client coalesces
+them (client/batcher.ts): while two requests of them are out, the others wait and go together in
+the next, one batch of up to 500. A call made with nothing out goes at once, on its own. Each
+caller is answered its own answer, or raised its own error. HttpDispatch uses a lane for a
+queue's submits, and for a worker's acks that each carry the claim of its next job."""
 import threading
 from typing import Any, Callable, Dict, List
 
@@ -9,14 +10,14 @@ MAX_IN_FLIGHT = 2
 MAX_BATCH = 500
 
 
-class SubmitLane:
-    def __init__(self, one: Callable[[Dict[str, Any]], str], many: Callable[[List[Dict[str, Any]]], List[Any]]) -> None:
-        self._one, self._many = one, many  # a submit's arguments -> id; many -> an id or error each
+class Lane:
+    def __init__(self, one: Callable[[Any], Any], many: Callable[[List[Any]], List[Any]]) -> None:
+        self._one, self._many = one, many  # one call's arguments -> its answer; many -> an answer or error each
         self._cond = threading.Condition()
         self._waiting: List[Dict[str, Any]] = []  # {"item", "done", "answer"}
         self._out = 0
 
-    def submit(self, item: Dict[str, Any]) -> str:
+    def call(self, item: Any) -> Any:
         mine: Dict[str, Any] = {"item": item, "done": False, "answer": None}
         with self._cond:
             self._waiting.append(mine)
@@ -46,7 +47,7 @@ class SubmitLane:
             raise mine["answer"]
         return mine["answer"]
 
-    def _send(self, items: List[Dict[str, Any]]) -> List[Any]:
+    def _send(self, items: List[Any]) -> List[Any]:
         """Each item's id or error, in order; never raises."""
         if len(items) > 1:
             try:
@@ -54,7 +55,7 @@ class SubmitLane:
                 if len(answers) == len(items):
                     return answers
             except Exception:
-                pass  # an item the client refuses before sending (a bad option): each alone, its error its own
+                pass  # a call the client refuses before sending (a bad option): each alone, its error its own
         out: List[Any] = []
         for item in items:
             try:

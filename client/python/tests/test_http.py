@@ -139,16 +139,19 @@ class Verbs(unittest.TestCase):
             except Exception as e:
                 answers[inv_id] = e
 
+        def lane():
+            return d._lanes.get(("submit", "q"))
+
         def round_of(out, behind):
             gate.clear()
             threads = [threading.Thread(target=submit, args=(i,)) for i in out]
             for t in threads:
                 t.start()
-            wait_until(lambda: d._lane("q")._out == 2, "two submits out")
+            wait_until(lambda: lane() is not None and lane()._out == 2, "two submits out")
             threads += [threading.Thread(target=submit, args=(i,), kwargs=opts) for i, opts in behind]
             for t in threads[2:]:
                 t.start()
-            wait_until(lambda: len(d._lane("q")._waiting) == len(behind), "the others waiting behind them")
+            wait_until(lambda: len(lane()._waiting) == len(behind), "the others waiting behind them")
             gate.set()
             for t in threads:
                 t.join(20)
@@ -165,6 +168,52 @@ class Verbs(unittest.TestCase):
         self.assertIsInstance(answers.pop("u1"), ls.BadRequest)
         self.assertEqual(answers, {i: i for i in answers})
         self.assertEqual(d.count("q"), 15)
+
+    def test_a_workers_threads_acks_go_together_each_with_its_next_job(self):
+        # run_worker(concurrency=16): each thread acks its job and claims its next (ack_and_claim).
+        # Those made while two are out go in one request: each its own ack's answer and one job.
+        d = client()
+        d.submit_many("q", [{"envelope": b"x", "id": "j%d" % i} for i in range(10)])
+        held = {c.id: c for c in d.claim_many("q", "w", 5)}
+        gate, requests = threading.Event(), []
+        real = d._call
+
+        def call(method, path, body=None, *a, **k):
+            if path.endswith("/claim") and body.get("acks"):
+                requests.append(([it["id"] for it in body["acks"]], body["max"]))
+                if body["acks"][0]["id"] in ("j0", "j1"):
+                    gate.wait(20)  # the two out, held until the rest wait behind them
+            return real(method, path, body, *a, **k)
+
+        d._call = call
+        answers = {}
+
+        def ack(inv_id, attempt=None):
+            answers[inv_id] = d.ack_and_claim("q", "w", [{"id": inv_id, "result": b"r", "attempt": attempt or held[inv_id].attempt}], 1)
+
+        threads = [threading.Thread(target=ack, args=(i,)) for i in ("j0", "j1")]
+        for t in threads:
+            t.start()
+        key = ("ack_and_claim", "q", "w", "fifo", None)
+        wait_until(lambda: key in d._lanes and d._lanes[key]._out == 2, "two acks out")
+        # j3's attempt is not the one it holds: refused alone.
+        threads += [threading.Thread(target=ack, args=args) for args in (("j2",), ("j3", 7), ("j4",))]
+        for t in threads[2:]:
+            t.start()
+        wait_until(lambda: len(d._lanes[key]._waiting) == 3, "three acks waiting behind them")
+        gate.set()
+        for t in threads:
+            t.join(20)
+        self.assertEqual(sorted(requests[2:]), [(["j2", "j3", "j4"], 3)])  # one request for the three
+        for inv_id in ("j0", "j1", "j2", "j4"):
+            errors, got = answers[inv_id]
+            self.assertEqual((errors, len(got)), ([None], 1), inv_id)
+        errors, got = answers["j3"]
+        self.assertIsInstance(errors[0], ls.FencingConflict)
+        self.assertEqual(len(got), 1)
+        taken = [c.id for _, got in answers.values() for c in got]
+        self.assertEqual(sorted(taken), ["j5", "j6", "j7", "j8", "j9"])  # each job to one thread
+        self.assertEqual(d.count("q", "succeeded"), 4)
 
     def test_submit_many_each_item_alone(self):
         d = client()
