@@ -17,6 +17,7 @@ import { ACKS_WAIT_MS } from '../../src/core/limits.ts';
 import { randomId } from '../ids.ts';
 import { CLIENT_VERSION } from '../version.ts';
 import { checkWorkerOptions, DEFAULT_TIME_LIMIT_MS, ONCE_WAIT_MS, type WorkerOptions } from './options.ts';
+import { eitherSignal } from './signals.ts';
 
 export type { WorkerOptions } from './options.ts';
 
@@ -77,6 +78,8 @@ class Worker {
   private readonly opts: WorkerOptions;
   private readonly concurrency: number;
   private readonly stop: AbortSignal;
+  /** Takes this worker's listeners off the caller's stop signals, which may outlive it. */
+  private readonly forgetStops: () => void;
   private readonly hard = new HardStop();
   private readonly log: (msg: string) => void;
   private readonly leaseMs: number | null;
@@ -117,7 +120,7 @@ class Worker {
     this.workerId = workerId;
     this.opts = opts;
     this.concurrency = Math.max(1, opts.concurrency ?? 1);
-    this.stop = eitherSignal(opts.stop, opts.stopNow);
+    [this.stop, this.forgetStops] = eitherSignal(opts.stop, opts.stopNow);
     this.log = opts.log ?? (() => {});
     this.leaseMs = opts.leaseMs ?? null;
     this.claimWaitMs = opts.claimWaitMs ?? 20_000;
@@ -188,6 +191,7 @@ class Worker {
       clearInterval(reread);
       this.stop.removeEventListener('abort', onStop);
       this.opts.stopNow?.removeEventListener('abort', onStopNow);
+      this.forgetStops();
       await this.jobOpts.logs.flush();
       // Stopping, said: the plane's feed tells `stopped` rather than, a minute later, `lost`.
       await Promise.all(this.pools.map((p) => this.d.workerStopped(p, this.workerId).catch(() => {})));
@@ -379,14 +383,3 @@ class Worker {
 }
 
 type WorkerInfo = { queues: string[]; host: string; pid: number | undefined; version: string; concurrency: number };
-
-/** Aborted once either is (AbortSignal.any, which Node 18 lacks); neither given: never. */
-function eitherSignal(a: AbortSignal | undefined, b: AbortSignal | undefined): AbortSignal {
-  if (!a || !b) return a ?? b ?? new AbortController().signal;
-  const both = new AbortController();
-  const abort = () => both.abort();
-  if (a.aborted || b.aborted) abort();
-  a.addEventListener('abort', abort, { once: true });
-  b.addEventListener('abort', abort, { once: true });
-  return both.signal;
-}

@@ -3,6 +3,7 @@
  * stop aborts every running job's AbortSignal, their jobs go back to the queue (nack with retry),
  * and runWorker returns. On both planes.
  */
+import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { until } from '../support/wait.ts';
 import { currentJob, encodeEnvelope, HttpDispatch, runWorker } from '../../client/local/index.ts';
@@ -71,6 +72,17 @@ describe.each(bothPlanes('stop'))('stopping a worker on the %s plane', (_name, m
     const returned = await Promise.race([ran.then(() => true), new Promise((r) => setTimeout(() => r(false), 15_000))]);
     expect(returned, 'runWorker returned, long before its grace').toBe(true);
     for (const id of ['a', 'b']) expect(await d.get(id)).toMatchObject({ state: 'queued', attempt: 1 });
+    await d.close();
+  });
+
+  it("leaves nothing on the caller's stop signals once it returns", async () => {
+    // A program's signals may outlive many workers: each left a listener on them.
+    const d = make();
+    const stop = new AbortController();
+    const stopNow = new AbortController();
+    for (let i = 0; i < 3; i++)
+      await runWorker('q', { dispatch: d, once: true, onceWaitMs: 10, stop: stop.signal, stopNow: stopNow.signal });
+    expect([getEventListeners(stop.signal, 'abort').length, getEventListeners(stopNow.signal, 'abort').length]).toEqual([0, 0]);
     await d.close();
   });
 
