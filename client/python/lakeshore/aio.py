@@ -33,6 +33,7 @@ from .aio_shared import shared_waits
 from .checks import _number
 from .errors import Timeout
 from .frames import END, VALUE, decode_frame
+from .lanes import each_answered
 from .plane import default_dispatch
 from .queue import Fn, Handle, SyncQueue, _json_value
 
@@ -294,20 +295,10 @@ class _Submits:
 
     def _submit(self, items: List[Dict[str, Any]]) -> List[Any]:
         """In a thread: the items' ids or errors, in order."""
-        if len(items) > 1:
-            try:
-                return self.dispatch.submit_many(self.queue, items)
-            except Exception:
-                pass  # an item the client refuses before sending (a bad option): each alone, its error its own
-        out: List[Any] = []
-        for item in items:
+        def one(item: Dict[str, Any]) -> str:
             item = dict(item)
-            try:
-                out.append(self.dispatch.submit(self.queue, item.pop("envelope"), **item))
-            except Exception as e:
-                out.append(e)
-        return out
-
+            return self.dispatch.submit(self.queue, item.pop("envelope"), **item)
+        return each_answered(items, one, lambda its: self.dispatch.submit_many(self.queue, its))
 
 class AsyncQueue:
     """A named queue on a plane (the process's default one unless `dispatch` is given), with

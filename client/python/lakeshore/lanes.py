@@ -46,20 +46,25 @@ class Lane:
         if isinstance(mine["answer"], BaseException):
             raise mine["answer"]
         return mine["answer"]
-
     def _send(self, items: List[Any]) -> List[Any]:
-        """Each item's id or error, in order; never raises."""
-        if len(items) > 1:
-            try:
-                answers = self._many(items)
-                if len(answers) == len(items):
-                    return answers
-            except Exception:
-                pass  # a call the client refuses before sending (a bad option): each alone, its error its own
-        out: List[Any] = []
-        for item in items:
-            try:
-                out.append(self._one(item))
-            except Exception as e:  # the caller's to raise, in its own thread
-                out.append(e)
-        return out
+        return each_answered(items, self._one, self._many)
+
+
+def each_answered(items: List[Any], one: Callable[[Any], Any], many: Callable[[List[Any]], List[Any]]) -> List[Any]:
+    """Each item's answer or error, in order, never raised: all in one call of `many` when there
+    are several, else (or where `many` refuses them: a call the client refuses before sending, a
+    bad option) each alone with `one`, its error its own."""
+    if len(items) > 1:
+        try:
+            answers = many(items)
+            if len(answers) == len(items):
+                return answers
+        except Exception:
+            pass  # a call the client refuses before sending (a bad option): each alone, its error its own
+    out: List[Any] = []
+    for item in items:
+        try:
+            out.append(one(item))
+        except Exception as e:  # the caller's to raise, in its own thread
+            out.append(e)
+    return out

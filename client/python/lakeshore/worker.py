@@ -538,10 +538,10 @@ def together(loops: List[Callable[[], int]], stop: threading.Event, names: Optio
         wait()
     except KeyboardInterrupt:
         stop.set()
-        running = sum(1 for t in threads if t.ident in _holding)
-        if running:
+        busy = sum(1 for t in threads if t.ident in _holding)
+        if busy:
             sys.stderr.write("lakeshore: interrupted; finishing the %s it runs before it stops (interrupt again to put %s back "
-                             "in the queue now)\n" % ("job" if running == 1 else "%d jobs" % running, "it" if running == 1 else "them"))
+                             "in the queue now)\n" % ("job" if busy == 1 else "%d jobs" % busy, "it" if busy == 1 else "them"))
             sys.stderr.flush()
         try:
             wait()
