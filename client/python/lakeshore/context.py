@@ -83,17 +83,27 @@ class JobContext:
         self.prefix: Optional[str] = env.get("prefix") if isinstance(env.get("prefix"), str) else None
         self._logs = logs
         self._chunks: Any = None  # the attempt's ChunkWriter (worker.py sets it)
-        #: Set when this attempt should stop: the job was cancelled, its lease was lost, or it ran
-        #: past its time limit (`stop_reason` says which). Python cannot stop a thread: a handler
-        #: that runs long checks it (`while not job.stop.is_set(): ...`, or `job.stop.wait(s)` as
-        #: its pause) and returns, where Node's handlers have their AbortSignal.
-        self.stop = threading.Event()
+        self._stop = threading.Event()
+        self._heard = False  # the handler read `stop`: it is told, never interrupted
         self.stop_reason: Optional[str] = None
 
-    def _abort(self, reason: str) -> None:
-        if not self.stop.is_set():
+    @property
+    def stop(self) -> threading.Event:
+        """Set when this attempt should stop: the job was cancelled, its lease was lost, or it ran
+        past its time limit (`stop_reason` says which), as Node's handlers have their AbortSignal.
+        A handler that reads it is trusted to check it (`while not job.stop.is_set(): ...`, or
+        `job.stop.wait(s)` as its pause) and return, saving what it will first. One that never
+        reads it is interrupted instead: JobStopped is raised in its thread (an async one's task
+        is cancelled)."""
+        self._heard = True
+        return self._stop
+
+    def _abort(self, reason: str) -> bool:
+        """Tells the handler to stop; True when it should be interrupted (it never read `stop`)."""
+        if not self._stop.is_set():
             self.stop_reason = reason
-            self.stop.set()
+            self._stop.set()
+        return not self._heard
 
     def write(self, data: Union[str, bytes]) -> None:
         """Streams raw output (tokens, log lines) as CHUNK frames of the job's journal, in order.

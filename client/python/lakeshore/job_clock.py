@@ -6,7 +6,8 @@ that the worker could leave a call running past its limit (Python cannot stop a 
 them took about half of a worker's time on short jobs. Here the heartbeats of every job in the
 process come from one thread, and the calls run on a thread that is handed the next call when it
 is done; one left running past a limit is abandoned, and the next call gets a new thread. The
-call thread ends with its worker. A heartbeat waiting for a plane that is away holds back the next
+call thread ends with its worker. A call is interrupted (Call.interrupt) when its job should stop
+and its handler is not listening: JobStopped raised in its thread, or its asyncio task cancelled. A heartbeat waiting for a plane that is away holds back the next
 ones of every job in the process: they go to that plane too, as a rule, and it is away for them.
 """
 
@@ -66,6 +67,106 @@ class TimeLimitExceeded(Exception):
     """A job ran past its envelope's time_limit_ms."""
 
 
+class JobStopped(BaseException):
+    """Raised inside a handler that never read current_job().stop, once its job should stop: it was
+    cancelled, its lease was lost, or it ran past its time limit (current_job().stop_reason says
+    which). A BaseException, as KeyboardInterrupt is, so that `except Exception` in the handler
+    does not swallow it; its `finally` blocks and context managers run. An async handler's task is
+    cancelled instead (asyncio.CancelledError), as asyncio code expects."""
+
+
+try:  # CPython's way to raise in another thread (dramatiq's time limits and Ray's cancel use it)
+    import ctypes
+
+    _set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
+    _set_async_exc.argtypes = [ctypes.c_ulong, ctypes.py_object]
+    _NO_EXC: Any = ctypes.py_object()  # NULL: clears what is pending
+
+    def _raise_in(ident: int, exc: Any) -> bool:
+        return _set_async_exc(ident, exc) == 1
+except (ImportError, AttributeError):  # no ctypes, or not CPython: handlers are only told (stop)
+    _NO_EXC = None
+
+    def _raise_in(ident: int, exc: Any) -> bool:
+        return False
+
+
+class Call:
+    """One call on a Runner's thread, which `interrupt()` stops: JobStopped raised in that thread,
+    or the asyncio task it registered (`on_interrupt`) cancelled. Only while the call runs: the
+    interruption never reaches the thread's next call, nor the Runner's own code."""
+
+    def __init__(self, ctx: contextvars.Context, call: Callable[[], Any]) -> None:
+        self.ctx, self.call = ctx, call
+        self.box: Dict[str, Any] = {}
+        self.done = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: Optional[int] = None  # while it runs
+        self._cancel_task: Optional[Callable[[], None]] = None
+        self._stopped = False
+        self._raised = False  # JobStopped sent to the thread (it may still be pending)
+
+    def interrupt(self) -> None:
+        with self._lock:
+            if self._stopped or self.done.is_set():
+                return
+            self._stopped = True
+            if self._thread is None:
+                return  # not begun: it will not begin
+            if self._cancel_task is not None:
+                self._cancel_task()
+            else:
+                self._raised = _raise_in(self._thread, JobStopped)
+
+    def _run(self, me: int) -> None:
+        out: Optional[tuple] = None
+        try:
+            try:
+                with self._lock:
+                    if self._stopped:
+                        raise JobStopped()
+                    self._thread = me
+                _running.call = self
+                out = ("value", self.ctx.run(self.call))
+            except BaseException as e:  # re-raised in the worker's thread, StopIteration included
+                out = ("error", e)
+        except JobStopped as e:  # the interruption landed as the call ended
+            out = out or ("error", e)
+        while True:  # nothing of this call's interruption may be left pending for the next call
+            try:
+                self._settle(me)
+                break
+            except JobStopped:
+                continue
+        self.box[out[0] if out else "error"] = out[1] if out else JobStopped()
+        self.done.set()
+
+    def _settle(self, me: int) -> None:
+        _running.call = None
+        with self._lock:
+            self._thread = None
+            pending = self._raised
+            self._raised = False
+        if pending and _NO_EXC is not None:
+            _set_async_exc(me, _NO_EXC)
+
+
+_running = threading.local()  # the Call a Runner's thread runs now
+
+
+def on_interrupt(cancel: Callable[[], None]) -> None:
+    """Called from inside a running call (an async handler's event loop): an interruption runs
+    `cancel` (thread-safe: it cancels the call's task) rather than raising in the thread."""
+    call = getattr(_running, "call", None)
+    if call is None:
+        return
+    with call._lock:
+        call._cancel_task = cancel
+        late = call._stopped and not call._raised
+    if late:
+        cancel()
+
+
 class Runner:
     """Runs calls one at a time on a reused daemon thread; a call past its deadline is left running
     on that thread, which then ends, and the next call gets a thread of its own."""
@@ -73,24 +174,24 @@ class Runner:
     def __init__(self) -> None:
         self._calls: "Optional[queue.SimpleQueue[Any]]" = None
 
-    def run(self, deadline: Optional[float], limit: str, call: Callable[[], Any]) -> Any:
-        """`call` in a copy of the caller's contextvars context (the running job), raising
-        TimeLimitExceeded once `deadline` (monotonic) passes; no deadline: it runs in the caller's thread."""
-        if deadline is None:
-            return call()
+    def run(self, deadline: Optional[float], limit: str, call: Callable[[], Any],
+            started: Optional[Callable[[Call], None]] = None) -> Any:
+        """`call` in a copy of the caller's contextvars context (the running job), on the Runner's
+        thread, raising TimeLimitExceeded once `deadline` (monotonic; None: none) passes.
+        `started(c)` is given the Call first, for its interruption."""
         if self._calls is None:
             self._calls = queue.SimpleQueue()
             threading.Thread(target=_serve, args=(self._calls,), daemon=True, name="lakeshore-job").start()
-        box: Dict[str, Any] = {}
-        done = threading.Event()
-        self._calls.put((contextvars.copy_context(), call, box, done))
-        if not done.wait(max(0.0, deadline - time.monotonic())):
+        c = Call(contextvars.copy_context(), call)
+        if started is not None:
+            started(c)
+        self._calls.put(c)
+        if not c.done.wait(None if deadline is None else max(0.0, deadline - time.monotonic())):
             self.close()  # abandoned: the thread ends once the call does
             raise TimeLimitExceeded("the job ran past its time limit of %s" % limit)
-        if "error" in box:
-            raise box["error"]
-        return box.get("value")
-
+        if "error" in c.box:
+            raise c.box["error"]
+        return c.box.get("value")
 
     def close(self) -> None:
         """Ends the thread once its call (if any) is done; a later call starts a new one."""
@@ -100,14 +201,12 @@ class Runner:
 
 
 def _serve(calls: "queue.SimpleQueue[Any]") -> None:
+    me = threading.get_ident()
     while True:
-        item = calls.get()
-        if item is None:
-            return
-        ctx, call, box, done = item
         try:
-            box["value"] = ctx.run(call)
-        except BaseException as e:  # re-raised in the worker's thread, StopIteration included
-            box["error"] = e
-        finally:
-            done.set()
+            c = calls.get()
+        except JobStopped:
+            continue  # cannot be (Call._settle clears it): a last guard for the thread
+        if c is None:
+            return
+        c._run(me)

@@ -19,10 +19,10 @@ from .plane import is_local
 from .resolve import Resolver, Unrunnable
 from .tracing import run_span
 from .context import JobContext, _current, _LogShipper, current_job, set_origin_for
-from .job_clock import BEATS, Runner, TimeLimitExceeded
+from .job_clock import BEATS, Call, JobStopped, Runner, TimeLimitExceeded, on_interrupt
 from .version import __version__
 
-__all__ = ["JobContext", "TimeLimitExceeded", "current_job", "run_worker", "set_origin_for"]
+__all__ = ["JobContext", "JobStopped", "TimeLimitExceeded", "current_job", "run_worker", "set_origin_for"]
 
 def _json(v: Any) -> bytes:
     return json.dumps(v, separators=(",", ":")).encode("utf-8")
@@ -76,13 +76,16 @@ def _as_json(v: Any, what: str) -> bytes:
 def _awaited(v: Any) -> Any:
     """A handler's answer, with a coroutine (an `async def` handler's) run to its end on an event
     loop of its own; anything else as it is."""
-    if inspect.iscoroutine(v):
-        return asyncio.run(v)
     if inspect.isawaitable(v) and not inspect.isasyncgen(v):
-        async def wait() -> Any:
-            return await v
-        return asyncio.run(wait())
+        return asyncio.run(_interruptible(v))
     return v
+
+
+async def _interruptible(v: Any) -> Any:
+    """Awaits `v` in a task that the job's interruption cancels (job_clock.on_interrupt)."""
+    task, loop = asyncio.current_task(), asyncio.get_running_loop()
+    on_interrupt(lambda: loop.call_soon_threadsafe(task.cancel))  # type: ignore[union-attr]
+    return await v
 
 
 class _Steps:
@@ -96,7 +99,7 @@ class _Steps:
     def next(self) -> Any:
         if self.loop is None:
             return next(self.gen)
-        return self.loop.run_until_complete(self.gen.__anext__())
+        return self.loop.run_until_complete(_interruptible(self.gen.__anext__()))
 
     def close(self) -> None:
         """Closes the generator (its finally blocks run) and the loop; a step left running past the
@@ -122,6 +125,7 @@ class _Job:
         self.seq: Optional[int] = None
         self.cancelled = threading.Event()
         self.lost = threading.Event()
+        self.call: Optional[Call] = None  # the handler's call running now, for its interruption
         self._frames = threading.Lock()  # one frame at a time, numbered in order: the handler's and its writes'
         #: current_job().write(): CHUNK frames, sent by a thread of their own.
         self.chunks = ChunkWriter(lambda body: self._append(CHUNK, body))
@@ -145,38 +149,64 @@ class _Job:
         try:
             if self.d.heartbeat(self.c.id, self.worker_id, attempt=self.c.attempt):
                 self.cancelled.set()
-                self.abort("the invocation was cancelled")
+                self.abort(_CANCELLED)
                 return False
         except (FencingConflict, NotFound):
             self.lost.set()
-            self.abort("its lease was lost (it ran out, or the job went to another worker)")
+            self.abort(_LOST)
             return False
         except Exception:
             pass  # the plane away: the next one tries again
         return True
 
     def abort(self, reason: str) -> None:
-        """Tells the handler to stop (current_job().stop), saying why."""
-        if self.ctx is not None:
-            self.ctx._abort(reason)
+        """Tells the handler to stop (current_job().stop), saying why, and interrupts it when it
+        never read that (JobStopped, or its task cancelled)."""
+        if self.ctx is not None and not self.ctx._abort(reason):
+            return
+        call = self.call
+        if call is not None:
+            call.interrupt()
+
+    def stopped(self) -> bool:
+        """Cancelled, or no longer this worker's: the attempt writes nothing more."""
+        return self.cancelled.is_set() or self.lost.is_set()
 
     def finish(self) -> None:
         self.chunks.close()
         BEATS.forget(self)
 
 
+def _why_refused(d: Any, c: Any) -> str:
+    """Why the plane refused an attempt's write (a 409 or 404): cancelled, or no longer its."""
+    try:
+        if (d.get(c.id) or {}).get("state") == "cancelled":
+            return _CANCELLED
+    except Exception:
+        pass
+    return _LOST
+
+
+_CANCELLED = "the invocation was cancelled"
+_LOST = "its lease was lost (it ran out, or the job went to another worker)"
+
+
 # Each worker thread's runner of job calls under their time limits (job_clock.Runner).
 _runners = threading.local()
 
 
-def _within(deadline: Optional[float], limit: str, call: Callable[[], Any]) -> Any:
-    """Runs `call` (in this job's context), raising TimeLimitExceeded once `deadline` (monotonic)
-    passes. Python cannot stop a thread: past the limit the call is left running in a daemon
-    thread, its outcome discarded, and the job fails."""
+def _within(job: _Job, deadline: Optional[float], limit: str, call: Callable[[], Any]) -> Any:
+    """Runs `call` (in this job's context) on this worker thread's runner, raising
+    TimeLimitExceeded once `deadline` (monotonic) passes. The job's abort interrupts it (_Job.abort);
+    a call that still runs past the limit (Python cannot stop a thread inside a C call) is left
+    running in a daemon thread, its outcome discarded, and the job fails."""
     runner = getattr(_runners, "runner", None)
     if runner is None:
         runner = _runners.runner = Runner()
-    return runner.run(deadline, limit, call)
+
+    def started(c: Call) -> None:
+        job.call = c
+    return runner.run(deadline, limit, call, started)
 
 
 def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str, Callable[..., Any]]] = None, *,
@@ -625,10 +655,12 @@ def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
         deadline = time.monotonic() + limit_ms / 1000.0 if isinstance(limit_ms, (int, float)) and limit_ms > 0 else None
         # An `async def` handler runs to its end on an event loop of its own, in the job's thread.
         try:
-            out = _within(deadline, limit, lambda: _awaited(fn(*env.get("args", []), **env.get("kwargs", {}))))
+            out = _within(job, deadline, limit, lambda: _awaited(fn(*env.get("args", []), **env.get("kwargs", {}))))
         except Exception:
             raise
         except BaseException as e:
+            if job.stopped():
+                return  # interrupted (JobStopped, or its task cancelled): the attempt is over
             out = _escaped(e)  # sys.exit(0) ends it well; any other fails the job, not the worker
         result: Any = out
         # The result's bytes are made before anything says the job ended: a result JSON cannot
@@ -638,10 +670,10 @@ def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
             try:
                 job.append(BEGIN, b"", {"attempt": c.attempt})
                 while True:
-                    if job.cancelled.is_set() or job.lost.is_set():
+                    if job.stopped():
                         return
                     try:
-                        value = _within(deadline, limit, steps.next)
+                        value = _within(job, deadline, limit, steps.next)
                     except StopIteration as stop_it:
                         result = stop_it.value
                         break
@@ -651,16 +683,21 @@ def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
                     except Exception:
                         raise
                     except BaseException as e:
+                        if job.stopped():
+                            return
                         result = _escaped(e)
                         break
                     job.append(VALUE, _as_json(value, "a value it yielded"))
+            except (FencingConflict, NotFound):
+                job.abort(_why_refused(d, c))  # said before the generator's finally blocks run
+                raise
             finally:
                 steps.close()
             body = _as_json(result, "result")
             job.append(END, b"", None, final=True)
         else:
             body = _as_json(result, "result")
-        if job.cancelled.is_set() or job.lost.is_set():
+        if job.stopped():
             return
         job.chunks.flush()  # every chunk is in the journal before the ack
         try:

@@ -1,5 +1,6 @@
 """The Python local plane (lakeshore.Dispatch) on SQLite, and its SQL: the core's, from sql.json.
 Python↔Node on one file, both ways and racing, lives in test/node/python-local.test.ts."""
+import asyncio
 import json
 import os
 import signal
@@ -294,6 +295,64 @@ class LocalPlane(unittest.TestCase):
         self.assertEqual(heard.get("late"), "the job ran past its time limit of 200 ms, the job's own")
         with self.assertRaises(ls.InvocationFailed):
             late.result(timeout=5)
+
+    def test_a_handler_that_never_reads_stop_is_interrupted_and_frees_its_slot(self):
+        # A plain loop, an async handler and a generator, none reading current_job().stop: each is
+        # stopped when its job is cancelled (its finally runs), and the worker's one slot takes
+        # the next job. Past a time limit the same.
+        q = ls.SyncQueue("interrupts", self.d)
+        ended, began = {}, {}
+
+        def spin(name):
+            began[name] = True
+            try:
+                while True:
+                    pass
+            finally:
+                ended[name] = ls.current_job().stop_reason
+
+        async def waits(name):
+            began[name] = True
+            try:
+                await asyncio.sleep(60)
+            finally:
+                ended[name] = ls.current_job().stop_reason
+
+        def counts(name):
+            began[name] = True
+            try:
+                n = 0
+                while True:
+                    n += 1
+                    if n % 100_000 == 0:
+                        yield n
+            finally:
+                ended[name] = ls.current_job().stop_reason
+
+        stop = threading.Event()
+        registry = {"spin": spin, "waits": waits, "counts": counts, "fine": lambda: "next"}
+        t = threading.Thread(target=lambda: ls.run_worker(q, registry=registry, lease=0.6, stop=stop))
+        t.start()
+        try:
+            for fn in ("spin", "waits", "counts"):
+                h = q.submit(fn, fn)
+                deadline = time.time() + 5
+                while fn not in began and time.time() < deadline:
+                    time.sleep(0.01)
+                h.cancel()
+                self.assertEqual(q.submit("fine").result(timeout=10), "next", fn)
+                self.assertEqual(ended.get(fn), "the invocation was cancelled", fn)
+                self.assertEqual(h.get()["state"], "cancelled")
+            late = q.submit_with({"time_limit_ms": 200, "max_attempts": 1}, "spin", "late")
+            with self.assertRaises(ls.InvocationFailed):
+                late.result(timeout=10)
+            deadline = time.time() + 5
+            while "late" not in ended and time.time() < deadline:
+                time.sleep(0.01)
+            self.assertEqual(ended.get("late"), "the job ran past its time limit of 200 ms, the job's own")
+        finally:
+            stop.set()
+            t.join(10)
 
     def test_a_queue_maps_a_function_over_its_arguments_in_few_requests(self):
         q = ls.SyncQueue("sweep", self.d)
