@@ -134,11 +134,13 @@ class _Said(logging.Handler):
 
 
 def _own_the_log() -> None:
-    """The client's warnings (the plane away, and back) are the daemon's lines as well, said as
-    its others are, where nothing else was set up to take them."""
+    """The client's warnings (the plane away, and back) and each job's outcome (`ID: succeeded`,
+    and why one failed, was retried or stopped) are the daemon's lines as well, said as its others
+    are, where nothing else was set up to take them."""
     log = logging.getLogger("lakeshore")
     if not log.handlers:
-        log.addHandler(_Said(logging.WARNING))
+        log.addHandler(_Said(logging.INFO))
+        log.setLevel(logging.INFO)  # each job's outcome (worker.py), as Node's worker says it
         log.propagate = False
 
 

@@ -2,6 +2,7 @@
 import asyncio
 import inspect
 import json
+import logging
 import os
 import socket
 import sys
@@ -185,6 +186,32 @@ def _why_refused(d: Any, c: Any) -> str:
     except Exception:
         pass
     return _LOST
+
+
+#: Each attempt's outcome, as Node's worker says it: "ID: succeeded" (info), and why it failed, was
+#: retried or stopped (warning). `python -m lakeshore.daemon` (and so `lakeshore worker start`)
+#: writes them to stderr; a program sees them as its logging is set up to.
+_log = logging.getLogger("lakeshore.worker")
+_log.addHandler(logging.NullHandler())  # a library's way: silent unless the program (or the daemon) listens, as Node's runWorker
+
+
+def _ended(c: Any, outcome: str, why: Optional[str] = None) -> None:
+    if why is not None:
+        _log.warning("job %s attempt %d%s", c.id, c.attempt, why)
+    _log.info("%s: %s", c.id, outcome)
+
+
+def _stopped_as(d: Any, c: Any, job: "_Job") -> None:
+    """Says an attempt that ended without its outcome: cancelled, or no longer this worker's."""
+    why = job.ctx.stop_reason if job.ctx is not None and job.ctx.stop_reason else None
+    if job.cancelled.is_set() or why == _CANCELLED:
+        _ended(c, "cancelled", ": cancelled: %s; stopped" % _CANCELLED)
+    elif job.lost.is_set() or why == _LOST:
+        _ended(c, "lost", ": lost: %s; stopped" % _LOST)
+    else:
+        cancelled = _why_refused(d, c) == _CANCELLED
+        _ended(c, "cancelled" if cancelled else "lost",
+               ": cancelled; stopped" if cancelled else ": lost: its lease ran out or the job went to another worker; stopped")
 
 
 _CANCELLED = "the invocation was cancelled"
@@ -660,6 +687,7 @@ def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
             raise
         except BaseException as e:
             if job.stopped():
+                _stopped_as(d, c, job)
                 return  # interrupted (JobStopped, or its task cancelled): the attempt is over
             out = _escaped(e)  # sys.exit(0) ends it well; any other fails the job, not the worker
         result: Any = out
@@ -671,6 +699,7 @@ def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
                 job.append(BEGIN, b"", {"attempt": c.attempt})
                 while True:
                     if job.stopped():
+                        _stopped_as(d, c, job)
                         return
                     try:
                         value = _within(job, deadline, limit, steps.next)
@@ -684,6 +713,7 @@ def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
                         raise
                     except BaseException as e:
                         if job.stopped():
+                            _stopped_as(d, c, job)
                             return
                         result = _escaped(e)
                         break
@@ -698,6 +728,7 @@ def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
         else:
             body = _as_json(result, "result")
         if job.stopped():
+            _stopped_as(d, c, job)
             return
         job.chunks.flush()  # every chunk is in the journal before the ack
         try:
@@ -713,11 +744,14 @@ def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
                        "its address in the result)" % e)
             _told(on_done, c, env, {"state": "failed", "error": PayloadTooLarge(message)})
             d.nack(c.id, worker_id, retry=False, error={"type": "PayloadTooLarge", "message": message}, attempt=c.attempt)
+            _ended(c, "failed", " failed: %s; not retried" % message)
             return
         # Told once the plane has the result, so what on_done hears is the job's state (a lost
         # ack, the job another attempt's now, is not heard at all).
         _told(on_done, c, env, {"state": "succeeded", "result": result})
+        _ended(c, "succeeded")
     except (FencingConflict, NotFound):
+        _stopped_as(d, c, job)
         return  # the lease was lost or the job cancelled: this attempt writes nothing more
     except Exception as e:
         if isinstance(e, TimeLimitExceeded):
@@ -731,11 +765,16 @@ def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optiona
         retry = not handled and not once and all(c.budget_attempt <= r for r in caps)
         raised = e.raised if isinstance(e, _Escaped) else e  # said as the handler raised it
         error = {"message": str(e), "type": type(raised).__name__, "stack": _stack_of(raised)}
+        failed_with = " failed: %s: %s" % (error["type"], error["message"])
         try:
             job.append(ERROR, _json(error), {"attempt": c.attempt}, final=not retry)
             # The worker's budget (retries + 1) rules where neither the job nor its queue sets one.
-            d.nack(c.id, worker_id, error=error, retry=retry, attempt=c.attempt, **({"max_attempts": min(caps) + 1} if caps else {}))
+            state = d.nack(c.id, worker_id, error=error, retry=retry, attempt=c.attempt, **({"max_attempts": min(caps) + 1} if caps else {}))
         except (FencingConflict, NotFound):
+            _ended(c, "lost", "%s; lost: no longer this worker's (cancelled, or its lease ran out)" % failed_with)
             return
+        # Said once the plane has said where the job went.
+        _ended(c, "failed" if state == "failed" else "retried",
+               "%s; %s" % (failed_with, ("no attempts left" if retry else "not retried") if state == "failed" else "it will be retried (%s)" % state))
     finally:
         job.finish()

@@ -354,6 +354,28 @@ class LocalPlane(unittest.TestCase):
             stop.set()
             t.join(10)
 
+    def test_a_worker_logs_each_attempts_outcome_and_why(self):
+        q = ls.SyncQueue("outcomes", self.d)
+
+        def flaky(n):
+            if ls.current_job().attempt < 2:
+                raise ValueError("not yet %d" % n)
+            return n
+
+        fine, retried = q.submit("flaky", 0), q.submit_with({"max_retries": 1}, "flaky", 1)
+        registry = {"flaky": flaky}
+        with self.assertLogs("lakeshore.worker", level="INFO") as said:
+            ls.run_worker(q, registry=registry, once=True)  # fine's first attempt fails, and is retried
+            ls.run_worker(q, registry=registry, once=True)
+            ls.run_worker(q, registry=registry, once=True)
+            ls.run_worker(q, registry=registry, once=True)
+        lines = [r.getMessage() for r in said.records]
+        self.assertIn("job %s attempt 1 failed: ValueError: not yet 0; it will be retried (queued)" % fine.id, lines)
+        self.assertIn("%s: retried" % fine.id, lines)
+        self.assertIn("%s: succeeded" % fine.id, lines)
+        self.assertIn("%s: succeeded" % retried.id, lines)
+        self.assertEqual([r.levelname for r in said.records if "failed:" in r.getMessage()], ["WARNING", "WARNING"])
+
     def test_a_queue_maps_a_function_over_its_arguments_in_few_requests(self):
         q = ls.SyncQueue("sweep", self.d)
 
@@ -1178,6 +1200,26 @@ class DaemonWithItsParent(TempDirs):
                                          LAKESHORE_HOME=self.temp_dir("lakeshore-daemon-home-")))
         self.assertEqual(daemon.returncode, 2, daemon.stderr)
         self.assertIn("--root /no/such/dir: no such directory (/no/such/dir)", daemon.stderr)
+
+    def test_a_daemon_says_each_jobs_outcome_as_nodes_worker_does(self):
+        # A terminal running `lakeshore worker start` for Python sees what one running Node's sees:
+        # each job's outcome, and why one failed.
+        home = self.temp_dir("lakeshore-daemon-home-")
+        root = self.temp_dir("lakeshore-daemon-root-")
+        with open(os.path.join(root, "said.py"), "w") as f:
+            f.write("def boom(x):\n    raise ValueError('bad input %r' % (x,))\n")
+        d = ls.Dispatch(os.path.join(home, "dispatch.sqlite"))
+        try:
+            q = ls.SyncQueue("said", d)
+            bad = q.submit_with({"max_retries": 0}, "said:boom", 3)
+            env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "client", "python"), LAKESHORE_URL="", LAKESHORE_HOME=home)
+            daemon = subprocess.run([sys.executable, "-m", "lakeshore.daemon", "--queue", "said", "--root", root, "--once"],
+                                    capture_output=True, text=True, timeout=30, env=env)
+            self.assertEqual(daemon.returncode, 0, daemon.stderr)
+            self.assertIn("lakeshore.daemon: job %s attempt 1 failed: ValueError: bad input 3; not retried\n" % bad.id, daemon.stderr)
+            self.assertIn("lakeshore.daemon: %s: failed\n" % bad.id, daemon.stderr)
+        finally:
+            d.close()
 
     def test_a_daemon_says_the_plane_away_as_its_own_line_and_gives_up_when_told(self):
         with socket.socket() as s:  # a port nothing listens on
