@@ -1218,6 +1218,14 @@ class DaemonWithItsParent(TempDirs):
             self.assertEqual(daemon.returncode, 0, daemon.stderr)
             self.assertIn("lakeshore.daemon: job %s attempt 1 failed: ValueError: bad input 3; not retried\n" % bad.id, daemon.stderr)
             self.assertIn("lakeshore.daemon: %s: failed\n" % bad.id, daemon.stderr)
+            # With no --retries, the plane's budget (3 attempts), as a Node worker started by the same command.
+            budgetless = q.submit("said:boom", 4)
+            for _ in range(3):
+                daemon = subprocess.run([sys.executable, "-m", "lakeshore.daemon", "--queue", "said", "--root", root, "--once"],
+                                        capture_output=True, text=True, timeout=30, env=env)
+                self.assertEqual(daemon.returncode, 0, daemon.stderr)
+            self.assertIn("attempt 3 failed: ValueError: bad input 4; no attempts left", daemon.stderr)
+            self.assertEqual((d.get(budgetless.id)["state"], d.get(budgetless.id)["attempt"]), ("failed", 3))
         finally:
             d.close()
 
