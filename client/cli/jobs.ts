@@ -10,6 +10,7 @@ import { elapsed, EXIT, type Out } from './output.ts';
 import { parseJson, parseKwargs, UsageError } from './usage.ts';
 import { endOf, safeJson } from './results.ts';
 import { quietQueue, quietQueueMs } from './watch.ts';
+import { noInvocation } from '../../src/core/errors.ts';
 
 export async function submit(
   d: DispatchPlane,
@@ -65,7 +66,7 @@ export async function submit(
 
 export async function get(d: DispatchPlane, out: Out, id: string) {
   const inv = await d.get(id);
-  if (!inv) throw new NotFoundError(`invocation ${id} not found`);
+  if (!inv) throw new NotFoundError(noInvocation(id));
   let call: unknown = null;
   try {
     call = decodeEnvelope(inv.envelope);

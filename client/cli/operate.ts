@@ -4,6 +4,7 @@ import { isState, STATES } from '../../src/core/states.ts';
 import type { DispatchPlane, InvocationSummary, QueueInfo, Schedule, SettingsChange } from '../types.ts';
 import { EXIT, type Out } from './output.ts';
 import { parseJson, parseKwargs, UsageError } from './usage.ts';
+import { noInvocation } from '../../src/core/errors.ts';
 
 const num = (what: string, s: string | undefined): number | undefined => {
   if (s === undefined) return undefined;
@@ -48,7 +49,7 @@ export async function getMany(d: DispatchPlane, out: Out, ids: string[]) {
       if (row) out.print(row, jobLine(row, true));
       else {
         missing++;
-        out.print({ id, error: { code: 'not_found', message: `invocation ${JSON.stringify(id)} not found` } }, `${id}  not found`);
+        out.print({ id, error: { code: 'not_found', message: noInvocation(id) } }, `${id}  not found`);
       }
     });
   }

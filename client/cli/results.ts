@@ -8,6 +8,7 @@ import { fromJsonBytes } from '../envelope.ts';
 import { type Ended, InvocationCancelledError, InvocationFailedError, NotFoundError, TimeoutError } from '../errors.ts';
 import type { DispatchPlane } from '../types.ts';
 import { elapsed, EXIT, type Out } from './output.ts';
+import { noInvocation } from '../../src/core/errors.ts';
 
 /** The most jobs one look-up or call carries (the plane's batch limit). */
 const MAX_IDS = 1_000;
@@ -66,7 +67,7 @@ export async function results(d: DispatchPlane, out: Out, ids: string[], timeout
     part.forEach((id, k) => {
       const row = rows[k];
       const of = row ? queues.get(row.queue) : undefined;
-      if (!row) show(id, { id, ok: false, error: new NotFoundError(`invocation ${JSON.stringify(id)} not found`) });
+      if (!row) show(id, { id, ok: false, error: new NotFoundError(noInvocation(id)) });
       else if (of) of.push(id);
       else queues.set(row.queue, [id]);
     });

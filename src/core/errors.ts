@@ -48,11 +48,10 @@ export const badRequest = (message: string) => new LakeshoreError('bad_request',
 export const notFound = (what: string) => new LakeshoreError('not_found', `${what} not found`);
 
 /** An id with no row: never submitted in this namespace, or purged after its queue's retention. */
-export const invocationNotFound = (id: unknown) =>
-  new LakeshoreError(
-    'not_found',
-    `invocation ${JSON.stringify(id)} not found: never submitted in this namespace, or it finished longer ago than its queue's retention and was purged`,
-  );
+export const invocationNotFound = (id: unknown) => new LakeshoreError('not_found', noInvocation(id));
+/** What a reader of an id with no row is told, by the plane and by the CLI alike. */
+export const noInvocation = (id: unknown) =>
+  `invocation ${JSON.stringify(id)} not found: never submitted in this namespace, or it finished longer ago than its queue's retention and was purged`;
 /** An id a wait on many jobs of `queue` named that the queue does not have (core/results.ts). */
 export const notInQueue = (id: string, queue: string) =>
   new LakeshoreError(

@@ -9,6 +9,7 @@ import { until } from '../support/wait.ts';
 import { allExited, alive, descendants } from '../support/processes.ts';
 import { tempDir } from '../support/tmp.ts';
 import { freePort } from '../../scripts/plane.mjs';
+import { noInvocation } from '../../src/core/errors.ts';
 
 const marker = () => join(tempDir('lakeshore-mark-'), 'marks.log');
 const lines = (file: string) => (existsSync(file) ? readFileSync(file, 'utf8').trim().split('\n').filter(Boolean) : []);
@@ -50,6 +51,9 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
     // Every value is on the tail's stdout while the job still runs, and the tail has not ended.
     await until(() => tail.stdout().includes('"body":3'), 'the last value in tail');
     expect((await cli(['--json', 'get', id], env)).stdout).toContain('"state":"running"');
+    // A missing id is said as the plane says it, whichever command asks.
+    const missing = await cli(['get', 'no-such-id'], env);
+    expect([missing.code, missing.stderr.trim()]).toEqual([3, `lakeshore: ${noInvocation('no-such-id')}`]);
     // The text view shows the call as the dashboard does, whole, then each other field its envelope sets.
     const shownCall = (await cli(['get', id], env)).stdout.split('\n');
     expect(shownCall.find((l) => l.startsWith('call '))).toBe(`call         countUntil(4, ${JSON.stringify(gate)})`);
@@ -404,7 +408,7 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
           state: 'failed',
           error: expect.objectContaining({ message: expect.stringContaining('no such city') }),
         }),
-        { id: 'no-such-id', error: { code: 'not_found', message: expect.stringContaining('no-such-id') } },
+        { id: 'no-such-id', error: { code: 'not_found', message: noInvocation('no-such-id') } },
       ]),
     );
     expect(waiting.child.exitCode).toBe(null);
