@@ -48,7 +48,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--code", choices=("mount", "off"), default="off", help="mount: run jobs carrying the producer's pushed git tree, from it (runs the producer's code)")
     p.add_argument("--runtime-policy", choices=POLICIES, default="minor", help="how a pickled function's interpreter must match this one")
     p.add_argument("--retries", type=int, help="retry a failing job while its attempt <= this, where neither the job nor its queue "
-                   "sets a budget (default: the plane's, 3 attempts, as a Node worker's; the plane's budget may be lower)")
+                   "sets a budget (default: the plane's, 3 attempts, as a Node worker's)")
     p.add_argument("--worker-id", help="this worker's id (default: host:pid:py)")
     p.add_argument("--time-limit-ms", type=int, help="the time limit of a job whose envelope and queue set none (default 600000; 0: none)")
     p.add_argument("--concurrency", type=_positive_int, default=1, help="jobs at a time per pool, each on its own thread (default 1)")
