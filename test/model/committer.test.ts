@@ -3,7 +3,7 @@
 // batches in flight in the other order (as a far D1 may). The port holds each batch until the
 // test lets it run and then answer, so every order is the test's to choose.
 import { DatabaseSync } from 'node:sqlite';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { SqlitePort } from '../../client/local/sqlite-port.ts';
 import { migrate } from '../../client/local/migrate.ts';
 import { Committer } from '../../src/core/committer.ts';
@@ -350,14 +350,23 @@ describe("acks of a worker that keeps up ride the next submit's batch", () => {
     const { engine, batches, state } = setupEngine();
     const j1 = await keptUp(engine);
     const before = batches.length;
-    const round = engine.work.ackAndClaim('ns', 'q', [{ id: 'j1', workerId: 'w', attempt: j1.attempt }], {
-      workerId: 'w',
-      max: 4,
-      waitMs: 5_000,
-    });
-    await turn(); // the submit comes a moment later (a turn; GATHER_MS is 5 ms)
-    await engine.submit('ns', 'q', { id: 'j2', envelope: BYTES });
-    const out = await round;
+    // The moment (GATHER_MS, 5 ms) is the engine's timer, held still here: on a loaded machine a
+    // turn of the loop can take longer than the moment itself.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    let out;
+    try {
+      const round = engine.work.ackAndClaim('ns', 'q', [{ id: 'j1', workerId: 'w', attempt: j1.attempt }], {
+        workerId: 'w',
+        max: 4,
+        waitMs: 5_000,
+      });
+      await turn(); // the submit comes a moment later
+      await engine.submit('ns', 'q', { id: 'j2', envelope: BYTES });
+      await vi.runAllTimersAsync();
+      out = await round;
+    } finally {
+      vi.useRealTimers();
+    }
     expect(out.acks).toEqual([{ ok: true, value: { absorbed: false } }]);
     expect(out.claimed.map((c) => c.id)).toEqual(['j2']);
     expect(state('j1')).toBe('succeeded');
