@@ -12,6 +12,7 @@ import { FencingConflictError, NotFoundError, PayloadTooLargeError } from '../er
 import type { DispatchPlane } from '../types.ts';
 import { ChunkWriter } from './chunks.ts';
 import { runInJob } from './context.ts';
+import type { CancelWatch } from './cancel-watch.ts';
 import type { JobClock } from './job-clock.ts';
 import type { LogShipper } from './logs.ts';
 import type { Mounts } from './mount.ts';
@@ -38,6 +39,8 @@ export interface JobOptions {
   queueTimeLimitMs?: (queue: string) => number | null;
   /** The worker's one timer: each running job's heartbeats and time limit. */
   clock: JobClock;
+  /** Hears a running job's cancel as it happens (cancel-watch.ts); without it, at its next heartbeat. */
+  cancels?: CancelWatch;
   leaseMs: number | null;
   /** Sees each job's outcome; for a failure, 'handled' fails it without a retry (runWorker's onDone). */
   onDone?: OnDone;
@@ -178,6 +181,7 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
     }
   };
   let unwatch: (() => void) | null = null;
+  let unhear: (() => void) | null = null;
   let span: ReturnType<typeof runSpan> | null = null;
 
   try {
@@ -185,6 +189,7 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
     // The job's own limit, else its queue's, else the worker's (contract, "Time limits").
     const [maxMs, whose] = limitOf(env.time_limit_ms, o.queueTimeLimitMs?.(c.queue), o.timeLimitMs, o.timeLimitIsDefault);
     unwatch = o.clock.watch(beat, () => abort('time_limit', `the job ran past its time limit of ${maxMs} ms, ${whose}`), maxMs || null);
+    unhear = o.cancels?.watch(c.queue, c.id, () => abort('cancelled', 'the invocation was cancelled')) ?? null;
     // Awaited even when the registry has it: a handler that returns at once frees its slot, and
     // the next job starts, a turn later (run-worker.ts), not inside this call.
     const fn = await resolveHandler(env, o);
@@ -309,6 +314,7 @@ export async function runJob(c: Claimed, o: JobOptions, handlerDone: () => void 
     }
   } finally {
     unwatch?.();
+    unhear?.();
     offHardStop();
   }
 }

@@ -8,6 +8,7 @@ import { loadJobContext } from './context.ts';
 import type { Claimed, DispatchPlane } from '../types.ts';
 import { LakeshoreError, TimeoutError } from '../errors.ts';
 import { HardStop, runJob, type JobOptions } from './job.ts';
+import { CancelWatch } from './cancel-watch.ts';
 import { JobClock } from './job-clock.ts';
 import { AckLane } from './acks.ts';
 import { Prefetch } from './prefetch.ts';
@@ -138,6 +139,7 @@ class Worker {
       timeLimitIsDefault: opts.timeLimitMs === undefined,
       queueTimeLimitMs: (queue) => this.queueLimits.get(queue) ?? null,
       clock: new JobClock(opts.heartbeatMs ?? Math.max(200, Math.floor((this.leaseMs ?? 30_000) / 3))),
+      cancels: new CancelWatch(d),
       leaseMs: this.leaseMs,
       hardStop: this.hard,
       log: this.log,
@@ -192,6 +194,7 @@ class Worker {
       this.stop.removeEventListener('abort', onStop);
       this.opts.stopNow?.removeEventListener('abort', onStopNow);
       this.forgetStops();
+      this.jobOpts.cancels?.close();
       await this.jobOpts.logs.flush();
       // Stopping, said: the plane's feed tells `stopped` rather than, a minute later, `lost`.
       await Promise.all(this.pools.map((p) => this.d.workerStopped(p, this.workerId).catch(() => {})));

@@ -16,7 +16,8 @@ export type Role = (typeof ROLES)[number];
 export const PERMISSIONS = Object.freeze({
   submit: ['producer'],
   get: ['producer'],
-  result: ['producer'],
+  /** Workers too: a worker waits on the results of the jobs it runs, to hear a cancel as it happens (client/worker/cancel-watch.ts). */
+  result: ['producer', 'worker'],
   cancel: ['producer'],
   retry: ['producer'],
   redrive: ['producer'],
@@ -96,7 +97,7 @@ function whoMay(verb: Verb): string {
 const ROOT_VERBS: ReadonlySet<Verb> = new Set<Verb>(['move']);
 
 /** Verbs limited to a worker token's pools when it names some. */
-const POOL_VERBS: ReadonlySet<Verb> = new Set<Verb>(['claim', 'heartbeat', 'ack', 'nack', 'append']);
+const POOL_VERBS: ReadonlySet<Verb> = new Set<Verb>(['claim', 'heartbeat', 'ack', 'nack', 'append', 'result']);
 
 /** What a stream token (src/worker/stream-token.ts) may do, on its one invocation only. */
 export const STREAM_VERBS: ReadonlySet<Verb> = new Set<Verb>(['get', 'result', 'read']);
@@ -177,7 +178,7 @@ export async function newToken(): Promise<{ id: string; token: string; digest: s
 export const tokenId = (token: string): string | null => TOKEN.exec(token)?.[1] ?? null;
 
 /**
- * A token's pools: they limit a worker token's claims, heartbeats, acks, nacks and appends. A
+ * A token's pools: they limit a worker token's claims, heartbeats, acks, nacks, appends and waits on results. A
  * producer or admin token acts on every queue of its namespace, so pools given it would promise a
  * limit that nothing keeps: refused, as an empty list (a worker that could serve nothing) is.
  */

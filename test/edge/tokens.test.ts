@@ -72,6 +72,11 @@ describe('scoped tokens', () => {
     await call('POST', `${base}/queues/cpu/claim`, { worker_id: 'root-worker' });
     expect((await call('POST', `${base}/invocations/c/ack`, { worker_id: 'root-worker' }, as(w))).status).toBe(403);
     expect((await call('POST', `${base}/queues/gpu/invocations`, { id: 'x', envelope: b64('x') }, as(w))).status).toBe(403);
+    // It waits on the results of its pools' jobs (how it hears a cancel), and of no other queue's.
+    expect((await call('POST', `${base}/queues/gpu/results`, { ids: ['g'], timeout_ms: 0 }, as(w))).body.results[0].id).toBe('g');
+    expect((await call('GET', `${base}/invocations/g/result?timeout_ms=0`, undefined, as(w))).status).toBe(200);
+    expect((await call('POST', `${base}/queues/cpu/results`, { ids: ['c'], timeout_ms: 0 }, as(w))).status).toBe(403);
+    expect((await call('GET', `${base}/invocations/c/result?timeout_ms=0`, undefined, as(w))).status).toBe(403);
   });
 
   it('refuses pools for a token they would not limit, and an empty list, creating nothing', async () => {

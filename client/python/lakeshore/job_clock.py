@@ -17,6 +17,8 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional
 
+from .errors import Forbidden, InvocationCancelled, Unauthorized
+
 
 class Beats:
     """Sends each watched job's heartbeat every `every` seconds from one daemon thread."""
@@ -61,6 +63,79 @@ class Beats:
 
 
 BEATS = Beats()
+
+
+class Cancels:
+    """Hears a running job's cancel as it happens, not at its next heartbeat (a third of the lease,
+    10 s by default): for each plane and queue with jobs that have run `after` seconds, a daemon
+    thread waits on their results (`results`, answered as soon as one of them ends) and tells a job
+    the answer says was cancelled. A job that ends sooner costs nothing. A plane or token that does
+    not take the wait leaves the heartbeats to tell, as before."""
+
+    def __init__(self, after: float = 1.0, wait: float = 2.0) -> None:
+        self._lock = threading.Condition()
+        self._after, self._wait = after, wait
+        self._queues: Dict[Any, Dict[Any, Any]] = {}  # (id(plane), queue) -> {job: [started (monotonic), job id, told]}
+        self._planes: Dict[Any, Any] = {}  # id(plane) -> plane, while it has jobs watched
+        self._refused: "set[int]" = set()  # planes whose token may not wait on results
+
+    def watch(self, plane: Any, queue: str, job: Any, job_id: str, cancelled: Callable[[], None]) -> None:
+        if not hasattr(plane, "results"):
+            return
+        key = (id(plane), queue)
+        with self._lock:
+            if id(plane) in self._refused:
+                return
+            jobs = self._queues.get(key)
+            if jobs is None:
+                jobs = self._queues[key] = {}
+                self._planes[id(plane)] = plane
+                threading.Thread(target=self._run, args=(key,), daemon=True, name="lakeshore-cancels").start()
+            jobs[job] = [time.monotonic(), job_id, cancelled]
+            self._lock.notify_all()
+
+    def forget(self, plane: Any, queue: str, job: Any) -> None:
+        with self._lock:
+            jobs = self._queues.get((id(plane), queue))
+            if jobs is not None:
+                jobs.pop(job, None)
+
+    def _run(self, key: Any) -> None:
+        plane = self._planes[key[0]]
+        while True:
+            with self._lock:
+                jobs = self._queues[key]
+                if not jobs:  # none left: the thread ends, and the next job starts another
+                    del self._queues[key]
+                    if not any(k[0] == key[0] for k in self._queues):
+                        self._planes.pop(key[0], None)
+                    return
+                now = time.monotonic()
+                due = {entry[1]: job for job, entry in jobs.items() if now - entry[0] >= self._after}
+                if not due:
+                    self._lock.wait(max(0.0, min(entry[0] for entry in jobs.values()) + self._after - now))
+                    continue
+            try:
+                ended = plane.results(key[1], list(due), timeout=self._wait, poll=0.2)
+            except (Forbidden, Unauthorized):
+                with self._lock:
+                    self._refused.add(key[0])  # the heartbeats tell, as before
+                    self._queues.pop(key, None)
+                    self._planes.pop(key[0], None)
+                return
+            except Exception:
+                time.sleep(1.0)  # the plane away: ask again
+                continue
+            for e in ended:
+                job = due.get(e.get("id"))
+                with self._lock:
+                    entry = self._queues[key].pop(job, None) if job is not None else None
+                # Ended otherwise while it runs here: its lease was lost, and the heartbeat tells.
+                if entry is not None and isinstance(e.get("error"), InvocationCancelled):
+                    entry[2]()
+
+
+CANCELS = Cancels()
 
 
 class TimeLimitExceeded(Exception):

@@ -20,7 +20,7 @@ from .plane import is_local
 from .resolve import Resolver, Unrunnable
 from .tracing import run_span
 from .context import JobContext, _current, _LogShipper, current_job, set_origin_for
-from .job_clock import BEATS, Call, JobStopped, Runner, TimeLimitExceeded, on_interrupt
+from .job_clock import BEATS, CANCELS, Call, JobStopped, Runner, TimeLimitExceeded, on_interrupt
 from .version import __version__
 
 __all__ = ["JobContext", "JobStopped", "TimeLimitExceeded", "current_job", "run_worker", "set_origin_for"]
@@ -131,6 +131,7 @@ class _Job:
         #: current_job().write(): CHUNK frames, sent by a thread of their own.
         self.chunks = ChunkWriter(lambda body: self._append(CHUNK, body))
         BEATS.watch(self, heartbeat_s, self._heartbeat)
+        CANCELS.watch(d, claimed.queue, self, claimed.id, self._cancelled)
 
     def append(self, kind: int, body: bytes, meta: Optional[Dict[str, Any]] = None, final: bool = False) -> None:
         """A frame after everything the handler wrote before it."""
@@ -160,6 +161,11 @@ class _Job:
             pass  # the plane away: the next one tries again
         return True
 
+    def _cancelled(self) -> None:
+        """Its cancel, heard from the wait on its result (job_clock.CANCELS) before a heartbeat told it."""
+        self.cancelled.set()
+        self.abort(_CANCELLED)
+
     def abort(self, reason: str) -> None:
         """Tells the handler to stop (current_job().stop), saying why, and interrupts it when it
         never read that (JobStopped, or its task cancelled)."""
@@ -176,6 +182,7 @@ class _Job:
     def finish(self) -> None:
         self.chunks.close()
         BEATS.forget(self)
+        CANCELS.forget(self.d, self.c.queue, self)
 
 
 def _why_refused(d: Any, c: Any) -> str:
