@@ -68,7 +68,8 @@ export class CancelWatch {
   private leave(p: Pending): void {
     p.gone = true;
     const w = p.w;
-    if (!w) return;
+    // The job's entry, not a later attempt's of the same job that took its place.
+    if (!w || w.ids.get(p.id) !== p.cancelled) return;
     w.ids.delete(p.id);
     // None left: the wait in flight is called off, so it holds no request open.
     if (!w.ids.size) w.ctl?.abort();
