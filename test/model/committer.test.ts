@@ -289,7 +289,7 @@ describe('committer: what the engine remembers, with two batches in flight', () 
 });
 
 /** The queue object's engine (hints kept, two batches in flight) over SQLite, every batch it sends kept. */
-const setupEngine = () => {
+const setupEngine = (now?: () => number) => {
   const db = new DatabaseSync(':memory:');
   migrate(db);
   const sql = new SqlitePort(db);
@@ -300,7 +300,7 @@ const setupEngine = () => {
       return sql.batch(stmts);
     },
   };
-  const engine = new Engine(port, { singleWriter: true, committer: { depth: 2 } });
+  const engine = new Engine(port, { singleWriter: true, committer: { depth: 2 }, now });
   const state = (id: string) => (db.prepare('SELECT state FROM invocations WHERE id = ?').get(id) as { state: string }).state;
   return { engine, batches, state };
 };
@@ -347,26 +347,28 @@ describe("acks of a worker that keeps up ride the next submit's batch", () => {
   }
 
   it('a submit within the moment the claim waits carries its acks, the insert and the claim in one batch', async () => {
-    const { engine, batches, state } = setupEngine();
+    // The moment (GATHER_MS, 5 ms) held still: the engine's clock (a worker fed within the moment
+    // keeps up) and its timer (how long the claim waits for the submit). On a loaded machine the
+    // test's own steps take longer than the moment itself.
+    const { engine, batches, state } = setupEngine(() => 1_800_000_000_000);
     const j1 = await keptUp(engine);
     const before = batches.length;
-    // The moment (GATHER_MS, 5 ms) is the engine's timer, held still here: on a loaded machine a
-    // turn of the loop can take longer than the moment itself.
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
-    let out;
-    try {
-      const round = engine.work.ackAndClaim('ns', 'q', [{ id: 'j1', workerId: 'w', attempt: j1.attempt }], {
-        workerId: 'w',
-        max: 4,
-        waitMs: 5_000,
-      });
-      await turn(); // the submit comes a moment later
-      await engine.submit('ns', 'q', { id: 'j2', envelope: BYTES });
-      await vi.runAllTimersAsync();
-      out = await round;
-    } finally {
-      vi.useRealTimers();
-    }
+    const out = await (async () => {
+      try {
+        const round = engine.work.ackAndClaim('ns', 'q', [{ id: 'j1', workerId: 'w', attempt: j1.attempt }], {
+          workerId: 'w',
+          max: 4,
+          waitMs: 5_000,
+        });
+        await turn(); // the submit comes a moment later
+        await engine.submit('ns', 'q', { id: 'j2', envelope: BYTES });
+        await vi.runAllTimersAsync();
+        return await round;
+      } finally {
+        vi.useRealTimers();
+      }
+    })();
     expect(out.acks).toEqual([{ ok: true, value: { absorbed: false } }]);
     expect(out.claimed.map((c) => c.id)).toEqual(['j2']);
     expect(state('j1')).toBe('succeeded');
