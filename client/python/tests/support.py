@@ -3,6 +3,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 from typing import Callable, Dict, Tuple
@@ -91,3 +92,32 @@ def check_a_newer_claim_outlives_an_older_attempts_answer(test: unittest.TestCas
     row = d.get("twice")
     test.assertEqual((row["state"], row["attempt"], row["result"]), ("succeeded", 2, b"done"))
     test.assertEqual(len(d._claims), 0)  # the claim it ended is forgotten
+
+
+def check_a_cancel_reaches_a_running_handler_within_moments(test: unittest.TestCase, d, worker) -> None:
+    """A 30 s lease puts the heartbeat 10 s away: a job running under `worker` (the plane `d`, or
+    a client of it with a worker token) hears its cancel from the worker's wait on its jobs'
+    results, within 5 s, and ends cancelled."""
+    import lakeshore as ls
+
+    heard, began, cancelled_at = {}, threading.Event(), [0.0]
+
+    def train():
+        job = ls.current_job()
+        began.set()
+        job.stop.wait(30)
+        heard["after"] = time.monotonic() - cancelled_at[0]
+        return "saved"
+
+    h = ls.SyncQueue("prompt", dispatch=d).submit("train")
+    t = threading.Thread(target=lambda: ls.run_worker(worker, "prompt", {"train": train}, once=True, lease=30))
+    t.start()
+    try:
+        test.assertTrue(began.wait(10))
+        cancelled_at[0] = time.monotonic()
+        test.assertTrue(h.cancel())
+        t.join(8)
+        test.assertLess(heard.get("after", 99), 5.0)
+        test.assertEqual(h.get()["state"], "cancelled")
+    finally:
+        t.join(30)

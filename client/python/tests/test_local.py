@@ -15,7 +15,8 @@ sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")
 sys.path.insert(0, os.path.dirname(__file__))
 
 import lakeshore as ls  # noqa: E402
-from support import TempDirs, wait_until, check_a_newer_claim_outlives_an_older_attempts_answer, check_a_worker_says_who_it_is  # noqa: E402
+from support import (TempDirs, wait_until, check_a_cancel_reaches_a_running_handler_within_moments,  # noqa: E402
+                     check_a_newer_claim_outlives_an_older_attempts_answer, check_a_worker_says_who_it_is)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
@@ -356,30 +357,7 @@ class LocalPlane(unittest.TestCase):
             t.join(10)
 
     def test_a_cancel_reaches_a_running_handler_within_moments_not_at_its_heartbeat(self):
-        # A 30 s lease: the heartbeat is 10 s away; the worker's wait on its jobs' results is not.
-        q = ls.SyncQueue("prompt", self.d)
-        heard, began = {}, threading.Event()
-
-        def train():
-            job = ls.current_job()
-            began.set()
-            job.stop.wait(30)
-            heard["after"] = time.monotonic() - cancelled_at[0]
-            return "saved"
-
-        cancelled_at = [0.0]
-        h = q.submit("train")
-        t = threading.Thread(target=lambda: ls.run_worker(q, registry={"train": train}, once=True, lease=30))
-        t.start()
-        try:
-            self.assertTrue(began.wait(10))
-            cancelled_at[0] = time.monotonic()
-            self.assertTrue(h.cancel())
-            t.join(8)
-            self.assertLess(heard.get("after", 99), 5.0)
-            self.assertEqual(h.get()["state"], "cancelled")
-        finally:
-            t.join(30)
+        check_a_cancel_reaches_a_running_handler_within_moments(self, self.d, self.d)
 
     def test_a_worker_logs_each_attempts_outcome_and_why(self):
         q = ls.SyncQueue("outcomes", self.d)
