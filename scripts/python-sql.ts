@@ -36,6 +36,8 @@ import { deletePlan, purgeStatePlan } from '../src/core/sql/delete.ts';
 import { CLAIM_BYTES, claimStmts } from '../src/core/sql/claim.ts';
 import { dueSchedulesPlan, listSchedulesPlan, removeSchedulePlan, setSchedulePlan, tickPlan } from '../src/core/sql/schedules.ts';
 import { CRON_SYNTAX } from '../src/core/cron.ts';
+import { PUSH_BACKOFF, PUSH_WORKER_ID } from '../src/core/push-port.ts';
+import { storedBackoff } from '../src/core/requests.ts';
 import type { Plan } from '../src/core/plan.ts';
 import type { Stmt } from '../src/core/port.ts';
 
@@ -63,6 +65,7 @@ const S = {
   error: '«error»',
   default_max_attempts: 9_000_000_017,
   delay_ms: 9_000_000_019,
+  default_backoff: '«default_backoff»',
   seq: 9_000_000_021,
   kind: 9_000_000_023,
   body: new Uint8Array([0xfe, 0xed, 0x03]),
@@ -139,7 +142,18 @@ const claimCtx = {
 };
 const submit = submitPlan(S.now, S.ns, S.queue, [submitItem]);
 const ack = ackPlan(S.now, S.ns, [{ id: S.id, queue: S.queue, holder, result: S.result }]);
-const nackRetry = nackPlan(S.now, S.ns, S.id, S.queue, holder, { message: S.error }, true, S.default_max_attempts, S.delay_ms);
+const nackRetry = nackPlan(
+  S.now,
+  S.ns,
+  S.id,
+  S.queue,
+  holder,
+  { message: S.error },
+  true,
+  S.default_max_attempts,
+  S.delay_ms,
+  S.default_backoff,
+);
 const heartbeat = heartbeatPlan(S.now, S.ns, S.id, S.queue, holder, S.lease_ms, S.default_lease_ms);
 const cancel = cancelPlan(S.now, S.ns, S.id, S.queue);
 const retry = retryPlan(S.now, S.ns, S.id, S.queue);
@@ -168,6 +182,8 @@ const artifact = {
     purge_batch: PURGE_BATCH,
     purge_rounds: PURGE_ROUNDS,
     envelope_bytes: DEFAULT_LIMITS.envelopeBytes,
+    push_worker_id: PUSH_WORKER_ID,
+    push_backoff: storedBackoff(PUSH_BACKOFF),
     result_bytes: DEFAULT_LIMITS.resultBytes,
     frame_bytes: DEFAULT_LIMITS.frameBytes,
     claim_bytes: CLAIM_BYTES,
@@ -199,7 +215,9 @@ const artifact = {
     ack: statements(ack),
     ack_missed: followUp(ack),
     nack_retry: statements(nackRetry),
-    nack_fail: statements(nackPlan(S.now, S.ns, S.id, S.queue, holder, { message: S.error }, false, S.default_max_attempts, S.delay_ms)),
+    nack_fail: statements(
+      nackPlan(S.now, S.ns, S.id, S.queue, holder, { message: S.error }, false, S.default_max_attempts, S.delay_ms, S.default_backoff),
+    ),
     nack_missed: followUp(nackRetry),
     heartbeat: statements(heartbeat),
     heartbeat_missed: followUp(heartbeat),

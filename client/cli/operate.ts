@@ -5,6 +5,10 @@ import type { DispatchPlane, InvocationSummary, QueueInfo, Schedule, SettingsCha
 import { EXIT, type Out } from './output.ts';
 import { parseJson, parseKwargs, UsageError } from './usage.ts';
 import { noInvocation } from '../../src/core/errors.ts';
+import { PUSH_BACKOFF } from '../../src/core/push-port.ts';
+import type { Backoff } from '../../src/core/types.ts';
+
+const backoffText = (b: Backoff) => `${b.initialMs} ms x${b.factor} up to ${b.maxMs} ms, jitter ${b.jitter}`;
 
 const num = (what: string, s: string | undefined): number | undefined => {
   if (s === undefined) return undefined;
@@ -145,7 +149,7 @@ export async function queue(d: DispatchPlane, out: Out, name: string, f: QueueFl
       `max attempts     ${s.maxAttempts ?? 'plane default'}`,
       `max running      ${s.maxRunning ?? 'no cap'}`,
       `claims/s         ${s.claimsPerSecond ?? 'no limit'}`,
-      `retry backoff    ${b ? `${b.initialMs} ms x${b.factor} up to ${b.maxMs} ms, jitter ${b.jitter}` : 'none'}`,
+      `retry backoff    ${b ? backoffText(b) : s.push ? `none: its deliveries wait the push backoff, ${backoffText(PUSH_BACKOFF)}` : 'none'}`,
       `dead letters to  ${s.deadLetterQueue ?? 'none'}`,
       `default ttl      ${s.ttlMs === null ? 'none' : `${s.ttlMs} ms`}`,
       `retention        ${s.retentionMs === null ? 'plane default (7 days)' : `${s.retentionMs} ms`}`,

@@ -4,10 +4,20 @@
  */
 import type { Ack } from './push-acks.ts';
 import type { Delivered } from './push-wire.ts';
-import type { Claimed, InvocationError } from './types.ts';
+import type { Backoff, Claimed, InvocationError } from './types.ts';
 
 /** The worker id a plane's pusher claims as (the workers list shows it; a delivery names it). */
 export const PUSH_WORKER_ID = 'lakeshore-push';
+
+/**
+ * The backoff between a push queue's deliveries of a job when its queue sets none: 10 s, 1 min,
+ * 6 min, 36 min, then hourly, each ±10 %. A target that is down (a deploy, a cold start, an
+ * outage) would otherwise see the job's whole attempt budget in milliseconds, and a recovering one
+ * every failed job at once. A queue's own `retry_backoff` (0 for none) and a `Retry-After` take
+ * precedence. It applies to every nack of the pusher's worker id: the pusher's, and a receiver's
+ * with its delivery token.
+ */
+export const PUSH_BACKOFF: Backoff = { initialMs: 10_000, factor: 6, maxMs: 3_600_000, jitter: 0.1 };
 
 /** What a pusher needs of its plane. */
 export interface PushPort {

@@ -12,7 +12,7 @@ import type { AppendInput } from './sql/append.ts';
 import type { ClaimInput } from './sql/claim.ts';
 import type { Holder } from './sql/fence.ts';
 import type { SubmitInput } from './sql/submit.ts';
-import type { InvocationError } from './types.ts';
+import type { Backoff, InvocationError } from './types.ts';
 import * as v from './validate.ts';
 
 export interface SubmitRequest {
@@ -157,7 +157,15 @@ export function backoffInput(b: unknown, limits: Limits): string | null {
   if (maxMs < initialMs) throw badRequest('retry_backoff.max_ms must not be below initial_ms');
   const jitter = v.finite('retry_backoff.jitter', o.jitter, 0);
   if (jitter < 0 || jitter > 1) throw badRequest('retry_backoff.jitter must be between 0 and 1');
-  // The delay of each attempt, worked out once here: SQL then looks it up (no math functions needed).
+  return storedBackoff({ initialMs, factor, maxMs, jitter });
+}
+
+/**
+ * A backoff as the plane stores it: its settings, and the delay of each attempt worked out once
+ * here, so SQL looks it up (sql/attempts.ts: no math functions needed).
+ */
+export function storedBackoff(b: Backoff): string {
+  const { initialMs, factor, maxMs, jitter } = b;
   const delays: number[] = [];
   for (let d = initialMs; delays.length < BACKOFF_STEPS; d *= factor) {
     delays.push(Math.min(maxMs, Math.round(d)));

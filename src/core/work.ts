@@ -21,7 +21,9 @@ import {
   type ClaimRequest,
   type HolderRequest,
   type NackRequest,
+  storedBackoff,
 } from './requests.ts';
+import { PUSH_BACKOFF, PUSH_WORKER_ID } from './push-port.ts';
 import { failed, fill, one, parseEach, type Settled } from './settled.ts';
 import { ackPlan, type AckItem, type Finished } from './sql/ack.ts';
 import { heartbeatPlan } from './sql/heartbeat.ts';
@@ -32,6 +34,8 @@ import { type KnownWorkers, workerKey } from './sql/workers.ts';
 import type { Claimed, HeartbeatAnswer } from './types.ts';
 import * as v from './validate.ts';
 import { keys } from './waiters.ts';
+
+const PUSH_BACKOFF_STORED = storedBackoff(PUSH_BACKOFF);
 
 export type Nacked = { state: 'queued' | 'delayed' | 'failed'; absorbed: boolean };
 
@@ -300,7 +304,9 @@ export class Work {
     const n = nackInput(req, this.limits);
     // The budget: the job's, else its queue's, else the nacking worker's, else the plane's default.
     const fallback = n.maxAttempts ?? this.limits.defaultMaxAttempts;
-    const plan = nackPlan(this.now(), ns, invId, req.queue ?? null, n.holder, n.error, n.retry, fallback, n.delayMs);
+    // The pusher's nacks (and its receivers') wait the push backoff where the queue sets none.
+    const backoff = n.holder.workerId === PUSH_WORKER_ID ? PUSH_BACKOFF_STORED : null;
+    const plan = nackPlan(this.now(), ns, invId, req.queue ?? null, n.holder, n.error, n.retry, fallback, n.delayMs, backoff);
     // A retry queues the row again: claims parked on its queue ride along when the caller named it.
     const fed = n.retry ? (req.queue ?? null) : null;
     const requeues = (out: Finished) => (!out.absorbed && out.state === 'queued' ? 1 : 0);

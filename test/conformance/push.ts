@@ -83,6 +83,47 @@ export function pushDelivery(handle: () => PlaneHandle) {
       }
     });
 
+    it('a failed delivery waits the push backoff (10 s) where its queue sets none; a queue backoff of 0 retries at once', async () => {
+      const h = handle();
+      const d = h.plane;
+      const r = await receiver((hit, _req, res) => {
+        if (hit.id === 'down' || hit.attempt === 1) return json(res, 503, { error: 'deploying' });
+        json(res, 200, 'ok');
+      });
+      servers.push(r.server);
+      const secret = (await d.configureQueue('hooks-default', { push: { url: r.url, concurrency: 2, timeoutMs: 5_000 } })).settings.push!
+        .secret!;
+      const own = await d.configureQueue('hooks-own', {
+        push: { url: r.url, concurrency: 2, timeoutMs: 5_000 },
+        retryBackoff: { initialMs: 0 },
+      });
+      expect(own.settings.retryBackoff).toMatchObject({ initialMs: 0 });
+      const pushing = h.pushFrom?.();
+      try {
+        r.setSecret(secret);
+        await d.submit('hooks-default', new TextEncoder().encode('{}'), { id: 'down' });
+        await until(async () => (await d.get('down'))?.state === 'delayed', 'the failed delivery waits', 20_000, 20);
+        const row = (await d.get('down'))!;
+        const failedAt = r.hits.find((x) => x.id === 'down')!.at;
+        // 10 s, ±10 %, from the moment the receiver answered (give or take this machine's clock reads).
+        expect(row.runAt! - failedAt).toBeGreaterThanOrEqual(9_000 - 1_000);
+        expect(row.runAt! - failedAt).toBeLessThanOrEqual(11_000 + 1_000);
+        expect(row.attempt).toBe(1);
+        expect(row.error?.message).toMatch(/answered 503/);
+        expect(r.hits.filter((x) => x.id === 'down')).toHaveLength(1);
+
+        // The queue's own backoff, 0 here, wins: the job is delivered again at once and succeeds.
+        r.setSecret(own.settings.push!.secret!);
+        await d.submit('hooks-own', new TextEncoder().encode('{}'), { id: 'blip' });
+        expect(await d.result('blip', { timeoutMs: 10_000 })).not.toBeNull();
+        expect(r.hits.filter((x) => x.id === 'blip').map((x) => x.attempt)).toEqual([1, 2]);
+      } finally {
+        await pushing?.stop();
+        await d.configureQueue('hooks-default', { push: null });
+        await d.configureQueue('hooks-own', { push: null });
+      }
+    });
+
     it('pushes batches of up to push.batch_size jobs, and settles each job by the outcome its answer names', async () => {
       const h = handle();
       const d = h.plane;

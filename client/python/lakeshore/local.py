@@ -457,7 +457,9 @@ class Dispatch(ClaimMachinery, FeedLog, JournalVerbs, ObserveVerbs, OperatorVerb
         if not isinstance(err, dict) or not isinstance(err.get("message"), str):
             raise BadRequest("error must be a string or an object with a string message")
         h = self._holder(inv_id, worker_id, attempt)
-        values = {"id": inv_id, "queue": None, "error_json": json.dumps(err), "delay_ms": None if delay is None else _ms(_number("delay", delay, 0)), **h}
+        values = {"id": inv_id, "queue": None, "error_json": json.dumps(err), "delay_ms": None if delay is None else _ms(_number("delay", delay, 0)), **h,
+                  # the push backoff where the queue sets none, for the pusher's worker id alone (a Node pusher may share this file)
+                  "default_backoff": LIMITS["push_backoff"] if h["worker_id"] == LIMITS["push_worker_id"] else None}
         if max_attempts is not None:
             values["default_max_attempts"] = _int("max_attempts", max_attempts, 1, 1000)
         rows = self._run("nack_retry" if retry else "nack_fail", values)[0]

@@ -67,6 +67,24 @@ class LocalPlane(unittest.TestCase):
             d.result("f", timeout=1)
         self.assertEqual((cm.exception.error["type"], cm.exception.error["last"]["message"]), ("AttemptsExhausted", "boom"))
 
+    def test_a_pushers_nack_waits_the_push_backoff_where_its_queue_sets_none(self):
+        # A Node `lakeshore push` may push from this file: its nacks wait as on every plane.
+        d = self.d
+        d.submit("hooks", b"x", id="p")
+        c = d.claim("hooks", "lakeshore-push")
+        before = int(time.time() * 1000)
+        self.assertEqual(d.nack(c.id, "lakeshore-push", error="push target answered 503"), "delayed")
+        wait = d.get("p")["run_at"] - before
+        self.assertTrue(9_000 <= wait <= 11_000 + 1_000, wait)
+        d.submit("hooks", b"x", id="w")
+        self.assertEqual(d.nack(d.claim("hooks", "gpu-1").id, "gpu-1", error="boom"), "queued")  # any other worker: none
+        d.configure_queue("hooks", retry_backoff={"initial_ms": 0})
+        d.submit("hooks", b"x", id="q")
+        c = d.claim("hooks", "lakeshore-push")
+        while c.id != "q":
+            c = d.claim("hooks", "lakeshore-push")
+        self.assertEqual(d.nack("q", "lakeshore-push", error="503"), "queued")  # the queue's own, 0, wins
+
     def test_delays_ttl_and_waiting_claims(self):
         d = self.d
         d.submit("q", b"x", id="later", delay=0.3)

@@ -14,15 +14,24 @@ export const budget = (t: string, dflt: string) =>
 export const spent = (t: string) => `(${t}.attempt - ${t}.budget_from)`;
 
 /**
- * SQL: the backoff before the row `t`'s next attempt, in ms: its queue's delay for the attempt
- * that just failed (the delays are worked out when the setting is made; past the last one it
- * repeats), spread by the jitter at random; 0 without a backoff. Evaluate it once per row (in a
- * MATERIALIZED CTE): it draws a random number.
+ * SQL: the delay a stored backoff `b` (JSON `{delays: [ms per attempt], jitter}`, as
+ * `backoffInput` writes it) gives the `n`th attempt's retry: its delay for that attempt (past the
+ * last one it repeats), spread by the jitter at random; NULL when `b` is NULL.
  */
-export const backoff = (t: string) =>
-  `COALESCE((SELECT CAST(json_extract(q.backoff, '$.delays[' || (min(${spent(t)}, json_array_length(q.backoff, '$.delays')) - 1) || ']')
-                         * (1 + json_extract(q.backoff, '$.jitter') * ((abs(random()) % 2000001) / 1000000.0 - 1)) AS INTEGER)
-               FROM queues q WHERE q.ns = ${t}.ns AND q.queue = ${t}.queue AND q.backoff IS NOT NULL), 0)`;
+const delayOf = (b: string, n: string) =>
+  `CAST(json_extract(${b}, '$.delays[' || (min(${n}, json_array_length(${b}, '$.delays')) - 1) || ']')
+        * (1 + json_extract(${b}, '$.jitter') * ((abs(random()) % 2000001) / 1000000.0 - 1)) AS INTEGER)`;
+
+/**
+ * SQL: the backoff before the row `t`'s next attempt, in ms: its queue's (the delays are worked
+ * out when the setting is made), else the one the stored backoff `fallback` gives (an SQL
+ * parameter, NULL for none: the default a nack may bring, nack.ts), else 0. Evaluate it once per
+ * row (in a MATERIALIZED CTE): it draws a random number.
+ */
+export const backoff = (t: string, fallback?: string) =>
+  `COALESCE((SELECT ${delayOf('q.backoff', spent(t))}
+               FROM queues q WHERE q.ns = ${t}.ns AND q.queue = ${t}.queue AND q.backoff IS NOT NULL),
+            ${fallback ? `${delayOf(fallback, spent(t))}, ` : ''}0)`;
 
 /**
  * SQL: the error of a row whose last attempt failed with the JSON error `last`: `spent` of its

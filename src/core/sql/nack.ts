@@ -8,8 +8,9 @@ import { backoff, budget, exhausted, spent } from './attempts.ts';
 
 /**
  * A nack with retry puts the row back while it has attempts left: queued, or delayed for
- * `delayMs` (else its queue's backoff) first; on its last attempt it fails it (AttemptsExhausted,
- * see attempts.ts), as a nack without retry does at once. `runAt` in the answer: when a delayed
+ * `delayMs` (else its queue's backoff, else `defaultBackoff`: a stored backoff, the pusher's)
+ * first; on its last attempt it fails it (AttemptsExhausted, see attempts.ts), as a nack without
+ * retry does at once. `runAt` in the answer: when a delayed
  * row comes due.
  */
 export function nackPlan(
@@ -22,13 +23,14 @@ export function nackPlan(
   retry: boolean,
   defaultMaxAttempts: number,
   delayMs: number | null,
+  defaultBackoff: string | null = null,
 ): Plan<Finished & { runAt: number | null }> {
   const again = `?7 = 1 AND x.n < x.max`;
   return {
     stmts: [
       stmt(
         `WITH x AS MATERIALIZED (
-           SELECT r.rid, r.attempt, ${spent('r')} AS n, ${budget('r', '?9')} AS max, COALESCE(?10, ${backoff('r')}) AS delay
+           SELECT r.rid, r.attempt, ${spent('r')} AS n, ${budget('r', '?9')} AS max, COALESCE(?10, ${backoff('r', '?11')}) AS delay
              FROM invocations r WHERE ${heldOne('r.')})
          UPDATE invocations
             SET state = CASE WHEN ${again} THEN (CASE WHEN x.delay > 0 THEN 'delayed' ELSE 'queued' END) ELSE 'failed' END,
@@ -42,6 +44,7 @@ export function nackPlan(
         JSON.stringify(error),
         defaultMaxAttempts,
         delayMs,
+        defaultBackoff,
       ),
     ],
     done: ([u]) => {
