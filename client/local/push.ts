@@ -68,7 +68,10 @@ export function startPushing(d: Dispatch, opts: PushingOptions = {}): Pushing {
             ),
           ),
         nack: async (c, error, retry, delayMs) => {
-          await d.nack(c.id, PUSH_WORKER_ID, { attempt: c.attempt, error, retry, delayMs: delayMs ?? undefined });
+          const state = await d.nack(c.id, PUSH_WORKER_ID, { attempt: c.attempt, error, retry, delayMs: delayMs ?? undefined });
+          // When it comes due, for the delivery's line: a read of the row (a nack of a local plane answers its state alone).
+          const runAt = state === 'delayed' ? ((await d.get(c.id).catch(() => null))?.runAt ?? null) : null;
+          return { state, runAt };
         },
         deliveryToken: async () => null,
         fetch: (url, init) => fetch(url, init),

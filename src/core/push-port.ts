@@ -19,6 +19,12 @@ export const PUSH_WORKER_ID = 'lakeshore-push';
  */
 export const PUSH_BACKOFF: Backoff = { initialMs: 10_000, factor: 6, maxMs: 3_600_000, jitter: 0.1 };
 
+/** What a nack made of a pushed job: queued again, delayed until `runAt`, or failed. */
+export interface Retried {
+  state: 'queued' | 'delayed' | 'failed';
+  runAt: number | null;
+}
+
 /** What a pusher needs of its plane. */
 export interface PushPort {
   /** Claims up to `max` jobs for `workerId`, waiting up to `waitMs` for one; `signal` calls the wait off. */
@@ -30,8 +36,12 @@ export interface PushPort {
   ackMany(items: Ack[]): Promise<(Error | null)[]>;
   /** The acks and the next claim in one write (the claim waits at most a moment for work). */
   ackAndClaim(acks: Ack[], max: number, leaseMs: number, waitMs: number): Promise<{ acks: (Error | null)[]; claimed: Claimed[] }>;
-  /** Nacks the attempt: with `retry`, under the queue's budget, after `delayMs` (null: the queue's backoff). */
-  nack(c: Claimed, error: InvocationError, retry: boolean, delayMs: number | null): Promise<void>;
+  /**
+   * Nacks the attempt: with `retry`, under the queue's budget, after `delayMs` (null: the queue's
+   * backoff, else the push backoff). Answers what became of the job: waiting again (and when it is
+   * due), or failed.
+   */
+  nack(c: Claimed, error: InvocationError, retry: boolean, delayMs: number | null): Promise<Retried>;
   /** The receiver's credential for this job and attempt (append, heartbeat, ack, nack), or null. */
   deliveryToken(c: Claimed): Promise<string | null>;
   fetch(url: string, init: RequestInit): Promise<Response>;

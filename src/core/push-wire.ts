@@ -130,6 +130,17 @@ export interface Delivered {
   /** acked (2xx), accepted (202: the receiver finishes it), nacked (retried or failed per the budget), refused (its answer came after the lease). */
   outcome: 'acked' | 'accepted' | 'nacked' | 'refused';
   error?: string;
+  /** What the nack made of the job: queued again, delayed (`inMs` until it is delivered again), or failed. */
+  next?: { state: 'queued' | 'delayed' | 'failed'; inMs: number | null };
+}
+
+/** What follows a nacked delivery, for its line: "; delivered again in 10 s", "; its job failed". */
+export function nextText(d: Delivered): string {
+  if (!d.next) return '';
+  if (d.next.state === 'failed') return '; its job failed';
+  if (d.next.state === 'queued' || d.next.inMs === null) return '; delivered again at once';
+  const s = d.next.inMs / 1000;
+  return `; delivered again in ${s < 60 ? `${Math.round(s)} s` : s < 5400 ? `${Math.round(s / 60)} min` : `${Math.round(s / 3600)} h`}`;
 }
 
 /** A delivery's outcome as the feed tells it. */
@@ -141,7 +152,7 @@ export function deliveryLine(d: Delivered): LogLine {
       : d.outcome === 'accepted'
         ? 'accepted: the receiver finishes it with its delivery token'
         : d.outcome === 'nacked'
-          ? `nacked: ${d.error}`
+          ? `nacked: ${d.error}${nextText(d)}`
           : `refused: ${d.error}`;
   return {
     id: d.id,

@@ -17,7 +17,7 @@
 import { PushAcks } from './push-acks.ts';
 import { type Delivered, deliveryBody, outcomesOf, resultOf, retryAfterMs } from './push-wire.ts';
 import { type PushTarget, signDelivery } from './push-target.ts';
-import type { PushOptions, PushPort, PushStats } from './push-port.ts';
+import type { PushOptions, PushPort, PushStats, Retried } from './push-port.ts';
 import type { Claimed } from './types.ts';
 
 export type { Ack } from './push-acks.ts';
@@ -226,13 +226,15 @@ export class Pusher {
     c: Claimed,
     d: { status: number | null; ms: number; batch: number },
     outcome: Delivered['outcome'],
-    write: () => Promise<void>,
+    write: () => Promise<Retried | void>,
     error?: string,
   ): Promise<void> {
     let out = outcome;
     let why = error;
+    let next: Delivered['next'];
     try {
-      await write();
+      const r = await write();
+      if (r) next = { state: r.state, inMs: r.runAt === null ? null : Math.max(0, r.runAt - this.now()) };
     } catch (e) {
       // The attempt is no longer ours (the receiver took longer than the lease, or it was cancelled): refused, like a late worker.
       out = 'refused';
@@ -248,6 +250,7 @@ export class Pusher {
       batch: d.batch,
       outcome: out,
       ...(why ? { error: why } : {}),
+      ...(next ? { next } : {}),
     });
   }
 

@@ -37,7 +37,8 @@ import { keys } from './waiters.ts';
 
 const PUSH_BACKOFF_STORED = storedBackoff(PUSH_BACKOFF);
 
-export type Nacked = { state: 'queued' | 'delayed' | 'failed'; absorbed: boolean };
+/** A nack's outcome; `runAt`: when a delayed job comes due (its backoff's end), else null. */
+export type Nacked = { state: 'queued' | 'delayed' | 'failed'; absorbed: boolean; runAt: number | null };
 
 export interface WorkOptions {
   committer: Committer;
@@ -334,7 +335,7 @@ export class Work {
       }
       this.park.wake(keys.journal(ns, invId));
     }
-    return { state: out.state === 'succeeded' ? 'failed' : out.state, absorbed: out.absorbed };
+    return { state: out.state === 'succeeded' ? 'failed' : out.state, absorbed: out.absorbed, runAt: out.runAt };
   }
 
   /** Nacks many; each item is fenced on its own, and a stale item fails alone. */

@@ -73,7 +73,8 @@ export class Pushing {
             )
           ).map((r) => (r.ok ? null : errorOf(r.error))),
         nack: async (c, error, retry, delayMs) => {
-          await engine.work.nack(ns, c.id, { workerId: PUSH_WORKER_ID, attempt: c.attempt, error, retry, delayMs, queue });
+          const out = await engine.work.nack(ns, c.id, { workerId: PUSH_WORKER_ID, attempt: c.attempt, error, retry, delayMs, queue });
+          return { state: out.state, runAt: out.runAt };
         },
         deliveryToken: async (c) =>
           mintDeliveryToken(await signingKeys(this.o.env as unknown as Record<string, string | undefined>), {
