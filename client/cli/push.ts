@@ -3,7 +3,7 @@
  * targets (client/local/push.ts); one line per delivery until Ctrl-C or SIGTERM. The edge plane
  * pushes by itself: there is nothing to run for it.
  */
-import { nextText } from '../../src/core/push-wire.ts';
+import { nextText, whyText } from '../../src/core/push-wire.ts';
 import type { DispatchPlane } from '../types.ts';
 import { UsageError } from './usage.ts';
 import { EXIT, type Out } from './output.ts';
@@ -20,7 +20,7 @@ export async function push(d: DispatchPlane, out: Out, queues: string[]): Promis
     onDelivered: (queue, x) =>
       out.print(
         { queue, ...x },
-        `${queue}  ${x.id}  attempt ${x.attempt}  ${x.status ?? 'no answer'}  ${x.ms} ms  ${x.outcome}${x.error ? `: ${x.error}` : ''}${nextText(x)}`,
+        `${queue}  ${x.id}  attempt ${x.attempt}  ${x.status ?? 'no answer'}  ${x.ms} ms  ${x.outcome}${x.error ? `: ${whyText(x)}` : ''}${nextText(x)}`,
       ),
   });
   process.stderr.write(

@@ -134,6 +134,9 @@ export interface Delivered {
   next?: { state: 'queued' | 'delayed' | 'failed'; inMs: number | null };
 }
 
+/** Why a delivery was not acked, ending where its next clause may follow ("Network connection lost." ends in a stop). */
+export const whyText = (d: Delivered): string => (d.error ?? '').replace(/\.\s*$/, '');
+
 /** What follows a nacked delivery, for its line: "; delivered again in 10 s", "; its job failed". */
 export function nextText(d: Delivered): string {
   if (!d.next) return '';
@@ -152,7 +155,7 @@ export function deliveryLine(d: Delivered): LogLine {
       : d.outcome === 'accepted'
         ? 'accepted: the receiver finishes it with its delivery token'
         : d.outcome === 'nacked'
-          ? `nacked: ${d.error}${nextText(d)}`
+          ? `nacked: ${whyText(d)}${nextText(d)}`
           : `refused: ${d.error}`;
   return {
     id: d.id,

@@ -13,7 +13,7 @@ import { until } from '../support/wait.ts';
 
 const NOW = 1_800_000_000_000;
 
-async function deliverOnce(retried: Retried): Promise<Delivered> {
+async function deliverOnce(retried: Retried, answer = async () => new Response('deploying', { status: 503 })): Promise<Delivered> {
   const job: Claimed = {
     id: 'j1',
     queue: 'q',
@@ -38,7 +38,7 @@ async function deliverOnce(retried: Retried): Promise<Delivered> {
     ackAndClaim: async () => ({ acks: [], claimed: [] }),
     nack: async () => retried,
     deliveryToken: async () => null,
-    fetch: async () => new Response('deploying', { status: 503 }),
+    fetch: answer,
   };
   const p = new Pusher(
     port,
@@ -81,5 +81,10 @@ describe("a nacked delivery's line", () => {
     expect(deliveryLine(await deliverOnce({ state: 'delayed', runAt: NOW + 360_000 })).message).toMatch(/; delivered again in 6 min$/);
     expect(deliveryLine(await deliverOnce({ state: 'queued', runAt: null })).message).toMatch(/; delivered again at once$/);
     expect(deliveryLine(await deliverOnce({ state: 'failed', runAt: null })).message).toMatch(/: deploying; its job failed$/);
+    // workerd's words for a refused connection end in a stop: the line goes on after it without one.
+    const lost = await deliverOnce({ state: 'delayed', runAt: NOW + 10_000 }, async () => {
+      throw new Error('Network connection lost.');
+    });
+    expect(deliveryLine(lost).message).toMatch(/: push target could not be reached: Network connection lost; delivered again in 10 s$/);
   });
 });
