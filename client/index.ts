@@ -32,3 +32,4 @@ export {
   type Delivery,
   type VerifyOptions,
 } from './push.ts';
+export { finishLater, type FinishLaterOptions, type LaterJob } from './push-later.ts';

@@ -226,14 +226,15 @@ export class Pusher {
     c: Claimed,
     d: { status: number | null; ms: number; batch: number },
     outcome: Delivered['outcome'],
-    write: () => Promise<Retried | void>,
+    write: () => Promise<unknown>,
     error?: string,
   ): Promise<void> {
     let out = outcome;
     let why = error;
     let next: Delivered['next'];
     try {
-      const r = await write();
+      // A nack answers what became of the job (port.nack: Retried); an ack, nothing.
+      const r = (await write()) as Retried | undefined;
       if (r) next = { state: r.state, inMs: r.runAt === null ? null : Math.max(0, r.runAt - this.now()) };
     } catch (e) {
       // The attempt is no longer ours (the receiver took longer than the lease, or it was cancelled): refused, like a late worker.

@@ -17,8 +17,11 @@ import {
   HttpDispatch,
   UnauthorizedError,
   batchAnswer,
+  finishLater,
+  Queue,
   verifyBatch,
   verifyDelivery,
+  type Delivery,
   FencingConflictError,
   ForbiddenError,
   NotFoundError,
@@ -274,6 +277,54 @@ describe('push delivery', () => {
       ),
     ).rejects.toBeInstanceOf(FencingConflictError);
     await d.configureQueue('later', { push: null });
+  }, 60_000);
+
+  it('a 202 receiver finishes with finishLater: its values stream live to the job’s handle, its ack is the result, its nack a retry', async () => {
+    const d = plane();
+    const env = planeEnv('edge');
+    const deliveries: Delivery[] = [];
+    let secret = '';
+    const r = await receiver((hit, req, res) => {
+      void verifyDelivery(secret, req.headers as Record<string, string>, hit.body).then((x) => {
+        deliveries.push(x);
+        res.writeHead(202).end();
+      });
+    });
+    servers.push(r.server);
+    secret = (await d.configureQueue('slow-fn', { push: { url: r.url, concurrency: 2, timeoutMs: 5_000 }, retryBackoff: { initialMs: 0 } }))
+      .settings.push!.secret!;
+    const q = new Queue('slow-fn', { dispatch: d });
+    const h = await q.submit('train', 3);
+    await until(() => deliveries.length === 1, 'the delivery', 10_000);
+    const job = finishLater(deliveries[0]!, env.LAKESHORE_URL);
+    expect((await d.get(h.id))?.state).toBe('running'); // 202: the receiver's now
+    // Each value reaches the job's reader before the next is sent: live, not at the end.
+    const seen: unknown[] = [];
+    const reading = (async () => {
+      for await (const v of h.stream()) seen.push(v);
+    })();
+    for (let step = 0; step < 3; step++) {
+      await job.emit({ step });
+      await until(() => seen.length === step + 1, `value ${step} read`, 10_000);
+    }
+    expect(await job.heartbeat()).toBe(false);
+    await job.ack({ loss: 0.25 });
+    await reading;
+    expect(seen).toEqual([{ step: 0 }, { step: 1 }, { step: 2 }]);
+    expect(await h.result()).toEqual({ loss: 0.25 });
+    await expect(job.ack(1)).rejects.toThrow(/already acked or nacked/);
+
+    // A nack with retry: the job is delivered again (the queue's backoff is 0 here), as attempt 2.
+    const h2 = await q.submit('train', 4);
+    await until(() => deliveries.length === 2, 'the second delivery', 10_000);
+    expect(await finishLater(deliveries[1]!, env.LAKESHORE_URL).nack(new RangeError('out of memory'))).toBe('queued');
+    await until(() => deliveries.length === 3, 'its next attempt', 10_000);
+    expect(deliveries[2]).toMatchObject({ id: h2.id, attempt: 2 });
+    await finishLater(deliveries[2]!, env.LAKESHORE_URL).ack('ok');
+    expect(await h2.result()).toBe('ok');
+    // A local plane's delivery carries no token: finishLater says to answer with the outcome.
+    expect(() => finishLater({ ...deliveries[0]!, deliveryToken: null }, env.LAKESHORE_URL)).toThrow(/answer it with its outcome/);
+    await d.configureQueue('slow-fn', { push: null });
   }, 60_000);
 
   it('a receiver SIGKILLed mid-request: its deliveries are retried to the next one, none lost, each acked once by the attempt it ended with', async () => {

@@ -2,6 +2,7 @@
 plus interop with the Node CLI (LAKESHORE_NODE runs bin/lakeshore.mjs)."""
 import json
 import os
+import queue
 import re
 import socket
 import subprocess
@@ -743,6 +744,57 @@ class Readme(unittest.TestCase):
         self.assertEqual(e.exception.code, 401)
         self.assertIn("not a signed delivery", e.exception.read().decode())
         d.close()
+
+@unittest.skipUnless(URL, "needs LAKESHORE_URL")
+class FinishLater(unittest.TestCase):
+    def test_a_202_receiver_streams_values_live_and_acks_with_finish_later(self):
+        import http.server
+        deliveries: "queue.Queue[dict]" = queue.Queue()
+        secret = {}
+
+        class Receiver(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                deliveries.put(ls.verify_delivery(secret["s"], self.headers, body))
+                self.send_response(202)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(lambda: (server.shutdown(), server.server_close()))
+        d = client()
+        self.addCleanup(d.close)
+        secret["s"] = d.configure_queue("slow-py", push={"url": "http://127.0.0.1:%d/" % server.server_address[1]},
+                                        retry_backoff={"initial_ms": 0})["settings"]["push"]["secret"]
+        self.addCleanup(lambda: d.configure_queue("slow-py", push=None))
+        h = ls.SyncQueue("slow-py", dispatch=d).submit("train", 3)
+        job = ls.finish_later(deliveries.get(timeout=30), URL)
+        self.assertEqual(d.get(h.id)["state"], "running")  # 202: the receiver's now
+        seen: "queue.Queue[object]" = queue.Queue()
+        reader = threading.Thread(target=lambda: [seen.put(v) for v in h.stream(timeout=30)], daemon=True)
+        reader.start()
+        for step in range(3):  # each value reaches the job's reader before the next is sent: live
+            job.emit({"step": step})
+            self.assertEqual(seen.get(timeout=30), {"step": step})
+        self.assertFalse(job.heartbeat())
+        job.ack({"loss": 0.25})
+        reader.join(30)
+        self.assertEqual(h.result(timeout=30), {"loss": 0.25})
+        with self.assertRaisesRegex(TypeError, "already acked or nacked"):
+            job.ack(1)
+        # A nack with retry delivers it again, as attempt 2.
+        h2 = ls.SyncQueue("slow-py", dispatch=d).submit("train", 4)
+        self.assertEqual(ls.finish_later(deliveries.get(timeout=30), URL).nack(MemoryError("out of memory")), "queued")
+        again = deliveries.get(timeout=30)
+        self.assertEqual((again["id"], again["attempt"]), (h2.id, 2))
+        ls.finish_later(again, URL).ack("ok")
+        self.assertEqual(h2.result(timeout=30), "ok")
+        with self.assertRaisesRegex(TypeError, "answer it with its outcome"):
+            ls.finish_later({**again, "delivery_token": None}, URL)
+
 
 @unittest.skipUnless(URL, "needs LAKESHORE_URL")
 class Queues(TempDirs):
