@@ -332,9 +332,12 @@ async function jobView(id: string): Promise<void> {
       ...row('attempt', `${inv.attempt}${inv.maxAttempts ? ` of ${inv.maxAttempts}` : ''}`),
       ...row('worker', inv.workerId ?? '—'),
       ...row('created', when(inv.createdAt)),
+      // A delayed job (its delay, or a retry's backoff) says when it may run again.
+      ...(inv.state === 'delayed' ? row('due', when(inv.runAt)) : []),
       ...row('started', when(inv.startedAt)),
       ...row('finished', when(inv.finishedAt)),
-      ...(inv.error ? row('error', errorView(inv.error)) : []),
+      // A job waiting again after a failed attempt shows that attempt's error as the last one.
+      ...(inv.error ? row(inv.state === 'failed' || inv.state === 'cancelled' ? 'error' : 'last error', errorView(inv.error)) : []),
     );
     const live = inv.state === 'queued' || inv.state === 'running' || inv.state === 'delayed';
     controls.replaceChildren(

@@ -159,6 +159,16 @@ describe('the dashboard', () => {
     // Its journal's ERROR frame reads the same way, not as the JSON the worker wrote.
     await page.waitForSelector('.journal .frame-error details.stack');
     expect(await page.textContent('.journal .frame-error .error')).toBe('SmtpError: SMTP 550 mailbox unavailable');
+    // A job waiting out a retry's backoff says when it is due, and its error as the last one.
+    await d.submit('texts', bytes('{}'), { id: 'greylisted' });
+    await d.claim('texts', 'w');
+    await d.nack('greylisted', 'w', { error: { message: 'SMTP 451 try again later', type: 'SmtpError' }, retry: true, delayMs: 600_000 });
+    await page.goto(`${p.plane.url}/#/i/greylisted`);
+    await page.waitForSelector('.facts dt:has-text("due")');
+    const facts = await page.$$eval('.facts dt', (dts) => dts.map((dt) => [dt.textContent, dt.nextElementSibling?.textContent ?? '']));
+    expect(facts.find(([k]) => k === 'due')?.[1]).toMatch(/\(in 10 min\)$/);
+    expect(facts.find(([k]) => k === 'last error')?.[1]).toBe('SmtpError: SMTP 451 try again later');
+    expect(facts.some(([k]) => k === 'error')).toBe(false);
     await page.goto(`${p.plane.url}/#/q/emails/failed`);
     await page.waitForSelector('text=SmtpError: SMTP 550 mailbox unavailable');
     await page.screenshot({ path: join(shots, 'queue-1280.png') });
