@@ -1,9 +1,20 @@
 /** A failed job's stack, as its ERROR frame and its row keep it. */
 
-/** Where this client's modules are (client/ in a checkout; the package's root once bundled). */
-const OURS = new URL('../', import.meta.url);
-/** As a frame names it: a file URL, or a path (where source maps rewrote it, as under a test runner). */
-const OURS_AS = [OURS.href, decodeURIComponent(OURS.pathname)];
+/**
+ * Where this client's modules are (client/ in a checkout; the package's root once bundled), as a
+ * frame names it: a file URL, or a path (where source maps rewrote it, as under a test runner).
+ * None where a module has no URL of its own: a Worker's bundle (workerd leaves `import.meta.url`
+ * undefined there), whose stacks name no file of ours to cut.
+ */
+const OURS_AS: string[] = (() => {
+  const here: unknown = import.meta.url;
+  try {
+    const ours = new URL('../', typeof here === 'string' ? here : undefined);
+    return [ours.href, decodeURIComponent(ours.pathname)];
+  } catch {
+    return [];
+  }
+})();
 
 /**
  * The stack down to the handler's frames: the worker's own frames below them (the attempt, the job

@@ -139,6 +139,61 @@ describe(`the lakeshore package on the system Node (${nodeVersion})`, () => {
       }
     }, 60_000);
 
+    it('runs in a Cloudflare Worker as wrangler bundles it: a receiver answers 202 and finishes the job with finishLater', async () => {
+      // A user's Worker: the package imported as the README's receiver imports it, nodejs_compat on
+      // (docs/contract.md, "Push delivery"), served by `wrangler dev` from the project it is installed in.
+      writeFileSync(
+        join(project, 'worker.mjs'),
+        `import { verifyDelivery, finishLater, decodeEnvelope } from '@dreamlake/lakeshore';
+export default {
+  async fetch(req, env, ctx) {
+    const job = await verifyDelivery(env.PUSH_SECRET, req.headers, await req.text());
+    const later = finishLater(job, env.LAKESHORE_URL);
+    const { args } = decodeEnvelope(job.envelope);
+    ctx.waitUntil((async () => {
+      for (let i = 0; i < args[0]; i++) await later.emit(i * i);
+      await later.ack(args[0]);
+    })());
+    return new Response(null, { status: 202 });
+  },
+};
+`,
+      );
+      writeFileSync(
+        join(project, 'wrangler.toml'),
+        'name = "receiver"\nmain = "worker.mjs"\ncompatibility_date = "2025-09-01"\ncompatibility_flags = ["nodejs_compat"]\n',
+      );
+      const d = new HttpDispatch(plane.url, { token, namespace: 'default' });
+      const port = await freePort();
+      const secret = (await d.configureQueue('in-worker', { push: { url: `http://127.0.0.1:${port}/` } })).settings.push!.secret!;
+      writeFileSync(join(project, '.dev.vars'), `PUSH_SECRET=${secret}\nLAKESHORE_URL=${plane.url}\n`);
+      const dev = spawn(
+        process.execPath,
+        [join(ROOT, 'node_modules', 'wrangler', 'bin', 'wrangler.js'), 'dev', '--port', String(port), '--ip', '127.0.0.1'],
+        {
+          cwd: project,
+          env: { ...process.env, WRANGLER_SEND_METRICS: 'false', CI: 'true' },
+          stdio: ['ignore', 'pipe', 'pipe'],
+          detached: true,
+        },
+      );
+      let out = '';
+      dev.stdout!.on('data', (b: Buffer) => (out += b));
+      dev.stderr!.on('data', (b: Buffer) => (out += b));
+      try {
+        await until(() => /Ready on/.test(out) || dev.exitCode !== null, 'wrangler dev ready', 60_000);
+        expect(out).not.toMatch(/ERROR/);
+        const id = await d.submit('in-worker', encodeEnvelope({ fn: 'count', args: [4] }), { id: 'in-a-worker' });
+        expect(new TextDecoder().decode((await d.result(id, { timeoutMs: 30_000 }))!)).toBe('4');
+        const values = (await d.journalPage(id)).frames.filter((f) => f.kind === 0).map((f) => new TextDecoder().decode(f.body));
+        expect(values).toEqual(['0', '1', '4', '9']);
+      } finally {
+        if (dev.pid && dev.exitCode === null) process.kill(-dev.pid, 'SIGTERM');
+        await d.configureQueue('in-worker', { push: null });
+        await d.close();
+      }
+    }, 120_000);
+
     it('npx lakeshore talks to the plane', () => {
       const r = spawnSync('npx', ['lakeshore', 'stats', 'tour'], {
         cwd: project,
