@@ -235,7 +235,7 @@ export class Pusher {
     try {
       // A nack answers what became of the job (port.nack: Retried); an ack, nothing.
       const r = (await write()) as Retried | undefined;
-      if (r) next = { state: r.state, inMs: r.runAt === null ? null : Math.max(0, r.runAt - this.now()) };
+      if (r && outcome === 'nacked') next = { state: r.state, inMs: r.runAt === null ? null : Math.max(0, r.runAt - this.now()) };
     } catch (e) {
       // The attempt is no longer ours (the receiver took longer than the lease, or it was cancelled): refused, like a late worker.
       out = 'refused';
