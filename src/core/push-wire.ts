@@ -153,13 +153,15 @@ export function deliveryLine(d: Delivered): LogLine {
     d.outcome === 'acked'
       ? 'acked'
       : d.outcome === 'accepted'
-        ? 'accepted: the receiver finishes it with its delivery token'
+        ? d.error
+          ? `accepted, but ${d.error}`
+          : 'accepted: the receiver finishes it with its delivery token'
         : d.outcome === 'nacked'
           ? `nacked: ${whyText(d)}${nextText(d)}`
           : `refused: ${d.error}`;
   return {
     id: d.id,
-    level: d.outcome === 'acked' || d.outcome === 'accepted' ? 'info' : 'warn',
+    level: (d.outcome === 'acked' || d.outcome === 'accepted') && !d.error ? 'info' : 'warn',
     message: `push attempt ${d.attempt}: ${answer} in ${d.ms} ms${d.batch > 1 ? ` (a batch of ${d.batch})` : ''}, ${what}`,
   };
 }

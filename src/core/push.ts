@@ -31,6 +31,9 @@ const LATENCIES = 256;
 const MAX_PAUSE_MS = 5_000;
 /** How long a claim that may find the queue empty waits for an answer first (Pusher.pauseNext). */
 const SETTLE_MS = 5;
+/** Why a 202 to a delivery with no token (a local plane's) is a mistake the operator should hear of. */
+const TOKENLESS_202 =
+  'a local delivery carries no delivery token to finish it with: it is delivered again once its lease runs out (answer with the outcome instead)';
 /** A batch's answer may be this much bigger than its jobs' results together (its JSON around them). */
 const BATCH_ANSWER_SLACK = 64 * 1024;
 /**
@@ -307,7 +310,9 @@ export class Pusher {
       if (res.status === 202) {
         await res.body?.cancel();
         heard();
-        await Promise.all(cs.map((c) => this.settle(c, d, 'accepted', async () => {})));
+        // A local plane's delivery carries no token: nothing can finish the job but its lease's end.
+        const tokenless = tokens.every((t) => t === null) ? TOKENLESS_202 : undefined;
+        await Promise.all(cs.map((c) => this.settle(c, d, 'accepted', async () => {}, tokenless)));
         return;
       }
       if (res.status >= 200 && res.status < 300) {

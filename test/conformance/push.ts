@@ -124,6 +124,33 @@ export function pushDelivery(handle: () => PlaneHandle) {
       }
     });
 
+    it('a 202 leaves the job to its delivery token; where a delivery has none (a local plane) the operator hears why that cannot work', async () => {
+      const h = handle();
+      const d = h.plane;
+      const r = await receiver((_hit, _req, res) => res.writeHead(202).end());
+      servers.push(r.server);
+      const secret = (await d.configureQueue('accepting', { push: { url: r.url, concurrency: 1, timeoutMs: 5_000 } })).settings.push!
+        .secret!;
+      r.setSecret(secret);
+      const pushing = h.pushFrom?.();
+      try {
+        await d.submit('accepting', new TextEncoder().encode('{}'), { id: 'taken-on' });
+        await until(() => r.hits.length === 1, 'the delivery', 20_000, 20);
+        expect((await d.get('taken-on'))?.state).toBe('running'); // the receiver's until its lease ends
+        if (!h.pushesFromAnotherProcess) {
+          await until(async () => (await d.overview(['accepting']))[0]?.pushing?.delivered.accepted === 1, 'the 202 counted', 10_000, 20);
+          const lastError = (await d.overview(['accepting']))[0]!.pushing!.lastError;
+          if (h.pushFrom)
+            expect(lastError?.message).toMatch(/a local delivery carries no delivery token .* delivered again once its lease runs out/);
+          else expect(lastError).toBeNull();
+        }
+      } finally {
+        await pushing?.stop();
+        await d.cancel('taken-on');
+        await d.configureQueue('accepting', { push: null });
+      }
+    });
+
     it('pushes batches of up to push.batch_size jobs, and settles each job by the outcome its answer names', async () => {
       const h = handle();
       const d = h.plane;
