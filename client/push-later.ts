@@ -65,15 +65,18 @@ export function finishLater(delivery: Delivery, url?: string, opts: FinishLaterO
   let ended = false;
   const append = (kind: FrameKind, body: Uint8Array, final = false) =>
     d.journalAppend(delivery.id, null, { kind, seq: 0, body, meta: null }, { workerId: w, ...holder, final });
-  const end = () => {
+  const open = () => {
     if (ended) throw new TypeError(`finishLater: job ${delivery.id} attempt ${delivery.attempt} is already acked or nacked`);
+  };
+  const end = () => {
+    open();
     ended = true;
   };
   return {
     id: delivery.id,
     attempt: delivery.attempt,
     async emit(value) {
-      if (ended) throw new TypeError(`finishLater: job ${delivery.id} attempt ${delivery.attempt} is already acked or nacked`);
+      open();
       const body = jsonBytes(value);
       if (!began) {
         began = true;

@@ -33,15 +33,17 @@ class LaterJob:
     def _append(self, kind: int, body: bytes, final: bool = False) -> None:
         self._d.journal_append(self.id, None, encode_frame(kind, 0, body), final=final, worker_id=self._worker, attempt=self.attempt)
 
-    def _end(self) -> None:
+    def _open(self) -> None:
         if self._ended:
             raise TypeError("finish_later: job %s attempt %d is already acked or nacked" % (self.id, self.attempt))
+
+    def _end(self) -> None:
+        self._open()
         self._ended = True
 
     def emit(self, value: Any) -> None:
         """Appends a value (JSON) to the job's journal, as a generator's yield does: its readers see it live."""
-        if self._ended:
-            raise TypeError("finish_later: job %s attempt %d is already acked or nacked" % (self.id, self.attempt))
+        self._open()
         body = json_bytes(value)
         if not self._began:
             self._began = True
