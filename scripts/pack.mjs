@@ -3,6 +3,8 @@
 //   @dreamlake/lakeshore        the HTTP client, the Queue API and the worker (client/index.ts)
 //   @dreamlake/lakeshore/local  the local SQLite plane too (client/local/index.ts; node:sqlite, Node >= 22.12)
 //   @dreamlake/lakeshore/browser  streamJob for web pages (client/browser/index.ts; no dependencies)
+//   @dreamlake/lakeshore/push  a push receiver's part (client/receiver.ts; no Node built-in, no tar:
+//                    a Worker bundles it with no compatibility flag)
 //   bin lakeshore    the CLI (client/cli/bin.ts; commander is bundled into it)
 // The plane's SQL migrations ship in package/migrations for the local plane.
 //
@@ -30,6 +32,7 @@ const lib = await build({
     index: join(ROOT, 'client', 'index.ts'),
     local: join(ROOT, 'client', 'local', 'index.ts'),
     browser: join(ROOT, 'client', 'browser', 'index.ts'),
+    push: join(ROOT, 'client', 'receiver.ts'),
   },
   outdir: DIST,
   splitting: true,

@@ -8,6 +8,7 @@
  * do not count. The plane is asked first (HEAD); the archive goes up only when it lacks that stamp.
  */
 import { BadRequestError, errorFor } from '../errors.ts';
+import { nodeBuiltin } from '../node-builtin.ts';
 import type { Transport } from './transport.ts';
 import { errorOf } from './transport.ts';
 
@@ -20,7 +21,7 @@ export interface PushedCode {
 }
 
 async function git(cwd: string, args: string[]): Promise<Buffer> {
-  const { execFile } = await import('node:child_process');
+  const { execFile } = await nodeBuiltin<typeof import('node:child_process')>('node:child_process');
   return new Promise((resolve, reject) => {
     execFile('git', args, { cwd, encoding: 'buffer', maxBuffer: 256 << 20 }, (err, stdout, stderr) => {
       if (err) reject(new BadRequestError(`git ${args.join(' ')} failed in ${cwd}: ${String(stderr).trim() || err.message}`));
@@ -50,7 +51,7 @@ export async function pushCode(http: Transport, cwd: string): Promise<PushedCode
       `HEAD /code/${stamp} answered ${head.status}`,
     );
   const tar = await git(cwd, ['archive', '--format=tar', stamp]);
-  const { createHash } = await import('node:crypto');
+  const { createHash } = await nodeBuiltin<typeof import('node:crypto')>('node:crypto');
   const digest = createHash('sha256').update(tar).digest('base64');
   const res = await http.fetch(`/code/${stamp}`, {
     method: 'PUT',

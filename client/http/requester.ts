@@ -9,6 +9,7 @@
  * ReadableStream), and ~140 µs more of wall time; the edge bench's single submits went ~20 %
  * faster with it (bench/README.md).
  */
+import { nodeBuiltin } from '../node-builtin.ts';
 
 /** A request's answer as the transport reads it. */
 export interface Answer {
@@ -64,7 +65,7 @@ export async function nodeRequester(userAgent: string): Promise<Requester | null
   if (!hasNodeHttp()) return null;
   let http: NodeHttp, https: typeof import('node:https');
   try {
-    [http, https] = await Promise.all([import('node:http'), import('node:https')]);
+    [http, https] = await Promise.all([nodeBuiltin<NodeHttp>('node:http'), nodeBuiltin<typeof import('node:https')>('node:https')]);
   } catch {
     return null;
   }

@@ -4,7 +4,7 @@
  * against a plane, `npx lakeshore --help`, and the types. No warnings anywhere.
  */
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { delimiter, dirname, join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, newToken, startPlane } from '../../scripts/plane.mjs';
@@ -139,12 +139,52 @@ describe(`the lakeshore package on the system Node (${nodeVersion})`, () => {
       }
     }, 60_000);
 
-    it('runs in a Cloudflare Worker as wrangler bundles it: a receiver answers 202 and finishes the job with finishLater', async () => {
-      // A user's Worker: the package imported as the README's receiver imports it, nodejs_compat on
-      // (docs/contract.md, "Push delivery"), served by `wrangler dev` from the project it is installed in.
+    /** `wrangler dev` of a user's Worker (`source`, with `flags`) in its own project beside the package's. */
+    async function wranglerDev(name: string, source: string, flags: string[], vars: Record<string, string> = {}) {
+      const dir = join(project, name);
+      mkdirSync(dir, { recursive: true });
+      writeFileSync(join(dir, 'worker.mjs'), source);
       writeFileSync(
-        join(project, 'worker.mjs'),
-        `import { verifyDelivery, finishLater, decodeEnvelope } from '@dreamlake/lakeshore';
+        join(dir, 'wrangler.toml'),
+        `name = "${name}"\nmain = "worker.mjs"\ncompatibility_date = "2025-09-01"\ncompatibility_flags = ${JSON.stringify(flags)}\n`,
+      );
+      writeFileSync(
+        join(dir, '.dev.vars'),
+        Object.entries(vars)
+          .map(([k, v]) => `${k}=${v}\n`)
+          .join(''),
+      );
+      const port = await freePort();
+      const dev = spawn(
+        process.execPath,
+        [join(ROOT, 'node_modules', 'wrangler', 'bin', 'wrangler.js'), 'dev', '--port', String(port), '--ip', '127.0.0.1'],
+        {
+          cwd: dir,
+          env: { ...process.env, WRANGLER_SEND_METRICS: 'false', CI: 'true' },
+          stdio: ['ignore', 'pipe', 'pipe'],
+          detached: true,
+        },
+      );
+      let out = '';
+      dev.stdout!.on('data', (b: Buffer) => (out += b));
+      dev.stderr!.on('data', (b: Buffer) => (out += b));
+      await until(() => /Ready on/.test(out) || dev.exitCode !== null, `wrangler dev of ${name} ready`, 60_000);
+      return {
+        url: `http://127.0.0.1:${port}/`,
+        output: () => out,
+        stop: () => {
+          if (dev.pid && dev.exitCode === null) process.kill(-dev.pid, 'SIGTERM');
+        },
+      };
+    }
+
+    it('`lakeshore/push` runs in a Cloudflare Worker with no compatibility flag: a receiver answers 202 and finishes the job with finishLater', async () => {
+      // The README's Worker receiver: no nodejs_compat, so nothing it bundles may need Node.
+      const d = new HttpDispatch(plane.url, { token, namespace: 'default' });
+      const secret = (await d.configureQueue('in-worker', { push: { url: 'http://127.0.0.1:1/' } })).settings.push!.secret!;
+      const dev = await wranglerDev(
+        'receiver',
+        `import { verifyDelivery, finishLater, decodeEnvelope } from '@dreamlake/lakeshore/push';
 export default {
   async fetch(req, env, ctx) {
     const job = await verifyDelivery(env.PUSH_SECRET, req.headers, await req.text());
@@ -158,39 +198,45 @@ export default {
   },
 };
 `,
+        [],
+        { PUSH_SECRET: secret, LAKESHORE_URL: plane.url },
       );
-      writeFileSync(
-        join(project, 'wrangler.toml'),
-        'name = "receiver"\nmain = "worker.mjs"\ncompatibility_date = "2025-09-01"\ncompatibility_flags = ["nodejs_compat"]\n',
-      );
-      const d = new HttpDispatch(plane.url, { token, namespace: 'default' });
-      const port = await freePort();
-      const secret = (await d.configureQueue('in-worker', { push: { url: `http://127.0.0.1:${port}/` } })).settings.push!.secret!;
-      writeFileSync(join(project, '.dev.vars'), `PUSH_SECRET=${secret}\nLAKESHORE_URL=${plane.url}\n`);
-      const dev = spawn(
-        process.execPath,
-        [join(ROOT, 'node_modules', 'wrangler', 'bin', 'wrangler.js'), 'dev', '--port', String(port), '--ip', '127.0.0.1'],
-        {
-          cwd: project,
-          env: { ...process.env, WRANGLER_SEND_METRICS: 'false', CI: 'true' },
-          stdio: ['ignore', 'pipe', 'pipe'],
-          detached: true,
-        },
-      );
-      let out = '';
-      dev.stdout!.on('data', (b: Buffer) => (out += b));
-      dev.stderr!.on('data', (b: Buffer) => (out += b));
       try {
-        await until(() => /Ready on/.test(out) || dev.exitCode !== null, 'wrangler dev ready', 60_000);
-        expect(out).not.toMatch(/ERROR/);
+        // wrangler warns of every Node built-in it meets ("may throw errors at runtime").
+        expect(dev.output()).not.toMatch(/WARNING|ERROR/);
+        await d.configureQueue('in-worker', { push: { url: dev.url } });
         const id = await d.submit('in-worker', encodeEnvelope({ fn: 'count', args: [4] }), { id: 'in-a-worker' });
         expect(new TextDecoder().decode((await d.result(id, { timeoutMs: 30_000 }))!)).toBe('4');
         const values = (await d.journalPage(id)).frames.filter((f) => f.kind === 0).map((f) => new TextDecoder().decode(f.body));
         expect(values).toEqual(['0', '1', '4', '9']);
       } finally {
-        if (dev.pid && dev.exitCode === null) process.kill(-dev.pid, 'SIGTERM');
+        dev.stop();
         await d.configureQueue('in-worker', { push: null });
         await d.close();
+      }
+    }, 120_000);
+
+    it('`lakeshore` loads in a Cloudflare Worker with nodejs_compat, and its client talks to the plane from there', async () => {
+      const dev = await wranglerDev(
+        'backend',
+        `import { HttpDispatch } from '@dreamlake/lakeshore';
+export default {
+  async fetch(req, env) {
+    const d = new HttpDispatch(env.LAKESHORE_URL, { token: env.LAKESHORE_TOKEN, namespace: 'default' });
+    return Response.json(await d.count('from-a-worker'));
+  },
+};
+`,
+        ['nodejs_compat'],
+        { LAKESHORE_URL: plane.url, LAKESHORE_TOKEN: token },
+      );
+      try {
+        expect(dev.output()).not.toMatch(/ERROR/);
+        const r = await fetch(dev.url);
+        expect(r.status).toBe(200);
+        expect(await r.json()).toBe(0);
+      } finally {
+        dev.stop();
       }
     }, 120_000);
 
@@ -214,7 +260,7 @@ export default {
     expect(r.stdout).toContain('Usage: lakeshore');
   });
 
-  it('`lakeshore` loads no Node built-in at import time (it runs where only fetch exists); `lakeshore/local` is the only way to node:sqlite', () => {
+  it('`lakeshore` loads no Node built-in at import time (it runs where only fetch exists), `lakeshore/push` names none at all; `lakeshore/local` is the only way to node:sqlite', () => {
     const dist = join(project, 'node_modules', '@dreamlake', 'lakeshore', 'dist');
     const seen = new Set<string>();
     const staticImports = (file: string): string[] => {
@@ -235,6 +281,12 @@ export default {
     // lakeshore/browser depends on nothing but the page's EventSource and fetch.
     seen.clear();
     expect(staticImports(join(dist, 'browser.js'))).toEqual([]);
+    // lakeshore/push names no Node built-in even where it would load one later: a bundler that
+    // follows every import (wrangler) finds none, nor tar.
+    seen.clear();
+    expect(staticImports(join(dist, 'push.js'))).toEqual(['eventsource-parser']);
+    const later = [...seen].flatMap((f) => [...readFileSync(f, 'utf8').matchAll(/\bimport\(\s*["']([^"']+)["']/g)].map((m) => m[1]));
+    expect(later).toEqual([]);
     expect(readdirSync(join(project, 'node_modules', '@dreamlake', 'lakeshore', 'migrations')).length).toBeGreaterThan(0);
   });
 
@@ -260,11 +312,13 @@ export default {
       [
         "import { HttpDispatch, FrameKind, InvocationFailedError, type Claimed } from '@dreamlake/lakeshore';",
         "import { streamJob, type StreamFrame } from '@dreamlake/lakeshore/browser';",
+        "import { verifyDelivery, finishLater, type Delivery, type LaterJob } from '@dreamlake/lakeshore/push';",
+        "const later = async (h: Headers, body: string): Promise<LaterJob> => finishLater((await verifyDelivery('whsec_x', h, body)) as Delivery);",
         "const stop: () => void = streamJob('http://127.0.0.1:8787/x', { onFrame: (f: StreamFrame) => f.text() });",
         "const d = new HttpDispatch('http://127.0.0.1:8787', { token: 't' });",
         "const c: Claimed | null = await d.claim('q', 'w', { waitMs: 1000 });",
         'const k: number = FrameKind.VALUE;',
-        'export { c, k, InvocationFailedError, stop };',
+        'export { c, k, InvocationFailedError, later, stop };',
       ].join('\n'),
     );
     writeFileSync(
