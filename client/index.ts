@@ -23,13 +23,5 @@ export { encodeEnvelope, decodeEnvelope, jsonBytes, fromJsonBytes, type Envelope
 export { runWorker, type WorkerOptions } from './worker/run-worker.ts';
 export type { OnDone, DoneJob } from './worker/job.ts';
 export { currentJob, setOriginFor, type JobContext } from './worker/context.ts';
-export {
-  batchAnswer,
-  verifyBatch,
-  verifyDelivery,
-  type Batch,
-  type BatchOutcome,
-  type Delivery,
-  type VerifyOptions,
-} from './push.ts';
-export { finishLater, type FinishLaterOptions, type LaterJob } from './push-later.ts';
+// A push receiver's part, also `@dreamlake/lakeshore/push` alone (no Node built-in: a Worker bundles it bare).
+export * from './receiver.ts';
