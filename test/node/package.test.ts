@@ -178,32 +178,18 @@ describe(`the lakeshore package on the system Node (${nodeVersion})`, () => {
       };
     }
 
-    it('`lakeshore/push` runs in a Cloudflare Worker with no compatibility flag: a receiver answers 202 and finishes the job with finishLater', async () => {
-      // The README's Worker receiver: no nodejs_compat, so nothing it bundles may need Node.
+    it("`lakeshore/push` runs the README's Worker receiver with no compatibility flag: it answers 202 and finishes the job with finishLater", async () => {
+      const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+      const source = /```js\n(\/\/ worker\.mjs[\s\S]*?)```\n/.exec(readme)?.[1];
+      expect(source, "the README's worker.mjs block").toBeDefined();
       const d = new HttpDispatch(plane.url, { token, namespace: 'default' });
       const secret = (await d.configureQueue('in-worker', { push: { url: 'http://127.0.0.1:1/' } })).settings.push!.secret!;
-      const dev = await wranglerDev(
-        'receiver',
-        `import { verifyDelivery, finishLater, decodeEnvelope } from '@dreamlake/lakeshore/push';
-export default {
-  async fetch(req, env, ctx) {
-    const job = await verifyDelivery(env.PUSH_SECRET, req.headers, await req.text());
-    const later = finishLater(job, env.LAKESHORE_URL);
-    const { args } = decodeEnvelope(job.envelope);
-    ctx.waitUntil((async () => {
-      for (let i = 0; i < args[0]; i++) await later.emit(i * i);
-      await later.ack(args[0]);
-    })());
-    return new Response(null, { status: 202 });
-  },
-};
-`,
-        [],
-        { PUSH_SECRET: secret, LAKESHORE_URL: plane.url },
-      );
+      // No nodejs_compat: nothing it bundles may need Node.
+      const dev = await wranglerDev('receiver', source!, [], { PUSH_SECRET: secret, LAKESHORE_URL: plane.url });
       try {
         // wrangler warns of every Node built-in it meets ("may throw errors at runtime").
         expect(dev.output()).not.toMatch(/WARNING|ERROR/);
+        expect((await fetch(dev.url)).status).toBe(401); // not signed
         await d.configureQueue('in-worker', { push: { url: dev.url } });
         const id = await d.submit('in-worker', encodeEnvelope({ fn: 'count', args: [4] }), { id: 'in-a-worker' });
         expect(new TextDecoder().decode((await d.result(id, { timeoutMs: 30_000 }))!)).toBe('4');
