@@ -21,7 +21,11 @@ export interface FinishLaterOptions {
   retryForMs?: number;
 }
 
-/** A pushed job its receiver finishes after answering 202: one job, one attempt. */
+/**
+ * A pushed job its receiver finishes after answering 202: one job, one attempt. A call that fails
+ * (the plane away past `retryForMs`) throws, and may be made again: what reached the plane is not
+ * sent twice, and the job ends once.
+ */
 export interface LaterJob {
   readonly id: string;
   readonly attempt: number;
@@ -61,16 +65,40 @@ export function finishLater(delivery: Delivery, url?: string, opts: FinishLaterO
   });
   const w = delivery.workerId;
   const holder = { attempt: delivery.attempt };
-  let began = false;
+  // What reached the plane: a call that failed (the plane away past retryForMs) may be made again,
+  // and sends again only what did not arrive. The plane's fence is the judge of the rest.
+  let begun: Promise<unknown> | null = null; // the BEGIN frame's append, sent once
+  let closed = false; // END or ERROR appended
+  let ending = false;
   let ended = false;
   const append = (kind: FrameKind, body: Uint8Array, final = false) =>
     d.journalAppend(delivery.id, null, { kind, seq: 0, body, meta: null }, { workerId: w, ...holder, final });
   const open = () => {
     if (ended) throw new TypeError(`finishLater: job ${delivery.id} attempt ${delivery.attempt} is already acked or nacked`);
+    if (ending) throw new TypeError(`finishLater: job ${delivery.id} attempt ${delivery.attempt} is being acked or nacked`);
   };
-  const end = () => {
+  const end = async <T>(frame: () => Promise<unknown>, verb: () => Promise<T>): Promise<T> => {
     open();
-    ended = true;
+    ending = true;
+    try {
+      if (
+        begun &&
+        (await begun.then(
+          () => true,
+          () => false,
+        )) &&
+        !closed
+      ) {
+        await frame();
+        closed = true;
+      }
+      const out = await verb();
+      ended = true;
+      await d.close();
+      return out;
+    } finally {
+      ending = false;
+    }
   };
   return {
     id: delivery.id,
@@ -78,10 +106,11 @@ export function finishLater(delivery: Delivery, url?: string, opts: FinishLaterO
     async emit(value) {
       open();
       const body = jsonBytes(value);
-      if (!began) {
-        began = true;
-        await append(FrameKind.BEGIN, new Uint8Array());
-      }
+      begun ??= append(FrameKind.BEGIN, new Uint8Array()).catch((e) => {
+        begun = null;
+        throw e;
+      });
+      await begun;
       await append(FrameKind.VALUE, body);
     },
     async heartbeat() {
@@ -89,20 +118,19 @@ export function finishLater(delivery: Delivery, url?: string, opts: FinishLaterO
     },
     async ack(result) {
       const body = jsonBytes(result);
-      end();
-      if (began) await append(FrameKind.END, new Uint8Array(), true);
-      await d.ack(delivery.id, w, { ...holder, result: body });
-      await d.close();
+      await end(
+        () => append(FrameKind.END, new Uint8Array(), true),
+        () => d.ack(delivery.id, w, { ...holder, result: body }),
+      );
     },
     async nack(error, o = {}) {
-      end();
       const e = error instanceof Error ? error : null;
       const err = e ? { message: e.message, type: e.name } : { message: typeof error === 'string' ? error : JSON.stringify(error) };
       const retry = o.retry ?? true;
-      if (began) await append(FrameKind.ERROR, jsonBytes(err), !retry);
-      const state = await d.nack(delivery.id, w, { ...holder, error: err, retry, delayMs: o.delayMs });
-      await d.close();
-      return state;
+      return end(
+        () => append(FrameKind.ERROR, jsonBytes(err), !retry),
+        () => d.nack(delivery.id, w, { ...holder, error: err, retry, delayMs: o.delayMs }),
+      );
     },
   };
 }

@@ -4,7 +4,8 @@
  * answer settles the job. The signatures are checked with the spec's reference library
  * (`standardwebhooks`), not with our own helper.
  */
-import type { Server } from 'node:http';
+import { type Server, createServer, request } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -325,6 +326,58 @@ describe('push delivery', () => {
     // A local plane's delivery carries no token: finishLater says to answer with the outcome.
     expect(() => finishLater({ ...deliveries[0]!, deliveryToken: null }, env.LAKESHORE_URL)).toThrow(/answer it with its outcome/);
     await d.configureQueue('slow-fn', { push: null });
+  }, 60_000);
+
+  it('finishLater: a call the plane never had may be made again, and sends nothing twice', async () => {
+    const d = plane();
+    const env = planeEnv('edge');
+    const deliveries: Delivery[] = [];
+    let secret = '';
+    const r = await receiver((hit, req, res) => {
+      void verifyDelivery(secret, req.headers as Record<string, string>, hit.body).then((x) => {
+        deliveries.push(x);
+        res.writeHead(202).end();
+      });
+    });
+    servers.push(r.server);
+    // Between the receiver and the plane, a proxy that drops the requests `lost` picks, unforwarded.
+    let lost = (_path: string) => false;
+    const upstream = new URL(env.LAKESHORE_URL!);
+    const proxy = createServer((req, res) => {
+      if (lost(req.url!)) return req.socket.destroy();
+      const out = request(
+        { host: upstream.hostname, port: upstream.port, path: req.url, method: req.method, headers: req.headers },
+        (a) => {
+          res.writeHead(a.statusCode!, a.headers);
+          a.pipe(res);
+        },
+      );
+      req.pipe(out);
+    });
+    servers.push(proxy);
+    await new Promise<void>((ok) => proxy.listen(0, '127.0.0.1', ok));
+    const via = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+    secret = (await d.configureQueue('flaky-fn', { push: { url: r.url, timeoutMs: 5_000 } })).settings.push!.secret!;
+    const h = await new Queue('flaky-fn', { dispatch: d }).submit('train', 3);
+    await until(() => deliveries.length === 1, 'the delivery', 10_000);
+    const job = finishLater(deliveries[0]!, via, { retryForMs: 300 });
+
+    lost = () => true; // the plane away: the first emit, its BEGIN frame, never arrives
+    await expect(job.emit(1)).rejects.toThrow();
+    lost = () => false;
+    await job.emit(1);
+    await job.emit(2);
+    lost = (path) => path.endsWith('/ack'); // the END frame arrives, the ack does not
+    await expect(job.ack('done')).rejects.toThrow();
+    lost = () => false;
+    await job.ack('done'); // again: the job ends, its END not appended twice
+    await expect(job.ack('done')).rejects.toThrow(/already acked or nacked/);
+    expect(await h.result()).toBe('done');
+    const frames = (await d.journalPage(h.id)).frames;
+    const kind = Object.fromEntries(Object.entries(FrameKind).map(([k, v]) => [v, k]));
+    expect(frames.map((f) => kind[f.kind])).toEqual(['BEGIN', 'VALUE', 'VALUE', 'END']);
+    expect(frames.filter((f) => f.kind === FrameKind.VALUE).map((f) => new TextDecoder().decode(f.body))).toEqual(['1', '2']);
+    await d.configureQueue('flaky-fn', { push: null });
   }, 60_000);
 
   it('a receiver SIGKILLed mid-request: its deliveries are retried to the next one, none lost, each acked once by the attempt it ended with', async () => {

@@ -12,22 +12,30 @@ result is the job's.
     job.ack({"loss": loss})                      # or job.nack(error)
 """
 import os
-from typing import Any, Dict, Mapping, Optional
+import threading
+from typing import Any, Callable, Dict, Mapping, Optional, TypeVar
 
 from .envelope import json_bytes
 from .frames import BEGIN, END, ERROR, VALUE, encode_frame
 from .http import HttpDispatch
 
+T = TypeVar("T")
+
 
 class LaterJob:
-    """A pushed job its receiver finishes after answering 202: one job, one attempt."""
+    """A pushed job its receiver finishes after answering 202: one job, one attempt. A call that
+    fails (the plane away past `retry_for`) raises, and may be made again: what reached the plane is
+    not sent twice, and the job ends once."""
 
     def __init__(self, delivery: Mapping[str, Any], url: str, retry_for: float = 15.0):
         self.id: str = delivery["id"]
         self.attempt: int = delivery["attempt"]
         self._worker: str = delivery["worker_id"]
         self._d = HttpDispatch(url, token=delivery["delivery_token"], namespace=delivery["namespace"], retry_for=retry_for)
+        # What reached the plane; the lock makes each step once across threads.
+        self._lock = threading.RLock()
         self._began = False
+        self._closed = False  # END or ERROR appended
         self._ended = False
 
     def _append(self, kind: int, body: bytes, final: bool = False) -> None:
@@ -37,17 +45,25 @@ class LaterJob:
         if self._ended:
             raise TypeError("finish_later: job %s attempt %d is already acked or nacked" % (self.id, self.attempt))
 
-    def _end(self) -> None:
-        self._open()
-        self._ended = True
+    def _end(self, frame: Callable[[], None], verb: Callable[[], T]) -> T:
+        with self._lock:
+            self._open()
+            if self._began and not self._closed:
+                frame()
+                self._closed = True
+            out = verb()
+            self._ended = True
+            self._d.close()
+            return out
 
     def emit(self, value: Any) -> None:
         """Appends a value (JSON) to the job's journal, as a generator's yield does: its readers see it live."""
-        self._open()
         body = json_bytes(value)
-        if not self._began:
-            self._began = True
-            self._append(BEGIN, b"")
+        with self._lock:
+            self._open()
+            if not self._began:
+                self._append(BEGIN, b"")
+                self._began = True
         self._append(VALUE, body)
 
     def heartbeat(self) -> bool:
@@ -59,24 +75,17 @@ class LaterJob:
     def ack(self, result: Any = None) -> None:
         """Ends the job: succeeded, `result` (JSON) its result."""
         body = json_bytes(result)
-        self._end()
-        if self._began:
-            self._append(END, b"", final=True)
-        self._d.ack(self.id, self._worker, result=body, attempt=self.attempt)
-        self._d.close()
+        self._end(lambda: self._append(END, b"", final=True),
+                  lambda: self._d.ack(self.id, self._worker, result=body, attempt=self.attempt))
 
     def nack(self, error: Any, *, retry: bool = True, delay: Optional[float] = None) -> str:
         """Ends the attempt as failed: with `retry` (the default) the job is delivered again under
         its queue's budget and backoff (or after `delay` seconds), else it fails now. Answers
         where it went: "queued", "delayed" or "failed"."""
-        self._end()
         err: Dict[str, Any] = ({"message": str(error), "type": type(error).__name__} if isinstance(error, BaseException)
                                else {"message": error if isinstance(error, str) else json_bytes(error).decode("utf-8")})
-        if self._began:
-            self._append(ERROR, json_bytes(err), final=not retry)
-        state = self._d.nack(self.id, self._worker, error=err, retry=retry, delay=delay, attempt=self.attempt)
-        self._d.close()
-        return state
+        return self._end(lambda: self._append(ERROR, json_bytes(err), final=not retry),
+                         lambda: self._d.nack(self.id, self._worker, error=err, retry=retry, delay=delay, attempt=self.attempt))
 
 
 def finish_later(delivery: Mapping[str, Any], url: Optional[str] = None, *, retry_for: float = 15.0) -> LaterJob:

@@ -795,6 +795,79 @@ class FinishLater(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "answer it with its outcome"):
             ls.finish_later({**again, "delivery_token": None}, URL)
 
+    def test_a_call_the_plane_never_had_may_be_made_again_and_sends_nothing_twice(self):
+        import http.client
+        import http.server
+        import urllib.parse
+        deliveries: "queue.Queue[dict]" = queue.Queue()
+        secret = {}
+
+        class Receiver(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                deliveries.put(ls.verify_delivery(secret["s"], self.headers, body))
+                self.send_response(202)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        up = urllib.parse.urlsplit(URL)
+        lost = {"when": lambda path: False}
+
+        class Proxy(http.server.BaseHTTPRequestHandler):
+            """Between the receiver and the plane: drops the requests lost["when"] picks, unforwarded."""
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if lost["when"](self.path):
+                    self.close_connection = True
+                    return
+                c = http.client.HTTPConnection(up.hostname, up.port, timeout=30)
+                c.request("POST", self.path, body, {k: v for k, v in self.headers.items() if k.lower() != "connection"})
+                a = c.getresponse()
+                data = a.read()
+                self.send_response(a.status)
+                for k, v in a.getheaders():
+                    if k.lower() not in ("connection", "transfer-encoding", "content-length"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                c.close()
+
+            def log_message(self, *args):
+                pass
+
+        servers = [http.server.ThreadingHTTPServer(("127.0.0.1", 0), h) for h in (Receiver, Proxy)]
+        for server in servers:
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            self.addCleanup(lambda s=server: (s.shutdown(), s.server_close()))
+        d = client()
+        self.addCleanup(d.close)
+        secret["s"] = d.configure_queue("flaky-py", push={"url": "http://127.0.0.1:%d/" % servers[0].server_address[1]}
+                                        )["settings"]["push"]["secret"]
+        self.addCleanup(lambda: d.configure_queue("flaky-py", push=None))
+        h = ls.SyncQueue("flaky-py", dispatch=d).submit("train", 3)
+        job = ls.finish_later(deliveries.get(timeout=30), "http://127.0.0.1:%d" % servers[1].server_address[1], retry_for=0.3)
+        lost["when"] = lambda path: True  # the plane away: the first emit, its BEGIN frame, never arrives
+        with self.assertRaises(Exception):
+            job.emit(1)
+        lost["when"] = lambda path: False
+        job.emit(1)
+        job.emit(2)
+        lost["when"] = lambda path: path.endswith("/ack")  # the END frame arrives, the ack does not
+        with self.assertRaises(Exception):
+            job.ack("done")
+        lost["when"] = lambda path: False
+        job.ack("done")  # again: the job ends, its END not appended twice
+        with self.assertRaisesRegex(TypeError, "already acked or nacked"):
+            job.ack("done")
+        self.assertEqual(h.result(timeout=30), "done")
+        page = d.journal_page(h.id)
+        self.assertEqual([f["kind"] for f in page["frames"]], [ls.BEGIN, ls.VALUE, ls.VALUE, ls.END])
+
 
 @unittest.skipUnless(URL, "needs LAKESHORE_URL")
 class Queues(TempDirs):
