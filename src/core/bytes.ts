@@ -119,3 +119,35 @@ export const toHex = (b: Uint8Array): string => codec.toHex(b);
 
 /** Hex (as SQL `hex()` writes it, either case) -> bytes. */
 export const fromHex = (h: string): Uint8Array => codec.fromHex(h);
+
+/**
+ * A body's first `limit` bytes at most, and whether that was all of it. Past `limit` the rest is
+ * not read (the stream is cancelled), so a peer's answer of any size costs at most `limit` bytes:
+ * `Response.arrayBuffer()` would hold all of it, and an isolate has 128 MB.
+ */
+export async function readUpTo(body: ReadableStream<Uint8Array> | null, limit: number): Promise<{ bytes: Uint8Array; whole: boolean }> {
+  if (!body) return { bytes: new Uint8Array(0), whole: true };
+  const reader = body.getReader();
+  const parts: Uint8Array[] = [];
+  let n = 0;
+  let whole = true;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    const room = limit - n;
+    parts.push(value.length > room ? value.subarray(0, room) : value);
+    n += Math.min(value.length, room);
+    if (value.length > room) {
+      whole = false;
+      await reader.cancel().catch(() => {});
+      break;
+    }
+  }
+  const bytes = new Uint8Array(n);
+  let at = 0;
+  for (const p of parts) {
+    bytes.set(p, at);
+    at += p.length;
+  }
+  return { bytes, whole };
+}

@@ -14,6 +14,7 @@
  * Platform-neutral: the edge plane's queue object runs it on its engine (src/durable/pushing.ts),
  * and `lakeshore push` runs it on a local plane's file through a Dispatch.
  */
+import { fromUtf8, readUpTo } from './bytes.ts';
 import { PushAcks } from './push-acks.ts';
 import { type Delivered, deliveryBody, outcomesOf, resultOf, retryAfterMs } from './push-wire.ts';
 import { type PushTarget, signDelivery } from './push-target.ts';
@@ -36,6 +37,8 @@ const TOKENLESS_202 =
   'a local delivery carries no delivery token to finish it with: it is delivered again once its lease runs out (answer with the outcome instead)';
 /** A batch's answer may be this much bigger than its jobs' results together (its JSON around them). */
 const BATCH_ANSWER_SLACK = 64 * 1024;
+/** What is read of an error answer's body, for the 500 characters the nack's message keeps. */
+const ERROR_TEXT_BYTES = 2048;
 /**
  * Envelope bytes of the deliveries on their way past which the pusher claims no more until some
  * are answered. A delivery holds its jobs' envelopes (and their base64 request body) until its
@@ -318,17 +321,24 @@ export class Pusher {
       if (res.status >= 200 && res.status < 300) {
         const limit = batched ? cs.length * this.o.resultBytes + BATCH_ANSWER_SLACK : this.o.resultBytes;
         const length = Number(res.headers.get('content-length') ?? NaN);
-        const bytes = length > limit ? null : new Uint8Array(await res.arrayBuffer());
-        if (bytes === null || bytes.length > limit) {
-          if (bytes === null) await res.body?.cancel();
+        const { bytes, whole } = length > limit ? { bytes: null, whole: false } : await readUpTo(res.body, limit);
+        if (!bytes || !whole) {
+          if (!bytes) await res.body?.cancel();
           const what = batched ? `; a batch of ${cs.length} may answer ${limit}` : `; the result limit is ${limit}`;
-          await nackAll(`push target answered ${res.status} with ${bytes?.length ?? length} bytes${what}`, false);
+          const size = Number.isFinite(length) ? `${length} bytes` : `more than ${limit} bytes`;
+          await nackAll(`push target answered ${res.status} with ${size}${what}`, false);
           return;
         }
         heard();
         if (!batched) {
           const c = cs[0]!;
           const result = resultOf(bytes, res.headers.get('content-type'));
+          if (result && result.length > this.o.resultBytes) {
+            // Text is kept as a JSON string: its quotes and escapes may carry it past the limit.
+            const why = `push target answered ${res.status} with ${bytes.length} bytes of text, ${result.length} as the JSON string kept as its result; the result limit is ${this.o.resultBytes}`;
+            await nackAll(why, false);
+            return;
+          }
           await this.settle(c, d, 'acked', () => this.acks.add(c, result));
           return;
         }
@@ -348,7 +358,9 @@ export class Pusher {
         );
         return;
       }
-      const text = (await res.text().catch(() => '')).slice(0, 500);
+      // The first of its words: a receiver's error page may be of any size.
+      const head = await readUpTo(res.body, ERROR_TEXT_BYTES).catch(() => null);
+      const text = head ? fromUtf8(head.bytes).slice(0, 500) : '';
       const why =
         res.status >= 300 && res.status < 400
           ? `push target answered ${res.status}: redirects are not followed (set the queue's push.url to where it leads)`

@@ -5,71 +5,13 @@
  * nack as the test says, and a receiver that is down.
  */
 import { describe, expect, it } from 'vitest';
-import { type Delivered, Pusher, type PushPort } from '../../src/core/push.ts';
+import type { Delivered } from '../../src/core/push.ts';
 import type { Retried } from '../../src/core/push-port.ts';
 import { deliveryLine } from '../../src/core/push-wire.ts';
-import type { Claimed } from '../../src/core/types.ts';
-import { until } from '../support/wait.ts';
+import { deliverOnce as once, NOW } from '../support/pusher.ts';
 
-const NOW = 1_800_000_000_000;
-
-async function deliverOnce(retried: Retried, answer = async () => new Response('deploying', { status: 503 })): Promise<Delivered> {
-  const job: Claimed = {
-    id: 'j1',
-    queue: 'q',
-    envelope: new Uint8Array(2),
-    attempt: 1,
-    budgetAttempt: 1,
-    leaseUntil: NOW + 60_000,
-    priority: 0,
-  };
-  let handed = false;
-  const told: Delivered[] = [];
-  const port: PushPort = {
-    claim: async (_max, _lease, _wait, signal) => {
-      if (!handed) {
-        handed = true;
-        return [job];
-      }
-      await new Promise((r) => signal.addEventListener('abort', r, { once: true }));
-      return [];
-    },
-    ackMany: async (items) => items.map(() => null),
-    ackAndClaim: async () => ({ acks: [], claimed: [] }),
-    nack: async () => retried,
-    deliveryToken: async () => null,
-    fetch: answer,
-  };
-  const p = new Pusher(
-    port,
-    {
-      url: 'https://receiver.test/',
-      concurrency: 1,
-      timeoutMs: 5_000,
-      batchSize: 1,
-      secrets: ['whsec_dGVzdHRlc3R0ZXN0dGVzdHRlc3R0ZXN0dGVzdA=='],
-    },
-    {
-      ns: 'n',
-      queue: 'q',
-      workerId: 'lakeshore-push',
-      leaseMs: 60_000,
-      maxLeaseMs: 600_000,
-      resultBytes: 1 << 20,
-      maxDelayMs: 3_600_000,
-      waitMs: 50,
-      now: () => NOW,
-      onDelivered: (d) => told.push(d),
-    },
-  );
-  p.start();
-  try {
-    await until(() => told.length > 0, 'the delivery told');
-  } finally {
-    await p.stop();
-  }
-  return told[0]!;
-}
+const deliverOnce = async (retried: Retried, answer = async () => new Response('deploying', { status: 503 })): Promise<Delivered> =>
+  (await once(answer, retried)).delivered;
 
 describe("a nacked delivery's line", () => {
   it('tells when its job is delivered again, or that it failed', async () => {
