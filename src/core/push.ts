@@ -16,6 +16,7 @@
  */
 import { fromUtf8, readUpTo } from './bytes.ts';
 import { PushAcks } from './push-acks.ts';
+import { ANSWER_BYTES, AnswerBudget } from './push-answers.ts';
 import { type Delivered, deliveryBody, outcomesOf, resultOf, retryAfterMs } from './push-wire.ts';
 import { type PushTarget, signDelivery } from './push-target.ts';
 import type { PushOptions, PushPort, PushStats, Retried } from './push-port.ts';
@@ -81,6 +82,8 @@ export class Pusher {
   private readonly pending = new Set<Promise<void>>();
   /** 2xx answers waiting for their ack: they ride the next claim, or are written together. */
   private readonly acks: PushAcks;
+  /** The bytes of the 2xx answers being read and settled (ANSWER_BYTES). */
+  private readonly answers = new AnswerBudget();
 
   constructor(port: PushPort, target: PushTarget, o: PushOptions) {
     this.port = port;
@@ -137,8 +140,8 @@ export class Pusher {
   }
 
   /** What the deliveries on their way hold, and whether the pusher waits for room because of it. */
-  get held(): { bytes: number; heldBack: boolean } {
-    return { bytes: this.inFlightBytes, heldBack: this.heldBack };
+  get held(): { bytes: number; heldBack: boolean; answerBytes: number } {
+    return { bytes: this.inFlightBytes, heldBack: this.heldBack, answerBytes: this.answers.bytes };
   }
 
   private async loop(): Promise<void> {
@@ -319,43 +322,51 @@ export class Pusher {
         return;
       }
       if (res.status >= 200 && res.status < 300) {
-        const limit = batched ? cs.length * this.o.resultBytes + BATCH_ANSWER_SLACK : this.o.resultBytes;
+        const limit = Math.min(ANSWER_BYTES, batched ? cs.length * this.o.resultBytes + BATCH_ANSWER_SLACK : this.o.resultBytes);
         const length = Number(res.headers.get('content-length') ?? NaN);
-        const { bytes, whole } = length > limit ? { bytes: null, whole: false } : await readUpTo(res.body, limit);
-        if (!bytes || !whole) {
-          if (!bytes) await res.body?.cancel();
+        const tooLong = async (size: string) => {
           const what = batched ? `; a batch of ${cs.length} may answer ${limit}` : `; the result limit is ${limit}`;
-          const size = Number.isFinite(length) ? `${length} bytes` : `more than ${limit} bytes`;
           await nackAll(`push target answered ${res.status} with ${size}${what}`, false);
-          return;
+        };
+        if (length > limit) {
+          await res.body?.cancel();
+          return await tooLong(`${length} bytes`);
         }
-        heard();
-        if (!batched) {
-          const c = cs[0]!;
-          const result = resultOf(bytes, res.headers.get('content-type'));
-          if (result && result.length > this.o.resultBytes) {
-            // Text is kept as a JSON string: its quotes and escapes may carry it past the limit.
-            const why = `push target answered ${res.status} with ${bytes.length} bytes of text, ${result.length} as the JSON string kept as its result; the result limit is ${this.o.resultBytes}`;
-            await nackAll(why, false);
+        const reserved = Number.isFinite(length) ? length : limit;
+        await this.answers.take(reserved, abort.signal);
+        try {
+          const { bytes, whole } = await readUpTo(res.body, limit);
+          if (!whole) return await tooLong(`more than ${limit} bytes`);
+          heard();
+          if (!batched) {
+            const c = cs[0]!;
+            const result = resultOf(bytes, res.headers.get('content-type'));
+            if (result && result.length > this.o.resultBytes) {
+              // Text is kept as a JSON string: its quotes and escapes may carry it past the limit.
+              const why = `push target answered ${res.status} with ${bytes.length} bytes of text, ${result.length} as the JSON string kept as its result; the result limit is ${this.o.resultBytes}`;
+              await nackAll(why, false);
+              return;
+            }
+            await this.settle(c, d, 'acked', () => this.acks.add(c, result));
             return;
           }
-          await this.settle(c, d, 'acked', () => this.acks.add(c, result));
-          return;
+          const outcomes = outcomesOf(bytes, this.o.resultBytes, this.o.maxDelayMs);
+          await Promise.all(
+            cs.map((c) => {
+              const o = outcomes.get(c.id) ?? { status: 'ok', result: null };
+              if (o.status === 'ok') return this.settle(c, d, 'acked', () => this.acks.add(c, o.result));
+              if (o.status === 'accepted') return this.settle(c, d, 'accepted', async () => {});
+              if (o.status === 'retry') {
+                const why = `push target answered ${res.status} and asked to retry it${o.error ? `: ${o.error}` : ''}`;
+                return this.settle(c, d, 'nacked', this.nackOf(c, d.status, why, true, o.delayMs), why);
+              }
+              const why = `push target answered ${res.status}: ${o.error}`;
+              return this.settle(c, d, 'nacked', this.nackOf(c, d.status, why, o.retry, null), why);
+            }),
+          );
+        } finally {
+          this.answers.give(reserved);
         }
-        const outcomes = outcomesOf(bytes, this.o.resultBytes, this.o.maxDelayMs);
-        await Promise.all(
-          cs.map((c) => {
-            const o = outcomes.get(c.id) ?? { status: 'ok', result: null };
-            if (o.status === 'ok') return this.settle(c, d, 'acked', () => this.acks.add(c, o.result));
-            if (o.status === 'accepted') return this.settle(c, d, 'accepted', async () => {});
-            if (o.status === 'retry') {
-              const why = `push target answered ${res.status} and asked to retry it${o.error ? `: ${o.error}` : ''}`;
-              return this.settle(c, d, 'nacked', this.nackOf(c, d.status, why, true, o.delayMs), why);
-            }
-            const why = `push target answered ${res.status}: ${o.error}`;
-            return this.settle(c, d, 'nacked', this.nackOf(c, d.status, why, o.retry, null), why);
-          }),
-        );
         return;
       }
       // The first of its words: a receiver's error page may be of any size.

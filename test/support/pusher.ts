@@ -1,7 +1,7 @@
 /**
- * One job delivered once by a Pusher (core/push.ts) against a plane of its own: a port that hands
- * out the job, acks what it is told to, and answers each nack as the test says; the receiver is
- * the test's `answer`. Model tests of what the pusher makes of an answer.
+ * Jobs delivered by a Pusher (core/push.ts) against a plane of its own: a port that hands out the
+ * jobs, records the acks and nacks, and answers each nack as the test says; the receiver is the
+ * test's `answer`. Model tests of what the pusher makes of its receiver's answers.
  */
 import { type Delivered, Pusher, type PushPort } from '../../src/core/push.ts';
 import type { Retried } from '../../src/core/push-port.ts';
@@ -11,61 +11,59 @@ import { until } from './wait.ts';
 export const NOW = 1_800_000_000_000;
 export const RESULT_BYTES = 1 << 20;
 
-export interface Once {
-  delivered: Delivered;
-  /** What the pusher acked the job with, if it did. */
-  acked: Uint8Array | null | undefined;
-  /** The nack's `retry`, if it nacked. */
-  retry: boolean | undefined;
+export interface Pushed {
+  /** Each delivery's line, as the pusher told it. */
+  told: Delivered[];
+  /** The results jobs were acked with, by job id. */
+  acked: Map<string, Uint8Array | null>;
+  /** The nacks' `retry`, by job id. */
+  nacked: Map<string, boolean>;
 }
 
-export async function deliverOnce(
-  answer: () => Promise<Response>,
-  retried: Retried = { state: 'delayed', runAt: NOW + 10_000 },
-): Promise<Once> {
-  const job: Claimed = {
-    id: 'j1',
+/** Pushes jobs j0..j<n-1> until each is acked or nacked; `answer` gets each request's body. `into`: filled as it goes. */
+export async function pushJobs(
+  n: number,
+  answer: (body: string) => Promise<Response>,
+  o: { concurrency?: number; batchSize?: number; retried?: Retried; into?: Pushed } = {},
+): Promise<Pushed> {
+  const waiting: Claimed[] = Array.from({ length: n }, (_, i) => ({
+    id: `j${i}`,
     queue: 'q',
     envelope: new Uint8Array(2),
     attempt: 1,
     budgetAttempt: 1,
     leaseUntil: NOW + 60_000,
     priority: 0,
-  };
-  let handed = false;
-  const told: Delivered[] = [];
-  const out: Omit<Once, 'delivered'> = { acked: undefined, retry: undefined };
+  }));
+  const out: Pushed = o.into ?? { told: [], acked: new Map(), nacked: new Map() };
   const port: PushPort = {
-    claim: async (_max, _lease, _wait, signal) => {
-      if (!handed) {
-        handed = true;
-        return [job];
-      }
+    claim: async (max, _lease, _wait, signal) => {
+      if (waiting.length) return waiting.splice(0, max);
       await new Promise((r) => signal.addEventListener('abort', r, { once: true }));
       return [];
     },
     ackMany: async (items) => {
-      for (const a of items) out.acked = a.result;
+      for (const a of items) out.acked.set(a.c.id, a.result);
       return items.map(() => null);
     },
-    ackAndClaim: async (acks) => {
-      for (const a of acks) out.acked = a.result;
-      return { acks: acks.map(() => null), claimed: [] };
+    ackAndClaim: async (acks, max) => {
+      for (const a of acks) out.acked.set(a.c.id, a.result);
+      return { acks: acks.map(() => null), claimed: waiting.splice(0, max) };
     },
-    nack: async (_c, _error, retry) => {
-      out.retry = retry;
-      return retried;
+    nack: async (c, _error, retry) => {
+      out.nacked.set(c.id, retry);
+      return o.retried ?? { state: 'delayed', runAt: NOW + 10_000 };
     },
     deliveryToken: async () => null,
-    fetch: answer,
+    fetch: (_url, init) => answer(String(init.body)),
   };
   const p = new Pusher(
     port,
     {
       url: 'https://receiver.test/',
-      concurrency: 1,
+      concurrency: o.concurrency ?? 1,
       timeoutMs: 5_000,
-      batchSize: 1,
+      batchSize: o.batchSize ?? 1,
       secrets: ['whsec_dGVzdHRlc3R0ZXN0dGVzdHRlc3R0ZXN0dGVzdA=='],
     },
     {
@@ -78,14 +76,28 @@ export async function deliverOnce(
       maxDelayMs: 3_600_000,
       waitMs: 50,
       now: () => NOW,
-      onDelivered: (d) => told.push(d),
+      onDelivered: (d) => out.told.push(d),
     },
   );
   p.start();
   try {
-    await until(() => told.length > 0 && (out.acked !== undefined || out.retry !== undefined), 'the delivery told');
+    await until(() => out.acked.size + out.nacked.size >= n && out.told.length >= n, `${n} jobs settled`, 30_000);
   } finally {
     await p.stop();
   }
-  return { delivered: told[0]!, ...out };
+  return out;
+}
+
+export interface Once {
+  delivered: Delivered;
+  /** What the pusher acked the job with, if it did. */
+  acked: Uint8Array | null | undefined;
+  /** The nack's `retry`, if it nacked. */
+  retry: boolean | undefined;
+}
+
+/** One job delivered once. */
+export async function deliverOnce(answer: () => Promise<Response>, retried?: Retried): Promise<Once> {
+  const r = await pushJobs(1, answer, { retried });
+  return { delivered: r.told[0]!, acked: r.acked.get('j0'), retry: r.nacked.get('j0') };
 }
