@@ -6,9 +6,10 @@
  * a claim) and a receiver that answers only when the test says so.
  */
 import { describe, expect, it } from 'vitest';
-import { type Ack, Pusher, PUSH_BYTES, type PushPort } from '../../src/core/push.ts';
+import { type Ack, PUSH_BYTES, type PushPort } from '../../src/core/push.ts';
 import { CLAIM_BYTES } from '../../src/core/sql/claim.ts';
 import type { Claimed } from '../../src/core/types.ts';
+import { newPusher } from '../support/pusher.ts';
 import { until } from '../support/wait.ts';
 
 const SIZE = 900_000;
@@ -63,26 +64,7 @@ describe('the pusher and the bytes it has on their way', () => {
         );
       },
     };
-    const p = new Pusher(
-      port,
-      {
-        url: 'https://receiver.test/',
-        concurrency: 64,
-        timeoutMs: 60_000,
-        batchSize: 1,
-        secrets: ['whsec_dGVzdHRlc3R0ZXN0dGVzdHRlc3R0ZXN0dGVzdA=='],
-      },
-      {
-        ns: 'n',
-        queue: 'q',
-        workerId: 'lakeshore-push',
-        leaseMs: 60_000,
-        maxLeaseMs: 600_000,
-        resultBytes: 1 << 20,
-        maxDelayMs: 3_600_000,
-        waitMs: 50,
-      },
-    );
+    const p = newPusher(port, { concurrency: 64, timeoutMs: 60_000, now: Date.now });
     p.start();
     try {
       for (let round = 0; acked.length < 60 && round < 20; round++) {

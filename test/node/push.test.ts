@@ -44,6 +44,20 @@ afterEach(async () => {
   }
 });
 
+/** A receiver that verifies each delivery, keeps it, and answers 202: the test finishes it with finishLater. */
+async function laterReceiver() {
+  const deliveries: Delivery[] = [];
+  let secret = '';
+  const r = await receiver((hit, req, res) => {
+    void verifyDelivery(secret, req.headers as Record<string, string>, hit.body).then((x) => {
+      deliveries.push(x);
+      res.writeHead(202).end();
+    });
+  });
+  servers.push(r.server);
+  return { deliveries, url: r.url, setSecret: (s: string) => (secret = s) };
+}
+
 function plane(env = planeEnv('edge')) {
   return new HttpDispatch(env.LAKESHORE_URL!, { token: env.LAKESHORE_TOKEN!, namespace: env.LAKESHORE_NAMESPACE!, retryForMs: 30_000 });
 }
@@ -283,17 +297,11 @@ describe('push delivery', () => {
   it('a 202 receiver finishes with finishLater: its values stream live to the job’s handle, its ack is the result, its nack a retry', async () => {
     const d = plane();
     const env = planeEnv('edge');
-    const deliveries: Delivery[] = [];
-    let secret = '';
-    const r = await receiver((hit, req, res) => {
-      void verifyDelivery(secret, req.headers as Record<string, string>, hit.body).then((x) => {
-        deliveries.push(x);
-        res.writeHead(202).end();
-      });
-    });
-    servers.push(r.server);
-    secret = (await d.configureQueue('slow-fn', { push: { url: r.url, concurrency: 2, timeoutMs: 5_000 }, retryBackoff: { initialMs: 0 } }))
-      .settings.push!.secret!;
+    const { deliveries, url, setSecret } = await laterReceiver();
+    setSecret(
+      (await d.configureQueue('slow-fn', { push: { url, concurrency: 2, timeoutMs: 5_000 }, retryBackoff: { initialMs: 0 } })).settings
+        .push!.secret!,
+    );
     const q = new Queue('slow-fn', { dispatch: d });
     const h = await q.submit('train', 3);
     await until(() => deliveries.length === 1, 'the delivery', 10_000);
@@ -331,15 +339,7 @@ describe('push delivery', () => {
   it('finishLater: a call the plane never had may be made again, and sends nothing twice', async () => {
     const d = plane();
     const env = planeEnv('edge');
-    const deliveries: Delivery[] = [];
-    let secret = '';
-    const r = await receiver((hit, req, res) => {
-      void verifyDelivery(secret, req.headers as Record<string, string>, hit.body).then((x) => {
-        deliveries.push(x);
-        res.writeHead(202).end();
-      });
-    });
-    servers.push(r.server);
+    const { deliveries, url, setSecret } = await laterReceiver();
     // Between the receiver and the plane, a proxy that drops the requests `lost` picks, unforwarded.
     let lost = (_path: string) => false;
     const upstream = new URL(env.LAKESHORE_URL!);
@@ -357,7 +357,7 @@ describe('push delivery', () => {
     servers.push(proxy);
     await new Promise<void>((ok) => proxy.listen(0, '127.0.0.1', ok));
     const via = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
-    secret = (await d.configureQueue('flaky-fn', { push: { url: r.url, timeoutMs: 5_000 } })).settings.push!.secret!;
+    setSecret((await d.configureQueue('flaky-fn', { push: { url, timeoutMs: 5_000 } })).settings.push!.secret!);
     const h = await new Queue('flaky-fn', { dispatch: d }).submit('train', 3);
     await until(() => deliveries.length === 1, 'the delivery', 10_000);
     const job = finishLater(deliveries[0]!, via, { retryForMs: 300 });

@@ -20,6 +20,35 @@ export interface Pushed {
   nacked: Map<string, boolean>;
 }
 
+/** A Pusher of queue q to https://receiver.test/ on `port`: a 1 MiB result limit, a 60 s lease, the clock at NOW unless given. */
+export function newPusher(
+  port: PushPort,
+  o: { concurrency: number; batchSize?: number; timeoutMs?: number; now?: () => number; onDelivered?: (d: Delivered) => void },
+): Pusher {
+  return new Pusher(
+    port,
+    {
+      url: 'https://receiver.test/',
+      concurrency: o.concurrency,
+      timeoutMs: o.timeoutMs ?? 5_000,
+      batchSize: o.batchSize ?? 1,
+      secrets: ['whsec_dGVzdHRlc3R0ZXN0dGVzdHRlc3R0ZXN0dGVzdA=='],
+    },
+    {
+      ns: 'n',
+      queue: 'q',
+      workerId: 'lakeshore-push',
+      leaseMs: 60_000,
+      maxLeaseMs: 600_000,
+      resultBytes: RESULT_BYTES,
+      maxDelayMs: 3_600_000,
+      waitMs: 50,
+      now: o.now ?? (() => NOW),
+      onDelivered: o.onDelivered,
+    },
+  );
+}
+
 /** Pushes jobs j0..j<n-1> until each is acked or nacked; `answer` gets each request's body. `into`: filled as it goes. */
 export async function pushJobs(
   n: number,
@@ -57,28 +86,7 @@ export async function pushJobs(
     deliveryToken: async () => null,
     fetch: (_url, init) => answer(String(init.body)),
   };
-  const p = new Pusher(
-    port,
-    {
-      url: 'https://receiver.test/',
-      concurrency: o.concurrency ?? 1,
-      timeoutMs: 5_000,
-      batchSize: o.batchSize ?? 1,
-      secrets: ['whsec_dGVzdHRlc3R0ZXN0dGVzdHRlc3R0ZXN0dGVzdA=='],
-    },
-    {
-      ns: 'n',
-      queue: 'q',
-      workerId: 'lakeshore-push',
-      leaseMs: 60_000,
-      maxLeaseMs: 600_000,
-      resultBytes: RESULT_BYTES,
-      maxDelayMs: 3_600_000,
-      waitMs: 50,
-      now: () => NOW,
-      onDelivered: (d) => out.told.push(d),
-    },
-  );
+  const p = newPusher(port, { concurrency: o.concurrency ?? 1, batchSize: o.batchSize ?? 1, onDelivered: (d) => out.told.push(d) });
   p.start();
   try {
     await until(() => out.acked.size + out.nacked.size >= n && out.told.length >= n, `${n} jobs settled`, 30_000);

@@ -747,7 +747,16 @@ class Readme(unittest.TestCase):
 
 @unittest.skipUnless(URL, "needs LAKESHORE_URL")
 class FinishLater(unittest.TestCase):
-    def test_a_202_receiver_streams_values_live_and_acks_with_finish_later(self):
+    def _serve(self, handler) -> int:
+        """Serves `handler` on loopback until the test ends; answers its port."""
+        import http.server
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(lambda: (server.shutdown(), server.server_close()))
+        return server.server_address[1]
+
+    def _later_receiver(self, d: ls.HttpDispatch, q: str, **settings) -> "queue.Queue[dict]":
+        """A push target for queue `q` that verifies each delivery, keeps it, and answers 202."""
         import http.server
         deliveries: "queue.Queue[dict]" = queue.Queue()
         secret = {}
@@ -762,14 +771,15 @@ class FinishLater(unittest.TestCase):
             def log_message(self, *args):
                 pass
 
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        self.addCleanup(lambda: (server.shutdown(), server.server_close()))
+        port = self._serve(Receiver)
+        secret["s"] = d.configure_queue(q, push={"url": "http://127.0.0.1:%d/" % port}, **settings)["settings"]["push"]["secret"]
+        self.addCleanup(lambda: d.configure_queue(q, push=None))
+        return deliveries
+
+    def test_a_202_receiver_streams_values_live_and_acks_with_finish_later(self):
         d = client()
         self.addCleanup(d.close)
-        secret["s"] = d.configure_queue("slow-py", push={"url": "http://127.0.0.1:%d/" % server.server_address[1]},
-                                        retry_backoff={"initial_ms": 0})["settings"]["push"]["secret"]
-        self.addCleanup(lambda: d.configure_queue("slow-py", push=None))
+        deliveries = self._later_receiver(d, "slow-py", retry_backoff={"initial_ms": 0})
         h = ls.SyncQueue("slow-py", dispatch=d).submit("train", 3)
         job = ls.finish_later(deliveries.get(timeout=30), URL)
         self.assertEqual(d.get(h.id)["state"], "running")  # 202: the receiver's now
@@ -799,19 +809,6 @@ class FinishLater(unittest.TestCase):
         import http.client
         import http.server
         import urllib.parse
-        deliveries: "queue.Queue[dict]" = queue.Queue()
-        secret = {}
-
-        class Receiver(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                deliveries.put(ls.verify_delivery(secret["s"], self.headers, body))
-                self.send_response(202)
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
         up = urllib.parse.urlsplit(URL)
         lost = {"when": lambda path: False}
 
@@ -840,17 +837,12 @@ class FinishLater(unittest.TestCase):
             def log_message(self, *args):
                 pass
 
-        servers = [http.server.ThreadingHTTPServer(("127.0.0.1", 0), h) for h in (Receiver, Proxy)]
-        for server in servers:
-            threading.Thread(target=server.serve_forever, daemon=True).start()
-            self.addCleanup(lambda s=server: (s.shutdown(), s.server_close()))
+        via = "http://127.0.0.1:%d" % self._serve(Proxy)
         d = client()
         self.addCleanup(d.close)
-        secret["s"] = d.configure_queue("flaky-py", push={"url": "http://127.0.0.1:%d/" % servers[0].server_address[1]}
-                                        )["settings"]["push"]["secret"]
-        self.addCleanup(lambda: d.configure_queue("flaky-py", push=None))
+        deliveries = self._later_receiver(d, "flaky-py")
         h = ls.SyncQueue("flaky-py", dispatch=d).submit("train", 3)
-        job = ls.finish_later(deliveries.get(timeout=30), "http://127.0.0.1:%d" % servers[1].server_address[1], retry_for=0.3)
+        job = ls.finish_later(deliveries.get(timeout=30), via, retry_for=0.3)
         lost["when"] = lambda path: True  # the plane away: the first emit, its BEGIN frame, never arrives
         with self.assertRaises(Exception):
             job.emit(1)
