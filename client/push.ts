@@ -64,6 +64,21 @@ function secretKey(s: unknown): Uint8Array<ArrayBuffer> {
   return unb64(b64text);
 }
 
+/**
+ * The body as received, as text. A parsed body (Express's `express.json()`, a Next.js or Vercel
+ * function's `req.body`) is not what was signed: said so, with how to get the one that was.
+ */
+function bodyText(body: unknown): string {
+  if (typeof body === 'string') return body;
+  if (body instanceof Uint8Array || body instanceof ArrayBuffer) return new TextDecoder().decode(body);
+  throw new TypeError(
+    `the delivery's body must be its bytes or text as received (a string, Buffer, Uint8Array or ArrayBuffer), not ${
+      body === null ? 'null' : typeof body === 'object' ? 'a parsed object' : typeof body
+    }: the signature is of the bytes the plane sent, which parsing and writing again changes ` +
+      `(Express: express.raw({ type: 'application/json' }); Next.js: bodyParser: false; fetch handlers: await req.text())`,
+  );
+}
+
 /** Compares without an early exit. */
 function same(a: string, b: string): boolean {
   if (a.length !== b.length) return false;
@@ -76,11 +91,12 @@ function same(a: string, b: string): boolean {
 async function verified(
   secret: string | string[],
   headers: HeaderBag,
-  body: string | Uint8Array,
+  body: string | Uint8Array | ArrayBuffer,
   opts: VerifyOptions,
 ): Promise<{ text: string; id: string; timestamp: number }> {
   const keys = (Array.isArray(secret) ? secret : [secret]).map(secretKey);
   if (keys.length === 0) throw new TypeError('no push secret given: pass the whsec_… text, or a list of them during a rotation');
+  const text = bodyText(body);
   const id = header(headers, 'webhook-id');
   const ts = header(headers, 'webhook-timestamp');
   const sigs = header(headers, 'webhook-signature');
@@ -92,7 +108,6 @@ async function verified(
   const tolerance = opts.toleranceS ?? 300;
   if (Math.abs(now - timestamp) > tolerance)
     throw new UnauthorizedError(`webhook-timestamp is ${Math.round(now - timestamp)} s from now, past the tolerance of ${tolerance} s`);
-  const text = typeof body === 'string' ? body : new TextDecoder().decode(body);
   const data = new TextEncoder().encode(`${id}.${ts}.${text}`);
   const given = sigs.split(' ').flatMap((s) => (s.startsWith('v1,') ? [s.slice(3)] : []));
   let ok = false;
@@ -101,7 +116,10 @@ async function verified(
     const want = b64(new Uint8Array(await crypto.subtle.sign('HMAC', key, data)));
     for (const g of given) ok = same(g, want) || ok;
   }
-  if (!ok) throw new UnauthorizedError('delivery signature does not verify: not from this queue, altered, or signed with another secret');
+  if (!ok)
+    throw new UnauthorizedError(
+      'delivery signature does not verify: not from this queue, altered (a body parsed and written again is: give the body as received), or signed with another secret',
+    );
   return { text, id, timestamp };
 }
 
@@ -128,7 +146,7 @@ const jobOf = (j: Record<string, unknown>, top: Record<string, unknown>, webhook
 export async function verifyDelivery(
   secret: string | string[],
   headers: HeaderBag,
-  body: string | Uint8Array,
+  body: string | Uint8Array | ArrayBuffer,
   opts: VerifyOptions = {},
 ): Promise<Delivery> {
   const { text, id, timestamp } = await verified(secret, headers, body, opts);
@@ -183,7 +201,7 @@ export function batchAnswer(outcomes: Record<string, BatchOutcome>): {
 export async function verifyBatch(
   secret: string | string[],
   headers: HeaderBag,
-  body: string | Uint8Array,
+  body: string | Uint8Array | ArrayBuffer,
   opts: VerifyOptions = {},
 ): Promise<Batch> {
   const { text, id, timestamp } = await verified(secret, headers, body, opts);

@@ -32,12 +32,26 @@ def _secret_key(s: Any) -> bytes:
                     "push target (lakeshore queue Q --push-url URL; --rotate-push-secret makes a new one), got %s" % got)
 
 
-def _verified(secret: Union[str, Sequence[str]], headers: Mapping[str, Any], body: Union[str, bytes],
+def _body_text(body: Any) -> str:
+    """The body as received, as text. A parsed body (Flask's request.get_json(), a dict) is not what
+    was signed: said so, with how to get the one that was."""
+    if isinstance(body, str):
+        return body
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        return bytes(body).decode("utf-8")
+    raise TypeError("the delivery's body must be its bytes or text as received (bytes or str), not %s: the signature is of "
+                    "the bytes the plane sent, which parsing and writing again changes (Flask: request.get_data(); "
+                    "Django: request.body; FastAPI: await request.body())"
+                    % ("a parsed %s" % type(body).__name__ if isinstance(body, (dict, list)) else type(body).__name__))
+
+
+def _verified(secret: Union[str, Sequence[str]], headers: Mapping[str, Any], body: Union[str, bytes, bytearray],
               tolerance_s: float, now: Optional[float]) -> Tuple[str, str, int]:
     """Checks the signature and timestamp; answers the body's text, its webhook-id and timestamp."""
     keys = [_secret_key(s) for s in (list(secret) if isinstance(secret, (list, tuple)) else [secret])]
     if not keys:
         raise TypeError("no push secret given: pass the whsec_... text, or a list of them during a rotation")
+    text = _body_text(body)
     msg_id, ts, sigs = _header(headers, "webhook-id"), _header(headers, "webhook-timestamp"), _header(headers, "webhook-signature")
     if not msg_id or not ts or not sigs:
         raise Unauthorized("not a signed delivery: webhook-id, webhook-timestamp or webhook-signature is missing")
@@ -46,7 +60,6 @@ def _verified(secret: Union[str, Sequence[str]], headers: Mapping[str, Any], bod
     now = time.time() if now is None else now
     if abs(now - int(ts)) > tolerance_s:
         raise Unauthorized("webhook-timestamp is %d s from now, past the tolerance of %s s" % (now - int(ts), tolerance_s))
-    text = body.decode("utf-8") if isinstance(body, bytes) else body
     data = ("%s.%s.%s" % (msg_id, ts, text)).encode("utf-8")
     given = [s[3:] for s in sigs.split(" ") if s.startswith("v1,")]
     ok = False
@@ -55,7 +68,8 @@ def _verified(secret: Union[str, Sequence[str]], headers: Mapping[str, Any], bod
         for g in given:
             ok = hmac.compare_digest(g, want) or ok
     if not ok:
-        raise Unauthorized("delivery signature does not verify: not from this queue, altered, or signed with another secret")
+        raise Unauthorized("delivery signature does not verify: not from this queue, altered (a body parsed and written again is: "
+                           "give the body as received), or signed with another secret")
     return text, msg_id, int(ts)
 
 

@@ -30,6 +30,16 @@ class VerifyDelivery(unittest.TestCase):
         with self.assertRaises(Unauthorized):
             verify_delivery(SECRET, {}, BODY, now=NOW)
 
+    def test_reads_the_body_as_received_and_refuses_a_parsed_one_saying_how_to_get_it(self):
+        for body in (BODY, BODY.encode(), bytearray(BODY.encode()), memoryview(BODY.encode())):
+            self.assertEqual(verify_delivery(SECRET, HEADERS, body, now=NOW)["id"], "j1")
+        # Flask's request.get_json(), a framework's parsed body: a setup error, said as one.
+        with self.assertRaisesRegex(TypeError, r"^the delivery's body must be its bytes or text as received .*not a parsed dict: .*request\.get_data\(\)"):
+            verify_delivery(SECRET, HEADERS, json.loads(BODY), now=NOW)
+        # Written again from the parsed JSON, it is not the body that was signed.
+        with self.assertRaisesRegex(Unauthorized, r"altered \(a body parsed and written again is: give the body as received\)"):
+            verify_delivery(SECRET, HEADERS, json.dumps(json.loads(BODY)), now=NOW)
+
     def test_a_secret_that_is_not_one_is_said_so_and_not_echoed(self):
         # None is what a receiver gets from an answer that did not show the secret (it shows once);
         # a token or a secret cut short is pasted by mistake. Each is a setup error, named as one.
