@@ -46,6 +46,10 @@ export interface LaterJob {
   nack(error: unknown, opts?: { retry?: boolean; delayMs?: number }): Promise<'queued' | 'delayed' | 'failed'>;
 }
 
+/** Whether a promise was fulfilled, not its value. */
+const yes = () => true;
+const no = () => false;
+
 /**
  * A pushed job to finish after answering 202, on the plane at `url` (default LAKESHORE_URL: the
  * one the queue lives on; the delivery names its namespace). A delivery from a local plane's `lakeshore push` carries no
@@ -81,14 +85,8 @@ export function finishLater(delivery: Delivery, url?: string, opts: FinishLaterO
     open();
     ending = true;
     try {
-      if (
-        begun &&
-        (await begun.then(
-          () => true,
-          () => false,
-        )) &&
-        !closed
-      ) {
+      const began = begun !== null && (await begun.then(yes, no));
+      if (began && !closed) {
         await frame();
         closed = true;
       }
