@@ -214,10 +214,12 @@ export async function schedule(
   });
   out.print(scheduleView(s), scheduleLine(s));
   // The edge plane's queue object fires ticks by itself; a local file has no process of its own.
-  if (d.inProcess && !out.json)
-    process.stderr.write(
-      `lakeshore: on the local plane a tick submits while a process has the file open: a worker of ${queue} (lakeshore worker start --queue ${queue}) fires them\n`,
-    );
+  if (d.inProcess && !out.json) {
+    // A push queue's jobs go out through `lakeshore push`, which has the file open too.
+    const pushed = (await d.queueInfo(queue)).settings.push;
+    const by = pushed ? `its pusher (lakeshore push ${queue})` : `a worker of ${queue} (lakeshore worker start --queue ${queue})`;
+    process.stderr.write(`lakeshore: on the local plane a tick submits while a process has the file open: ${by} fires them\n`);
+  }
   return EXIT.ok;
 }
 

@@ -223,6 +223,15 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
     );
     expect((await cli(['schedule', 'rm', 'ops', 'daily'], env)).code).toBe(0);
     if (kind === 'local') {
+      // A push queue's ticks go out through its pusher, which is what fires them.
+      expect((await cli(['queue', 'ops-pushed', '--push-url', 'http://127.0.0.1:9/'], env)).code).toBe(0);
+      const pushed = await cli(['schedule', 'set', 'ops-pushed', 'daily', '--cron', '0 9 * * *', '--fn', 'add'], env);
+      expect(pushed.stderr).toBe(
+        'lakeshore: on the local plane a tick submits while a process has the file open: its pusher (lakeshore push ops-pushed) fires them\n',
+      );
+      expect((await cli(['schedule', 'rm', 'ops-pushed', 'daily'], env)).code).toBe(0);
+    }
+    if (kind === 'local') {
       // One another plane wrote that this one cannot read (its next tick moved to never), with bytes that are no call.
       const db = new DatabaseSync(join(env.LAKESHORE_HOME!, 'dispatch.sqlite'));
       db.prepare(
