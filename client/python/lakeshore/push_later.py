@@ -11,6 +11,7 @@ result is the job's.
         job.emit({"step": step, "loss": loss})   # live to the job's readers
     job.ack({"loss": loss})                      # or job.nack(error)
 """
+import asyncio
 import os
 import threading
 from typing import Any, Callable, Dict, Mapping, Optional, TypeVar
@@ -100,3 +101,35 @@ def finish_later(delivery: Mapping[str, Any], url: Optional[str] = None, *, retr
     if not url:
         raise TypeError("finish_later: no plane URL: give the URL of the plane the queue lives on, or set LAKESHORE_URL")
     return LaterJob(delivery, url, retry_for)
+
+
+class AsyncLaterJob:
+    """LaterJob for asyncio code (a FastAPI or aiohttp receiver): the same calls, each awaited and
+    run in a thread, so none blocks the event loop. A cancelled await does not stop its call: it
+    finishes in its thread (and a failed one may be made again, as LaterJob's)."""
+
+    def __init__(self, job: LaterJob):
+        self.sync = job
+        self.id = job.id
+        self.attempt = job.attempt
+
+    async def emit(self, value: Any) -> None:
+        """Appends a value (JSON) to the job's journal, as a generator's yield does: its readers see it live."""
+        await asyncio.to_thread(self.sync.emit, value)
+
+    async def heartbeat(self) -> bool:
+        """Extends the attempt's lease by the queue's; True when the job was cancelled."""
+        return await asyncio.to_thread(self.sync.heartbeat)
+
+    async def ack(self, result: Any = None) -> None:
+        """Ends the job: succeeded, `result` (JSON) its result."""
+        await asyncio.to_thread(self.sync.ack, result)
+
+    async def nack(self, error: Any, *, retry: bool = True, delay: Optional[float] = None) -> str:
+        """Ends the attempt as failed, as LaterJob.nack: answers "queued", "delayed" or "failed"."""
+        return await asyncio.to_thread(lambda: self.sync.nack(error, retry=retry, delay=delay))
+
+
+def finish_later_async(delivery: Mapping[str, Any], url: Optional[str] = None, *, retry_for: float = 15.0) -> AsyncLaterJob:
+    """finish_later for asyncio code: the same job, its calls awaited (AsyncLaterJob)."""
+    return AsyncLaterJob(finish_later(delivery, url, retry_for=retry_for))

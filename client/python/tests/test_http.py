@@ -1,5 +1,6 @@
 """HttpDispatch and run_worker against a real `wrangler dev` (LAKESHORE_URL, LAKESHORE_TOKEN),
 plus interop with the Node CLI (LAKESHORE_NODE runs bin/lakeshore.mjs)."""
+import asyncio
 import json
 import os
 import queue
@@ -804,6 +805,27 @@ class FinishLater(unittest.TestCase):
         self.assertEqual(h2.result(timeout=30), "ok")
         with self.assertRaisesRegex(TypeError, "answer it with its outcome"):
             ls.finish_later({**again, "delivery_token": None}, URL)
+
+    def test_an_asyncio_receiver_awaits_the_same_calls(self):
+        d = client()
+        self.addCleanup(d.close)
+        deliveries = self._later_receiver(d, "async-py")
+        h = ls.SyncQueue("async-py", dispatch=d).submit("train", 2)
+        delivery = deliveries.get(timeout=30)
+
+        async def receiver() -> str:
+            job = ls.finish_later_async(delivery, URL)
+            for step in range(2):
+                await job.emit({"step": step})
+            self.assertFalse(await job.heartbeat())
+            await job.ack({"done": True})
+            with self.assertRaisesRegex(TypeError, "already acked or nacked"):
+                await job.ack(1)
+            return job.id
+
+        self.assertEqual(asyncio.run(receiver()), h.id)
+        self.assertEqual(h.result(timeout=30), {"done": True})
+        self.assertEqual(list(h.stream(timeout=30)), [{"step": 0}, {"step": 1}])
 
     def test_a_call_the_plane_never_had_may_be_made_again_and_sends_nothing_twice(self):
         import http.client
