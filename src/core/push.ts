@@ -140,8 +140,8 @@ export class Pusher {
   }
 
   /** What the deliveries on their way hold, and whether the pusher waits for room because of it. */
-  get held(): { bytes: number; heldBack: boolean; answerBytes: number } {
-    return { bytes: this.inFlightBytes, heldBack: this.heldBack, answerBytes: this.answers.bytes };
+  get held(): { bytes: number; heldBack: boolean } {
+    return { bytes: this.inFlightBytes, heldBack: this.heldBack };
   }
 
   private async loop(): Promise<void> {
@@ -277,7 +277,11 @@ export class Pusher {
     const t = this.target;
     const t0 = this.now();
     const d = { status: null as number | null, ms: 0, batch: cs.length };
+    // Once: the answer's time is taken when it is first known (a nack after reading it is not a second).
+    let known = false;
     const heard = () => {
+      if (known) return;
+      known = true;
       d.ms = this.now() - t0;
       if (d.status !== null) {
         this.latencies.push(d.ms);
@@ -338,32 +342,7 @@ export class Pusher {
           const { bytes, whole } = await readUpTo(res.body, limit);
           if (!whole) return await tooLong(`more than ${limit} bytes`);
           heard();
-          if (!batched) {
-            const c = cs[0]!;
-            const result = resultOf(bytes, res.headers.get('content-type'));
-            if (result && result.length > this.o.resultBytes) {
-              // Text is kept as a JSON string: its quotes and escapes may carry it past the limit.
-              const why = `push target answered ${res.status} with ${bytes.length} bytes of text, ${result.length} as the JSON string kept as its result; the result limit is ${this.o.resultBytes}`;
-              await nackAll(why, false);
-              return;
-            }
-            await this.settle(c, d, 'acked', () => this.acks.add(c, result));
-            return;
-          }
-          const outcomes = outcomesOf(bytes, this.o.resultBytes, this.o.maxDelayMs);
-          await Promise.all(
-            cs.map((c) => {
-              const o = outcomes.get(c.id) ?? { status: 'ok', result: null };
-              if (o.status === 'ok') return this.settle(c, d, 'acked', () => this.acks.add(c, o.result));
-              if (o.status === 'accepted') return this.settle(c, d, 'accepted', async () => {});
-              if (o.status === 'retry') {
-                const why = `push target answered ${res.status} and asked to retry it${o.error ? `: ${o.error}` : ''}`;
-                return this.settle(c, d, 'nacked', this.nackOf(c, d.status, why, true, o.delayMs), why);
-              }
-              const why = `push target answered ${res.status}: ${o.error}`;
-              return this.settle(c, d, 'nacked', this.nackOf(c, d.status, why, o.retry, null), why);
-            }),
-          );
+          await this.settleAnswer(cs, d, res, bytes, batched, nackAll);
         } finally {
           this.answers.give(reserved);
         }
@@ -387,5 +366,42 @@ export class Pusher {
     } finally {
       clearTimeout(timer);
     }
+  }
+
+  /** Settles a delivery's jobs by its 2xx answer, read whole: its one job acked with the body, or each of a batch as the body says. */
+  private async settleAnswer(
+    cs: Claimed[],
+    d: { status: number | null; ms: number; batch: number },
+    res: Response,
+    bytes: Uint8Array,
+    batched: boolean,
+    nackAll: (message: string, retry?: boolean) => Promise<unknown>,
+  ): Promise<void> {
+    if (!batched) {
+      const c = cs[0]!;
+      const result = resultOf(bytes, res.headers.get('content-type'));
+      if (result && result.length > this.o.resultBytes) {
+        // Text is kept as a JSON string: its quotes and escapes may carry it past the limit.
+        const why = `push target answered ${res.status} with ${bytes.length} bytes of text, ${result.length} as the JSON string kept as its result; the result limit is ${this.o.resultBytes}`;
+        await nackAll(why, false);
+        return;
+      }
+      await this.settle(c, d, 'acked', () => this.acks.add(c, result));
+      return;
+    }
+    const outcomes = outcomesOf(bytes, this.o.resultBytes, this.o.maxDelayMs);
+    await Promise.all(
+      cs.map((c) => {
+        const o = outcomes.get(c.id) ?? { status: 'ok', result: null };
+        if (o.status === 'ok') return this.settle(c, d, 'acked', () => this.acks.add(c, o.result));
+        if (o.status === 'accepted') return this.settle(c, d, 'accepted', async () => {});
+        if (o.status === 'retry') {
+          const why = `push target answered ${res.status} and asked to retry it${o.error ? `: ${o.error}` : ''}`;
+          return this.settle(c, d, 'nacked', this.nackOf(c, d.status, why, true, o.delayMs), why);
+        }
+        const why = `push target answered ${res.status}: ${o.error}`;
+        return this.settle(c, d, 'nacked', this.nackOf(c, d.status, why, o.retry, null), why);
+      }),
+    );
   }
 }
