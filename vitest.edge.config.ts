@@ -2,6 +2,12 @@
 import { cloudflareTest, readD1Migrations } from '@cloudflare/vitest-plugin';
 import { defineConfig } from 'vitest/config';
 
+/**
+ * Deliveries the push hooks below hold until the test lets them go (test/edge/push-awake.test.ts):
+ * a receiver that takes as long as the test says. Each is let go after a minute at most.
+ */
+const held = new Map<string, () => void>();
+
 export default defineConfig(async () => {
   const migrations = await readD1Migrations('migrations');
   return {
@@ -20,9 +26,24 @@ export default defineConfig(async () => {
             PUSH_SERVICES: 'PUSH_TEST_HOOKS',
           },
           // A Worker reached by a service binding, as a push target (test/edge/push.test.ts): it
-          // answers each delivery with what reached it, which becomes the job's result.
+          // answers each delivery with what reached it, which becomes the job's result. Under
+          // /hold/KEY it answers only once /release/KEY is asked; /held/KEY says whether it holds one.
           serviceBindings: {
             PUSH_TEST_HOOKS: async (request: Request) => {
+              const [, verb, key = ''] = new URL(request.url).pathname.split('/');
+              if (verb === 'held') return Response.json({ held: held.has(key) });
+              if (verb === 'release') {
+                held.get(key)?.();
+                return Response.json({ released: held.delete(key) });
+              }
+              if (verb === 'hold') {
+                await new Promise<void>((r) => {
+                  const timer = setTimeout(r, 60_000);
+                  timer.unref();
+                  held.set(key, () => (clearTimeout(timer), r()));
+                });
+                held.delete(key);
+              }
               const body = await request.text();
               const headers = Object.fromEntries(
                 ['webhook-id', 'webhook-timestamp', 'webhook-signature'].map((h) => [h, request.headers.get(h)]),

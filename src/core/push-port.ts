@@ -64,6 +64,8 @@ export interface PushOptions {
   maxClaim?: number;
   /** Told of each delivery's outcome (the feed's log line). */
   onDelivered?: (d: Delivered) => void;
+  /** Told as deliveries begin: the edge plane keeps its queue object awake while they are on their way. */
+  onDelivering?: () => void;
 }
 
 /** A push queue's figures for the operator view: in flight, outcomes, the last error, receiver latency. */

@@ -125,6 +125,11 @@ export class Pusher {
     };
   }
 
+  /** Whether any delivery is on its way to the receiver. */
+  get delivering(): boolean {
+    return this.inFlight > 0;
+  }
+
   /** What the deliveries on their way hold, and whether the pusher waits for room because of it. */
   get held(): { bytes: number; heldBack: boolean } {
     return { bytes: this.inFlightBytes, heldBack: this.heldBack };
@@ -189,6 +194,7 @@ export class Pusher {
       }
       // A slot per delivery: one job each, or up to the batch size together.
       const batched = batch > 1;
+      if (got.length) this.o.onDelivering?.();
       for (let k = 0; k < got.length; k += batch) {
         const cs = got.slice(k, k + batch);
         const size = cs.reduce((n, c) => n + c.envelope.length, 0);

@@ -4,7 +4,8 @@
  * starts when the object does (a submit, a due alarm, a request), and follows settings changes. An
  * object evicted meanwhile loses nothing: every job that becomes claimable either comes through the
  * object (a submit, a nack, a retry, a redrive) or arms its alarm (a delay, a lease running out), and
- * each of those starts the object and so its pusher again.
+ * each of those starts the object and so its pusher again. While it has work on its way, its alarm
+ * keeps it from being evicted (KEEP_AWAKE_MS).
  */
 import type { Engine } from '../core/engine.ts';
 import { PUSH_WORKER_ID, Pusher, type PushStats } from '../core/push.ts';
@@ -24,7 +25,19 @@ export interface PushingOptions {
   heard: (workerId: string, concurrency: number) => void;
   /** A delivery's outcome, as a log line of the feed. */
   log: (workerId: string, lines: LogLine[]) => void;
+  /** Deliveries begin: the object's alarm is to fire within KEEP_AWAKE_MS (see awake()). */
+  keepAwake: () => void;
 }
+
+/**
+ * How often a queue object's alarm fires while it pushes. Cloudflare evicts an object that has
+ * had no request or alarm for 70-140 s, and before the compatibility date 2026-10-01 a fetch on
+ * its way does not count: a delivery whose receiver takes longer than that (push.timeout_ms may be
+ * 15 min) would be cut off, its answer lost and the job delivered again. So would a pusher waiting
+ * for its queue's claim rate, its jobs left queued until the next submit. An alarm is an event:
+ * each one keeps the object another while.
+ */
+export const KEEP_AWAKE_MS = 30_000;
 
 export class Pushing {
   private pusher: Pusher | null = null;
@@ -105,9 +118,25 @@ export class Pushing {
         maxDelayMs: limits.maxDelayMs,
         maxClaim: limits.maxBatch,
         onDelivered: (d) => this.o.log(PUSH_WORKER_ID, [deliveryLine(d)]),
+        onDelivering: () => this.o.keepAwake(),
       },
     );
     this.pusher.start();
+  }
+
+  /**
+   * Whether the object is to stay awake (its alarm again within KEEP_AWAKE_MS): a delivery is on
+   * its way, or jobs wait for the claim rate (`rated`: the queue has one). Idle, it may be evicted:
+   * a submit, a due job or its alarm starts it, and its pusher, again.
+   */
+  async awake(rated: boolean): Promise<boolean> {
+    const p = this.pusher;
+    if (!p?.active) return false;
+    if (p.delivering) return true;
+    if (!rated) return false;
+    const { engine, ns, queue } = this.o;
+    if ((await engine.admin.info(ns, queue)).paused) return false;
+    return (await engine.count(ns, queue, 'queued')) > 0;
   }
 
   stats(): PushStats | null {

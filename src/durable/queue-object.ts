@@ -27,7 +27,7 @@ import { WorkerBook, type WorkerInfo } from '../core/workers.ts';
 import { RetentionClock } from '../core/retention.ts';
 import { settingsFrom } from './settings.ts';
 import { modelCounters, tokenReads } from './d1-model.ts';
-import { Pushing } from './pushing.ts';
+import { KEEP_AWAKE_MS, Pushing } from './pushing.ts';
 import { formatBookmark } from './bookmark.ts';
 import { CallOffs } from './call-offs.ts';
 import { type BatchCounters, queueEngine } from './queue-engine.ts';
@@ -98,6 +98,7 @@ export class QueueObject extends DurableObject<Env> {
       ...its,
       heard: (workerId, concurrency) => this.workers.heard(workerId, { host: 'plane', concurrency, queues: [this.queue] }),
       log: (workerId, lines) => this.engine.park.events.toldLog(this.ns, this.queue, workerId, lines),
+      keepAwake: () => this.armAlarm(Date.now() + KEEP_AWAKE_MS),
     });
     this.place = new ShardPlace({
       ...its,
@@ -357,6 +358,7 @@ export class QueueObject extends DurableObject<Env> {
     // Retention, when due; the first alarm of this instance looks too (the purge alarm it had may be the one firing).
     const purge = await this.retention.due();
     if (purge !== null) this.armAlarm(purge);
+    if (await this.pushing.awake(!!this.settings?.claimsPerSecond)) this.armAlarm(Date.now() + KEEP_AWAKE_MS);
   }
 
   /**
