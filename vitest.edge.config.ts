@@ -40,7 +40,10 @@ export default defineConfig(async () => {
                 await new Promise<void>((r) => {
                   const timer = setTimeout(r, 60_000);
                   timer.unref();
-                  held.set(key, () => (clearTimeout(timer), r()));
+                  held.set(key, () => {
+                    clearTimeout(timer);
+                    r();
+                  });
                 });
                 held.delete(key);
               }

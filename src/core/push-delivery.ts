@@ -93,9 +93,9 @@ export class Deliveries {
   /**
    * POSTs one delivery (a job, or a batch of them) and settles each job by the answer. Never throws.
    * `answered` frees the delivery's slot once the receiver has answered (the acks may still be on
-   * their way: they go with the next claim).
+   * their way: they go with the next claim); `headed`, its connection, once the answer's headers came.
    */
-  async deliver(t: PushTarget, cs: Claimed[], batched: boolean, answered: () => void): Promise<void> {
+  async deliver(t: PushTarget, cs: Claimed[], batched: boolean, answered: () => void, headed: () => void): Promise<void> {
     const t0 = this.now();
     const d: Answer = { status: null, ms: 0, batch: cs.length };
     // Once: the answer's time is taken when it is first known (a nack after reading it is not a second).
@@ -137,6 +137,7 @@ export class Deliveries {
         },
         body,
       });
+      headed();
       d.status = res.status;
       if (res.status === 202) {
         await res.body?.cancel();

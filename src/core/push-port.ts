@@ -62,6 +62,12 @@ export interface PushOptions {
   waitMs?: number;
   /** Most jobs in one claim (the plane's batch limit; default 1,000). */
   maxClaim?: number;
+  /**
+   * Most deliveries waiting for their receiver's headers at once, whatever the target's
+   * concurrency (default: no bound of its own). A Cloudflare Worker or Durable Object has 6
+   * connections waiting for headers; a seventh waits for one of them, its timeout running.
+   */
+  connections?: number;
   /** Told of each delivery's outcome (the feed's log line). */
   onDelivered?: (d: Delivered) => void;
   /** Told as deliveries begin: the edge plane keeps its queue object awake while they are on their way. */

@@ -39,6 +39,15 @@ export interface PushingOptions {
  */
 export const KEEP_AWAKE_MS = 30_000;
 
+/**
+ * Deliveries of a queue waiting for their receiver's headers at once: Cloudflare lets a Worker or
+ * a Durable Object have 6 connections waiting for headers, and queues a seventh until one answers.
+ * A delivery claimed beyond them would wait there with its lease and timeout running, to be failed
+ * as unanswered though its receiver never saw it. A receiver that answers 202 at once (and
+ * finishes later) holds its connection for a moment; one that works before answering, for its work.
+ */
+export const PUSH_CONNECTIONS = 6;
+
 export class Pushing {
   private pusher: Pusher | null = null;
   private readonly o: PushingOptions;
@@ -117,6 +126,7 @@ export class Pushing {
         resultBytes: limits.resultBytes,
         maxDelayMs: limits.maxDelayMs,
         maxClaim: limits.maxBatch,
+        connections: PUSH_CONNECTIONS,
         onDelivered: (d) => this.o.log(PUSH_WORKER_ID, [deliveryLine(d)]),
         onDelivering: () => this.o.keepAwake(),
       },

@@ -23,7 +23,14 @@ export interface Pushed {
 /** A Pusher of queue q to https://receiver.test/ on `port`: a 1 MiB result limit, a 60 s lease, the clock at NOW unless given. */
 export function newPusher(
   port: PushPort,
-  o: { concurrency: number; batchSize?: number; timeoutMs?: number; now?: () => number; onDelivered?: (d: Delivered) => void },
+  o: {
+    concurrency: number;
+    batchSize?: number;
+    timeoutMs?: number;
+    connections?: number;
+    now?: () => number;
+    onDelivered?: (d: Delivered) => void;
+  },
 ): Pusher {
   return new Pusher(
     port,
@@ -45,6 +52,7 @@ export function newPusher(
       waitMs: 50,
       now: o.now ?? (() => NOW),
       onDelivered: o.onDelivered,
+      connections: o.connections,
     },
   );
 }
