@@ -16,6 +16,7 @@
  * carries to read its own writes from a replica.
  */
 import { LakeshoreError } from '../core/errors.ts';
+import { platformError } from '../core/platform-errors.ts';
 import type { Port, Stmt, StmtResult } from '../core/port.ts';
 
 export class D1Port implements Port {
@@ -69,6 +70,12 @@ export class D1Port implements Port {
     this.inFlight++;
     try {
       return await this.run(stmts);
+    } catch (e) {
+      // D1's passing failures (a connection lost, an overload) are answered so that clients retry.
+      const passing = platformError(e);
+      if (!passing) throw e;
+      console.warn(passing.message);
+      throw passing;
     } finally {
       this.busyMs += Date.now() - t0;
       if (--this.inFlight === 0) for (const r of this.idle.splice(0)) r();

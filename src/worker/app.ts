@@ -1,6 +1,7 @@
 /** The HTTP face of the edge plane. Every route but /health needs a bearer token. */
 import { Hono } from 'hono';
 import { LakeshoreError, toError } from '../core/errors.ts';
+import { platformError } from '../core/platform-errors.ts';
 import { authenticate } from './auth.ts';
 import { bookmarks } from './bookmarks.ts';
 import { corsHeaders } from './cors.ts';
@@ -34,12 +35,16 @@ app.route('/v1/ns/:ns', observe);
 
 app.notFound((c) => c.json({ error: { code: 'not_found', message: `no route for ${c.req.method} ${new URL(c.req.url).pathname}` } }, 404));
 
-app.onError((err, c) => {
+app.onError((thrown, c) => {
+  // A call that failed on the platform's side (an object restarting, an overload): answered so that clients retry.
+  const passing = platformError(thrown);
+  if (passing) console.warn(c.req.method, new URL(c.req.url).pathname, passing.message);
+  const err = passing ?? thrown;
   if (err instanceof LakeshoreError) {
     if (err.code === 'rate_limited') c.header('Retry-After', String(Math.max(1, Math.ceil((err.retryAfterMs ?? 1000) / 1000))));
     return c.json({ error: err.toJSON() }, err.status as 400);
   }
   // Anything unknown is logged here and answered without its detail.
-  console.error('unhandled error', c.req.method, new URL(c.req.url).pathname, toError(err));
+  console.error('unhandled error', c.req.method, new URL(c.req.url).pathname, toError(thrown));
   return c.json({ error: { code: 'internal', message: 'internal error' } }, 500);
 });

@@ -17,6 +17,7 @@
  * started is the answer line `{"error": {code, message}}`.
  */
 import { LakeshoreError } from '../core/errors.ts';
+import { platformError } from '../core/platform-errors.ts';
 import type { Ctx } from './plane.ts';
 import { later } from './request.ts';
 
@@ -89,7 +90,8 @@ export async function longPoll<T>(
 }
 
 function errorJson(e: unknown) {
-  if (e instanceof LakeshoreError) return e.toJSON();
+  const err = platformError(e) ?? e;
+  if (err instanceof LakeshoreError) return err.toJSON();
   console.error('a streamed answer failed', e);
   return { code: 'internal', message: 'internal error' };
 }
