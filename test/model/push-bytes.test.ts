@@ -9,22 +9,14 @@ import { describe, expect, it } from 'vitest';
 import { type Ack, PUSH_BYTES, type PushPort } from '../../src/core/push.ts';
 import { CLAIM_BYTES } from '../../src/core/sql/claim.ts';
 import type { Claimed } from '../../src/core/types.ts';
-import { newPusher } from '../support/pusher.ts';
+import { claimFrom, jobsOf, newPusher } from '../support/pusher.ts';
 import { until } from '../support/wait.ts';
 
 const SIZE = 900_000;
 
 describe('the pusher and the bytes it has on their way', () => {
   it('claims no more while its deliveries hold PUSH_BYTES of envelopes, and delivers every job once as they are answered', async () => {
-    const waiting: Claimed[] = Array.from({ length: 60 }, (_, i) => ({
-      id: `j${i}`,
-      queue: 'q',
-      envelope: new Uint8Array(SIZE),
-      attempt: 1,
-      budgetAttempt: 1,
-      leaseUntil: Date.now() + 60_000,
-      priority: 0,
-    }));
+    const waiting = jobsOf(60, SIZE);
     const take = (max: number) => {
       const out: Claimed[] = [];
       let bytes = 0;
@@ -38,12 +30,7 @@ describe('the pusher and the bytes it has on their way', () => {
     const answers: (() => void)[] = [];
     const out: string[] = [];
     const port: PushPort = {
-      claim: async (max, _lease, _wait, signal) => {
-        const got = take(max);
-        if (got.length) return got;
-        await new Promise((r) => signal.addEventListener('abort', r, { once: true }));
-        return [];
-      },
+      claim: claimFrom(take),
       ackMany: async (items: Ack[]) => {
         acked.push(...items.map((a) => a.c.id));
         return items.map(() => null);

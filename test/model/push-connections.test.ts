@@ -7,21 +7,12 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { Ack, PushPort } from '../../src/core/push.ts';
-import type { Claimed } from '../../src/core/types.ts';
-import { NOW, newPusher } from '../support/pusher.ts';
+import { claimFrom, jobsOf, newPusher } from '../support/pusher.ts';
 import { until } from '../support/wait.ts';
 
 /** A plane of `n` jobs whose receiver the test answers: `headers` holds the answers not yet begun. */
 function plane(n: number, respond: () => Promise<Response>) {
-  const waiting: Claimed[] = Array.from({ length: n }, (_, i) => ({
-    id: `j${i}`,
-    queue: 'q',
-    envelope: new Uint8Array(2),
-    attempt: 1,
-    budgetAttempt: 1,
-    leaseUntil: NOW + 60_000,
-    priority: 0,
-  }));
+  const waiting = jobsOf(n);
   // mostOut: the most jobs claimed and not yet answered (their receiver's headers not come).
   const s = { claimed: 0, answered: 0, acked: new Set<string>(), awaiting: 0, mostAwaiting: 0, mostOut: 0 };
   const take = (max: number) => {
@@ -35,12 +26,7 @@ function plane(n: number, respond: () => Promise<Response>) {
     return items.map(() => null);
   };
   const port: PushPort = {
-    claim: async (max, _lease, _wait, signal) => {
-      const got = take(max);
-      if (got.length) return got;
-      await new Promise((r) => signal.addEventListener('abort', r, { once: true }));
-      return [];
-    },
+    claim: claimFrom(take),
     ackMany: async (items) => ack(items),
     ackAndClaim: async (acks, max) => ({ acks: ack(acks), claimed: take(max) }),
     nack: async () => {

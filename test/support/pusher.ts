@@ -57,28 +57,39 @@ export function newPusher(
   );
 }
 
+/** Jobs j0..j<n-1> of queue q, each claimable once, with envelopes of `bytes`. */
+export function jobsOf(n: number, bytes = 2): Claimed[] {
+  return Array.from({ length: n }, (_, i) => ({
+    id: `j${i}`,
+    queue: 'q',
+    envelope: new Uint8Array(bytes),
+    attempt: 1,
+    budgetAttempt: 1,
+    leaseUntil: NOW + 60_000,
+    priority: 0,
+  }));
+}
+
+/** A port's claim that hands out what `take` gives, else waits until the pusher calls it off. */
+export function claimFrom(take: (max: number) => Claimed[]): PushPort['claim'] {
+  return async (max, _lease, _wait, signal) => {
+    const got = take(max);
+    if (got.length) return got;
+    await new Promise((r) => signal.addEventListener('abort', r, { once: true }));
+    return [];
+  };
+}
+
 /** Pushes jobs j0..j<n-1> until each is acked or nacked; `answer` gets each request's body. `into`: filled as it goes. */
 export async function pushJobs(
   n: number,
   answer: (body: string) => Promise<Response>,
   o: { concurrency?: number; batchSize?: number; retried?: Retried; into?: Pushed } = {},
 ): Promise<Pushed> {
-  const waiting: Claimed[] = Array.from({ length: n }, (_, i) => ({
-    id: `j${i}`,
-    queue: 'q',
-    envelope: new Uint8Array(2),
-    attempt: 1,
-    budgetAttempt: 1,
-    leaseUntil: NOW + 60_000,
-    priority: 0,
-  }));
+  const waiting = jobsOf(n);
   const out: Pushed = o.into ?? { told: [], acked: new Map(), nacked: new Map() };
   const port: PushPort = {
-    claim: async (max, _lease, _wait, signal) => {
-      if (waiting.length) return waiting.splice(0, max);
-      await new Promise((r) => signal.addEventListener('abort', r, { once: true }));
-      return [];
-    },
+    claim: claimFrom((max) => waiting.splice(0, max)),
     ackMany: async (items) => {
       for (const a of items) out.acked.set(a.c.id, a.result);
       return items.map(() => null);
