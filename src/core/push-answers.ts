@@ -8,7 +8,11 @@
  */
 export const ANSWER_BYTES = 8 << 20;
 
-export class AnswerBudget {
+/**
+ * A budget of units taken and given back: the bytes of answers being read (ANSWER_BYTES), or the
+ * connections a runtime lets wait for headers (push-delivery.ts). One taker always gets through.
+ */
+export class Budget {
   private used = 0;
   private readonly waiting = new Set<() => void>();
   private readonly max: number;
@@ -17,12 +21,12 @@ export class AnswerBudget {
     this.max = max;
   }
 
-  /** The bytes reserved now. */
+  /** The units reserved now. */
   get bytes(): number {
     return this.used;
   }
 
-  /** Reserves `n` bytes once they fit beside the others' (at once when none are held); rejects once `signal` aborts. */
+  /** Reserves `n` units once they fit beside the others' (at once when none are held); rejects once `signal` aborts. */
   async take(n: number, signal: AbortSignal): Promise<void> {
     while (this.used > 0 && this.used + n > this.max) {
       signal.throwIfAborted();

@@ -5,7 +5,7 @@
  */
 import { fromUtf8, readUpTo } from './bytes.ts';
 import type { PushAcks } from './push-acks.ts';
-import { ANSWER_BYTES, AnswerBudget } from './push-answers.ts';
+import { ANSWER_BYTES, Budget } from './push-answers.ts';
 import type { PushOptions, PushPort, PushStats, Retried } from './push-port.ts';
 import { type PushTarget, signDelivery } from './push-target.ts';
 import { type Delivered, deliveryBody, outcomesOf, resultOf, retryAfterMs } from './push-wire.ts';
@@ -19,6 +19,8 @@ const TOKENLESS_202 =
 const BATCH_ANSWER_SLACK = 64 * 1024;
 /** What is read of an error answer's body, for the 500 characters the nack's message keeps. */
 const ERROR_TEXT_BYTES = 2048;
+/** A delivery's lease outlasts its request timeout by this much (push.ts claims with it). */
+export const LEASE_SLACK_MS = 5_000;
 
 /** A delivery's answer as its jobs are settled: its status and time, and how many jobs it carried. */
 interface Answer {
@@ -32,7 +34,12 @@ export class Deliveries {
   lastError: PushStats['lastError'] = null;
   private readonly latencies: number[] = [];
   /** The bytes of the 2xx answers being read and settled (ANSWER_BYTES). */
-  private readonly answers = new AnswerBudget();
+  private readonly answers = new Budget();
+  /**
+   * The connections its deliveries may hold waiting for their receiver's headers
+   * (PushOptions.connections): past them a delivery waits here, its timeout not yet running.
+   */
+  private readonly connections: Budget;
 
   private readonly port: PushPort;
   private readonly o: PushOptions;
@@ -45,6 +52,7 @@ export class Deliveries {
     this.o = o;
     this.acks = acks;
     this.now = now;
+    this.connections = new Budget(o.connections ?? Number.POSITIVE_INFINITY);
   }
 
   /** The receiver's answer time over the last deliveries (ms), null before any. */
@@ -91,11 +99,33 @@ export class Deliveries {
   }
 
   /**
+   * The delivery waited for a connection into its jobs' leases: each that would run out before its
+   * timeout does is extended first (one write each, only after such a wait). A job no longer held
+   * (cancelled, or its lease gone) throws: the delivery is not sent.
+   */
+  private async keepLeases(t: PushTarget, cs: Claimed[]): Promise<void> {
+    const needed = this.now() + t.timeoutMs + LEASE_SLACK_MS / 2;
+    const short = cs.filter((c) => c.leaseUntil < needed);
+    if (!short.length || !this.port.extend) return;
+    const leaseMs = Math.min(this.o.maxLeaseMs, t.timeoutMs + LEASE_SLACK_MS);
+    try {
+      await Promise.all(
+        short.map(async (c) => {
+          c.leaseUntil = await this.port.extend!(c, leaseMs);
+        }),
+      );
+    } catch (e) {
+      const why = `its lease could not be kept while it waited for a connection: ${e instanceof Error ? e.message : String(e)}`;
+      throw Object.assign(new Error(why), { name: 'LeaseLost' });
+    }
+  }
+
+  /**
    * POSTs one delivery (a job, or a batch of them) and settles each job by the answer. Never throws.
    * `answered` frees the delivery's slot once the receiver has answered (the acks may still be on
-   * their way: they go with the next claim); `headed`, its connection, once the answer's headers came.
+   * their way: they go with the next claim).
    */
-  async deliver(t: PushTarget, cs: Claimed[], batched: boolean, answered: () => void, headed: () => void): Promise<void> {
+  async deliver(t: PushTarget, cs: Claimed[], batched: boolean, answered: () => void): Promise<void> {
     const t0 = this.now();
     const d: Answer = { status: null, ms: 0, batch: cs.length };
     // Once: the answer's time is taken when it is first known (a nack after reading it is not a second).
@@ -117,12 +147,23 @@ export class Deliveries {
     // One timer for the request and its body, cleared when it is done: a runtime bounds the timers
     // alive at once (workerd: 10,000 per isolate), and AbortSignal.timeout's would outlive the request.
     const abort = new AbortController();
-    const timer = setTimeout(() => abort.abort(new DOMException('push target timed out', 'TimeoutError')), t.timeoutMs);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let connected = false;
+    const disconnect = () => {
+      if (!connected) return;
+      connected = false;
+      this.connections.give(1);
+    };
     try {
       const tokens = await Promise.all(cs.map((c) => this.port.deliveryToken(c)));
       const body = deliveryBody(cs, tokens, batched, this.o);
       // A job's attempt is in exactly one delivery, so the first job's names its batch uniquely.
       const msgId = `${batched ? 'batch_' : ''}${cs[0]!.id}.${cs[0]!.attempt}`;
+      // A connection first: its timeout runs from the send, and its leases are kept past it.
+      await this.connections.take(1, abort.signal);
+      connected = true;
+      await this.keepLeases(t, cs);
+      timer = setTimeout(() => abort.abort(new DOMException('push target timed out', 'TimeoutError')), t.timeoutMs);
       const ts = Math.floor(this.now() / 1000);
       const res = await this.port.fetch(t.url, {
         method: 'POST',
@@ -137,7 +178,8 @@ export class Deliveries {
         },
         body,
       });
-      headed();
+      // Its headers came: the connection is free for the next (a body still coming holds none).
+      disconnect();
       d.status = res.status;
       if (res.status === 202) {
         await res.body?.cancel();
@@ -181,12 +223,15 @@ export class Deliveries {
     } catch (e) {
       const err = e instanceof Error ? e : new Error(String(e));
       const message =
-        err.name === 'TimeoutError' || err.name === 'AbortError'
-          ? `push target did not answer within ${t.timeoutMs} ms`
-          : `push target could not be reached: ${err.message}`;
+        err.name === 'LeaseLost'
+          ? err.message
+          : err.name === 'TimeoutError' || err.name === 'AbortError'
+            ? `push target did not answer within ${t.timeoutMs} ms`
+            : `push target could not be reached: ${err.message}`;
       await nackAll(message);
     } finally {
-      clearTimeout(timer);
+      disconnect();
+      if (timer !== undefined) clearTimeout(timer);
     }
   }
 

@@ -42,6 +42,11 @@ export interface PushPort {
    * due), or failed.
    */
   nack(c: Claimed, error: InvocationError, retry: boolean, delayMs: number | null): Promise<Retried>;
+  /**
+   * Extends the attempt's lease to `leaseMs` from now, answering its new end; throws when the
+   * attempt is no longer held. Used only after a delivery waited for a connection into its lease.
+   */
+  extend?(c: Claimed, leaseMs: number): Promise<number>;
   /** The receiver's credential for this job and attempt (append, heartbeat, ack, nack), or null. */
   deliveryToken(c: Claimed): Promise<string | null>;
   fetch(url: string, init: RequestInit): Promise<Response>;
@@ -65,7 +70,8 @@ export interface PushOptions {
   /**
    * Most deliveries waiting for their receiver's headers at once, whatever the target's
    * concurrency (default: no bound of its own). A Cloudflare Worker or Durable Object has 6
-   * connections waiting for headers; a seventh waits for one of them, its timeout running.
+   * connections waiting for headers, and holds a seventh unsent, its timeout running: past this
+   * bound a delivery waits in the pusher instead, its timeout starting when it is sent.
    */
   connections?: number;
   /** Told of each delivery's outcome (the feed's log line). */

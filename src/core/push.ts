@@ -15,7 +15,7 @@
  * and `lakeshore push` runs it on a local plane's file through a Dispatch.
  */
 import { PushAcks } from './push-acks.ts';
-import { Deliveries } from './push-delivery.ts';
+import { Deliveries, LEASE_SLACK_MS } from './push-delivery.ts';
 import type { PushOptions, PushPort, PushStats } from './push-port.ts';
 import type { PushTarget } from './push-target.ts';
 import type { Claimed } from './types.ts';
@@ -44,8 +44,6 @@ export class Pusher {
   private readonly o: PushOptions;
   private readonly now: () => number;
   private inFlight = 0;
-  /** Deliveries whose receiver has not yet answered with its headers (PushOptions.connections). */
-  private awaitingHeaders = 0;
   private stopped = false;
   private running = false;
   private claimAbort = new AbortController();
@@ -141,10 +139,7 @@ export class Pusher {
     let pause = 0;
     while (!this.stopped) {
       const concurrency = this.target.concurrency;
-      // A delivery holds a connection until its answer's headers come: the runtime may allow fewer
-      // than `concurrency`, and one claimed with none free would wait, its lease and timeout running.
-      const width = Math.min(concurrency, this.o.connections ?? concurrency);
-      const free = Math.min(concurrency - this.inFlight, width - this.awaitingHeaders);
+      const free = concurrency - this.inFlight;
       if (this.inFlight > 0 && this.inFlightBytes >= PUSH_BYTES) {
         this.heldBack = true;
         await new Promise<void>((r) => (this.freed = r));
@@ -166,13 +161,13 @@ export class Pusher {
         this.freed = null;
         continue;
       }
-      if (free < (this.inFlight === 0 ? 1 : Math.max(1, Math.floor(width / 2)))) {
+      if (free < (this.inFlight === 0 ? 1 : Math.max(1, Math.floor(concurrency / 2)))) {
         await new Promise<void>((r) => (this.freed = r));
         this.freed = null;
         continue;
       }
       if (this.claimAbort.signal.aborted) this.claimAbort = new AbortController();
-      const leaseMs = Math.min(this.o.maxLeaseMs, Math.max(this.o.leaseMs, this.target.timeoutMs + 5_000));
+      const leaseMs = Math.min(this.o.maxLeaseMs, Math.max(this.o.leaseMs, this.target.timeoutMs + LEASE_SLACK_MS));
       const acks = this.acks.take();
       // The batch size as claimed: a retarget during the claim must not split its jobs into more
       // deliveries than the slots it was sized for.
@@ -205,26 +200,16 @@ export class Pusher {
         const size = cs.reduce((n, c) => n + c.envelope.length, 0);
         this.inFlight++;
         this.inFlightBytes += size;
-        this.awaitingHeaders++;
-        let connected = true;
         let held = true;
-        // Its connection frees when the receiver's headers come (or it fails before them)...
-        const headed = () => {
-          if (!connected) return;
-          connected = false;
-          this.awaitingHeaders--;
-          this.freed?.();
-        };
-        // ...and its slot when the receiver has answered (its ack may go with the next claim).
+        // The slot frees when the receiver has answered (its ack may go with the next claim).
         const release = () => {
-          headed();
           if (!held) return;
           held = false;
           this.inFlight--;
           this.inFlightBytes -= size;
           this.freed?.();
         };
-        const p = this.deliveries.deliver(this.target, cs, batched, release, headed).finally(() => {
+        const p = this.deliveries.deliver(this.target, cs, batched, release).finally(() => {
           release();
           this.pending.delete(p);
         });

@@ -41,10 +41,11 @@ export const KEEP_AWAKE_MS = 30_000;
 
 /**
  * Deliveries of a queue waiting for their receiver's headers at once: Cloudflare lets a Worker or
- * a Durable Object have 6 connections waiting for headers, and queues a seventh until one answers.
- * A delivery claimed beyond them would wait there with its lease and timeout running, to be failed
- * as unanswered though its receiver never saw it. A receiver that answers 202 at once (and
- * finishes later) holds its connection for a moment; one that works before answering, for its work.
+ * a Durable Object have 6 connections waiting for headers, and holds a seventh unsent until one
+ * answers, its timeout running, to be failed as unanswered though its receiver never saw it. Past
+ * 6 the pusher holds the delivery itself: its timeout starts when it is sent, and its jobs' leases
+ * are extended if the wait ate into them. A receiver that answers at once (202, or a 200 from a
+ * fast function) holds a connection for a moment; one that works before answering, for its work.
  */
 export const PUSH_CONNECTIONS = 6;
 
@@ -97,6 +98,11 @@ export class Pushing {
         nack: async (c, error, retry, delayMs) => {
           const out = await engine.work.nack(ns, c.id, { workerId: PUSH_WORKER_ID, attempt: c.attempt, error, retry, delayMs, queue });
           return { state: out.state, runAt: out.runAt };
+        },
+        extend: async (c, leaseMs) => {
+          const out = await engine.work.heartbeat(ns, c.id, { workerId: PUSH_WORKER_ID, attempt: c.attempt, leaseMs, queue });
+          if (out.cancelled || out.leaseUntil === null) throw new Error(`job ${c.id} is no longer held: it was cancelled`);
+          return out.leaseUntil;
         },
         deliveryToken: async (c) =>
           mintDeliveryToken(await signingKeys(this.o.env as unknown as Record<string, string | undefined>), {
