@@ -13,7 +13,7 @@
  */
 import { fromUtf8 } from './bytes.ts';
 import { LakeshoreError } from './errors.ts';
-import { b64url, fromB64url, type Key } from './signing.ts';
+import { b64url, fromB64url, type Key, text } from './signing.ts';
 
 export const DELIVERY_TOKEN_PREFIX = 'lsd_';
 /** A delivery token lasts a day at most; its attempt's lease is what bounds it in practice. */
@@ -28,12 +28,12 @@ export interface DeliveryClaims {
   exp: number;
 }
 
-const signed = (claims: string) => new TextEncoder().encode(`lsd1.${claims}`) as Uint8Array<ArrayBuffer>;
+const signed = (claims: string) => text(`lsd1.${claims}`);
 
 export async function mintDeliveryToken(keys: Key[], c: DeliveryClaims): Promise<string> {
   const k = keys[0]!;
   const json = JSON.stringify({ v: 1, ns: c.ns, q: c.queue, id: c.id, a: c.attempt, w: c.workerId, exp: c.exp, k: k.kid });
-  const claims = b64url(new TextEncoder().encode(json));
+  const claims = b64url(text(json));
   const sig = new Uint8Array(await crypto.subtle.sign('HMAC', k.key, signed(claims)));
   return `${DELIVERY_TOKEN_PREFIX}${claims}.${b64url(sig)}`;
 }

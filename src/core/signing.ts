@@ -3,20 +3,19 @@
  * tokens, delivery-token.ts): HMAC-SHA-256 keys from the secret STREAM_TOKEN_KEYS (comma-separated;
  * the first signs, every one verifies) or, unset, one derived from LAKESHORE_TOKEN.
  */
+import { toBase64, utf8 } from './bytes.ts';
 import { LakeshoreError } from './errors.ts';
 /** UTF-8 bytes, typed as WebCrypto takes them. */
-const text = (s: string) => new TextEncoder().encode(s) as Uint8Array<ArrayBuffer>;
+export const text = (s: string) => utf8(s) as Uint8Array<ArrayBuffer>;
 
 export interface Key {
   kid: string;
   key: CryptoKey;
 }
 
-export const b64url = (bytes: Uint8Array): string => {
-  let bin = '';
-  for (const b of bytes) bin += String.fromCharCode(b);
-  return btoa(bin).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
-};
+const URL_SAFE: Record<string, string> = { '+': '-', '/': '_', '=': '' };
+/** base64url with no padding, by the runtime's own base64 (bytes.ts): a pushed job's token takes two. */
+export const b64url = (bytes: Uint8Array): string => toBase64(bytes).replace(/[+/=]/g, (ch) => URL_SAFE[ch]!);
 
 export function fromB64url(s: string): Uint8Array | null {
   if (!/^[A-Za-z0-9_-]*$/.test(s)) return null;

@@ -12,7 +12,7 @@ import { PUSH_WORKER_ID, Pusher, type PushStats } from '../core/push.ts';
 import { deliveryLine } from '../core/push-wire.ts';
 import { mintDeliveryToken, DELIVERY_TOKEN_TTL_MS } from '../core/delivery-token.ts';
 import { serviceOf } from '../core/push-target.ts';
-import { signingKeys } from '../core/signing.ts';
+import { type Key, signingKeys } from '../core/signing.ts';
 import type { LogLine } from '../core/feed.ts';
 import { errorOf } from '../core/settled.ts';
 
@@ -75,6 +75,13 @@ export class Pushing {
     }
     const limits = engine.limits;
     const settings = (await engine.admin.info(ns, queue)).settings;
+    // The signing keys once, not a job: a deployment's vars do not change under a running object.
+    let keys: Promise<Key[]> | null = null;
+    const keysOf = () =>
+      (keys ??= signingKeys(this.o.env as unknown as Record<string, string | undefined>).catch((e: unknown) => {
+        keys = null;
+        throw e;
+      }));
     this.pusher = new Pusher(
       {
         claim: (max, leaseMs, waitMs, signal) =>
@@ -105,7 +112,7 @@ export class Pushing {
           return out.leaseUntil;
         },
         deliveryToken: async (c) =>
-          mintDeliveryToken(await signingKeys(this.o.env as unknown as Record<string, string | undefined>), {
+          mintDeliveryToken(await keysOf(), {
             ns,
             queue,
             id: c.id,
