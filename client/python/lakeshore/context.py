@@ -82,7 +82,7 @@ class JobContext:
         self.root: str = root or os.getcwd()
         self.prefix: Optional[str] = env.get("prefix") if isinstance(env.get("prefix"), str) else None
         self._logs = logs
-        self._chunks: Any = None  # the attempt's ChunkWriter (worker.py sets it)
+        self._chunks: Any = None  # the attempt's ChunkWriter (attempt.py sets it)
         self._stop = threading.Event()
         self._heard = False  # the handler read `stop`: it is told, never interrupted
         self.stop_reason: Optional[str] = None

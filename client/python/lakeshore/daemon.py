@@ -32,7 +32,8 @@ from .http import HttpDispatch
 from .local import Dispatch
 from .queue import SyncQueue
 from .resolve import POLICIES
-from .worker import put_back, run_worker, running, together
+from .threads import put_back, running, together
+from .worker import run_worker
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -141,7 +142,7 @@ def _own_the_log() -> None:
     log = logging.getLogger("lakeshore")
     if not log.handlers:
         log.addHandler(_Said(logging.INFO))
-        log.setLevel(logging.INFO)  # each job's outcome (worker.py), as Node's worker says it
+        log.setLevel(logging.INFO)  # each job's outcome (attempt.py), as Node's worker says it
         log.propagate = False
 
 

@@ -1,246 +1,25 @@
-"""run_worker: claims from a pool and runs the named functions of a registry."""
-import asyncio
-import inspect
-import json
-import logging
+"""run_worker: claims from a pool and runs the named functions of a registry.
+
+The loop (_Loop) claims and hands each job to its attempt (attempt.py), which runs the handler
+(job.py); a process's loops run together in threads (threads.py)."""
 import os
 import socket
-import sys
 import threading
 import time
-import traceback
 import uuid
 from typing import Any, Callable, Dict, List, Optional, Union
 
-from .envelope import decode_envelope, json_bytes
-from .errors import FencingConflict, NotFound, PayloadTooLarge
-from .chunks import ChunkWriter
-from .frames import BEGIN, CHUNK, END, ERROR, VALUE, encode_frame
+from .attempt import _run_one
+from .context import JobContext, _LogShipper, current_job, set_origin_for
+from .errors import FencingConflict, NotFound
+from .job import _runners
+from .job_clock import JobStopped, TimeLimitExceeded
 from .plane import is_local
-from .resolve import Resolver, Unrunnable
-from .tracing import run_span
-from .context import JobContext, _current, _LogShipper, current_job, set_origin_for
-from .job_clock import BEATS, CANCELS, Call, JobStopped, Runner, TimeLimitExceeded, on_interrupt
+from .resolve import Resolver
+from .threads import _Either, _holding, _stop_event, together
 from .version import __version__
 
 __all__ = ["JobContext", "JobStopped", "TimeLimitExceeded", "current_job", "run_worker", "set_origin_for"]
-
-def _json(v: Any) -> bytes:
-    return json.dumps(v, separators=(",", ":")).encode("utf-8")
-
-
-_HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep
-
-
-def _stack_of(e: BaseException) -> str:
-    """A job's traceback from its handler's frame on: the worker's own frames that called it (the
-    attempt, the time limit's thread) say nothing of the failure. An error the worker raised
-    itself (no handler frame in it) keeps them all."""
-    tb = e.__traceback__
-    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(_HERE):
-        tb = tb.tb_next
-    return "".join(traceback.format_exception(type(e), e, tb if tb is not None else e.__traceback__))
-
-
-def _escaped(e: BaseException) -> None:
-    """What a handler raised that is no Exception ends its job, never the worker: sys.exit (or
-    argparse refusing its arguments) with status 0 (or none) is a success with no result; another
-    status, or another BaseException (an async handler's asyncio.CancelledError, say), fails the
-    job as a handler's error would, of its own type."""
-    if isinstance(e, SystemExit) and (e.code is None or e.code == 0):
-        return None
-    raise _Escaped(e) from None
-
-
-class _Escaped(Exception):
-    """A handler's BaseException, raised on as its job's failure."""
-
-    def __init__(self, raised: BaseException) -> None:
-        said = ("the handler exited: sys.exit(%r)" % (raised.code,) if isinstance(raised, SystemExit)
-                else str(raised) or "the handler raised %s" % type(raised).__name__)
-        super().__init__(said)
-        self.raised = raised
-
-
-def _as_json(v: Any, what: str) -> bytes:
-    """A handler's result or yielded value as JSON bytes, as a Node worker writes it (a NaN loss is
-    null, so every reader parses it); a value JSON cannot write is the handler's TypeError."""
-    try:
-        return json_bytes(v)
-    except (TypeError, ValueError) as e:
-        err = TypeError("the handler's %s is not JSON: %s" % (what, e))
-        # Not retried: the handler ran, perhaps for hours, and answered what no reader can take; it would again.
-        err._lakeshore_once = True  # type: ignore[attr-defined]
-        raise err from None
-
-
-def _awaited(v: Any) -> Any:
-    """A handler's answer, with a coroutine (an `async def` handler's) run to its end on an event
-    loop of its own; anything else as it is."""
-    if inspect.isawaitable(v) and not inspect.isasyncgen(v):
-        return asyncio.run(_interruptible(v))
-    return v
-
-
-async def _interruptible(v: Any) -> Any:
-    """Awaits `v` in a task that the job's interruption cancels (job_clock.on_interrupt)."""
-    task, loop = asyncio.current_task(), asyncio.get_running_loop()
-    on_interrupt(lambda: loop.call_soon_threadsafe(task.cancel))  # type: ignore[union-attr]
-    return await v
-
-
-class _Steps:
-    """A generator's values one at a time: a plain one's by next(); an async one's on an event loop
-    kept for the job, so the generator's awaits and its values run on one loop."""
-
-    def __init__(self, gen: Any) -> None:
-        self.gen = gen
-        self.loop = asyncio.new_event_loop() if inspect.isasyncgen(gen) else None
-
-    def next(self) -> Any:
-        if self.loop is None:
-            return next(self.gen)
-        return self.loop.run_until_complete(_interruptible(self.gen.__anext__()))
-
-    def close(self) -> None:
-        """Closes the generator (its finally blocks run) and the loop; a step left running past the
-        job's time limit keeps them, as Python cannot stop it."""
-        try:
-            if self.loop is None:
-                self.gen.close()
-            else:
-                self.loop.run_until_complete(self.gen.aclose())
-                self.loop.close()
-        except (RuntimeError, ValueError):
-            pass
-
-
-class _Job:
-    """One claimed attempt: numbered frames, its heartbeats (job_clock.BEATS), a cancel flag."""
-
-    def __init__(self, d: Any, claimed: Any, worker_id: str, heartbeat_s: float, ctx: Optional[JobContext] = None):
-        self.d, self.c, self.worker_id, self.ctx = d, claimed, worker_id, ctx
-        #: Who writes its frames: named on each call, not left to the client's memory of its claims,
-        #: which another thread's claim of the job's next attempt may have replaced.
-        self.holder = {"worker_id": worker_id, "attempt": claimed.attempt}
-        self.seq: Optional[int] = None
-        self.cancelled = threading.Event()
-        self.lost = threading.Event()
-        self.call: Optional[Call] = None  # the handler's call running now, for its interruption
-        self._frames = threading.Lock()  # one frame at a time, numbered in order: the handler's and its writes'
-        #: current_job().write(): CHUNK frames, sent by a thread of their own.
-        self.chunks = ChunkWriter(lambda body: self._append(CHUNK, body))
-        BEATS.watch(self, heartbeat_s, self._heartbeat)
-        CANCELS.watch(d, claimed.queue, self, claimed.id, self._cancelled)
-
-    def append(self, kind: int, body: bytes, meta: Optional[Dict[str, Any]] = None, final: bool = False) -> None:
-        """A frame after everything the handler wrote before it."""
-        self.chunks.flush()
-        self._append(kind, body, meta, final)
-
-    def _append(self, kind: int, body: bytes, meta: Optional[Dict[str, Any]] = None, final: bool = False) -> None:
-        with self._frames:
-            if self.seq is None:
-                self.seq = self.d.journal_append(self.c.id, None, encode_frame(kind, 0, body, meta), final=final, **self.holder)
-            else:
-                self.seq += 1
-                self.d.journal_append(self.c.id, self.seq, encode_frame(kind, self.seq, body, meta), final=final, **self.holder)
-
-    def _heartbeat(self) -> bool:
-        """One heartbeat; False once there is no need of more (cancelled, or no longer this worker's)."""
-        try:
-            if self.d.heartbeat(self.c.id, self.worker_id, attempt=self.c.attempt):
-                self.cancelled.set()
-                self.abort(_CANCELLED)
-                return False
-        except (FencingConflict, NotFound):
-            self.lost.set()
-            self.abort(_LOST)
-            return False
-        except Exception:
-            pass  # the plane away: the next one tries again
-        return True
-
-    def _cancelled(self) -> None:
-        """Its cancel, heard from the wait on its result (job_clock.CANCELS) before a heartbeat told it."""
-        self.cancelled.set()
-        self.abort(_CANCELLED)
-
-    def abort(self, reason: str) -> None:
-        """Tells the handler to stop (current_job().stop), saying why, and interrupts it when it
-        never read that (JobStopped, or its task cancelled)."""
-        if self.ctx is not None and not self.ctx._abort(reason):
-            return
-        call = self.call
-        if call is not None:
-            call.interrupt()
-
-    def stopped(self) -> bool:
-        """Cancelled, or no longer this worker's: the attempt writes nothing more."""
-        return self.cancelled.is_set() or self.lost.is_set()
-
-    def finish(self) -> None:
-        self.chunks.close()
-        BEATS.forget(self)
-        CANCELS.forget(self.d, self.c.queue, self)
-
-
-def _why_refused(d: Any, c: Any) -> str:
-    """Why the plane refused an attempt's write (a 409 or 404): cancelled, or no longer its."""
-    try:
-        if (d.get(c.id) or {}).get("state") == "cancelled":
-            return _CANCELLED
-    except Exception:
-        pass
-    return _LOST
-
-
-#: Each attempt's outcome, as Node's worker says it: "ID: succeeded" (info), and why it failed, was
-#: retried or stopped (warning). `python -m lakeshore.daemon` (and so `lakeshore worker start`)
-#: writes them to stderr; a program sees them as its logging is set up to.
-_log = logging.getLogger("lakeshore.worker")
-_log.addHandler(logging.NullHandler())  # a library's way: silent unless the program (or the daemon) listens, as Node's runWorker
-
-
-def _ended(c: Any, outcome: str, why: Optional[str] = None) -> None:
-    if why is not None:
-        _log.warning("job %s attempt %d%s", c.id, c.attempt, why)
-    _log.info("%s: %s", c.id, outcome)
-
-
-def _stopped_as(d: Any, c: Any, job: "_Job") -> None:
-    """Says an attempt that ended without its outcome: cancelled, or no longer this worker's."""
-    why = job.ctx.stop_reason if job.ctx is not None and job.ctx.stop_reason else None
-    if job.cancelled.is_set() or why == _CANCELLED:
-        _ended(c, "cancelled", ": cancelled: %s; stopped" % _CANCELLED)
-    elif job.lost.is_set() or why == _LOST:
-        _ended(c, "lost", ": lost: %s; stopped" % _LOST)
-    else:
-        cancelled = _why_refused(d, c) == _CANCELLED
-        _ended(c, "cancelled" if cancelled else "lost",
-               ": cancelled; stopped" if cancelled else ": lost: its lease ran out or the job went to another worker; stopped")
-
-
-_CANCELLED = "the invocation was cancelled"
-_LOST = "its lease was lost (it ran out, or the job went to another worker)"
-
-
-# Each worker thread's runner of job calls under their time limits (job_clock.Runner).
-_runners = threading.local()
-
-
-def _within(job: _Job, deadline: Optional[float], limit: str, call: Callable[[], Any]) -> Any:
-    """Runs `call` (in this job's context) on this worker thread's runner, raising
-    TimeLimitExceeded once `deadline` (monotonic) passes. The job's abort interrupts it (_Job.abort);
-    a call that still runs past the limit (Python cannot stop a thread inside a C call) is left
-    running in a daemon thread, its outcome discarded, and the job fails."""
-    runner = getattr(_runners, "runner", None)
-    if runner is None:
-        runner = _runners.runner = Runner()
-
-    def started(c: Call) -> None:
-        job.call = c
-    return runner.run(deadline, limit, call, started)
 
 
 def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str, Callable[..., Any]]] = None, *,
@@ -311,145 +90,184 @@ def run_worker(q: Any, queue: Optional[str] = None, registry: Optional[Dict[str,
         # On the main thread the loop runs in a thread of its own too, so an interrupt (Ctrl-C)
         # lands in the wait for it (together) and stops the worker as a `stop` does.
         return _in_threads(given, 1 if once else concurrency)
-    from .queue import SyncQueue
-    if isinstance(q, SyncQueue):
-        if queue is not None:
-            raise TypeError("run_worker(q, ...): the SyncQueue names the queue")
-        dispatch, queue = q.dispatch, q.name
-    else:
-        dispatch = q
-        if not isinstance(queue, str):
-            raise TypeError("run_worker needs a SyncQueue, or a dispatch and a queue name")
-    local = is_local(dispatch)
-    if root is not None:
-        root = os.fspath(root)  # a pathlib.Path as a str
-    if code not in (None, "off", "mount"):
-        raise ValueError("code must be 'mount' or 'off', got %r" % code)
-    from .mount import mounts_for
-    # No root on an HTTP plane: the directory the worker started in, as the reference's default,
-    # confined to the modules found there (resolve.py).
-    confined = root is None and not local
-    if confined:
-        root = os.getcwd()
-    resolve = Resolver(registry, root, allow_import=True, confined=confined,
-                       allow_pickled=local if allow_pickled is None else allow_pickled, runtime_policy=runtime_policy,
-                       mounts=mounts_for(dispatch, code_home) if code == "mount" else None)
-    worker_id = worker_id or _worker_id()
-    told = list(pools) if pools else [queue]
-    info = {"queues": told, "host": socket.gethostname(), "pid": os.getpid(), "version": __version__, "concurrency": slots or len(told)}
-    info_at: List[Optional[float]] = [None]
+    del given["concurrency"]
+    return _Loop(**given).serve()
 
-    def say_who() -> Optional[Dict[str, Any]]:
+
+class _Loop:
+    """One worker loop on one thread: claims a job (or takes the one an ack handed over), runs its
+    attempt, and again, until stopped; says who it is along its claims, and that it stopped."""
+
+    def __init__(self, q: Any, queue: Optional[str], registry: Optional[Dict[str, Callable[..., Any]]], *,
+                 root: "Optional[Union[str, os.PathLike[str]]]", once: bool, poll: float, retries: Optional[int], stop: Any,
+                 allow_pickled: Optional[bool], runtime_policy: str, once_wait: float, worker_id: Optional[str], wait: float,
+                 lease: float, on_done: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]], code: Optional[str],
+                 code_home: Optional[str], time_limit_ms: Optional[int], pools: Optional[List[str]], slots: Optional[int]) -> None:
+        from .queue import SyncQueue
+        if isinstance(q, SyncQueue):
+            if queue is not None:
+                raise TypeError("run_worker(q, ...): the SyncQueue names the queue")
+            dispatch, queue = q.dispatch, q.name
+        else:
+            dispatch = q
+            if not isinstance(queue, str):
+                raise TypeError("run_worker needs a SyncQueue, or a dispatch and a queue name")
+        self.dispatch, self.queue = dispatch, queue
+        self.resolve = self._resolver(registry, root, code, code_home, allow_pickled, runtime_policy)
+        self.once, self.once_wait, self.retries, self.lease, self.on_done = once, once_wait, retries, lease, on_done
+        self.worker_id = worker_id or _worker_id()
+        told = list(pools) if pools else [queue]
+        self.info = {"queues": told, "host": socket.gethostname(), "pid": os.getpid(), "version": __version__,
+                     "concurrency": slots or len(told)}
+        self.info_at: Optional[float] = None  # when it last said who it is
+        self.done = threading.Event()
+        self.stop = _stop_event(stop, poll, self.done)
+        self.logs = _LogShipper(dispatch, self.worker_id)
+        self.claiming: Optional[str] = None  # the claim waiting now, for the stop watcher to call off
+        self.can_cancel = hasattr(dispatch, "cancel_claim")
+        # A plane that cannot call a waiting claim off (the local one) is asked in short waits
+        # instead, so a stop is heard within one of them.
+        self.step = wait if self.can_cancel else min(wait, _LOCAL_WAIT_STEP)
+        self.own_limit = DEFAULT_TIME_LIMIT_MS if time_limit_ms is None else (time_limit_ms or None)
+        self.own_whose = _DEFAULT_LIMIT_SAID if time_limit_ms is None else "its worker's"
+        self.queue_limit: Optional[int] = None
+        self.queue_limit_at: Optional[float] = None
+        # A job's ack carries the claim of the next (one request a job, as Node's worker), unless
+        # the worker is to stop, runs once, or has something to say of itself, which only a claim carries.
+        self.handed: List[Any] = []
+        self.ack = self._ack_and_next if not once and hasattr(dispatch, "ack_and_claim") else None
+
+    def _resolver(self, registry: Any, root: Any, code: Optional[str], code_home: Optional[str], allow_pickled: Optional[bool],
+                  runtime_policy: str) -> Resolver:
+        local = is_local(self.dispatch)
+        if root is not None:
+            root = os.fspath(root)  # a pathlib.Path as a str
+        if code not in (None, "off", "mount"):
+            raise ValueError("code must be 'mount' or 'off', got %r" % code)
+        from .mount import mounts_for
+        # No root on an HTTP plane: the directory the worker started in, as the reference's default,
+        # confined to the modules found there (resolve.py).
+        confined = root is None and not local
+        if confined:
+            root = os.getcwd()
+        return Resolver(registry, root, allow_import=True, confined=confined,
+                        allow_pickled=local if allow_pickled is None else allow_pickled, runtime_policy=runtime_policy,
+                        mounts=mounts_for(self.dispatch, code_home) if code == "mount" else None)
+
+    def serve(self) -> int:
+        """Runs jobs until stopped (or one, with `once`); answers how many it ran."""
+        if self.can_cancel:
+            threading.Thread(target=self._call_off, daemon=True).start()
+        executed = 0
+        try:
+            once_until = time.monotonic() + self.once_wait
+            while not self.stop.is_set():
+                claim_id = None
+                if self.handed:
+                    c = self.handed.pop(0)
+                else:
+                    claim_id = uuid.uuid4().hex
+                    c = self._claim(claim_id, max(0.0, min(once_until - time.monotonic(), self.step)) if self.once else self.step)
+                if c is None:
+                    if self.once and time.monotonic() >= once_until:
+                        return 0
+                    continue
+                if self.stop.is_set():
+                    self._untouched(c, claim_id)
+                    break
+                executed += 1
+                self._run(c)
+                if self.once:
+                    break
+        finally:
+            self._close()
+        return executed
+
+    def _claim(self, claim_id: str, wait: float) -> Any:
+        """One claim, waiting up to `wait` seconds; None when none came."""
+        self.claiming = claim_id
+        try:
+            return self.dispatch.claim(self.queue, self.worker_id, wait=wait, lease=self.lease, worker=self._say_who(),
+                                       **({"claim_id": claim_id} if self.can_cancel else {}))
+        finally:
+            self.claiming = None
+
+    def _untouched(self, c: Any, claim_id: Optional[str]) -> None:
+        """Stopped while the answer was on its way: the job back untouched (a claim called off
+        moments after its answer puts its job back without charging an attempt). The stop watcher
+        may have called it off first: the job is back already, perhaps another worker's by now, and
+        finding it so is no error."""
+        if not (self.can_cancel and claim_id and self.dispatch.cancel_claim(self.queue, self.worker_id, claim_id)):
+            _give_back(self.dispatch, self.queue, self.worker_id, [c])
+
+    def _run(self, c: Any) -> None:
+        """One claimed job's attempt, under its queue's time limit, else this worker's."""
+        q_limit = self._limit_of_queue()
+        _holding[threading.get_ident()] = (self.dispatch, self.worker_id, c)  # for an interrupt's second stop (together)
+        try:
+            _run_one(self.dispatch, c, self.worker_id, self.resolve, self.retries, max(0.2, self.lease / 3), self.on_done, self.logs,
+                     q_limit or self.own_limit, "its queue's" if q_limit else self.own_whose, self.ack)
+        finally:
+            _holding.pop(threading.get_ident(), None)
+
+    def _say_who(self) -> Optional[Dict[str, Any]]:
         """What the worker says of itself: with its first claim, then every _INFO_EVERY_S."""
         now = time.monotonic()
-        if info_at[0] is not None and now - info_at[0] < _INFO_EVERY_S:
+        if self.info_at is not None and now - self.info_at < _INFO_EVERY_S:
             return None
-        info_at[0] = now
-        return info
-    done = threading.Event()
-    stop = _stop_event(stop, poll, done)
-    logs = _LogShipper(dispatch, worker_id)
-    executed = 0
-    claiming: Dict[str, str] = {}  # the claim waiting now, by name, for the stop watcher to call off
+        self.info_at = now
+        return self.info
 
-    def call_off() -> None:
-        # When `stop` is set, the waiting claim is called off on the plane: it takes no job.
-        while not (stop.wait(0.1) or done.is_set()):
+    def _call_off(self) -> None:
+        """The stop watcher: when `stop` is set, the waiting claim is called off on the plane, so it takes no job."""
+        while not (self.stop.wait(0.1) or self.done.is_set()):
             pass
-        claim_id = claiming.get("id")
-        if claim_id and not done.is_set():
+        claim_id = self.claiming
+        if claim_id and not self.done.is_set():
             try:
-                dispatch.cancel_claim(queue, worker_id, claim_id)
+                self.dispatch.cancel_claim(self.queue, self.worker_id, claim_id)
             except Exception:
                 pass
 
-    can_cancel = hasattr(dispatch, "cancel_claim")
-    if can_cancel:
-        threading.Thread(target=call_off, daemon=True).start()
-    # A plane that cannot call a waiting claim off (the local one) is asked in short waits instead,
-    # so a stop is heard within one of them.
-    step = wait if can_cancel else min(wait, _LOCAL_WAIT_STEP)
-    own_limit = DEFAULT_TIME_LIMIT_MS if time_limit_ms is None else (time_limit_ms or None)
-    own_whose = _DEFAULT_LIMIT_SAID if time_limit_ms is None else "its worker's"
-    queue_limit: Dict[str, Any] = {"ms": None, "at": None}
-
-    def limit_of_queue() -> Optional[int]:
+    def _limit_of_queue(self) -> Optional[int]:
         """The queue's time_limit_ms setting, read again every _QUEUE_SETTINGS_S (kept when the plane is away)."""
-        if queue_limit["at"] is None or time.monotonic() - queue_limit["at"] >= _QUEUE_SETTINGS_S:
-            queue_limit["at"] = time.monotonic()
+        if self.queue_limit_at is None or time.monotonic() - self.queue_limit_at >= _QUEUE_SETTINGS_S:
+            self.queue_limit_at = time.monotonic()
             try:
-                queue_limit["ms"] = (dispatch.queue_info(queue).get("settings") or {}).get("time_limit_ms")
+                self.queue_limit = (self.dispatch.queue_info(self.queue).get("settings") or {}).get("time_limit_ms")
             except Exception:
                 pass
-        return queue_limit["ms"]
+        return self.queue_limit
 
-    # A job's ack carries the claim of the next (one request a job, as Node's worker), unless the
-    # worker is to stop, runs once, or has something to say of itself, which only a claim carries.
-    handed: List[Any] = []
-
-    def ack_and_next(c: Any, body: bytes) -> None:
-        if stop.is_set() or (info_at[0] is not None and time.monotonic() - info_at[0] >= _INFO_EVERY_S):
-            dispatch.ack(c.id, worker_id, result=body, attempt=c.attempt)
+    def _ack_and_next(self, c: Any, body: bytes) -> None:
+        """A job's ack, carrying the claim of the next when the loop goes on and has nothing to say."""
+        if self.stop.is_set() or (self.info_at is not None and time.monotonic() - self.info_at >= _INFO_EVERY_S):
+            self.dispatch.ack(c.id, self.worker_id, result=body, attempt=c.attempt)
             return
-        errors, got = dispatch.ack_and_claim(queue, worker_id, [{"id": c.id, "attempt": c.attempt, "result": body}], 1, lease=lease)
-        handed.extend(got)
+        errors, got = self.dispatch.ack_and_claim(self.queue, self.worker_id, [{"id": c.id, "attempt": c.attempt, "result": body}], 1,
+                                                  lease=self.lease)
+        self.handed.extend(got)
         if errors[0] is not None:
             raise errors[0]
 
-    ack = ack_and_next if not once and hasattr(dispatch, "ack_and_claim") else None
-    try:
-        once_until = time.monotonic() + once_wait
-        while not stop.is_set():
-            claim_id = None
-            if handed:
-                c = handed.pop(0)
-            else:
-                claim_id = uuid.uuid4().hex
-                claiming["id"] = claim_id
-                this_wait = max(0.0, min(once_until - time.monotonic(), step)) if once else step
-                c = dispatch.claim(queue, worker_id, wait=this_wait, lease=lease, worker=say_who(),
-                                   **({"claim_id": claim_id} if can_cancel else {}))
-                claiming.pop("id", None)
-            if c is None:
-                if once and time.monotonic() >= once_until:
-                    return 0
-                continue
-            if stop.is_set():
-                # Stopped while the answer was on its way: give the job back untouched (a claim
-                # called off moments after its answer puts its job back without charging an attempt).
-                # The stop watcher may have called it off first: the job is back already, perhaps
-                # another worker's by now, and finding it so is no error.
-                if not (can_cancel and claim_id and dispatch.cancel_claim(queue, worker_id, claim_id)):
-                    _give_back(dispatch, queue, worker_id, [c])
-                break
-            executed += 1
-            q_limit = limit_of_queue()
-            _holding[threading.get_ident()] = (dispatch, worker_id, c)  # for an interrupt's second stop (together)
-            try:
-                _run_one(dispatch, c, worker_id, resolve, retries, max(0.2, lease / 3), on_done, logs, q_limit or own_limit,
-                         "its queue's" if q_limit else own_whose, ack)
-            finally:
-                _holding.pop(threading.get_ident(), None)
-            if once:
-                break
-    finally:
+    def _close(self) -> None:
+        """The loop's end: jobs handed over and not started go back, and the worker says it stopped."""
         try:
-            _give_back(dispatch, queue, worker_id, handed)  # handed over with an ack as the worker stopped
+            _give_back(self.dispatch, self.queue, self.worker_id, self.handed)  # handed over with an ack as the worker stopped
         except Exception:
             pass
-        done.set()
-        logs.flush()
-        if info_at[0] is not None:
+        self.done.set()
+        self.logs.flush()
+        if self.info_at is not None:
             # Stopping, said (best effort, one try): the feed tells `stopped`, not `lost` a minute later.
             try:
-                dispatch.worker_stopped(queue, worker_id)
+                self.dispatch.worker_stopped(self.queue, self.worker_id)
             except Exception:
                 pass
         # The thread that ran this worker's calls ends with it (a program may start workers in threads of its own).
         runner = getattr(_runners, "runner", None)
         if runner is not None:
             runner.close()
-    return executed
 
 
 #: The longest single wait of a claim on a plane that cannot call one off (s): how soon a stop is heard.
@@ -510,278 +328,3 @@ def _in_threads(given: Dict[str, Any], concurrency: int) -> int:
         return together([lambda: run_worker(**one)] * concurrency, every)
     finally:
         every.set()  # the bridge's end, however the loops ended
-
-
-class _Either:
-    """Set once either event is: the loops' stop, which also reads the caller's own event as it
-    is now (a stop set as a claim's answer comes is heard before the job starts)."""
-
-    def __init__(self, ours: threading.Event, theirs: threading.Event) -> None:
-        self.ours, self.theirs = ours, theirs
-
-    def is_set(self) -> bool:
-        return self.ours.is_set() or self.theirs.is_set()
-
-    def wait(self, timeout: Optional[float] = None) -> bool:
-        self.ours.wait(timeout)  # set by the bridge as soon as theirs is
-        return self.is_set()
-
-
-#: The job each worker loop's thread runs now, by thread: (dispatch, worker id, claim).
-_holding: Dict[int, Any] = {}
-
-#: How long a second interrupt waits for the plane to take back the jobs it held (s).
-_PUT_BACK_S = 5.0
-
-
-def running() -> int:
-    """How many jobs this process's worker loops run now."""
-    return len(_holding)
-
-
-def put_back(threads: Optional[List[threading.Thread]] = None, why: str = "interrupted again (KeyboardInterrupt)") -> int:
-    """The jobs `threads` run (None: every worker loop's of this process), back in their queues
-    now: a nack with retry each, as their leases' end would do (the attempt is charged: it ran),
-    only sooner. Best effort, for at most _PUT_BACK_S: a plane that is away gets them back as their
-    leases run out. The handlers, left running, find their jobs no longer theirs and write nothing
-    more. Answers how many it had to put back."""
-    held = list(_holding.values()) if threads is None else [_holding.get(t.ident) for t in threads if t.ident is not None]
-    jobs = [h for h in held if h is not None]
-    if not jobs:
-        return 0
-    error = {"type": "Interrupted", "message": "its worker was %s while running it: back to its queue without waiting for its end" % why}
-
-    def nack_all() -> None:
-        for dispatch, worker_id, c in jobs:
-            try:
-                dispatch.nack(c.id, worker_id, error=error, retry=True, attempt=c.attempt)
-            except Exception:
-                pass  # no longer this worker's (it ended, or was cancelled), or the plane is away
-    t = threading.Thread(target=nack_all, daemon=True, name="lakeshore-put-back")
-    t.start()
-    t.join(_PUT_BACK_S)
-    return len(jobs)
-
-
-def together(loops: List[Callable[[], int]], stop: threading.Event, names: Optional[List[str]] = None) -> int:
-    """Runs each worker loop in a daemon thread of its own and answers the jobs they ran, summed.
-    One loop's failure sets `stop` (the others drain) and is raised once all have returned; an
-    interrupt of the calling thread (KeyboardInterrupt) sets it too, waits for the jobs they run to
-    end, and is raised; a second interrupt meanwhile puts those jobs back (put_back) and is raised."""
-    ran: List[int] = []
-    failed: List[BaseException] = []
-    left = [len(loops)]
-    counting = threading.Lock()
-    ended = threading.Event()  # every loop has returned
-    if not loops:
-        ended.set()
-
-    def loop(run: Callable[[], int]) -> None:
-        try:
-            ran.append(run())
-        except BaseException as e:
-            failed.append(e)
-            stop.set()
-        finally:
-            with counting:
-                left[0] -= 1
-                if not left[0]:
-                    ended.set()
-
-    def wait() -> None:
-        # Not Thread.join: a join that an interrupt cuts short can leave its thread marked ended
-        # while it still runs (CPython 3.11's _wait_for_tstate_lock), and the wait would end early.
-        while not ended.wait(0.5):
-            pass
-
-    threads = [threading.Thread(target=loop, args=(run,), name=(names[i] if names else "lakeshore-worker-%d" % i), daemon=True)
-               for i, run in enumerate(loops)]
-    for t in threads:
-        t.start()
-    try:
-        wait()
-    except KeyboardInterrupt:
-        stop.set()
-        busy = sum(1 for t in threads if t.ident in _holding)
-        if busy:
-            sys.stderr.write("lakeshore: interrupted; finishing the %s it runs before it stops (interrupt again to put %s back "
-                             "in the queue now)\n" % ("job" if busy == 1 else "%d jobs" % busy, "it" if busy == 1 else "them"))
-            sys.stderr.flush()
-        try:
-            wait()
-        except KeyboardInterrupt:
-            put_back(threads)
-            raise
-        raise
-    if failed:
-        raise failed[0]
-    return sum(ran)
-
-
-def _stop_event(stop: Any, poll: float, done: threading.Event) -> threading.Event:
-    """`stop` as an Event: an Event as it is; a callable asked every `poll` seconds (at most 0.5)
-    by a daemon thread, which sets the Event once it answers True (or raises)."""
-    if stop is None:
-        return threading.Event()
-    if hasattr(stop, "is_set") and hasattr(stop, "wait"):
-        return stop
-    if not callable(stop):
-        raise TypeError("stop must be a threading.Event or a callable answering True to stop, got %r" % (stop,))
-    event = threading.Event()
-    every = min(max(poll, 0.01), 0.5)
-
-    def ask() -> None:
-        while not done.wait(every):
-            try:
-                if stop():
-                    break
-            except Exception:
-                break
-        event.set()
-
-    threading.Thread(target=ask, daemon=True, name="lakeshore-stop").start()
-    return event
-
-
-def _told(on_done: Any, c: Any, env: Dict[str, Any], outcome: Dict[str, Any]) -> Any:
-    """Tells on_done a job's outcome; what it answers (or None when it raised)."""
-    if on_done is None:
-        return None
-    try:
-        return on_done({"id": c.id, "queue": c.queue, "attempt": c.attempt, "fn": env.get("fn"), "origin": env.get("origin")}, outcome)
-    except Exception:
-        return None
-
-
-def _run_one(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optional[int], heartbeat_s: float,
-             on_done: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]], logs: _LogShipper, limit_ms: Optional[int] = None,
-             limit_whose: str = "its worker's", ack: Optional[Callable[[Any, bytes], None]] = None) -> None:
-    env: Dict[str, Any] = {}
-    try:
-        env = decode_envelope(c.envelope)
-    except Exception:
-        pass  # _attempt fails it with the decoding error
-    # The job runs in a CONSUMER span `run <fn>`, child of its submitter's (tracing.py).
-    with run_span(env.get("fn") or "?", env.get("traceparent"), {"id": c.id, "queue": c.queue, "attempt": c.attempt}) as trace_id:
-        token = _current.set(JobContext(c, env, trace_id, logs, resolve.root))
-        try:
-            _attempt(d, c, worker_id, resolve, retries, heartbeat_s, on_done, limit_ms, limit_whose, ack)
-        finally:
-            _current.reset(token)
-
-
-def _attempt(d: Any, c: Any, worker_id: str, resolve: Resolver, retries: Optional[int], heartbeat_s: float,
-             on_done: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]], fallback_limit_ms: Optional[int] = None,
-             fallback_whose: str = "its worker's", ack: Optional[Callable[[Any, bytes], None]] = None) -> None:
-    ctx = _current.get()
-    job = _Job(d, c, worker_id, heartbeat_s, ctx)
-    if ctx is not None:
-        ctx._chunks = job.chunks
-    env: Dict[str, Any] = {}
-    try:
-        env = decode_envelope(c.envelope)
-        fn = resolve(env)
-        # The job's own limit, else its queue's, else the worker's (contract, "Time limits").
-        own = env.get("time_limit_ms")
-        mine = isinstance(own, (int, float)) and not isinstance(own, bool) and own > 0
-        limit_ms = own if mine else fallback_limit_ms
-        limit = "%d ms, %s" % (limit_ms or 0, "the job's own" if mine else fallback_whose)  # as a job past it is told
-        deadline = time.monotonic() + limit_ms / 1000.0 if isinstance(limit_ms, (int, float)) and limit_ms > 0 else None
-        # An `async def` handler runs to its end on an event loop of its own, in the job's thread.
-        try:
-            out = _within(job, deadline, limit, lambda: _awaited(fn(*env.get("args", []), **env.get("kwargs", {}))))
-        except Exception:
-            raise
-        except BaseException as e:
-            if job.stopped():
-                _stopped_as(d, c, job)
-                return  # interrupted (JobStopped, or its task cancelled): the attempt is over
-            out = _escaped(e)  # sys.exit(0) ends it well; any other fails the job, not the worker
-        result: Any = out
-        # The result's bytes are made before anything says the job ended: a result JSON cannot
-        # write fails the job here, as the handler's error, not after its stream ended.
-        if inspect.isgenerator(out) or inspect.isasyncgen(out):
-            steps = _Steps(out)
-            try:
-                job.append(BEGIN, b"", {"attempt": c.attempt})
-                while True:
-                    if job.stopped():
-                        _stopped_as(d, c, job)
-                        return
-                    try:
-                        value = _within(job, deadline, limit, steps.next)
-                    except StopIteration as stop_it:
-                        result = stop_it.value
-                        break
-                    except StopAsyncIteration:
-                        result = None  # an async generator returns no value
-                        break
-                    except Exception:
-                        raise
-                    except BaseException as e:
-                        if job.stopped():
-                            _stopped_as(d, c, job)
-                            return
-                        result = _escaped(e)
-                        break
-                    job.append(VALUE, _as_json(value, "a value it yielded"))
-            except (FencingConflict, NotFound):
-                job.abort(_why_refused(d, c))  # said before the generator's finally blocks run
-                raise
-            finally:
-                steps.close()
-            body = _as_json(result, "result")
-            job.append(END, b"", None, final=True)
-        else:
-            body = _as_json(result, "result")
-        if job.stopped():
-            _stopped_as(d, c, job)
-            return
-        job.chunks.flush()  # every chunk is in the journal before the ack
-        try:
-            if ack is not None:
-                ack(c, body)
-            else:
-                d.ack(c.id, worker_id, result=body, attempt=c.attempt)
-        except PayloadTooLarge as e:
-            # A result larger than the plane takes: another attempt would run the handler again
-            # (for hours, perhaps) to answer the same. Failed now, saying so; on_done hears the
-            # failure the job has, not the success the handler returned.
-            message = ("the handler's result is too large for the plane: %s (a large output belongs in storage of its own, "
-                       "its address in the result)" % e)
-            _told(on_done, c, env, {"state": "failed", "error": PayloadTooLarge(message)})
-            d.nack(c.id, worker_id, retry=False, error={"type": "PayloadTooLarge", "message": message}, attempt=c.attempt)
-            _ended(c, "failed", " failed: %s; not retried" % message)
-            return
-        # Told once the plane has the result, so what on_done hears is the job's state (a lost
-        # ack, the job another attempt's now, is not heard at all).
-        _told(on_done, c, env, {"state": "succeeded", "result": result})
-        _ended(c, "succeeded")
-    except (FencingConflict, NotFound):
-        _stopped_as(d, c, job)
-        return  # the lease was lost or the job cancelled: this attempt writes nothing more
-    except Exception as e:
-        if isinstance(e, TimeLimitExceeded):
-            job.abort(str(e))  # the handler, left running in its thread, is told to stop
-        caps = [r for r in (retries, env.get("max_retries")) if isinstance(r, int) and not isinstance(r, bool)]
-        handled = _told(on_done, c, env, {"state": "failed", "error": e}) == "handled"
-        # Would fail the same again: no handler to find, an answer JSON cannot write, a value larger than the plane takes.
-        once = isinstance(e, (Unrunnable, PayloadTooLarge)) or getattr(e, "_lakeshore_once", False)
-        # Counted in the job's current budget: an operator's retry starts it afresh, and a claim put
-        # back uncharged took none of it (the attempt number counts both).
-        retry = not handled and not once and all(c.budget_attempt <= r for r in caps)
-        raised = e.raised if isinstance(e, _Escaped) else e  # said as the handler raised it
-        error = {"message": str(e), "type": type(raised).__name__, "stack": _stack_of(raised)}
-        failed_with = " failed: %s: %s" % (error["type"], error["message"])
-        try:
-            job.append(ERROR, _json(error), {"attempt": c.attempt}, final=not retry)
-            # The worker's budget (retries + 1) rules where neither the job nor its queue sets one.
-            state = d.nack(c.id, worker_id, error=error, retry=retry, attempt=c.attempt, **({"max_attempts": min(caps) + 1} if caps else {}))
-        except (FencingConflict, NotFound):
-            _ended(c, "lost", "%s; lost: no longer this worker's (cancelled, or its lease ran out)" % failed_with)
-            return
-        # Said once the plane has said where the job went.
-        _ended(c, "failed" if state == "failed" else "retried",
-               "%s; %s" % (failed_with, ("no attempts left" if retry else "not retried") if state == "failed" else "it will be retried (%s)" % state))
-    finally:
-        job.finish()
