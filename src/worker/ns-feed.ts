@@ -14,6 +14,10 @@
  * with the namespace's id: this Worker parses one event a batch, not one a record.
  *
  * The stream holds one of its token's stream leases (gate.ts), kept here, not by the objects.
+ *
+ * Its calls (each queue's stream, the lists, the lease's renewals) are subrequests of this one
+ * request, which Cloudflare bounds: it ends itself before its STREAM_SUBREQUESTS are spent, and its
+ * reader reconnects with its Last-Event-ID (core/subrequests.ts).
  */
 import { createParser } from 'eventsource-parser';
 import { badRequest } from '../core/errors.ts';
@@ -22,6 +26,7 @@ import { leaseKeeper, type TokenGate } from '../durable/gate.ts';
 import { openStreamLease } from './limits.ts';
 import { queueObject, reader, type Ctx } from './plane.ts';
 import { KEEPALIVE, KEEPALIVE_MS, RETRY, SSE_HEADERS } from '../core/sse.ts';
+import { streamSubrequests, SUBREQUEST_RESERVE, SubrequestBudget } from '../core/subrequests.ts';
 
 /** How often the namespace's queues are listed again, for queues that started since. */
 export const RELIST_MS = 2_000;
@@ -52,25 +57,46 @@ export async function namespaceFeed(
   kinds: Kinds,
   framing: Framing = 'each',
 ): Promise<Response> {
+  const limit = streamSubrequests((c.env as unknown as Record<string, string | undefined>).STREAM_SUBREQUESTS);
   const first = await (await reader(c, ns)).queues(ns);
-  if (first.length > MAX_FEED_QUEUES)
+  // Its start spends two (this list, the lease) and each queue's stream one.
+  const most = Math.min(MAX_FEED_QUEUES, limit - SUBREQUEST_RESERVE - 2);
+  if (first.length > most)
     throw badRequest(
-      `this namespace has ${first.length} queues; a namespace-wide feed follows at most ${MAX_FEED_QUEUES}: name one with ?queue=`,
+      `this namespace has ${first.length} queues; a namespace-wide feed follows at most ${most}` +
+        `${most < MAX_FEED_QUEUES ? ` under this plane's STREAM_SUBREQUESTS (${limit})` : ''}: name one with ?queue=`,
     );
   const lease = await openStreamLease(c, c.get('principal'));
-  const keeper = leaseKeeper(c.env.GATE as unknown as DurableObjectNamespace<TokenGate>, lease, (p) => c.executionCtx.waitUntil(p));
+  const done = new AbortController();
+  // Spent, the stream ends: its reader's at once, each queue's as its next chunk (a keepalive at
+  // the latest) comes. Not by the abort, which would cut reads this request still waits on.
+  let spent = false;
+  let keepalive: ReturnType<typeof setInterval> | null = null;
+  let relist: ReturnType<typeof setInterval> | null = null;
+  const budget = new SubrequestBudget(limit, () => {
+    spent = true;
+    keeper.close();
+    clearInterval(keepalive);
+    clearInterval(relist);
+    void w.close().catch(() => {});
+  });
+  const keeper = leaseKeeper(c.env.GATE as unknown as DurableObjectNamespace<TokenGate>, lease, (p) => {
+    budget.take();
+    c.executionCtx.waitUntil(p);
+  });
   const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
   const w = writable.getWriter();
-  const done = new AbortController();
+  // The end of the stream when its reader has gone.
   const stop = () => {
     if (done.signal.aborted) return;
     done.abort();
     keeper.close();
     void w.close().catch(() => {});
   };
+  budget.take(2); // what the start spent: the list of queues, the lease
   // A reader that went away fails the next write (a keepalive at the latest): everything stops.
   const write = (text: string) => {
-    if (done.signal.aborted) return;
+    if (done.signal.aborted || spent) return;
     keeper.renew();
     w.write(enc.encode(text)).catch(stop);
   };
@@ -79,7 +105,8 @@ export async function namespaceFeed(
 
   /** Follows one queue's feed until the stream ends, reconnecting from its position. */
   const follow = async (queue: string) => {
-    for (let failures = 0; !done.signal.aborted; failures++) {
+    for (let failures = 0; !done.signal.aborted && !spent; failures++) {
+      if (!budget.take()) return;
       try {
         const q = new URLSearchParams({ kinds, last: positions.get(queue) ?? '', ...(framing === 'batch' ? { batch: '1' } : {}) });
         const res = await queueObject(c, ns, queue).fetch(`https://queue/events?${q}`, { signal: done.signal });
@@ -96,7 +123,7 @@ export async function namespaceFeed(
         const body = res.body.getReader();
         const dec = new TextDecoder();
         try {
-          for (;;) {
+          while (!spent) {
             const { done: end, value } = await body.read();
             if (end) break;
             parser.feed(dec.decode(value, { stream: true }));
@@ -115,8 +142,10 @@ export async function namespaceFeed(
   write(RETRY);
   const following = new Set(first);
   for (const q of first) void follow(q);
-  const keepalive = setInterval(() => write(KEEPALIVE), KEEPALIVE_MS);
-  const relist = setInterval(() => {
+  keepalive = setInterval(() => write(KEEPALIVE), KEEPALIVE_MS);
+  relist = setInterval(() => {
+    // The list, and the namespace's placement read again when this isolate's copy is old (directory.ts).
+    if (!budget.take(2)) return;
     void reader(c, ns)
       .then((r) => r.queues(ns))
       .then(

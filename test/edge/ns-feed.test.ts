@@ -2,9 +2,10 @@
  * The namespace-wide lifecycle feed, in workerd: one stream with every queue's records, each
  * queue's in commit order; a reader cut again and again resumes every queue with Last-Event-ID
  * and loses or repeats none; a queue object whose stream ends is followed again from its position;
- * a queue that starts while the stream is open joins it; `kinds` keeps one kind of record.
+ * a queue that starts while the stream is open joins it; `kinds` keeps one kind of record; a
+ * stream ends itself before its request's subrequests are spent, and its reader resumes.
  */
-import { exports } from 'cloudflare:workers';
+import { env, exports } from 'cloudflare:workers';
 import { runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import type { EventSourceMessage } from 'eventsource-parser';
@@ -178,4 +179,52 @@ describe('namespace-wide lifecycle feed', () => {
       expect(((await r.json()) as { error: { code: string } }).error.code).toBe('bad_request');
     }
   }, 30_000);
+
+  it("ends itself before its request's subrequests are spent, and its reader resumes every queue once", async () => {
+    const p = plane();
+    for (const q of ['a', 'b']) {
+      await p.submit(q, `${q}0`);
+      await p.cancel(`${q}0`);
+    }
+    const vars = env as unknown as Record<string, string | undefined>;
+    const saved = vars.STREAM_SUBREQUESTS;
+    // 4 kept back, 2 for the start, one for each queue's stream: one more list (2) and it is spent.
+    vars.STREAM_SUBREQUESTS = '10';
+    let first: Response;
+    try {
+      first = await feed(p.ns);
+      // Too few to follow both queues: refused at once, saying why.
+      vars.STREAM_SUBREQUESTS = '7';
+      const refused = await feed(p.ns);
+      expect(refused.status).toBe(400);
+      expect(((await refused.json()) as { error: { message: string } }).error.message).toMatch(
+        /follows at most 1 under this plane's STREAM_SUBREQUESTS \(7\)/,
+      );
+    } finally {
+      vars.STREAM_SUBREQUESTS = saved;
+    }
+    await until(async () => (await readers(p.ns, 'a')) >= 1 && (await readers(p.ns, 'b')) >= 1, 'the reader on both queues');
+    await work(p.ns, ['a', 'b'], 25, 'j');
+    // The stream ends by itself (its next list would pass the budget): bounded, not waited on forever.
+    let timer: ReturnType<typeof setTimeout> | null = null;
+    const ended = await Promise.race([
+      readEvents(first, () => false),
+      new Promise<null>((r) => (timer = setTimeout(() => r(null), 20_000))),
+    ]);
+    clearTimeout(timer);
+    expect(ended, 'the stream ended by itself').not.toBeNull();
+    const before = records(ended!);
+    expect(before).toHaveLength(2 * 3 * 25);
+    // Its reader resumes from its last id: what came after is read once, nothing before again.
+    const again = await feed(p.ns, { last: before.at(-1)!.eventId });
+    const after = readEvents(again, countReaches(2 * 3 * 25));
+    await work(p.ns, ['a', 'b'], 25, 'k');
+    const rest = records(await after);
+    for (const q of ['a', 'b']) {
+      expect(byQueue(before, q).every((r) => r.startsWith(`j-${q}-`))).toBe(true);
+      expect(byQueue(rest, q)).toHaveLength(3 * 25);
+      expect(byQueue(rest, q).every((r) => r.startsWith(`k-${q}-`))).toBe(true);
+      expectLives(before, q, 25);
+    }
+  }, 60_000);
 });

@@ -1,0 +1,53 @@
+/**
+ * A long-lived stream's share of its request's subrequests (docs/deploy.md, "Streams that stay
+ * open"). Cloudflare counts each fetch, D1 query and Durable Object call a Worker makes against the
+ * request it serves: 50 on the Workers Free plan; on Paid, 10,000 by the Workers limits page and
+ * 1,000 D1 queries by D1's. A stream open for hours spends them: the namespace-wide feed lists its
+ * queues every 2 s and renews its stream lease every 20 s. Past the limit each such call throws,
+ * and the stream would stay open but deaf: to queues that start, and to a queue object that
+ * restarted (a deploy), its records lost to the reader until it reconnects by itself.
+ *
+ * So such a stream ends itself cleanly before then, and its reader reconnects with its
+ * Last-Event-ID and loses nothing: each stream is a fresh request with a fresh count.
+ */
+
+/** The var STREAM_SUBREQUESTS: what a stream may spend of its request's count (the lowest documented Paid figure). */
+export const DEFAULT_STREAM_SUBREQUESTS = 1_000;
+/** Kept back for what the request spends outside the stream's count: its token check, its directory read, its lease's close. */
+export const SUBREQUEST_RESERVE = 4;
+
+/** The var as a whole number of at least SUBREQUEST_RESERVE + 1, else the default. */
+export function streamSubrequests(v: string | undefined): number {
+  const n = Number(v);
+  return Number.isInteger(n) && n > SUBREQUEST_RESERVE ? n : DEFAULT_STREAM_SUBREQUESTS;
+}
+
+export class SubrequestBudget {
+  private left: number;
+  private ended = false;
+  private readonly end: () => void;
+
+  /** `end` is called once, when a call would pass the budget: the stream ends there. */
+  constructor(limit: number, end: () => void) {
+    this.left = limit - SUBREQUEST_RESERVE;
+    this.end = end;
+  }
+
+  /** What is left for the stream's own calls. */
+  get remaining(): number {
+    return this.left;
+  }
+
+  /** Counts `n` subrequests about to be made: true when they fit, else false (and the stream ends). */
+  take(n = 1): boolean {
+    if (this.left >= n) {
+      this.left -= n;
+      return true;
+    }
+    if (!this.ended) {
+      this.ended = true;
+      this.end();
+    }
+    return false;
+  }
+}
