@@ -1,11 +1,11 @@
 /**
- * A long-lived stream's share of its request's subrequests (docs/deploy.md, "Streams that stay
- * open"). Cloudflare counts each fetch, D1 query and Durable Object call a Worker makes against the
- * request it serves: 50 on the Workers Free plan; on Paid, 10,000 by the Workers limits page and
- * 1,000 D1 queries by D1's. A stream open for hours spends them: the namespace-wide feed lists its
- * queues every 2 s and renews its stream lease every 20 s. Past the limit each such call throws,
- * and the stream would stay open but deaf: to queues that start, and to a queue object that
- * restarted (a deploy), its records lost to the reader until it reconnects by itself.
+ * A long-lived stream's share of its request's subrequests (docs/deploy.md, "Settings", and
+ * docs/contract.md, "Namespace-wide"). Cloudflare counts each fetch, D1 query and Durable Object
+ * call a Worker makes against the request it serves: 50 on the Workers Free plan; on Paid, 10,000
+ * by the Workers limits page and 1,000 D1 queries by D1's. A stream open for hours spends them: the
+ * namespace-wide feed lists its queues every 2 s and renews its stream lease every 20 s. Past the
+ * limit each such call throws, and the stream would stay open but deaf: to queues that start, and
+ * to a queue object that restarted (a deploy), whose records would never reach the reader.
  *
  * So such a stream ends itself cleanly before then, and its reader reconnects with its
  * Last-Event-ID and loses nothing: each stream is a fresh request with a fresh count.
@@ -31,11 +31,6 @@ export class SubrequestBudget {
   constructor(limit: number, end: () => void) {
     this.left = limit - SUBREQUEST_RESERVE;
     this.end = end;
-  }
-
-  /** What is left for the stream's own calls. */
-  get remaining(): number {
-    return this.left;
   }
 
   /** Counts `n` subrequests about to be made: true when they fit, else false (and the stream ends). */
