@@ -12,6 +12,7 @@ from .checks import STATES, _ids, _int, _name, unknown_state
 from .errors import BadRequest
 
 FINISHED_COUNT_CAP = 10_000
+CAPPED_STATES = ("succeeded", "cancelled")
 BUCKET_MS = 10_000
 BUCKETS = 30
 SUMMARY = ("id", "queue", "key", "priority", "parent", "state", "attempt", "worker_id", "lease_until", "created_at", "updated_at",
@@ -109,8 +110,9 @@ class ViewVerbs:
         now = int(time.time() * 1000)
         for q in ([_name("queue", x) for x in queues] if queues else self.list_queues()):
             stats = dict(self._run("overview", {"queue": q})[0][0])  # type: ignore[attr-defined]
-            counts = {s: min(int(stats[s] or 0), FINISHED_COUNT_CAP) for s in STATES}
-            capped = [s for s in ("succeeded", "cancelled") if int(stats[s] or 0) > FINISHED_COUNT_CAP]
+            # Only the capped states' counts stop at the cap (their statements read one more); the others are exact.
+            counts = {s: min(int(stats[s] or 0), FINISHED_COUNT_CAP) if s in CAPPED_STATES else int(stats[s] or 0) for s in STATES}
+            capped = [s for s in CAPPED_STATES if int(stats[s] or 0) > FINISHED_COUNT_CAP]
             oldest = None if stats["oldest"] is None else max(0, now - int(stats["oldest"]))
             info = self.queue_info(q)  # type: ignore[attr-defined]
             out.append({**info, "counts": counts, "capped": capped, "oldest_queued_ms": oldest, "recent": self.recent.of(q),  # type: ignore[attr-defined]

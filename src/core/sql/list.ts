@@ -202,10 +202,9 @@ export function overviewPlan(now: number, ns: string, queues: string[]): Plan<Om
         const row = rs[i * 2]!.rows[0]!;
         const info = p.info.done([rs[i * 2 + 1]!]) as QueueInfo;
         const oldest = row.oldest === null || row.oldest === undefined ? null : Math.max(0, now - Number(row.oldest));
-        const counts = Object.fromEntries(STATES.map((s) => [s, Math.min(Number(row[s] ?? 0), FINISHED_COUNT_CAP)])) as Record<
-          State,
-          number
-        >;
+        // Only the capped states' counts stop at the cap (their statements read one more); the others are exact.
+        const cap = (s: State) => ((CAPPED_STATES as readonly State[]).includes(s) ? FINISHED_COUNT_CAP : Number.POSITIVE_INFINITY);
+        const counts = Object.fromEntries(STATES.map((s) => [s, Math.min(Number(row[s] ?? 0), cap(s))])) as Record<State, number>;
         const capped = CAPPED_STATES.filter((s) => Number(row[s] ?? 0) > FINISHED_COUNT_CAP);
         return { ...info, counts, capped, oldestQueuedMs: oldest };
       }),
