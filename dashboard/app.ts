@@ -32,13 +32,23 @@ function say(e: unknown): void {
 }
 
 /**
- * A view's redraw, driven by the feed of `queue` (null: of the namespace, one stream whatever the
- * number of queues) until the view changes: a burst of records is one redraw, and a record that
- * arrives during a redraw brings one more after it (never lost).
+ * The most often a view redraws while its feed is busy. A redraw reads the plane (the overview
+ * counts each queue's backlog), so a page left open on a busy queue reads at most once a second,
+ * not once per record.
  */
-function redrawOn(queue: string | null, draw: () => Promise<unknown>): void {
+const REDRAW_EVERY_MS = 1_000;
+
+/**
+ * A view's redraw, driven by the feed of `queue` (null: of the namespace, one stream whatever the
+ * number of queues) until the view changes: the first record after a quiet second redraws at once;
+ * records that follow within the second are one redraw at its end, and a record that arrives
+ * during a redraw brings one more after it (never lost).
+ */
+function redrawOn(queue: string | null, draw: () => Promise<unknown>, signal: AbortSignal): void {
+  if (signal.aborted) return; // the view was left while it drew its first time
   let running = false;
   let again = false;
+  let last = 0;
   const redraw = async () => {
     if (running) {
       again = true;
@@ -46,13 +56,17 @@ function redrawOn(queue: string | null, draw: () => Promise<unknown>): void {
     }
     running = true;
     do {
-      again = false;
+      const wait = last + REDRAW_EVERY_MS - Date.now();
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      if (signal.aborted) break;
+      again = false; // what arrived while waiting, this redraw shows
+      last = Date.now();
       await draw().catch(say);
     } while (again);
     running = false;
   };
   void (async () => {
-    for await (const _ of d!.events(queue, { signal: leave.signal })) void redraw();
+    for await (const _ of d!.events(queue, { signal })) void redraw();
   })().catch(() => {});
 }
 
@@ -152,6 +166,7 @@ function pushCell(q: QueueOverview): Node | string {
 }
 
 async function queuesView(): Promise<void> {
+  const signal = leave.signal; // this view's: a later view's is another
   const box = h('section', { 'aria-labelledby': 'qh' }, h('h1', { id: 'qh' }, 'Queues'));
   main().replaceChildren(box);
   const draw = (all: QueueOverview[]) => {
@@ -213,12 +228,13 @@ async function queuesView(): Promise<void> {
   const all = await d!.overview();
   draw(all);
   // Live: each queue's feed redraws the counts and the sparkline (the plane keeps the last 5 minutes).
-  redrawOn(null, refresh);
+  redrawOn(null, refresh, signal);
 }
 
 // ------------------------------------------------------------------ a queue
 
 async function queueView(queue: string, state: State, cursor: string | null): Promise<void> {
+  const signal = leave.signal;
   const tabs = h(
     'nav',
     { class: 'tabs', 'aria-label': 'states' },
@@ -255,7 +271,7 @@ async function queueView(queue: string, state: State, cursor: string | null): Pr
     );
   };
   await draw();
-  if (!cursor) redrawOn(queue, draw);
+  if (!cursor) redrawOn(queue, draw, signal);
 }
 
 function schedulesTable(queue: string, all: Schedule[], redraw: () => Promise<unknown>): Node {
@@ -312,6 +328,7 @@ function frameError(body: Uint8Array): Node | string {
 }
 
 async function jobView(id: string): Promise<void> {
+  const signal = leave.signal;
   const facts = h('dl', { class: 'facts' });
   const controls = h('div', { class: 'controls' });
   const journal = h('div', { class: 'journal', 'aria-live': 'polite' });
@@ -347,8 +364,7 @@ async function jobView(id: string): Promise<void> {
     return inv;
   };
   const inv = await draw();
-  if (!inv) return;
-  const signal = leave.signal;
+  if (!inv || signal.aborted) return;
   // The row follows the queue's feed, and so does the handler's log; the journal streams as the worker writes it.
   void (async () => {
     for await (const rec of d!.events(inv.queue, { signal })) {
@@ -407,6 +423,7 @@ async function jobView(id: string): Promise<void> {
 // ------------------------------------------------------------------ workers
 
 async function workersView(): Promise<void> {
+  const signal = leave.signal;
   const out = h('div');
   main().replaceChildren(h('section', {}, h('h1', {}, 'Workers'), out));
   const draw = async () => {
@@ -442,7 +459,7 @@ async function workersView(): Promise<void> {
   };
   await draw();
   // Live: any queue's feed (a worker came, went, or took or finished a job) redraws the list.
-  redrawOn(null, draw);
+  redrawOn(null, draw, signal);
 }
 
 // ------------------------------------------------------------------ tokens

@@ -131,6 +131,39 @@ describe('the dashboard', () => {
     await page.close();
   }, 90_000);
 
+  it('reads the overview at most about once a second while the feed is busy, and shows the last count', async () => {
+    const ns = `dash${n++}`;
+    const d = root(ns);
+    const producer = await d.createToken('producer');
+    await d.submit('busy', bytes('{}'), { id: 'first' });
+    const page = await signIn(producer.token, ns);
+    await page.waitForSelector('table');
+    // Each read of the overview the page makes from here on (GET /v1/ns/:ns/queues, not a queue's own routes).
+    const reads: number[] = [];
+    page.on('request', (r) => {
+      if (r.method() === 'GET' && new URL(r.url()).pathname === `/v1/ns/${ns}/queues`) reads.push(Date.now());
+    });
+    // Submits one after another for 2.5 s: a feed record each, hundreds in all.
+    const t0 = Date.now();
+    let submitted = 1;
+    while (Date.now() - t0 < 2_500) await d.submit('busy', bytes('{}'), { id: `j${submitted++}` });
+    // The count the page shows ends at the last one: the record that came last was redrawn.
+    await page.waitForFunction(
+      (k) => Array.from(document.querySelectorAll('tbody tr')).some((r) => r.querySelector('td:nth-child(2)')?.textContent === String(k)),
+      submitted,
+      { timeout: 10_000 },
+    );
+    const elapsed = Date.now() - t0;
+    console.log(
+      `dashboard: ${submitted - 1} submits over ${elapsed} ms, ${reads.length} reads of the overview`,
+      reads.map((r) => r - t0),
+    );
+    expect(submitted).toBeGreaterThan(20);
+    // A read at once, then at most one a second: without the bound it reads once per redraw, back to back.
+    expect(reads.length).toBeLessThanOrEqual(Math.ceil(elapsed / 1_000) + 2);
+    await page.close();
+  }, 60_000);
+
   it('retries a failed job from the page, and it then succeeds', async () => {
     const ns = `dash${n++}`;
     const d = root(ns);
