@@ -3,11 +3,10 @@
  * (docs/contract.md, "Views"): in flight, delivered and not, the target's answer time, the last
  * error. On a local plane the figures live in the `lakeshore push` process, and the line says so.
  */
-import type { DispatchPlane } from '../types.ts';
+import type { QueueOverview } from '../types.ts';
 
-export async function pushLines(d: DispatchPlane, names: string[]): Promise<string> {
-  if (!names.length) return '';
-  const pushed = (await d.overview(names)).filter((q) => q.settings.push);
+export function pushLines(overview: QueueOverview[]): string {
+  const pushed = overview.filter((q) => q.settings.push);
   return pushed
     .map((q) => {
       const t = q.settings.push!;

@@ -1,5 +1,5 @@
 /** `lakeshore stats`: each queue's jobs by state, the namespace's storage and its push targets. */
-import { STATES } from '../../src/core/states.ts';
+import { STATES, type State } from '../../src/core/states.ts';
 import type { DispatchPlane } from '../types.ts';
 import { EXIT, type Out } from './output.ts';
 import { pushLines } from './push-view.ts';
@@ -15,20 +15,26 @@ export const sizeOf = (n: number) => {
   return `${i === 0 ? n : n.toFixed(n >= 100 ? 0 : 1)} ${units[i]}`;
 };
 
+type Row = { queue: string; capped: string[] } & Record<State, number>;
+
 export async function stats(d: DispatchPlane, out: Out, queues: string[], watch: boolean, intervalS: number) {
+  /**
+   * One overview: the counts of every state the dashboard shows (succeeded and cancelled up to
+   * 10,000, then "at least", named in `capped`), in one request however many queues. Counting each
+   * state of each queue exactly read every finished row kept until retention, at each redraw of
+   * `--watch`.
+   */
   const once = async () => {
-    const names = queues.length ? queues : await d.listQueues();
-    const rows = await Promise.all(
-      names.map(async (q) => ({
-        queue: q,
-        ...Object.fromEntries(await Promise.all(STATES.map(async (s) => [s, await d.count(q, s)] as const))),
-      })),
-    );
-    return rows as ({ queue: string } & Record<string, number>)[];
+    const all = await d.overview(queues.length ? queues : undefined);
+    return {
+      rows: all.map((q): Row => ({ queue: q.queue, ...q.counts, capped: q.capped })),
+      push: pushLines(all),
+    };
   };
-  const render = (rows: ({ queue: string } & Record<string, number>)[]) => {
+  const render = (rows: Row[]) => {
     const head = ['queue', ...STATES];
-    const lines = [head, ...rows.map((r) => [r.queue, ...STATES.map((s) => String(r[s]))])];
+    const cellOf = (r: Row, s: State) => `${r[s]}${r.capped.includes(s) ? '+' : ''}`;
+    const lines = [head, ...rows.map((r) => [r.queue, ...STATES.map((s) => cellOf(r, s))])];
     const w = head.map((_, i) => Math.max(...lines.map((l) => l[i]!.length)));
     return lines.map((l) => l.map((c, i) => (i ? c.padStart(w[i]!) : c.padEnd(w[i]!))).join('  ')).join('\n');
   };
@@ -39,30 +45,21 @@ export async function stats(d: DispatchPlane, out: Out, queues: string[], watch:
     return `storage: ${where} holds ${sizeOf(s.bytes ?? 0)} of ${sizeOf(s.limitBytes)} (submits refused past ${sizeOf(s.highWaterBytes)})${s.full ? ': FULL, submits are refused' : ''}`;
   };
   if (!watch) {
-    const rows = await once();
+    const { rows, push } = await once();
     if (out.json) {
       for (const r of rows) out.print(r);
       out.print({ storage: await d.storage() });
-    } else
-      out.print(
-        `${rows.length ? render(rows) : 'no queues yet'}\n${await storageLine()}${await pushLines(
-          d,
-          rows.map((r) => r.queue),
-        )}`,
-      );
+    } else out.print(`${rows.length ? render(rows) : 'no queues yet'}\n${await storageLine()}${push}`);
     return EXIT.ok;
   }
   const stop = new AbortController();
   process.once('SIGINT', () => stop.abort());
   while (!stop.signal.aborted) {
-    const rows = await once();
+    const { rows, push } = await once();
     if (out.json) out.print({ at: Date.now(), queues: rows, storage: await d.storage() });
     else
       process.stdout.write(
-        `${process.stdout.isTTY ? '\x1b[H\x1b[2J' : ''}${new Date().toISOString()}\n${render(rows)}\n${await storageLine()}${await pushLines(
-          d,
-          rows.map((r) => r.queue),
-        )}\n`,
+        `${process.stdout.isTTY ? '\x1b[H\x1b[2J' : ''}${new Date().toISOString()}\n${render(rows)}\n${await storageLine()}${push}\n`,
       );
     await new Promise((r) => setTimeout(r, intervalS * 1000));
   }

@@ -9,6 +9,7 @@ import { until } from '../support/wait.ts';
 import { allExited, alive, descendants } from '../support/processes.ts';
 import { tempDir } from '../support/tmp.ts';
 import { freePort } from '../../scripts/plane.mjs';
+import { HttpDispatch } from '../../client/local/index.ts';
 import { noInvocation } from '../../src/core/errors.ts';
 
 const marker = () => join(tempDir('lakeshore-mark-'), 'marks.log');
@@ -549,6 +550,28 @@ describe('lakeshore token (edge plane)', () => {
     expect(none.stderr).toContain('no token was sent: set LAKESHORE_TOKEN, or pass a token');
     expect((await cli(['stats'], asProducer)).stderr).not.toContain('no token was sent');
   });
+});
+
+describe('lakeshore stats (edge plane)', () => {
+  it('shows every state from one overview: a count past 10,000 finished jobs as at least that many', async () => {
+    const env = planeEnv('edge');
+    const d = new HttpDispatch(env.LAKESHORE_URL!, { token: env.LAKESHORE_TOKEN!, namespace: env.LAKESHORE_NAMESPACE! });
+    const envelope = new TextEncoder().encode('{}');
+    for (let i = 0; i < 10_002; i += 1000)
+      await d.submitMany(
+        'big',
+        Array.from({ length: Math.min(1000, 10_002 - i) }, (_, k) => ({ envelope, opts: { id: `b${i + k}` } })),
+      );
+    for (let done = 0; done < 10_001; ) {
+      const got = await d.claimMany('big', 'w', Math.min(1000, 10_001 - done));
+      await Promise.all(got.map((g) => d.ack(g.id, 'w')));
+      done += got.length;
+    }
+    // delayed, queued and running exact, succeeded capped ("+"), as the dashboard shows them.
+    expect((await cli(['stats', 'big'], env)).stdout).toMatch(/^big\s+0\s+1\s+0\s+10000\+\s+0\s+0$/m);
+    const row = JSON.parse((await cli(['--json', 'stats', 'big'], env)).stdout.trim().split('\n')[0]!);
+    expect(row).toMatchObject({ queue: 'big', queued: 1, succeeded: 10_000, capped: ['succeeded'] });
+  }, 120_000);
 });
 
 describe('an unreachable plane', () => {
