@@ -27,6 +27,9 @@ export interface Limits {
   defaultRetentionMs: number;
 }
 
+/** The most queues one overview request may name (`GET /queues?queue=a&queue=b`); a client names more in several. */
+export const MAX_NAMED_QUEUES = 100;
+
 export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
   envelopeBytes: 1 << 20,
   resultBytes: 1 << 20,

@@ -84,6 +84,11 @@ export function views(handle: () => PlaneHandle) {
       expect(named[0]!.counts).toEqual({ delayed: 0, queued: 0, running: 0, succeeded: 0, failed: 0, cancelled: 0 });
       expect(named[0]!.recent.succeeded).toEqual(new Array(30).fill(0));
       expect(await d.listQueues()).toEqual(['a', 'b', 'c']); // asking about a queue does not make one
+      // Named twice, answered twice; only the queues named are answered.
+      expect((await d.overview(['c', 'c'])).map((q) => q.counts.failed)).toEqual([1, 1]);
+      const many = Array.from({ length: 150 }, (_, i) => `m${i}`); // past the 100 one request names
+      expect((await d.overview(many)).map((q) => q.queue)).toEqual(many);
+      expect(await d.listQueues()).toEqual(['a', 'b', 'c']);
     });
 
     it('the overview counts finished jobs, and the jobs finished lately per 10 s where the transitions ran', async () => {

@@ -214,6 +214,8 @@ const routes: [string, string][] = [
   ['PUT', 'queues/:q'],
   ['GET', 'queues/:q/stats'],
   ['GET', 'queues'],
+  ['GET', 'queues?queue=:q'],
+  ['GET', 'queues?queue=:q&queue=:id'],
   ['GET', 'storage'],
   ['POST', 'move'],
   ['GET', 'queues/:q'],

@@ -236,3 +236,21 @@ describe('namespaces', () => {
     expect((await a.get('secret')).body.state).toBe('queued');
   });
 });
+
+describe('the overview', () => {
+  it('answers only the queues named (?queue=), each once, in that order; one never used, empty', async () => {
+    const p = plane();
+    await p.submit('a', 'x');
+    await p.submit('b', 'y');
+    await p.submit('b', 'z');
+    const named = await call('GET', `/v1/ns/${p.ns}/queues?queue=b&queue=never&queue=b`);
+    expect(named.status).toBe(200);
+    const queues = (named.body as { queues: { queue: string; counts: { queued: number } }[] }).queues;
+    expect(queues.map((q) => [q.queue, q.counts.queued])).toEqual([
+      ['b', 2],
+      ['never', 0],
+    ]);
+    const all = (await call('GET', `/v1/ns/${p.ns}/queues`)).body as { queues: { queue: string }[] };
+    expect(all.queues.map((q) => q.queue)).toEqual(['a', 'b']); // asking about a queue does not make one
+  });
+});

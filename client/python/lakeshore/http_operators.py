@@ -13,9 +13,10 @@ import urllib.request
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from .checks import KEEP
-from .errors import BadRequest
-from .views import BUCKET_MS, BUCKETS
+from .errors import BadRequest, LakeshoreError
 from .wire import Transport, _b64, _error_of, _finite, _open_stream, _queue, _seg, _sse_ids, _unb64
+
+MAX_NAMED_QUEUES = 100  # the most queues one overview request names (src/core/limits.ts)
 
 
 def _schedule(s: Dict[str, Any]) -> Dict[str, Any]:
@@ -41,17 +42,22 @@ class HttpOperatorVerbs(Transport):
         has waited, or None; `recent` is `{"bucket_ms", "until", "succeeded": [...], "failed":
         [...]}`, the jobs finished per 10 s over the last 5 minutes. A queue named that never held
         work is answered empty, as the local plane answers it."""
-        every = list(self._call("GET", "/queues")["queues"])
         if not queues:
-            return every
-        by_name = {q["queue"]: q for q in every}
-        return [by_name.get(name) or self._empty_queue(name) for name in queues]
-
-    def _empty_queue(self, name: str) -> Dict[str, Any]:
-        now = int(time.time() * 1000)
-        return {**self.queue_info(name), "counts": {s: 0 for s in ("delayed", "queued", "running", "succeeded", "failed", "cancelled")},
-                "capped": [], "oldest_queued_ms": None, "pushing": None,
-                "recent": {"bucket_ms": BUCKET_MS, "until": (now // BUCKET_MS + 1) * BUCKET_MS, "succeeded": [0] * BUCKETS, "failed": [0] * BUCKETS}}
+            return list(self._call("GET", "/queues")["queues"])
+        # Only the queues named are read (?queue=, up to 100 a request), each once; one that never
+        # held work is answered empty by the plane.
+        for q in queues:
+            _seg("queue", q)  # an empty name is refused here, as the plane would
+        names = list(dict.fromkeys(queues))
+        by_name: Dict[str, Dict[str, Any]] = {}
+        for i in range(0, len(names), MAX_NAMED_QUEUES):
+            part = urllib.parse.urlencode([("queue", q) for q in names[i:i + MAX_NAMED_QUEUES]])
+            for q in self._call("GET", "/queues?" + part)["queues"]:
+                by_name[q["queue"]] = q
+        missing = [q for q in queues if q not in by_name]
+        if missing:
+            raise LakeshoreError("the plane's overview left out the queue %r it was asked for" % missing[0])
+        return [by_name[name] for name in queues]
 
     def get_many(self, ids: List[str]) -> List[Optional[Dict[str, Any]]]:
         """Up to 1,000 jobs at once, in the order asked, in one request: each one's row without

@@ -338,6 +338,12 @@ class Verbs(unittest.TestCase):
         self.assertEqual((q["capped"], sum(q["recent"]["succeeded"]), len(q["recent"]["failed"])), ([], 1, 30))
         self.assertGreaterEqual(q["oldest_queued_ms"], 0)
         self.assertEqual(d.list_queues(), ["q"])
+        # Those named only, in that order, twice if named twice; one that never held work, empty.
+        named = d.overview(["never", "q", "q"])
+        self.assertEqual([(x["queue"], x["counts"]["queued"]) for x in named], [("never", 0), ("q", 3), ("q", 3)])
+        many = d.overview(["m%d" % i for i in range(150)])  # past 100 names: two requests
+        self.assertEqual([x["queue"] for x in many], ["m%d" % i for i in range(150)])
+        self.assertEqual(d.list_queues(), ["q"])  # asking about a queue does not make one
         seen, cursor = [], None
         while True:
             page = d.list("q", limit=3, cursor=cursor)
