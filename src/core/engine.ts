@@ -14,7 +14,7 @@ import { isTerminal } from './states.ts';
 import { stmt, type Port } from './port.ts';
 import { DEFAULT_STORAGE_LIMIT_BYTES, StorageBudget, type StorageOptions, type StorageState } from './storage.ts';
 import { cancelPlan } from './sql/cancel.ts';
-import { countPlan, getManyPlan, getPlan, queueOfPlan, queuesPlan } from './sql/read.ts';
+import { countPlan, getManyPlan, getPlan, queueOfPlan, queuesPagePlan, queuesPlan } from './sql/read.ts';
 import type { PushStats } from './push.ts';
 import { type InvocationSummary, listPlan, overviewPlan, type Page, type QueueOverview } from './sql/list.ts';
 import { submitPlan, type Created, type SubmitInput, type Submitted } from './sql/submit.ts';
@@ -219,6 +219,9 @@ export class Engine {
     this.committer.run(countPlan(ns, v.queue(queue, this.limits), v.state(state, 'queued')));
   /** The queues of a namespace that ever held work or settings. */
   queues = async (ns: string): Promise<string[]> => this.committer.run(queuesPlan(ns));
+  /** A page of those, in name order after `after` ('' for the first), and the name to pass as `after` next (null after the last). */
+  queuesPage = async (ns: string, after: string, limit: number): Promise<{ queues: string[]; next: string | null }> =>
+    this.committer.run(queuesPagePlan(ns, after, limit));
 
   /**
    * Each queue of the namespace (or those named): counts per state, its oldest waiting job,

@@ -17,7 +17,12 @@ export interface QueueMetrics {
 
 const esc = (v: string) => v.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
 
-export function metricsText(ns: string, queues: QueueMetrics[], storage?: StorageState): string {
+/**
+ * `next`: where a page of the namespace's queues stopped (the plane answers at most 100 queues a
+ * request, worker/queue-pages.ts): `lakeshore_more_queues` says 1, with the name to pass as
+ * `after`; 0 on the last page or a whole answer.
+ */
+export function metricsText(ns: string, queues: QueueMetrics[], storage?: StorageState, next: string | null = null): string {
   const lines: string[] = [];
   const family = (name: string, type: 'gauge' | 'counter', help: string, rows: [Record<string, string>, number][]) => {
     lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
@@ -114,5 +119,11 @@ export function metricsText(ns: string, queues: QueueMetrics[], storage?: Storag
       [{ shard: storage.shard }, storage.highWaterBytes],
     ]);
   }
+  family(
+    'lakeshore_more_queues',
+    'gauge',
+    '1 when more queues follow this page: ask again with ?after= its after label; 0 on the last page.',
+    [[next === null ? {} : { after: next }, next === null ? 0 : 1]],
+  );
   return `${lines.join('\n')}\n`;
 }

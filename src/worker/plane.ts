@@ -117,7 +117,8 @@ export const homeRun = <T>(c: Ctx, plan: Plan<T>): Promise<T> => home(c).committ
  * Each queue's overview (rows, read from D1 here) with what its queue object keeps in memory: the
  * transition counters and the jobs finished lately (the object runs the transitions; this isolate does not).
  */
-export async function liveOverview(c: Ctx, ns: string, queues?: string[]): Promise<QueueMetrics[]> {
+export async function liveOverview(c: Ctx, ns: string, queues: string[]): Promise<QueueMetrics[]> {
+  if (!queues.length) return [];
   const overview = await (await reader(c, ns)).overview(ns, queues);
   return Promise.all(
     overview.map(async (o) => {

@@ -253,4 +253,38 @@ describe('the overview', () => {
     const all = (await call('GET', `/v1/ns/${p.ns}/queues`)).body as { queues: { queue: string }[] };
     expect(all.queues.map((q) => q.queue)).toEqual(['a', 'b']); // asking about a queue does not make one
   });
+
+  it('answers at most 100 queues a request, with the name to ask after for the next page; /metrics and /workers too', async () => {
+    const p = plane();
+    const names = Array.from({ length: 103 }, (_, i) => `p${String(i).padStart(3, '0')}`);
+    for (let i = 0; i < names.length; i += 10) await Promise.all(names.slice(i, i + 10).map((q) => p.submit(q, `j-${q}`)));
+    await p.claim('p102', 'w-last');
+    type Page = { queues: { queue: string }[]; next: string | null; storage: unknown };
+    const page = async (qs: string) => (await call('GET', `/v1/ns/${p.ns}/queues${qs}`)).body as Page;
+    const first = await page('');
+    expect(first.queues.map((q) => q.queue)).toEqual(names.slice(0, 100));
+    expect(first.next).toBe('p099');
+    expect(first.storage).toBeTruthy();
+    const second = await page('?after=p099');
+    expect([second.queues.map((q) => q.queue), second.next]).toEqual([names.slice(100), null]);
+    const small = await page('?after=p050&limit=2');
+    expect([small.queues.map((q) => q.queue), small.next]).toEqual([['p051', 'p052'], 'p052']);
+    // Named queues are answered whole (up to 100) and never paged.
+    expect((await page('?queue=p001&queue=p102')).next).toBeNull();
+    // Metrics: the same page, and a gauge that says where to go on.
+    const metrics = async (qs: string) => (await call('GET', `/v1/ns/${p.ns}/metrics${qs}`)).body as string;
+    const m1 = await metrics('');
+    expect(m1.match(/^lakeshore_jobs\{[^}]*state="queued"/gm)).toHaveLength(100);
+    expect(m1).toContain(`lakeshore_more_queues{namespace="${p.ns}",after="p099"} 1`);
+    const m2 = await metrics('?after=p099');
+    expect(m2.match(/^lakeshore_jobs\{[^}]*state="queued"/gm)).toHaveLength(3);
+    expect(m2).toContain(`lakeshore_more_queues{namespace="${p.ns}"} 0`);
+    // Workers: those of the page's queues.
+    const workers = async (qs: string) =>
+      (await call('GET', `/v1/ns/${p.ns}/workers${qs}`)).body as { workers: { worker_id: string }[]; next: string | null };
+    const w1 = await workers('');
+    expect([w1.workers.map((w) => w.worker_id), w1.next]).toEqual([[], 'p099']);
+    const w2 = await workers('?after=p099');
+    expect([w2.workers.map((w) => w.worker_id), w2.next]).toEqual([['w-last'], null]);
+  });
 });

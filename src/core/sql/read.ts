@@ -142,3 +142,23 @@ export const queuesPlan = (ns: string): Plan<string[]> => ({
   stmts: [stmt(`SELECT DISTINCT queue FROM queue_levels WHERE ns = ?1 UNION SELECT queue FROM queues WHERE ns = ?1 ORDER BY 1`, ns)],
   done: ([r]) => r!.rows.map((x) => String(x.queue)),
 });
+
+/**
+ * One page of those names, in name order, after `after` (the last name of the page before; '' for
+ * the first): `limit` of them, and `next` (this page's last name) when more follow, else null.
+ */
+export const queuesPagePlan = (ns: string, after: string, limit: number): Plan<{ queues: string[]; next: string | null }> => ({
+  stmts: [
+    stmt(
+      `SELECT queue FROM (SELECT DISTINCT queue FROM queue_levels WHERE ns = ?1 AND queue > ?2
+         UNION SELECT queue FROM queues WHERE ns = ?1 AND queue > ?2) ORDER BY 1 LIMIT ?3`,
+      ns,
+      after,
+      limit + 1,
+    ),
+  ],
+  done: ([r]) => {
+    const names = r!.rows.map((x) => String(x.queue));
+    return names.length > limit ? { queues: names.slice(0, limit), next: names[limit - 1]! } : { queues: names, next: null };
+  },
+});

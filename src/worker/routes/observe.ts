@@ -11,6 +11,7 @@ import { namespaceFeed, positionsOf } from '../ns-feed.ts';
 import type { Framing, Kinds } from '../../durable/feed-streams.ts';
 import { limitsOf, liveOverview, queueObject, reader, type App } from '../plane.ts';
 import { storageJson } from '../../core/wire-json.ts';
+import { queuesAsked } from '../queue-pages.ts';
 
 const KINDS = new Set(['job', 'worker']);
 
@@ -43,15 +44,15 @@ export const observe = new Hono<App>()
   })
   .get('/workers', may('workers'), async (c) => {
     const { ns } = c.var;
-    const seen = await Promise.all(
-      (await (await reader(c, ns)).queues(ns)).map(async (queue) => ({ queue, ...(await raise(queueObject(c, ns, queue).workersSeen())) })),
-    );
-    return c.json({ workers: mergeWorkers(seen) });
+    const { queues, next } = await queuesAsked(c, ns);
+    const seen = await Promise.all(queues.map(async (queue) => ({ queue, ...(await raise(queueObject(c, ns, queue).workersSeen())) })));
+    return c.json({ workers: mergeWorkers(seen), next });
   })
   .get('/storage', may('queues'), async (c) => c.json(storageJson(await (await reader(c, c.var.ns)).storageState())))
   .get('/metrics', may('metrics'), async (c) => {
     const { ns } = c.var;
-    const [overview, storage] = await Promise.all([liveOverview(c, ns), (await reader(c, ns)).storageState()]);
-    const text = metricsText(ns, overview, storage);
+    const { queues, next } = await queuesAsked(c, ns);
+    const [overview, storage] = await Promise.all([liveOverview(c, ns, queues), reader(c, ns).then((r) => r.storageState())]);
+    const text = metricsText(ns, overview, storage, next);
     return c.body(text, 200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
   });

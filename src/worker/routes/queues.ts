@@ -1,8 +1,6 @@
 /** Queue-scoped routes: the overview, submit, claim, ack and nack in batches, count, listing, settings. */
 import { Hono } from 'hono';
 import { raise } from '../../core/settled.ts';
-import { badRequest } from '../../core/errors.ts';
-import { MAX_NAMED_QUEUES, type Limits } from '../../core/limits.ts';
 import type * as z from 'zod/mini';
 import {
   AckManyBody,
@@ -37,6 +35,7 @@ import { logLines } from '../../core/feed.ts';
 import { allow, may } from '../auth.ts';
 import { longPoll } from '../long-poll.ts';
 import { submitOne } from '../submit-lane.ts';
+import { queuesAsked } from '../queue-pages.ts';
 import * as v from '../../core/validate.ts';
 
 const acked = (r: { absorbed: boolean }) => ({ ok: true, absorbed: r.absorbed });
@@ -60,23 +59,12 @@ const nacked = (r: { state: string; absorbed: boolean }) => ({ ok: true, state: 
 const claimWaitId = (workerId: string, claimId: string | null | undefined) =>
   claimId === undefined || claimId === null ? crypto.randomUUID() : `${v.workerId(workerId)}\u0000${v.text('claim_id', claimId, 200)}`;
 
-/** The overview's `?queue=` names, checked (repeats once); undefined when none is named. */
-function namedQueues(names: string[] | undefined, limits: Limits): string[] | undefined {
-  if (!names?.length) return undefined;
-  if (names.length > MAX_NAMED_QUEUES)
-    throw badRequest(
-      `an overview names at most ${MAX_NAMED_QUEUES} queues (queue= given ${names.length} times); leave it out for every queue`,
-    );
-  return [...new Set(names.map((q) => v.queue(q, limits)))];
-}
-
 export const queues = new Hono<App>()
   .get('/', may('queues'), async (c) => {
-    const [overview, storage] = await Promise.all([
-      liveOverview(c, c.var.ns, namedQueues(c.req.queries('queue'), limitsOf(c))),
-      (await reader(c, c.var.ns)).storageState(),
-    ]);
-    return c.json({ queues: overview.map((q) => overviewJson(q.overview)), storage: storageJson(storage) });
+    const { ns } = c.var;
+    const { queues, next } = await queuesAsked(c, ns);
+    const [overview, storage] = await Promise.all([liveOverview(c, ns, queues), reader(c, ns).then((r) => r.storageState())]);
+    return c.json({ queues: overview.map((q) => overviewJson(q.overview)), storage: storageJson(storage), next });
   })
   .get('/:queue/invocations', may('list'), async (c) =>
     c.json(
