@@ -74,7 +74,7 @@ function redrawOn(queue: string | null, draw: () => Promise<unknown>, signal: Ab
 
 async function signIn(s: Session): Promise<void> {
   const c = new HttpDispatch(location.origin, { token: s.token, namespace: s.namespace, retryForMs: 0 });
-  await c.overview(); // refused here: 401 for a wrong token, 403 for another namespace's
+  await c.storage(); // refused here (one read, not the overview): 401 for a wrong token, 403 for another namespace's
   // An admin token may list tokens; anything else is refused: that is how the page knows its controls.
   admin = await c.listTokens().then(
     () => true,

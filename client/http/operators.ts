@@ -27,6 +27,7 @@ import { followFeed, settingsWire } from './observe.ts';
 import { errorOf, type Transport } from './transport.ts';
 import { fetchCode, pushCode, type PushedCode } from './code.ts';
 import { overviewOf, queueInfoOf, queuePath, scheduleOf, seg, summaryOf, type Json } from './wire.ts';
+import { mergeMetricPages, mergeWorkerPages, morePagesAfter } from './pages.ts';
 
 export class HttpOperators {
   protected readonly http: Transport;
@@ -38,7 +39,7 @@ export class HttpOperators {
   /** Each queue (or those named, in that order; one that never held work answered empty, as on the local plane). */
   async overview(queues?: string[]): Promise<QueueOverview[]> {
     const read = async (path: string) => ((await this.http.call('GET', path)).queues as Json[]).map(overviewOf);
-    if (!queues?.length) return read('/queues');
+    if (!queues?.length) return (await this.pages('/queues', (j) => j.queues as Json[])).map(overviewOf);
     // Only the queues named are read (`?queue=`, up to 100 a request), each once; one that never
     // held work is answered empty by the plane.
     const names = [...new Set(queues)];
@@ -145,7 +146,22 @@ export class HttpOperators {
 
   /** The workers heard from lately, each once across its queues (docs/contract.md, "Workers"). */
   async workers(): Promise<WorkerSeen[]> {
-    return (await this.http.call('GET', '/workers')).workers as WorkerSeen[];
+    // A page answers the workers of up to 100 queues; one that works queues on two pages is merged here.
+    return mergeWorkerPages(await this.pages('/workers', (j) => j.workers as WorkerSeen[]));
+  }
+
+  /**
+   * Every page of a namespace-wide view: the plane answers at most 100 queues a request (its calls
+   * to their objects are bounded) and says which name to ask `after` next (docs/contract.md, "Views").
+   */
+  private async pages<T>(path: string, items: (j: Json) => T[]): Promise<T[]> {
+    const out: T[] = [];
+    for (let after: string | null = ''; after !== null; ) {
+      const j: Json = await this.http.call('GET', after ? `${path}?after=${encodeURIComponent(after)}` : path);
+      out.push(...items(j));
+      after = typeof j.next === 'string' ? j.next : null;
+    }
+    return out;
   }
 
   /** Tells the plane that this worker stops (runWorker does, at shutdown): the feed says stopped, not lost. */
@@ -173,9 +189,15 @@ export class HttpOperators {
 
   /** The namespace's metrics, in the Prometheus text format. */
   async metrics(): Promise<string> {
-    const res = await this.http.fetch('/metrics', { headers: {} });
-    if (!res.ok) throw await errorOf(res);
-    return res.text();
+    const pages: string[] = [];
+    for (let after: string | null = ''; after !== null; ) {
+      const res = await this.http.fetch(after ? `/metrics?after=${encodeURIComponent(after)}` : '/metrics', { headers: {} });
+      if (!res.ok) throw await errorOf(res);
+      const text = await res.text();
+      pages.push(text);
+      after = morePagesAfter(text);
+    }
+    return pages.length === 1 ? pages[0]! : mergeMetricPages(pages);
   }
 
   async queueInfo(queue: string): Promise<QueueInfo> {

@@ -561,6 +561,33 @@ export function observing(handle: () => PlaneHandle) {
       expect((await d.workers()).find((x) => x.worker_id === 'w-a')!.status).toBe('stopped');
     });
 
+    it('a namespace of more queues than one request answers: overview, queues, workers and metrics answer every one', async () => {
+      // The HTTP plane answers 100 queues a request (its calls to their objects are bounded) and
+      // the client follows the pages; a local plane answers the whole. Each plane answers the same.
+      const names = Array.from({ length: 103 }, (_, i) => `p${String(i).padStart(3, '0')}`);
+      for (let i = 0; i < names.length; i += 10)
+        await Promise.all(names.slice(i, i + 10).map((q) => d.submit(q, bytes('x'), { id: `j-${q}` })));
+      // One worker on a queue of the first page and one of the second.
+      for (const q of ['p000', 'p102']) await d.claimMany(q, 'w-pages', 1, { leaseMs: 60_000, worker: { host: 'h', pid: 1 } });
+      const all = await d.overview();
+      expect(all.map((q) => q.queue)).toEqual(names);
+      expect(all.map((q) => q.counts.queued + q.counts.running)).toEqual(names.map(() => 1));
+      expect(all.find((q) => q.queue === 'p102')!.counts.running).toBe(1);
+      expect(await d.listQueues()).toEqual(names);
+      const seen = (await d.workers()).filter((w) => w.worker_id === 'w-pages');
+      expect(seen).toHaveLength(1);
+      expect(seen[0]).toMatchObject({ queues: ['p000', 'p102'], host: 'h', pid: 1, status: 'active' });
+      expect(seen[0]!.holding.map((x) => x.id).sort()).toEqual(['j-p000', 'j-p102']);
+      const text = await d.metrics();
+      const families = parsePrometheusTextFormat(text);
+      const jobs = families.find((f) => f.name === 'lakeshore_jobs')!.metrics.filter((m) => m.labels?.state === 'queued');
+      expect(jobs.map((m) => m.labels!.queue)).toEqual(names);
+      expect(text.match(/^# HELP lakeshore_jobs /gm)).toHaveLength(1);
+      expect(families.find((f) => f.name === 'lakeshore_more_queues')!.metrics).toEqual([
+        { labels: { namespace: d.namespace }, value: '0' },
+      ]);
+    });
+
     it('metrics parse as the Prometheus text format: gauges from the rows, counters of transitions', async () => {
       for (let i = 0; i < 3; i++) await d.submit('m', bytes('x'), { id: `m${i}` });
       await d.submit('m', bytes('x'), { id: 'm-later', delayMs: 3_600_000 });

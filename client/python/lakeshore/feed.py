@@ -229,7 +229,7 @@ def merge_workers(seen: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
              "first_seen": x["w"]["first_seen"], "last_seen": x["w"]["last_seen"], "holding": x["holding"]} for x in out]
 
 
-def metrics_text(ns: str, overview: List[Dict[str, Any]], feed: Feed, storage: Optional[Dict[str, Any]] = None) -> str:
+def metrics_text(ns: str, overview: List[Dict[str, Any]], feed: Feed, storage: Optional[Dict[str, Any]] = None, next_after: Optional[str] = None) -> str:
     """The Prometheus text format 0.0.4 (the core's metricsText): gauges from the rows, this process's counters."""
     lines: List[str] = []
     esc = lambda v: str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")  # noqa: E731
@@ -266,6 +266,8 @@ def metrics_text(ns: str, overview: List[Dict[str, Any]], feed: Feed, storage: O
         family("lakeshore_storage_limit_bytes", "gauge", "The database's storage limit: past STORAGE_HIGH_WATER_PERCENT of it, submits are refused (storage_full).",
                [(shard, storage["limit_bytes"])])
         family("lakeshore_storage_high_water_bytes", "gauge", "Past this many bytes, submits are refused (storage_full).", [(shard, storage["high_water_bytes"])])
+    family("lakeshore_more_queues", "gauge", "1 when more queues follow this page: ask again with ?after= its after label; 0 on the last page.",
+           [({}, 0)] if next_after is None else [({"after": next_after}, 1)])
     return "\n".join(lines) + "\n"
 
 

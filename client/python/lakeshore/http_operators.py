@@ -14,6 +14,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from .checks import KEEP
 from .errors import BadRequest, LakeshoreError
+from .pages import merge_metric_pages, merge_worker_pages, more_pages_after
 from .wire import Transport, _b64, _error_of, _finite, _open_stream, _queue, _seg, _sse_ids, _unb64
 
 MAX_NAMED_QUEUES = 100  # the most queues one overview request names (src/core/limits.ts)
@@ -43,7 +44,7 @@ class HttpOperatorVerbs(Transport):
         [...]}`, the jobs finished per 10 s over the last 5 minutes. A queue named that never held
         work is answered empty, as the local plane answers it."""
         if not queues:
-            return list(self._call("GET", "/queues")["queues"])
+            return self._pages("/queues", "queues")
         # Only the queues named are read (?queue=, up to 100 a request), each once; one that never
         # held work is answered empty by the plane.
         for q in queues:
@@ -80,12 +81,18 @@ class HttpOperatorVerbs(Transport):
 
     def metrics(self) -> str:
         """The namespace's metrics in the Prometheus text format (docs/contract.md, "Metrics")."""
-        req = urllib.request.Request(self._url("/metrics"), headers=self._headers())
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                return resp.read().decode("utf-8")
-        except urllib.error.HTTPError as e:
-            raise _error_of(e)
+        pages: List[str] = []
+        after: Optional[str] = ""
+        while after is not None:
+            path = "/metrics" + ("?after=" + urllib.parse.quote(after, safe="") if after else "")
+            req = urllib.request.Request(self._url(path), headers=self._headers())
+            try:
+                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                    pages.append(resp.read().decode("utf-8"))
+            except urllib.error.HTTPError as e:
+                raise _error_of(e)
+            after = more_pages_after(pages[-1])
+        return pages[0] if len(pages) == 1 else merge_metric_pages(pages)
 
     def events(self, queue: Optional[str] = None, *, kinds: Optional[List[str]] = None,
                stop: Optional[threading.Event] = None) -> Iterator[Dict[str, Any]]:
@@ -186,7 +193,19 @@ class HttpOperatorVerbs(Transport):
         """The workers heard from lately, each once across the queues it works (`{"worker_id",
         "status", "queues", "host", "pid", "version", "concurrency", "first_seen", "last_seen",
         "holding"}`; docs/contract.md, "Workers")."""
-        return list(self._call("GET", "/workers")["workers"])
+        # A page answers the workers of up to 100 queues; one that works queues on two pages is merged here.
+        return merge_worker_pages(self._pages("/workers", "workers"))
+
+    def _pages(self, path: str, field: str) -> List[Dict[str, Any]]:
+        """Every page of a namespace-wide view: the plane answers at most 100 queues a request (its
+        calls to their objects are bounded) and says which name to ask `after` next."""
+        out: List[Dict[str, Any]] = []
+        after: Optional[str] = ""
+        while after is not None:
+            j = self._call("GET", path + ("?after=" + urllib.parse.quote(after, safe="") if after else ""))
+            out.extend(j[field])
+            after = j.get("next") if isinstance(j.get("next"), str) else None
+        return out
 
     def worker_stopped(self, queue: str, worker_id: str) -> None:
         """Says this worker stops serving `queue` (run_worker does as it returns): the feed tells

@@ -326,6 +326,23 @@ class Verbs(unittest.TestCase):
         q.unschedule("weekly")
         self.assertEqual(q.schedules(), [])
 
+    def test_views_of_more_queues_than_one_request_answers(self):
+        # The plane answers 100 queues a request; the client follows the pages and answers the whole.
+        d = client()
+        names = ["p%03d" % i for i in range(103)]
+        for q in names:
+            d.submit(q, b"x", id="j-" + q)
+        for q in ("p000", "p102"):
+            d.claim(q, "w-pages", lease=60, worker={"host": "h", "pid": 1})
+        self.assertEqual([x["queue"] for x in d.overview()], names)
+        self.assertEqual(d.list_queues(), names)
+        [w] = [w for w in d.workers() if w["worker_id"] == "w-pages"]
+        self.assertEqual((w["queues"], w["host"], sorted(h["id"] for h in w["holding"])), (["p000", "p102"], "h", ["j-p000", "j-p102"]))
+        text = d.metrics()
+        self.assertEqual(len(re.findall(r'^lakeshore_jobs\{[^}]*state="queued"', text, re.M)), 103)
+        self.assertEqual(text.count("# HELP lakeshore_jobs "), 1)
+        self.assertIn('lakeshore_more_queues{namespace="%s"} 0' % d.namespace, text)
+
     def test_overview_and_listing(self):
         d = client()
         for i in range(5):
