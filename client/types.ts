@@ -124,6 +124,12 @@ export interface WorkerInfo {
 }
 
 /** A worker as the plane lists it (GET /workers): what it said, when it was last heard from, what it holds. */
+/** A page of queues' overviews (`overviewPage`): pass `next` as `after` for the next page; null after the last. */
+export interface QueuePage {
+  queues: QueueOverview[];
+  next: string | null;
+}
+
 export interface WorkerSeen {
   worker_id: string;
   status: 'active' | 'stopped' | 'lost';
@@ -307,6 +313,12 @@ export interface DispatchPlane {
    * its longest-waiting job has waited, paused, and its settings.
    */
   overview(queues?: string[]): Promise<QueueOverview[]>;
+  /**
+   * One page of the namespace's queues' overviews, in name order after `after` (none: the first
+   * page): `limit` of them (1 to 100, the default), and `next`, the `after` of the next page (null:
+   * this was the last). What a view of a namespace of many queues reads, one page at a time.
+   */
+  overviewPage(opts?: { after?: string | null; limit?: number }): Promise<QueuePage>;
   /**
    * A page of a queue's invocations in one state (default queued; claim order for queued, soonest
    * first for running and delayed, newest first for finished states), without envelopes and

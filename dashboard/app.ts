@@ -7,7 +7,7 @@
 import { HttpDispatch } from '../client/http/dispatch.ts';
 import { errorShown, ForbiddenError, LakeshoreError, UnauthorizedError } from '../client/errors.ts';
 import { FrameKind } from '../src/core/frame.ts';
-import type { Invocation, JournalFrame, QueueOverview, Schedule, State } from '../client/types.ts';
+import type { Invocation, JournalFrame, QueueOverview, QueuePage, Schedule, State } from '../client/types.ts';
 import { callText, NEVER } from '../client/envelope.ts';
 import { action, ago, badge, h, span, sparkline, table, when } from './dom.ts';
 
@@ -113,8 +113,9 @@ function signInView(message = ''): void {
     err.textContent = '';
     try {
       await signIn({ token: token.value.trim(), namespace: ns.value.trim() });
-      location.hash = '#/queues';
-      route();
+      // A new hash routes on its hashchange; routing here too would open the view twice.
+      if (location.hash === '#/queues') void route();
+      else location.hash = '#/queues';
     } catch (e) {
       err.textContent =
         e instanceof UnauthorizedError
@@ -165,11 +166,15 @@ function pushCell(q: QueueOverview): Node | string {
   return h('div', { class: 'push' }, ...lines);
 }
 
-async function queuesView(): Promise<void> {
+/**
+ * The namespace's queues, a page of 100 at a time (`after`: the last queue of the page before;
+ * null: the first): a redraw reads that page's overview, whatever the namespace holds.
+ */
+async function queuesView(after: string | null): Promise<void> {
   const signal = leave.signal; // this view's: a later view's is another
   const box = h('section', { 'aria-labelledby': 'qh' }, h('h1', { id: 'qh' }, 'Queues'));
   main().replaceChildren(box);
-  const draw = (all: QueueOverview[]) => {
+  const draw = ({ queues: all, next }: QueuePage) => {
     const rows = all.map((q) => [
       h('a', { href: `#/q/${encodeURIComponent(q.queue)}` }, q.queue),
       count(q, 'queued'),
@@ -221,12 +226,13 @@ async function queuesView(): Promise<void> {
             rows,
             'Queues, live',
           )
-        : h('p', {}, 'No queues yet: submit a job and it appears here.'),
+        : h('p', {}, after === null ? 'No queues yet: submit a job and it appears here.' : 'No queues past this point.'),
+      next === null ? h('span') : h('a', { class: 'button', href: `#/queues/${encodeURIComponent(next)}` }, 'Next page'),
+      after === null ? h('span') : h('a', { class: 'button', href: '#/queues' }, 'First page'),
     );
   };
-  const refresh = async () => draw(await d!.overview());
-  const all = await d!.overview();
-  draw(all);
+  const refresh = async () => draw(await d!.overviewPage({ after }));
+  draw(await d!.overviewPage({ after }));
   // Live: each queue's feed redraws the counts and the sparkline (the plane keeps the last 5 minutes).
   redrawOn(null, refresh, signal);
 }
@@ -523,7 +529,7 @@ async function route(): Promise<void> {
     else if (view === 'i' && a) await jobView(a);
     else if (view === 'tokens' && admin) await tokensView();
     else if (view === 'workers') await workersView();
-    else await queuesView();
+    else await queuesView(view === 'queues' && a ? a : null);
   } catch (e) {
     if (e instanceof UnauthorizedError) return signInView(`Signed out: ${e.message}`);
     say(e instanceof LakeshoreError ? e : e);

@@ -18,6 +18,7 @@ import type {
   ListOptions,
   QueueInfo,
   QueueOverview,
+  QueuePage,
   Schedule,
   ScheduleOptions,
   SettingsChange,
@@ -55,6 +56,15 @@ export class HttpOperators {
       );
     const named = new Map((await Promise.all(parts)).flat().map((q) => [q.queue, q]));
     return queues.map((name) => named.get(name) ?? raiseMissing(name));
+  }
+
+  async overviewPage(opts: { after?: string | null; limit?: number } = {}): Promise<QueuePage> {
+    const q = [
+      ...(opts.after ? [`after=${encodeURIComponent(opts.after)}`] : []),
+      ...(opts.limit === undefined ? [] : [`limit=${encodeURIComponent(String(opts.limit))}`]),
+    ];
+    const j = await this.http.call('GET', q.length ? `/queues?${q.join('&')}` : '/queues');
+    return { queues: (j.queues as Json[]).map(overviewOf), next: typeof j.next === 'string' ? j.next : null };
   }
 
   async storage(): Promise<StorageState> {

@@ -17,6 +17,7 @@ import type {
   LogLine,
   QueueInfo,
   QueueOverview,
+  QueuePage,
   Schedule,
   ScheduleOptions,
   SettingsChange,
@@ -59,6 +60,10 @@ export class LocalOperators {
 
   overview(queues?: string[]): Promise<QueueOverview[]> {
     return verb(this.engine.overview(this.namespace, queues));
+  }
+
+  overviewPage(opts: { after?: string | null; limit?: number } = {}): Promise<QueuePage> {
+    return verb(this.engine.overviewPage(this.namespace, opts.after, opts.limit));
   }
 
   /** The feed of every process on this file (feed-log.ts), from now on. */

@@ -8,7 +8,7 @@
 import type { PushHosts } from './push-target.ts';
 import { Committer, type CommitterOptions } from './committer.ts';
 import { badRequest, invocationNotFound, LakeshoreError } from './errors.ts';
-import { DEFAULT_LIMITS, type Limits } from './limits.ts';
+import { DEFAULT_LIMITS, MAX_NAMED_QUEUES, type Limits } from './limits.ts';
 import { outcomeOf } from './rows.ts';
 import { isTerminal } from './states.ts';
 import { stmt, type Port } from './port.ts';
@@ -219,9 +219,21 @@ export class Engine {
     this.committer.run(countPlan(ns, v.queue(queue, this.limits), v.state(state, 'queued')));
   /** The queues of a namespace that ever held work or settings. */
   queues = async (ns: string): Promise<string[]> => this.committer.run(queuesPlan(ns));
-  /** A page of those, in name order after `after` ('' for the first), and the name to pass as `after` next (null after the last). */
-  queuesPage = async (ns: string, after: string, limit: number): Promise<{ queues: string[]; next: string | null }> =>
-    this.committer.run(queuesPagePlan(ns, after, limit));
+  /**
+   * A page of those, in name order after `after` (none or '' for the first): `limit` of them (1 to
+   * MAX_NAMED_QUEUES, the default), and the name to pass as `after` next (null after the last).
+   */
+  async queuesPage(ns: string, after?: unknown, limit?: unknown): Promise<{ queues: string[]; next: string | null }> {
+    const from = after === undefined || after === null || after === '' ? '' : v.queue(after, this.limits);
+    const size = v.intInRange('limit', limit, MAX_NAMED_QUEUES, 1, MAX_NAMED_QUEUES);
+    return await this.committer.run(queuesPagePlan(ns, from, size));
+  }
+
+  /** One page of the namespace's queues' overviews (queuesPage's), and where the next starts. */
+  async overviewPage(ns: string, after?: unknown, limit?: unknown): Promise<{ queues: QueueOverview[]; next: string | null }> {
+    const page = await this.queuesPage(ns, after, limit);
+    return { queues: page.queues.length ? await this.overview(ns, page.queues) : [], next: page.next };
+  }
 
   /**
    * Each queue of the namespace (or those named): counts per state, its oldest waiting job,

@@ -33,6 +33,7 @@ export async function queuesAsked(c: Ctx, ns: string): Promise<QueuesAsked> {
       );
     return { queues: [...new Set(named.map((q) => v.queue(q, limits)))], next: null };
   }
-  const size = v.intInRange('limit', numParam(c, 'limit'), MAX_NAMED_QUEUES, 1, MAX_NAMED_QUEUES);
-  return (await reader(c, ns)).queuesPage(ns, after ? v.queue(after, limits) : '', size);
+  const size = numParam(c, 'limit');
+  const from = await reader(c, ns);
+  return await from.queuesPage(ns, after, size);
 }

@@ -164,6 +164,36 @@ describe('the dashboard', () => {
     await page.close();
   }, 60_000);
 
+  it('shows a namespace of many queues a page of 100 at a time, each page one read', async () => {
+    const ns = `dash${n++}`;
+    const d = root(ns);
+    const names = Array.from({ length: 103 }, (_, i) => `p${String(i).padStart(3, '0')}`);
+    await Promise.all(names.map((q) => d.submit(q, bytes('{}'), { id: `j-${q}` })));
+    const producer = await d.createToken('producer');
+    const page = await signIn(producer.token, ns);
+    // Each read of the overview: one page of queues (GET /v1/ns/:ns/queues), with its `after`.
+    const reads: string[] = [];
+    page.on('request', (r) => {
+      const u = new URL(r.url());
+      if (r.method() === 'GET' && u.pathname === `/v1/ns/${ns}/queues`) reads.push(u.searchParams.get('after') ?? '');
+    });
+    const shown = () => page.$$eval('tbody tr td:first-child a', (as) => as.map((a) => a.textContent));
+    await page.waitForSelector('table');
+    expect(await shown()).toEqual(names.slice(0, 100));
+    expect(await page.isVisible('text=First page')).toBe(false);
+    await page.click('text=Next page');
+    await page.waitForFunction(() => document.querySelectorAll('tbody tr').length === 3);
+    expect(await shown()).toEqual(names.slice(100));
+    expect(await page.isVisible('text=Next page')).toBe(false);
+    expect(page.url()).toMatch(/#\/queues\/p099$/);
+    await page.screenshot({ path: join(shots, 'queues-second-page.png'), fullPage: true });
+    await page.click('text=First page');
+    await page.waitForFunction(() => document.querySelectorAll('tbody tr').length === 100);
+    // Each view read its own page once (sign-in reads none): never every page of the namespace.
+    expect(reads).toEqual(['', 'p099', '']);
+    await page.close();
+  }, 60_000);
+
   it('retries a failed job from the page, and it then succeeds', async () => {
     const ns = `dash${n++}`;
     const d = root(ns);

@@ -23,6 +23,7 @@ import {
   type Invocation,
   type InvocationSummary,
   type QueueInfo,
+  type QueueOverview,
   type JournalFrame,
   type JournalPage,
   type Schedule,
@@ -120,6 +121,15 @@ const queueInfoOf = (q: Json): QueueInfo => {
     },
   };
 };
+
+const overviewOf = (o: Json): QueueOverview => ({
+  ...queueInfoOf(o),
+  counts: o.counts,
+  capped: o.capped,
+  oldestQueuedMs: o.oldest_queued_ms,
+  recent: { bucketMs: o.recent.bucket_ms, until: o.recent.until, succeeded: o.recent.succeeded, failed: o.recent.failed },
+  pushing: pushingOf(o.pushing, o.settings.push),
+});
 const invocationOf = (r: Json): Invocation => ({
   id: r.id,
   namespace: r.namespace,
@@ -385,15 +395,11 @@ async function pythonPlaneWith(options: Record<string, unknown>): Promise<PlaneH
       const p = await call('list', [queue], { state: o.state ?? 'queued', limit: o.limit ?? 50, cursor: o.cursor ?? null });
       return { items: p.items.map(summaryOf), cursor: p.cursor };
     },
-    overview: async (queues) =>
-      (await call('overview', [queues?.length ? queues : null])).map((o: Json) => ({
-        ...queueInfoOf(o),
-        counts: o.counts,
-        capped: o.capped,
-        oldestQueuedMs: o.oldest_queued_ms,
-        recent: { bucketMs: o.recent.bucket_ms, until: o.recent.until, succeeded: o.recent.succeeded, failed: o.recent.failed },
-        pushing: pushingOf(o.pushing, o.settings.push),
-      })),
+    overview: async (queues) => (await call('overview', [queues?.length ? queues : null])).map(overviewOf),
+    overviewPage: async (o = {}) => {
+      const page = await call('overview_page', [], { after: o.after ?? null, limit: o.limit ?? null });
+      return { queues: page.queues.map(overviewOf), next: page.next };
+    },
     retry: async (id) => void (await call('retry', [id])),
     redrive: (queue, o = {}) => call('redrive', [queue], { limit: o.limit ?? null, dead_letters: o.deadLetters ?? false }),
     delete: async (id) => void (await call('delete', [id])),

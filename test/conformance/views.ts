@@ -586,6 +586,19 @@ export function observing(handle: () => PlaneHandle) {
       expect(families.find((f) => f.name === 'lakeshore_more_queues')!.metrics).toEqual([
         { labels: { namespace: d.namespace }, value: '0' },
       ]);
+      // One page at a time (what a dashboard of many queues reads): 100, then the rest.
+      const first = await d.overviewPage();
+      expect([first.queues.map((q) => q.queue), first.next]).toEqual([names.slice(0, 100), 'p099']);
+      const rest = await d.overviewPage({ after: first.next });
+      expect([rest.queues.map((q) => q.queue), rest.next]).toEqual([names.slice(100), null]);
+      expect(rest.queues.find((q) => q.queue === 'p102')!.counts.running).toBe(1);
+      const two = await d.overviewPage({ after: 'p050', limit: 2 });
+      expect([two.queues.map((q) => q.queue), two.next]).toEqual([['p051', 'p052'], 'p052']);
+      expect(await d.overviewPage({ after: 'p102' })).toEqual({ queues: [], next: null });
+      // Between two names: the page starts at the next one.
+      expect((await d.overviewPage({ after: 'p0505', limit: 1 })).queues.map((q) => q.queue)).toEqual(['p051']);
+      for (const limit of [0, 101, 1.5]) await expect(d.overviewPage({ limit })).rejects.toBeInstanceOf(BadRequestError);
+      await expect(d.overviewPage({ after: 'bad\u0000name' })).rejects.toBeInstanceOf(BadRequestError);
     });
 
     it('metrics parse as the Prometheus text format: gauges from the rows, counters of transitions', async () => {

@@ -60,6 +60,14 @@ class HttpOperatorVerbs(Transport):
             raise LakeshoreError("the plane's overview left out the queue %r it was asked for" % missing[0])
         return [by_name[name] for name in queues]
 
+    def overview_page(self, *, after: Optional[str] = None, limit: Optional[int] = None) -> Dict[str, Any]:
+        """One page of the namespace's queues' overviews, in name order after `after` (None: the
+        first page): `limit` of them (1 to 100, the default), as `{"queues": [...], "next"}`, `next`
+        the `after` of the next page (None: this was the last). One request."""
+        q = ([("after", after)] if after else []) + ([] if limit is None else [("limit", str(limit))])
+        j = self._call("GET", "/queues" + ("?" + urllib.parse.urlencode(q) if q else ""))
+        return {"queues": list(j["queues"]), "next": j.get("next") if isinstance(j.get("next"), str) else None}
+
     def get_many(self, ids: List[str]) -> List[Optional[Dict[str, Any]]]:
         """Up to 1,000 jobs at once, in the order asked, in one request: each one's row without
         envelope and result (as a listing gives it), or None where there is no such job."""

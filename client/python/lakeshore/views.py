@@ -11,6 +11,8 @@ from typing import Any, Dict, List, Optional
 from .checks import STATES, _ids, _int, _name, unknown_state
 from .errors import BadRequest
 
+MAX_NAMED_QUEUES = 100  # the most queues one page answers (src/core/limits.ts)
+
 FINISHED_COUNT_CAP = 10_000
 CAPPED_STATES = ("succeeded", "cancelled")
 BUCKET_MS = 10_000
@@ -118,3 +120,14 @@ class ViewVerbs:
             out.append({**info, "counts": counts, "capped": capped, "oldest_queued_ms": oldest, "recent": self.recent.of(q),  # type: ignore[attr-defined]
                         "pushing": None})
         return out
+
+    def overview_page(self, *, after: Optional[str] = None, limit: Optional[int] = None) -> Dict[str, Any]:
+        """One page of the namespace's queues' overviews, in name order after `after` (None: the
+        first page): `limit` of them (1 to 100, the default), as `{"queues": [...], "next"}`, `next`
+        the `after` of the next page (None: this was the last)."""
+        start = "" if after is None or after == "" else _name("queue", after)
+        size = _int("limit", MAX_NAMED_QUEUES if limit is None else limit, 1, MAX_NAMED_QUEUES)
+        # Names sort as SQLite sorts them: by code point, which is UTF-8's byte order.
+        names = [q for q in self.list_queues() if q > start][: size + 1]
+        more = len(names) > size
+        return {"queues": self.overview(names[:size]) if names else [], "next": names[size - 1] if more else None}

@@ -342,6 +342,15 @@ class Verbs(unittest.TestCase):
         self.assertEqual(len(re.findall(r'^lakeshore_jobs\{[^}]*state="queued"', text, re.M)), 103)
         self.assertEqual(text.count("# HELP lakeshore_jobs "), 1)
         self.assertIn('lakeshore_more_queues{namespace="%s"} 0' % d.namespace, text)
+        # One page at a time: what a view of many queues reads.
+        first = d.overview_page()
+        self.assertEqual(([x["queue"] for x in first["queues"]], first["next"]), (names[:100], "p099"))
+        rest = d.overview_page(after=first["next"])
+        self.assertEqual(([x["queue"] for x in rest["queues"]], rest["next"]), (names[100:], None))
+        two = d.overview_page(after="p050", limit=2)
+        self.assertEqual(([x["queue"] for x in two["queues"]], two["next"]), (["p051", "p052"], "p052"))
+        with self.assertRaises(ls.BadRequest):
+            d.overview_page(limit=101)
 
     def test_overview_and_listing(self):
         d = client()
