@@ -221,11 +221,17 @@ export class Engine {
   queues = async (ns: string): Promise<string[]> => this.committer.run(queuesPlan(ns));
   /**
    * A page of those, in name order after `after` (none or '' for the first): `limit` of them (1 to
-   * MAX_NAMED_QUEUES, the default), and the name to pass as `after` next (null after the last).
+   * `most`, the default: MAX_NAMED_QUEUES for a view that asks each queue's object, MAX_QUEUE_NAMES
+   * for the names alone), and the name to pass as `after` next (null after the last).
    */
-  async queuesPage(ns: string, after?: unknown, limit?: unknown): Promise<{ queues: string[]; next: string | null }> {
+  async queuesPage(
+    ns: string,
+    after?: unknown,
+    limit?: unknown,
+    most = MAX_NAMED_QUEUES,
+  ): Promise<{ queues: string[]; next: string | null }> {
     const from = after === undefined || after === null || after === '' ? '' : v.queue(after, this.limits);
-    const size = v.intInRange('limit', limit, MAX_NAMED_QUEUES, 1, MAX_NAMED_QUEUES);
+    const size = v.intInRange('limit', limit, most, 1, most);
     return await this.committer.run(queuesPagePlan(ns, from, size));
   }
 

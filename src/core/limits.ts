@@ -29,6 +29,8 @@ export interface Limits {
 
 /** The most queues one overview request may name (`GET /queues?queue=a&queue=b`); a client names more in several. */
 export const MAX_NAMED_QUEUES = 100;
+/** The most queue names one page of names answers (`GET /queue-names`): one D1 read, no queue object asked. */
+export const MAX_QUEUE_NAMES = 1000;
 
 export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
   envelopeBytes: 1 << 20,

@@ -90,6 +90,7 @@ const MATRIX: Record<string, Entry> = {
   'POST /v1/ns/:ns/tokens': { roles: [], body: () => ({ role: 'producer' }) },
   'GET /v1/ns/:ns/metrics': { roles: ['producer', 'worker'] },
   'GET /v1/ns/:ns/storage': { roles: ['producer', 'worker'] },
+  'GET /v1/ns/:ns/queue-names': { roles: ['producer', 'worker'] },
   'GET /v1/ns/:ns/workers': { roles: ['producer', 'worker'] },
   'POST /v1/ns/:ns/queues/:queue/workers/:worker/stop': { roles: ['worker'] },
   'POST /v1/ns/:ns/queues/:queue/workers/:worker/log': {

@@ -45,6 +45,7 @@ describe('bad input', () => {
       ['GET', `${base}/queues?limit=0`, undefined, 400, 'bad_request', /limit must be at least 1/],
       ['GET', `${base}/metrics?limit=101`, undefined, 400, 'bad_request', /limit must be at most 100/],
       ['GET', `${base}/workers?after=bad%20name`, undefined, 400, 'bad_request', /queue/],
+      ['GET', `${base}/queue-names?limit=1001`, undefined, 400, 'bad_request', /limit must be at most 1000/],
       ['POST', `${base}/queues/q/claim`, { worker_id: 'w', kind: 'random' }, 400, 'bad_request', /unknown claim kind/],
       ['POST', `${base}/queues/q/claim`, { worker_id: 'w', wait_ms: -5 }, 400, 'bad_request', /wait_ms must not be negative/],
       ['POST', `${base}/queues/q/claim`, { worker_id: 'w', temperature: -1 }, 400, 'bad_request', /temperature/],

@@ -220,6 +220,8 @@ const routes: [string, string][] = [
   ['GET', 'queues?queue=:q&after=:id'],
   ['GET', 'metrics?after=:q&limit=:n'],
   ['GET', 'workers?after=:id&limit=:n'],
+  ['GET', 'queue-names'],
+  ['GET', 'queue-names?after=:q&limit=:n'],
   ['GET', 'storage'],
   ['POST', 'move'],
   ['GET', 'queues/:q'],

@@ -286,5 +286,10 @@ describe('the overview', () => {
     expect([w1.workers.map((w) => w.worker_id), w1.next]).toEqual([[], 'p099']);
     const w2 = await workers('?after=p099');
     expect([w2.workers.map((w) => w.worker_id), w2.next]).toEqual([['w-last'], null]);
+    // The names alone: up to 1,000 a page (listQueues reads them), no queue object asked.
+    const names1 = (await call('GET', `/v1/ns/${p.ns}/queue-names`)).body;
+    expect(names1).toEqual({ queues: names, next: null });
+    const names2 = (await call('GET', `/v1/ns/${p.ns}/queue-names?after=p100&limit=1`)).body;
+    expect(names2).toEqual({ queues: ['p101'], next: 'p101' });
   });
 });

@@ -22,6 +22,29 @@ describe('HttpDispatch', () => {
   });
 });
 
+describe('HttpDispatch views of a namespace', () => {
+  it('lists queue names from the names route alone, and reads each page of the overview once', async () => {
+    const paths: string[] = [];
+    const d = client({
+      fetch: async (input, init) => {
+        const u = new URL(typeof input === 'string' || input instanceof URL ? input : input.url);
+        paths.push(`${u.pathname.replace(/^\/v1\/ns\/[^/]+/, '')}${u.search}`);
+        return fetch(input, init);
+      },
+    });
+    const names = Array.from({ length: 101 }, (_, i) => `p${String(i).padStart(3, '0')}`);
+    for (let i = 0; i < names.length; i += 20)
+      await Promise.all(names.slice(i, i + 20).map((q) => d.submit(q, bytes('x'), { id: `j-${q}` })));
+    paths.length = 0;
+    expect(await d.listQueues()).toEqual(names);
+    // No overview: no queue's object asked, no backlog counted.
+    expect(paths).toEqual(['/queue-names']);
+    paths.length = 0;
+    expect((await d.overview()).map((q) => q.queue)).toEqual(names);
+    expect(paths).toEqual(['/queues', '/queues?after=p099']);
+  });
+});
+
 describe('HttpDispatch bookmarks', () => {
   it("sends back the newest bookmark the plane answered, so its reads see its own writes on a replica (docs/contract.md, 'Reads and replicas')", async () => {
     // The real plane, its answers watched on their way (the client's own fetch, passed through).
