@@ -37,6 +37,11 @@ function say(e: unknown): void {
  * not once per record.
  */
 const REDRAW_EVERY_MS = 1_000;
+/**
+ * How often a view redraws that has no feed to follow: the plane refused it (a namespace of more
+ * queues than one stream follows, docs/contract.md "Lifecycle feed") or stopped answering it.
+ */
+const FEEDLESS_REDRAW_MS = 5_000;
 
 /**
  * A view's redraw, driven by the feed of `queue` (null: of the namespace, one stream whatever the
@@ -66,8 +71,16 @@ function redrawOn(queue: string | null, draw: () => Promise<unknown>, signal: Ab
     running = false;
   };
   void (async () => {
-    for await (const _ of d!.events(queue, { signal })) void redraw();
-  })().catch(() => {});
+    try {
+      for await (const _ of d!.events(queue, { signal })) void redraw();
+    } catch {
+      // No feed: the view still changes, every few seconds rather than as records come.
+      while (!signal.aborted) {
+        await new Promise((r) => setTimeout(r, FEEDLESS_REDRAW_MS));
+        if (!signal.aborted) await redraw();
+      }
+    }
+  })();
 }
 
 // ------------------------------------------------------------------ sign-in
