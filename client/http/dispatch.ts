@@ -155,13 +155,7 @@ export class HttpDispatch extends HttpHolderVerbs implements DispatchPlane {
 
   /** The names alone (`GET /queue-names`, 1,000 a page): no queue's object is asked and no backlog counted. */
   async listQueues(): Promise<string[]> {
-    const out: string[] = [];
-    for (let after: string | null = ''; after !== null; ) {
-      const j = await this.http.call('GET', after ? `/queue-names?after=${encodeURIComponent(after)}` : '/queue-names');
-      out.push(...(j.queues as string[]));
-      after = typeof j.next === 'string' ? j.next : null;
-    }
-    return out;
+    return this.pages('/queue-names', (j) => j.queues as string[]);
   }
 
   /** A read-only token for one invocation, and its journal's SSE URL, for a browser (docs/contract.md). */

@@ -164,7 +164,7 @@ export class HttpOperators {
    * Every page of a namespace-wide view: the plane answers at most 100 queues a request (its calls
    * to their objects are bounded) and says which name to ask `after` next (docs/contract.md, "Views").
    */
-  private async pages<T>(path: string, items: (j: Json) => T[]): Promise<T[]> {
+  protected async pages<T>(path: string, items: (j: Json) => T[]): Promise<T[]> {
     const out: T[] = [];
     for (let after: string | null = ''; after !== null; ) {
       const j: Json = await this.http.call('GET', after ? `${path}?after=${encodeURIComponent(after)}` : path);

@@ -35,13 +35,7 @@ class HttpOperatorVerbs(Transport):
     def list_queues(self) -> List[str]:
         """The queues of the namespace that ever held work or settings: the names alone (GET
         /queue-names, 1,000 a page), no queue's counts read."""
-        out: List[str] = []
-        after: Optional[str] = ""
-        while after is not None:
-            j = self._call("GET", "/queue-names" + ("?after=" + urllib.parse.quote(after, safe="") if after else ""))
-            out.extend(str(q) for q in j["queues"])
-            after = j.get("next") if isinstance(j.get("next"), str) else None
-        return out
+        return [str(q) for q in self._pages("/queue-names", "queues")]
 
     def overview(self, queues: Optional[List[str]] = None) -> List[Dict[str, Any]]:
         """Each queue (or those named, in that order): `{"queue", "paused", "settings", "counts":
@@ -212,10 +206,10 @@ class HttpOperatorVerbs(Transport):
         # A page answers the workers of up to 100 queues; one that works queues on two pages is merged here.
         return merge_worker_pages(self._pages("/workers", "workers"))
 
-    def _pages(self, path: str, field: str) -> List[Dict[str, Any]]:
+    def _pages(self, path: str, field: str) -> List[Any]:
         """Every page of a namespace-wide view: the plane answers at most 100 queues a request (its
         calls to their objects are bounded) and says which name to ask `after` next."""
-        out: List[Dict[str, Any]] = []
+        out: List[Any] = []
         after: Optional[str] = ""
         while after is not None:
             j = self._call("GET", path + ("?after=" + urllib.parse.quote(after, safe="") if after else ""))
