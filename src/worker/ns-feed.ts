@@ -73,13 +73,15 @@ export async function namespaceFeed(
   let spent = false;
   let keepalive: ReturnType<typeof setInterval> | null = null;
   let relist: ReturnType<typeof setInterval> | null = null;
-  const budget = new SubrequestBudget(limit, () => {
+  // The stream ends itself: its budget spent, or its namespace grown past what it may follow.
+  const endStream = () => {
     spent = true;
     keeper.close();
     clearInterval(keepalive);
     clearInterval(relist);
     void w.close().catch(() => {});
-  });
+  };
+  const budget = new SubrequestBudget(limit, endStream);
   const keeper = leaseKeeper(c.env.GATE as unknown as DurableObjectNamespace<TokenGate>, lease, (p) => {
     budget.take();
     c.executionCtx.waitUntil(p);
@@ -150,8 +152,14 @@ export async function namespaceFeed(
       .then((r) => r.queues(ns))
       .then(
         (all) => {
+          if (all.length > most) {
+            // Past what one stream follows, a queue that starts would go unheard: the reader is told
+            // and the stream ends; its reconnect is refused with the 400 that says why.
+            write(`event: gap\ndata: ${JSON.stringify({ reason: 'too_many_queues', queues: all.length, most })}\n\n`);
+            return endStream();
+          }
           for (const q of all) {
-            if (following.has(q) || following.size >= MAX_FEED_QUEUES) continue;
+            if (following.has(q)) continue;
             following.add(q);
             write(`event: gap\ndata: ${JSON.stringify({ reason: 'joined', queue: q })}\n\n`);
             void follow(q);

@@ -227,4 +227,40 @@ describe('namespace-wide lifecycle feed', () => {
       expectLives(before, q, 25);
     }
   }, 60_000);
+
+  it('tells its reader and ends when its namespace grows past the queues one stream follows; the reconnect is refused', async () => {
+    const p = plane();
+    for (const q of ['a', 'b']) await p.submit(q, `${q}0`);
+    const vars = env as unknown as Record<string, string | undefined>;
+    const saved = vars.STREAM_SUBREQUESTS;
+    // 4 kept back and 2 for the start: one stream follows at most 24 queues.
+    vars.STREAM_SUBREQUESTS = '30';
+    let stream: Response;
+    try {
+      stream = await feed(p.ns);
+    } finally {
+      vars.STREAM_SUBREQUESTS = saved;
+    }
+    expect(stream.status).toBe(200);
+    await until(async () => (await readers(p.ns, 'a')) >= 1 && (await readers(p.ns, 'b')) >= 1, 'the reader on both queues');
+    // 23 queues start: 25 in all, one more than the stream may follow.
+    for (let i = 0; i < 23; i++) await p.submit(`n${i}`, `n${i}-0`);
+    let timer: ReturnType<typeof setTimeout> | null = null;
+    const ended = await Promise.race([
+      readEvents(stream, () => false),
+      new Promise<null>((r) => (timer = setTimeout(() => r(null), 20_000))),
+    ]);
+    clearTimeout(timer);
+    expect(ended, 'the stream ended by itself').not.toBeNull();
+    const gaps = ended!.filter((e) => e.event === 'gap').map((e) => JSON.parse(e.data));
+    expect(gaps).toContainEqual({ reason: 'too_many_queues', queues: 25, most: 24 });
+    vars.STREAM_SUBREQUESTS = '30';
+    try {
+      const refused = await feed(p.ns);
+      expect(refused.status).toBe(400);
+      expect(((await refused.json()) as { error: { message: string } }).error.message).toMatch(/has 25 queues/);
+    } finally {
+      vars.STREAM_SUBREQUESTS = saved;
+    }
+  }, 60_000);
 });
