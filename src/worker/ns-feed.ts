@@ -25,6 +25,7 @@ import type { Framing, Kinds } from '../durable/feed-streams.ts';
 import { leaseKeeper, type TokenGate } from '../durable/gate.ts';
 import { openStreamLease } from './limits.ts';
 import { queueObject, reader, type Ctx } from './plane.ts';
+import type { Engine } from '../core/engine.ts';
 import { KEEPALIVE, KEEPALIVE_MS, RETRY, SSE_HEADERS } from '../core/sse.ts';
 import { streamSubrequests, SUBREQUEST_RESERVE, SubrequestBudget } from '../core/subrequests.ts';
 
@@ -58,12 +59,14 @@ export async function namespaceFeed(
   framing: Framing = 'each',
 ): Promise<Response> {
   const limit = streamSubrequests((c.env as unknown as Record<string, string | undefined>).STREAM_SUBREQUESTS);
-  const first = await (await reader(c, ns)).queues(ns);
   // Its start spends two (this list, the lease) and each queue's stream one.
   const most = Math.min(MAX_FEED_QUEUES, limit - SUBREQUEST_RESERVE - 2);
+  // The names up to one past what it may follow: a namespace of any size costs one bounded read.
+  const names = (r: Engine) => r.queuesPage(ns, '', most + 1, most + 1).then((p) => p.queues);
+  const first = await names(await reader(c, ns));
   if (first.length > most)
     throw badRequest(
-      `this namespace has ${first.length} queues; a namespace-wide feed follows at most ${most}` +
+      `this namespace has more than ${most} queues; a namespace-wide feed follows at most ${most}` +
         `${most < MAX_FEED_QUEUES ? ` under this plane's STREAM_SUBREQUESTS (${limit})` : ''}: name one with ?queue=`,
     );
   const lease = await openStreamLease(c, c.get('principal'));
@@ -149,13 +152,13 @@ export async function namespaceFeed(
     // The list, and the namespace's placement read again when this isolate's copy is old (directory.ts).
     if (!budget.take(2)) return;
     void reader(c, ns)
-      .then((r) => r.queues(ns))
+      .then(names)
       .then(
         (all) => {
           if (all.length > most) {
             // Past what one stream follows, a queue that starts would go unheard: the reader is told
             // and the stream ends; its reconnect is refused with the 400 that says why.
-            write(`event: gap\ndata: ${JSON.stringify({ reason: 'too_many_queues', queues: all.length, most })}\n\n`);
+            write(`event: gap\ndata: ${JSON.stringify({ reason: 'too_many_queues', most })}\n\n`);
             return endStream();
           }
           for (const q of all) {
