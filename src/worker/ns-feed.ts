@@ -62,7 +62,7 @@ export async function namespaceFeed(
   // Its start spends two (this list, the lease) and each queue's stream one.
   const most = Math.min(MAX_FEED_QUEUES, limit - SUBREQUEST_RESERVE - 2);
   // The names up to one past what it may follow: a namespace of any size costs one bounded read.
-  const names = (r: Engine) => r.queuesPage(ns, '', most + 1, most + 1).then((p) => p.queues);
+  const names = (r: Engine) => r.queuesPage(ns, '', Math.max(1, most + 1), Math.max(1, most + 1)).then((p) => p.queues);
   const first = await names(await reader(c, ns));
   if (first.length > most)
     throw badRequest(
