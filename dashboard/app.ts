@@ -42,6 +42,12 @@ const REDRAW_EVERY_MS = 1_000;
  * queues than one stream follows, docs/contract.md "Lifecycle feed") or stopped answering it.
  */
 const FEEDLESS_REDRAW_MS = 5_000;
+/**
+ * A redraw that took long waits longer before the next: at least this many times what the last
+ * took. The workers view reads every page of a namespace's queues (100 a request), so a page open
+ * on thousands of queues spends at most about a tenth of its time reading the plane.
+ */
+const REDRAW_COST_FACTOR = 10;
 
 /**
  * A view's redraw, driven by the feed of `queue` (null: of the namespace, one stream whatever the
@@ -54,6 +60,7 @@ function redrawOn(queue: string | null, draw: () => Promise<unknown>, signal: Ab
   let running = false;
   let again = false;
   let last = 0;
+  let took = 0;
   const redraw = async () => {
     if (running) {
       again = true;
@@ -61,12 +68,13 @@ function redrawOn(queue: string | null, draw: () => Promise<unknown>, signal: Ab
     }
     running = true;
     do {
-      const wait = last + REDRAW_EVERY_MS - Date.now();
+      const wait = last + Math.max(REDRAW_EVERY_MS, REDRAW_COST_FACTOR * took) - Date.now();
       if (wait > 0) await new Promise((r) => setTimeout(r, wait));
       if (signal.aborted) break;
       again = false; // what arrived while waiting, this redraw shows
       last = Date.now();
       await draw().catch(say);
+      took = Date.now() - last;
     } while (again);
     running = false;
   };

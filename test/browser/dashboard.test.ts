@@ -207,6 +207,37 @@ describe('the dashboard', () => {
     await page.close();
   }, 60_000);
 
+  it('waits longer between redraws that cost more: a slow read of the workers, redrawn at most a tenth of the time', async () => {
+    const ns = `dash${n++}`;
+    const d = root(ns);
+    await d.submit('slow', bytes('{}'), { id: 'first' });
+    const producer = await d.createToken('producer');
+    const page = await signIn(producer.token, ns);
+    await page.waitForSelector('table');
+    // Each read of the workers takes 600 ms here (a namespace of many pages, or a plane far away).
+    const reads: number[] = [];
+    await page.route(`**/v1/ns/${ns}/workers*`, async (route) => {
+      reads.push(Date.now());
+      await new Promise((r) => setTimeout(r, 600));
+      await route.continue();
+    });
+    await page.click('text=Workers');
+    await page.waitForSelector('text=No worker heard from lately.');
+    // The feed busy for 8 s: without the cost's share, a redraw a second (each 600 ms long).
+    const t0 = Date.now();
+    let submitted = 0;
+    while (Date.now() - t0 < 8_000) await d.submit('slow', bytes('{}'), { id: `s${submitted++}` });
+    const elapsed = Date.now() - t0;
+    console.log(
+      `dashboard workers: ${submitted} submits over ${elapsed} ms, ${reads.length} reads`,
+      reads.map((r) => r - t0),
+    );
+    expect(submitted).toBeGreaterThan(20);
+    // The first draw, the first record's at once, then one each 10 × 600 ms at most.
+    expect(reads.length).toBeLessThanOrEqual(2 + Math.ceil(elapsed / 6_000));
+    await page.close();
+  }, 60_000);
+
   it('retries a failed job from the page, and it then succeeds', async () => {
     const ns = `dash${n++}`;
     const d = root(ns);
