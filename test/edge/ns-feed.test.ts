@@ -51,6 +51,32 @@ async function work(ns: string, queues: string[], n: number, tag: string) {
 
 const readers = async (ns: string, q: string) => (await queueStub(ns, q).stats()).feed_readers;
 
+/** The namespace's feed, opened while the plane's STREAM_SUBREQUESTS is `bound` (read once, at the start). */
+async function feedUnder(bound: string, ns: string): Promise<Response> {
+  const vars = env as unknown as Record<string, string | undefined>;
+  const saved = vars.STREAM_SUBREQUESTS;
+  vars.STREAM_SUBREQUESTS = bound;
+  try {
+    return await feed(ns);
+  } finally {
+    vars.STREAM_SUBREQUESTS = saved;
+  }
+}
+
+/** A refused feed's 400 message. */
+async function refusal(res: Response): Promise<string> {
+  expect(res.status).toBe(400);
+  return ((await res.json()) as { error: { message: string } }).error.message;
+}
+
+/** Every event of a stream that ends by itself, or null if it is still open after 20 s: bounded, not waited on forever. */
+async function untilEnded(res: Response): Promise<EventSourceMessage[] | null> {
+  let timer: ReturnType<typeof setTimeout> | null = null;
+  const ended = await Promise.race([readEvents(res, () => false), new Promise<null>((r) => (timer = setTimeout(() => r(null), 20_000)))]);
+  clearTimeout(timer);
+  return ended;
+}
+
 describe('namespace-wide lifecycle feed', () => {
   it("merges every queue's records, each queue in commit order, and a reader cut 10 times resumes every queue once", async () => {
     const p = plane();
@@ -186,32 +212,14 @@ describe('namespace-wide lifecycle feed', () => {
       await p.submit(q, `${q}0`);
       await p.cancel(`${q}0`);
     }
-    const vars = env as unknown as Record<string, string | undefined>;
-    const saved = vars.STREAM_SUBREQUESTS;
     // 4 kept back, 2 for the start, one for each queue's stream: one more list (2) and it is spent.
-    vars.STREAM_SUBREQUESTS = '10';
-    let first: Response;
-    try {
-      first = await feed(p.ns);
-      // Too few to follow both queues: refused at once, saying why.
-      vars.STREAM_SUBREQUESTS = '7';
-      const refused = await feed(p.ns);
-      expect(refused.status).toBe(400);
-      expect(((await refused.json()) as { error: { message: string } }).error.message).toMatch(
-        /follows at most 1 under this plane's STREAM_SUBREQUESTS \(7\)/,
-      );
-    } finally {
-      vars.STREAM_SUBREQUESTS = saved;
-    }
+    const first = await feedUnder('10', p.ns);
+    // Too few to follow both queues: refused at once, saying why.
+    expect(await refusal(await feedUnder('7', p.ns))).toMatch(/follows at most 1 under this plane's STREAM_SUBREQUESTS \(7\)/);
     await until(async () => (await readers(p.ns, 'a')) >= 1 && (await readers(p.ns, 'b')) >= 1, 'the reader on both queues');
     await work(p.ns, ['a', 'b'], 25, 'j');
-    // The stream ends by itself (its next list would pass the budget): bounded, not waited on forever.
-    let timer: ReturnType<typeof setTimeout> | null = null;
-    const ended = await Promise.race([
-      readEvents(first, () => false),
-      new Promise<null>((r) => (timer = setTimeout(() => r(null), 20_000))),
-    ]);
-    clearTimeout(timer);
+    // The stream ends by itself: its next list would pass the budget.
+    const ended = await untilEnded(first);
     expect(ended, 'the stream ended by itself').not.toBeNull();
     const before = records(ended!);
     expect(before).toHaveLength(2 * 3 * 25);
@@ -231,36 +239,16 @@ describe('namespace-wide lifecycle feed', () => {
   it('tells its reader and ends when its namespace grows past the queues one stream follows; the reconnect is refused', async () => {
     const p = plane();
     for (const q of ['a', 'b']) await p.submit(q, `${q}0`);
-    const vars = env as unknown as Record<string, string | undefined>;
-    const saved = vars.STREAM_SUBREQUESTS;
     // 4 kept back and 2 for the start: one stream follows at most 24 queues.
-    vars.STREAM_SUBREQUESTS = '30';
-    let stream: Response;
-    try {
-      stream = await feed(p.ns);
-    } finally {
-      vars.STREAM_SUBREQUESTS = saved;
-    }
+    const stream = await feedUnder('30', p.ns);
     expect(stream.status).toBe(200);
     await until(async () => (await readers(p.ns, 'a')) >= 1 && (await readers(p.ns, 'b')) >= 1, 'the reader on both queues');
     // 23 queues start: 25 in all, one more than the stream may follow.
     for (let i = 0; i < 23; i++) await p.submit(`n${i}`, `n${i}-0`);
-    let timer: ReturnType<typeof setTimeout> | null = null;
-    const ended = await Promise.race([
-      readEvents(stream, () => false),
-      new Promise<null>((r) => (timer = setTimeout(() => r(null), 20_000))),
-    ]);
-    clearTimeout(timer);
+    const ended = await untilEnded(stream);
     expect(ended, 'the stream ended by itself').not.toBeNull();
     const gaps = ended!.filter((e) => e.event === 'gap').map((e) => JSON.parse(e.data));
     expect(gaps).toContainEqual({ reason: 'too_many_queues', most: 24 });
-    vars.STREAM_SUBREQUESTS = '30';
-    try {
-      const refused = await feed(p.ns);
-      expect(refused.status).toBe(400);
-      expect(((await refused.json()) as { error: { message: string } }).error.message).toMatch(/has more than 24 queues/);
-    } finally {
-      vars.STREAM_SUBREQUESTS = saved;
-    }
+    expect(await refusal(await feedUnder('30', p.ns))).toMatch(/has more than 24 queues/);
   }, 60_000);
 });
