@@ -13,6 +13,7 @@ from .errors import BadRequest, InvocationCancelled, InvocationFailed, NotFound,
 
 # The contract's states (src/core/states.ts), and the finished ones.
 STATES = ("delayed", "queued", "running", "succeeded", "failed", "cancelled")
+MAX_NAMED_QUEUES = 100  # the most queues one overview request names or one page answers (src/core/limits.ts)
 
 
 def unknown_state(state: Any) -> BadRequest:

@@ -12,12 +12,10 @@ import urllib.parse
 import urllib.request
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from .checks import KEEP
+from .checks import KEEP, MAX_NAMED_QUEUES
 from .errors import BadRequest, LakeshoreError
 from .pages import merge_metric_pages, merge_worker_pages, more_pages_after
 from .wire import Transport, _b64, _error_of, _finite, _open_stream, _queue, _seg, _sse_ids, _unb64
-
-MAX_NAMED_QUEUES = 100  # the most queues one overview request names (src/core/limits.ts)
 
 
 def _schedule(s: Dict[str, Any]) -> Dict[str, Any]:

@@ -8,10 +8,8 @@ import json
 import time
 from typing import Any, Dict, List, Optional
 
-from .checks import STATES, _ids, _int, _name, unknown_state
+from .checks import MAX_NAMED_QUEUES, STATES, _ids, _int, _name, unknown_state
 from .errors import BadRequest
-
-MAX_NAMED_QUEUES = 100  # the most queues one page answers (src/core/limits.ts)
 
 FINISHED_COUNT_CAP = 10_000
 CAPPED_STATES = ("succeeded", "cancelled")
