@@ -24,6 +24,8 @@ export default defineConfig(async () => {
             CORS_ORIGINS: 'http://app.test, *',
             FUZZ_N: process.env.FUZZ_N ?? '1500',
             PUSH_SERVICES: 'PUSH_TEST_HOOKS',
+            // A move in steps of 24 statements: a namespace of a few hundred jobs takes dozens (test/edge/move.test.ts).
+            MOVE_STEP_SUBREQUESTS: '24',
           },
           // A Worker reached by a service binding, as a push target (test/edge/push.test.ts): it
           // answers each delivery with what reached it, which becomes the job's result. Under

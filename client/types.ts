@@ -228,17 +228,29 @@ import type { InvocationSummary, Page as InvocationPage, QueueOverview } from '.
 import type { StorageState } from '../src/core/storage.ts';
 export type { StorageState } from '../src/core/storage.ts';
 
-/** What a namespace's move did (HttpDispatch.moveNamespace). */
+/** A namespace's move, under way or ended (HttpDispatch.moveNamespace, moveStatus). */
 export interface MoveReport {
   namespace: string;
   from: string;
   to: string;
+  /** `moving` until it ends: `moved`, or `undone` (it stays on `from`; `error` says why). */
+  state: 'moving' | 'moved' | 'undone';
+  /** Where it is: fence, clear, reserve, jobs, frames, due, rest, verify, switch, unfence, undo-clear, undo-mark, ended. */
+  phase: string;
+  /** Copied so far. */
   jobs: number;
   frames: number;
   queues: number;
   schedules: number;
-  /** How long the namespace's writes waited, in ms. */
+  /** Queue objects fenced. */
+  objects: number;
+  /** How long the namespace's writes waited (so far, while moving), in ms. */
   fencedMs: number;
+  /** The plane's steps it took, the most D1 statements and object calls one made, and D1's rows read in all. */
+  steps: number;
+  mostSubrequestsAStep: number;
+  rowsRead: number;
+  error: string | null;
 }
 
 export interface DispatchPlane {

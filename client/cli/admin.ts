@@ -9,7 +9,16 @@ export async function moveNamespace(d: DispatchPlane, out: Out, to: string | und
   if (!(d instanceof HttpDispatch))
     throw new UsageError("shards are the edge plane's: pass --url (or set LAKESHORE_URL) and the root --token");
   if (!to) throw new UsageError('move-namespace needs --to SHARD (a D1 binding: DB, DB_1, ...)');
-  const r = await d.moveNamespace(to);
+  let said = '';
+  const r = await d.moveNamespace(to, {
+    waitMs: 5_000,
+    // A large namespace takes a while: where it is, on stderr, as it changes.
+    onProgress: (m) => {
+      const now = `moving ${m.namespace} to ${m.to}: ${m.phase}, ${m.jobs} jobs and ${m.frames} frames copied`;
+      if (now !== said && !out.json) process.stderr.write(`${now}\n`);
+      said = now;
+    },
+  });
   out.print(
     r,
     `moved ${r.namespace} from ${r.from} to ${r.to}: ${r.jobs} jobs, ${r.frames} frames, ${r.queues} queues' settings, ${r.schedules} schedules; writes waited ${r.fencedMs} ms`,

@@ -97,20 +97,25 @@ export class HttpOperators {
 
   /**
    * Moves this namespace's rows to another shard (docs/deploy.md, "Moving a namespace"): its
-   * writes wait a moment (503s that the clients retry), nothing is lost or repeated.
+   * writes wait a moment (503s that the clients retry), nothing is lost or repeated. The plane
+   * moves it in steps of its own; this waits for the end, telling `onProgress` where it is after
+   * each wait (every `waitMs`, 30 s by default), and throws if the move was undone.
    */
-  async moveNamespace(to: string): Promise<MoveReport> {
-    const j = await this.http.call('POST', '/move', { to });
-    return {
-      namespace: String(j.namespace),
-      from: String(j.from),
-      to: String(j.to),
-      jobs: Number(j.jobs),
-      frames: Number(j.frames),
-      queues: Number(j.queues),
-      schedules: Number(j.schedules),
-      fencedMs: Number(j.fenced_ms),
-    };
+  async moveNamespace(to: string, opts: { onProgress?: (m: MoveReport) => void; waitMs?: number } = {}): Promise<MoveReport> {
+    let m = moveOf(await this.http.call('POST', '/move', { to }));
+    while (m.state === 'moving') {
+      opts.onProgress?.(m);
+      m = await this.moveStatus({ waitMs: opts.waitMs ?? 30_000 });
+    }
+    if (m.state === 'undone')
+      throw new LakeshoreError('internal', `the move of ${m.namespace} to ${m.to} was undone, and it stays on ${m.from}: ${m.error}`);
+    return m;
+  }
+
+  /** Where this namespace's move is (the last one, once ended); `waitMs`: once it ends, or that has passed (at most 60 s). */
+  async moveStatus(opts: { waitMs?: number } = {}): Promise<MoveReport> {
+    const wait = opts.waitMs ?? 0;
+    return moveOf(await this.http.call('GET', `/move${wait ? `?wait_ms=${wait}` : ''}`, undefined, { waitMs: wait }));
   }
 
   // ------------------------------------------------------------ tokens (edge plane only)
@@ -261,3 +266,21 @@ export class HttpOperators {
 function raiseMissing(queue: string): never {
   throw new LakeshoreError('internal', `the plane's overview left out the queue ${JSON.stringify(queue)} it was asked for`);
 }
+
+const moveOf = (j: Json): MoveReport => ({
+  namespace: String(j.namespace),
+  from: String(j.from),
+  to: String(j.to),
+  state: j.state as MoveReport['state'],
+  phase: String(j.phase),
+  jobs: Number(j.jobs),
+  frames: Number(j.frames),
+  queues: Number(j.queues),
+  schedules: Number(j.schedules),
+  objects: Number(j.objects),
+  fencedMs: Number(j.fenced_ms),
+  steps: Number(j.steps),
+  mostSubrequestsAStep: Number(j.most_subrequests_a_step),
+  rowsRead: Number(j.rows_read),
+  error: (j.error as string | null) ?? null,
+});

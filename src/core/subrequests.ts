@@ -46,3 +46,19 @@ export class SubrequestBudget {
     return false;
   }
 }
+
+/**
+ * The var MOVE_STEP_SUBREQUESTS: what one step of a namespace's move may ask (src/durable/mover.ts),
+ * each D1 statement (alone or in a batch) and each queue-object call counted as one. Each step is an
+ * invocation of the mover of its own; the default is half of D1's 1,000 queries an invocation on
+ * Paid. On the Free plan (50) set it to 40.
+ */
+export const DEFAULT_MOVE_STEP_SUBREQUESTS = 500;
+/** The least a step must be able to ask: a fingerprint of both shards and a deleting unit are one unit each. */
+export const MIN_MOVE_STEP_SUBREQUESTS = 20;
+
+/** The var as a whole number, at least MIN_MOVE_STEP_SUBREQUESTS; unset or not a whole number, the default. */
+export function moveStepSubrequests(v: string | undefined): number {
+  const n = Number(v);
+  return v && Number.isInteger(n) && n > 0 ? Math.max(n, MIN_MOVE_STEP_SUBREQUESTS) : DEFAULT_MOVE_STEP_SUBREQUESTS;
+}

@@ -1,38 +1,107 @@
 /**
  * Copying a namespace's rows from one shard to another, checking the copy, and deleting a copy:
- * the data half of a move (mover.ts runs the protocol around it). The columns are read from the
- * databases themselves (`pragma_table_info`), those both have, so a new column is copied without a
- * change here (and drizzle stays out of the Worker's bundle).
+ * the data half of a move (mover.ts runs the protocol around it), in units of bounded work. A move
+ * of a large namespace takes many of the mover's invocations, and Cloudflare bounds what one
+ * invocation may ask of D1 (docs/deploy.md, "Moving a namespace"), so each unit says what it will
+ * cost before it runs (a `Meter`), and each resumes from a cursor the mover keeps between them.
  *
- * Row numbers (`rid`) are the shard's own: a copied job gets the target's next ones, in the source's
- * order (claim order and the journal's key depend on that order, not on the numbers), and its frames
- * follow it to its new number. An envelope or result stored as text stays text, a blob a blob.
+ * Every page is read along an index in its order (jobs by `(ns, id)`, a job's frames by its key),
+ * so a unit reads the rows it copies and no others, however large the namespace or the shard. And
+ * each unit may run again from the same cursor without harm (a restart between the copy and the
+ * mover saving its cursor): a row already there is left as it is.
+ *
+ * Row numbers (`rid`) are the shard's own. A copied job keeps its distance from the namespace's
+ * first one: the target reserves a block above its highest row number as the first job copied (the
+ * namespace's last) takes the block's top, so the claim order (by row number within a priority)
+ * and every frame's job follow without a map. The columns are read from the databases themselves
+ * (`pragma_table_info`), those both have, so a new column is copied without a change here. An
+ * envelope or result stored as text stays text, a blob a blob.
  */
 
 /** Rows read per page: a job holds up to 2 MiB (envelope and result), a frame 256 KiB. */
 const JOBS_PER_PAGE = 16;
 const FRAMES_PER_PAGE = 64;
+const ROWS_PER_PAGE = 64;
 /** Most bytes bound in one D1 batch of inserts. */
 const BATCH_BYTES = 4 << 20;
+/** A deleting unit: the first jobs of the namespace left, and at most this many of their frames. */
+const DELETE_JOBS = 200;
+const DELETE_FRAMES = 5_000;
 
-interface Columns {
-  table: string;
+/** What a step may still ask: each statement, alone or in a batch, and each call of a queue object is one. */
+export class Meter {
+  used = 0;
+  rowsRead = 0;
+  readonly budget: number;
+  constructor(budget: number) {
+    this.budget = budget;
+  }
+  get left(): number {
+    return this.budget - this.used;
+  }
+}
+
+interface Stmt {
+  sql: string;
+  args: unknown[];
+  bytes?: number;
+}
+
+/** A shard as a step reaches it: every statement counted on the step's meter, with the rows D1 says it read. */
+export class Metered {
+  readonly db: D1Database;
+  private readonly meter: Meter;
+  constructor(db: D1Database, meter: Meter) {
+    this.db = db;
+    this.meter = meter;
+  }
+
+  async all<T = Record<string, unknown>>(sql: string, ...args: unknown[]): Promise<T[]> {
+    return (await this.batch([{ sql, args }]))[0]!.results as T[];
+  }
+
+  async first<T = Record<string, unknown>>(sql: string, ...args: unknown[]): Promise<T | null> {
+    return (await this.all<T>(sql, ...args))[0] ?? null;
+  }
+
+  /** Runs statements in D1 batches of at most BATCH_BYTES bound (and 50 statements); answers every result in order. */
+  async batch(stmts: Stmt[]): Promise<D1Result[]> {
+    const out: D1Result[] = [];
+    for (let i = 0; i < stmts.length; ) {
+      const part: Stmt[] = [];
+      let bytes = 0;
+      while (i < stmts.length && part.length < 50 && (!part.length || bytes + (stmts[i]!.bytes ?? 0) <= BATCH_BYTES)) {
+        bytes += stmts[i]!.bytes ?? 0;
+        part.push(stmts[i++]!);
+      }
+      this.meter.used += part.length;
+      const rs = await this.db.batch(part.map((s) => this.db.prepare(s.sql).bind(...s.args)));
+      for (const r of rs) this.meter.rowsRead += r.meta?.rows_read ?? 0;
+      out.push(...rs);
+    }
+    return out;
+  }
+}
+
+/** A cursor: where a phase goes on from (the last key it did), or null at its start. */
+export type Cursor = (string | number)[] | null;
+
+export interface Columns {
   names: string[];
   blobs: Set<string>;
 }
 
 /** The columns of `table` that both databases have (but `skip`), and which of them hold blobs. */
-async function columnsOf(from: D1Database, to: D1Database, table: string, skip: string[] = []): Promise<Columns> {
-  const info = (db: D1Database) =>
-    db.prepare(`SELECT name, type FROM pragma_table_info(?1)`).bind(table).all<{ name: string; type: string }>();
+async function columnsOf(from: Metered, to: Metered, table: string, skip: string[]): Promise<Columns> {
+  const info = (db: Metered) => db.all<{ name: string; type: string }>(`SELECT name, type FROM pragma_table_info(?1)`, table);
   const [a, b] = await Promise.all([info(from), info(to)]);
-  const there = new Set(b.results.map((c) => c.name));
-  const cols = a.results.filter((c) => there.has(c.name) && !skip.includes(c.name));
-  return { table, names: cols.map((c) => c.name), blobs: new Set(cols.filter((c) => /BLOB/i.test(c.type)).map((c) => c.name)) };
+  const there = new Set(b.map((c) => c.name));
+  const cols = a.filter((c) => there.has(c.name) && !skip.includes(c.name));
+  return { names: cols.map((c) => c.name), blobs: new Set(cols.filter((c) => /BLOB/i.test(c.type)).map((c) => c.name)) };
 }
 
 /** SELECT list: every column, and for a blob column its storage type as `<name>__t`. */
-const selectList = (c: Columns, t = '') =>
+const selectList = (c: Columns, t: string) =>
   c.names.map((n) => (c.blobs.has(n) ? `${t}${n}, typeof(${t}${n}) AS ${n}__t` : `${t}${n}`)).join(', ');
 
 /** A row's value of column `n` ready to bind: a blob as bytes, text as text, as it was stored. */
@@ -46,157 +115,240 @@ function bindable(c: Columns, row: Record<string, unknown>, n: string): { v: unk
   return { v, bytes: typeof v === 'string' ? v.length : 8 };
 }
 
-function insertOf(db: D1Database, c: Columns, row: Record<string, unknown>, override: Record<string, unknown> = {}, returning = '') {
-  let bytes = 0;
-  const args = c.names.map((n) => {
-    if (n in override) return override[n];
-    const b = bindable(c, row, n);
-    bytes += b.bytes;
-    return b.v;
-  });
-  const sql = `INSERT INTO ${c.table} (${c.names.join(', ')}) VALUES (${c.names.map((_, i) => `?${i + 1}`).join(', ')}) ${returning}`;
-  return { stmt: db.prepare(sql).bind(...args), bytes };
-}
-
-/** Runs statements in D1 batches of at most BATCH_BYTES bound (and 50 statements); answers every result in order. */
-async function inBatches(db: D1Database, items: { stmt: D1PreparedStatement; bytes: number }[]): Promise<D1Result[]> {
-  const out: D1Result[] = [];
-  let part: D1PreparedStatement[] = [];
-  let bytes = 0;
-  const flush = async () => {
-    if (part.length) out.push(...(await db.batch(part)));
-    part = [];
-    bytes = 0;
-  };
-  for (const it of items) {
-    if (part.length && (part.length >= 50 || bytes + it.bytes > BATCH_BYTES)) await flush();
-    part.push(it.stmt);
-    bytes += it.bytes;
+/** A value given as SQL rather than bound. */
+class Raw {
+  readonly sql: string;
+  constructor(sql: string) {
+    this.sql = sql;
   }
-  await flush();
-  return out;
 }
 
-export interface Copied {
-  jobs: number;
-  frames: number;
-  queues: number;
-  schedules: number;
+/** The INSERT of `row` into `table`: its columns as they were, but those `override` gives. */
+function insertOf(
+  table: string,
+  c: Columns,
+  row: Record<string, unknown>,
+  override: Record<string, unknown>,
+  verb: string,
+  tail = '',
+): Stmt {
+  const names = [...Object.keys(override), ...c.names.filter((n) => !(n in override))];
+  let bytes = 0;
+  const args: unknown[] = [];
+  const values = names.map((n) => {
+    const o = override[n];
+    if (o instanceof Raw) return o.sql;
+    if (n in override) args.push(o);
+    else {
+      const b = bindable(c, row, n);
+      bytes += b.bytes;
+      args.push(b.v);
+    }
+    return `?${args.length}`;
+  });
+  return { sql: `${verb} INTO ${table} (${names.join(', ')}) VALUES (${values.join(', ')}) ${tail}`, args, bytes };
 }
+
+/** Where the namespace's jobs go on the target: row numbers `base + (rid - first)`. */
+export interface Block {
+  first: number;
+  base: number;
+}
+
+/** One unit's outcome: rows copied (or deleted), and the cursor after them (null: the phase is done). */
+export interface Unit {
+  rows: number;
+  cursor: Cursor;
+  done: boolean;
+}
+
+const done = (rows = 0): Unit => ({ rows, cursor: null, done: true });
+
+/** What copying and deleting a namespace take: its shards as a step reaches them, and the columns read once per instance. */
+export class NamespaceCopy {
+  /**
+   * `columns`: what an earlier step of the same copy read of the tables' columns (kept by the
+   * mover), read again after a restart.
+   */
+  readonly ns: string;
+  readonly from: Metered;
+  readonly to: Metered;
+  private readonly columns: Map<string, Columns>;
+  constructor(ns: string, from: Metered, to: Metered, columns = new Map<string, Columns>()) {
+    this.ns = ns;
+    this.from = from;
+    this.to = to;
+    this.columns = columns;
+  }
+
+  private async cols(table: string, skip: string[] = []): Promise<Columns> {
+    let c = this.columns.get(table);
+    if (!c) this.columns.set(table, (c = await columnsOf(this.from, this.to, table, skip)));
+    return c;
+  }
+
+  /**
+   * The target's block for the namespace's row numbers, made by copying its last job first: the
+   * row at the block's top is above every row the target has, and those it makes later go above it.
+   * Answers null for a namespace without jobs. Run again, it finds the block it made.
+   */
+  async reserve(): Promise<Block | null> {
+    const span = await this.from.first<{ lo: number | null; hi: number | null }>(
+      `SELECT min(rid) AS lo, max(rid) AS hi FROM invocations WHERE ns = ?1`,
+      this.ns,
+    );
+    if (span?.lo == null || span.hi == null) return null;
+    const inv = await this.cols('invocations', ['rid']);
+    const last = await this.from.first(`SELECT rid, ${selectList(inv, '')} FROM invocations WHERE rid = ?1`, span.hi);
+    const there = await this.to.first<{ rid: number }>(`SELECT rid FROM invocations WHERE ns = ?1 AND id = ?2`, this.ns, last!.id);
+    if (there) return { first: span.lo, base: there.rid - (span.hi - span.lo) };
+    // The top's number in the same statement as the insert: no row the target makes meanwhile can take it.
+    const top = new Raw(`(SELECT ifnull(max(rid), 0) + 1 FROM invocations) + ${span.hi - span.lo}`);
+    const made = await this.to.batch([insertOf('invocations', inv, last!, { rid: top }, 'INSERT', 'RETURNING rid')]);
+    const rid = Number((made[0]!.results[0] as { rid: number }).rid);
+    return { first: span.lo, base: rid - (span.hi - span.lo) };
+  }
+
+  /** Copies the next page of jobs (by id), up to `most`. */
+  async jobs(block: Block, cursor: Cursor, most: number): Promise<Unit> {
+    const inv = await this.cols('invocations', ['rid']);
+    const after = cursor ? 'AND id > ?2' : '';
+    const page = await this.from.all(
+      `SELECT rid, ${selectList(inv, '')} FROM invocations WHERE ns = ?1 ${after} ORDER BY id LIMIT ${Math.min(most, JOBS_PER_PAGE)}`,
+      this.ns,
+      ...(cursor ?? []),
+    );
+    if (!page.length) return done();
+    await this.to.batch(
+      page.map((r) =>
+        insertOf('invocations', inv, r, { rid: block.base + (Number(r.rid) - block.first) }, 'INSERT', 'ON CONFLICT DO NOTHING'),
+      ),
+    );
+    return { rows: page.length, cursor: [String(page.at(-1)!.id)], done: false };
+  }
+
+  /** Copies the next page of frames (by their job's id, then seq), up to `most`. */
+  async frames(block: Block, cursor: Cursor, most: number): Promise<Unit> {
+    const fr = await this.cols('frames');
+    // The index range starts at the cursor's job: its frames after the cursor's seq, then the next jobs'.
+    const after = cursor ? 'AND i.id >= ?2 AND (i.id > ?2 OR f.seq > ?3)' : '';
+    const page = await this.from.all(
+      `SELECT i.id AS job, ${selectList(fr, 'f.')} FROM invocations i JOIN frames f ON f.inv = i.rid
+        WHERE i.ns = ?1 ${after} ORDER BY i.id, f.seq LIMIT ${Math.min(most, FRAMES_PER_PAGE)}`,
+      this.ns,
+      ...(cursor ?? []),
+    );
+    if (!page.length) return done();
+    await this.to.batch(
+      page.map((r) => insertOf('frames', fr, r, { inv: block.base + (Number(r.inv) - block.first) }, 'INSERT', 'ON CONFLICT DO NOTHING')),
+    );
+    const last = page.at(-1)!;
+    return { rows: page.length, cursor: [String(last.job), Number(last.seq)], done: false };
+  }
+
+  /** Copies the next page of notes of finished jobs whose frames wait for their queue's journal retention. */
+  async due(block: Block, cursor: Cursor, most: number): Promise<Unit> {
+    const c = await this.cols('journals_due');
+    const after = cursor ? 'AND i.id > ?2' : '';
+    const page = await this.from.all(
+      `SELECT i.id AS job, ${selectList(c, 'd.')} FROM invocations i JOIN journals_due d ON d.inv = i.rid
+        WHERE i.ns = ?1 ${after} ORDER BY i.id LIMIT ${Math.min(most, ROWS_PER_PAGE)}`,
+      this.ns,
+      ...(cursor ?? []),
+    );
+    if (!page.length) return done();
+    await this.to.batch(
+      page.map((r) =>
+        insertOf('journals_due', c, r, { inv: block.base + (Number(r.inv) - block.first) }, 'INSERT', 'ON CONFLICT DO NOTHING'),
+      ),
+    );
+    return { rows: page.length, cursor: [String(page.at(-1)!.job)], done: false };
+  }
+
+  /**
+   * Copies the next page of one of the namespace's other tables, by its key. The insert triggers
+   * made level rows as the jobs came in: the source's counts replace them (the first unit of
+   * `queue_levels` deletes them).
+   */
+  async rest(table: RestTable, cursor: Cursor, most: number): Promise<Unit> {
+    const keys = REST_KEYS[table];
+    const c = await this.cols(table);
+    if (table === 'queue_levels' && !cursor) await this.to.all(`DELETE FROM queue_levels WHERE ns = ?1`, this.ns);
+    const after = cursor ? `AND (${keys.join(', ')}) > (${keys.map((_, i) => `?${i + 2}`).join(', ')})` : '';
+    const page = await this.from.all(
+      `SELECT ${selectList(c, '')} FROM ${table} WHERE ns = ?1 ${after} ORDER BY ${keys.join(', ')} LIMIT ${Math.min(most, ROWS_PER_PAGE)}`,
+      this.ns,
+      ...(cursor ?? []),
+    );
+    if (!page.length) return done();
+    await this.to.batch(page.map((r) => insertOf(table, c, r, {}, 'INSERT OR REPLACE')));
+    const last = page.at(-1)!;
+    return { rows: page.length, cursor: keys.map((k) => last[k] as string | number), done: false };
+  }
+}
+
+/** The namespace's tables besides its jobs, frames and their notes, each with its key within the namespace. */
+const REST_KEYS = {
+  queue_levels: ['queue', 'priority'],
+  queues: ['queue'],
+  schedules: ['queue', 'name'],
+  workers: ['n'],
+} as const;
+export type RestTable = keyof typeof REST_KEYS;
+export const REST_TABLES = Object.keys(REST_KEYS) as RestTable[];
 
 /**
- * Copies every row of `ns` from `from` to `to`. The target must hold none of it (deleteNamespace
- * first). Jobs go first, in row order, then their frames, then the level counts (replacing what
- * the insert triggers made), the queues' settings, the schedules and the workers the jobs name
- * (their numbers kept: sql/workers.ts).
+ * What a unit costs besides a statement a row it copies (at most `most`): its read, the columns'
+ * (once an instance) and the levels' delete. Reserving a block costs RESERVE_COST, a deleting unit
+ * DELETE_COST, a fingerprint of both shards FINGERPRINT_COST.
  */
-export async function copyNamespace(from: D1Database, to: D1Database, ns: string): Promise<Copied> {
-  const inv = await columnsOf(from, to, 'invocations', ['rid']);
-  const fr = await columnsOf(from, to, 'frames');
-  const ridOf = new Map<number, number>();
-  for (let after = -1; ; ) {
-    const page = await from
-      .prepare(`SELECT rid, ${selectList(inv)} FROM invocations WHERE ns = ?1 AND rid > ?2 ORDER BY rid LIMIT ${JOBS_PER_PAGE}`)
-      .bind(ns, after)
-      .all<Record<string, unknown>>();
-    if (!page.results.length) break;
-    const made = await inBatches(
-      to,
-      page.results.map((r) => insertOf(to, inv, r, {}, 'RETURNING rid')),
-    );
-    for (const [i, r] of page.results.entries()) ridOf.set(Number(r.rid), Number((made[i]!.results[0] as { rid: number }).rid));
-    after = Number(page.results[page.results.length - 1]!.rid);
-  }
-  let frameCount = 0;
-  for (let after: [number, number] = [-1, -1]; ; ) {
-    const page = await from
-      .prepare(
-        `SELECT ${selectList(fr, 'f.')} FROM frames f JOIN invocations i ON i.rid = f.inv
-          WHERE i.ns = ?1 AND (f.inv, f.seq) > (?2, ?3) ORDER BY f.inv, f.seq LIMIT ${FRAMES_PER_PAGE}`,
-      )
-      .bind(ns, after[0], after[1])
-      .all<Record<string, unknown>>();
-    if (!page.results.length) break;
-    await inBatches(
-      to,
-      page.results.map((r) => insertOf(to, fr, r, { inv: ridOf.get(Number(r.inv)) })),
-    );
-    frameCount += page.results.length;
-    const last = page.results[page.results.length - 1]!;
-    after = [Number(last.inv), Number(last.seq)];
-  }
-  // The finished jobs whose frames wait for their queue's journal retention (a trigger notes them
-  // as they finish; a copied job arrives finished, so its note is copied too).
-  const due = await columnsOf(from, to, 'journals_due');
-  for (let after = -1; ; ) {
-    const page = await from
-      .prepare(`SELECT ${selectList(due)} FROM journals_due WHERE ns = ?1 AND inv > ?2 ORDER BY inv LIMIT ${JOBS_PER_PAGE}`)
-      .bind(ns, after)
-      .all<Record<string, unknown>>();
-    if (!page.results.length) break;
-    await inBatches(
-      to,
-      page.results.map((r) => insertOf(to, due, r, { inv: ridOf.get(Number(r.inv)) })),
-    );
-    after = Number(page.results[page.results.length - 1]!.inv);
-  }
-  const rest = { queues: 0, schedules: 0 };
-  for (const table of ['queue_levels', 'queues', 'schedules', 'workers'] as const) {
-    const c = await columnsOf(from, to, table);
-    const rows = (
-      await from
-        .prepare(`SELECT ${selectList(c)} FROM ${table} WHERE ns = ?1`)
-        .bind(ns)
-        .all<Record<string, unknown>>()
-    ).results;
-    // The insert triggers made level rows as the jobs came in; the source's counts replace them.
-    if (table === 'queue_levels') await to.prepare(`DELETE FROM queue_levels WHERE ns = ?1`).bind(ns).run();
-    else if (table !== 'workers') rest[table] = rows.length;
-    await inBatches(
-      to,
-      rows.map((r) => insertOf(to, c, r)),
-    );
-  }
-  return { jobs: ridOf.size, frames: frameCount, ...rest };
+export const UNIT_OVERHEAD = 4;
+export const RESERVE_COST = 6;
+export const DELETE_COST = 7;
+export const FINGERPRINT_COST = 6;
+
+/**
+ * Deletes the namespace's first jobs left on `db` (by id) with their frames, a bounded number a
+ * unit: at most DELETE_FRAMES frames, and the jobs among them whose frames are all gone. Once no
+ * job is left, its other rows. Answers done when nothing of it is left.
+ */
+export async function deleteUnit(db: Metered, ns: string): Promise<Unit> {
+  const first = `SELECT rid FROM invocations WHERE ns = ?1 ORDER BY id LIMIT ${DELETE_JOBS}`;
+  const [f, i] = await db.batch([
+    {
+      sql: `DELETE FROM frames WHERE rowid IN (SELECT f.rowid FROM (${first}) j JOIN frames f ON f.inv = j.rid LIMIT ${DELETE_FRAMES})`,
+      args: [ns],
+    },
+    {
+      sql: `DELETE FROM invocations WHERE rid IN (${first}) AND NOT EXISTS (SELECT 1 FROM frames WHERE inv = invocations.rid)`,
+      args: [ns],
+    },
+  ]);
+  const rows = (f!.meta.changes ?? 0) + (i!.meta.changes ?? 0);
+  if (rows) return { rows, cursor: null, done: false };
+  await db.batch(
+    ['journals_due', 'queue_levels', 'queues', 'schedules', 'workers'].map((t) => ({ sql: `DELETE FROM ${t} WHERE ns = ?1`, args: [ns] })),
+  );
+  return done();
 }
 
 /** What a copy must agree on: jobs by queue and state, their bytes and workers, frames and their bytes, settings, schedules and workers. */
-export async function fingerprint(db: D1Database, ns: string): Promise<string> {
+export async function fingerprint(db: Metered, ns: string): Promise<string> {
   const [jobs, framesOf, rest] = await db.batch([
-    db
-      .prepare(
-        `SELECT queue, state, count(*) AS n, sum(length(envelope)) AS e, sum(ifnull(length(result), 0)) AS r, sum(attempt) AS a,
-                sum(ifnull(worker, 0)) AS w
-           FROM invocations WHERE ns = ?1 GROUP BY queue, state ORDER BY queue, state`,
-      )
-      .bind(ns),
-    db.prepare(`SELECT count(*) AS n, sum(length(f.body)) AS b FROM frames f JOIN invocations i ON i.rid = f.inv WHERE i.ns = ?1`).bind(ns),
-    db
-      .prepare(
-        `SELECT (SELECT count(*) FROM queues WHERE ns = ?1) AS q, (SELECT count(*) FROM schedules WHERE ns = ?1) AS s,
-                (SELECT count(*) FROM journals_due WHERE ns = ?1) AS j,
-                (SELECT count(*) || ':' || sum(n) || ':' || sum(length(name)) FROM workers WHERE ns = ?1) AS w,
-                (SELECT group_concat(queue || ':' || priority || ':' || queued, '|') FROM queue_levels WHERE ns = ?1) AS l`,
-      )
-      .bind(ns),
+    {
+      sql: `SELECT queue, state, count(*) AS n, sum(length(envelope)) AS e, sum(ifnull(length(result), 0)) AS r, sum(attempt) AS a,
+                   sum(ifnull(worker, 0)) AS w
+              FROM invocations WHERE ns = ?1 GROUP BY queue, state ORDER BY queue, state`,
+      args: [ns],
+    },
+    { sql: `SELECT count(*) AS n, sum(length(f.body)) AS b FROM invocations i JOIN frames f ON f.inv = i.rid WHERE i.ns = ?1`, args: [ns] },
+    {
+      sql: `SELECT (SELECT count(*) FROM queues WHERE ns = ?1) AS q, (SELECT count(*) FROM schedules WHERE ns = ?1) AS s,
+                   (SELECT count(*) FROM journals_due WHERE ns = ?1) AS j,
+                   (SELECT count(*) || ':' || sum(n) || ':' || sum(length(name)) FROM workers WHERE ns = ?1) AS w,
+                   (SELECT group_concat(queue || ':' || priority || ':' || queued, '|') FROM queue_levels WHERE ns = ?1) AS l`,
+      args: [ns],
+    },
   ]);
   return JSON.stringify([jobs!.results, framesOf!.results, rest!.results]);
-}
-
-/** Deletes every row of `ns` on `db`, a bounded number a statement (a copy left by a move, on the shard it left). */
-export async function deleteNamespace(db: D1Database, ns: string): Promise<void> {
-  for (;;) {
-    const [f, i] = await db.batch([
-      db.prepare(`DELETE FROM frames WHERE inv IN (SELECT rid FROM invocations WHERE ns = ?1 ORDER BY rid LIMIT 500)`).bind(ns),
-      db.prepare(`DELETE FROM invocations WHERE rid IN (SELECT rid FROM invocations WHERE ns = ?1 ORDER BY rid LIMIT 500)`).bind(ns),
-    ]);
-    // The next 500 jobs' frames, then those jobs, until none is left.
-    if (!(f!.meta.changes ?? 0) && !(i!.meta.changes ?? 0)) break;
-  }
-  await db.batch([
-    db.prepare(`DELETE FROM queue_levels WHERE ns = ?1`).bind(ns),
-    db.prepare(`DELETE FROM queues WHERE ns = ?1`).bind(ns),
-    db.prepare(`DELETE FROM schedules WHERE ns = ?1`).bind(ns),
-    db.prepare(`DELETE FROM workers WHERE ns = ?1`).bind(ns),
-  ]);
 }

@@ -103,6 +103,8 @@ const MATRIX: Record<string, Entry> = {
   // GET fetches (worker); HEAD, answered by the same route, asks (producer or worker): code.test.ts.
   'GET /v1/ns/:ns/code/:stamp': { roles: ['worker'], setup: (base) => pushed(base) },
   'POST /v1/ns/:ns/move': { roles: [], rootOnly: true, bodyFor: otherShard },
+  // Where the move just started is (it waits for its end, so nothing of it runs past the test).
+  'GET /v1/ns/:ns/move': { roles: [], rootOnly: true, query: ['?wait_ms=30000'] },
   // The producer's token is revoked by the last one: these come last.
   'GET /v1/ns/:ns/tokens': { roles: [] },
   'DELETE /v1/ns/:ns/tokens/:id': { roles: [] },

@@ -224,6 +224,7 @@ const routes: [string, string][] = [
   ['GET', 'queue-names?after=:q&limit=:n'],
   ['GET', 'storage'],
   ['POST', 'move'],
+  ['GET', 'move?wait_ms=:n'],
   ['GET', 'queues/:q'],
   ['POST', 'queues/:q/pause'],
   ['POST', 'queues/:q/resume'],

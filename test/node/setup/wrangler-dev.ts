@@ -23,8 +23,8 @@ export default async function setup(project: TestProject) {
     node: process.execPath,
     env: process.env,
     persistTo: dir,
-    // A move copies as slowly as a large one would (test/node/move.test.ts).
-    vars: { LAKESHORE_TOKEN: token, SIMULATED_MOVE_PAUSE_MS: '500' },
+    // A move copies as slowly as a large one would, and takes many steps (test/node/move.test.ts).
+    vars: { LAKESHORE_TOKEN: token, SIMULATED_MOVE_PAUSE_MS: '500', MOVE_STEP_SUBREQUESTS: '40' },
     server: 'wrangler',
     shards: 3,
   });
