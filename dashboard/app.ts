@@ -9,6 +9,7 @@ import { errorShown, ForbiddenError, LakeshoreError, UnauthorizedError } from '.
 import { FrameKind } from '../src/core/frame.ts';
 import type { Invocation, JournalFrame, QueueOverview, QueuePage, Schedule, State } from '../client/types.ts';
 import { callText, NEVER } from '../client/envelope.ts';
+import { nextRedrawAfter } from '../client/pace.ts';
 import { action, ago, badge, h, span, sparkline, table, when } from './dom.ts';
 
 const STATES: State[] = ['queued', 'running', 'delayed', 'succeeded', 'failed', 'cancelled'];
@@ -42,12 +43,6 @@ const REDRAW_EVERY_MS = 1_000;
  * queues than one stream follows, docs/contract.md "Lifecycle feed") or stopped answering it.
  */
 const FEEDLESS_REDRAW_MS = 5_000;
-/**
- * A redraw that took long waits longer before the next: at least this many times what the last
- * took. The workers view reads every page of a namespace's queues (100 a request), so a page open
- * on thousands of queues spends at most about a tenth of its time reading the plane.
- */
-const REDRAW_COST_FACTOR = 10;
 
 /**
  * A view's redraw, driven by the feed of `queue` (null: of the namespace, one stream whatever the
@@ -68,7 +63,8 @@ function redrawOn(queue: string | null, draw: () => Promise<unknown>, signal: Ab
     }
     running = true;
     do {
-      const wait = last + Math.max(REDRAW_EVERY_MS, REDRAW_COST_FACTOR * took) - Date.now();
+      // A redraw that took long waits longer (client/pace.ts): the workers view reads every page of a namespace's queues.
+      const wait = last + nextRedrawAfter(REDRAW_EVERY_MS, took) - Date.now();
       if (wait > 0) await new Promise((r) => setTimeout(r, wait));
       if (signal.aborted) break;
       again = false; // what arrived while waiting, this redraw shows

@@ -1,6 +1,7 @@
 /** `lakeshore stats`: each queue's jobs by state, the namespace's storage and its push targets. */
 import { STATES, type State } from '../../src/core/states.ts';
-import type { DispatchPlane } from '../types.ts';
+import { nextRedrawAfter } from '../pace.ts';
+import type { DispatchPlane, StorageState } from '../types.ts';
 import { EXIT, type Out } from './output.ts';
 import { pushLines } from './push-view.ts';
 
@@ -39,8 +40,7 @@ export async function stats(d: DispatchPlane, out: Out, queues: string[], watch:
     return lines.map((l) => l.map((c, i) => (i ? c.padStart(w[i]!) : c.padEnd(w[i]!))).join('  ')).join('\n');
   };
   /** The namespace's database against its budget, in a line: where it is, how full, and whether submits are refused. */
-  const storageLine = async () => {
-    const s = await d.storage();
+  const storageLine = (s: StorageState) => {
     const where = s.shard === 'local' ? 'the local file' : `shard ${s.shard}`;
     return `storage: ${where} holds ${sizeOf(s.bytes ?? 0)} of ${sizeOf(s.limitBytes)} (submits refused past ${sizeOf(s.highWaterBytes)})${s.full ? ': FULL, submits are refused' : ''}`;
   };
@@ -49,19 +49,23 @@ export async function stats(d: DispatchPlane, out: Out, queues: string[], watch:
     if (out.json) {
       for (const r of rows) out.print(r);
       out.print({ storage: await d.storage() });
-    } else out.print(`${rows.length ? render(rows) : 'no queues yet'}\n${await storageLine()}${push}`);
+    } else out.print(`${rows.length ? render(rows) : 'no queues yet'}\n${storageLine(await d.storage())}${push}`);
     return EXIT.ok;
   }
   const stop = new AbortController();
   process.once('SIGINT', () => stop.abort());
   while (!stop.signal.aborted) {
+    const at = Date.now();
     const { rows, push } = await once();
-    if (out.json) out.print({ at: Date.now(), queues: rows, storage: await d.storage() });
+    const storage = await d.storage();
+    // A redraw of a large namespace reads many pages: the next waits longer after a long one (client/pace.ts).
+    const took = Date.now() - at;
+    if (out.json) out.print({ at, took_ms: took, queues: rows, storage });
     else
       process.stdout.write(
-        `${process.stdout.isTTY ? '\x1b[H\x1b[2J' : ''}${new Date().toISOString()}\n${render(rows)}\n${await storageLine()}${push}\n`,
+        `${process.stdout.isTTY ? '\x1b[H\x1b[2J' : ''}${new Date(at).toISOString()}\n${render(rows)}\n${storageLine(storage)}${push}\n`,
       );
-    await new Promise((r) => setTimeout(r, intervalS * 1000));
+    await new Promise((r) => setTimeout(r, at + nextRedrawAfter(intervalS * 1000, took) - Date.now()));
   }
   return EXIT.ok;
 }

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { encodeEnvelope, encodeFrame, FrameKind, HttpDispatch } from '../../client/local/index.ts';
 import { launch, plane, type TestPlane } from './harness.ts';
 import { closeReceiver, json, receiver } from '../support/push-receiver.ts';
-import { until } from '../support/wait.ts';
+import { until, work } from '../support/wait.ts';
 
 let browser: Browser;
 let p: TestPlane;
@@ -218,7 +218,7 @@ describe('the dashboard', () => {
     const reads: number[] = [];
     await page.route(`**/v1/ns/${ns}/workers*`, async (route) => {
       reads.push(Date.now());
-      await new Promise((r) => setTimeout(r, 600));
+      await work(600); // the plane's answer, slow: simulated work, not an order of events
       await route.continue();
     });
     await page.click('text=Workers');

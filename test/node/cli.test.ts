@@ -572,6 +572,23 @@ describe('lakeshore stats (edge plane)', () => {
     const row = JSON.parse((await cli(['--json', 'stats', 'big'], env)).stdout.trim().split('\n')[0]!);
     expect(row).toMatchObject({ queue: 'big', queued: 1, succeeded: 10_000, capped: ['succeeded'] });
   }, 120_000);
+
+  it('--watch waits ten times what a redraw took before the next, however short its interval (client/pace.ts)', async () => {
+    const r = start(['--json', 'stats', '--watch', '--interval', '0.001'], planeEnv('edge'));
+    const redraws = () => r.stdout().split('\n').filter(Boolean);
+    try {
+      await until(() => redraws().length >= 4, 'four redraws', 30_000, 20);
+    } finally {
+      await stop(r);
+    }
+    const drawn = redraws().map((l) => JSON.parse(l) as { at: number; took_ms: number });
+    // Each redraw reads the plane over HTTP (the overview's pages and the storage): it takes time.
+    for (const d of drawn) expect(d.took_ms).toBeGreaterThan(0);
+    for (let i = 1; i < drawn.length; i++)
+      expect(drawn[i]!.at - drawn[i - 1]!.at, `redraw ${i} after one that took ${drawn[i - 1]!.took_ms} ms`).toBeGreaterThanOrEqual(
+        10 * drawn[i - 1]!.took_ms,
+      );
+  });
 });
 
 describe('an unreachable plane', () => {
