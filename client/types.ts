@@ -235,7 +235,7 @@ export interface MoveReport {
   to: string;
   /** `moving` until it ends: `moved`, or `undone` (it stays on `from`; `error` says why). */
   state: 'moving' | 'moved' | 'undone';
-  /** Where it is: fence, clear, reserve, jobs, frames, due, rest, verify, switch, unfence, undo-clear, undo-mark, ended. */
+  /** Where it is: clear, reserve, jobs, frames, due (copying while it works), mark, fence, diff, prune, new, rest, verify, switch, unfence (its writes fenced), undo-clear, undo-mark, ended. */
   phase: string;
   /** Copied so far. */
   jobs: number;
@@ -244,8 +244,11 @@ export interface MoveReport {
   schedules: number;
   /** Queue objects fenced. */
   objects: number;
-  /** How long the namespace's writes waited (so far, while moving), in ms. */
+  /** Jobs copied again, made or deleted with its writes fenced: what changed while the copy ran. */
+  caughtUp: number;
+  /** How long the namespace's writes waited (so far, while moving), and the whole move, in ms. */
   fencedMs: number;
+  ms: number;
   /** The plane's steps it took, the most D1 statements and object calls one made, and D1's rows read in all. */
   steps: number;
   mostSubrequestsAStep: number;

@@ -2,26 +2,33 @@
  * Moving a namespace to another shard, without losing or repeating a job: one Durable Object per
  * namespace (named by it) runs the move, so two moves of one namespace cannot overlap.
  *
- *  1. mark    the directory says `moving` (epoch + 1): queue objects that start now start fenced;
- *  2. fence   every queue object the namespace ever started (directory.ts `enter` records them)
+ *  1. copy    while the namespace goes on working, its jobs as they are when the copy begins go
+ *             to the target with their frames (copy.ts), which first loses any copy an earlier
+ *             try left;
+ *  2. mark    the directory says `moving` (epoch + 1): queue objects that start now start fenced;
+ *  3. fence   every queue object the namespace ever started (directory.ts `enter` records them)
  *             stops writing: its batches answer 503 `unavailable`, which clients retry, and the
  *             fence returns once the batches already on their way have answered (d1-port.ts);
- *  3. copy    the rows go to the target (copy.ts), which first loses any copy an earlier try left;
- *  4. verify  both shards' fingerprints agree (jobs by queue and state, bytes, frames, settings);
- *  5. switch  the directory says the target, `active` (epoch + 1);
- *  6. unfence every queue object (those that started meanwhile too) writes to the target now;
- *  7. later   the copy on the shard it left is deleted (after CLEANUP_MS: an isolate's cached
+ *  4. catch up every job compared on both shards and what changed since step 1 copied again, the
+ *             jobs made since copied in their order, then the queues' settings, levels, schedules
+ *             and workers;
+ *  5. verify  both shards' fingerprints agree (jobs by queue and state, bytes, frames, settings);
+ *  6. switch  the directory says the target, `active` (epoch + 1);
+ *  7. unfence every queue object (those that started meanwhile too) writes to the target now;
+ *  8. later   the copy on the shard it left is deleted (after CLEANUP_MS: an isolate's cached
  *             placement lives 5 s, and a read routed by one finds the old rows until then).
  *
- * `start` marks the namespace and answers; the mover's alarm does the rest in steps, each an
- * invocation of its own that asks at most MOVE_STEP_SUBREQUESTS of D1 and the queue objects
- * (Cloudflare bounds what one invocation may ask: a namespace of millions of jobs takes hundreds of
- * thousands of statements). Its state, with the cursor of the step it is at, is kept in this
- * object's storage after each step, so a restart goes on where the last step ended (a unit run
- * again changes nothing: copy.ts). `status` answers where it is, and waits for its end if asked.
+ * So writes wait for steps 3-7: the comparison and what changed, not the whole copy.
  *
- * If a step before the switch fails, the move is undone: the target's partial copy deleted, the
- * directory `active` on the shard it was on, every object unfenced there.
+ * `start` reads the directory and answers; the mover's alarm does the rest in steps, each an
+ * invocation of its own that asks at most MOVE_STEP_SUBREQUESTS of D1 and the queue objects
+ * (Cloudflare bounds what one invocation may ask: a namespace of millions of jobs takes millions
+ * of statements). Its state, with the cursor of the step it is at, is kept in this object's
+ * storage after each step, so a restart goes on where the last step ended (a unit run again
+ * changes nothing: copy.ts). `status` answers where it is, and waits for its end if asked.
+ *
+ * If a step before the switch fails, the move is undone: the target's partial copy deleted and,
+ * once marked, the directory `active` on the shard it was on and every object unfenced there.
  */
 import { DurableObject } from 'cloudflare:workers';
 import { conflict, LakeshoreError } from '../core/errors.ts';
@@ -31,6 +38,7 @@ import {
   type Block,
   type Columns,
   type Cursor,
+  type FramesOwed,
   DELETE_COST,
   deleteUnit,
   fingerprint,
@@ -38,6 +46,7 @@ import {
   Meter,
   Metered,
   NamespaceCopy,
+  PATCH_COST,
   RESERVE_COST,
   REST_TABLES,
   UNIT_OVERHEAD,
@@ -53,12 +62,16 @@ const OBJECTS_PER_UNIT = 100;
 const RETRY_MS = 1_000;
 
 type Phase =
-  | 'fence'
   | 'clear'
   | 'reserve'
   | 'jobs'
   | 'frames'
   | 'due'
+  | 'mark'
+  | 'fence'
+  | 'diff'
+  | 'prune'
+  | 'new'
   | 'rest'
   | 'verify'
   | 'switch'
@@ -83,8 +96,11 @@ export interface MoveStatus {
   schedules: number;
   /** Queue objects fenced. */
   objects: number;
-  /** How long writes were fenced, in ms (so far, while moving). */
+  /** Jobs copied again, made or deleted under the fence: what changed while the copy ran. */
+  caughtUp: number;
+  /** How long writes were fenced, in ms (so far, while moving), and the whole move. */
   fencedMs: number;
+  ms: number;
   /** The mover's invocations it took, the most subrequests one asked, and D1's rows read in all. */
   steps: number;
   mostInStep: number;
@@ -93,9 +109,13 @@ export interface MoveStatus {
 }
 
 interface Move extends MoveStatus {
-  /** The directory's epoch: the mark's while copying, then the switch's (or the undo's). */
+  /** The directory's epoch: the mark's while fenced, then the switch's (or the undo's). */
   epoch: number;
   startedAt: number;
+  /** When the directory was marked and writes fenced (null: not yet). */
+  markedAt: number | null;
+  /** A job whose frames are copied before the phase goes on (copy.ts). */
+  owed: FramesOwed | null;
   cursor: Cursor;
   /** In `rest`, which of REST_TABLES. */
   table: number;
@@ -157,40 +177,35 @@ export class MoverObject extends DurableObject<Env> {
     const was = await this.ctx.storage.get<Move>('move');
     if (was?.state === 'moving') throw conflict(`namespace ${JSON.stringify(ns)} is being moved already`);
     const target = shardNamed(this.env, to);
-    const home = homeOf(this.env);
-    const marked = await home
-      .prepare(
-        `UPDATE namespaces SET state = 'moving', epoch = epoch + 1 WHERE ns = ?1 AND state = 'active' AND shard <> ?2 RETURNING shard, epoch`,
-      )
-      .bind(ns, target.name)
-      .first<{ shard: string; epoch: number }>();
-    if (!marked) {
-      const row = await home
-        .prepare(`SELECT shard, state FROM namespaces WHERE ns = ?1`)
-        .bind(ns)
-        .first<{ shard: string; state: string }>();
-      if (!row) throw new LakeshoreError('not_found', `namespace ${JSON.stringify(ns)} has never been used: nothing to move`);
-      if (row.state === 'moving') throw conflict(`namespace ${JSON.stringify(ns)} is being moved already`);
-      throw conflict(`namespace ${JSON.stringify(ns)} is on ${row.shard} already`);
-    }
+    const row = await homeOf(this.env)
+      .prepare(`SELECT shard, state FROM namespaces WHERE ns = ?1`)
+      .bind(ns)
+      .first<{ shard: string; state: string }>();
+    if (!row) throw new LakeshoreError('not_found', `namespace ${JSON.stringify(ns)} has never been used: nothing to move`);
+    if (row.state === 'moving') throw conflict(`namespace ${JSON.stringify(ns)} is being moved already`);
+    if (row.shard === target.name) throw conflict(`namespace ${JSON.stringify(ns)} is on ${row.shard} already`);
     const m: Move = {
       ns,
-      from: marked.shard,
+      from: row.shard,
       to: target.name,
       state: 'moving',
-      phase: 'fence',
+      phase: 'clear',
       jobs: 0,
       frames: 0,
       queues: 0,
       schedules: 0,
       objects: 0,
+      caughtUp: 0,
       fencedMs: 0,
+      ms: 0,
       steps: 0,
       mostInStep: 0,
       rowsRead: 0,
       error: null,
-      epoch: marked.epoch,
+      epoch: 0,
       startedAt: Date.now(),
+      markedAt: null,
+      owed: null,
       cursor: null,
       table: 0,
       block: null,
@@ -238,14 +253,15 @@ export class MoverObject extends DurableObject<Env> {
         retryAt = Date.now() + RETRY_MS;
       } else {
         console.error(`move of ${this.ns} to ${m.to} failed in ${m.phase}: ${why}; undoing it`);
-        Object.assign(m, { error: why, phase: 'undo-clear', cursor: null });
+        Object.assign(m, { error: why, phase: 'undo-clear', cursor: null, owed: null });
       }
     }
     m.steps++;
     m.mostInStep = Math.max(m.mostInStep, meter.used);
     m.rowsRead += meter.rowsRead;
+    if (m.markedAt !== null && m.state === 'moving') m.fencedMs = Date.now() - m.markedAt;
     if (m.phase === 'ended') m.state = m.error ? 'undone' : 'moved';
-    m.fencedMs = Date.now() - m.startedAt;
+    m.ms = Date.now() - m.startedAt;
     await this.ctx.storage.put('move', m);
     if (m.state === 'moving') return retryAt;
     for (const wake of this.waiting) wake();
@@ -255,7 +271,48 @@ export class MoverObject extends DurableObject<Env> {
   /** One unit of the move's phase, if the meter covers it (else false: the step ends here). */
   private async unit(m: Move, copy: NamespaceCopy, home: Metered, meter: Meter): Promise<boolean> {
     const rows = meter.left - UNIT_OVERHEAD;
+    if (m.owed) {
+      // A job's frames first, before its phase goes on past it.
+      if (rows < 1) return false;
+      m.owed = await copy.owedFrames(m.owed, rows);
+      return true;
+    }
     switch (m.phase) {
+      case 'clear':
+      case 'undo-clear': {
+        if (meter.left < DELETE_COST) return false;
+        if ((await deleteUnit(copy.to, this.ns)).done)
+          this.next(m, m.phase === 'clear' ? 'reserve' : m.markedAt === null ? 'ended' : 'undo-mark');
+        return true;
+      }
+      case 'reserve':
+        if (meter.left < RESERVE_COST) return false;
+        m.block = await copy.reserve();
+        this.next(m, m.block.topId === null ? 'mark' : 'jobs');
+        return true;
+      case 'jobs':
+      case 'frames':
+      case 'due': {
+        if (rows < 1) return false;
+        const u = await copy[m.phase](m.block!, m.cursor, rows);
+        if (m.phase === 'jobs') m.jobs += u.rows;
+        if (m.phase === 'frames') m.frames += u.rows;
+        if (!u.done) m.cursor = u.cursor;
+        else this.next(m, m.phase === 'jobs' ? 'frames' : m.phase === 'frames' ? 'due' : 'mark');
+        return true;
+      }
+      case 'mark': {
+        if (meter.left < 1) return false;
+        const marked = await home.first<{ epoch: number }>(
+          `UPDATE namespaces SET state = 'moving', epoch = epoch + 1 WHERE ns = ?1 AND state = 'active' AND shard = ?2 RETURNING epoch`,
+          this.ns,
+          m.from,
+        );
+        if (!marked) throw new Error(`the directory entry of ${this.ns} changed before its move fenced its writes`);
+        Object.assign(m, { epoch: marked.epoch, markedAt: Date.now() });
+        this.next(m, 'fence');
+        return true;
+      }
       case 'fence':
       case 'unfence': {
         if (meter.left < 2) return false;
@@ -267,30 +324,26 @@ export class MoverObject extends DurableObject<Env> {
           m.objects += queues.length;
         } else await this.call(queues, (o) => o.unfence(m.unfenceTo, m.epoch), false);
         if (queues.length === most) m.cursor = [queues.at(-1)!];
-        else if (m.phase === 'fence') this.next(m, 'clear');
-        else this.next(m, 'ended');
+        else this.next(m, m.phase === 'fence' ? 'diff' : 'ended');
         return true;
       }
-      case 'clear':
-      case 'undo-clear': {
-        if (meter.left < DELETE_COST) return false;
-        if ((await deleteUnit(copy.to, this.ns)).done) this.next(m, m.phase === 'clear' ? 'reserve' : 'undo-mark');
-        return true;
-      }
-      case 'reserve':
-        if (meter.left < RESERVE_COST) return false;
-        m.block = await copy.reserve();
-        this.next(m, m.block ? 'jobs' : 'rest');
-        return true;
-      case 'jobs':
-      case 'frames':
-      case 'due': {
-        if (rows < 1) return false;
-        const u = await copy[m.phase](m.block!, m.cursor, rows);
-        if (m.phase === 'jobs') m.jobs += u.rows;
-        if (m.phase === 'frames') m.frames += u.rows;
+      case 'diff':
+      case 'prune':
+      case 'new': {
+        if (meter.left < 2 + PATCH_COST) return false;
+        const u = await (m.phase === 'diff' ? copy.diff : m.phase === 'prune' ? copy.prune : copy.newJobs).call(
+          copy,
+          m.block!,
+          m.cursor,
+          meter,
+        );
+        m.caughtUp += u.rows;
+        m.owed = u.owed ?? null;
         if (!u.done) m.cursor = u.cursor;
-        else this.next(m, m.phase === 'jobs' ? 'frames' : m.phase === 'frames' ? 'due' : 'rest');
+        else if (m.phase === 'new') {
+          this.next(m, 'rest');
+          m.table = 0;
+        } else this.next(m, m.phase === 'diff' ? 'prune' : 'new');
         return true;
       }
       case 'rest': {
@@ -305,13 +358,20 @@ export class MoverObject extends DurableObject<Env> {
         return true;
       }
       case 'verify': {
-        if (meter.left < FINGERPRINT_COST) return false;
+        if (meter.left < FINGERPRINT_COST + 1) return false;
         // Tests only (SIMULATED_MOVE_PAUSE_MS): a copy as slow as a large one, so that a write an
         // unfenced object made meanwhile would land in the gap and show in the fingerprints.
         const pause = Number((this.env as unknown as Record<string, string | undefined>).SIMULATED_MOVE_PAUSE_MS ?? 0);
         if (pause > 0) await new Promise((r) => setTimeout(r, pause));
         const [a, b] = await Promise.all([fingerprint(copy.from, this.ns), fingerprint(copy.to, this.ns)]);
         if (a !== b) throw new LakeshoreError('internal', `the copy of ${this.ns} on ${m.to} does not match ${m.from}: ${a} vs ${b}`);
+        // What moved: the counts so far were of the copies made, some made twice.
+        const moved = await copy.to.first<{ jobs: number; frames: number }>(
+          `SELECT (SELECT count(*) FROM invocations WHERE ns = ?1) AS jobs,
+                  (SELECT count(*) FROM invocations i JOIN frames f ON f.inv = i.rid WHERE i.ns = ?1) AS frames`,
+          this.ns,
+        );
+        Object.assign(m, moved);
         this.next(m, 'switch');
         return true;
       }
@@ -412,7 +472,9 @@ const statusOf = (m: Move): MoveStatus => ({
   queues: m.queues,
   schedules: m.schedules,
   objects: m.objects,
+  caughtUp: m.caughtUp,
   fencedMs: m.fencedMs,
+  ms: m.ms,
   steps: m.steps,
   mostInStep: m.mostInStep,
   rowsRead: m.rowsRead,

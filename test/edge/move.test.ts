@@ -6,10 +6,13 @@
 import { env } from 'cloudflare:workers';
 import { expect, it } from 'vitest';
 import { shardNamed } from '../../src/durable/directory.ts';
-import { b64, call, plane, unb64 } from './setup/http.ts';
+import { b64, call, plane, unb64, type Answer } from './setup/http.ts';
+import { until } from '../support/wait.ts';
 
 const N = 400;
 const STEP = 24;
+/** The phases a move copies in while the namespace goes on working (mover.ts). */
+const LIVE = new Set(['clear', 'reserve', 'jobs', 'frames', 'due']);
 
 const where = async (ns: string) =>
   (await env.DB.prepare(`SELECT shard FROM namespaces WHERE ns = ?1`).bind(ns).first<{ shard: string }>())!.shard;
@@ -25,7 +28,14 @@ const rowsOn = async (shard: string, ns: string) =>
     .bind(ns)
     .first();
 
-it('moves a namespace in steps within their bound, reading the rows it copies only, its claim order and journals whole', async () => {
+/** A write as a client makes it: again while the namespace's writes are fenced (503), as the clients retry. */
+async function written(send: () => Promise<Answer>): Promise<Answer> {
+  let a: Answer | undefined;
+  await until(async () => (a = await send()).status !== 503, 'a write past the fence', 30_000, 25);
+  return a!;
+}
+
+it('moves a namespace in steps within their bound while it works, its writes fenced only to catch up, claim order and journals whole', async () => {
   const p = plane();
   const base = `/v1/ns/${p.ns}`;
   // Ids that sort against the order they were submitted in: the copy goes by id, claims by row number.
@@ -49,26 +59,85 @@ it('moves a namespace in steps within their bound, reading the rows it copies on
   }
   const from = await where(p.ns);
   const to = from === 'DB_1' ? 'DB_2' : 'DB_1';
-  const before = await rowsOn(from, p.ns);
-  expect(before).toEqual({ jobs: N, frames: 210, due: 20, queues: 2 });
+  expect(await rowsOn(from, p.ns)).toEqual({ jobs: N, frames: 210, due: 20, queues: 2 });
 
   const started = await call('POST', `${base}/move`, { to });
   expect(started.status, JSON.stringify(started.body)).toBe(202);
   expect(started.body).toMatchObject({ namespace: p.ns, from, to, state: 'moving' });
+
+  // Meanwhile the namespace works: new jobs, frames of a running job, jobs finished and deleted.
+  const fresh = (k: number) => `n${String(k).padStart(3, '0')}`;
+  const actions: (() => Promise<Answer>)[] = [];
+  for (let k = 0; k < 12; k++) {
+    actions.push(() => p.submit('a', fresh(k), { priority: k % 2 ? 5 : 0 }));
+    actions.push(() => p.append(claimed[0], 'w', { seq: 150 + k, body: b64(`f${150 + k}`) }));
+  }
+  for (const j of claimed.slice(21, 25)) {
+    actions.push(() => p.append(j, 'w', { seq: 0, body: b64(`${j}.late`) }));
+    actions.push(() => p.ack(j, 'w', { result: b64(`r-${j}`) }));
+  }
+  for (const j of claimed.slice(1, 4)) actions.push(() => call('DELETE', `${base}/invocations/${j}`));
+  // Jobs claimed once the copy has passed them, and left running: the copy made of them waiting must not stand.
+  const taken: string[] = [];
+  const phase = async () => (await call('GET', `${base}/move`)).body.phase as string;
+  let takenLive = 0;
+  const claims = async () => {
+    await until(async () => !['clear', 'reserve', 'jobs'].includes(await phase()), 'the copy past the jobs', 30_000, 5);
+    for (let k = 0; k < 4; k++) {
+      const before = await phase();
+      const a = await written(() => p.claim('a', 'w3', { max: 2 }));
+      taken.push(...a.body.claimed.map((c: { id: string }) => c.id));
+      if (LIVE.has(before) && LIVE.has(await phase())) takenLive++;
+    }
+  };
+  // And a worker runs jobs of another queue throughout: claims that wait, frames, acks.
+  const worked: string[] = [];
+  let working = true;
+  const worker = (async () => {
+    while (working) {
+      const got = await written(() => p.claim('c', 'w4', { max: 2, wait_ms: 100 }));
+      for (const c of got.body.claimed ?? []) {
+        await written(() => p.append(c.id, 'w4', { seq: 0, body: b64('x') }));
+        await written(() => p.ack(c.id, 'w4', { result: b64('ok') }));
+        worked.push(c.id);
+      }
+    }
+  })();
+  for (let k = 0; k < 60; k += 10)
+    await call('POST', `${base}/queues/c/invocations/batch`, {
+      items: Array.from({ length: 10 }, (_, i) => ({ id: `c${k + i}`, envelope: b64('c') })),
+    });
+  let live = 0;
   let m = started.body;
+  const claimed2 = claims();
+  for (const act of actions) {
+    const before = (await call('GET', `${base}/move`)).body.phase;
+    const a = await written(act);
+    expect(a.status, JSON.stringify(a.body)).toBeLessThan(300);
+    if (LIVE.has(before) && LIVE.has((await call('GET', `${base}/move`)).body.phase)) live++;
+  }
   for (let polls = 0; m.state === 'moving' && polls < 20; polls++) m = (await call('GET', `${base}/move?wait_ms=30000`)).body;
-  console.log(`[move] ${JSON.stringify(m)}`);
-  expect(m).toMatchObject({ state: 'moved', phase: 'ended', jobs: N, frames: 210, queues: 2, error: null });
+  await claimed2;
+  await until(() => worked.length === 60, 'the worker through its queue', 30_000);
+  working = false;
+  await worker;
+  console.log(`[move] ${JSON.stringify(m)}; ${live} of ${actions.length} writes and ${takenLive} of 4 claims made while it copied`);
+  expect(m).toMatchObject({ state: 'moved', phase: 'ended', error: null });
+  expect(live, 'writes accepted while the move copied').toBeGreaterThan(0);
+  expect(takenLive, 'claims made after the copy of their jobs, before the fence').toBeGreaterThan(0);
+  // Writes waited for the catch-up only.
+  expect(m.fenced_ms).toBeLessThan(m.ms);
   // Many steps, none past its bound.
   expect(m.steps).toBeGreaterThan(20);
   expect(m.most_subrequests_a_step).toBeLessThanOrEqual(STEP);
-  // Every page read along an index: what the copy read (both shards, the check of both included)
-  // stays within a few rows a row. Read by a sort of the namespace's rows for each page, 400 jobs
-  // read about 20 times as many.
-  const copied = N + 210 + 20 + 2;
-  expect(m.rows_read, `rows read for ${copied} rows copied`).toBeLessThan(12 * copied);
-  expect(await rowsOn(to, p.ns)).toEqual(before);
+  // Every page read along an index: what the move read (the copy, the comparison and the check,
+  // on both shards) stays within a few rows a row. With each page read by a sort of the
+  // namespace's jobs, about twice as many.
+  const rows = N + 12 + 210 + 12 + 4 + 20 + 2 + 60 + 60;
+  expect(m.rows_read, `rows read for about ${rows} rows`).toBeLessThan(30 * rows);
   expect(await where(p.ns)).toBe(to);
+  const after = { jobs: N + 12 - 3 + 60, frames: 210 + 12 + 4 - 9 + worked.length, due: 20 + 4 - 3, queues: 2 };
+  expect(await rowsOn(to, p.ns)).toEqual(after);
 
   // On the new shard: the rest claimed in the order they would have been, the journals whole.
   const rest: string[] = [];
@@ -77,15 +146,30 @@ it('moves a namespace in steps within their bound, reading the rows it copies on
     rest.push(...page);
     got = page.length;
   }
-  expect(rest).toEqual(order.slice(30).map(id));
+  const waiting = order.slice(30).map(id);
+  const news = (pr: number) =>
+    Array.from({ length: 12 }, (_, k) => k)
+      .filter((k) => (k % 2 ? 5 : 0) === pr)
+      .map(fresh);
+  const high = waiting.filter((j) => priority(N - Number(j.slice(1))) === 5);
+  const expected = [...high, ...news(5), ...waiting.filter((j) => !high.includes(j)), ...news(0)];
+  // Those taken while it moved were the first waiting then (the new ones came in at their priority's end).
+  expect(taken).toHaveLength(8);
+  expect([...taken, ...rest].sort()).toEqual([...expected].sort());
+  expect(rest).toEqual(expected.filter((j) => !taken.includes(j)));
+  for (const j of taken) expect((await p.get(j)).body).toMatchObject({ state: 'running', worker_id: 'w3' });
   const long = (await p.read(claimed[0])).body;
   expect(long.frames.map((f: { seq: number; body: string }) => `${f.seq}:${unb64(f.body)}`)).toEqual(
-    Array.from({ length: 150 }, (_, s) => `${s}:f${s}`),
+    Array.from({ length: 162 }, (_, s) => `${s}:f${s}`),
   );
-  for (const j of claimed.slice(1, 21)) {
-    const got = (await p.get(j)).body;
-    expect(got).toMatchObject({ state: 'succeeded', result: b64(`r-${j}`) });
+  for (const j of claimed.slice(1, 4)) expect((await p.get(j)).status).toBe(404);
+  for (const j of claimed.slice(4, 21)) {
+    expect((await p.get(j)).body).toMatchObject({ state: 'succeeded', result: b64(`r-${j}`) });
     expect((await p.read(j)).body.frames.map((f: { body: string }) => unb64(f.body))).toEqual([0, 1, 2].map((s) => `${j}.${s}`));
+  }
+  for (const j of claimed.slice(21, 25)) {
+    expect((await p.get(j)).body).toMatchObject({ state: 'succeeded', result: b64(`r-${j}`) });
+    expect((await p.read(j)).body.frames.map((f: { body: string }) => unb64(f.body))).toEqual([`${j}.late`]);
   }
   // The running ones are still held by their worker, and finish.
   expect((await p.ack(claimed[29], 'w', { result: b64('late') })).status).toBe(200);
