@@ -192,7 +192,7 @@ interface Signed {
 }
 
 /** Jobs compared a unit, under the fence. */
-const DIFF_PAGE = 100;
+const DIFF_PAGE = 500;
 /** What re-copying one job may cost: its row read, its old row, frames and note deleted, its row and note written. */
 export const PATCH_COST = 6;
 
@@ -401,7 +401,7 @@ export class NamespaceCopy {
 
   /** Under the fence: the next page of the target's jobs (by id), those the source no longer has deleted (but the block's top: newJobs). */
   async prune(block: Block, cursor: Cursor, meter: Meter): Promise<Unit> {
-    const most = Math.min(200, Math.floor((meter.left - 2) / 3));
+    const most = Math.min(1_000, Math.floor((meter.left - 2) / 3));
     if (most < 1) return { rows: 0, cursor, done: false };
     const after = cursor ? String(cursor[0]) : '';
     const ids = (
