@@ -32,6 +32,7 @@
  */
 import { DurableObject } from 'cloudflare:workers';
 import { conflict, LakeshoreError } from '../core/errors.ts';
+import { platformError } from '../core/platform-errors.ts';
 import { settle, type Settled } from '../core/settled.ts';
 import { moveStepSubrequests } from '../core/subrequests.ts';
 import {
@@ -60,6 +61,8 @@ export const CLEANUP_MS = 60_000;
 const OBJECTS_PER_UNIT = 100;
 /** How long a step that failed after the switch (or while undoing) waits before it is tried again. */
 const RETRY_MS = 1_000;
+/** Passing failures of the platform in a row a move rides out before the switch (then it is undone). */
+const PASSING_TRIES = 5;
 
 type Phase =
   | 'clear'
@@ -116,6 +119,8 @@ interface Move extends MoveStatus {
   markedAt: number | null;
   /** A job whose frames are copied before the phase goes on (copy.ts). */
   owed: FramesOwed | null;
+  /** Passing failures of the platform in a row (platform-errors.ts). */
+  passing: number;
   cursor: Cursor;
   /** In `rest`, which of REST_TABLES. */
   table: number;
@@ -206,6 +211,7 @@ export class MoverObject extends DurableObject<Env> {
       startedAt: Date.now(),
       markedAt: null,
       owed: null,
+      passing: 0,
       cursor: null,
       table: 0,
       block: null,
@@ -251,11 +257,17 @@ export class MoverObject extends DurableObject<Env> {
         // Switched (or undoing): nothing is undone from here; the step is tried again.
         console.error(`move of ${this.ns} (${m.phase}): ${why}; trying again`);
         retryAt = Date.now() + RETRY_MS;
+      } else if (platformError(e) && m.passing < PASSING_TRIES) {
+        // A passing failure of the platform (a lost connection, D1 overloaded): the unit again, later.
+        m.passing++;
+        console.warn(`move of ${this.ns} (${m.phase}): ${why}; trying again (${m.passing} of ${PASSING_TRIES})`);
+        retryAt = Date.now() + RETRY_MS * 2 ** m.passing;
       } else {
         console.error(`move of ${this.ns} to ${m.to} failed in ${m.phase}: ${why}; undoing it`);
         Object.assign(m, { error: why, phase: 'undo-clear', cursor: null, owed: null });
       }
     }
+    if (meter.used > 0 && retryAt <= Date.now()) m.passing = 0;
     m.steps++;
     m.mostInStep = Math.max(m.mostInStep, meter.used);
     m.rowsRead += meter.rowsRead;
