@@ -175,3 +175,37 @@ it('moves a namespace in steps within their bound while it works, its writes fen
   expect((await p.ack(claimed[29], 'w', { result: b64('late') })).status).toBe(200);
   expect((await call('GET', `${base}/queues/b`)).body.settings).toMatchObject({ lease_ms: 12_345 });
 }, 120_000);
+
+it('undoes a move that fails before its switch: the namespace stays where it was, whole, and works', async () => {
+  const p = plane();
+  const base = `/v1/ns/${p.ns}`;
+  const items = Array.from({ length: 100 }, (_, i) => ({ id: `u${i}`, envelope: b64(`e${i}`) }));
+  expect((await call('POST', `${base}/queues/a/invocations/batch`, { items })).status).toBe(200);
+  await p.claim('a', 'w', { max: 10 });
+  const from = await where(p.ns);
+  const to = from === 'DB_1' ? 'DB_2' : 'DB_1';
+  const before = await rowsOn(from, p.ns);
+  expect((await call('POST', `${base}/move`, { to })).status).toBe(202);
+  // Once its writes are fenced, the directory entry changes under it (as another writer of the
+  // directory would): its switch finds another epoch, and the move must be undone.
+  await until(async () => !LIVE.has((await call('GET', `${base}/move`)).body.phase), 'the move past its copy', 30_000, 2);
+  await env.DB.prepare(`UPDATE namespaces SET epoch = epoch + 100 WHERE ns = ?1`).bind(p.ns).run();
+  let m = (await call('GET', `${base}/move?wait_ms=30000`)).body;
+  for (let polls = 0; m.state === 'moving' && polls < 5; polls++) m = (await call('GET', `${base}/move?wait_ms=30000`)).body;
+  expect(m).toMatchObject({ state: 'undone', phase: 'ended', error: expect.stringMatching(/changed during the move/) });
+  expect(await env.DB.prepare(`SELECT shard, state FROM namespaces WHERE ns = ?1`).bind(p.ns).first()).toEqual({
+    shard: from,
+    state: 'active',
+  });
+  expect(await rowsOn(from, p.ns)).toEqual(before);
+  expect(await rowsOn(to, p.ns)).toEqual({ jobs: 0, frames: 0, due: 0, queues: 0 });
+  // Its objects were unfenced where it is: writes and claims go on there.
+  expect((await written(() => p.submit('a', 'after'))).status).toBe(201);
+  expect((await written(() => p.ack('u0', 'w'))).status).toBe(200);
+  expect(await rowsOn(from, p.ns)).toMatchObject({ jobs: 101 });
+  // And it can be moved again.
+  expect((await call('POST', `${base}/move`, { to })).status).toBe(202);
+  m = (await call('GET', `${base}/move?wait_ms=30000`)).body;
+  for (let polls = 0; m.state === 'moving' && polls < 5; polls++) m = (await call('GET', `${base}/move?wait_ms=30000`)).body;
+  expect(m).toMatchObject({ state: 'moved', jobs: 101 });
+}, 60_000);
