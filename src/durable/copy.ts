@@ -193,8 +193,8 @@ interface Signed {
 
 /** Jobs compared a unit, under the fence. */
 const DIFF_PAGE = 500;
-/** What re-copying one job may cost: its row read, its old row, frames and note deleted, its row and note written. */
-export const PATCH_COST = 6;
+/** What re-copying one job may cost: its row read, its old row, frames and note deleted (by id and by its number), its row and note written. */
+export const PATCH_COST = 9;
 
 /**
  * What copying and deleting a namespace take: its shards as a step reaches them, and the columns
@@ -346,8 +346,15 @@ export class NamespaceCopy {
     );
     if (!row) return null;
     const id = String(row.id);
+    // SQLite gives a row the number after the highest: once the highest rows are deleted, a job
+    // made while the copy ran may take a number an old one had, whose copy may still hold its place.
+    const slot =
+      typeof at === 'number'
+        ? [`DELETE FROM frames WHERE inv = ?2`, `DELETE FROM journals_due WHERE inv = ?2`, `DELETE FROM invocations WHERE rid = ?2`]
+        : [];
     const made = await this.to.batch([
       ...this.dropped(id),
+      ...slot.map((sql) => ({ sql: `${sql} AND EXISTS (SELECT 1 FROM invocations WHERE rid = ?2 AND ns = ?1)`, args: [this.ns, at] })),
       insertOf('invocations', inv, row, { rid: at }, 'INSERT', 'RETURNING rid'),
       ...(row.due_at == null
         ? []
@@ -358,7 +365,7 @@ export class NamespaceCopy {
             },
           ]),
     ]);
-    const to = Number((made[3]!.results[0] as { rid: number }).rid);
+    const to = Number((made[3 + slot.length]!.results[0] as { rid: number }).rid);
     return { to, owed: Number(row.nframes) ? { id, from: rid, to, after: -1 } : null };
   }
 

@@ -209,3 +209,49 @@ it('undoes a move that fails before its switch: the namespace stays where it was
   for (let polls = 0; m.state === 'moving' && polls < 5; polls++) m = (await call('GET', `${base}/move?wait_ms=30000`)).body;
   expect(m).toMatchObject({ state: 'moved', jobs: 101 });
 }, 60_000);
+
+it('copies a job made while it copies that took the number of one deleted meanwhile (SQLite reuses the highest)', async () => {
+  const p = plane();
+  const base = `/v1/ns/${p.ns}`;
+  const items = Array.from({ length: 300 }, (_, i) => ({
+    id: `r${String(i).padStart(3, '0')}`,
+    envelope: b64(`e${i}`),
+    priority: i === 299 ? 9 : 0,
+  }));
+  for (let at = 0; at < 300; at += 100)
+    expect((await call('POST', `${base}/queues/a/invocations/batch`, { items: items.slice(at, at + 100) })).status).toBe(200);
+  // The last job made (the highest number) runs first and finishes, so it can be deleted.
+  expect((await p.claim('a', 'w')).body.claimed[0].id).toBe('r299');
+  expect((await p.ack('r299', 'w')).status).toBe(200);
+  const from = await where(p.ns);
+  const to = from === 'DB_1' ? 'DB_2' : 'DB_1';
+  const src = shardNamed(env, from).db;
+  const ridOf = async (id: string) =>
+    (await src.prepare(`SELECT rid FROM invocations WHERE ns = ?1 AND id = ?2`).bind(p.ns, id).first<{ rid: number }>())?.rid;
+  const top = await ridOf('r299');
+  const highest = await src.prepare(`SELECT max(rid) AS m FROM invocations`).first<{ m: number }>();
+  expect(highest!.m, 'r299 is the highest row of its shard').toBe(top);
+  expect((await call('POST', `${base}/move`, { to })).status).toBe(202);
+  // Once the copy has begun (its block reserved, r299 copied to its top), r299 is deleted and a new
+  // job takes its number.
+  await until(async () => ['jobs', 'frames', 'due'].includes((await call('GET', `${base}/move`)).body.phase), 'the copy begun', 30_000, 1);
+  expect((await written(() => call('DELETE', `${base}/invocations/r299`))).status).toBe(200);
+  expect((await written(() => p.submit('a', 'again'))).status).toBeLessThan(300);
+  let m = (await call('GET', `${base}/move?wait_ms=30000`)).body;
+  for (let polls = 0; m.state === 'moving' && polls < 5; polls++) m = (await call('GET', `${base}/move?wait_ms=30000`)).body;
+  // The case itself: the new job took r299's number, before the copy's fence.
+  const reused = (await ridOf('again')) === top;
+  console.log(`[move] ${JSON.stringify(m)}; the new job took r299's number: ${reused}`);
+  expect(reused).toBe(true);
+  expect(m).toMatchObject({ state: 'moved', error: null });
+  expect(await rowsOn(to, p.ns)).toMatchObject({ jobs: 300 });
+  expect((await p.get('r299')).status).toBe(404);
+  // Claimed in the order they were made: r000..r298, then the new one.
+  const order: string[] = [];
+  for (let got = 1; got; ) {
+    const page = (await p.claim('a', 'w2', { max: 100 })).body.claimed.map((c: { id: string }) => c.id);
+    order.push(...page);
+    got = page.length;
+  }
+  expect(order).toEqual([...items.slice(0, 299).map((i) => i.id), 'again']);
+}, 60_000);
