@@ -1,29 +1,51 @@
 /** The edge plane's operator commands: tokens, stream URLs and moving a namespace between shards. */
 import { HttpDispatch } from '../http/dispatch.ts';
-import type { DispatchPlane } from '../types.ts';
+import type { DispatchPlane, MoveReport } from '../types.ts';
 import { EXIT, type Out } from './output.ts';
 import { UsageError } from './usage.ts';
 
 /** `lakeshore admin move-namespace NS --to SHARD`: the namespace's rows to another shard (the root token). */
 export async function moveNamespace(d: DispatchPlane, out: Out, to: string | undefined) {
+  const plane = shardPlane(d);
+  if (!to) throw new UsageError('move-namespace needs --to SHARD (a D1 binding: DB, DB_1, ...)');
+  const r = await plane.moveNamespace(to, { waitMs: 5_000, onProgress: progress(out) });
+  out.print(r, moved(r));
+  return EXIT.ok;
+}
+
+/** `lakeshore admin move-status NS [--wait]`: where its move is, or (--wait) how it ended. */
+export async function moveStatus(d: DispatchPlane, out: Out, wait: boolean) {
+  const plane = shardPlane(d);
+  let m = await plane.moveStatus();
+  const say = progress(out);
+  while (wait && m.state === 'moving') {
+    say(m);
+    m = await plane.moveStatus({ waitMs: 5_000 });
+  }
+  if (m.state === 'moving') out.print(m, moving(m));
+  else if (m.state === 'moved') out.print(m, moved(m));
+  else out.print(m, `the move of ${m.namespace} to ${m.to} was undone, and it stays on ${m.from}: ${m.error}`);
+  return m.state === 'undone' ? EXIT.failed : EXIT.ok;
+}
+
+function shardPlane(d: DispatchPlane): HttpDispatch {
   if (!(d instanceof HttpDispatch))
     throw new UsageError("shards are the edge plane's: pass --url (or set LAKESHORE_URL) and the root --token");
-  if (!to) throw new UsageError('move-namespace needs --to SHARD (a D1 binding: DB, DB_1, ...)');
+  return d;
+}
+
+const moving = (m: MoveReport) => `moving ${m.namespace} to ${m.to}: ${m.phase}, ${m.jobs} jobs and ${m.frames} frames copied`;
+const moved = (r: MoveReport) =>
+  `moved ${r.namespace} from ${r.from} to ${r.to}: ${r.jobs} jobs, ${r.frames} frames, ${r.queues} queues' settings, ${r.schedules} schedules; writes waited ${r.fencedMs} ms`;
+
+/** A long move's progress, on stderr, as it changes (not with --json). */
+function progress(out: Out): (m: MoveReport) => void {
   let said = '';
-  const r = await d.moveNamespace(to, {
-    waitMs: 5_000,
-    // A large namespace takes a while: where it is, on stderr, as it changes.
-    onProgress: (m) => {
-      const now = `moving ${m.namespace} to ${m.to}: ${m.phase}, ${m.jobs} jobs and ${m.frames} frames copied`;
-      if (now !== said && !out.json) process.stderr.write(`${now}\n`);
-      said = now;
-    },
-  });
-  out.print(
-    r,
-    `moved ${r.namespace} from ${r.from} to ${r.to}: ${r.jobs} jobs, ${r.frames} frames, ${r.queues} queues' settings, ${r.schedules} schedules; writes waited ${r.fencedMs} ms`,
-  );
-  return EXIT.ok;
+  return (m) => {
+    const now = moving(m);
+    if (now !== said && !out.json) process.stderr.write(`${now}\n`);
+    said = now;
+  };
 }
 
 /** `lakeshore token create|list|revoke`: needs the edge plane and an admin token. */

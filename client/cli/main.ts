@@ -317,6 +317,14 @@ admin
   .argument('<namespace>')
   .requiredOption('--to <shard>', 'the shard to move it to: a D1 binding (DB, DB_1, ...)')
   .action((namespace: string, o: { to: string }) => run((g) => cmd.moveNamespace(planeOf({ ...g, namespace }), output(!!g.json), o.to))());
+admin
+  .command('move-status')
+  .description("where the namespace's move is (the last one, once ended); --wait follows it to its end")
+  .argument('<namespace>')
+  .option('--wait', 'follow it until it ends')
+  .action((namespace: string, o: { wait?: boolean }) =>
+    run((g) => cmd.moveStatus(planeOf({ ...g, namespace }), output(!!g.json), !!o.wait))(),
+  );
 
 program
   .command('stream-url')

@@ -85,6 +85,11 @@ it('moves a namespace with producers and a worker running throughout: every job 
     if (JSON.stringify(values) !== JSON.stringify([`${i}.0`, `${i}.1`, `${i}.2`]) || page.state !== 'succeeded') broken.push(`m${i}`);
   }
   expect(broken, 'journals not whole').toEqual([]);
+  // Where its move is, asked again: how it ended.
+  const status = await cli(['--json', 'admin', 'move-status', ns], env);
+  expect(status.code, status.stderr).toBe(0);
+  expect(JSON.parse(status.stdout)).toMatchObject({ namespace: ns, from, to, state: 'moved', phase: 'ended', jobs: report.jobs });
+  expect((await cli(['admin', 'move-status', `never-${ns}`], env)).code).toBe(3);
   // A second move of the same namespace to where it is now is refused, and changes nothing.
   const again = await cli(['admin', 'move-namespace', ns, '--to', to], env);
   expect(again.code).not.toBe(0);
