@@ -1,9 +1,9 @@
 /**
- * Copying a namespace's rows from one shard to another, checking the copy, and deleting a copy:
- * the data half of a move (mover.ts runs the protocol around it), in units of bounded work. A move
- * of a large namespace takes many of the mover's invocations, and Cloudflare bounds what one
+ * Copying a namespace's rows from one shard to another: the data half of a move (mover.ts runs the
+ * protocol around it; shard-rows.ts deletes a copy and checks one), in units of bounded work. A
+ * move of a large namespace takes many of the mover's invocations, and Cloudflare bounds what one
  * invocation may ask of D1 (docs/deploy.md, "Moving a namespace"), so each unit says what it will
- * cost before it runs (a `Meter`), and each resumes from a cursor the mover keeps between them.
+ * cost before it runs (metered.ts), and each resumes from a cursor the mover keeps between them.
  *
  * Every page is read along an index in its order (jobs by `(ns, id)`, a job's frames by its key),
  * so a unit reads the rows it copies and no others, however large the namespace or the shard. And
@@ -13,141 +13,18 @@
  * Row numbers (`rid`) are the shard's own. A copied job keeps its distance from the namespace's
  * first one: the target reserves a block above its highest row number as the first job copied (the
  * namespace's last) takes the block's top, so the claim order (by row number within a priority)
- * and every frame's job follow without a map. The columns are read from the databases themselves
- * (`pragma_table_info`), those both have, so a new column is copied without a change here. An
- * envelope or result stored as text stays text, a blob a blob.
+ * and every frame's job follow without a map. Columns and values: copy-rows.ts.
  */
+import { columnsOf, insertOf, Raw, selectList, type Columns } from './copy-rows.ts';
+import type { Meter, Metered, Stmt } from './metered.ts';
 
 /** Rows read per page: a job holds up to 2 MiB (envelope and result), a frame 256 KiB. */
 const JOBS_PER_PAGE = 16;
 const FRAMES_PER_PAGE = 64;
 const ROWS_PER_PAGE = 64;
-/** Most bytes bound in one D1 batch of inserts. */
-const BATCH_BYTES = 4 << 20;
-/** A deleting unit: the first jobs of the namespace left, and at most this many of their frames. */
-const DELETE_JOBS = 200;
-const DELETE_FRAMES = 5_000;
-
-/** What a step may still ask: each statement, alone or in a batch, and each call of a queue object is one. */
-export class Meter {
-  used = 0;
-  rowsRead = 0;
-  readonly budget: number;
-  constructor(budget: number) {
-    this.budget = budget;
-  }
-  get left(): number {
-    return this.budget - this.used;
-  }
-}
-
-interface Stmt {
-  sql: string;
-  args: unknown[];
-  bytes?: number;
-}
-
-/** A shard as a step reaches it: every statement counted on the step's meter, with the rows D1 says it read. */
-export class Metered {
-  readonly db: D1Database;
-  private readonly meter: Meter;
-  constructor(db: D1Database, meter: Meter) {
-    this.db = db;
-    this.meter = meter;
-  }
-
-  async all<T = Record<string, unknown>>(sql: string, ...args: unknown[]): Promise<T[]> {
-    return (await this.batch([{ sql, args }]))[0]!.results as T[];
-  }
-
-  async first<T = Record<string, unknown>>(sql: string, ...args: unknown[]): Promise<T | null> {
-    return (await this.all<T>(sql, ...args))[0] ?? null;
-  }
-
-  /** Runs statements in D1 batches of at most BATCH_BYTES bound (and 50 statements); answers every result in order. */
-  async batch(stmts: Stmt[]): Promise<D1Result[]> {
-    const out: D1Result[] = [];
-    for (let i = 0; i < stmts.length; ) {
-      const part: Stmt[] = [];
-      let bytes = 0;
-      while (i < stmts.length && part.length < 50 && (!part.length || bytes + (stmts[i]!.bytes ?? 0) <= BATCH_BYTES)) {
-        bytes += stmts[i]!.bytes ?? 0;
-        part.push(stmts[i++]!);
-      }
-      this.meter.used += part.length;
-      const rs = await this.db.batch(part.map((s) => this.db.prepare(s.sql).bind(...s.args)));
-      for (const r of rs) this.meter.rowsRead += r.meta?.rows_read ?? 0;
-      out.push(...rs);
-    }
-    return out;
-  }
-}
 
 /** A cursor: where a phase goes on from (the last key it did), or null at its start. */
 export type Cursor = (string | number)[] | null;
-
-export interface Columns {
-  names: string[];
-  blobs: Set<string>;
-}
-
-/** The columns of `table` that both databases have (but `skip`), and which of them hold blobs. */
-async function columnsOf(from: Metered, to: Metered, table: string, skip: string[]): Promise<Columns> {
-  const info = (db: Metered) => db.all<{ name: string; type: string }>(`SELECT name, type FROM pragma_table_info(?1)`, table);
-  const [a, b] = await Promise.all([info(from), info(to)]);
-  const there = new Set(b.map((c) => c.name));
-  const cols = a.filter((c) => there.has(c.name) && !skip.includes(c.name));
-  return { names: cols.map((c) => c.name), blobs: new Set(cols.filter((c) => /BLOB/i.test(c.type)).map((c) => c.name)) };
-}
-
-/** SELECT list: every column, and for a blob column its storage type as `<name>__t`. */
-const selectList = (c: Columns, t: string) =>
-  c.names.map((n) => (c.blobs.has(n) ? `${t}${n}, typeof(${t}${n}) AS ${n}__t` : `${t}${n}`)).join(', ');
-
-/** A row's value of column `n` ready to bind: a blob as bytes, text as text, as it was stored. */
-function bindable(c: Columns, row: Record<string, unknown>, n: string): { v: unknown; bytes: number } {
-  const v = row[n];
-  if (v === null || v === undefined) return { v: null, bytes: 0 };
-  if (c.blobs.has(n) && row[`${n}__t`] === 'blob') {
-    const b = v instanceof ArrayBuffer ? new Uint8Array(v) : Uint8Array.from(v as number[]);
-    return { v: b, bytes: b.length };
-  }
-  return { v, bytes: typeof v === 'string' ? v.length : 8 };
-}
-
-/** A value given as SQL rather than bound. */
-class Raw {
-  readonly sql: string;
-  constructor(sql: string) {
-    this.sql = sql;
-  }
-}
-
-/** The INSERT of `row` into `table`: its columns as they were, but those `override` gives. */
-function insertOf(
-  table: string,
-  c: Columns,
-  row: Record<string, unknown>,
-  override: Record<string, unknown>,
-  verb: string,
-  tail = '',
-): Stmt {
-  const names = [...Object.keys(override), ...c.names.filter((n) => !(n in override))];
-  let bytes = 0;
-  const args: unknown[] = [];
-  const values = names.map((n) => {
-    const o = override[n];
-    if (o instanceof Raw) return o.sql;
-    if (n in override) args.push(o);
-    else {
-      const b = bindable(c, row, n);
-      bytes += b.bytes;
-      args.push(b.v);
-    }
-    return `?${args.length}`;
-  });
-  return { sql: `${verb} INTO ${table} (${names.join(', ')}) VALUES (${values.join(', ')}) ${tail}`, args, bytes };
-}
 
 /**
  * Where the namespace's jobs go on the target. Those it had when the copy began (row numbers up to
@@ -509,56 +386,7 @@ export const REST_TABLES = Object.keys(REST_KEYS) as RestTable[];
 
 /**
  * What a unit costs besides a statement a row it copies (at most `most`): its read, the columns'
- * (once an instance) and the levels' delete. Reserving a block costs RESERVE_COST, a deleting unit
- * DELETE_COST, a fingerprint of both shards FINGERPRINT_COST.
+ * (once an instance) and the levels' delete. Reserving a block costs RESERVE_COST.
  */
 export const UNIT_OVERHEAD = 4;
 export const RESERVE_COST = 6;
-export const DELETE_COST = 7;
-export const FINGERPRINT_COST = 6;
-
-/**
- * Deletes the namespace's first jobs left on `db` (by id) with their frames, a bounded number a
- * unit: at most DELETE_FRAMES frames, and the jobs among them whose frames are all gone. Once no
- * job is left, its other rows. Answers done when nothing of it is left.
- */
-export async function deleteUnit(db: Metered, ns: string): Promise<Unit> {
-  const first = `SELECT rid FROM invocations WHERE ns = ?1 ORDER BY id LIMIT ${DELETE_JOBS}`;
-  const [f, i] = await db.batch([
-    {
-      sql: `DELETE FROM frames WHERE rowid IN (SELECT f.rowid FROM (${first}) j JOIN frames f ON f.inv = j.rid LIMIT ${DELETE_FRAMES})`,
-      args: [ns],
-    },
-    {
-      sql: `DELETE FROM invocations WHERE rid IN (${first}) AND NOT EXISTS (SELECT 1 FROM frames WHERE inv = invocations.rid)`,
-      args: [ns],
-    },
-  ]);
-  const rows = (f!.meta.changes ?? 0) + (i!.meta.changes ?? 0);
-  if (rows) return { rows, cursor: null, done: false };
-  await db.batch(
-    ['journals_due', 'queue_levels', 'queues', 'schedules', 'workers'].map((t) => ({ sql: `DELETE FROM ${t} WHERE ns = ?1`, args: [ns] })),
-  );
-  return done();
-}
-
-/** What a copy must agree on: jobs by queue and state, their bytes and workers, frames and their bytes, settings, schedules and workers. */
-export async function fingerprint(db: Metered, ns: string): Promise<string> {
-  const [jobs, framesOf, rest] = await db.batch([
-    {
-      sql: `SELECT queue, state, count(*) AS n, sum(length(envelope)) AS e, sum(ifnull(length(result), 0)) AS r, sum(attempt) AS a,
-                   sum(ifnull(worker, 0)) AS w
-              FROM invocations WHERE ns = ?1 GROUP BY queue, state ORDER BY queue, state`,
-      args: [ns],
-    },
-    { sql: `SELECT count(*) AS n, sum(length(f.body)) AS b FROM invocations i JOIN frames f ON f.inv = i.rid WHERE i.ns = ?1`, args: [ns] },
-    {
-      sql: `SELECT (SELECT count(*) FROM queues WHERE ns = ?1) AS q, (SELECT count(*) FROM schedules WHERE ns = ?1) AS s,
-                   (SELECT count(*) FROM journals_due WHERE ns = ?1) AS j,
-                   (SELECT count(*) || ':' || sum(n) || ':' || sum(length(name)) FROM workers WHERE ns = ?1) AS w,
-                   (SELECT group_concat(queue || ':' || priority || ':' || queued, '|') FROM queue_levels WHERE ns = ?1) AS l`,
-      args: [ns],
-    },
-  ]);
-  return JSON.stringify([jobs!.results, framesOf!.results, rest!.results]);
-}

@@ -35,23 +35,10 @@ import { conflict, LakeshoreError } from '../core/errors.ts';
 import { platformError } from '../core/platform-errors.ts';
 import { settle, type Settled } from '../core/settled.ts';
 import { moveStepSubrequests } from '../core/subrequests.ts';
-import {
-  type Block,
-  type Columns,
-  type Cursor,
-  type FramesOwed,
-  DELETE_COST,
-  deleteUnit,
-  fingerprint,
-  FINGERPRINT_COST,
-  Meter,
-  Metered,
-  NamespaceCopy,
-  PATCH_COST,
-  RESERVE_COST,
-  REST_TABLES,
-  UNIT_OVERHEAD,
-} from './copy.ts';
+import { NamespaceCopy, PATCH_COST, RESERVE_COST, REST_TABLES, UNIT_OVERHEAD, type Block, type Cursor, type FramesOwed } from './copy.ts';
+import type { Columns } from './copy-rows.ts';
+import { Meter, Metered } from './metered.ts';
+import { DELETE_COST, deleteUnit, fingerprint, FINGERPRINT_COST } from './shard-rows.ts';
 import { homeOf, shardNamed } from './directory.ts';
 import { queueObjectName, type QueueObject } from './queue-object.ts';
 

@@ -1,0 +1,64 @@
+/**
+ * What one step of a long job on D1 may ask (a namespace's move: mover.ts): Cloudflare bounds the
+ * queries and calls of one invocation, so each step counts what it asks on a `Meter` before it
+ * asks, and reaches each database through `Metered`, which counts every statement, alone or in a
+ * batch, and the rows D1 says it read.
+ */
+
+/** Most bytes bound in one D1 batch of inserts. */
+const BATCH_BYTES = 4 << 20;
+
+/** What a step may still ask: each statement, alone or in a batch, and each call of a queue object is one. */
+export class Meter {
+  used = 0;
+  rowsRead = 0;
+  readonly budget: number;
+  constructor(budget: number) {
+    this.budget = budget;
+  }
+  get left(): number {
+    return this.budget - this.used;
+  }
+}
+
+export interface Stmt {
+  sql: string;
+  args: unknown[];
+  bytes?: number;
+}
+
+/** A shard as a step reaches it: every statement counted on the step's meter, with the rows D1 says it read. */
+export class Metered {
+  readonly db: D1Database;
+  private readonly meter: Meter;
+  constructor(db: D1Database, meter: Meter) {
+    this.db = db;
+    this.meter = meter;
+  }
+
+  async all<T = Record<string, unknown>>(sql: string, ...args: unknown[]): Promise<T[]> {
+    return (await this.batch([{ sql, args }]))[0]!.results as T[];
+  }
+
+  async first<T = Record<string, unknown>>(sql: string, ...args: unknown[]): Promise<T | null> {
+    return (await this.all<T>(sql, ...args))[0] ?? null;
+  }
+
+  /** Runs statements in D1 batches of at most BATCH_BYTES bound (and 50 statements); answers every result in order. */
+  async batch(stmts: Stmt[]): Promise<D1Result[]> {
+    const out: D1Result[] = [];
+    for (let i = 0; i < stmts.length; ) {
+      const part: Stmt[] = [];
+      let bytes = 0;
+      while (i < stmts.length && part.length < 50 && (!part.length || bytes + (stmts[i]!.bytes ?? 0) <= BATCH_BYTES)) {
+        bytes += stmts[i]!.bytes ?? 0;
+        part.push(stmts[i++]!);
+      }
+      this.meter.used += part.length;
+      const rs = await this.db.batch(part.map((s) => this.db.prepare(s.sql).bind(...s.args)));
+      for (const r of rs) this.meter.rowsRead += r.meta?.rows_read ?? 0;
+      out.push(...rs);
+    }
+    return out;
+  }
+}
