@@ -202,6 +202,8 @@ export class Admin {
       return 0;
     }
     let created = 0;
+    // At most MAX_TICKS_PER_FIRE: the rest are still due, and the sweep after this fire wakes the
+    // queue for them at once (sql/wake.ts reads the earliest next tick), in a fire of their own.
     for (const s of await this.o.committer.run(dueSchedulesPlan(now, ns, queue))) {
       const cron = storedCron(s.cron, s.timezone);
       if (!cron) {

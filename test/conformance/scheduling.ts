@@ -347,6 +347,26 @@ export function scheduling(handle: () => PlaneHandle, lacks: ReadonlySet<string>
         expect(await d.count('q')).toBeLessThanOrEqual(2); // the latest missed tick, and perhaps the one after it: not thirty
       });
 
+      it('submits every tick of many schedules due at the same moment, each once, at once', async () => {
+        // 250 schedules due at one second of the hour: more than one fire takes (MAX_TICKS_PER_FIRE,
+        // src/core/sql/schedules.ts). The rest must fire at once, not at the next tick an hour on.
+        // A second a few ahead (the plane's timers run in real time, whatever its clock).
+        const at = new Date(Math.ceil((h.now() + (h.movableClock ? 3_500 : 6_000)) / 1000) * 1000);
+        const cron = `${at.getUTCSeconds()} ${at.getUTCMinutes()} * * * *`;
+        const names = Array.from({ length: 250 }, (_, i) => `s${String(i).padStart(3, '0')}`);
+        for (let i = 0; i < names.length; i += 25)
+          await Promise.all(names.slice(i, i + 25).map((name) => d.setSchedule('many', name, { cron, envelope: bytes(name) })));
+        expect(h.now(), 'the schedules set before their tick').toBeLessThan(at.getTime());
+        await until(async () => (await d.count('many')) >= 250, 'every tick submitted', 30_000, 50);
+        const ids: string[] = [];
+        for (let got = 1; got; ) {
+          const jobs = await d.claimMany('many', 'w', 100);
+          ids.push(...jobs.map((j) => j.id.split(':')[2]!));
+          got = jobs.length;
+        }
+        expect(ids.sort()).toEqual(names);
+      }, 60_000);
+
       it("a tick's job is told on the feed as any submitted job is", async () => {
         const ac = new AbortController();
         const it = await attachedFeed(d, 'cronfeed', ac.signal);

@@ -53,9 +53,23 @@ export const removeSchedulePlan = (ns: string, queue: string, name: string): Pla
   },
 });
 
-/** The queue's schedules whose next tick has come. */
+/**
+ * Ticks one fire submits at most: each is a batch of its own, and Cloudflare bounds what one
+ * invocation (a queue object's alarm) may ask of D1. A queue with more schedules due at once fires
+ * the rest at once, in fires of their own.
+ */
+export const MAX_TICKS_PER_FIRE = 100;
+
+/** The queue's schedules whose next tick has come, the most overdue first, at most MAX_TICKS_PER_FIRE. */
 export const dueSchedulesPlan = (now: number, ns: string, queue: string): Plan<Schedule[]> => ({
-  stmts: [stmt(`SELECT * FROM schedules WHERE ns = ?1 AND queue = ?2 AND next_at <= ?3 ORDER BY next_at`, ns, queue, now)],
+  stmts: [
+    stmt(
+      `SELECT * FROM schedules WHERE ns = ?1 AND queue = ?2 AND next_at <= ?3 ORDER BY next_at, name LIMIT ${MAX_TICKS_PER_FIRE}`,
+      ns,
+      queue,
+      now,
+    ),
+  ],
   done: ([r]) => r!.rows.map(toSchedule),
 });
 
