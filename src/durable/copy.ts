@@ -17,6 +17,7 @@
  */
 import { columnsOf, insertOf, Raw, selectList, type Columns } from './copy-rows.ts';
 import type { Meter, Metered, Stmt } from './metered.ts';
+import { changedIds } from './move-track.ts';
 
 /** Rows read per page: a job holds up to 2 MiB (envelope and result), a frame 256 KiB. */
 const JOBS_PER_PAGE = 16;
@@ -59,19 +60,25 @@ export interface Unit {
 
 const done = (rows = 0): Unit => ({ rows, cursor: null, done: true });
 
-/** A job as the fenced pass compares it: every column but its blobs (their lengths instead), its frames and its journal note. */
-interface Signed {
+/** Jobs looked at a unit, under the fence: those noted as changed, or made since the copy began. */
+const FENCED_PAGE = 500;
+/** Most bytes of jobs a fenced unit reads and writes (a job holds up to 2 MiB: one such goes alone). */
+const PAGE_BYTES = 4 << 20;
+
+/** A job of the source as the fenced pass pages them: its number, id, bytes, and whether it has frames (1 or 0). */
+interface Sized {
   rid: number;
   id: string;
-  sig: string;
-  fr: string;
-  due: number | null;
+  size: number;
+  framed: number;
 }
-
-/** Jobs compared a unit, under the fence. */
-const DIFF_PAGE = 500;
-/** What re-copying one job may cost: its row read, its old row, frames and note deleted (by id and by its number), its row and note written. */
-export const PATCH_COST = 9;
+/**
+ * What copying a job again may cost, in statements: its old copy, frames and note deleted (by id,
+ * and by the number of its slot), its row and its note written. One made since the copy began has
+ * no slot: NEW_COST.
+ */
+export const PATCH_COST = 8;
+const NEW_COST = 5;
 
 /**
  * What copying and deleting a namespace take: its shards as a step reaches them, and the columns
@@ -79,9 +86,9 @@ export const PATCH_COST = 9;
  *
  * The copy runs in two halves. While the namespace goes on working, the jobs it has as the copy
  * begins are copied with their frames and notes (`jobs`, `frames`, `due`). Then, its writes fenced,
- * every job is compared on both shards and what changed meanwhile is copied again (`diff`, `prune`),
- * the jobs made meanwhile are copied in their order (`newJobs`), and the other tables (`rest`).
- * So the fence lasts as long as the comparison and what changed, not the whole copy.
+ * the jobs the source shard noted as changed meanwhile (move-track.ts) are copied again or deleted
+ * (`changed`), the jobs made meanwhile are copied in their order (`newJobs`), and the other tables
+ * (`rest`). So the fence lasts as long as what changed takes, not as long as the namespace is large.
  */
 export class NamespaceCopy {
   readonly ns: string;
@@ -185,20 +192,6 @@ export class NamespaceCopy {
     return { rows: page.length, cursor: [String(page.at(-1)!.job)], done: false };
   }
 
-  /** The namespace's jobs on `db` that `where` names, as the fenced pass compares them. */
-  private async signed(db: Metered, where: string, ...args: unknown[]): Promise<Signed[]> {
-    const inv = await this.cols('invocations', ['rid']);
-    // Every column (a blob by its length, -1 when NULL: one NULL would make the whole string NULL).
-    const sig = inv.names.map((n) => (inv.blobs.has(n) ? `ifnull(length(i.${n}), -1)` : `quote(i.${n})`)).join(` || ',' || `);
-    return db.all<Signed>(
-      `SELECT i.rid, i.id, ${sig} AS sig, (SELECT count(*) || ':' || ifnull(max(seq), -1) FROM frames WHERE inv = i.rid) AS fr,
-              (SELECT finished_at FROM journals_due WHERE inv = i.rid) AS due
-         FROM invocations i WHERE i.ns = ?1 AND ${where}`,
-      this.ns,
-      ...args,
-    );
-  }
-
   /** Deletes the target's job `id`, its frames and its note. */
   private dropped(id: string): Stmt[] {
     const rid = `(SELECT rid FROM invocations WHERE ns = ?1 AND id = ?2)`;
@@ -210,100 +203,124 @@ export class NamespaceCopy {
   }
 
   /**
-   * Copies the source's job `rid` to the target as it is now, in one batch with the deletion of
-   * the target's copy of it (so the block's top is never left empty): at `at` (SQL), with its note.
-   * Answers the target's number for it, and its frames if it has any (owed).
+   * What the source holds of the jobs `where` names (its first argument the namespace): each one's
+   * number, its size, and whether it has frames.
    */
-  private async recopy(rid: number, at: Raw | number): Promise<{ to: number; owed: FramesOwed | null } | null> {
-    const inv = await this.cols('invocations', ['rid']);
-    const row = await this.from.first(
-      `SELECT rid, ${selectList(inv, '')}, (SELECT finished_at FROM journals_due WHERE inv = ?1) AS due_at,
-              (SELECT count(*) FROM frames WHERE inv = ?1) AS nframes FROM invocations WHERE rid = ?1`,
-      rid,
+  private sized(where: string, ...args: unknown[]): Promise<Sized[]> {
+    return this.from.all<Sized>(
+      `SELECT rid, id, length(envelope) + ifnull(length(result), 0) + ifnull(length(error), 0) AS size,
+              EXISTS (SELECT 1 FROM frames WHERE inv = invocations.rid) AS framed
+         FROM invocations WHERE ${where}`,
+      this.ns,
+      ...args,
     );
-    if (!row) return null;
-    const id = String(row.id);
-    // SQLite gives a row the number after the highest: once the highest rows are deleted, a job
-    // made while the copy ran may take a number an old one had, whose copy may still hold its place.
-    const slot =
-      typeof at === 'number'
-        ? [`DELETE FROM frames WHERE inv = ?2`, `DELETE FROM journals_due WHERE inv = ?2`, `DELETE FROM invocations WHERE rid = ?2`]
-        : [];
-    const made = await this.to.batch([
-      ...this.dropped(id),
-      ...slot.map((sql) => ({ sql: `${sql} AND EXISTS (SELECT 1 FROM invocations WHERE rid = ?2 AND ns = ?1)`, args: [this.ns, at] })),
-      insertOf('invocations', inv, row, { rid: at }, 'INSERT', 'RETURNING rid'),
-      ...(row.due_at == null
-        ? []
-        : [
-            {
-              sql: `INSERT INTO journals_due (inv, ns, queue, finished_at) SELECT rid, ns, queue, ?3 FROM invocations WHERE ns = ?1 AND id = ?2`,
-              args: [this.ns, id, row.due_at],
-            },
-          ]),
-    ]);
-    const to = Number((made[3 + slot.length]!.results[0] as { rid: number }).rid);
-    return { to, owed: Number(row.nframes) ? { id, from: rid, to, after: -1 } : null };
   }
 
   /**
-   * Under the fence: the next page of the source's jobs (by id) compared with the target's, each
-   * that differs (its row, its note or its frames) copied again; one made since the copy began is
-   * left to newJobs, its old copy deleted. Stops at a job whose frames are owed, or when the meter
-   * would not cover the next job.
+   * Copies these jobs again as the source has them now, each in one D1 transaction with the
+   * deletion of the target's copy of it (so the block's top is never left empty), with its note,
+   * and deletes the copies of `drops`. A job goes at its slot in the block (`at`), or at the
+   * target's next number above the block (`at` null: in the order given). Answers the frames owed
+   * of the last job, if it has any (a page ends at the first job with frames). What it costs:
+   * one read, and at most PATCH_COST a job.
    */
-  async diff(block: Block, cursor: Cursor, meter: Meter): Promise<Unit> {
-    const after = cursor ? String(cursor[0]) : '';
-    const src = await this.signed(this.from, `i.id > ?2 ORDER BY i.id LIMIT ${DIFF_PAGE}`, after);
-    if (!src.length) return done();
-    const there = await this.signed(this.to, `i.id IN (SELECT value FROM json_each(?2))`, JSON.stringify(src.map((s) => s.id)));
-    const dst = new Map(there.map((t) => [t.id, t]));
-    let rows = 0;
-    let at = after;
-    for (const s of src) {
-      if (meter.left < PATCH_COST) break;
-      const t = dst.get(s.id);
-      if (s.rid > block.hi) {
-        // Made since the copy began (its id maybe reused): newJobs copies it in its order.
-        if (t && s.id !== block.topId) {
-          await this.to.batch(this.dropped(s.id));
-          rows++;
-        }
-      } else if (!t || t.sig !== s.sig || t.due !== s.due) {
-        const r = await this.recopy(s.rid, this.mapped(block, s.rid));
-        rows++;
-        if (r?.owed) return { rows, cursor: [s.id], done: false, owed: r.owed };
-      } else if (t.fr !== s.fr) {
-        await this.to.all(`DELETE FROM frames WHERE inv = ?1`, t.rid);
-        rows++;
-        return { rows, cursor: [s.id], done: false, owed: { id: s.id, from: s.rid, to: t.rid, after: -1 } };
-      }
-      at = s.id;
+  private async patch(jobs: { rid: number; at: number | null }[], drops: string[], block: Block): Promise<FramesOwed | null> {
+    const inv = await this.cols('invocations', ['rid']);
+    const rows = await this.from.all(
+      `SELECT rid, ${selectList(inv, '')}, (SELECT finished_at FROM journals_due WHERE inv = invocations.rid) AS due_at,
+              EXISTS (SELECT 1 FROM frames WHERE inv = invocations.rid) AS framed
+         FROM invocations WHERE rid IN (SELECT value FROM json_each(?1))`,
+      JSON.stringify(jobs.map((j) => j.rid)),
+    );
+    const byRid = new Map(rows.map((r) => [Number(r.rid), r]));
+    const next = new Raw(`(SELECT max(ifnull(max(rid), 0) + 1, ${topOf(block) + 1}) FROM invocations)`);
+    const groups = drops.map((id) => this.dropped(id));
+    let statements = groups.length * 3;
+    let owed: { id: string; from: number; insert: number } | null = null;
+    for (const { rid, at } of jobs) {
+      const row = byRid.get(rid);
+      if (!row) continue;
+      const id = String(row.id);
+      // SQLite gives a row the number after the highest: once the highest rows are deleted, a job
+      // made while the copy ran may take a number an old one had, whose copy may still hold its place.
+      const slot =
+        at === null
+          ? []
+          : [`DELETE FROM frames WHERE inv = ?2`, `DELETE FROM journals_due WHERE inv = ?2`, `DELETE FROM invocations WHERE rid = ?2`];
+      const group = [
+        ...this.dropped(id),
+        ...slot.map((sql) => ({ sql: `${sql} AND EXISTS (SELECT 1 FROM invocations WHERE rid = ?2 AND ns = ?1)`, args: [this.ns, at] })),
+        insertOf('invocations', inv, row, { rid: at ?? next }, 'INSERT', 'RETURNING rid'),
+        ...(row.due_at == null
+          ? []
+          : [
+              {
+                sql: `INSERT INTO journals_due (inv, ns, queue, finished_at) SELECT rid, ns, queue, ?3 FROM invocations WHERE ns = ?1 AND id = ?2`,
+                args: [this.ns, id, row.due_at],
+              },
+            ]),
+      ];
+      if (row.framed) owed = { id, from: rid, insert: statements + 3 + slot.length };
+      statements += group.length;
+      groups.push(group);
     }
-    return { rows, cursor: [at], done: false };
+    const made = await this.to.groups(groups);
+    if (!owed) return null;
+    const to = Number((made[owed.insert]!.results[0] as { rid: number }).rid);
+    return { id: owed.id, from: owed.from, to, after: -1 };
   }
 
-  /** Under the fence: the next page of the target's jobs (by id), those the source no longer has deleted (but the block's top: newJobs). */
-  async prune(block: Block, cursor: Cursor, meter: Meter): Promise<Unit> {
-    const most = Math.min(1_000, Math.floor((meter.left - 2) / 3));
-    if (most < 1) return { rows: 0, cursor, done: false };
+  /**
+   * The first of `candidates` one page takes: within what the meter has left (`cost` each, besides
+   * `reads`), within PAGE_BYTES of rows read, and ending at the first job with frames (they are owed).
+   */
+  private page<T extends { size: number; framed: number }>(candidates: T[], meter: Meter, reads: number, cost: (c: T) => number): T[] {
+    const out: T[] = [];
+    let left = meter.left - reads;
+    let bytes = 0;
+    for (const c of candidates) {
+      if (left < cost(c) || (out.length && bytes + c.size > PAGE_BYTES)) break;
+      out.push(c);
+      left -= cost(c);
+      bytes += c.size;
+      if (c.framed) break;
+    }
+    return out;
+  }
+
+  /**
+   * Under the fence: the next page of the jobs noted as changed since the copy began (move-track.ts),
+   * by id, each copied again as it is now; one the source no longer has, or made since the copy
+   * began (newJobs copies those in their order), has its copy deleted, but the block's top (newJobs
+   * again). A page ends at a job whose frames are owed, or where the meter would not cover the next.
+   */
+  async changed(block: Block, cursor: Cursor, meter: Meter): Promise<Unit> {
     const after = cursor ? String(cursor[0]) : '';
-    const ids = (
-      await this.to.all<{ id: string }>(`SELECT id FROM invocations WHERE ns = ?1 AND id > ?2 ORDER BY id LIMIT ${most}`, this.ns, after)
-    ).map((r) => r.id);
+    const ids = await changedIds(this.from, this.ns, after, FENCED_PAGE);
     if (!ids.length) return done();
-    const kept = new Set(
-      (
-        await this.from.all<{ id: string }>(
-          `SELECT id FROM invocations WHERE ns = ?1 AND id IN (SELECT value FROM json_each(?2))`,
-          this.ns,
-          JSON.stringify(ids),
-        )
-      ).map((r) => r.id),
+    const list = JSON.stringify(ids);
+    const [src, dst] = await Promise.all([
+      this.sized(`ns = ?1 AND id IN (SELECT value FROM json_each(?2))`, list),
+      this.to.all<{ id: string }>(`SELECT id FROM invocations WHERE ns = ?1 AND id IN (SELECT value FROM json_each(?2))`, this.ns, list),
+    ]);
+    const of = new Map(src.map((r) => [r.id, r]));
+    const there = new Set(dst.map((r) => r.id));
+    // Each id: copied again (a job the copy began with), its copy deleted (gone, or made since), or nothing.
+    const todo = ids.map((id) => {
+      const s = of.get(id);
+      const copy = s !== undefined && s.rid <= block.hi;
+      const drop = !copy && there.has(id) && id !== block.topId;
+      return { id, rid: s?.rid ?? 0, copy, drop, size: copy ? s!.size : 0, framed: copy ? s!.framed : 0 };
+    });
+    const page = this.page(todo, meter, 1, (t) => (t.copy ? PATCH_COST : t.drop ? 3 : 0));
+    if (!page.length) return { rows: 0, cursor, done: false };
+    const owed = await this.patch(
+      page.filter((t) => t.copy).map((t) => ({ rid: t.rid, at: this.mapped(block, t.rid) })),
+      page.filter((t) => t.drop).map((t) => t.id),
+      block,
     );
-    const gone = ids.filter((id) => !kept.has(id) && id !== block.topId);
-    if (gone.length) await this.to.batch(gone.flatMap((id) => this.dropped(id)));
-    return { rows: gone.length, cursor: [ids.at(-1)!], done: false };
+    const rows = page.filter((t) => t.copy || t.drop).length;
+    return { rows, cursor: [page.at(-1)!.id], done: false, ...(owed ? { owed } : {}) };
   }
 
   /**
@@ -314,29 +331,25 @@ export class NamespaceCopy {
   async newJobs(block: Block, cursor: Cursor, meter: Meter): Promise<Unit> {
     const after = cursor ? Number(cursor[0]) : block.hi;
     // By row number, not by the namespace's index: the source's rows made since (a bounded range).
-    const next = await this.from.all<{ rid: number }>(
-      `SELECT rid FROM invocations WHERE rid > ?2 AND +ns = ?1 ORDER BY rid LIMIT ${DIFF_PAGE}`,
-      this.ns,
-      after,
-    );
-    let rows = 0;
-    let at = after;
-    for (const { rid } of next) {
-      if (meter.left < PATCH_COST) return { rows, cursor: [at], done: false };
-      const r = await this.recopy(rid, new Raw(`(SELECT max(ifnull(max(rid), 0) + 1, ${topOf(block) + 1}) FROM invocations)`));
-      rows++;
-      at = rid;
-      if (r?.owed) return { rows, cursor: [at], done: false, owed: r.owed };
+    const next = await this.sized(`rid > ?2 AND +ns = ?1 ORDER BY rid LIMIT ${FENCED_PAGE}`, after);
+    if (next.length) {
+      const page = this.page(next, meter, 1, () => NEW_COST);
+      if (!page.length) return { rows: 0, cursor, done: false };
+      const owed = await this.patch(
+        page.map((j) => ({ rid: j.rid, at: null })),
+        [],
+        block,
+      );
+      return { rows: page.length, cursor: [page.at(-1)!.rid], done: false, ...(owed ? { owed } : {}) };
     }
-    if (next.length) return { rows, cursor: [at], done: false };
     if (block.topId !== null && meter.left >= 4) {
       const kept = await this.from.first(`SELECT 1 AS x FROM invocations WHERE ns = ?1 AND id = ?2`, this.ns, block.topId);
       const there = await this.to.first<{ rid: number }>(`SELECT rid FROM invocations WHERE ns = ?1 AND id = ?2`, this.ns, block.topId);
       // Gone from the source, or made again since (a new number): the block's old top goes.
       if (!kept && there?.rid === topOf(block)) await this.to.batch(this.dropped(block.topId));
-      return done(rows);
+      return done();
     }
-    return block.topId === null ? done(rows) : { rows, cursor: [at], done: false };
+    return block.topId === null ? done() : { rows: 0, cursor, done: false };
   }
 
   /** Copies the next of a job's frames owed (after `owed.after`), up to `most`. */

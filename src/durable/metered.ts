@@ -45,14 +45,24 @@ export class Metered {
   }
 
   /** Runs statements in D1 batches of at most BATCH_BYTES bound (and 50 statements); answers every result in order. */
-  async batch(stmts: Stmt[]): Promise<D1Result[]> {
+  batch(stmts: Stmt[]): Promise<D1Result[]> {
+    return this.groups(stmts.map((s) => [s]));
+  }
+
+  /**
+   * Runs groups of statements in D1 batches as `batch` does, a group never split across two (a D1
+   * batch is one transaction: a job's old copy deleted and its new one written land together). A
+   * group past the bounds goes alone. Answers every statement's result in order.
+   */
+  async groups(groups: Stmt[][]): Promise<D1Result[]> {
     const out: D1Result[] = [];
-    for (let i = 0; i < stmts.length; ) {
-      const part: Stmt[] = [];
-      let bytes = 0;
-      while (i < stmts.length && part.length < 50 && (!part.length || bytes + (stmts[i]!.bytes ?? 0) <= BATCH_BYTES)) {
-        bytes += stmts[i]!.bytes ?? 0;
-        part.push(stmts[i++]!);
+    const size = (g: Stmt[]) => g.reduce((n, s) => n + (s.bytes ?? 0), 0);
+    for (let i = 0; i < groups.length; ) {
+      const part: Stmt[] = [...groups[i]!];
+      let bytes = size(groups[i++]!);
+      while (i < groups.length && part.length + groups[i]!.length <= 50 && bytes + size(groups[i]!) <= BATCH_BYTES) {
+        bytes += size(groups[i]!);
+        part.push(...groups[i++]!);
       }
       this.meter.used += part.length;
       const rs = await this.db.batch(part.map((s) => this.db.prepare(s.sql).bind(...s.args)));

@@ -2,23 +2,25 @@
  * Moving a namespace to another shard, without losing or repeating a job: one Durable Object per
  * namespace (named by it) runs the move, so two moves of one namespace cannot overlap.
  *
- *  1. copy    while the namespace goes on working, its jobs as they are when the copy begins go
- *             to the target with their frames (copy.ts), which first loses any copy an earlier
- *             try left;
+ *  1. copy    while the namespace goes on working, the shard it leaves notes every job of it
+ *             written from now on (move-track.ts), and its jobs as they are when the copy begins
+ *             go to the target with their frames (copy.ts), which first loses any copy an
+ *             earlier try left;
  *  2. mark    the directory says `moving` (epoch + 1): queue objects that start now start fenced;
  *  3. fence   every queue object the namespace ever started (directory.ts `enter` records them)
  *             stops writing: its batches answer 503 `unavailable`, which clients retry, and the
  *             fence returns once the batches already on their way have answered (d1-port.ts);
- *  4. catch up every job compared on both shards and what changed since step 1 copied again, the
- *             jobs made since copied in their order, then the queues' settings, levels, schedules
- *             and workers;
+ *  4. catch up the jobs noted as changed since step 1 copied again (or deleted), the jobs made
+ *             since copied in their order, then the queues' settings, levels, schedules and
+ *             workers;
  *  5. verify  both shards' fingerprints agree (jobs by queue and state, bytes, frames, settings);
  *  6. switch  the directory says the target, `active` (epoch + 1);
- *  7. unfence every queue object (those that started meanwhile too) writes to the target now;
+ *  7. unfence every queue object (those that started meanwhile too) writes to the target now, and
+ *             the shard it left stops noting;
  *  8. later   the copy on the shard it left is deleted (after CLEANUP_MS: an isolate's cached
  *             placement lives 5 s, and a read routed by one finds the old rows until then).
  *
- * So writes wait for steps 3-7: the comparison and what changed, not the whole copy.
+ * So writes wait for steps 3-7: for what changed while the copy ran, not for the whole copy.
  *
  * `start` reads the directory and answers; the mover's alarm does the rest in steps, each an
  * invocation of its own that asks at most MOVE_STEP_SUBREQUESTS of D1 and the queue objects
@@ -40,6 +42,7 @@ import type { Columns } from './copy-rows.ts';
 import { Meter, Metered } from './metered.ts';
 import { DELETE_COST, deleteUnit, fingerprint, FINGERPRINT_COST } from './shard-rows.ts';
 import { homeOf, shardNamed } from './directory.ts';
+import { TRACK_COST, trackStmts, UNTRACK_COST, untrackUnit } from './move-track.ts';
 import { queueObjectName, type QueueObject } from './queue-object.ts';
 
 /** How long the shard a namespace left keeps its rows: past every isolate's cached placement (directory.ts PLACEMENT_TTL_MS). */
@@ -53,24 +56,25 @@ const PASSING_TRIES = 5;
 
 type Phase =
   | 'clear'
+  | 'track'
   | 'reserve'
   | 'jobs'
   | 'frames'
   | 'due'
   | 'mark'
   | 'fence'
-  | 'diff'
-  | 'prune'
+  | 'changed'
   | 'new'
   | 'rest'
   | 'verify'
   | 'switch'
   | 'unfence'
+  | 'untrack'
   | 'undo-clear'
   | 'undo-mark'
   | 'ended';
 /** The phases after which nothing is undone. */
-const SWITCHED: ReadonlySet<Phase> = new Set(['unfence', 'undo-clear', 'undo-mark', 'ended']);
+const SWITCHED: ReadonlySet<Phase> = new Set(['unfence', 'untrack', 'undo-clear', 'undo-mark', 'ended']);
 
 /** A move, as the mover keeps it between steps and answers it. */
 export interface MoveStatus {
@@ -258,7 +262,7 @@ export class MoverObject extends DurableObject<Env> {
     m.steps++;
     m.mostInStep = Math.max(m.mostInStep, meter.used);
     m.rowsRead += meter.rowsRead;
-    if (m.markedAt !== null && m.state === 'moving') m.fencedMs = Date.now() - m.markedAt;
+    if (m.markedAt !== null && m.phase !== 'untrack' && m.phase !== 'ended') m.fencedMs = Date.now() - m.markedAt;
     if (m.phase === 'ended') m.state = m.error ? 'undone' : 'moved';
     m.ms = Date.now() - m.startedAt;
     await this.ctx.storage.put('move', m);
@@ -281,9 +285,19 @@ export class MoverObject extends DurableObject<Env> {
       case 'undo-clear': {
         if (meter.left < DELETE_COST) return false;
         if ((await deleteUnit(copy.to, this.ns)).done)
-          this.next(m, m.phase === 'clear' ? 'reserve' : m.markedAt === null ? 'ended' : 'undo-mark');
+          this.next(m, m.phase === 'clear' ? 'track' : m.markedAt === null ? 'untrack' : 'undo-mark');
         return true;
       }
+      case 'track':
+        // Before the copy reads a row: every write from here on is noted.
+        if (meter.left < TRACK_COST) return false;
+        await copy.from.batch(trackStmts(this.ns));
+        this.next(m, 'reserve');
+        return true;
+      case 'untrack':
+        if (meter.left < UNTRACK_COST) return false;
+        if ((await untrackUnit(copy.from, this.ns)).done) this.next(m, 'ended');
+        return true;
       case 'reserve':
         if (meter.left < RESERVE_COST) return false;
         m.block = await copy.reserve();
@@ -323,26 +337,20 @@ export class MoverObject extends DurableObject<Env> {
           m.objects += queues.length;
         } else await this.call(queues, (o) => o.unfence(m.unfenceTo, m.epoch), false);
         if (queues.length === most) m.cursor = [queues.at(-1)!];
-        else this.next(m, m.phase === 'fence' ? 'diff' : 'ended');
+        else this.next(m, m.phase === 'fence' ? 'changed' : 'untrack');
         return true;
       }
-      case 'diff':
-      case 'prune':
+      case 'changed':
       case 'new': {
-        if (meter.left < 2 + PATCH_COST) return false;
-        const u = await (m.phase === 'diff' ? copy.diff : m.phase === 'prune' ? copy.prune : copy.newJobs).call(
-          copy,
-          m.block!,
-          m.cursor,
-          meter,
-        );
+        if (meter.left < 4 + PATCH_COST) return false;
+        const u = await (m.phase === 'changed' ? copy.changed : copy.newJobs).call(copy, m.block!, m.cursor, meter);
         m.caughtUp += u.rows;
         m.owed = u.owed ?? null;
         if (!u.done) m.cursor = u.cursor;
         else if (m.phase === 'new') {
           this.next(m, 'rest');
           m.table = 0;
-        } else this.next(m, m.phase === 'diff' ? 'prune' : 'new');
+        } else this.next(m, 'new');
         return true;
       }
       case 'rest': {
@@ -399,7 +407,7 @@ export class MoverObject extends DurableObject<Env> {
         if (back) {
           Object.assign(m, { epoch: back.epoch, unfenceTo: m.from });
           this.next(m, 'unfence');
-        } else this.next(m, 'ended');
+        } else this.next(m, 'untrack');
         return true;
       }
       case 'ended':
@@ -408,6 +416,8 @@ export class MoverObject extends DurableObject<Env> {
   }
 
   private next(m: Move, phase: Phase): void {
+    // Unfenced: how long writes waited is known now (the noting's end comes after).
+    if (m.phase === 'unfence' && m.markedAt !== null) m.fencedMs = Date.now() - m.markedAt;
     m.phase = phase;
     m.cursor = null;
   }

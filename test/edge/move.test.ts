@@ -12,10 +12,20 @@ import { until } from '../support/wait.ts';
 const N = 400;
 const STEP = 24;
 /** The phases a move copies in while the namespace goes on working (mover.ts). */
-const LIVE = new Set(['clear', 'reserve', 'jobs', 'frames', 'due']);
+const LIVE = new Set(['clear', 'track', 'reserve', 'jobs', 'frames', 'due']);
 
 const where = async (ns: string) =>
   (await env.DB.prepare(`SELECT shard FROM namespaces WHERE ns = ?1`).bind(ns).first<{ shard: string }>())!.shard;
+
+/** What a move's noting of changes (move-track.ts) left on a shard: its triggers, and the ids it noted of the namespace. */
+const noting = async (shard: string, ns: string) =>
+  shardNamed(env, shard)
+    .db.prepare(
+      `SELECT (SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'lakeshore_move_%') AS triggers,
+              (SELECT count(*) FROM lakeshore_move_changes WHERE ns = ?1) AS notes`,
+    )
+    .bind(ns)
+    .first();
 
 /** The namespace's rows on a shard, table by table. */
 const rowsOn = async (shard: string, ns: string) =>
@@ -82,7 +92,7 @@ it('moves a namespace in steps within their bound while it works, its writes fen
   const phase = async () => (await call('GET', `${base}/move`)).body.phase as string;
   let takenLive = 0;
   const claims = async () => {
-    await until(async () => !['clear', 'reserve', 'jobs'].includes(await phase()), 'the copy past the jobs', 30_000, 5);
+    await until(async () => !['clear', 'track', 'reserve', 'jobs'].includes(await phase()), 'the copy past the jobs', 30_000, 5);
     for (let k = 0; k < 4; k++) {
       const before = await phase();
       const a = await written(() => p.claim('a', 'w3', { max: 2 }));
@@ -138,6 +148,7 @@ it('moves a namespace in steps within their bound while it works, its writes fen
   expect(await where(p.ns)).toBe(to);
   const after = { jobs: N + 12 - 3 + 60, frames: 210 + 12 + 4 - 9 + worked.length, due: 20 + 4 - 3, queues: 2 };
   expect(await rowsOn(to, p.ns)).toEqual(after);
+  expect(await noting(from, p.ns), 'the shard it left notes nothing more').toEqual({ triggers: 0, notes: 0 });
 
   // On the new shard: the rest claimed in the order they would have been, the journals whole.
   const rest: string[] = [];
@@ -198,6 +209,7 @@ it('undoes a move that fails before its switch: the namespace stays where it was
     state: 'active',
   });
   expect(await rowsOn(from, p.ns)).toEqual(before);
+  expect(await noting(from, p.ns), 'the undone move notes nothing more').toEqual({ triggers: 0, notes: 0 });
   expect(await rowsOn(to, p.ns)).toEqual({ jobs: 0, frames: 0, due: 0, queues: 0 });
   // Its objects were unfenced where it is: writes and claims go on there.
   expect((await written(() => p.submit('a', 'after'))).status).toBe(201);
