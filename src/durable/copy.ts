@@ -17,7 +17,9 @@
  */
 import { columnsOf, insertOf, Raw, selectList, type Columns } from './copy-rows.ts';
 import type { Meter, Metered, Stmt } from './metered.ts';
-import { changedIds } from './move-track.ts';
+import { CHANGES, changedIds } from './move-track.ts';
+import { printOf, printStmts, PRINT_COST, restPrint } from './shard-rows.ts';
+import { LakeshoreError } from '../core/errors.ts';
 
 /** Rows read per page: a job holds up to 2 MiB (envelope and result), a frame 256 KiB. */
 const JOBS_PER_PAGE = 16;
@@ -64,6 +66,17 @@ const done = (rows = 0): Unit => ({ rows, cursor: null, done: true });
 const FENCED_PAGE = 500;
 /** Most bytes of jobs a fenced unit reads and writes (a job holds up to 2 MiB: one such goes alone). */
 const PAGE_BYTES = 4 << 20;
+
+/** Jobs a unit of the check while the namespace works compares (each statement reads at most these, and their frames). */
+const CHECK_PAGE = 2_000;
+/** The verify's cursor once the jobs are done, for the other tables: a number, which no job's id is. */
+const REST = 0;
+/** What a unit of the check costs (its page's end, the notes and two prints), and of the verify. */
+export const CHECK_COST = 2 + 2 * PRINT_COST;
+export const VERIFY_COST = 1 + 2 * PRINT_COST;
+
+const mismatch = (ns: string, what: string, a: string, b: string) =>
+  new LakeshoreError('internal', `the copy of ${ns} does not match its source in ${what}: ${a.slice(0, 400)} vs ${b.slice(0, 400)}`);
 
 /** A job of the source as the fenced pass pages them: its number, id, bytes, and whether it has frames (1 or 0). */
 interface Sized {
@@ -350,6 +363,61 @@ export class NamespaceCopy {
       return done();
     }
     return block.topId === null ? done() : { rows: 0, cursor, done: false };
+  }
+
+  /**
+   * While the namespace works, after the copy: the next page of its jobs (by id) checked on both
+   * shards, but those noted as changed (the fence copies and checks them again). A job not noted
+   * was not written since the noting began, before the copy read it, so its copy must be as it is:
+   * a difference is a copy gone wrong (or a row on the target the source never had), and the move
+   * is undone.
+   */
+  async check(cursor: Cursor): Promise<Unit> {
+    const after = cursor ? String(cursor[0]) : '';
+    const end =
+      (
+        await this.from.first<{ id: string }>(
+          `SELECT id FROM invocations WHERE ns = ?1 AND id > ?2 ORDER BY id LIMIT 1 OFFSET ${CHECK_PAGE - 1}`,
+          this.ns,
+          after,
+        )
+      )?.id ?? null;
+    const range = end === null ? `i.id > ?2` : `i.id > ?2 AND i.id <= ?3`;
+    const args = end === null ? [this.ns, after] : [this.ns, after, end];
+    // The notes and the print of the rest in one batch: one transaction, so they agree.
+    const [noted, ...src] = await this.from.batch([
+      { sql: `SELECT id FROM ${CHANGES} i WHERE ns = ?1 AND ${range}`, args },
+      ...printStmts(`i.ns = ?1 AND ${range} AND i.id NOT IN (SELECT id FROM ${CHANGES} WHERE ns = ?1)`, args),
+    ]);
+    const ids = JSON.stringify((noted!.results as { id: string }[]).map((r) => r.id));
+    const dst = await this.to.batch(
+      printStmts(`i.ns = ?1 AND ${range} AND i.id NOT IN (SELECT value FROM json_each(?${args.length + 1}))`, [...args, ids]),
+    );
+    const [a, b] = [printOf(src), printOf(dst)];
+    if (a.print !== b.print) throw mismatch(this.ns, `jobs after ${JSON.stringify(after)}`, a.print, b.print);
+    return { rows: a.jobs, cursor: end === null ? null : [end], done: end === null };
+  }
+
+  /**
+   * Under the fence, once every change is caught up: the next page of the jobs noted as changed
+   * checked on both shards (those the source no longer has, on neither), then the namespace's other
+   * tables. With the check of the rest while it worked, every job was checked once as it is.
+   */
+  async verify(cursor: Cursor): Promise<Unit> {
+    if (cursor?.[0] === REST) {
+      const [a, b] = await Promise.all([restPrint(this.from, this.ns), restPrint(this.to, this.ns)]);
+      if (a !== b) throw mismatch(this.ns, 'settings, schedules, workers or levels', a, b);
+      return done();
+    }
+    const after = cursor ? String(cursor[0]) : '';
+    const ids = await changedIds(this.from, this.ns, after, FENCED_PAGE);
+    if (!ids.length) return { rows: 0, cursor: [REST], done: false };
+    const which = `i.ns = ?1 AND i.id IN (SELECT value FROM json_each(?2))`;
+    const args = [this.ns, JSON.stringify(ids)];
+    const [src, dst] = await Promise.all([this.from.batch(printStmts(which, args)), this.to.batch(printStmts(which, args))]);
+    const [a, b] = [printOf(src), printOf(dst)];
+    if (a.print !== b.print) throw mismatch(this.ns, `the jobs that changed after ${JSON.stringify(after)}`, a.print, b.print);
+    return { rows: a.jobs, cursor: [ids.at(-1)!], done: false };
   }
 
   /** Copies the next of a job's frames owed (after `owed.after`), up to `most`. */

@@ -6,21 +6,25 @@
  *             written from now on (move-track.ts), and its jobs as they are when the copy begins
  *             go to the target with their frames (copy.ts), which first loses any copy an
  *             earlier try left;
- *  2. mark    the directory says `moving` (epoch + 1): queue objects that start now start fenced;
- *  3. fence   every queue object the namespace ever started (directory.ts `enter` records them)
+ *  2. check   still while it works, every job not noted is compared on both shards, a page at a
+ *             time (it was not written since before the copy read it: its copy must be equal);
+ *  3. mark    the directory says `moving` (epoch + 1): queue objects that start now start fenced;
+ *  4. fence   every queue object the namespace ever started (directory.ts `enter` records them)
  *             stops writing: its batches answer 503 `unavailable`, which clients retry, and the
  *             fence returns once the batches already on their way have answered (d1-port.ts);
- *  4. catch up the jobs noted as changed since step 1 copied again (or deleted), the jobs made
+ *  5. catch up the jobs noted as changed since step 1 copied again (or deleted), the jobs made
  *             since copied in their order, then the queues' settings, levels, schedules and
  *             workers;
- *  5. verify  both shards' fingerprints agree (jobs by queue and state, bytes, frames, settings);
- *  6. switch  the directory says the target, `active` (epoch + 1);
- *  7. unfence every queue object (those that started meanwhile too) writes to the target now, and
+ *  6. verify  the jobs noted compared on both shards, and the other tables: with step 2, every
+ *             job was compared once as it is;
+ *  7. switch  the directory says the target, `active` (epoch + 1);
+ *  8. unfence every queue object (those that started meanwhile too) writes to the target now, and
  *             the shard it left stops noting;
- *  8. later   the copy on the shard it left is deleted (after CLEANUP_MS: an isolate's cached
+ *  9. later   the copy on the shard it left is deleted (after CLEANUP_MS: an isolate's cached
  *             placement lives 5 s, and a read routed by one finds the old rows until then).
  *
- * So writes wait for steps 3-7: for what changed while the copy ran, not for the whole copy.
+ * So writes wait for steps 4-8: for what changed while the copy ran, not for the whole copy, nor
+ * for a comparison of every job.
  *
  * `start` reads the directory and answers; the mover's alarm does the rest in steps, each an
  * invocation of its own that asks at most MOVE_STEP_SUBREQUESTS of D1 and the queue objects
@@ -37,10 +41,21 @@ import { conflict, LakeshoreError } from '../core/errors.ts';
 import { platformError } from '../core/platform-errors.ts';
 import { settle, type Settled } from '../core/settled.ts';
 import { moveStepSubrequests } from '../core/subrequests.ts';
-import { NamespaceCopy, PATCH_COST, RESERVE_COST, REST_TABLES, UNIT_OVERHEAD, type Block, type Cursor, type FramesOwed } from './copy.ts';
+import {
+  CHECK_COST,
+  NamespaceCopy,
+  PATCH_COST,
+  VERIFY_COST,
+  RESERVE_COST,
+  REST_TABLES,
+  UNIT_OVERHEAD,
+  type Block,
+  type Cursor,
+  type FramesOwed,
+} from './copy.ts';
 import type { Columns } from './copy-rows.ts';
 import { Meter, Metered } from './metered.ts';
-import { DELETE_COST, deleteUnit, fingerprint, FINGERPRINT_COST } from './shard-rows.ts';
+import { DELETE_COST, deleteUnit } from './shard-rows.ts';
 import { homeOf, shardNamed } from './directory.ts';
 import { TRACK_COST, trackStmts, UNTRACK_COST, untrackUnit } from './move-track.ts';
 import { queueObjectName, type QueueObject } from './queue-object.ts';
@@ -61,6 +76,7 @@ type Phase =
   | 'jobs'
   | 'frames'
   | 'due'
+  | 'check'
   | 'mark'
   | 'fence'
   | 'changed'
@@ -295,7 +311,16 @@ export class MoverObject extends DurableObject<Env> {
         this.next(m, 'reserve');
         return true;
       case 'untrack':
-        if (meter.left < UNTRACK_COST) return false;
+        if (meter.left < UNTRACK_COST + 1) return false;
+        if (m.cursor === null && m.markedAt !== null && !m.error) {
+          // Moved: what the new shard holds (the counts so far were of the copies made, some made twice).
+          const moved = await copy.to.first<{ jobs: number; frames: number }>(
+            `SELECT (SELECT count(*) FROM invocations WHERE ns = ?1) AS jobs,
+                    (SELECT count(*) FROM frames WHERE inv IN (SELECT rid FROM invocations WHERE ns = ?1)) AS frames`,
+            this.ns,
+          );
+          Object.assign(m, moved, { cursor: ['counted'] });
+        }
         if ((await untrackUnit(copy.from, this.ns)).done) this.next(m, 'ended');
         return true;
       case 'reserve':
@@ -311,7 +336,14 @@ export class MoverObject extends DurableObject<Env> {
         if (m.phase === 'jobs') m.jobs += u.rows;
         if (m.phase === 'frames') m.frames += u.rows;
         if (!u.done) m.cursor = u.cursor;
-        else this.next(m, m.phase === 'jobs' ? 'frames' : m.phase === 'frames' ? 'due' : 'mark');
+        else this.next(m, m.phase === 'jobs' ? 'frames' : m.phase === 'frames' ? 'due' : 'check');
+        return true;
+      }
+      case 'check': {
+        if (meter.left < CHECK_COST) return false;
+        const u = await copy.check(m.cursor);
+        if (!u.done) m.cursor = u.cursor;
+        else this.next(m, 'mark');
         return true;
       }
       case 'mark': {
@@ -365,21 +397,14 @@ export class MoverObject extends DurableObject<Env> {
         return true;
       }
       case 'verify': {
-        if (meter.left < FINGERPRINT_COST + 1) return false;
-        // Tests only (SIMULATED_MOVE_PAUSE_MS): a copy as slow as a large one, so that a write an
-        // unfenced object made meanwhile would land in the gap and show in the fingerprints.
+        if (meter.left < VERIFY_COST) return false;
+        // Tests only (SIMULATED_MOVE_PAUSE_MS): a catch-up as slow as a large one, so that a write
+        // an unfenced object made meanwhile would land before the check and show in it.
         const pause = Number((this.env as unknown as Record<string, string | undefined>).SIMULATED_MOVE_PAUSE_MS ?? 0);
-        if (pause > 0) await new Promise((r) => setTimeout(r, pause));
-        const [a, b] = await Promise.all([fingerprint(copy.from, this.ns), fingerprint(copy.to, this.ns)]);
-        if (a !== b) throw new LakeshoreError('internal', `the copy of ${this.ns} on ${m.to} does not match ${m.from}: ${a} vs ${b}`);
-        // What moved: the counts so far were of the copies made, some made twice.
-        const moved = await copy.to.first<{ jobs: number; frames: number }>(
-          `SELECT (SELECT count(*) FROM invocations WHERE ns = ?1) AS jobs,
-                  (SELECT count(*) FROM invocations i JOIN frames f ON f.inv = i.rid WHERE i.ns = ?1) AS frames`,
-          this.ns,
-        );
-        Object.assign(m, moved);
-        this.next(m, 'switch');
+        if (pause > 0 && m.cursor === null) await new Promise((r) => setTimeout(r, pause));
+        const u = await copy.verify(m.cursor);
+        if (!u.done) m.cursor = u.cursor;
+        else this.next(m, 'switch');
         return true;
       }
       case 'switch': {

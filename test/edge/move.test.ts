@@ -12,7 +12,7 @@ import { until } from '../support/wait.ts';
 const N = 400;
 const STEP = 24;
 /** The phases a move copies in while the namespace goes on working (mover.ts). */
-const LIVE = new Set(['clear', 'track', 'reserve', 'jobs', 'frames', 'due']);
+const LIVE = new Set(['clear', 'track', 'reserve', 'jobs', 'frames', 'due', 'check']);
 
 const where = async (ns: string) =>
   (await env.DB.prepare(`SELECT shard FROM namespaces WHERE ns = ?1`).bind(ns).first<{ shard: string }>())!.shard;
@@ -220,6 +220,37 @@ it('undoes a move that fails before its switch: the namespace stays where it was
   m = (await call('GET', `${base}/move?wait_ms=30000`)).body;
   for (let polls = 0; m.state === 'moving' && polls < 5; polls++) m = (await call('GET', `${base}/move?wait_ms=30000`)).body;
   expect(m).toMatchObject({ state: 'moved', jobs: 101 });
+}, 60_000);
+
+it('undoes a move whose copy differs from its source, checked while the namespace works', async () => {
+  const p = plane();
+  const base = `/v1/ns/${p.ns}`;
+  for (let at = 0; at < 200; at += 100) {
+    const items = Array.from({ length: 100 }, (_, i) => ({ id: `s${at + i}`, envelope: b64(`e${at + i}`) }));
+    expect((await call('POST', `${base}/queues/a/invocations/batch`, { items })).status).toBe(200);
+  }
+  const from = await where(p.ns);
+  const to = from === 'DB_1' ? 'DB_2' : 'DB_1';
+  const before = await rowsOn(from, p.ns);
+  expect((await call('POST', `${base}/move`, { to })).status).toBe(202);
+  // Once the target is cleared, a job appears there that the source never had (as a copy gone
+  // wrong would leave it). Nothing notes it: only the check of both shards can find it.
+  const phase = async () => (await call('GET', `${base}/move`)).body.phase as string;
+  await until(async () => (await phase()) !== 'clear', 'the target cleared', 30_000, 1);
+  await shardNamed(env, to)
+    .db.prepare(
+      `INSERT INTO invocations (ns, queue, id, envelope, state, created_at, updated_at) VALUES (?1, 'a', 'stray', x'00', 'queued', 1, 1)`,
+    )
+    .bind(p.ns)
+    .run();
+  expect(['track', 'reserve', 'jobs', 'frames', 'due'], 'the stray job came before the check').toContain(await phase());
+  let m = (await call('GET', `${base}/move?wait_ms=30000`)).body;
+  for (let polls = 0; m.state === 'moving' && polls < 5; polls++) m = (await call('GET', `${base}/move?wait_ms=30000`)).body;
+  expect(m).toMatchObject({ state: 'undone', phase: 'ended', error: expect.stringMatching(/does not match its source/) });
+  expect(await where(p.ns)).toBe(from);
+  expect(await rowsOn(from, p.ns)).toEqual(before);
+  expect(await rowsOn(to, p.ns)).toEqual({ jobs: 0, frames: 0, due: 0, queues: 0 });
+  expect(await noting(from, p.ns)).toEqual({ triggers: 0, notes: 0 });
 }, 60_000);
 
 it('copies a job made while it copies that took the number of one deleted meanwhile (SQLite reuses the highest)', async () => {
