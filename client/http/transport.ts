@@ -193,7 +193,9 @@ export class Transport {
         if (res.status === 401 && !this.token) error.message += ' (no token was sent: set LAKESHORE_TOKEN, or pass a token)';
         return { error, status: res.status };
       }
-      return await answerOf(res, () => (answered = true));
+      const j = await answerOf(res, () => (answered = true));
+      // A streamed refusal (the claim waited, then its queue was fenced: 503) is retried as the same refusal unstreamed would be.
+      return j instanceof LakeshoreError ? { error: j, status: j.status } : j;
     } catch (e) {
       if (ac.signal.reason instanceof TimeoutError) throw ac.signal.reason;
       throw e;
@@ -230,9 +232,9 @@ const BOOKMARK = 'x-lakeshore-bookmark';
 /**
  * A 2xx answer's JSON. A streamed answer is whitespace, one JSON line, then a tail: it is parsed
  * once its line is in (`answered` is told), and the tail is read to its end in the background. A
- * streamed `{"error": {code, message}}` is that error. Anything else is read whole.
+ * streamed `{"error": {code, message}}` is that error (answered, for `call` to retry or throw). Anything else is read whole.
  */
-async function answerOf(res: Answer, answered: () => void): Promise<Json> {
+async function answerOf(res: Answer, answered: () => void): Promise<Json | LakeshoreError> {
   const dec = new TextDecoder();
   let text = '';
   for (;;) {
@@ -248,7 +250,7 @@ async function answerOf(res: Answer, answered: () => void): Promise<Json> {
       void drain(res);
       const j = JSON.parse(text.slice(0, nl)) as Json;
       const err = j.error as { code?: string; message?: string } | undefined;
-      if (Object.keys(j).length === 1 && err?.code) throw errorFor(err.code, err.message ?? 'the plane failed the call');
+      if (Object.keys(j).length === 1 && err?.code) return errorFor(err.code, err.message ?? 'the plane failed the call');
       return j;
     }
   }

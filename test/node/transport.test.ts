@@ -101,6 +101,22 @@ describe.each(requesters)('transport over %s', (name, make) => {
     t.close();
   });
 
+  it('a streamed refusal of a claim that waited (its queue fenced by a move) is retried; another is thrown', async () => {
+    let claims = 0;
+    fresh((req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write(' ');
+      if (req.url!.endsWith('/gone')) res.end('{"error":{"code":"not_found","message":"no queue gone"}}\n  ');
+      else if (++claims === 1) res.end('{"error":{"code":"unavailable","message":"namespace t is moving to another shard"}}\n  ');
+      else res.end('{"claimed":[3]}\n  ');
+    });
+    const t = make({ retryForMs: 5_000 });
+    expect(await t.call('POST', '/queues/q/claim', { max: 1 }, { waitMs: 1_000 })).toEqual({ claimed: [3] });
+    expect(claims).toBe(2);
+    await expect(t.call('POST', '/queues/gone', {}, { waitMs: 1_000 })).rejects.toThrow(new NotFoundError('no queue gone'));
+    t.close();
+  });
+
   it("turns the plane's error answer into its error class, with Retry-After", async () => {
     fresh((req, res) => {
       if (req.url!.includes('busy')) json(res, 429, { error: { code: 'rate_limited', message: 'slow down' } }, { 'retry-after': '2' });

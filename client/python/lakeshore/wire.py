@@ -13,7 +13,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from .errors import BadRequest, LakeshoreError, Timeout, Unavailable, error_for
 
@@ -152,15 +152,22 @@ class Transport:
                 resp = conn.getresponse()
                 self._reached()
                 self._note_bookmark(resp.getheader("X-Lakeshore-Bookmark"))
-                if 200 <= resp.status < 300:
-                    return _answer(resp, lambda whole: self._pool.give(conn) if whole else conn.close())
-                err = _error_of_body(resp.status, resp.read())
-                self._pool.give(conn)
-                if resp.status == 401 and not self.token:
+                status = resp.status
+                if 200 <= status < 300:
+                    out = _answer(resp, lambda whole: self._pool.give(conn) if whole else conn.close())
+                    if not isinstance(out, LakeshoreError):
+                        return out
+                    # A streamed refusal (the claim waited, then its queue was fenced: 503) is
+                    # retried as the same refusal unstreamed would be.
+                    err, status = out, out.status
+                else:
+                    err = _error_of_body(status, resp.read())
+                    self._pool.give(conn)
+                if status == 401 and not self.token:
                     err = type(err)("%s (no token given: HttpDispatch(url, token=...), or set LAKESHORE_TOKEN)" % err)
-                retry_after = float(resp.getheader("Retry-After") or 0) if resp.status == 429 else 0.0
+                retry_after = float(resp.getheader("Retry-After") or 0) if status == 429 else 0.0
                 pause = max(backoff, retry_after)
-                if resp.status not in (429, 503) or time.monotonic() + pause > give_up:
+                if status not in (429, 503) or time.monotonic() + pause > give_up:
                     raise err
             except (TimeoutError, socket.timeout):
                 conn.close()
@@ -200,11 +207,11 @@ class Transport:
             _log.warning("the plane at %s is back after %.1f s", self.base_url, time.monotonic() - since)
 
 
-def _answer(resp: "http.client.HTTPResponse", done: Any) -> Dict[str, Any]:
+def _answer(resp: "http.client.HTTPResponse", done: Any) -> Union[Dict[str, Any], LakeshoreError]:
     """A 2xx answer's JSON. A claim that waited streams its answer: whitespace, one JSON line, then
     a short tail that must be read to its end (a client that hangs up inside it gives its jobs
     back): the line is used at once and the tail read by a daemon thread. A streamed
-    `{"error": {...}}` is that error. A plain answer has no newline and is read whole. `done(whole)`
+    `{"error": {...}}` is that error, answered (for the caller to retry or raise). A plain answer has no newline and is read whole. `done(whole)`
     is called once the answer is read: to its end (its connection may carry the next call), or not
     (its connection broke and is closed)."""
     line = resp.readline()
@@ -216,7 +223,7 @@ def _answer(resp: "http.client.HTTPResponse", done: Any) -> Dict[str, Any]:
     out = json.loads(line.decode("utf-8"))
     err = out.get("error") if len(out) == 1 else None
     if isinstance(err, dict) and "code" in err:
-        raise error_for(err["code"], err.get("message", "the plane failed the call"))
+        return error_for(err["code"], err.get("message", "the plane failed the call"))
     return out
 
 

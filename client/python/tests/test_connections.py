@@ -54,7 +54,19 @@ class _Handler(BaseHTTPRequestHandler):
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         self.server.requests.append(self.path)
         n = len(self.server.requests)
-        if self.path.endswith("/claim"):
+        codes = {"/fenced": "unavailable", "/limited": "rate_limited", "/refused": "not_found"}
+        code = next((c for p, c in codes.items() if self.path.endswith(p)), None)
+        if code == "not_found" or (code is not None and n == 1):
+            # A claim that waited, then was refused: its answer streamed, the refusal its line.
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            line = b' {"error": {"code": "%s", "message": "refused"}}\n' % code.encode()
+            for piece in (line, b"  "):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            self.wfile.write(b"0\r\n\r\n")
+        elif self.path.endswith("/claim") or code is not None:
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Transfer-Encoding", "chunked")
@@ -124,6 +136,16 @@ class KeptConnections(unittest.TestCase):
         for i in range(5):
             d.submit("q", b"{}", id="b%d" % i)
         self.assertEqual(self.plane.connections, 2)
+
+    def test_a_streamed_refusal_is_retried_when_a_refusal_would_be(self):
+        # 503 (its queue fenced by a move while it waited) and 429: tried again, and the second answers.
+        for what in ("fenced", "limited"):
+            self.plane.requests.clear()
+            self.assertEqual(self.d._call("POST", "/queues/q/" + what, {}, wait=1.0), {"claimed": []})
+            self.assertEqual(len(self.plane.requests), 2)
+        # Any other: raised at once.
+        with self.assertRaises(ls.NotFound):
+            self.d._call("POST", "/queues/q/refused", {}, wait=1.0)
 
 
 if __name__ == "__main__":
