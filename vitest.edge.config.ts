@@ -26,6 +26,8 @@ export default defineConfig(async () => {
             PUSH_SERVICES: 'PUSH_TEST_HOOKS',
             // A move in steps of 24 statements: a namespace of a few hundred jobs takes dozens (test/edge/move.test.ts).
             MOVE_STEP_SUBREQUESTS: '24',
+            // A move's check under the fence waits this long first (test/edge/move.test.ts: the undo's window).
+            SIMULATED_MOVE_PAUSE_MS: '150',
           },
           // A Worker reached by a service binding, as a push target (test/edge/push.test.ts): it
           // answers each delivery with what reached it, which becomes the job's result. Under

@@ -2,11 +2,11 @@
  * How long a namespace's move takes, and how long its writes wait (src/durable/mover.ts): the
  * plane (`scripts/serve.mjs`: workerd and its local D1, two shards) with a namespace of N jobs,
  * most finished with a few frames, some waiting, moved to the other shard with the root token while
- * a producer submits one job at a time throughout. Local D1 answers in well under a millisecond,
+ * producers (one by default) submit one job at a time each throughout. Local D1 answers in well under a millisecond,
  * where Cloudflare's answers in milliseconds: the figures are this machine's, their ratio is what
  * carries over.
  *
- *   node scripts/run.mjs node bench/move.ts [--n=20000] [--step=500]
+ *   node scripts/run.mjs node bench/move.ts [--n=20000] [--step=500] [--producers=1]
  *
  * Prints one JSON line: the move's status (jobs, steps, ms, fenced_ms, caught_up, rows_read), and
  * what the producer saw: submits made while the move ran, how many of them waited on the fence
@@ -21,6 +21,7 @@ import { newToken, startPlane } from '../scripts/plane.mjs';
 const arg = (name: string, dflt: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? dflt;
 const N = Number(arg('n', '20000'));
 const STEP = arg('step', '500');
+const PRODUCERS = Number(arg('producers', '1'));
 
 const dir = mkdtempSync(join(tmpdir(), 'lakeshore-move-'));
 const token = newToken('lsk_bench_');
@@ -56,19 +57,21 @@ try {
   }
   const from = (await d.storage()).shard;
   const to = from === 'DB' ? 'DB_1' : 'DB';
-  // A producer submits one at a time while the move runs; each submit's time, and whether it met the fence.
+  // Producers submit one at a time each while the move runs; each submit's time, and whether it met the fence.
   let moving = true;
   const took: number[] = [];
   let fenced = 0;
-  const producer = (async () => {
-    for (let i = 0; moving; i++) {
-      const t0 = Date.now();
-      await d.submit('q', envelope, { id: `live-${i}` });
-      const ms = Date.now() - t0;
-      took.push(ms);
-      if (ms > 200) fenced++;
-    }
-  })();
+  const producer = Promise.all(
+    Array.from({ length: PRODUCERS }, async (_, p) => {
+      for (let i = 0; moving; i++) {
+        const t0 = Date.now();
+        await d.submit('q', envelope, { id: `live-${p}-${i}` });
+        const ms = Date.now() - t0;
+        took.push(ms);
+        if (ms > 200) fenced++;
+      }
+    }),
+  );
   const t0 = Date.now();
   const m = await d.moveNamespace(to, { waitMs: 1_000 });
   const wall = Date.now() - t0;
@@ -79,6 +82,7 @@ try {
     JSON.stringify({
       jobs: N,
       step: Number(STEP),
+      producers: PRODUCERS,
       move: {
         jobs: m.jobs,
         frames: m.frames,

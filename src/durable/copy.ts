@@ -15,9 +15,9 @@
  * namespace's last) takes the block's top, so the claim order (by row number within a priority)
  * and every frame's job follow without a map. Columns and values: copy-rows.ts.
  */
-import { columnsOf, insertOf, Raw, selectList, type Columns } from './copy-rows.ts';
+import { columnsOf, insertOf, selectList, type Columns } from './copy-rows.ts';
 import type { Meter, Metered, Stmt } from './metered.ts';
-import { CHANGES, changedIds } from './move-track.ts';
+import { CHANGES, changedIds, cleanStmt } from './move-track.ts';
 import { printOf, printStmts, PRINT_COST, restPrint } from './shard-rows.ts';
 import { LakeshoreError } from '../core/errors.ts';
 
@@ -30,19 +30,23 @@ const ROWS_PER_PAGE = 64;
 export type Cursor = (string | number)[] | null;
 
 /**
- * Where the namespace's jobs go on the target. Those it had when the copy began (row numbers up to
- * `hi`) take `base + (rid - first)`: a block whose top the last of them took, above every row the
- * target had. Those made since take the target's next numbers, in their order (newJobs).
+ * Where the namespace's jobs go on the target: job `rid` of the source at `base + (rid - first)`,
+ * those it had as the copy began (up to `hi`) and those made since alike, so the claim order (by
+ * row number within a priority) and every frame's job follow without a map. The block is reserved
+ * by a placeholder row above it (placeholderId), which no namespace sees: the target gives the rows
+ * it makes meanwhile numbers above that, never one in the block.
  */
 export interface Block {
   first: number;
   base: number;
   hi: number;
-  /** The job at the block's top: it stays on the target until the copy ends, so no row made meanwhile takes a number in the block. */
-  topId: string | null;
 }
 
-const topOf = (b: Block) => (b.topId === null ? 0 : b.base + (b.hi - b.first));
+/** How far the block reaches past the jobs the namespace had: row numbers the source may give out while it moves. */
+const BLOCK_GAP = 2 ** 32;
+
+/** The placeholder's id, in the namespace no one has (''): one a namespace, while it moves. */
+export const placeholderId = (ns: string) => `move ${ns}`;
 
 /** A job whose frames are copied across units: its id, its row numbers on each shard, and the last seq copied. */
 export interface FramesOwed {
@@ -50,6 +54,8 @@ export interface FramesOwed {
   from: number;
   to: number;
   after: number;
+  /** Caught up while the namespace works: compared on both shards once its frames are copied. */
+  check?: boolean;
 }
 
 /** One unit's outcome: rows copied (or deleted), the cursor after them, and a job whose frames are owed before the next. */
@@ -64,8 +70,10 @@ const done = (rows = 0): Unit => ({ rows, cursor: null, done: true });
 
 /** Jobs looked at a unit, under the fence: those noted as changed, or made since the copy began. */
 const FENCED_PAGE = 500;
-/** Most bytes of jobs a fenced unit reads and writes (a job holds up to 2 MiB: one such goes alone). */
+/** Most bytes of jobs and frames a unit of catching up reads and writes (a job holds up to 2 MiB: one such goes alone). */
 const PAGE_BYTES = 4 << 20;
+/** Most frames a unit of catching up copies with their jobs (a job with more has them copied after it, owed). */
+const INLINE_FRAMES = 64;
 
 /** Jobs a unit of the check while the namespace works compares (each statement reads at most these, and their frames). */
 const CHECK_PAGE = 2_000;
@@ -74,34 +82,36 @@ const REST = 0;
 /** What a unit of the check costs (its page's end, the notes and two prints), and of the verify. */
 export const CHECK_COST = 2 + 2 * PRINT_COST;
 export const VERIFY_COST = 1 + 2 * PRINT_COST;
+const COMPARE_COST = 1 + 2 * PRINT_COST;
+/** What a unit of catching up needs before its first job: two reads, and (live) those `catchUp` still makes. */
+export const CATCH_UP_COST = { live: 6 + COMPARE_COST, fenced: 5 };
 
 const mismatch = (ns: string, what: string, a: string, b: string) =>
   new LakeshoreError('internal', `the copy of ${ns} does not match its source in ${what}: ${a.slice(0, 400)} vs ${b.slice(0, 400)}`);
 
-/** A job of the source as the fenced pass pages them: its number, id, bytes, and whether it has frames (1 or 0). */
+/** A job of the source as a catch-up pages them: its id, bytes, and whether it has frames (1 or 0). */
 interface Sized {
-  rid: number;
   id: string;
+  /** Its row's bytes and its frames'. */
   size: number;
+  /** How many frames it has. */
   framed: number;
 }
 /**
  * What copying a job again may cost, in statements: its old copy, frames and note deleted (by id,
- * and by the number of its slot), its row and its note written. One made since the copy began has
- * no slot: NEW_COST.
+ * and by the number of its slot), its row and its note written.
  */
 export const PATCH_COST = 8;
-const NEW_COST = 5;
 
 /**
  * What copying and deleting a namespace take: its shards as a step reaches them, and the columns
  * read once per instance.
  *
  * The copy runs in two halves. While the namespace goes on working, the jobs it has as the copy
- * begins are copied with their frames and notes (`jobs`, `frames`, `due`). Then, its writes fenced,
- * the jobs the source shard noted as changed meanwhile (move-track.ts) are copied again or deleted
- * (`changed`), the jobs made meanwhile are copied in their order (`newJobs`), and the other tables
- * (`rest`). So the fence lasts as long as what changed takes, not as long as the namespace is large.
+ * begins are copied with their frames and notes (`jobs`, `frames`, `due`), those not written since
+ * are compared (`check`), and those written since are caught up in rounds (`catchUp`, live). Then,
+ * its writes fenced, those written during the last round (`catchUp`) and the other tables (`rest`).
+ * So the fence lasts as long as the last round's writes take, not as long as the namespace is large.
  */
 export class NamespaceCopy {
   readonly ns: string;
@@ -123,30 +133,40 @@ export class NamespaceCopy {
   }
 
   /**
-   * The target's block for the namespace's row numbers, made by copying its last job first: the
-   * row at the block's top is above every row the target has, and those it makes later go above it.
-   * Run again, it finds the block it made.
+   * The target's block for the namespace's row numbers, from the first job the source has (or, with
+   * none, the next number it will give) to BLOCK_GAP past its last: reserved by the placeholder
+   * at its top, which records where it starts. Run again, it finds the block it made.
    */
   async reserve(): Promise<Block> {
-    const span = await this.from.first<{ lo: number | null; hi: number | null }>(
-      `SELECT min(rid) AS lo, max(rid) AS hi FROM invocations WHERE ns = ?1`,
+    const span = await this.from.first<{ lo: number | null; hi: number | null; next: number }>(
+      `SELECT min(rid) AS lo, max(rid) AS hi, (SELECT ifnull(max(rid), 0) + 1 FROM invocations) AS next FROM invocations WHERE ns = ?1`,
       this.ns,
     );
-    if (span?.lo == null || span.hi == null) return { first: 0, base: 0, hi: 0, topId: null };
-    const inv = await this.cols('invocations', ['rid']);
-    const last = await this.from.first(`SELECT rid, ${selectList(inv, '')} FROM invocations WHERE rid = ?1`, span.hi);
-    const topId = String(last!.id);
-    const there = await this.to.first<{ rid: number }>(`SELECT rid FROM invocations WHERE ns = ?1 AND id = ?2`, this.ns, topId);
-    if (there) return { first: span.lo, base: there.rid - (span.hi - span.lo), hi: span.hi, topId };
-    // The top's number in the same statement as the insert: no row the target makes meanwhile can take it.
-    const top = new Raw(`(SELECT ifnull(max(rid), 0) + 1 FROM invocations) + ${span.hi - span.lo}`);
-    const made = await this.to.batch([insertOf('invocations', inv, last!, { rid: top }, 'INSERT', 'RETURNING rid')]);
-    const rid = Number((made[0]!.results[0] as { rid: number }).rid);
-    return { first: span.lo, base: rid - (span.hi - span.lo), hi: span.hi, topId };
+    const first = span!.lo ?? span!.next;
+    const hi = span!.hi ?? first - 1;
+    const size = hi - first + 1 + BLOCK_GAP;
+    const id = placeholderId(this.ns);
+    const there = await this.to.first<{ rid: number; first: number; hi: number }>(
+      `SELECT rid, created_at AS first, updated_at AS hi FROM invocations WHERE ns = '' AND id = ?1`,
+      id,
+    );
+    if (there) return { first: there.first, base: there.rid - (there.hi - there.first + 1 + BLOCK_GAP), hi: there.hi };
+    // Its number in the same statement as the insert: no row the target makes meanwhile can take one in the block.
+    const made = await this.to.first<{ rid: number }>(
+      `INSERT INTO invocations (rid, ns, queue, id, envelope, state, created_at, updated_at)
+       VALUES ((SELECT ifnull(max(rid), 0) + 1 FROM invocations) + ?2, '', '', ?1, x'', 'cancelled', ?3, ?4) RETURNING rid`,
+      id,
+      size,
+      first,
+      hi,
+    );
+    return { first, base: made!.rid - size, hi };
   }
 
-  private mapped(b: Block, rid: number): number {
-    return b.base + (rid - b.first);
+  /** Deletes the block's placeholder (its move ended, or an earlier try's). Answers true. */
+  async dropPlaceholder(): Promise<true> {
+    await this.to.all(`DELETE FROM invocations WHERE ns = '' AND id = ?1`, placeholderId(this.ns));
+    return true;
   }
 
   /** Copies the next page of the jobs the namespace had as the copy began (by id), up to `most`. */
@@ -216,153 +236,174 @@ export class NamespaceCopy {
   }
 
   /**
-   * What the source holds of the jobs `where` names (its first argument the namespace): each one's
-   * number, its size, and whether it has frames.
+   * The first of `candidates` one page takes, each with its frames: within what the meter has left
+   * (PATCH_COST and a statement a frame each, besides `reads`), within PAGE_BYTES and INLINE_FRAMES.
+   * A job whose frames would pass them ends the page: first in it, its frames are owed (copied
+   * in units of their own after it), else it waits for the next page.
    */
-  private sized(where: string, ...args: unknown[]): Promise<Sized[]> {
-    return this.from.all<Sized>(
-      `SELECT rid, id, length(envelope) + ifnull(length(result), 0) + ifnull(length(error), 0) AS size,
-              EXISTS (SELECT 1 FROM frames WHERE inv = invocations.rid) AS framed
-         FROM invocations WHERE ${where}`,
-      this.ns,
-      ...args,
-    );
+  private page(candidates: Sized[], meter: Meter, reads: number): { take: Sized[]; owed: Sized | null } {
+    const take: Sized[] = [];
+    let left = meter.left - reads;
+    let bytes = 0;
+    let frames = 0;
+    for (const c of candidates) {
+      const fits = frames + c.framed <= INLINE_FRAMES && bytes + c.size <= PAGE_BYTES;
+      if (!fits && !take.length) return { take, owed: left >= PATCH_COST ? c : null };
+      if (!fits || left < PATCH_COST + c.framed) break;
+      take.push(c);
+      left -= PATCH_COST + c.framed;
+      bytes += c.size;
+      frames += c.framed;
+    }
+    return { take, owed: null };
+  }
+
+  /** Where the source's job `rid` goes on the target (its number in the block). */
+  private mapped(b: Block, rid: number): number {
+    if (rid < b.first || rid - b.first > b.hi - b.first + BLOCK_GAP)
+      throw new LakeshoreError(
+        'internal',
+        `a job of ${this.ns} took row number ${rid}, outside its move's block from ${b.first}: the source reused a number; move it again`,
+      );
+    return b.base + (rid - b.first);
   }
 
   /**
-   * Copies these jobs again as the source has them now, each in one D1 transaction with the
-   * deletion of the target's copy of it (so the block's top is never left empty), with its note,
-   * and deletes the copies of `drops`. A job goes at its slot in the block (`at`), or at the
-   * target's next number above the block (`at` null: in the order given). Answers the frames owed
-   * of the last job, if it has any (a page ends at the first job with frames). What it costs:
-   * one read, and at most PATCH_COST a job.
+   * One unit of catching up (`live`: while the namespace works; else under the fence): the next
+   * page of the jobs noted dirty (move-track.ts), by id, each copied again as the source has it
+   * now, with its frames, or its copy deleted if the source no longer has it. Each job's old copy is
+   * deleted and its new one written in one D1 transaction, a page in a few batches. A page ends
+   * where the meter, PAGE_BYTES or INLINE_FRAMES would not cover the next job; one whose frames
+   * alone pass them goes alone, its frames owed (copied in units of their own before the next).
+   *
+   * While the namespace works, the page's notes are marked clean before their jobs are read, and
+   * once copied the page is compared on both shards but for the jobs written since (dirty again:
+   * the next round or the fence takes them). A round ends at `until`, the last id dirty as it began:
+   * ids noted during it may sort anywhere, and a round that followed them might never end. So every job caught up live is compared as it was
+   * copied, and the fence catches up and compares only what was written in the last round.
    */
-  private async patch(jobs: { rid: number; at: number | null }[], drops: string[], block: Block): Promise<FramesOwed | null> {
-    const inv = await this.cols('invocations', ['rid']);
-    const rows = await this.from.all(
-      `SELECT rid, ${selectList(inv, '')}, (SELECT finished_at FROM journals_due WHERE inv = invocations.rid) AS due_at,
-              EXISTS (SELECT 1 FROM frames WHERE inv = invocations.rid) AS framed
-         FROM invocations WHERE rid IN (SELECT value FROM json_each(?1))`,
-      JSON.stringify(jobs.map((j) => j.rid)),
+  async catchUp(block: Block, cursor: Cursor, meter: Meter, live: boolean, until: string | null = null): Promise<Unit> {
+    const after = cursor ? String(cursor[0]) : '';
+    // Still to read: the page (both shards) and its frames, and while it works its clean mark and the comparison.
+    const reads = live ? 4 + COMPARE_COST : 3;
+    // As many notes as the meter may cover jobs (a note read is a row read: not more than the page takes).
+    const most = Math.min(FENCED_PAGE, Math.max(1, Math.floor((meter.left - 2 - reads) / PATCH_COST)));
+    const ids = await changedIds(this.from, this.ns, after, most, until);
+    if (!ids.length) return done();
+    const sized = new Map(
+      (
+        await this.from.all<Sized>(
+          `SELECT id, length(envelope) + ifnull(length(result), 0) + ifnull(length(error), 0)
+                    + ifnull((SELECT total(length(body)) FROM frames WHERE inv = invocations.rid), 0) AS size,
+                  (SELECT count(*) FROM frames WHERE inv = invocations.rid) AS framed
+             FROM invocations WHERE ns = ?1 AND id IN (SELECT value FROM json_each(?2))`,
+          this.ns,
+          JSON.stringify(ids),
+        )
+      ).map((r) => [r.id, r]),
     );
-    const byRid = new Map(rows.map((r) => [Number(r.rid), r]));
-    const next = new Raw(`(SELECT max(ifnull(max(rid), 0) + 1, ${topOf(block) + 1}) FROM invocations)`);
-    const groups = drops.map((id) => this.dropped(id));
-    let statements = groups.length * 3;
-    let owed: { id: string; from: number; insert: number } | null = null;
-    for (const { rid, at } of jobs) {
-      const row = byRid.get(rid);
-      if (!row) continue;
-      const id = String(row.id);
+    const chosen = this.page(
+      ids.map((id) => sized.get(id) ?? { id, size: 0, framed: 0 }),
+      meter,
+      reads,
+    );
+    const page = [...chosen.take, ...(chosen.owed ? [chosen.owed] : [])].map((c) => c.id);
+    if (!page.length) return { rows: 0, cursor, done: false };
+    const owedId = chosen.owed?.id ?? null;
+    const list = JSON.stringify(page);
+    // Clean before the read: a write from here on marks its job dirty again.
+    if (live) await this.from.batch([cleanStmt(this.ns, page)]);
+    const [inv, fr] = [await this.cols('invocations', ['rid']), await this.cols('frames')];
+    const [rows, there] = await Promise.all([
+      this.from.all(
+        `SELECT rid, ${selectList(inv, '')}, (SELECT finished_at FROM journals_due WHERE inv = invocations.rid) AS due_at
+           FROM invocations WHERE ns = ?1 AND id IN (SELECT value FROM json_each(?2))`,
+        this.ns,
+        list,
+      ),
+      this.to.all<{ id: string }>(`SELECT id FROM invocations WHERE ns = ?1 AND id IN (SELECT value FROM json_each(?2))`, this.ns, list),
+    ]);
+    // The frames of every job the page copies whole (frames written since the first read included).
+    const whole = rows.filter((r) => String(r.id) !== owedId).map((r) => Number(r.rid));
+    const framesOf = new Map<number, Record<string, unknown>[]>();
+    if (whole.length)
+      for (const f of await this.from.all(
+        `SELECT ${selectList(fr, '')} FROM frames WHERE inv IN (SELECT value FROM json_each(?1)) ORDER BY inv, seq`,
+        JSON.stringify(whole),
+      ))
+        framesOf.set(Number(f.inv), [...(framesOf.get(Number(f.inv)) ?? []), f]);
+    const byId = new Map(rows.map((r) => [String(r.id), r]));
+    const kept = new Set(there.map((r) => r.id));
+    const groups: Stmt[][] = [];
+    let owed: FramesOwed | null = null;
+    let n = 0;
+    for (const id of page) {
+      const row = byId.get(id);
+      if (!row) {
+        // Deleted since the copy (or made and deleted): its copy goes.
+        if (kept.has(id)) {
+          groups.push(this.dropped(id));
+          n++;
+        }
+        continue;
+      }
+      const rid = Number(row.rid);
+      const at = this.mapped(block, rid);
       // SQLite gives a row the number after the highest: once the highest rows are deleted, a job
       // made while the copy ran may take a number an old one had, whose copy may still hold its place.
-      const slot =
-        at === null
-          ? []
-          : [`DELETE FROM frames WHERE inv = ?2`, `DELETE FROM journals_due WHERE inv = ?2`, `DELETE FROM invocations WHERE rid = ?2`];
-      const group = [
+      const slot = [
+        `DELETE FROM frames WHERE inv = ?2`,
+        `DELETE FROM journals_due WHERE inv = ?2`,
+        `DELETE FROM invocations WHERE rid = ?2`,
+      ];
+      groups.push([
         ...this.dropped(id),
         ...slot.map((sql) => ({ sql: `${sql} AND EXISTS (SELECT 1 FROM invocations WHERE rid = ?2 AND ns = ?1)`, args: [this.ns, at] })),
-        insertOf('invocations', inv, row, { rid: at ?? next }, 'INSERT', 'RETURNING rid'),
+        insertOf('invocations', inv, row, { rid: at }, 'INSERT'),
         ...(row.due_at == null
           ? []
           : [
               {
-                sql: `INSERT INTO journals_due (inv, ns, queue, finished_at) SELECT rid, ns, queue, ?3 FROM invocations WHERE ns = ?1 AND id = ?2`,
-                args: [this.ns, id, row.due_at],
+                sql: `INSERT INTO journals_due (inv, ns, queue, finished_at) VALUES (?1, ?2, ?3, ?4)`,
+                args: [at, this.ns, row.queue, row.due_at],
               },
             ]),
-      ];
-      if (row.framed) owed = { id, from: rid, insert: statements + 3 + slot.length };
-      statements += group.length;
-      groups.push(group);
+        ...(framesOf.get(rid) ?? []).map((f) => insertOf('frames', fr, f, { inv: at }, 'INSERT')),
+      ]);
+      if (id === owedId) owed = { id, from: rid, to: at, after: -1, ...(live ? { check: true } : {}) };
+      n++;
     }
-    const made = await this.to.groups(groups);
-    if (!owed) return null;
-    const to = Number((made[owed.insert]!.results[0] as { rid: number }).rid);
-    return { id: owed.id, from: owed.from, to, after: -1 };
+    await this.to.groups(groups);
+    if (live) await this.compare(page, owed?.id ?? null);
+    return { rows: n, cursor: [page.at(-1)!], done: false, ...(owed ? { owed } : {}) };
   }
 
   /**
-   * The first of `candidates` one page takes: within what the meter has left (`cost` each, besides
-   * `reads`), within PAGE_BYTES of rows read, and ending at the first job with frames (they are owed).
+   * While the namespace works: these jobs, just caught up, compared on both shards, but those
+   * written since (dirty again) and `skip` (its frames are owed: compared once they are copied).
    */
-  private page<T extends { size: number; framed: number }>(candidates: T[], meter: Meter, reads: number, cost: (c: T) => number): T[] {
-    const out: T[] = [];
-    let left = meter.left - reads;
-    let bytes = 0;
-    for (const c of candidates) {
-      if (left < cost(c) || (out.length && bytes + c.size > PAGE_BYTES)) break;
-      out.push(c);
-      left -= cost(c);
-      bytes += c.size;
-      if (c.framed) break;
-    }
-    return out;
-  }
-
-  /**
-   * Under the fence: the next page of the jobs noted as changed since the copy began (move-track.ts),
-   * by id, each copied again as it is now; one the source no longer has, or made since the copy
-   * began (newJobs copies those in their order), has its copy deleted, but the block's top (newJobs
-   * again). A page ends at a job whose frames are owed, or where the meter would not cover the next.
-   */
-  async changed(block: Block, cursor: Cursor, meter: Meter): Promise<Unit> {
-    const after = cursor ? String(cursor[0]) : '';
-    const ids = await changedIds(this.from, this.ns, after, FENCED_PAGE);
-    if (!ids.length) return done();
+  async compare(ids: string[], skip: string | null): Promise<void> {
     const list = JSON.stringify(ids);
-    const [src, dst] = await Promise.all([
-      this.sized(`ns = ?1 AND id IN (SELECT value FROM json_each(?2))`, list),
-      this.to.all<{ id: string }>(`SELECT id FROM invocations WHERE ns = ?1 AND id IN (SELECT value FROM json_each(?2))`, this.ns, list),
+    const [dirty, ...src] = await this.from.batch([
+      {
+        sql: `SELECT id FROM ${CHANGES} WHERE ns = ?1 AND dirty = 1 AND id IN (SELECT value FROM json_each(?2))`,
+        args: [this.ns, list],
+      },
+      ...printStmts(
+        `i.ns = ?1 AND i.id IN (SELECT value FROM json_each(?2)) AND i.id <> ?3
+           AND i.id NOT IN (SELECT id FROM ${CHANGES} WHERE ns = ?1 AND dirty = 1 AND id IN (SELECT value FROM json_each(?2)))`,
+        [this.ns, list, skip ?? ''],
+      ),
     ]);
-    const of = new Map(src.map((r) => [r.id, r]));
-    const there = new Set(dst.map((r) => r.id));
-    // Each id: copied again (a job the copy began with), its copy deleted (gone, or made since), or nothing.
-    const todo = ids.map((id) => {
-      const s = of.get(id);
-      const copy = s !== undefined && s.rid <= block.hi;
-      const drop = !copy && there.has(id) && id !== block.topId;
-      return { id, rid: s?.rid ?? 0, copy, drop, size: copy ? s!.size : 0, framed: copy ? s!.framed : 0 };
-    });
-    const page = this.page(todo, meter, 1, (t) => (t.copy ? PATCH_COST : t.drop ? 3 : 0));
-    if (!page.length) return { rows: 0, cursor, done: false };
-    const owed = await this.patch(
-      page.filter((t) => t.copy).map((t) => ({ rid: t.rid, at: this.mapped(block, t.rid) })),
-      page.filter((t) => t.drop).map((t) => t.id),
-      block,
+    const written = JSON.stringify((dirty!.results as { id: string }[]).map((r) => r.id));
+    const dst = await this.to.batch(
+      printStmts(
+        `i.ns = ?1 AND i.id IN (SELECT value FROM json_each(?2)) AND i.id <> ?3 AND i.id NOT IN (SELECT value FROM json_each(?4))`,
+        [this.ns, list, skip ?? '', written],
+      ),
     );
-    const rows = page.filter((t) => t.copy || t.drop).length;
-    return { rows, cursor: [page.at(-1)!.id], done: false, ...(owed ? { owed } : {}) };
-  }
-
-  /**
-   * Under the fence: the next jobs made since the copy began, in their order (by row number), each
-   * at the target's next number above the block. Last, the block's top, if the source no longer
-   * has it.
-   */
-  async newJobs(block: Block, cursor: Cursor, meter: Meter): Promise<Unit> {
-    const after = cursor ? Number(cursor[0]) : block.hi;
-    // By row number, not by the namespace's index: the source's rows made since (a bounded range).
-    const next = await this.sized(`rid > ?2 AND +ns = ?1 ORDER BY rid LIMIT ${FENCED_PAGE}`, after);
-    if (next.length) {
-      const page = this.page(next, meter, 1, () => NEW_COST);
-      if (!page.length) return { rows: 0, cursor, done: false };
-      const owed = await this.patch(
-        page.map((j) => ({ rid: j.rid, at: null })),
-        [],
-        block,
-      );
-      return { rows: page.length, cursor: [page.at(-1)!.rid], done: false, ...(owed ? { owed } : {}) };
-    }
-    if (block.topId !== null && meter.left >= 4) {
-      const kept = await this.from.first(`SELECT 1 AS x FROM invocations WHERE ns = ?1 AND id = ?2`, this.ns, block.topId);
-      const there = await this.to.first<{ rid: number }>(`SELECT rid FROM invocations WHERE ns = ?1 AND id = ?2`, this.ns, block.topId);
-      // Gone from the source, or made again since (a new number): the block's old top goes.
-      if (!kept && there?.rid === topOf(block)) await this.to.batch(this.dropped(block.topId));
-      return done();
-    }
-    return block.topId === null ? done() : { rows: 0, cursor, done: false };
+    const [a, b] = [printOf(src), printOf(dst)];
+    if (a.print !== b.print) throw mismatch(this.ns, `the jobs caught up from ${JSON.stringify(ids[0])}`, a.print, b.print);
   }
 
   /**
@@ -387,7 +428,7 @@ export class NamespaceCopy {
     // The notes and the print of the rest in one batch: one transaction, so they agree.
     const [noted, ...src] = await this.from.batch([
       { sql: `SELECT id FROM ${CHANGES} i WHERE ns = ?1 AND ${range}`, args },
-      ...printStmts(`i.ns = ?1 AND ${range} AND i.id NOT IN (SELECT id FROM ${CHANGES} WHERE ns = ?1)`, args),
+      ...printStmts(`i.ns = ?1 AND ${range} AND i.id NOT IN (SELECT id FROM ${CHANGES} i WHERE ns = ?1 AND ${range})`, args),
     ]);
     const ids = JSON.stringify((noted!.results as { id: string }[]).map((r) => r.id));
     const dst = await this.to.batch(
@@ -430,7 +471,9 @@ export class NamespaceCopy {
       owed.after,
     );
     if (page.length) await this.to.batch(page.map((r) => insertOf('frames', fr, r, { inv: owed.to }, 'INSERT', 'ON CONFLICT DO NOTHING')));
-    return page.length < n ? null : { ...owed, after: Number(page.at(-1)!.seq) };
+    if (page.length === n) return { ...owed, after: Number(page.at(-1)!.seq) };
+    if (owed.check) await this.compare([owed.id], null);
+    return null;
   }
 
   /**

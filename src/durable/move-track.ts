@@ -1,15 +1,17 @@
 /**
  * What changed in a namespace while its move copied it (mover.ts): the jobs written on the shard
- * it leaves after the move began, so that under the fence the move copies again those and no
- * others, and the fence lasts as long as what changed, not as long as the namespace is large.
+ * it leaves after the move began, so that the move copies again those and no others, and the
+ * fence lasts as long as what changed in its last moments, not as long as the namespace is large.
  *
  * SQLite notes them itself: before the copy reads a row, the move puts triggers on the source
  * shard, named by the namespace and matching its rows only, that note the id of every job of it
- * inserted, updated or deleted, or whose frames or journal note were, in `lakeshore_move_changes`.
- * A trigger runs inside the statement that writes, so no write of any path (a queue object's
- * batch, retention, a deletion by the Worker) commits unnoted. They are there only while the
- * namespace moves: the rest of the time no write on any shard pays for them. Once the move ends
- * (switched or undone) they are dropped and the notes deleted, a bounded unit at a time.
+ * inserted, updated or deleted, or whose frames or journal note were, in `lakeshore_move_changes`,
+ * marked dirty. A trigger runs inside the statement that writes, so no write of any path (a queue
+ * object's batch, retention, a deletion by the Worker) commits unnoted. The move catches up while
+ * the namespace works by marking a page of notes clean before it reads their jobs: a write after
+ * that marks its job dirty again, for the next round or the fence. The triggers are there only
+ * while the namespace moves: the rest of the time no write on any shard pays for them. Once the
+ * move ends (switched or undone) they are dropped and the notes deleted, a bounded unit at a time.
  */
 import type { Metered, Stmt } from './metered.ts';
 
@@ -17,7 +19,9 @@ import type { Metered, Stmt } from './metered.ts';
 export const CHANGES = 'lakeshore_move_changes';
 /** Notes deleted a unit once the move ended. */
 const UNTRACK_ROWS = 5_000;
-const TABLE = `CREATE TABLE IF NOT EXISTS ${CHANGES} (ns TEXT NOT NULL, id TEXT NOT NULL, PRIMARY KEY (ns, id)) WITHOUT ROWID`;
+const TABLE = `CREATE TABLE IF NOT EXISTS ${CHANGES} (ns TEXT NOT NULL, id TEXT NOT NULL, dirty INTEGER NOT NULL DEFAULT 1, PRIMARY KEY (ns, id)) WITHOUT ROWID`;
+/** A note's upsert: dirty again if it was there. */
+const UPSERT = `ON CONFLICT (ns, id) DO UPDATE SET dirty = 1`;
 
 /** A namespace as an SQL string literal (names hold no quote, but a literal never trusts that). */
 const literal = (ns: string) => `'${ns.replaceAll("'", "''")}'`;
@@ -50,8 +54,8 @@ export function trackStmts(ns: string): Stmt[] {
       // A job's row names its namespace; a frame or a note names its job by row number.
       const note =
         of === 'row'
-          ? `INSERT OR IGNORE INTO ${CHANGES} (ns, id) VALUES (${row}.ns, ${row}.id)`
-          : `INSERT OR IGNORE INTO ${CHANGES} (ns, id) SELECT ns, id FROM invocations WHERE rid = ${row}.inv AND ns = ${n}`;
+          ? `INSERT INTO ${CHANGES} (ns, id) VALUES (${row}.ns, ${row}.id) ${UPSERT}`
+          : `INSERT INTO ${CHANGES} (ns, id) SELECT ns, id FROM invocations WHERE rid = ${row}.inv AND ns = ${n} ${UPSERT}`;
       const when = of === 'row' || table === 'journals_due' ? `WHEN ${row}.ns = ${n}` : '';
       return {
         sql: `CREATE TRIGGER IF NOT EXISTS ${triggerName(ns, table, event)} AFTER ${event} ON ${table} ${when} BEGIN ${note}; END`,
@@ -74,8 +78,24 @@ export async function untrackUnit(db: Metered, ns: string): Promise<{ done: bool
   return { done: (rest.at(-1)!.meta.changes ?? 0) < UNTRACK_ROWS };
 }
 
-/** The next page of the ids noted, after `after`. */
-export async function changedIds(db: Metered, ns: string, after: string, most: number): Promise<string[]> {
-  const rows = await db.all<{ id: string }>(`SELECT id FROM ${CHANGES} WHERE ns = ?1 AND id > ?2 ORDER BY id LIMIT ${most}`, ns, after);
+/** The next page of the ids noted dirty, after `after` (and up to `until`, if given). */
+export async function changedIds(db: Metered, ns: string, after: string, most: number, until: string | null = null): Promise<string[]> {
+  const rows = await db.all<{ id: string }>(
+    `SELECT id FROM ${CHANGES} WHERE ns = ?1 AND id > ?2 ${until === null ? '' : 'AND id <= ?3'} AND dirty = 1 ORDER BY id LIMIT ${most}`,
+    ns,
+    after,
+    ...(until === null ? [] : [until]),
+  );
   return rows.map((r) => r.id);
 }
+
+/** The last id noted dirty now (null: none): where a round of catching up ends, however many are noted during it. */
+export async function lastDirty(db: Metered, ns: string): Promise<string | null> {
+  return (await db.first<{ id: string | null }>(`SELECT max(id) AS id FROM ${CHANGES} WHERE ns = ?1 AND dirty = 1`, ns))?.id ?? null;
+}
+
+/** Marks these notes clean, before their jobs are read and copied (a write after this marks one dirty again). */
+export const cleanStmt = (ns: string, ids: string[]): Stmt => ({
+  sql: `UPDATE ${CHANGES} SET dirty = 0 WHERE ns = ?1 AND id IN (SELECT value FROM json_each(?2))`,
+  args: [ns, JSON.stringify(ids)],
+});

@@ -8,23 +8,26 @@
  *             earlier try left;
  *  2. check   still while it works, every job not noted is compared on both shards, a page at a
  *             time (it was not written since before the copy read it: its copy must be equal);
- *  3. mark    the directory says `moving` (epoch + 1): queue objects that start now start fenced;
- *  4. fence   every queue object the namespace ever started (directory.ts `enter` records them)
+ *  3. live    still while it works, rounds of catching up: the jobs noted dirty copied again (or
+ *             deleted), and compared, while a round catches up FEW_CHANGES or more (what was
+ *             written during the round before) and at most half the round before, at most
+ *             MOST_ROUNDS;
+ *  4. mark    the directory says `moving` (epoch + 1): queue objects that start now start fenced;
+ *  5. fence   every queue object the namespace ever started (directory.ts `enter` records them)
  *             stops writing: its batches answer 503 `unavailable`, which clients retry, and the
  *             fence returns once the batches already on their way have answered (d1-port.ts);
- *  5. catch up the jobs noted as changed since step 1 copied again (or deleted), the jobs made
- *             since copied in their order, then the queues' settings, levels, schedules and
- *             workers;
- *  6. verify  the jobs noted compared on both shards, and the other tables: with step 2, every
- *             job was compared once as it is;
- *  7. switch  the directory says the target, `active` (epoch + 1);
- *  8. unfence every queue object (those that started meanwhile too) writes to the target now, and
+ *  6. catch up the jobs still dirty (written during the last round) copied again, then the queues'
+ *             settings, levels, schedules and workers;
+ *  7. verify  the jobs still dirty compared on both shards, and the other tables: with steps 2
+ *             and 3, every job was compared once as it is;
+ *  8. switch  the directory says the target, `active` (epoch + 1);
+ *  9. unfence every queue object (those that started meanwhile too) writes to the target now, and
  *             the shard it left stops noting;
- *  9. later   the copy on the shard it left is deleted (after CLEANUP_MS: an isolate's cached
+ * 10. later   the copy on the shard it left is deleted (after CLEANUP_MS: an isolate's cached
  *             placement lives 5 s, and a read routed by one finds the old rows until then).
  *
- * So writes wait for steps 4-8: for what changed while the copy ran, not for the whole copy, nor
- * for a comparison of every job.
+ * So writes wait for steps 5-9: for what was written during the last round of catching up, not
+ * for the whole copy, nor for what was written while it ran, nor for a comparison of every job.
  *
  * `start` reads the directory and answers; the mover's alarm does the rest in steps, each an
  * invocation of its own that asks at most MOVE_STEP_SUBREQUESTS of D1 and the queue objects
@@ -42,6 +45,7 @@ import { platformError } from '../core/platform-errors.ts';
 import { settle, type Settled } from '../core/settled.ts';
 import { moveStepSubrequests } from '../core/subrequests.ts';
 import {
+  CATCH_UP_COST,
   CHECK_COST,
   NamespaceCopy,
   PATCH_COST,
@@ -57,7 +61,7 @@ import type { Columns } from './copy-rows.ts';
 import { Meter, Metered } from './metered.ts';
 import { DELETE_COST, deleteUnit } from './shard-rows.ts';
 import { homeOf, shardNamed } from './directory.ts';
-import { TRACK_COST, trackStmts, UNTRACK_COST, untrackUnit } from './move-track.ts';
+import { lastDirty, TRACK_COST, trackStmts, UNTRACK_COST, untrackUnit } from './move-track.ts';
 import { queueObjectName, type QueueObject } from './queue-object.ts';
 
 /** How long the shard a namespace left keeps its rows: past every isolate's cached placement (directory.ts PLACEMENT_TTL_MS). */
@@ -66,6 +70,13 @@ export const CLEANUP_MS = 60_000;
 const OBJECTS_PER_UNIT = 100;
 /** How long a step that failed after the switch (or while undoing) waits before it is tried again. */
 const RETRY_MS = 1_000;
+/**
+ * Rounds of catching up while the namespace works: another while the last caught up at least
+ * FEW_CHANGES jobs (what was written during it), at most MOST_ROUNDS. Then the fence catches up
+ * what the last round left.
+ */
+const FEW_CHANGES = 50;
+const MOST_ROUNDS = 8;
 /** Passing failures of the platform in a row a move rides out before the switch (then it is undone). */
 const PASSING_TRIES = 5;
 
@@ -77,10 +88,10 @@ type Phase =
   | 'frames'
   | 'due'
   | 'check'
+  | 'live'
   | 'mark'
   | 'fence'
   | 'changed'
-  | 'new'
   | 'rest'
   | 'verify'
   | 'switch'
@@ -131,6 +142,8 @@ interface Move extends MoveStatus {
   cursor: Cursor;
   /** In `rest`, which of REST_TABLES. */
   table: number;
+  /** In `live`, which round of catching up, how many jobs it caught up so far, and the last id it takes. */
+  round: { n: number; caughtUp: number; until?: string | null; before?: number };
   block: Block | null;
   /** Where the objects are unfenced onto: the target, or where it was (undone). */
   unfenceTo: string;
@@ -221,6 +234,7 @@ export class MoverObject extends DurableObject<Env> {
       passing: 0,
       cursor: null,
       table: 0,
+      round: { n: 1, caughtUp: 0 },
       block: null,
       unfenceTo: target.name,
     };
@@ -299,8 +313,8 @@ export class MoverObject extends DurableObject<Env> {
     switch (m.phase) {
       case 'clear':
       case 'undo-clear': {
-        if (meter.left < DELETE_COST) return false;
-        if ((await deleteUnit(copy.to, this.ns)).done)
+        if (meter.left < DELETE_COST + 1) return false;
+        if ((await deleteUnit(copy.to, this.ns)).done && (await copy.dropPlaceholder()))
           this.next(m, m.phase === 'clear' ? 'track' : m.markedAt === null ? 'untrack' : 'undo-mark');
         return true;
       }
@@ -311,22 +325,26 @@ export class MoverObject extends DurableObject<Env> {
         this.next(m, 'reserve');
         return true;
       case 'untrack':
-        if (meter.left < UNTRACK_COST + 1) return false;
-        if (m.cursor === null && m.markedAt !== null && !m.error) {
-          // Moved: what the new shard holds (the counts so far were of the copies made, some made twice).
-          const moved = await copy.to.first<{ jobs: number; frames: number }>(
-            `SELECT (SELECT count(*) FROM invocations WHERE ns = ?1) AS jobs,
-                    (SELECT count(*) FROM frames WHERE inv IN (SELECT rid FROM invocations WHERE ns = ?1)) AS frames`,
-            this.ns,
-          );
-          Object.assign(m, moved, { cursor: ['counted'] });
+        if (meter.left < UNTRACK_COST + 2) return false;
+        if (m.cursor === null) {
+          if (m.markedAt !== null && !m.error) {
+            // Moved: what the new shard holds (the counts so far were of the copies made, some made twice).
+            const moved = await copy.to.first<{ jobs: number; frames: number }>(
+              `SELECT (SELECT count(*) FROM invocations WHERE ns = ?1) AS jobs,
+                      (SELECT count(*) FROM frames WHERE inv IN (SELECT rid FROM invocations WHERE ns = ?1)) AS frames`,
+              this.ns,
+            );
+            Object.assign(m, moved);
+          }
+          await copy.dropPlaceholder();
+          m.cursor = ['placeholder dropped'];
         }
         if ((await untrackUnit(copy.from, this.ns)).done) this.next(m, 'ended');
         return true;
       case 'reserve':
         if (meter.left < RESERVE_COST) return false;
         m.block = await copy.reserve();
-        this.next(m, m.block.topId === null ? 'mark' : 'jobs');
+        this.next(m, 'jobs');
         return true;
       case 'jobs':
       case 'frames':
@@ -343,7 +361,7 @@ export class MoverObject extends DurableObject<Env> {
         if (meter.left < CHECK_COST) return false;
         const u = await copy.check(m.cursor);
         if (!u.done) m.cursor = u.cursor;
-        else this.next(m, 'mark');
+        else this.next(m, 'live');
         return true;
       }
       case 'mark': {
@@ -372,17 +390,37 @@ export class MoverObject extends DurableObject<Env> {
         else this.next(m, m.phase === 'fence' ? 'changed' : 'untrack');
         return true;
       }
-      case 'changed':
-      case 'new': {
-        if (meter.left < 4 + PATCH_COST) return false;
-        const u = await (m.phase === 'changed' ? copy.changed : copy.newJobs).call(copy, m.block!, m.cursor, meter);
-        m.caughtUp += u.rows;
+      case 'live':
+      case 'changed': {
+        const live = m.phase === 'live';
+        if (meter.left < CATCH_UP_COST[live ? 'live' : 'fenced'] + PATCH_COST + 1) return false;
+        if (live && m.round.until === undefined) {
+          m.round.until = await lastDirty(copy.from, this.ns);
+          if (m.round.until === null) {
+            this.next(m, 'mark');
+            return true;
+          }
+        }
+        const u = await copy.catchUp(m.block!, m.cursor, meter, live, live ? (m.round.until ?? null) : null);
         m.owed = u.owed ?? null;
+        if (live) m.round.caughtUp += u.rows;
+        else m.caughtUp += u.rows;
         if (!u.done) m.cursor = u.cursor;
-        else if (m.phase === 'new') {
+        else if (
+          live &&
+          m.round.caughtUp >= FEW_CHANGES &&
+          m.round.n < MOST_ROUNDS &&
+          m.round.caughtUp * 2 <= (m.round.before ?? Infinity)
+        ) {
+          // Another round while it works: what was written during this one (while the rounds halve:
+          // writes faster than the catching up would make each round longer than the last).
+          m.round = { n: m.round.n + 1, caughtUp: 0, before: m.round.caughtUp };
+          m.cursor = null;
+        } else if (live) this.next(m, 'mark');
+        else {
           this.next(m, 'rest');
           m.table = 0;
-        } else this.next(m, 'new');
+        }
         return true;
       }
       case 'rest': {
@@ -496,4 +534,5 @@ export class MoverObject extends DurableObject<Env> {
 }
 
 /** A move as it is answered: without what only the mover needs between steps. */
-const statusOf = ({ epoch, startedAt, markedAt, owed, passing, cursor, table, block, unfenceTo, ...status }: Move): MoveStatus => status;
+const statusOf = ({ epoch, startedAt, markedAt, owed, passing, cursor, table, round, block, unfenceTo, ...status }: Move): MoveStatus =>
+  status;

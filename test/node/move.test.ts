@@ -45,10 +45,12 @@ it('moves a namespace with producers and a worker running throughout: every job 
       },
     },
   });
+  // At least N jobs, and producers submitting until the move has ended (its fence included).
   let next = 0;
+  let moving = true;
   const produce = Promise.all(
     Array.from({ length: 2 }, async () => {
-      while (next < N) {
+      while (moving || next < N) {
         const i = next++;
         await d.submit('mv', encodeEnvelope({ fn: 'step', args: [i] }), { id: `m${i}` });
       }
@@ -61,8 +63,10 @@ it('moves a namespace with producers and a worker running throughout: every job 
   expect(report).toMatchObject({ namespace: ns, from, to });
   expect(report.jobs).toBeGreaterThan(N / 3 - 1);
   console.log(`[move] ${JSON.stringify(report)}`);
+  moving = false;
   await produce;
-  await until(async () => (await d.count('mv', 'succeeded')) === N, `${N} jobs succeeded`, 60_000, 200);
+  const total = next;
+  await until(async () => (await d.count('mv', 'succeeded')) === total, `${total} jobs succeeded`, 60_000, 200);
   stop.abort();
   await worker;
 
@@ -74,12 +78,12 @@ it('moves a namespace with producers and a worker running throughout: every job 
   expect((await d.queueInfo('mv')).settings).toMatchObject({ maxAttempts: 1, journalRetentionMs: 86_400_000 });
   expect((await d.listSchedules('keep')).map((s) => [s.name, s.cron])).toEqual([['nightly', '0 3 * * *']]);
   for (const s of ['delayed', 'queued', 'running', 'failed', 'cancelled'] as const) expect(await d.count('mv', s), s).toBe(0);
-  expect(await d.count('mv', 'succeeded')).toBe(N);
+  expect(await d.count('mv', 'succeeded')).toBe(total);
   const twice = [...runs].filter(([, n]) => n !== 1);
   expect(twice, 'jobs run more than once').toEqual([]);
-  expect(runs.size).toBe(N);
+  expect(runs.size).toBe(total);
   const broken: string[] = [];
-  for (let i = 0; i < N; i++) {
+  for (let i = 0; i < total; i++) {
     const page = await d.journalPage(`m${i}`);
     const values = page.frames.filter((f) => f.kind === FrameKind.VALUE).map((f) => JSON.parse(new TextDecoder().decode(f.body)));
     if (JSON.stringify(values) !== JSON.stringify([`${i}.0`, `${i}.1`, `${i}.2`]) || page.state !== 'succeeded') broken.push(`m${i}`);
