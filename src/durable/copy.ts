@@ -1,9 +1,10 @@
 /**
  * Copying a namespace's rows from one shard to another: the data half of a move (mover.ts runs the
- * protocol around it; shard-rows.ts deletes a copy and checks one), in units of bounded work. A
- * move of a large namespace takes many of the mover's invocations, and Cloudflare bounds what one
- * invocation may ask of D1 (docs/deploy.md, "Moving a namespace"), so each unit says what it will
- * cost before it runs (metered.ts), and each resumes from a cursor the mover keeps between them.
+ * protocol around it; shard-rows.ts deletes a copy, copy-check.ts compares one), in units of
+ * bounded work. A move of a large namespace takes many of the mover's invocations, and Cloudflare
+ * bounds what one invocation may ask of D1 (docs/deploy.md, "Moving a namespace"), so each unit
+ * says what it will cost before it runs (metered.ts), and each resumes from a cursor the mover
+ * keeps between them.
  *
  * Every page is read along an index in its order (jobs by `(ns, id)`, a job's frames by its key),
  * so a unit reads the rows it copies and no others, however large the namespace or the shard. And
@@ -11,14 +12,15 @@
  * mover saving its cursor): a row already there is left as it is.
  *
  * Row numbers (`rid`) are the shard's own. A copied job keeps its distance from the namespace's
- * first one: the target reserves a block above its highest row number as the first job copied (the
- * namespace's last) takes the block's top, so the claim order (by row number within a priority)
- * and every frame's job follow without a map. Columns and values: copy-rows.ts.
+ * first one, whether it was there as the copy began or made since: the target reserves a block
+ * above its highest row number, held by a placeholder row at its top, so the claim order (by row
+ * number within a priority) and every frame's job follow without a map (Block). Columns and
+ * values: copy-rows.ts.
  */
 import { columnsOf, insertOf, selectList, type Columns } from './copy-rows.ts';
 import type { Meter, Metered, Stmt } from './metered.ts';
-import { CHANGES, changedIds, cleanStmt } from './move-track.ts';
-import { printOf, printStmts, PRINT_COST, restPrint } from './shard-rows.ts';
+import { changedIds, cleanStmt, NOTES_PAGE } from './move-track.ts';
+import { COMPARE_COST, compareJobs } from './copy-check.ts';
 import { LakeshoreError } from '../core/errors.ts';
 
 /** Rows read per page: a job holds up to 2 MiB (envelope and result), a frame 256 KiB. */
@@ -68,26 +70,13 @@ export interface Unit {
 
 const done = (rows = 0): Unit => ({ rows, cursor: null, done: true });
 
-/** Jobs looked at a unit, under the fence: those noted as changed, or made since the copy began. */
-const FENCED_PAGE = 500;
 /** Most bytes of jobs and frames a unit of catching up reads and writes (a job holds up to 2 MiB: one such goes alone). */
 const PAGE_BYTES = 4 << 20;
 /** Most frames a unit of catching up copies with their jobs (a job with more has them copied after it, owed). */
 const INLINE_FRAMES = 64;
 
-/** Jobs a unit of the check while the namespace works compares (each statement reads at most these, and their frames). */
-const CHECK_PAGE = 2_000;
-/** The verify's cursor once the jobs are done, for the other tables: a number, which no job's id is. */
-const REST = 0;
-/** What a unit of the check costs (its page's end, the notes and two prints), and of the verify. */
-export const CHECK_COST = 2 + 2 * PRINT_COST;
-export const VERIFY_COST = 1 + 2 * PRINT_COST;
-const COMPARE_COST = 1 + 2 * PRINT_COST;
 /** What a unit of catching up needs before its first job: two reads, and (live) those `catchUp` still makes. */
 export const CATCH_UP_COST = { live: 6 + COMPARE_COST, fenced: 5 };
-
-const mismatch = (ns: string, what: string, a: string, b: string) =>
-  new LakeshoreError('internal', `the copy of ${ns} does not match its source in ${what}: ${a.slice(0, 400)} vs ${b.slice(0, 400)}`);
 
 /** A job of the source as a catch-up pages them: its id, bytes, and whether it has frames (1 or 0). */
 interface Sized {
@@ -287,7 +276,7 @@ export class NamespaceCopy {
     // Still to read: the page (both shards) and its frames, and while it works its clean mark and the comparison.
     const reads = live ? 4 + COMPARE_COST : 3;
     // As many notes as the meter may cover jobs (a note read is a row read: not more than the page takes).
-    const most = Math.min(FENCED_PAGE, Math.max(1, Math.floor((meter.left - 2 - reads) / PATCH_COST)));
+    const most = Math.min(NOTES_PAGE, Math.max(1, Math.floor((meter.left - 2 - reads) / PATCH_COST)));
     const ids = await changedIds(this.from, this.ns, after, most, until);
     if (!ids.length) return done();
     const sized = new Map(
@@ -374,91 +363,8 @@ export class NamespaceCopy {
       n++;
     }
     await this.to.groups(groups);
-    if (live) await this.compare(page, owed?.id ?? null);
+    if (live) await compareJobs(this, page, owed?.id ?? null);
     return { rows: n, cursor: [page.at(-1)!], done: false, ...(owed ? { owed } : {}) };
-  }
-
-  /**
-   * While the namespace works: these jobs, just caught up, compared on both shards, but those
-   * written since (dirty again) and `skip` (its frames are owed: compared once they are copied).
-   */
-  async compare(ids: string[], skip: string | null): Promise<void> {
-    const list = JSON.stringify(ids);
-    const [dirty, ...src] = await this.from.batch([
-      {
-        sql: `SELECT id FROM ${CHANGES} WHERE ns = ?1 AND dirty = 1 AND id IN (SELECT value FROM json_each(?2))`,
-        args: [this.ns, list],
-      },
-      ...printStmts(
-        `i.ns = ?1 AND i.id IN (SELECT value FROM json_each(?2)) AND i.id <> ?3
-           AND i.id NOT IN (SELECT id FROM ${CHANGES} WHERE ns = ?1 AND dirty = 1 AND id IN (SELECT value FROM json_each(?2)))`,
-        [this.ns, list, skip ?? ''],
-      ),
-    ]);
-    const written = JSON.stringify((dirty!.results as { id: string }[]).map((r) => r.id));
-    const dst = await this.to.batch(
-      printStmts(
-        `i.ns = ?1 AND i.id IN (SELECT value FROM json_each(?2)) AND i.id <> ?3 AND i.id NOT IN (SELECT value FROM json_each(?4))`,
-        [this.ns, list, skip ?? '', written],
-      ),
-    );
-    const [a, b] = [printOf(src), printOf(dst)];
-    if (a.print !== b.print) throw mismatch(this.ns, `the jobs caught up from ${JSON.stringify(ids[0])}`, a.print, b.print);
-  }
-
-  /**
-   * While the namespace works, after the copy: the next page of its jobs (by id) checked on both
-   * shards, but those noted as changed (the fence copies and checks them again). A job not noted
-   * was not written since the noting began, before the copy read it, so its copy must be as it is:
-   * a difference is a copy gone wrong (or a row on the target the source never had), and the move
-   * is undone.
-   */
-  async check(cursor: Cursor): Promise<Unit> {
-    const after = cursor ? String(cursor[0]) : '';
-    const end =
-      (
-        await this.from.first<{ id: string }>(
-          `SELECT id FROM invocations WHERE ns = ?1 AND id > ?2 ORDER BY id LIMIT 1 OFFSET ${CHECK_PAGE - 1}`,
-          this.ns,
-          after,
-        )
-      )?.id ?? null;
-    const range = end === null ? `i.id > ?2` : `i.id > ?2 AND i.id <= ?3`;
-    const args = end === null ? [this.ns, after] : [this.ns, after, end];
-    // The notes and the print of the rest in one batch: one transaction, so they agree.
-    const [noted, ...src] = await this.from.batch([
-      { sql: `SELECT id FROM ${CHANGES} i WHERE ns = ?1 AND ${range}`, args },
-      ...printStmts(`i.ns = ?1 AND ${range} AND i.id NOT IN (SELECT id FROM ${CHANGES} i WHERE ns = ?1 AND ${range})`, args),
-    ]);
-    const ids = JSON.stringify((noted!.results as { id: string }[]).map((r) => r.id));
-    const dst = await this.to.batch(
-      printStmts(`i.ns = ?1 AND ${range} AND i.id NOT IN (SELECT value FROM json_each(?${args.length + 1}))`, [...args, ids]),
-    );
-    const [a, b] = [printOf(src), printOf(dst)];
-    if (a.print !== b.print) throw mismatch(this.ns, `jobs after ${JSON.stringify(after)}`, a.print, b.print);
-    return { rows: a.jobs, cursor: end === null ? null : [end], done: end === null };
-  }
-
-  /**
-   * Under the fence, once every change is caught up: the next page of the jobs noted as changed
-   * checked on both shards (those the source no longer has, on neither), then the namespace's other
-   * tables. With the check of the rest while it worked, every job was checked once as it is.
-   */
-  async verify(cursor: Cursor): Promise<Unit> {
-    if (cursor?.[0] === REST) {
-      const [a, b] = await Promise.all([restPrint(this.from, this.ns), restPrint(this.to, this.ns)]);
-      if (a !== b) throw mismatch(this.ns, 'settings, schedules, workers or levels', a, b);
-      return done();
-    }
-    const after = cursor ? String(cursor[0]) : '';
-    const ids = await changedIds(this.from, this.ns, after, FENCED_PAGE);
-    if (!ids.length) return { rows: 0, cursor: [REST], done: false };
-    const which = `i.ns = ?1 AND i.id IN (SELECT value FROM json_each(?2))`;
-    const args = [this.ns, JSON.stringify(ids)];
-    const [src, dst] = await Promise.all([this.from.batch(printStmts(which, args)), this.to.batch(printStmts(which, args))]);
-    const [a, b] = [printOf(src), printOf(dst)];
-    if (a.print !== b.print) throw mismatch(this.ns, `the jobs that changed after ${JSON.stringify(after)}`, a.print, b.print);
-    return { rows: a.jobs, cursor: [ids.at(-1)!], done: false };
   }
 
   /** Copies the next of a job's frames owed (after `owed.after`), up to `most`. */
@@ -472,7 +378,7 @@ export class NamespaceCopy {
     );
     if (page.length) await this.to.batch(page.map((r) => insertOf('frames', fr, r, { inv: owed.to }, 'INSERT', 'ON CONFLICT DO NOTHING')));
     if (page.length === n) return { ...owed, after: Number(page.at(-1)!.seq) };
-    if (owed.check) await this.compare([owed.id], null);
+    if (owed.check) await compareJobs(this, [owed.id], null);
     return null;
   }
 

@@ -17,6 +17,8 @@ import type { Metered, Stmt } from './metered.ts';
 
 /** The ids of the jobs that changed, by namespace (a job's id is unique within its namespace). */
 export const CHANGES = 'lakeshore_move_changes';
+/** Notes a unit of catching up, or of comparing under the fence, reads at most. */
+export const NOTES_PAGE = 500;
 /** Notes deleted a unit once the move ended. */
 const UNTRACK_ROWS = 5_000;
 const TABLE = `CREATE TABLE IF NOT EXISTS ${CHANGES} (ns TEXT NOT NULL, id TEXT NOT NULL, dirty INTEGER NOT NULL DEFAULT 1, PRIMARY KEY (ns, id)) WITHOUT ROWID`;

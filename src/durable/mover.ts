@@ -46,10 +46,8 @@ import { settle, type Settled } from '../core/settled.ts';
 import { moveStepSubrequests } from '../core/subrequests.ts';
 import {
   CATCH_UP_COST,
-  CHECK_COST,
   NamespaceCopy,
   PATCH_COST,
-  VERIFY_COST,
   RESERVE_COST,
   REST_TABLES,
   UNIT_OVERHEAD,
@@ -60,6 +58,7 @@ import {
 import type { Columns } from './copy-rows.ts';
 import { Meter, Metered } from './metered.ts';
 import { DELETE_COST, deleteUnit } from './shard-rows.ts';
+import { CHECK_COST, checkUnit, VERIFY_COST, verifyUnit } from './copy-check.ts';
 import { homeOf, shardNamed } from './directory.ts';
 import { lastDirty, TRACK_COST, trackStmts, UNTRACK_COST, untrackUnit } from './move-track.ts';
 import { queueObjectName, type QueueObject } from './queue-object.ts';
@@ -359,7 +358,7 @@ export class MoverObject extends DurableObject<Env> {
       }
       case 'check': {
         if (meter.left < CHECK_COST) return false;
-        const u = await copy.check(m.cursor);
+        const u = await checkUnit(copy, m.cursor);
         if (!u.done) m.cursor = u.cursor;
         else this.next(m, 'live');
         return true;
@@ -440,7 +439,7 @@ export class MoverObject extends DurableObject<Env> {
         // an unfenced object made meanwhile would land before the check and show in it.
         const pause = Number((this.env as unknown as Record<string, string | undefined>).SIMULATED_MOVE_PAUSE_MS ?? 0);
         if (pause > 0 && m.cursor === null) await new Promise((r) => setTimeout(r, pause));
-        const u = await copy.verify(m.cursor);
+        const u = await verifyUnit(copy, m.cursor);
         if (!u.done) m.cursor = u.cursor;
         else this.next(m, 'switch');
         return true;
