@@ -267,9 +267,10 @@ export class NamespaceCopy {
    *
    * While the namespace works, the page's notes are marked clean before their jobs are read, and
    * once copied the page is compared on both shards but for the jobs written since (dirty again:
-   * the next round or the fence takes them). A round ends at `until`, the last id dirty as it began:
-   * ids noted during it may sort anywhere, and a round that followed them might never end. So every job caught up live is compared as it was
-   * copied, and the fence catches up and compares only what was written in the last round.
+   * the next round or the fence takes them). So every job caught up live is compared as it was
+   * copied, and the fence catches up and compares only what was written in the last round. A round
+   * ends at `until`, the last id dirty as it began: ids noted during it may sort anywhere, and a
+   * round that followed them might never end.
    */
   async catchUp(block: Block, cursor: Cursor, meter: Meter, live: boolean, until: string | null = null): Promise<Unit> {
     const after = cursor ? String(cursor[0]) : '';
