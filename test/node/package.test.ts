@@ -154,28 +154,34 @@ describe(`the lakeshore package on the system Node (${nodeVersion})`, () => {
           .map(([k, v]) => `${k}=${v}\n`)
           .join(''),
       );
-      const port = await freePort();
-      const dev = spawn(
-        process.execPath,
-        [join(ROOT, 'node_modules', 'wrangler', 'bin', 'wrangler.js'), 'dev', '--port', String(port), '--ip', '127.0.0.1'],
-        {
-          cwd: dir,
-          env: { ...process.env, WRANGLER_SEND_METRICS: 'false', CI: 'true' },
-          stdio: ['ignore', 'pipe', 'pipe'],
-          detached: true,
-        },
-      );
-      let out = '';
-      dev.stdout!.on('data', (b: Buffer) => (out += b));
-      dev.stderr!.on('data', (b: Buffer) => (out += b));
-      await until(() => /Ready on/.test(out) || dev.exitCode !== null, `wrangler dev of ${name} ready`, 60_000);
-      return {
-        url: `http://127.0.0.1:${port}/`,
-        output: () => out,
-        stop: () => {
+      // A port picked free may be taken (an outgoing connection's) before wrangler binds it: then
+      // wrangler says so and the start is tried again on another, as scripts/plane.mjs does.
+      for (let tries = 1; ; tries++) {
+        const port = await freePort();
+        const dev = spawn(
+          process.execPath,
+          [join(ROOT, 'node_modules', 'wrangler', 'bin', 'wrangler.js'), 'dev', '--port', String(port), '--ip', '127.0.0.1'],
+          {
+            cwd: dir,
+            env: { ...process.env, WRANGLER_SEND_METRICS: 'false', CI: 'true' },
+            stdio: ['ignore', 'pipe', 'pipe'],
+            detached: true,
+          },
+        );
+        let out = '';
+        dev.stdout!.on('data', (b: Buffer) => (out += b));
+        dev.stderr!.on('data', (b: Buffer) => (out += b));
+        const stop = () => {
           if (dev.pid && dev.exitCode === null) process.kill(-dev.pid, 'SIGTERM');
-        },
-      };
+        };
+        const taken = () => /Address already in use/.test(out);
+        await until(() => /Ready on/.test(out) || taken() || dev.exitCode !== null, `wrangler dev of ${name} ready`, 60_000);
+        if (taken() && tries < 3) {
+          stop();
+          continue;
+        }
+        return { url: `http://127.0.0.1:${port}/`, output: () => out, stop };
+      }
     }
 
     it("`lakeshore/push` runs the README's Worker receiver with no compatibility flag: it answers 202 and finishes the job with finishLater", async () => {
