@@ -235,7 +235,11 @@ export interface MoveReport {
   to: string;
   /** `moving` until it ends: `moved`, or `undone` (it stays on `from`; `error` says why). */
   state: 'moving' | 'moved' | 'undone';
-  /** Where it is: clear, reserve, jobs, frames, due (copying while it works), mark, fence, diff, prune, new, rest, verify, switch, unfence (its writes fenced), undo-clear, undo-mark, ended. */
+  /**
+   * Where it is: clear, track, reserve, jobs, frames, due, check, live (copying, comparing and
+   * catching up while it works), mark, fence, changed, rest, verify, switch, unfence (its writes
+   * fenced), untrack, undo-clear, undo-mark, ended (docs/contract.md, "move status").
+   */
   phase: string;
   /** Copied so far. */
   jobs: number;
@@ -244,7 +248,7 @@ export interface MoveReport {
   schedules: number;
   /** Queue objects fenced. */
   objects: number;
-  /** Jobs copied again, made or deleted with its writes fenced: what changed while the copy ran. */
+  /** Jobs copied again or deleted with its writes fenced: those written during its last round of catching up. */
   caughtUp: number;
   /** How long the namespace's writes waited (so far, while moving), and the whole move, in ms. */
   fencedMs: number;

@@ -1,4 +1,5 @@
-// The Python client's unittest suite against a fresh `wrangler dev` (loopback, temp state, random token).
+// The Python client's unittest suite against a fresh plane (loopback, temp state, random token),
+// with two shards: its namespaces spread over both, and a namespace's move has a shard to go to.
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -8,7 +9,7 @@ import { newToken, startPlane } from './plane.mjs';
 
 const dir = mkdtempSync(join(tmpdir(), 'lakeshore-py-'));
 const token = newToken('lsk_test_');
-const plane = await startPlane({ node: process.execPath, env: process.env, persistTo: dir, vars: { LAKESHORE_TOKEN: token } });
+const plane = await startPlane({ node: process.execPath, env: process.env, persistTo: dir, shards: 2, vars: { LAKESHORE_TOKEN: token } });
 let status = 1;
 try {
   const r = spawnSync(process.env.LAKESHORE_PYTHON ?? 'python3', ['-m', 'unittest', 'discover', '-s', 'tests', '-v'], {

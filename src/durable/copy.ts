@@ -78,7 +78,7 @@ const INLINE_FRAMES = 64;
 /** What a unit of catching up needs before its first job: two reads, and (live) those `catchUp` still makes. */
 export const CATCH_UP_COST = { live: 6 + COMPARE_COST, fenced: 5 };
 
-/** A job of the source as a catch-up pages them: its id, bytes, and whether it has frames (1 or 0). */
+/** A job of the source as a catch-up pages them: its id, its bytes and how many frames it has. */
 interface Sized {
   id: string;
   /** Its row's bytes and its frames'. */

@@ -1,6 +1,6 @@
 """The HTTP client's operator verbs (http.py): the overview, listings, storage and metrics, the
 lifecycle feed, pushed code, worker logs, stream tokens, queue settings, pause and resume, redrive,
-purge and schedules."""
+purge, schedules and a namespace's move to another shard."""
 import base64
 import json
 import os
@@ -10,7 +10,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from .checks import KEEP, MAX_NAMED_QUEUES
 from .errors import BadRequest, LakeshoreError
@@ -86,6 +86,35 @@ class HttpOperatorVerbs(Transport):
         """The namespace's database (its shard) against its storage budget: `{"shard", "bytes",
         "limit_bytes", "high_water_bytes", "full"}`; past the high-water mark submits raise StorageFull."""
         return dict(self._call("GET", "/storage"))
+
+    def move_namespace(self, to: str, *, on_progress: Optional[Callable[[Dict[str, Any]], None]] = None,
+                       wait: float = 30.0) -> Dict[str, Any]:
+        """Moves this namespace's rows to another shard (`to`: DB, DB_1, ...; docs/deploy.md,
+        "Moving a namespace"), the root token's verb: its writes wait a moment (503s the clients
+        retry), nothing is lost or repeated. The plane moves it in steps of its own; this waits for
+        the end, calling `on_progress` with the status after each wait (every `wait` seconds, at
+        most 60), and answers the last status (`move_status`). Raises LakeshoreError if the move
+        was undone (the namespace stays where it was), FencingConflict (409) if it is on `to`
+        already or a move of it is under way."""
+        m = self._call("POST", "/move", {"to": to})
+        while m["state"] == "moving":
+            if on_progress is not None:
+                on_progress(dict(m))
+            m = self.move_status(wait=wait)
+        if m["state"] == "undone":
+            raise LakeshoreError("the move of %s to %s was undone, and it stays on %s: %s" % (m["namespace"], m["to"], m["from"], m["error"]))
+        return dict(m)
+
+    def move_status(self, *, wait: float = 0.0) -> Dict[str, Any]:
+        """Where this namespace's move is (the last one, once ended): `{"namespace", "from", "to",
+        "state", "phase", "jobs", "frames", "queues", "schedules", "objects", "caught_up",
+        "fenced_ms", "ms", "steps", "most_subrequests_a_step", "rows_read", "error"}`, `state` one of
+        moving, moved, undone (docs/contract.md). `wait`: answer once it ends, or that many seconds
+        (at most 60) have passed. NotFound if it was never moved. The root token's verb."""
+        if not (0 <= wait <= 60):
+            raise BadRequest("wait must be between 0 and 60 seconds")
+        ms = int(wait * 1000)
+        return dict(self._call("GET", "/move" + ("?wait_ms=%d" % ms if ms else ""), wait=wait))
 
     def metrics(self) -> str:
         """The namespace's metrics in the Prometheus text format (docs/contract.md, "Metrics")."""

@@ -514,6 +514,50 @@ class Verbs(unittest.TestCase):
             d.result("slow", timeout=0.05)
 
 
+class Moves(unittest.TestCase):
+    """A namespace's move to another shard (the root token's verb): the plane of these tests runs
+    with two shards (scripts/test-python.mjs), each namespace on the one with the most room."""
+
+    def test_moves_a_namespace_and_says_where_the_move_is(self):
+        d = client()
+        for i in range(30):
+            d.submit("q", b"job %d" % i, id="j%d" % i)
+        for i in range(10):
+            c = d.claim("q", "w")
+            d.journal_append(c.id, 0, ls.encode_frame(ls.VALUE, 0, b"frame of " + c.id.encode()))
+            d.ack(c.id, "w", result=b"done " + c.id.encode())
+        before = d.overview(["q"])[0]["counts"]
+        here = d.storage()["shard"]
+        there = "DB_1" if here == "DB" else "DB"
+        seen = []
+        m = d.move_namespace(there, on_progress=seen.append, wait=0.5)
+        self.assertEqual((m["namespace"], m["from"], m["to"], m["state"], m["phase"]), (d.namespace, here, there, "moved", "ended"))
+        self.assertEqual((m["jobs"], m["frames"]), (30, 10))
+        self.assertIsNone(m["error"])
+        self.assertTrue(all(s["state"] == "moving" for s in seen))
+        # Where it lives now, and all of it there: counts, rows, results and journals.
+        self.assertEqual(d.storage()["shard"], there)
+        self.assertEqual(d.overview(["q"])[0]["counts"], before)
+        first = d.get("j0")
+        self.assertEqual((first["state"], first["result"]), ("succeeded", b"done j0"))
+        self.assertEqual([f["body"] for f in d.journal_page("j0")["frames"]], [b"frame of j0"])
+        self.assertEqual(d.claim("q", "w").id, "j10")
+        self.assertEqual(d.move_status(), m)
+        # Moved there already: refused, and it stays.
+        with self.assertRaises(ls.FencingConflict):
+            d.move_namespace(there)
+        self.assertEqual(d.storage()["shard"], there)
+
+    def test_move_status_of_a_namespace_never_moved_and_a_bad_wait(self):
+        d = client()
+        with self.assertRaises(ls.NotFound):
+            d.move_status()
+        with self.assertRaises(ls.BadRequest):
+            d.move_status(wait=61)
+        with self.assertRaises(ls.BadRequest):
+            d.move_namespace("DB_99")
+
+
 class PathSegments(unittest.TestCase):
     def test_an_id_or_name_no_url_can_carry_is_refused_before_anything_is_sent(self):
         # "." and ".." are resolved away in a URL's path (Cloudflare's edge normalizes so): sent,

@@ -26,6 +26,8 @@ ONLY_HTTP = {
     "push_code": "code transport: a local plane runs this machine's code already",
     "fetch_code": "code transport, the worker's side",
     "stream_token": "streaming to browsers: a local plane serves no browser",
+    "move_namespace": "shards: a local plane is one SQLite file",
+    "move_status": "shards: a local plane is one SQLite file",
 }
 ONLY_LOCAL = {
     "journal_follow": "journal_read's frames with their attempts, for the local worker; HTTP reads them from its stream",
