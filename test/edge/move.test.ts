@@ -302,3 +302,53 @@ it('copies a job made while it copies that took the number of one deleted meanwh
   }
   expect(order).toEqual([...items.slice(0, 299).map((i) => i.id), 'again']);
 }, 60_000);
+
+it('undoes a move when the source gives a job made meanwhile a number below the block (every row above deleted)', async () => {
+  const p = plane();
+  const base = `/v1/ns/${p.ns}`;
+  // `gap` is made first and deleted before the move: the namespace's first job is the one after
+  // it, and the number it had is free below the block.
+  expect((await p.submit('a', 'gap')).status).toBe(201);
+  const items = Array.from({ length: 100 }, (_, i) => ({ id: `b${String(i).padStart(3, '0')}`, envelope: b64(`e${i}`) }));
+  expect((await call('POST', `${base}/queues/a/invocations/batch`, { items })).status).toBe(200);
+  expect((await p.claim('a', 'w')).body.claimed[0].id).toBe('gap');
+  expect((await p.ack('gap', 'w')).status).toBe(200);
+  expect((await call('DELETE', `${base}/invocations/gap`)).status).toBe(200);
+  // Every job runs and succeeds: each claim acks the page before (one request a page).
+  for (let acks: { id: string; attempt: number }[] = [], first = true; first || acks.length; first = false) {
+    const a = await p.claim('a', 'w', { max: 100, ...(first ? {} : { acks }) });
+    expect(a.status).toBe(200);
+    acks = a.body.claimed.map((c: { id: string; attempt: number }) => ({ id: c.id, attempt: c.attempt }));
+  }
+  expect((await call('GET', `${base}/queues/a/count?state=succeeded`)).body).toMatchObject({ count: 100 });
+  const from = await where(p.ns);
+  const to = from === 'DB_1' ? 'DB_2' : 'DB_1';
+  const src = shardNamed(env, from).db;
+  const ridOf = async (id: string) =>
+    (await src.prepare(`SELECT rid FROM invocations WHERE ns = ?1 AND id = ?2`).bind(p.ns, id).first<{ rid: number }>())?.rid;
+  const first = (await ridOf('b000'))!;
+  const highest = await src.prepare(`SELECT max(rid) AS m FROM invocations`).first<{ m: number }>();
+  expect(highest!.m, "the namespace's jobs are the highest rows of its shard").toBe(await ridOf('b099'));
+  expect((await call('POST', `${base}/move`, { to })).status).toBe(202);
+  // Once the copy has begun (its block reserved from b000's number), every job is purged: no row
+  // of the shard is left above the gap, and the next job made takes a number below the block.
+  await until(async () => ['jobs', 'frames', 'due'].includes((await call('GET', `${base}/move`)).body.phase), 'the copy begun', 30_000, 1);
+  const purged = await written(() => call('POST', `${base}/queues/a/purge`, { state: 'succeeded' }));
+  expect(purged.body).toEqual({ purged: 100 });
+  expect((await written(() => p.submit('a', 'below'))).status).toBe(201);
+  expect(await ridOf('below'), 'the new job took a number below the block').toBeLessThan(first);
+  let m = (await call('GET', `${base}/move?wait_ms=30000`)).body;
+  for (let polls = 0; m.state === 'moving' && polls < 5; polls++) m = (await call('GET', `${base}/move?wait_ms=30000`)).body;
+  // Its copy could not keep the claim order: the move is undone, saying why, and can be made again.
+  expect(m).toMatchObject({ state: 'undone', phase: 'ended', error: expect.stringMatching(/outside its move's block.*move it again/) });
+  expect(await where(p.ns)).toBe(from);
+  expect(await rowsOn(from, p.ns)).toEqual({ jobs: 1, frames: 0, due: 0, queues: 0 });
+  expect(await rowsOn(to, p.ns)).toEqual({ jobs: 0, frames: 0, due: 0, queues: 0 });
+  expect(await noting(from, p.ns)).toEqual({ triggers: 0, notes: 0 });
+  expect((await p.claim('a', 'w')).body.claimed.map((c: { id: string }) => c.id)).toEqual(['below']);
+  expect((await call('POST', `${base}/move`, { to })).status).toBe(202);
+  m = (await call('GET', `${base}/move?wait_ms=30000`)).body;
+  for (let polls = 0; m.state === 'moving' && polls < 5; polls++) m = (await call('GET', `${base}/move?wait_ms=30000`)).body;
+  expect(m).toMatchObject({ state: 'moved', jobs: 1 });
+  expect((await p.get('below')).body).toMatchObject({ state: 'running', worker_id: 'w' });
+}, 60_000);
