@@ -6,7 +6,11 @@
  * where Cloudflare's answers in milliseconds: the figures are this machine's, their ratio is what
  * carries over.
  *
- *   node scripts/run.mjs node bench/move.ts [--n=20000] [--step=500] [--producers=1]
+ *   node scripts/run.mjs node bench/move.ts [--n=20000] [--step=500] [--producers=1] [--workers=0]
+ *
+ * --workers=W: W worker processes more have claimed in the namespace before the move (each a
+ * row of its `workers` table, as every worker process a namespace ever saw is: a worker's default
+ * id is its host, pid and a random part).
  *
  * Prints one JSON line: the move's status (jobs, steps, ms, fenced_ms, caught_up, rows_read), and
  * what the producer saw: submits made while the move ran, how many of them waited on the fence
@@ -22,6 +26,7 @@ const arg = (name: string, dflt: string) => process.argv.find((a) => a.startsWit
 const N = Number(arg('n', '20000'));
 const STEP = arg('step', '500');
 const PRODUCERS = Number(arg('producers', '1'));
+const WORKERS = Number(arg('workers', '0'));
 
 const dir = mkdtempSync(join(tmpdir(), 'lakeshore-move-'));
 const token = newToken('lsk_bench_');
@@ -55,6 +60,11 @@ try {
     );
     done += got.length;
   }
+  // Workers that came and went: each one's first claim (on a queue with nothing to claim) registers it.
+  for (let i = 0; i < WORKERS; i += 32)
+    await Promise.all(
+      Array.from({ length: Math.min(32, WORKERS - i) }, (_, k) => d.claimMany('idle', `host-${i + k}:${process.pid}:gone`, 1)),
+    );
   const from = (await d.storage()).shard;
   const to = from === 'DB' ? 'DB_1' : 'DB';
   // Producers submit one at a time each while the move runs; each submit's time, and whether it met the fence.
@@ -83,6 +93,7 @@ try {
       jobs: N,
       step: Number(STEP),
       producers: PRODUCERS,
+      workers: WORKERS,
       move: {
         jobs: m.jobs,
         frames: m.frames,

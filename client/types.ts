@@ -236,7 +236,7 @@ export interface MoveReport {
   /** `moving` until it ends: `moved`, or `undone` (it stays on `from`; `error` says why). */
   state: 'moving' | 'moved' | 'undone';
   /**
-   * Where it is: clear, track, reserve, jobs, frames, due, check, live (copying, comparing and
+   * Where it is: clear, track, reserve, jobs, frames, due, workers, check, live (copying, comparing and
    * catching up while it works), mark, fence, changed, rest, verify, switch, unfence (its writes
    * fenced), untrack, undo-clear, undo-mark, ended (docs/contract.md, "move status").
    */

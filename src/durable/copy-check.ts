@@ -66,15 +66,30 @@ export const PRINT_COST = 3;
 export const CHECK_COST = 2 + 2 * PRINT_COST;
 export const VERIFY_COST = 1 + 2 * PRINT_COST;
 export const COMPARE_COST = 1 + 2 * PRINT_COST;
-/** What the namespace's other tables must agree on: its settings, schedules, workers and levels. */
-export async function restPrint(db: Metered, ns: string): Promise<string> {
+/** What the namespace's workers numbered after `after` (up to `upTo`) must agree on. */
+const workersPrint = `SELECT count(*) || ':' || total(n) || ':' || total(length(name)) FROM workers WHERE ns = ?1 AND n > ?2 AND n <= ?3`;
+
+/**
+ * What the namespace's other tables must agree on: its settings, schedules and levels, and its
+ * workers numbered after `workersFrom` (those before were compared as they were copied, `compareWorkers`).
+ */
+export async function restPrint(db: Metered, ns: string, workersFrom: number): Promise<string> {
   const row = await db.first(
     `SELECT (SELECT count(*) FROM queues WHERE ns = ?1) AS q, (SELECT count(*) FROM schedules WHERE ns = ?1) AS s,
-            (SELECT count(*) || ':' || sum(n) || ':' || sum(length(name)) FROM workers WHERE ns = ?1) AS w,
+            (${workersPrint}) AS w,
             (SELECT group_concat(queue || ':' || priority || ':' || queued, '|') FROM queue_levels WHERE ns = ?1) AS l`,
     ns,
+    workersFrom,
+    Number.MAX_SAFE_INTEGER,
   );
   return JSON.stringify(row);
+}
+
+/** While the namespace works: its workers numbered after `after` up to `upTo`, just copied, compared on both shards. */
+export async function compareWorkers(c: Shards, after: number, upTo: number): Promise<void> {
+  const [a, b] = await Promise.all([c.from.first(workersPrint, c.ns, after, upTo), c.to.first(workersPrint, c.ns, after, upTo)]);
+  if (JSON.stringify(a) !== JSON.stringify(b))
+    throw mismatch(c.ns, `workers ${after + 1} to ${upTo}`, JSON.stringify(a), JSON.stringify(b));
 }
 
 /**
@@ -143,11 +158,12 @@ export async function checkUnit(c: Shards, cursor: Cursor): Promise<Unit> {
 /**
  * Under the fence, once every change is caught up: the next page of the jobs noted as changed
  * checked on both shards (those the source no longer has, on neither), then the namespace's other
- * tables. With the check of the rest while it worked, every job was checked once as it is.
+ * tables (of its workers, those numbered after `workersFrom`). With the check of the rest while it
+ * worked, every job and every worker was checked once as it is.
  */
-export async function verifyUnit(c: Shards, cursor: Cursor): Promise<Unit> {
+export async function verifyUnit(c: Shards, cursor: Cursor, workersFrom: number): Promise<Unit> {
   if (cursor?.[0] === REST) {
-    const [a, b] = await Promise.all([restPrint(c.from, c.ns), restPrint(c.to, c.ns)]);
+    const [a, b] = await Promise.all([restPrint(c.from, c.ns, workersFrom), restPrint(c.to, c.ns, workersFrom)]);
     if (a !== b) throw mismatch(c.ns, 'settings, schedules, workers or levels', a, b);
     return { rows: 0, cursor: null, done: true };
   }

@@ -5,7 +5,8 @@
  *  1. copy    while the namespace goes on working, the shard it leaves notes every job of it
  *             written from now on (move-track.ts), and its jobs as they are when the copy begins
  *             go to the target with their frames (copy.ts), which first loses any copy an
- *             earlier try left;
+ *             earlier try left; then its workers, each compared as copied (a worker's row never
+ *             changes, and new ones are numbered after the highest);
  *  2. check   still while it works, every job not noted is compared on both shards, a page at a
  *             time (it was not written since before the copy read it: its copy must be equal);
  *  3. live    still while it works, rounds of catching up: the jobs noted dirty copied again (or
@@ -17,7 +18,7 @@
  *             stops writing: its batches answer 503 `unavailable`, which clients retry, and the
  *             fence returns once the batches already on their way have answered (d1-port.ts);
  *  6. catch up the jobs still dirty (written during the last round) copied again, then the queues'
- *             settings, levels, schedules and workers;
+ *             settings, levels and schedules, and the workers numbered since their copy;
  *  7. verify  the jobs still dirty compared on both shards, and the other tables: with steps 2
  *             and 3, every job was compared once as it is;
  *  8. switch  the directory says the target, `active` (epoch + 1);
@@ -58,7 +59,7 @@ import {
 import type { Columns } from './copy-rows.ts';
 import { Meter, Metered } from './metered.ts';
 import { DELETE_COST, deleteUnit } from './shard-rows.ts';
-import { CHECK_COST, checkUnit, VERIFY_COST, verifyUnit } from './copy-check.ts';
+import { CHECK_COST, checkUnit, compareWorkers, VERIFY_COST, verifyUnit } from './copy-check.ts';
 import { homeOf, shardNamed } from './directory.ts';
 import { lastDirty, TRACK_COST, trackStmts, UNTRACK_COST, untrackUnit } from './move-track.ts';
 import { queueObjectName, type QueueObject } from './queue-object.ts';
@@ -86,6 +87,7 @@ type Phase =
   | 'jobs'
   | 'frames'
   | 'due'
+  | 'workers'
   | 'check'
   | 'live'
   | 'mark'
@@ -141,6 +143,8 @@ interface Move extends MoveStatus {
   cursor: Cursor;
   /** In `rest`, which of REST_TABLES. */
   table: number;
+  /** The highest worker number copied and compared while it works (phase `workers`); the fence copies those after it. */
+  workersTo: number;
   /** In `live`, which round of catching up, how many jobs it caught up so far, and the last id it takes. */
   round: { n: number; caughtUp: number; until?: string | null; before?: number };
   block: Block | null;
@@ -233,6 +237,7 @@ export class MoverObject extends DurableObject<Env> {
       passing: 0,
       cursor: null,
       table: 0,
+      workersTo: 0,
       round: { n: 1, caughtUp: 0 },
       block: null,
       unfenceTo: target.name,
@@ -353,7 +358,22 @@ export class MoverObject extends DurableObject<Env> {
         if (m.phase === 'jobs') m.jobs += u.rows;
         if (m.phase === 'frames') m.frames += u.rows;
         if (!u.done) m.cursor = u.cursor;
-        else this.next(m, m.phase === 'jobs' ? 'frames' : m.phase === 'frames' ? 'due' : 'check');
+        else this.next(m, m.phase === 'jobs' ? 'frames' : m.phase === 'frames' ? 'due' : 'workers');
+        return true;
+      }
+      case 'workers': {
+        // A worker's row never changes once written, and a new one is numbered after the highest
+        // (src/core/sql/workers.ts): those copied and compared now stay as they are, and the fence
+        // copies only those numbered since. A namespace gains a row each worker process it ever
+        // saw, so they may outnumber its queues by far.
+        if (rows < 3) return false;
+        const u = await copy.rest('workers', m.workersTo ? [m.workersTo] : null, rows - 2);
+        if (u.rows) {
+          const last = Number(u.cursor![0]);
+          await compareWorkers(copy, m.workersTo, last);
+          m.workersTo = last;
+        }
+        if (u.done) this.next(m, 'check');
         return true;
       }
       case 'check': {
@@ -425,7 +445,9 @@ export class MoverObject extends DurableObject<Env> {
       case 'rest': {
         if (rows < 1) return false;
         const table = REST_TABLES[m.table]!;
-        const u = await copy.rest(table, m.cursor, rows);
+        // Of the workers, those numbered since the copy while it worked.
+        const from = m.cursor ?? (table === 'workers' && m.workersTo ? [m.workersTo] : null);
+        const u = await copy.rest(table, from, rows);
         if (table === 'queues') m.queues += u.rows;
         if (table === 'schedules') m.schedules += u.rows;
         if (!u.done) m.cursor = u.cursor;
@@ -439,7 +461,7 @@ export class MoverObject extends DurableObject<Env> {
         // an unfenced object made meanwhile would land before the check and show in it.
         const pause = Number((this.env as unknown as Record<string, string | undefined>).SIMULATED_MOVE_PAUSE_MS ?? 0);
         if (pause > 0 && m.cursor === null) await new Promise((r) => setTimeout(r, pause));
-        const u = await verifyUnit(copy, m.cursor);
+        const u = await verifyUnit(copy, m.cursor, m.workersTo);
         if (!u.done) m.cursor = u.cursor;
         else this.next(m, 'switch');
         return true;
@@ -533,5 +555,17 @@ export class MoverObject extends DurableObject<Env> {
 }
 
 /** A move as it is answered: without what only the mover needs between steps. */
-const statusOf = ({ epoch, startedAt, markedAt, owed, passing, cursor, table, round, block, unfenceTo, ...status }: Move): MoveStatus =>
-  status;
+const statusOf = ({
+  epoch,
+  startedAt,
+  markedAt,
+  owed,
+  passing,
+  cursor,
+  table,
+  workersTo,
+  round,
+  block,
+  unfenceTo,
+  ...status
+}: Move): MoveStatus => status;

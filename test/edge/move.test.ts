@@ -12,7 +12,7 @@ import { until } from '../support/wait.ts';
 const N = 400;
 const STEP = 24;
 /** The phases a move copies in while the namespace goes on working (mover.ts). */
-const LIVE = new Set(['clear', 'track', 'reserve', 'jobs', 'frames', 'due', 'check', 'live']);
+const LIVE = new Set(['clear', 'track', 'reserve', 'jobs', 'frames', 'due', 'workers', 'check', 'live']);
 
 const where = async (ns: string) =>
   (await env.DB.prepare(`SELECT shard FROM namespaces WHERE ns = ?1`).bind(ns).first<{ shard: string }>())!.shard;
@@ -37,6 +37,12 @@ const rowsOn = async (shard: string, ns: string) =>
     )
     .bind(ns)
     .first();
+
+/** The names of the namespace's workers on a shard, by number. */
+const workersOn = async (shard: string, ns: string) =>
+  (
+    await shardNamed(env, shard).db.prepare(`SELECT name FROM workers WHERE ns = ?1 ORDER BY n`).bind(ns).all<{ name: string }>()
+  ).results.map((r) => r.name);
 
 /** A write as a client makes it: again while the namespace's writes are fenced (503), as the clients retry. */
 async function written(send: () => Promise<Answer>): Promise<Answer> {
@@ -117,6 +123,16 @@ it('moves a namespace in steps within their bound while it works, its writes fen
     await call('POST', `${base}/queues/c/invocations/batch`, {
       items: Array.from({ length: 10 }, (_, i) => ({ id: `c${k + i}`, envelope: b64('c') })),
     });
+  // A worker that first claims once the workers were copied, while the namespace works: the fence
+  // copies it. Those that claimed before were copied while it worked.
+  let lateLive = false;
+  let copiedLive: string[] = [];
+  const lateWorker = (async () => {
+    await until(async () => ['check', 'live'].includes(await phase()), 'the workers copied', 30_000, 2);
+    copiedLive = await workersOn(to, p.ns);
+    expect((await written(() => p.claim('d', 'w5'))).status).toBe(200);
+    lateLive = ['check', 'live'].includes(await phase());
+  })();
   let live = 0;
   let m = started.body;
   const claimed2 = claims();
@@ -128,6 +144,7 @@ it('moves a namespace in steps within their bound while it works, its writes fen
   }
   for (let polls = 0; m.state === 'moving' && polls < 20; polls++) m = (await call('GET', `${base}/move?wait_ms=30000`)).body;
   await claimed2;
+  await lateWorker;
   await until(() => worked.length === 60, 'the worker through its queue', 30_000);
   working = false;
   await worker;
@@ -151,6 +168,11 @@ it('moves a namespace in steps within their bound while it works, its writes fen
   const after = { jobs: N + 12 - 3 + 60, frames: 210 + 12 + 4 - 9 + worked.length, due: 20 + 4 - 3, queues: 2 };
   expect(await rowsOn(to, p.ns)).toEqual(after);
   expect(await noting(from, p.ns), 'the shard it left notes nothing more').toEqual({ triggers: 0, notes: 0 });
+  // Every worker came along with its number: 'w' copied while it worked, 'w5' (first seen after that) under the fence.
+  expect(copiedLive, 'workers on the new shard while the namespace worked').toContain('w');
+  expect(lateLive, "w5's first claim made while the namespace worked").toBe(true);
+  expect(await workersOn(to, p.ns)).toEqual(await workersOn(from, p.ns));
+  expect(await workersOn(to, p.ns)).toContain('w5');
 
   // On the new shard: the rest claimed in the order they would have been, the journals whole.
   const rest: string[] = [];
@@ -247,7 +269,7 @@ it('undoes a move whose copy differs from its source, checked while the namespac
     )
     .bind(p.ns)
     .run();
-  expect(['track', 'reserve', 'jobs', 'frames', 'due'], 'the stray job came before the check').toContain(await phase());
+  expect(['track', 'reserve', 'jobs', 'frames', 'due', 'workers'], 'the stray job came before the check').toContain(await phase());
   let m = (await call('GET', `${base}/move?wait_ms=30000`)).body;
   for (let polls = 0; m.state === 'moving' && polls < 5; polls++) m = (await call('GET', `${base}/move?wait_ms=30000`)).body;
   expect(m).toMatchObject({ state: 'undone', phase: 'ended', error: expect.stringMatching(/does not match its source/) });
