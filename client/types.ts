@@ -228,6 +228,18 @@ import type { InvocationSummary, Page as InvocationPage, QueueOverview } from '.
 import type { StorageState } from '../src/core/storage.ts';
 export type { StorageState } from '../src/core/storage.ts';
 
+/** A shard of the deployment as its operator sees it (HttpDispatch.shards): its storage, and how many namespaces live on it. */
+export interface ShardInfo extends StorageState {
+  namespaces: number;
+}
+
+/** A namespace on a shard (HttpDispatch.shardNamespaces): `moving` while a move of it has its writes fenced. */
+export interface ShardNamespace {
+  namespace: string;
+  state: 'active' | 'moving';
+  placedAt: number;
+}
+
 /** A namespace's move, under way or ended (HttpDispatch.moveNamespace, moveStatus). */
 export interface MoveReport {
   namespace: string;

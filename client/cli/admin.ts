@@ -1,4 +1,4 @@
-/** The edge plane's operator commands: tokens, stream URLs and moving a namespace between shards. */
+/** The edge plane's operator commands: tokens, stream URLs, the shards and moving a namespace between them. */
 import { HttpDispatch } from '../http/dispatch.ts';
 import type { DispatchPlane, MoveReport } from '../types.ts';
 import { EXIT, type Out } from './output.ts';
@@ -12,6 +12,36 @@ export async function moveNamespace(d: DispatchPlane, out: Out, to: string | und
   out.print(r, moved(r));
   return EXIT.ok;
 }
+
+/**
+ * `lakeshore admin shards [SHARD]`: each shard's storage against its budget and its namespaces'
+ * count; with a shard, the namespaces on it (the root token).
+ */
+export async function shards(d: DispatchPlane, out: Out, shard: string | undefined) {
+  const plane = shardPlane(d);
+  if (shard !== undefined) {
+    const ns = await plane.shardNamespaces(shard);
+    if (out.json) for (const n of ns) out.print(n);
+    else out.print(ns.map((n) => `${n.namespace}${n.state === 'moving' ? '  (moving)' : ''}`).join('\n') || `no namespace on ${shard}`);
+    return EXIT.ok;
+  }
+  const all = await plane.shards();
+  if (out.json) for (const s of all) out.print(s);
+  else
+    out.print(
+      all
+        .map((s) => {
+          const used =
+            s.bytes === null ? 'size unknown' : `${gb(s.bytes)} of ${gb(s.limitBytes)} (${((100 * s.bytes) / s.limitBytes).toFixed(1)} %)`;
+          const ns = `${s.namespaces} namespace${s.namespaces === 1 ? '' : 's'}`;
+          return `${s.shard.padEnd(6)}  ${used}  ${ns}${s.full ? `  FULL: past ${gb(s.highWaterBytes)}, submits refused` : ''}`;
+        })
+        .join('\n'),
+    );
+  return EXIT.ok;
+}
+
+const gb = (bytes: number) => (bytes >= 1e9 ? `${(bytes / 1e9).toFixed(2)} GB` : `${(bytes / 1e6).toFixed(1)} MB`);
 
 /** `lakeshore admin move-status NS [--wait]`: where its move is, or (--wait) how it ended. */
 export async function moveStatus(d: DispatchPlane, out: Out, wait: boolean) {

@@ -318,6 +318,11 @@ admin
   .requiredOption('--to <shard>', 'the shard to move it to: a D1 binding (DB, DB_1, ...)')
   .action((namespace: string, o: { to: string }) => run((g) => cmd.moveNamespace(planeOf({ ...g, namespace }), output(!!g.json), o.to))());
 admin
+  .command('shards')
+  .description("each shard's storage against its limit and how many namespaces live on it; with a shard, its namespaces")
+  .argument('[shard]', 'a shard (DB, DB_1, ...): list the namespaces on it')
+  .action((shard: string | undefined) => run((g) => cmd.shards(planeOf(g), output(!!g.json), shard))());
+admin
   .command('move-status')
   .description("where the namespace's move is (the last one, once ended); --wait follows it to its end")
   .argument('<namespace>')

@@ -10,6 +10,8 @@ import type { TokenLimits } from '../../src/core/wire-types.ts';
 import type {
   FeedItem,
   MoveReport,
+  ShardInfo,
+  ShardNamespace,
   StorageState,
   FeedOptions,
   InvocationPage,
@@ -68,14 +70,7 @@ export class HttpOperators {
   }
 
   async storage(): Promise<StorageState> {
-    const j = await this.http.call('GET', '/storage');
-    return {
-      shard: String(j.shard),
-      bytes: j.bytes === null ? null : Number(j.bytes),
-      limitBytes: Number(j.limit_bytes),
-      highWaterBytes: Number(j.high_water_bytes),
-      full: j.full === true,
-    };
+    return storageOf(await this.http.call('GET', '/storage'));
   }
 
   async getMany(ids: string[]): Promise<(InvocationSummary | null)[]> {
@@ -94,6 +89,27 @@ export class HttpOperators {
   }
 
   // ------------------------------------------------------------ shards (edge plane only; the root token)
+
+  /** The deployment's shards, each one's storage against its budget and how many namespaces live on it. */
+  async shards(): Promise<ShardInfo[]> {
+    const j = await this.http.call('GET', '/v1/shards');
+    return (j.shards as Json[]).map((s) => ({ ...storageOf(s), namespaces: Number(s.namespaces) }));
+  }
+
+  /** The namespaces on one shard, in name order (every page of `GET /v1/shards/:shard/namespaces`). */
+  async shardNamespaces(shard: string): Promise<ShardNamespace[]> {
+    const out: ShardNamespace[] = [];
+    for (let after: string | null = ''; after !== null; ) {
+      const j: Json = await this.http.call(
+        'GET',
+        `/v1/shards/${seg('shard', shard)}/namespaces${after ? `?after=${encodeURIComponent(after)}` : ''}`,
+      );
+      for (const n of j.namespaces as Json[])
+        out.push({ namespace: String(n.namespace), state: n.state === 'moving' ? 'moving' : 'active', placedAt: Number(n.placed_at) });
+      after = typeof j.next === 'string' ? j.next : null;
+    }
+    return out;
+  }
 
   /**
    * Moves this namespace's rows to another shard (docs/deploy.md, "Moving a namespace"): its
@@ -266,6 +282,14 @@ export class HttpOperators {
 function raiseMissing(queue: string): never {
   throw new LakeshoreError('internal', `the plane's overview left out the queue ${JSON.stringify(queue)} it was asked for`);
 }
+
+const storageOf = (j: Json): StorageState => ({
+  shard: String(j.shard),
+  bytes: j.bytes === null ? null : Number(j.bytes),
+  limitBytes: Number(j.limit_bytes),
+  highWaterBytes: Number(j.high_water_bytes),
+  full: j.full === true,
+});
 
 const moveOf = (j: Json): MoveReport => ({
   namespace: String(j.namespace),

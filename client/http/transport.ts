@@ -152,7 +152,12 @@ export class Transport {
 
   /** A raw request with the token (a stream, say); the caller reads the answer. */
   fetch(path: string, init: RequestInit & { headers?: Record<string, string> }): Promise<Response> {
-    return this.fetchImpl(this.base + path, { ...init, headers: { ...this.auth(), ...init.headers } });
+    return this.fetchImpl(this.url(path), { ...init, headers: { ...this.auth(), ...init.headers } });
+  }
+
+  /** A path's URL: relative to the namespace's prefix, or (`/v1/...`, the deployment's routes) to the plane's. */
+  private url(path: string): string {
+    return path.startsWith('/v1/') ? this.origin() + path : this.base + path;
   }
 
   /**
@@ -181,7 +186,7 @@ export class Transport {
       if (this.bookmark) headers[BOOKMARK] = this.bookmark;
       const res = await requester.send(
         method,
-        this.base + path,
+        this.url(path),
         headers,
         body === undefined ? undefined : JSON.stringify(body, finiteOnly),
         ac.signal,

@@ -42,6 +42,13 @@ export const storageFull = (s: StorageState) =>
     `the ${s.shard === 'local' ? 'database' : `shard ${s.shard}`} is past its high-water mark (${s.bytes} of ${s.limitBytes} bytes; new work is refused past ${s.highWaterBytes}): submits wait until retention, a move or a new shard makes room; claims, acks and reads go on`,
   );
 
+/** The storage of a database of `bytes` (null: not known) under these options: a shard as its operator looks at it. */
+export function storageStateOf(o: StorageOptions, bytes: number | null): StorageState {
+  const budget = new StorageBudget(o, () => 0);
+  if (bytes !== null) budget.observe([{ rows: [], changes: 0, rowsRead: 0, rowsWritten: 0, sizeAfter: bytes }]);
+  return budget.state();
+}
+
 export class StorageBudget {
   readonly limitBytes: number;
   readonly highWaterBytes: number;

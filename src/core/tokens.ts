@@ -49,6 +49,8 @@ export const PERMISSIONS = Object.freeze({
   codeGet: ['worker'],
   /** Moving a namespace to another shard: the operator's, the root token only (ROOT_VERBS). */
   move: [],
+  /** The deployment's shards, their storage and the namespaces on each: the operator's, the root token only. */
+  shards: [],
 } satisfies Record<string, Role[]>);
 export type Verb = keyof typeof PERMISSIONS;
 
@@ -85,6 +87,7 @@ const SAID: Record<Verb, string> = {
   codeHead: 'look up pushed code',
   codeGet: 'fetch pushed code',
   move: 'move a namespace',
+  shards: "look at the deployment's shards",
 };
 
 /** Who may, said after a refusal: "(an admin token may)", "(a producer or admin token may)". */
@@ -94,7 +97,12 @@ function whoMay(verb: Verb): string {
 }
 
 /** Verbs of the deployment's operator: the root token only, not even a namespace's admin. */
-const ROOT_VERBS: ReadonlySet<Verb> = new Set<Verb>(['move']);
+const ROOT_VERBS: ReadonlySet<Verb> = new Set<Verb>(['move', 'shards']);
+
+/** A route of the deployment, of no namespace (its shards): the root token only. */
+export function authorizeRoot(p: Principal, verb: Verb): void {
+  if (p.kind !== 'root') throw new LakeshoreError('forbidden', `only the deployment's root token may ${SAID[verb]}`);
+}
 
 /** Verbs limited to a worker token's pools when it names some. */
 const POOL_VERBS: ReadonlySet<Verb> = new Set<Verb>(['claim', 'heartbeat', 'ack', 'nack', 'append', 'result']);

@@ -14,6 +14,7 @@ import { code } from './routes/code.ts';
 import { observe } from './routes/observe.ts';
 import { dashboard } from './routes/dashboard.ts';
 import { move } from './routes/move.ts';
+import { shards } from './routes/shards.ts';
 
 export const app = new Hono<App>();
 
@@ -32,6 +33,7 @@ app.route('/v1/ns/:ns/tokens', tokens);
 app.route('/v1/ns/:ns/code', code);
 app.route('/v1/ns/:ns/move', move);
 app.route('/v1/ns/:ns', observe);
+app.route('/v1/shards', shards);
 
 app.notFound((c) => c.json({ error: { code: 'not_found', message: `no route for ${c.req.method} ${new URL(c.req.url).pathname}` } }, 404));
 

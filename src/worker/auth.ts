@@ -8,7 +8,7 @@
 import { createMiddleware } from 'hono/factory';
 import { LakeshoreError, invocationNotFound } from '../core/errors.ts';
 import { homeRun, nsParam, queueParam } from './plane.ts';
-import { authorize, constantTimeEqual, sha256Hex, tokenId, type Principal, type Verb } from '../core/tokens.ts';
+import { authorize, authorizeRoot, constantTimeEqual, sha256Hex, tokenId, type Principal, type Verb } from '../core/tokens.ts';
 import { tokenPlan } from '../core/sql/tokens.ts';
 import type { App, Ctx } from './plane.ts';
 import { admit } from './limits.ts';
@@ -127,5 +127,12 @@ export const may = (verb: Verb) =>
       if (id !== p.id) throw invocationNotFound(id);
     }
     c.set('ns', ns);
+    await next();
+  });
+
+/** A route of the deployment, not of a namespace (its shards): the root token only. */
+export const mayAsRoot = (verb: Verb) =>
+  createMiddleware<App>(async (c, next) => {
+    authorizeRoot(c.get('principal') as Principal, verb);
     await next();
   });

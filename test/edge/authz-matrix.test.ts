@@ -105,6 +105,9 @@ const MATRIX: Record<string, Entry> = {
   'POST /v1/ns/:ns/move': { roles: [], rootOnly: true, bodyFor: otherShard },
   // Where the move just started is (it waits for its end, so nothing of it runs past the test).
   'GET /v1/ns/:ns/move': { roles: [], rootOnly: true, query: ['?wait_ms=30000'] },
+  // The deployment's shards: of no namespace, so "another namespace" is the same route.
+  'GET /v1/shards': { roles: [], rootOnly: true },
+  'GET /v1/shards/:shard/namespaces': { roles: [], rootOnly: true, query: ['', '?limit=1'] },
   // The producer's token is revoked by the last one: these come last.
   'GET /v1/ns/:ns/tokens': { roles: [] },
   'DELETE /v1/ns/:ns/tokens/:id': { roles: [] },
@@ -151,6 +154,7 @@ describe('authorization matrix', () => {
             .replace(':name', 'nightly')
             .replace(':worker', 'w')
             .replace(':stamp', STAMP)
+            .replace(':shard', 'DB')
             .replace(':id', route.includes('/tokens/') ? tokens.producer.id : inv) + query;
         const body = e.bodyFor ? await e.bodyFor(ns) : e.body?.(id);
         const as = (t: string | null) => ({ ...e.headers, authorization: t === null ? '' : `Bearer ${t}` });

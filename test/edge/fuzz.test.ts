@@ -225,6 +225,10 @@ const routes: [string, string][] = [
   ['GET', 'storage'],
   ['POST', 'move'],
   ['GET', 'move?wait_ms=:n'],
+  // The deployment's routes, of no namespace (a template from the root).
+  ['GET', '/v1/shards'],
+  ['GET', '/v1/shards/:id/namespaces?after=:q&limit=:n'],
+  ['GET', '/v1/shards/DB/namespaces?after=:q&limit=:n'],
   ['GET', 'queues/:q'],
   ['POST', 'queues/:q/pause'],
   ['POST', 'queues/:q/resume'],
@@ -346,7 +350,7 @@ describe('hostile input', () => {
         bookmark,
         async ([method, tpl], q, id, k, b, who, mark) => {
           let path =
-            `/v1/ns/${ns}/` +
+            (tpl.startsWith('/') ? '' : `/v1/ns/${ns}/`) +
             tpl
               .replace(':q', enc(q))
               .replace(':id', enc(id))

@@ -4,7 +4,7 @@
  */
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
-import { place, shardsOf } from '../../src/durable/directory.ts';
+import { place, shardBytes, shardNamed, shardsOf } from '../../src/durable/directory.ts';
 import { b64, call, plane } from './setup/http.ts';
 import { queueStub } from './setup/objects.ts';
 
@@ -64,5 +64,54 @@ describe('shards', () => {
       { authorization: `Bearer ${made.body.token}` },
     );
     expect(other.status).toBe(201);
+  });
+
+  it("shows the operator each shard's storage and namespaces (GET /v1/shards), and the namespaces on one, a page at a time", async () => {
+    const planes = Array.from({ length: 4 }, () => plane());
+    for (const p of planes) expect((await p.submit('q', 'a')).status).toBe(201);
+    const all = await call('GET', '/v1/shards');
+    expect(all.status).toBe(200);
+    expect(all.body.shards.map((s: { shard: string }) => s.shard)).toEqual(['DB', 'DB_1', 'DB_2']);
+    const counts = await env.DB.prepare(`SELECT shard, count(*) AS n FROM namespaces GROUP BY shard`).all<{ shard: string; n: number }>();
+    for (const s of all.body.shards) {
+      expect(Object.keys(s).sort()).toEqual(['bytes', 'full', 'high_water_bytes', 'limit_bytes', 'namespaces', 'shard']);
+      // As each shard's database reports itself, against the plane's budget.
+      expect(s.bytes).toBe(await shardBytes(shardNamed(env, s.shard).db));
+      expect(s.high_water_bytes).toBe(Math.floor(s.limit_bytes * 0.9));
+      expect(s.full).toBe(s.bytes >= s.high_water_bytes);
+      expect(s.namespaces).toBe(counts.results.find((r) => r.shard === s.shard)?.n ?? 0);
+    }
+    // The namespaces of one shard, walked a page of one at a time: each once, in name order.
+    const shard = (await where(planes[0]!.ns))!;
+    const walked: string[] = [];
+    for (let after = '', pages = 0; after !== null && pages < 1000; pages++) {
+      const page = await call('GET', `/v1/shards/${shard}/namespaces?limit=1${after ? `&after=${after}` : ''}`);
+      expect(page.status).toBe(200);
+      walked.push(...page.body.namespaces.map((n: { namespace: string; state: string }) => `${n.namespace}:${n.state}`));
+      after = page.body.next;
+    }
+    const there = (await env.DB.prepare(`SELECT ns FROM namespaces WHERE shard = ?1 ORDER BY ns`).bind(shard).all<{ ns: string }>())
+      .results;
+    expect(walked).toEqual(there.map((r) => `${r.ns}:active`));
+    expect(walked).toContain(`${planes[0]!.ns}:active`);
+    const whole = await call('GET', `/v1/shards/${shard}/namespaces`);
+    expect(whole.body).toMatchObject({ next: null });
+    expect(whole.body.namespaces[0]).toEqual({ namespace: there[0]!.ns, state: 'active', placed_at: expect.any(Number) });
+    // Bad input: an unknown shard, a limit out of range, an after that is no namespace name.
+    const unknown = await call('GET', '/v1/shards/DB_7/namespaces');
+    expect([unknown.status, unknown.body.error.code, unknown.body.error.message]).toEqual([
+      404,
+      'not_found',
+      'no shard "DB_7": the plane has DB, DB_1, DB_2',
+    ]);
+    for (const q of ['limit=0', 'limit=1001', 'limit=x', 'after=%20bad'])
+      expect((await call('GET', `/v1/shards/DB/namespaces?${q}`)).status, q).toBe(400);
+    // A namespace's admin token is not the operator's.
+    const admin = (await call('POST', `/v1/ns/${planes[0]!.ns}/tokens`, { role: 'admin' })).body.token as string;
+    const refused = await call('GET', '/v1/shards', undefined, { authorization: `Bearer ${admin}` });
+    expect([refused.status, refused.body.error.message]).toEqual([
+      403,
+      "only the deployment's root token may look at the deployment's shards",
+    ]);
   });
 });

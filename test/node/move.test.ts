@@ -98,4 +98,20 @@ it('moves a namespace with producers and a worker running throughout: every job 
   const again = await cli(['admin', 'move-namespace', ns, '--to', to], env);
   expect(again.code).not.toBe(0);
   expect(again.stderr).toMatch(new RegExp(`is on ${to} already`));
+  // The operator's view of the shards: the namespace counted on the one it moved to, and listed there.
+  const shards = await cli(['--json', 'admin', 'shards'], env);
+  expect(shards.code, shards.stderr).toBe(0);
+  const each = shards.stdout
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l));
+  expect(each.map((s) => s.shard)).toEqual(['DB', 'DB_1', 'DB_2']);
+  for (const s of each) expect(s).toMatchObject({ bytes: expect.any(Number), limitBytes: expect.any(Number), full: false });
+  expect(each.find((s) => s.shard === to).namespaces).toBeGreaterThanOrEqual(1);
+  const text = await cli(['admin', 'shards'], env);
+  expect(text.stdout).toMatch(new RegExp(`^${to} +[\\d.]+ MB of 10\\.00 GB \\([\\d.]+ %\\)  \\d+ namespaces?$`, 'm'));
+  expect((await cli(['admin', 'shards', to], env)).stdout.split('\n')).toContain(ns);
+  expect((await cli(['admin', 'shards', from], env)).stdout.split('\n')).not.toContain(ns);
+  const unknown = await cli(['admin', 'shards', 'DB_9'], env);
+  expect([unknown.code, unknown.stderr]).toEqual([3, expect.stringMatching(/no shard "DB_9": the plane has DB, DB_1, DB_2/)]);
 }, 180_000);

@@ -87,6 +87,24 @@ class HttpOperatorVerbs(Transport):
         "limit_bytes", "high_water_bytes", "full"}`; past the high-water mark submits raise StorageFull."""
         return dict(self._call("GET", "/storage"))
 
+    def shards(self) -> List[Dict[str, Any]]:
+        """The deployment's shards, the root token's view: each `{"shard", "bytes", "limit_bytes",
+        "high_water_bytes", "full", "namespaces"}`, its storage against its budget and how many
+        namespaces live on it."""
+        return list(self._call("GET", "/v1/shards")["shards"])
+
+    def shard_namespaces(self, shard: str) -> List[Dict[str, Any]]:
+        """The namespaces on one shard, in name order: each `{"namespace", "state", "placed_at"}`,
+        `state` active or moving (every page of GET /v1/shards/:shard/namespaces; the root token)."""
+        out: List[Dict[str, Any]] = []
+        after: Optional[str] = ""
+        while after is not None:
+            q = "?after=" + urllib.parse.quote(after, safe="") if after else ""
+            j = self._call("GET", "/v1/shards/%s/namespaces%s" % (_seg("shard", shard), q))
+            out.extend(j["namespaces"])
+            after = j.get("next") if isinstance(j.get("next"), str) else None
+        return out
+
     def move_namespace(self, to: str, *, on_progress: Optional[Callable[[Dict[str, Any]], None]] = None,
                        wait: float = 30.0) -> Dict[str, Any]:
         """Moves this namespace's rows to another shard (`to`: DB, DB_1, ...; docs/deploy.md,

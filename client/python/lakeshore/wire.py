@@ -113,6 +113,9 @@ class Transport:
     _pool: _Pool
 
     def _url(self, path: str) -> str:
+        # The deployment's routes (`/v1/shards`) are the plane's; the rest are the namespace's.
+        if path.startswith("/v1/"):
+            return self.base_url + path
         return "%s/v1/ns/%s%s" % (self.base_url, _q(self.namespace), path)
 
     def _headers(self) -> Dict[str, str]:

@@ -548,6 +548,29 @@ class Moves(unittest.TestCase):
             d.move_namespace(there)
         self.assertEqual(d.storage()["shard"], there)
 
+    def test_shows_the_shards_and_the_namespaces_on_each(self):
+        d = client()
+        d.submit("q", b"x", id="a")
+        shards = d.shards()
+        self.assertEqual([s["shard"] for s in shards], ["DB", "DB_1"])
+        for s in shards:
+            self.assertEqual(sorted(s), ["bytes", "full", "high_water_bytes", "limit_bytes", "namespaces", "shard"])
+            self.assertGreater(s["bytes"], 0)
+            self.assertFalse(s["full"])
+        here = d.storage()["shard"]
+        self.assertGreaterEqual(next(s for s in shards if s["shard"] == here)["namespaces"], 1)
+        on = d.shard_namespaces(here)
+        self.assertIn({"namespace": d.namespace, "state": "active"}, [{k: n[k] for k in ("namespace", "state")} for n in on])
+        self.assertEqual([n["namespace"] for n in on], sorted(n["namespace"] for n in on))
+        elsewhere = "DB_1" if here == "DB" else "DB"
+        self.assertNotIn(d.namespace, [n["namespace"] for n in d.shard_namespaces(elsewhere)])
+        with self.assertRaises(ls.NotFound):
+            d.shard_namespaces("DB_9")
+        # A namespace's admin token is not the deployment's operator.
+        admin = ls.HttpDispatch(URL, token=d._call("POST", "/tokens", {"role": "admin"})["token"], namespace=d.namespace)
+        with self.assertRaises(ls.Forbidden):
+            admin.shards()
+
     def test_move_status_of_a_namespace_never_moved_and_a_bad_wait(self):
         d = client()
         with self.assertRaises(ls.NotFound):

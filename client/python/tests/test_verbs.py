@@ -28,6 +28,8 @@ ONLY_HTTP = {
     "stream_token": "streaming to browsers: a local plane serves no browser",
     "move_namespace": "shards: a local plane is one SQLite file",
     "move_status": "shards: a local plane is one SQLite file",
+    "shards": "shards: a local plane is one SQLite file",
+    "shard_namespaces": "shards: a local plane is one SQLite file",
 }
 ONLY_LOCAL = {
     "journal_follow": "journal_read's frames with their attempts, for the local worker; HTTP reads them from its stream",
