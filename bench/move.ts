@@ -6,11 +6,13 @@
  * where Cloudflare's answers in milliseconds: the figures are this machine's, their ratio is what
  * carries over.
  *
- *   node scripts/run.mjs node bench/move.ts [--n=20000] [--step=500] [--producers=1] [--workers=0]
+ *   node scripts/run.mjs node bench/move.ts [--n=20000] [--step=500] [--producers=1] [--workers=0] [--purge=0]
  *
  * --workers=W: W worker processes more have claimed in the namespace before the move (each a
  * row of its `workers` table, as every worker process a namespace ever saw is: a worker's default
  * id is its host, pid and a random part).
+ * --purge=K: while the move runs, K finished jobs at a time are deleted, oldest first, one purge
+ * after another (as retention deletes a busy namespace's oldest jobs all along).
  *
  * Prints one JSON line: the move's status (jobs, steps, ms, fenced_ms, caught_up, rows_read), and
  * what the producer saw: submits made while the move ran, how many of them waited on the fence
@@ -27,6 +29,7 @@ const N = Number(arg('n', '20000'));
 const STEP = arg('step', '500');
 const PRODUCERS = Number(arg('producers', '1'));
 const WORKERS = Number(arg('workers', '0'));
+const PURGE = Number(arg('purge', '0'));
 
 const dir = mkdtempSync(join(tmpdir(), 'lakeshore-move-'));
 const token = newToken('lsk_bench_');
@@ -82,11 +85,17 @@ try {
       }
     }),
   );
+  // Retention's part, when asked: the oldest finished jobs deleted all along.
+  let purged = 0;
+  const purging = (async () => {
+    while (PURGE && moving) purged += await d.purge('q', { state: 'succeeded', limit: PURGE });
+  })();
   const t0 = Date.now();
   const m = await d.moveNamespace(to, { waitMs: 1_000 });
   const wall = Date.now() - t0;
   moving = false;
   await producer;
+  await purging;
   took.sort((a, b) => a - b);
   console.log(
     JSON.stringify({
@@ -94,6 +103,7 @@ try {
       step: Number(STEP),
       producers: PRODUCERS,
       workers: WORKERS,
+      purged,
       move: {
         jobs: m.jobs,
         frames: m.frames,
