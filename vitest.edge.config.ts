@@ -28,6 +28,8 @@ export default defineConfig(async () => {
             MOVE_STEP_SUBREQUESTS: '24',
             // A move's check under the fence waits this long first (test/edge/move.test.ts: the undo's window).
             SIMULATED_MOVE_PAUSE_MS: '150',
+            // A fenced object's look at the directory (shard-place.ts), often here: the test of it waits for one.
+            MOVE_LOOK_MS: '200',
           },
           // A Worker reached by a service binding, as a push target (test/edge/push.test.ts): it
           // answers each delivery with what reached it, which becomes the job's result. Under

@@ -6,13 +6,14 @@
  * where Cloudflare's answers in milliseconds: the figures are this machine's, their ratio is what
  * carries over.
  *
- *   node scripts/run.mjs node bench/move.ts [--n=20000] [--step=500] [--producers=1] [--workers=0] [--purge=0]
+ *   node scripts/run.mjs node bench/move.ts [--n=20000] [--step=500] [--producers=1] [--workers=0] [--purge=0] [--queues=1]
  *
  * --workers=W: W worker processes more have claimed in the namespace before the move (each a
  * row of its `workers` table, as every worker process a namespace ever saw is: a worker's default
  * id is its host, pid and a random part).
  * --purge=K: while the move runs, K finished jobs at a time are deleted, oldest first, one purge
  * after another (as retention deletes a busy namespace's oldest jobs all along).
+ * --queues=Q: Q - 1 more queues, each with a job waiting, so Q queue objects (and the idle one) to fence.
  *
  * Prints one JSON line: the move's status (jobs, steps, ms, fenced_ms, caught_up, rows_read), and
  * what the producer saw: submits made while the move ran, how many of them waited on the fence
@@ -30,6 +31,7 @@ const STEP = arg('step', '500');
 const PRODUCERS = Number(arg('producers', '1'));
 const WORKERS = Number(arg('workers', '0'));
 const PURGE = Number(arg('purge', '0'));
+const QUEUES = Number(arg('queues', '1'));
 
 const dir = mkdtempSync(join(tmpdir(), 'lakeshore-move-'));
 const token = newToken('lsk_bench_');
@@ -68,6 +70,10 @@ try {
     await Promise.all(
       Array.from({ length: Math.min(32, WORKERS - i) }, (_, k) => d.claimMany('idle', `host-${i + k}:${process.pid}:gone`, 1)),
     );
+  for (let i = 1; i < QUEUES; i += 32)
+    await Promise.all(
+      Array.from({ length: Math.min(32, QUEUES - i) }, (_, k) => d.submit(`other-${i + k}`, envelope, { id: `other-${i + k}` })),
+    );
   const from = (await d.storage()).shard;
   const to = from === 'DB' ? 'DB_1' : 'DB';
   // Producers submit one at a time each while the move runs; each submit's time, and whether it met the fence.
@@ -104,6 +110,7 @@ try {
       producers: PRODUCERS,
       workers: WORKERS,
       purged,
+      queues: QUEUES,
       move: {
         jobs: m.jobs,
         frames: m.frames,

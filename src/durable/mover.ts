@@ -524,10 +524,20 @@ export class MoverObject extends DurableObject<Env> {
    */
   private async call<T>(queues: string[], call: (o: DurableObjectStub<QueueObject>) => Promise<T>, must: boolean): Promise<void> {
     const binding = this.env.QUEUE as unknown as DurableObjectNamespace<QueueObject>;
-    const settled = await Promise.allSettled(queues.map((q) => call(binding.getByName(queueObjectName(this.ns, q)))));
-    const failed = settled.flatMap((s, i) => (s.status === 'rejected' ? [`${queues[i]}: ${String(s.reason)}`] : []));
-    if (failed.length && must) throw new Error(`queue objects of ${this.ns} did not answer: ${failed.join('; ')}`);
-    if (failed.length) console.error(`move of ${this.ns}: ${failed.join('; ')} (they unfence themselves from the directory)`);
+    const each = async (qs: string[]) => {
+      const settled = await Promise.allSettled(qs.map((q) => call(binding.getByName(queueObjectName(this.ns, q)))));
+      return qs.flatMap((q, i) => {
+        const s = settled[i]!;
+        return s.status === 'rejected' ? [{ q, why: String(s.reason) }] : [];
+      });
+    };
+    let failed = await each(queues);
+    // An unfence is tried once more: what it misses waits for the object's own look (MOVE_LOOK_MS).
+    if (failed.length && !must) failed = await each(failed.map((f) => f.q));
+    if (!failed.length) return;
+    const said = failed.map((f) => `${f.q}: ${f.why}`).join('; ');
+    if (must) throw new Error(`queue objects of ${this.ns} did not answer: ${said}`);
+    console.error(`move of ${this.ns}: ${said} (they unfence themselves from the directory)`);
   }
 
   /** Deletes the copy on the shard the namespace left, a step at a time, unless it came back there. Answers when the next is due. */

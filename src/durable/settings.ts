@@ -39,7 +39,15 @@ export interface Settings {
   pushHosts: PushHosts;
   /** PUSH_SERVICES: the service bindings a push target may name (`service://BINDING/path`). */
   pushServices: string[];
+  /** MOVE_LOOK_MS: how often a queue object fenced by a move looks at the directory, should the mover's unfence not arrive. */
+  moveLookMs: number;
 }
+
+/**
+ * A fenced object's look at the directory: a fallback (the mover unfences every object, trying
+ * twice), so seldom; under the 15 s the clients retry a write refused meanwhile.
+ */
+export const DEFAULT_MOVE_LOOK_MS = 10_000;
 
 export const DEFAULT_HIGH_WATER_PERCENT = 90;
 
@@ -93,6 +101,7 @@ function parse(env: Env): Settings {
       .split(',')
       .map((x) => x.trim())
       .filter(Boolean),
+    moveLookMs: Math.max(100, int(e.MOVE_LOOK_MS, 'MOVE_LOOK_MS') || DEFAULT_MOVE_LOOK_MS),
     storage: {
       limitBytes: int(e.STORAGE_LIMIT_BYTES, 'STORAGE_LIMIT_BYTES') || DEFAULT_STORAGE_LIMIT_BYTES,
       highWaterPercent: Math.min(100, int(e.STORAGE_HIGH_WATER_PERCENT, 'STORAGE_HIGH_WATER_PERCENT') || DEFAULT_HIGH_WATER_PERCENT),

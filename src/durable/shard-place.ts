@@ -6,6 +6,7 @@
 import type { Engine } from '../core/engine.ts';
 import type { D1Port } from './d1-port.ts';
 import { enter, homeOf, shardNamed } from './directory.ts';
+import { settingsFrom } from './settings.ts';
 
 /** What a place needs of its object. */
 export interface PlaceOf {
@@ -14,14 +15,11 @@ export interface PlaceOf {
   queue: string;
   port: D1Port;
   engine: Engine;
-  /** Arms the object's alarm (a fenced object looks at the directory each second). */
+  /** Arms the object's alarm (a fenced object looks at the directory every MOVE_LOOK_MS). */
   armAlarm(at: number): void;
   /** Reads its settings and sweeps once (at start, and once a move has ended). */
   started(): Promise<void>;
 }
-
-/** How often a fenced object looks at the directory, should the mover's unfence not arrive. */
-const LOOK_MS = 1_000;
 
 export class ShardPlace {
   /** The shard its namespace lives on, read as the object starts. */
@@ -49,7 +47,7 @@ export class ShardPlace {
     if (placed.state === 'moving') {
       this.fencedAt = placed.epoch;
       void port.fence(this.movingMessage());
-      this.o.armAlarm(Date.now() + LOOK_MS);
+      this.lookLater();
       return;
     }
     await this.o.started();
@@ -64,8 +62,8 @@ export class ShardPlace {
     this.fencedAt = Math.max(this.fencedAt ?? 0, epoch);
     await this.o.port.fence(this.movingMessage());
     this.o.engine.park.wakeAll();
-    // While fenced, the alarm looks at the directory each second (look()).
-    this.o.armAlarm(Date.now() + LOOK_MS);
+    // While fenced, the alarm looks at the directory now and then (look()).
+    this.lookLater();
     return { shard: this.shard };
   }
 
@@ -87,7 +85,9 @@ export class ShardPlace {
 
   /**
    * A fenced object's alarm: the mover unfences it; should that call not arrive, the directory
-   * says where the namespace went once the move ended (or was undone). Until then, look each second.
+   * says where the namespace went once the move ended (or was undone). Until then, look again
+   * every MOVE_LOOK_MS (10 s by default): seldom, since a namespace of many queues has as many
+   * fenced objects, and each look is a read of the home database.
    */
   async look(): Promise<void> {
     const row = await homeOf(this.o.env)
@@ -95,7 +95,11 @@ export class ShardPlace {
       .bind(this.o.ns)
       .first<{ shard: string; state: string; epoch: number }>();
     if (row?.state === 'active' && row.epoch > (this.fencedAt ?? 0)) await this.unfence(row.shard, row.epoch);
-    else this.o.armAlarm(Date.now() + LOOK_MS);
+    else this.lookLater();
+  }
+
+  private lookLater(): void {
+    this.o.armAlarm(Date.now() + settingsFrom(this.o.env).moveLookMs);
   }
 
   private movingMessage(): string {

@@ -7,6 +7,7 @@ import { env } from 'cloudflare:workers';
 import { expect, it } from 'vitest';
 import { shardNamed } from '../../src/durable/directory.ts';
 import { b64, call, plane, unb64, type Answer } from './setup/http.ts';
+import { queueStub } from './setup/objects.ts';
 import { until } from '../support/wait.ts';
 
 const N = 400;
@@ -374,3 +375,20 @@ it('undoes a move when the source gives a job made meanwhile a number below the 
   expect(m).toMatchObject({ state: 'moved', jobs: 1 });
   expect((await p.get('below')).body).toMatchObject({ state: 'running', worker_id: 'w' });
 }, 60_000);
+
+it('unfences a fenced queue object from the directory when the mover does not (its look, every MOVE_LOOK_MS)', async () => {
+  const p = plane();
+  expect((await p.submit('a', 'before')).status).toBe(201);
+  // A move's mark and fence as the mover makes them, and then no unfence from it: as if its call were lost.
+  const marked = await env.DB.prepare(`UPDATE namespaces SET state = 'moving', epoch = epoch + 1 WHERE ns = ?1 RETURNING epoch, shard`)
+    .bind(p.ns)
+    .first<{ epoch: number; shard: string }>();
+  await queueStub(p.ns, 'a').fence(marked!.epoch);
+  const refused = await p.submit('a', 'fenced');
+  expect([refused.status, refused.body.error.code]).toEqual([503, 'unavailable']);
+  // The move ends (here: undone, the namespace where it was), and says so only in the directory.
+  await env.DB.prepare(`UPDATE namespaces SET state = 'active', epoch = epoch + 1 WHERE ns = ?1`).bind(p.ns).run();
+  await until(async () => (await p.submit('a', 'after')).status === 201, 'the object unfenced by its own look', 10_000, 50);
+  expect((await p.claim('a', 'w', { max: 2 })).body.claimed.map((c: { id: string }) => c.id)).toEqual(['before', 'after']);
+  expect(await rowsOn(marked!.shard, p.ns)).toMatchObject({ jobs: 2 });
+});
