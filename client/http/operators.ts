@@ -98,17 +98,12 @@ export class HttpOperators {
 
   /** The namespaces on one shard, in name order (every page of `GET /v1/shards/:shard/namespaces`). */
   async shardNamespaces(shard: string): Promise<ShardNamespace[]> {
-    const out: ShardNamespace[] = [];
-    for (let after: string | null = ''; after !== null; ) {
-      const j: Json = await this.http.call(
-        'GET',
-        `/v1/shards/${seg('shard', shard)}/namespaces${after ? `?after=${encodeURIComponent(after)}` : ''}`,
-      );
-      for (const n of j.namespaces as Json[])
-        out.push({ namespace: String(n.namespace), state: n.state === 'moving' ? 'moving' : 'active', placedAt: Number(n.placed_at) });
-      after = typeof j.next === 'string' ? j.next : null;
-    }
-    return out;
+    const all = await this.pages(`/v1/shards/${seg('shard', shard)}/namespaces`, (j) => j.namespaces as Json[]);
+    return all.map((n) => ({
+      namespace: String(n.namespace),
+      state: n.state === 'moving' ? 'moving' : 'active',
+      placedAt: Number(n.placed_at),
+    }));
   }
 
   /**
@@ -182,8 +177,9 @@ export class HttpOperators {
   }
 
   /**
-   * Every page of a namespace-wide view: the plane answers at most 100 queues a request (its calls
-   * to their objects are bounded) and says which name to ask `after` next (docs/contract.md, "Views").
+   * Every page of a view the plane answers in pages (a namespace's queues, at most 100 a request,
+   * its calls to their objects being bounded; a shard's namespaces) and says which name to ask
+   * `after` next (docs/contract.md, "Views").
    */
   protected async pages<T>(path: string, items: (j: Json) => T[]): Promise<T[]> {
     const out: T[] = [];

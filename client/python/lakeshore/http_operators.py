@@ -96,14 +96,7 @@ class HttpOperatorVerbs(Transport):
     def shard_namespaces(self, shard: str) -> List[Dict[str, Any]]:
         """The namespaces on one shard, in name order: each `{"namespace", "state", "placed_at"}`,
         `state` active or moving (every page of GET /v1/shards/:shard/namespaces; the root token)."""
-        out: List[Dict[str, Any]] = []
-        after: Optional[str] = ""
-        while after is not None:
-            q = "?after=" + urllib.parse.quote(after, safe="") if after else ""
-            j = self._call("GET", "/v1/shards/%s/namespaces%s" % (_seg("shard", shard), q))
-            out.extend(j["namespaces"])
-            after = j.get("next") if isinstance(j.get("next"), str) else None
-        return out
+        return self._pages("/v1/shards/%s/namespaces" % _seg("shard", shard), "namespaces")
 
     def move_namespace(self, to: str, *, on_progress: Optional[Callable[[Dict[str, Any]], None]] = None,
                        wait: float = 30.0) -> Dict[str, Any]:
@@ -252,8 +245,9 @@ class HttpOperatorVerbs(Transport):
         return merge_worker_pages(self._pages("/workers", "workers"))
 
     def _pages(self, path: str, field: str) -> List[Any]:
-        """Every page of a namespace-wide view: the plane answers at most 100 queues a request (its
-        calls to their objects are bounded) and says which name to ask `after` next."""
+        """Every page of a view the plane answers in pages (a namespace's queues, at most 100 a
+        request, its calls to their objects being bounded; a shard's namespaces) and says which name
+        to ask `after` next."""
         out: List[Any] = []
         after: Optional[str] = ""
         while after is not None:
