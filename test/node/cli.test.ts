@@ -146,7 +146,9 @@ describe.each<PlaneKind>(['local', 'edge'])('lakeshore CLI on the %s plane', (ki
     const env = planeEnv(kind);
     const mark = marker();
     const id = (await cli(['submit', 'jobs', 'waitForCancel', JSON.stringify([mark])], env)).stdout.trim();
-    worker(env, '--lease-ms', '900');
+    // A lease the worker's heartbeats keep under a loaded machine: one that ran out (900 ms did once,
+    // in CI) hands the job back, and its worker is told it lost it, not that it was cancelled.
+    worker(env, '--lease-ms', '3000');
     await until(() => lines(mark).length === 1, 'the job to start');
     expect((await cli(['cancel', id], env)).code).toBe(0);
     await until(() => lines(mark).some((l) => l.startsWith('aborted')), 'the handler to see its signal');
