@@ -264,6 +264,8 @@ export class MoverObject extends DurableObject<Env> {
 
   /** One step of the move: units until the budget would not cover the next one. Answers when the next step is due. */
   private async step(m: Move, meter: Meter): Promise<number> {
+    // A move a Worker of before the workers' own phase began (a deploy while it ran): none copied yet.
+    m.workersTo ??= 0;
     let retryAt = Date.now();
     const home = new Metered(homeOf(this.env), meter);
     const key = `${m.from}>${m.to}`;
