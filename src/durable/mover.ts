@@ -35,7 +35,8 @@
  * (Cloudflare bounds what one invocation may ask: a namespace of millions of jobs takes millions
  * of statements). Its state, with the cursor of the step it is at, is kept in this object's
  * storage after each step, so a restart goes on where the last step ended (a unit run again
- * changes nothing: copy.ts). `status` answers where it is, and waits for its end if asked.
+ * changes nothing: copy.ts). `status` answers where it is, and waits for its end if asked. Each
+ * phase's units are in move-units.ts, and the state kept between steps in move-state.ts.
  *
  * If a step before the switch fails, the move is undone: the target's partial copy deleted and,
  * once marked, the directory `active` on the shard it was on and every object unfenced there.
@@ -45,117 +46,18 @@ import { conflict, LakeshoreError } from '../core/errors.ts';
 import { platformError } from '../core/platform-errors.ts';
 import { settle, type Settled } from '../core/settled.ts';
 import { moveStepSubrequests } from '../core/subrequests.ts';
-import {
-  CATCH_UP_COST,
-  NamespaceCopy,
-  PATCH_COST,
-  RESERVE_COST,
-  REST_TABLES,
-  UNIT_OVERHEAD,
-  type Block,
-  type Cursor,
-  type FramesOwed,
-} from './copy.ts';
+import { NamespaceCopy } from './copy.ts';
 import type { Columns } from './copy-rows.ts';
-import { Meter, Metered } from './metered.ts';
-import { DELETE_COST, deleteUnit } from './shard-rows.ts';
-import { CHECK_COST, checkUnit, compareWorkers, VERIFY_COST, verifyUnit } from './copy-check.ts';
 import { homeOf, shardNamed } from './directory.ts';
-import { lastDirty, TRACK_COST, trackStmts, UNTRACK_COST, untrackUnit } from './move-track.ts';
-import { queueObjectName, type QueueObject } from './queue-object.ts';
+import { Meter, Metered } from './metered.ts';
+import { type Cleanup, type Move, type MoveStatus, newMove, statusOf, SWITCHED } from './move-state.ts';
+import { MoveUnits } from './move-units.ts';
+import { DELETE_COST, deleteUnit } from './shard-rows.ts';
 
-/** How long the shard a namespace left keeps its rows: past every isolate's cached placement (directory.ts PLACEMENT_TTL_MS). */
-export const CLEANUP_MS = 60_000;
-/** Queue objects fenced or unfenced a unit. */
-const OBJECTS_PER_UNIT = 100;
 /** How long a step that failed after the switch (or while undoing) waits before it is tried again. */
 const RETRY_MS = 1_000;
-/**
- * Rounds of catching up while the namespace works: another while the last caught up at least
- * FEW_CHANGES jobs (what was written during it), at most MOST_ROUNDS. Then the fence catches up
- * what the last round left.
- */
-const FEW_CHANGES = 50;
-const MOST_ROUNDS = 8;
 /** Passing failures of the platform in a row a move rides out before the switch (then it is undone). */
 const PASSING_TRIES = 5;
-
-type Phase =
-  | 'clear'
-  | 'track'
-  | 'reserve'
-  | 'jobs'
-  | 'frames'
-  | 'due'
-  | 'workers'
-  | 'check'
-  | 'live'
-  | 'mark'
-  | 'fence'
-  | 'changed'
-  | 'rest'
-  | 'verify'
-  | 'switch'
-  | 'unfence'
-  | 'untrack'
-  | 'undo-clear'
-  | 'undo-mark'
-  | 'ended';
-/** The phases after which nothing is undone. */
-const SWITCHED: ReadonlySet<Phase> = new Set(['unfence', 'untrack', 'undo-clear', 'undo-mark', 'ended']);
-
-/** A move, as the mover keeps it between steps and answers it. */
-export interface MoveStatus {
-  ns: string;
-  from: string;
-  to: string;
-  /** `moving` until it ends: `moved`, or `undone` (with the error that undid it). */
-  state: 'moving' | 'moved' | 'undone';
-  phase: Phase;
-  jobs: number;
-  frames: number;
-  queues: number;
-  schedules: number;
-  /** Queue objects fenced. */
-  objects: number;
-  /** Jobs copied again, made or deleted under the fence: what changed while the copy ran. */
-  caughtUp: number;
-  /** How long writes were fenced, in ms (so far, while moving), and the whole move. */
-  fencedMs: number;
-  ms: number;
-  /** The mover's invocations it took, the most subrequests one asked, and D1's rows read in all. */
-  steps: number;
-  mostInStep: number;
-  rowsRead: number;
-  error: string | null;
-}
-
-interface Move extends MoveStatus {
-  /** The directory's epoch: the mark's while fenced, then the switch's (or the undo's). */
-  epoch: number;
-  startedAt: number;
-  /** When the directory was marked and writes fenced (null: not yet). */
-  markedAt: number | null;
-  /** A job whose frames are copied before the phase goes on (copy.ts). */
-  owed: FramesOwed | null;
-  /** Passing failures of the platform in a row (platform-errors.ts). */
-  passing: number;
-  cursor: Cursor;
-  /** In `rest`, which of REST_TABLES. */
-  table: number;
-  /** The highest worker number copied and compared while it works (phase `workers`); the fence copies those after it. */
-  workersTo: number;
-  /** In `live`, which round of catching up, how many jobs it caught up so far, and the last id it takes. */
-  round: { n: number; caughtUp: number; until?: string | null; before?: number };
-  block: Block | null;
-  /** Where the objects are unfenced onto: the target, or where it was (undone). */
-  unfenceTo: string;
-}
-
-interface Cleanup {
-  shard: string;
-  at: number;
-}
 
 export class MoverObject extends DurableObject<Env> {
   private readonly ns: string;
@@ -212,36 +114,7 @@ export class MoverObject extends DurableObject<Env> {
     if (!row) throw new LakeshoreError('not_found', `namespace ${JSON.stringify(ns)} has never been used: nothing to move`);
     if (row.state === 'moving') throw conflict(`namespace ${JSON.stringify(ns)} is being moved already`);
     if (row.shard === target.name) throw conflict(`namespace ${JSON.stringify(ns)} is on ${row.shard} already`);
-    const m: Move = {
-      ns,
-      from: row.shard,
-      to: target.name,
-      state: 'moving',
-      phase: 'clear',
-      jobs: 0,
-      frames: 0,
-      queues: 0,
-      schedules: 0,
-      objects: 0,
-      caughtUp: 0,
-      fencedMs: 0,
-      ms: 0,
-      steps: 0,
-      mostInStep: 0,
-      rowsRead: 0,
-      error: null,
-      epoch: 0,
-      startedAt: Date.now(),
-      markedAt: null,
-      owed: null,
-      passing: 0,
-      cursor: null,
-      table: 0,
-      workersTo: 0,
-      round: { n: 1, caughtUp: 0 },
-      block: null,
-      unfenceTo: target.name,
-    };
+    const m = newMove(ns, row.shard, target.name);
     // The move's clear step deletes what a cleanup of its target would (and the cleanup must not
     // delete what the move copies there).
     const cleanup = await this.ctx.storage.get<Cleanup>('cleanup');
@@ -277,7 +150,8 @@ export class MoverObject extends DurableObject<Env> {
       this.columns.of,
     );
     try {
-      while (m.phase !== 'ended' && (await this.unit(m, copy, home, meter)));
+      const units = new MoveUnits(this.ns, this.env, this.ctx.storage, copy, home, meter);
+      while (m.phase !== 'ended' && (await units.unit(m)));
     } catch (e) {
       const why = e instanceof Error ? e.message : String(e);
       if (SWITCHED.has(m.phase)) {
@@ -307,241 +181,6 @@ export class MoverObject extends DurableObject<Env> {
     return Number.POSITIVE_INFINITY;
   }
 
-  /** One unit of the move's phase, if the meter covers it (else false: the step ends here). */
-  private async unit(m: Move, copy: NamespaceCopy, home: Metered, meter: Meter): Promise<boolean> {
-    const rows = meter.left - UNIT_OVERHEAD;
-    if (m.owed) {
-      // A job's frames first, before its phase goes on past it.
-      if (rows < 1) return false;
-      m.owed = await copy.owedFrames(m.owed, rows);
-      return true;
-    }
-    switch (m.phase) {
-      case 'clear':
-      case 'undo-clear': {
-        if (meter.left < DELETE_COST + 1) return false;
-        if ((await deleteUnit(copy.to, this.ns)).done && (await copy.dropPlaceholder()))
-          this.next(m, m.phase === 'clear' ? 'track' : m.markedAt === null ? 'untrack' : 'undo-mark');
-        return true;
-      }
-      case 'track':
-        // Before the copy reads a row: every write from here on is noted.
-        if (meter.left < TRACK_COST) return false;
-        await copy.from.batch(trackStmts(this.ns));
-        this.next(m, 'reserve');
-        return true;
-      case 'untrack':
-        if (meter.left < UNTRACK_COST + 2) return false;
-        if (m.cursor === null) {
-          if (m.markedAt !== null && !m.error) {
-            // Moved: what the new shard holds (the counts so far were of the copies made, some made twice).
-            const moved = await copy.to.first<{ jobs: number; frames: number }>(
-              `SELECT (SELECT count(*) FROM invocations WHERE ns = ?1) AS jobs,
-                      (SELECT count(*) FROM frames WHERE inv IN (SELECT rid FROM invocations WHERE ns = ?1)) AS frames`,
-              this.ns,
-            );
-            Object.assign(m, moved);
-          }
-          await copy.dropPlaceholder();
-          m.cursor = ['placeholder dropped'];
-        }
-        if ((await untrackUnit(copy.from, this.ns)).done) this.next(m, 'ended');
-        return true;
-      case 'reserve':
-        if (meter.left < RESERVE_COST) return false;
-        m.block = await copy.reserve();
-        this.next(m, 'jobs');
-        return true;
-      case 'jobs':
-      case 'frames':
-      case 'due': {
-        if (rows < 1) return false;
-        const u = await copy[m.phase](m.block!, m.cursor, rows);
-        if (m.phase === 'jobs') m.jobs += u.rows;
-        if (m.phase === 'frames') m.frames += u.rows;
-        if (!u.done) m.cursor = u.cursor;
-        else this.next(m, m.phase === 'jobs' ? 'frames' : m.phase === 'frames' ? 'due' : 'workers');
-        return true;
-      }
-      case 'workers': {
-        // A worker's row never changes once written, and a new one is numbered after the highest
-        // (src/core/sql/workers.ts): those copied and compared now stay as they are, and the fence
-        // copies only those numbered since. A namespace gains a row each worker process it ever
-        // saw, so they may outnumber its queues by far.
-        if (rows < 3) return false;
-        const u = await copy.rest('workers', m.workersTo ? [m.workersTo] : null, rows - 2);
-        if (u.rows) {
-          const last = Number(u.cursor![0]);
-          await compareWorkers(copy, m.workersTo, last);
-          m.workersTo = last;
-        }
-        if (u.done) this.next(m, 'check');
-        return true;
-      }
-      case 'check': {
-        if (meter.left < CHECK_COST) return false;
-        const u = await checkUnit(copy, m.cursor);
-        if (!u.done) m.cursor = u.cursor;
-        else this.next(m, 'live');
-        return true;
-      }
-      case 'mark': {
-        if (meter.left < 1) return false;
-        const marked = await home.first<{ epoch: number }>(
-          `UPDATE namespaces SET state = 'moving', epoch = epoch + 1 WHERE ns = ?1 AND state = 'active' AND shard = ?2 RETURNING epoch`,
-          this.ns,
-          m.from,
-        );
-        if (!marked) throw new Error(`the directory entry of ${this.ns} changed before its move fenced its writes`);
-        Object.assign(m, { epoch: marked.epoch, markedAt: Date.now() });
-        this.next(m, 'fence');
-        return true;
-      }
-      case 'fence':
-      case 'unfence': {
-        if (meter.left < 2) return false;
-        const most = Math.min(OBJECTS_PER_UNIT, meter.left - 1);
-        const queues = await this.objects(home, m.cursor, most);
-        meter.used += queues.length;
-        if (m.phase === 'fence') {
-          await this.call(queues, (o) => o.fence(m.epoch), true);
-          m.objects += queues.length;
-        } else await this.call(queues, (o) => o.unfence(m.unfenceTo, m.epoch), false);
-        if (queues.length === most) m.cursor = [queues.at(-1)!];
-        else this.next(m, m.phase === 'fence' ? 'changed' : 'untrack');
-        return true;
-      }
-      case 'live':
-      case 'changed': {
-        const live = m.phase === 'live';
-        if (meter.left < CATCH_UP_COST[live ? 'live' : 'fenced'] + PATCH_COST + 1) return false;
-        if (live && m.round.until === undefined) {
-          m.round.until = await lastDirty(copy.from, this.ns);
-          if (m.round.until === null) {
-            this.next(m, 'mark');
-            return true;
-          }
-        }
-        const u = await copy.catchUp(m.block!, m.cursor, meter, live, live ? (m.round.until ?? null) : null);
-        m.owed = u.owed ?? null;
-        if (live) m.round.caughtUp += u.rows;
-        else m.caughtUp += u.rows;
-        if (!u.done) m.cursor = u.cursor;
-        else if (
-          live &&
-          m.round.caughtUp >= FEW_CHANGES &&
-          m.round.n < MOST_ROUNDS &&
-          m.round.caughtUp * 2 <= (m.round.before ?? Infinity)
-        ) {
-          // Another round while it works: what was written during this one (while the rounds halve:
-          // writes faster than the catching up would make each round longer than the last).
-          m.round = { n: m.round.n + 1, caughtUp: 0, before: m.round.caughtUp };
-          m.cursor = null;
-        } else if (live) this.next(m, 'mark');
-        else {
-          this.next(m, 'rest');
-          m.table = 0;
-        }
-        return true;
-      }
-      case 'rest': {
-        if (rows < 1) return false;
-        const table = REST_TABLES[m.table]!;
-        // Of the workers, those numbered since the copy while it worked.
-        const from = m.cursor ?? (table === 'workers' && m.workersTo ? [m.workersTo] : null);
-        const u = await copy.rest(table, from, rows);
-        if (table === 'queues') m.queues += u.rows;
-        if (table === 'schedules') m.schedules += u.rows;
-        if (!u.done) m.cursor = u.cursor;
-        else if (++m.table < REST_TABLES.length) m.cursor = null;
-        else this.next(m, 'verify');
-        return true;
-      }
-      case 'verify': {
-        if (meter.left < VERIFY_COST) return false;
-        // Tests only (SIMULATED_MOVE_PAUSE_MS): a catch-up as slow as a large one, so that a write
-        // an unfenced object made meanwhile would land before the check and show in it.
-        const pause = Number((this.env as unknown as Record<string, string | undefined>).SIMULATED_MOVE_PAUSE_MS ?? 0);
-        if (pause > 0 && m.cursor === null) await new Promise((r) => setTimeout(r, pause));
-        const u = await verifyUnit(copy, m.cursor, m.workersTo);
-        if (!u.done) m.cursor = u.cursor;
-        else this.next(m, 'switch');
-        return true;
-      }
-      case 'switch': {
-        if (meter.left < 1) return false;
-        const switched = await home.first<{ epoch: number }>(
-          `UPDATE namespaces SET shard = ?2, state = 'active', epoch = epoch + 1 WHERE ns = ?1 AND epoch = ?3 AND state = 'moving' RETURNING epoch`,
-          this.ns,
-          m.to,
-          m.epoch,
-        );
-        if (!switched) throw new Error(`the directory entry of ${this.ns} changed during the move`);
-        // Switched: from here nothing is undone. An object the unfence does not reach unfences
-        // itself from the directory (its alarm looks while it is fenced).
-        m.epoch = switched.epoch;
-        this.next(m, 'unfence');
-        await this.ctx.storage.put('cleanup', { shard: m.from, at: Date.now() + CLEANUP_MS } satisfies Cleanup);
-        return true;
-      }
-      case 'undo-mark': {
-        if (meter.left < 1) return false;
-        const back = await home.first<{ epoch: number }>(
-          `UPDATE namespaces SET state = 'active', epoch = epoch + 1 WHERE ns = ?1 AND state = 'moving' RETURNING epoch`,
-          this.ns,
-        );
-        if (back) {
-          Object.assign(m, { epoch: back.epoch, unfenceTo: m.from });
-          this.next(m, 'unfence');
-        } else this.next(m, 'untrack');
-        return true;
-      }
-      case 'ended':
-        return false;
-    }
-  }
-
-  private next(m: Move, phase: Phase): void {
-    // Unfenced: how long writes waited is known now (the noting's end comes after).
-    if (m.phase === 'unfence' && m.markedAt !== null) m.fencedMs = Date.now() - m.markedAt;
-    m.phase = phase;
-    m.cursor = null;
-  }
-
-  /** The next names of the queue objects the namespace ever started (directory.ts records them), after the cursor. */
-  private async objects(home: Metered, cursor: Cursor, most: number): Promise<string[]> {
-    const after = cursor ? 'AND queue > ?2' : '';
-    const rows = await home.all<{ queue: string }>(
-      `SELECT queue FROM namespace_queues WHERE ns = ?1 ${after} ORDER BY queue LIMIT ${most}`,
-      this.ns,
-      ...(cursor ?? []),
-    );
-    return rows.map((r) => r.queue);
-  }
-
-  /**
-   * Calls these queue objects, all at once. `must`: any failure fails the call (a fence must reach
-   * every one); else failures are logged (an unfence an object missed, it takes from the directory
-   * itself).
-   */
-  private async call<T>(queues: string[], call: (o: DurableObjectStub<QueueObject>) => Promise<T>, must: boolean): Promise<void> {
-    const binding = this.env.QUEUE as unknown as DurableObjectNamespace<QueueObject>;
-    const each = async (qs: string[]) => {
-      const settled = await Promise.allSettled(qs.map((q) => call(binding.getByName(queueObjectName(this.ns, q)))));
-      return qs.flatMap((q, i) => {
-        const s = settled[i]!;
-        return s.status === 'rejected' ? [{ q, why: String(s.reason) }] : [];
-      });
-    };
-    let failed = await each(queues);
-    // An unfence is tried once more: what it misses waits for the object's own look (MOVE_LOOK_MS).
-    if (failed.length && !must) failed = await each(failed.map((f) => f.q));
-    if (!failed.length) return;
-    const said = failed.map((f) => `${f.q}: ${f.why}`).join('; ');
-    if (must) throw new Error(`queue objects of ${this.ns} did not answer: ${said}`);
-    console.error(`move of ${this.ns}: ${said} (they unfence themselves from the directory)`);
-  }
-
   /** Deletes the copy on the shard the namespace left, a step at a time, unless it came back there. Answers when the next is due. */
   private async cleanup(c: Cleanup, meter: Meter): Promise<number> {
     const home = new Metered(homeOf(this.env), meter);
@@ -565,19 +204,3 @@ export class MoverObject extends DurableObject<Env> {
     return Number.POSITIVE_INFINITY;
   }
 }
-
-/** A move as it is answered: without what only the mover needs between steps. */
-const statusOf = ({
-  epoch,
-  startedAt,
-  markedAt,
-  owed,
-  passing,
-  cursor,
-  table,
-  workersTo,
-  round,
-  block,
-  unfenceTo,
-  ...status
-}: Move): MoveStatus => status;
