@@ -2,7 +2,8 @@
  * The units of a namespace's move, phase by phase (the order and what each does: mover.ts). A unit
  * asks at most what the step's meter has left, and is one the mover may run again after a restart.
  */
-import { CATCH_UP_COST, type NamespaceCopy, PATCH_COST, RESERVE_COST, REST_TABLES, UNIT_OVERHEAD } from './copy.ts';
+import { type NamespaceCopy, RESERVE_COST, REST_TABLES, UNIT_OVERHEAD } from './copy.ts';
+import { CATCH_UP_COST, catchUp, owedFrames, PATCH_COST } from './copy-catch-up.ts';
 import { CHECK_COST, checkUnit, compareWorkers, VERIFY_COST, verifyUnit } from './copy-check.ts';
 import type { Meter, Metered } from './metered.ts';
 import { callObjects, queueObjects } from './move-objects.ts';
@@ -47,7 +48,7 @@ export class MoveUnits {
     if (m.owed) {
       // A job's frames first, before its phase goes on past it.
       if (rows < 1) return false;
-      m.owed = await copy.owedFrames(m.owed, rows);
+      m.owed = await owedFrames(copy, m.owed, rows);
       return true;
     }
     switch (m.phase) {
@@ -156,7 +157,7 @@ export class MoveUnits {
             return true;
           }
         }
-        const u = await copy.catchUp(m.block!, m.cursor, meter, live, live ? (m.round.until ?? null) : null);
+        const u = await catchUp(copy, m.block!, m.cursor, meter, live, live ? (m.round.until ?? null) : null);
         m.owed = u.owed ?? null;
         if (live) m.round.caughtUp += u.rows;
         else m.caughtUp += u.rows;
