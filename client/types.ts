@@ -31,9 +31,12 @@ export type {
   State,
 };
 
+import type { InvocationSummary, Page as InvocationPage, QueueOverview } from '../src/core/sql/list.ts';
 import type { Ended } from './errors.ts';
+import type { StorageState } from './operator-types.ts';
 
 export type { Ended };
+export type { MoveReport, ShardInfo, ShardNamespace, StorageState } from './operator-types.ts';
 
 /** Where a nack left the job: waiting for another attempt (queued, or delayed by a backoff), or failed for good. */
 export type NackedState = 'queued' | 'delayed' | 'failed';
@@ -123,13 +126,13 @@ export interface WorkerInfo {
   concurrency?: number;
 }
 
-/** A worker as the plane lists it (GET /workers): what it said, when it was last heard from, what it holds. */
 /** A page of queues' overviews (`overviewPage`): pass `next` as `after` for the next page; null after the last. */
 export interface QueuePage {
   queues: QueueOverview[];
   next: string | null;
 }
 
+/** A worker as the plane lists it (GET /workers): what it said, when it was last heard from, what it holds. */
 export interface WorkerSeen {
   worker_id: string;
   status: 'active' | 'stopped' | 'lost';
@@ -223,53 +226,6 @@ export interface FeedOptions {
   signal?: AbortSignal;
   /** Only these kinds of records (default: both). */
   kinds?: ('job' | 'worker')[];
-}
-import type { InvocationSummary, Page as InvocationPage, QueueOverview } from '../src/core/sql/list.ts';
-import type { StorageState } from '../src/core/storage.ts';
-export type { StorageState } from '../src/core/storage.ts';
-
-/** A shard of the deployment as its operator sees it (HttpDispatch.shards): its storage, and how many namespaces live on it. */
-export interface ShardInfo extends StorageState {
-  namespaces: number;
-}
-
-/** A namespace on a shard (HttpDispatch.shardNamespaces): `moving` while a move of it has its writes fenced. */
-export interface ShardNamespace {
-  namespace: string;
-  state: 'active' | 'moving';
-  placedAt: number;
-}
-
-/** A namespace's move, under way or ended (HttpDispatch.moveNamespace, moveStatus). */
-export interface MoveReport {
-  namespace: string;
-  from: string;
-  to: string;
-  /** `moving` until it ends: `moved`, or `undone` (it stays on `from`; `error` says why). */
-  state: 'moving' | 'moved' | 'undone';
-  /**
-   * Where it is: clear, track, reserve, jobs, frames, due, workers, check, live (copying, comparing and
-   * catching up while it works), mark, fence, changed, rest, verify, switch, unfence (its writes
-   * fenced), untrack, undo-clear, undo-mark, ended (docs/contract.md, "move status").
-   */
-  phase: string;
-  /** Copied so far. */
-  jobs: number;
-  frames: number;
-  queues: number;
-  schedules: number;
-  /** Queue objects fenced. */
-  objects: number;
-  /** Jobs copied again or deleted with its writes fenced: those written during its last round of catching up. */
-  caughtUp: number;
-  /** How long the namespace's writes waited (so far, while moving), and the whole move, in ms. */
-  fencedMs: number;
-  ms: number;
-  /** The plane's steps it took, the most D1 statements and object calls one made, and D1's rows read in all. */
-  steps: number;
-  mostSubrequestsAStep: number;
-  rowsRead: number;
-  error: string | null;
 }
 
 export interface DispatchPlane {
