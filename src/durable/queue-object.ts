@@ -395,10 +395,13 @@ export class QueueObject extends DurableObject<Env> {
     return this.run(() => fn(w.signal)).finally(w.end);
   }
 
-  /** Runs one verb and answers it settled, counting calls for the benchmark. */
+  /**
+   * Runs one verb and answers it settled, counting calls for the benchmark. While a move fences
+   * the object, the verb first looks whether the move has ended (shard-place.ts `asked`).
+   */
   private run<T>(fn: () => Promise<T>) {
     const t0 = Date.now();
-    return settle(fn)
+    return settle(() => (this.place.fenced ? this.place.asked().then(fn) : fn()))
       .then((a) => {
         // The newest point of its shard this object has written (or read): the client's way to
         // read its own writes from a replica (bookmark.ts).

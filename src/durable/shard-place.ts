@@ -2,6 +2,9 @@
  * A queue object's place: the shard its namespace lives on (directory.ts), and the fence a move of
  * that namespace puts on its writes (mover.ts). While fenced, no batch of the object reaches any
  * shard: each answers 503 unavailable, which clients retry (d1-port.ts).
+ *
+ * The move ends for the object when the mover unfences it, or when the object reads the directory
+ * itself and finds the move over: at a request that meets the fence (`asked`), and at its alarm.
  */
 import type { Engine } from '../core/engine.ts';
 import type { D1Port } from './d1-port.ts';
@@ -21,11 +24,19 @@ export interface PlaceOf {
   started(): Promise<void>;
 }
 
+/** Least time between two looks at the directory that a fenced object's requests make (`asked`). */
+const ASKED_LOOK_MS = 100;
+
 export class ShardPlace {
   /** The shard its namespace lives on, read as the object starts. */
   shard = '';
   /** The epoch of the move that fenced it, while one does. */
   private fencedAt: number | null = null;
+  /** The directory's epoch its shard was read or set at: an unfence of no later epoch finds it there already. */
+  private epoch = 0;
+  /** The look that requests meeting the fence share, and when the last one began. */
+  private asking: Promise<void> | null = null;
+  private askedAt = 0;
   private readonly o: PlaceOf;
 
   constructor(o: PlaceOf) {
@@ -42,6 +53,7 @@ export class ShardPlace {
     const placed = await enter(env, ns, queue, limitBytes);
     port.use(placed.db);
     this.shard = placed.shard;
+    this.epoch = placed.epoch;
     engine.storage.shard = placed.shard;
     // Started while a move copies its namespace: fenced until the mover says where it went.
     if (placed.state === 'moving') {
@@ -73,14 +85,35 @@ export class ShardPlace {
    */
   async unfence(shard: string, epoch: number): Promise<void> {
     if (this.fencedAt !== null && epoch < this.fencedAt) throw new Error(`unfence at epoch ${epoch}, fenced at ${this.fencedAt}`);
+    // Unfenced at this epoch already: by its own look, or it started after the move ended.
+    if (!this.fenced && epoch <= this.epoch) return;
     const { env, ns, queue, port, engine } = this.o;
     const to = shardNamed(env, shard);
     port.unfence(to.db);
     this.fencedAt = null;
+    this.epoch = epoch;
     this.shard = to.name;
     engine.storage.shard = to.name;
     engine.hints?.forget(ns, queue);
     await this.o.started();
+  }
+
+  /**
+   * A request met the fence: the directory is read now (one read for the requests that come
+   * meanwhile, and at most one each ASKED_LOOK_MS), so that a queue in use writes to its new shard
+   * as soon as the move has switched, not once the mover's unfence reaches it among every object
+   * of the namespace (nor, should that call not arrive, at its alarm). A look that fails leaves it
+   * fenced: the request is refused as before, and retried.
+   */
+  asked(): Promise<void> {
+    if (!this.fenced) return Promise.resolve();
+    if (!this.asking && Date.now() - this.askedAt >= ASKED_LOOK_MS) {
+      this.askedAt = Date.now();
+      this.asking = this.look()
+        .catch((e) => console.error(`${this.o.ns}/${this.o.queue}: the directory could not be read: ${String(e)}`))
+        .finally(() => (this.asking = null));
+    }
+    return this.asking ?? Promise.resolve();
   }
 
   /**

@@ -3,6 +3,7 @@
  * 24 statements and calls (MOVE_STEP_SUBREQUESTS, vitest.edge.config.ts), so a few hundred jobs
  * take dozens of the mover's invocations. What the move under load does is test/node/move.test.ts.
  */
+import { runInDurableObject } from 'cloudflare:test';
 import { env } from 'cloudflare:workers';
 import { expect, it } from 'vitest';
 import { shardNamed } from '../../src/durable/directory.ts';
@@ -376,19 +377,44 @@ it('undoes a move when the source gives a job made meanwhile a number below the 
   expect((await p.get('below')).body).toMatchObject({ state: 'running', worker_id: 'w' });
 }, 60_000);
 
-it('unfences a fenced queue object from the directory when the mover does not (its look, every MOVE_LOOK_MS)', async () => {
-  const p = plane();
+/** A move's mark and fence of queue `a`, as the mover makes them, and then no unfence from it (as if its call were lost). */
+async function fencedByLostMove(p: ReturnType<typeof plane>) {
   expect((await p.submit('a', 'before')).status).toBe(201);
-  // A move's mark and fence as the mover makes them, and then no unfence from it: as if its call were lost.
   const marked = await env.DB.prepare(`UPDATE namespaces SET state = 'moving', epoch = epoch + 1 WHERE ns = ?1 RETURNING epoch, shard`)
     .bind(p.ns)
     .first<{ epoch: number; shard: string }>();
   await queueStub(p.ns, 'a').fence(marked!.epoch);
+  return marked!;
+}
+
+/** Whether queue `a`'s object is fenced now (read inside it: no request of its own that would look). */
+const fenced = (ns: string) => runInDurableObject(queueStub(ns, 'a'), (o) => (o as unknown as { place: { fenced: boolean } }).place.fenced);
+
+/** The move ends (here: undone, the namespace where it was), and says so only in the directory. */
+const endedInDirectoryOnly = (ns: string) =>
+  env.DB.prepare(`UPDATE namespaces SET state = 'active', epoch = epoch + 1 WHERE ns = ?1`).bind(ns).run();
+
+it('unfences a fenced queue object at its alarm when the mover does not (its look, every MOVE_LOOK_MS)', async () => {
+  const p = plane();
+  const marked = await fencedByLostMove(p);
+  expect(await fenced(p.ns)).toBe(true);
+  await endedInDirectoryOnly(p.ns);
+  // No request reaches the object meanwhile: its alarm alone looks.
+  await until(async () => !(await fenced(p.ns)), 'the object unfenced by its alarm', 10_000, 50);
+  expect((await p.submit('a', 'after')).status).toBe(201);
+  expect((await p.claim('a', 'w', { max: 2 })).body.claimed.map((c: { id: string }) => c.id)).toEqual(['before', 'after']);
+  expect(await rowsOn(marked.shard, p.ns)).toMatchObject({ jobs: 2 });
+});
+
+it('unfences a fenced queue object at a request that meets the fence once the directory says the move ended', async () => {
+  const p = plane();
+  const marked = await fencedByLostMove(p);
+  // Its alarm will not look (deleted): only its requests may.
+  await runInDurableObject(queueStub(p.ns, 'a'), (_o, state) => state.storage.deleteAlarm());
   const refused = await p.submit('a', 'fenced');
   expect([refused.status, refused.body.error.code]).toEqual([503, 'unavailable']);
-  // The move ends (here: undone, the namespace where it was), and says so only in the directory.
-  await env.DB.prepare(`UPDATE namespaces SET state = 'active', epoch = epoch + 1 WHERE ns = ?1`).bind(p.ns).run();
-  await until(async () => (await p.submit('a', 'after')).status === 201, 'the object unfenced by its own look', 10_000, 50);
+  await endedInDirectoryOnly(p.ns);
+  await until(async () => (await p.submit('a', 'after')).status === 201, 'a request to find the move ended', 10_000, 50);
   expect((await p.claim('a', 'w', { max: 2 })).body.claimed.map((c: { id: string }) => c.id)).toEqual(['before', 'after']);
-  expect(await rowsOn(marked!.shard, p.ns)).toMatchObject({ jobs: 2 });
+  expect(await rowsOn(marked.shard, p.ns)).toMatchObject({ jobs: 2 });
 });
