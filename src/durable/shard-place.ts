@@ -68,14 +68,15 @@ export class ShardPlace {
   /**
    * A move of its namespace begins: from now no batch of the object reaches any shard, parked
    * claims are woken to answer so, and this resolves once the batches already on their way have
-   * answered.
+   * answered. It arms no alarm of its own (a write of the object's storage, which a namespace of
+   * 1,000 queues paid 1,000 times under its fence): the alarm its timed work has looks at the
+   * directory when it fires, and a request that meets the fence looks at once. An object with
+   * neither has nothing to do until a request comes.
    */
   async fence(epoch: number): Promise<{ shard: string }> {
     this.fencedAt = Math.max(this.fencedAt ?? 0, epoch);
     await this.o.port.fence(this.movingMessage());
     this.o.engine.park.wakeAll();
-    // While fenced, the alarm looks at the directory now and then (look()).
-    this.lookLater();
     return { shard: this.shard };
   }
 
@@ -117,10 +118,11 @@ export class ShardPlace {
   }
 
   /**
-   * A fenced object's alarm: the mover unfences it; should that call not arrive, the directory
-   * says where the namespace went once the move ended (or was undone). Until then, look again
-   * every MOVE_LOOK_MS (10 s by default): seldom, since a namespace of many queues has as many
-   * fenced objects, and each look is a read of the home database.
+   * A fenced object's alarm (its timed work was due, or it started fenced): the mover unfences
+   * it; should that call not arrive, the directory says where the namespace went once the move
+   * ended (or was undone). Until then, look again every MOVE_LOOK_MS (10 s by default): seldom,
+   * since a namespace of many queues has as many fenced objects, and each look is a read of the
+   * home database.
    */
   async look(): Promise<void> {
     const row = await homeOf(this.o.env)

@@ -394,15 +394,18 @@ const fenced = (ns: string) => runInDurableObject(queueStub(ns, 'a'), (o) => (o 
 const endedInDirectoryOnly = (ns: string) =>
   env.DB.prepare(`UPDATE namespaces SET state = 'active', epoch = epoch + 1 WHERE ns = ?1`).bind(ns).run();
 
-it('unfences a fenced queue object at its alarm when the mover does not (its look, every MOVE_LOOK_MS)', async () => {
+it('unfences a fenced queue object with timed work at its alarm when the mover does not (its look, then every MOVE_LOOK_MS)', async () => {
   const p = plane();
+  // Timed work: a job due in 300 ms, for which the object's alarm is armed.
+  expect((await p.submit('a', 'later', { delay_ms: 300 })).status).toBe(201);
   const marked = await fencedByLostMove(p);
   expect(await fenced(p.ns)).toBe(true);
   await endedInDirectoryOnly(p.ns);
   // No request reaches the object meanwhile: its alarm alone looks.
   await until(async () => !(await fenced(p.ns)), 'the object unfenced by its alarm', 10_000, 50);
-  expect((await p.submit('a', 'after')).status).toBe(201);
-  expect((await p.claim('a', 'w', { max: 2 })).body.claimed.map((c: { id: string }) => c.id)).toEqual(['before', 'after']);
+  // Unfenced, it swept: the delayed job is due and waits with the other.
+  await until(async () => (await p.get('later')).body.state === 'queued', 'the delayed job due', 10_000, 50);
+  expect((await p.claim('a', 'w', { max: 2 })).body.claimed.map((c: { id: string }) => c.id).sort()).toEqual(['before', 'later']);
   expect(await rowsOn(marked.shard, p.ns)).toMatchObject({ jobs: 2 });
 });
 
