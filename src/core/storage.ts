@@ -77,6 +77,12 @@ export class StorageBudget {
     }
   }
 
+  /** Forgets the size read (the queue object's namespace moved to another shard): unknown until a batch says it. */
+  forget(): void {
+    this.bytes = null;
+    this.at = -Infinity;
+  }
+
   /** Whether the size was read within STORAGE_FRESH_MS. */
   get fresh(): boolean {
     return this.now() - this.at < STORAGE_FRESH_MS;

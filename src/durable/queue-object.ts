@@ -353,7 +353,7 @@ export class QueueObject extends DurableObject<Env> {
 
   override async alarm(): Promise<void> {
     this.alarmAt = null;
-    if (this.place.fenced) return this.place.look();
+    if (this.place.fenced) return this.place.alarmed();
     await this.sweep();
     // Retention, when due; the first alarm of this instance looks too (the purge alarm it had may be the one firing).
     const purge = await this.retention.due();

@@ -34,6 +34,11 @@ export class ShardPlace {
   private fencedAt: number | null = null;
   /** The directory's epoch its shard was read or set at: an unfence of no later epoch finds it there already. */
   private epoch = 0;
+  /**
+   * Whether this instance has read its settings and swept (`started`) since it last entered or
+   * its alarm last fired under a fence: then an unfence has nothing to read again (below).
+   */
+  private swept = false;
   /** The look that requests meeting the fence share, and when the last one began. */
   private asking: Promise<void> | null = null;
   private askedAt = 0;
@@ -63,6 +68,7 @@ export class ShardPlace {
       return;
     }
     await this.o.started();
+    this.swept = true;
   }
 
   /**
@@ -82,7 +88,14 @@ export class ShardPlace {
 
   /**
    * The move ended: its namespace now lives on `shard` (the one it was on, if the move was rolled
-   * back). Batches go there from now; the alarm is armed again from its rows.
+   * back). Batches go there from now.
+   *
+   * An object that had swept before the fence, and whose alarm did not fire under it, reads
+   * nothing again: its settings change only through it, its alarm is armed for its next timed work
+   * and the copy's rows are the rows it swept, so it only forgets the old shard's size and its
+   * hints (its next claim sweeps in full). Else (it started fenced, or its timed work came due
+   * under the fence) it reads its settings and sweeps on the new shard, arming its alarm from its
+   * rows. A namespace of 1,000 queues unfences them after its switch, one read and sweep each.
    */
   async unfence(shard: string, epoch: number): Promise<void> {
     if (this.fencedAt !== null && epoch < this.fencedAt) throw new Error(`unfence at epoch ${epoch}, fenced at ${this.fencedAt}`);
@@ -95,8 +108,11 @@ export class ShardPlace {
     this.epoch = epoch;
     this.shard = to.name;
     engine.storage.shard = to.name;
+    engine.storage.forget();
     engine.hints?.forget(ns, queue);
+    if (this.swept) return;
     await this.o.started();
+    this.swept = true;
   }
 
   /**
@@ -124,7 +140,14 @@ export class ShardPlace {
    * since a namespace of many queues has as many fenced objects, and each look is a read of the
    * home database.
    */
-  async look(): Promise<void> {
+  alarmed(): Promise<void> {
+    // Its timed work may have come due under the fence: to sweep once unfenced.
+    this.swept = false;
+    return this.look();
+  }
+
+  /** Reads the directory, and unfences the object if the move it was fenced by has ended. */
+  private async look(): Promise<void> {
     const row = await homeOf(this.o.env)
       .prepare(`SELECT shard, state, epoch FROM namespaces WHERE ns = ?1`)
       .bind(this.o.ns)
