@@ -27,6 +27,12 @@ export interface PushingOptions {
   log: (workerId: string, lines: LogLine[]) => void;
   /** Deliveries begin: the object's alarm is to fire within KEEP_AWAKE_MS (see awake()). */
   keepAwake: () => void;
+  /**
+   * Before each claim, as before a request: while a move fences the object, whether the move has
+   * ended (shard-place.ts `asked`). A pusher retries its claims through a fence, and may be all
+   * that works on the queue.
+   */
+  asked: () => Promise<void>;
 }
 
 /**
@@ -84,9 +90,12 @@ export class Pushing {
       }));
     this.pusher = new Pusher(
       {
-        claim: (max, leaseMs, waitMs, signal) =>
-          engine.work.claimMany(ns, queue, { workerId: PUSH_WORKER_ID, max, leaseMs, waitMs, signal }),
+        claim: async (max, leaseMs, waitMs, signal) => {
+          await this.o.asked();
+          return engine.work.claimMany(ns, queue, { workerId: PUSH_WORKER_ID, max, leaseMs, waitMs, signal });
+        },
         ackAndClaim: async (acks, max, leaseMs, waitMs) => {
+          await this.o.asked();
           const out = await engine.work.ackAndClaim(
             ns,
             queue,

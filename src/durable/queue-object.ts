@@ -99,6 +99,7 @@ export class QueueObject extends DurableObject<Env> {
       heard: (workerId, concurrency) => this.workers.heard(workerId, { host: 'plane', concurrency, queues: [this.queue] }),
       log: (workerId, lines) => this.engine.park.events.toldLog(this.ns, this.queue, workerId, lines),
       keepAwake: () => this.armAlarm(Date.now() + KEEP_AWAKE_MS),
+      asked: () => this.place.asked(),
     });
     this.place = new ShardPlace({
       ...its,

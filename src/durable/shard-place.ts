@@ -4,7 +4,8 @@
  * shard: each answers 503 unavailable, which clients retry (d1-port.ts).
  *
  * The move ends for the object when the mover unfences it, or when the object reads the directory
- * itself and finds the move over: at a request that meets the fence (`asked`), and at its alarm.
+ * itself and finds the move over: at a request that meets the fence (`asked`), at its pusher's
+ * claim (pushing.ts), and at its alarm.
  */
 import type { Engine } from '../core/engine.ts';
 import type { D1Port } from './d1-port.ts';
@@ -95,7 +96,8 @@ export class ShardPlace {
    * and the copy's rows are the rows it swept, so it only forgets the old shard's size and its
    * hints (its next claim sweeps in full). Else (it started fenced, or its timed work came due
    * under the fence) it reads its settings and sweeps on the new shard, arming its alarm from its
-   * rows. A namespace of 1,000 queues unfences them after its switch, one read and sweep each.
+   * rows. So the mover's unfence of a namespace of many queues costs a call each, not a read and
+   * a sweep each.
    */
   async unfence(shard: string, epoch: number): Promise<void> {
     if (this.fencedAt !== null && epoch < this.fencedAt) throw new Error(`unfence at epoch ${epoch}, fenced at ${this.fencedAt}`);

@@ -421,3 +421,21 @@ it('unfences a fenced queue object at a request that meets the fence once the di
   expect((await p.claim('a', 'w', { max: 2 })).body.claimed.map((c: { id: string }) => c.id)).toEqual(['before', 'after']);
   expect(await rowsOn(marked.shard, p.ns)).toMatchObject({ jobs: 2 });
 });
+
+it("unfences a fenced pushing queue object at its pusher's next claim, with no request and no alarm", async () => {
+  const p = plane();
+  await p.configure('a', { push: { url: 'service://PUSH_TEST_HOOKS/now' } });
+  expect((await p.submit('a', 'pushed')).status).toBe(201);
+  expect((await p.result('pushed', 10_000)).body.state).toBe('succeeded');
+  // Fenced by a move whose unfence is lost; its alarm deleted: only its pusher, retrying its claim, may look.
+  const marked = await env.DB.prepare(`UPDATE namespaces SET state = 'moving', epoch = epoch + 1 WHERE ns = ?1 RETURNING epoch, shard`)
+    .bind(p.ns)
+    .first<{ epoch: number; shard: string }>();
+  await queueStub(p.ns, 'a').fence(marked!.epoch);
+  await runInDurableObject(queueStub(p.ns, 'a'), (_o, state) => state.storage.deleteAlarm());
+  expect(await fenced(p.ns)).toBe(true);
+  await endedInDirectoryOnly(p.ns);
+  await until(async () => !(await fenced(p.ns)), "the object unfenced by its pusher's claim", 15_000, 50);
+  expect((await p.submit('a', 'after')).status).toBe(201);
+  expect((await p.result('after', 10_000)).body.state).toBe('succeeded');
+});
