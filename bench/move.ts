@@ -6,7 +6,7 @@
  * where Cloudflare's answers in milliseconds: the figures are this machine's, their ratio is what
  * carries over.
  *
- *   node scripts/run.mjs node bench/move.ts [--n=20000] [--step=500] [--producers=1] [--workers=0] [--purge=0] [--queues=1]
+ *   node scripts/run.mjs node bench/move.ts [--n=20000] [--step=500] [--producers=1] [--workers=0] [--purge=0] [--queues=1] [--cold]
  *
  * --workers=W: W worker processes more have claimed in the namespace before the move (each a
  * row of its `workers` table, as every worker process a namespace ever saw is: a worker's default
@@ -14,6 +14,8 @@
  * --purge=K: while the move runs, K finished jobs at a time are deleted, oldest first, one purge
  * after another (as retention deletes a busy namespace's oldest jobs all along).
  * --queues=Q: Q - 1 more queues, each with a job waiting, so Q queue objects (and the idle one) to fence.
+ * --cold: the plane restarted before the move, so every queue object the fence reaches starts
+ * then (as on Cloudflare, where an object idle for a minute or two is evicted), but the producer's.
  *
  * Prints one JSON line: the move's status (jobs, steps, ms, fenced_ms, caught_up, rows_read), and
  * what the producer saw: submits made while the move ran, how many of them waited on the fence
@@ -32,20 +34,24 @@ const PRODUCERS = Number(arg('producers', '1'));
 const WORKERS = Number(arg('workers', '0'));
 const PURGE = Number(arg('purge', '0'));
 const QUEUES = Number(arg('queues', '1'));
+const COLD = process.argv.includes('--cold');
 
 const dir = mkdtempSync(join(tmpdir(), 'lakeshore-move-'));
 const token = newToken('lsk_bench_');
-const plane = await startPlane({
-  node: process.execPath,
-  env: process.env,
-  persistTo: dir,
-  quiet: true,
-  shards: 2,
-  vars: { LAKESHORE_TOKEN: token, LIMIT_REQUESTS_PER_SECOND: '1000000', LIMIT_REQUEST_BURST: '1000000', MOVE_STEP_SUBREQUESTS: STEP },
-});
+const start = (migrate: boolean) =>
+  startPlane({
+    node: process.execPath,
+    env: process.env,
+    persistTo: dir,
+    quiet: true,
+    shards: 2,
+    migrate,
+    vars: { LAKESHORE_TOKEN: token, LIMIT_REQUESTS_PER_SECOND: '1000000', LIMIT_REQUEST_BURST: '1000000', MOVE_STEP_SUBREQUESTS: STEP },
+  });
+let plane = await start(true);
 try {
   const ns = 'moving';
-  const d = new HttpDispatch(plane.url, { token, namespace: ns, retryForMs: 600_000 });
+  let d = new HttpDispatch(plane.url, { token, namespace: ns, retryForMs: 600_000 });
   const envelope = new TextEncoder().encode('e'.repeat(100));
   for (let i = 0; i < N; i += 500)
     await d.submitMany(
@@ -74,6 +80,12 @@ try {
     await Promise.all(
       Array.from({ length: Math.min(32, QUEUES - i) }, (_, k) => d.submit(`other-${i + k}`, envelope, { id: `other-${i + k}` })),
     );
+  if (COLD) {
+    await d.close();
+    await plane.stop();
+    plane = await start(false);
+    d = new HttpDispatch(plane.url, { token, namespace: ns, retryForMs: 600_000 });
+  }
   const from = (await d.storage()).shard;
   const to = from === 'DB' ? 'DB_1' : 'DB';
   // Producers submit one at a time each while the move runs; each submit's time, and whether it met the fence.
@@ -111,6 +123,7 @@ try {
       workers: WORKERS,
       purged,
       queues: QUEUES,
+      cold: COLD,
       move: {
         jobs: m.jobs,
         frames: m.frames,

@@ -61,11 +61,12 @@ export class ShardPlace {
     this.shard = placed.shard;
     this.epoch = placed.epoch;
     engine.storage.shard = placed.shard;
-    // Started while a move copies its namespace: fenced until the mover says where it went.
+    // Started while a move copies its namespace (the fence's call may be what started it): fenced
+    // until the mover says where it went, or a request, its pusher or the alarm its timed work
+    // stored finds the move over. It arms no alarm of its own, as a fence does not (fence()).
     if (placed.state === 'moving') {
       this.fencedAt = placed.epoch;
       void port.fence(this.movingMessage());
-      this.lookLater();
       return;
     }
     await this.o.started();
@@ -136,7 +137,7 @@ export class ShardPlace {
   }
 
   /**
-   * A fenced object's alarm (its timed work was due, or it started fenced): the mover unfences
+   * A fenced object's alarm (its timed work was due, or it looked before): the mover unfences
    * it; should that call not arrive, the directory says where the namespace went once the move
    * ended (or was undone). Until then, look again every MOVE_LOOK_MS (10 s by default): seldom,
    * since a namespace of many queues has as many fenced objects, and each look is a read of the
