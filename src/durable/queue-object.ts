@@ -101,19 +101,20 @@ export class QueueObject extends DurableObject<Env> {
       keepAwake: () => this.armAlarm(Date.now() + KEEP_AWAKE_MS),
       asked: () => this.place.asked(),
     });
+    // It finds its shard and starts at its first call or alarm (shard-place.ts `prepare`), not
+    // here: a move's fence may be the only call an idle object gets. Starting sweeps once and
+    // re-arms, as alarms may not survive a restart (local workerd drops them); retention is looked
+    // at again by the first alarm or finished job. A start that throws is tried again by the next call.
     this.place = new ShardPlace({
       ...its,
       port: this.port,
       armAlarm: (at) => this.armAlarm(at),
       started: () => this.started(),
+      limitBytes: settings.storage.limitBytes,
     });
-    // Alarms may not survive a restart (local workerd drops them): sweep once and re-arm. Retention
-    // is looked at again by the first alarm or finished job. A throw here resets the object, and
-    // the next request retries.
-    void ctx.blockConcurrencyWhile(() => this.place.enter(settings.storage.limitBytes));
   }
 
-  /** Reads its settings and sweeps once, arming the alarm (at start, and after a move). */
+  /** Reads its settings and sweeps once, arming the alarm (at its first call, and after a move). */
   private async started(): Promise<void> {
     this.settings = (await this.engine.admin.info(this.ns, this.queue)).settings;
     await this.sweep();
@@ -225,16 +226,16 @@ export class QueueObject extends DurableObject<Env> {
   }
 
   /** Another object changed this queue's rows (a dead letter, a redriven job): parked claims look again. */
-  poke(): void {
-    this.engine.park.wake(keys.queue(this.ns, this.queue));
+  poke() {
+    return this.begun(() => this.engine.park.wake(keys.queue(this.ns, this.queue)));
   }
 
   /**
    * Drops this object's hints of its queue's timing and settings (hints.ts): after its rows were
    * changed around it (an operator's SQL, a test), its next claim sweeps in full and reads them again.
    */
-  forgetHints(): void {
-    this.engine.hints?.forget(this.ns, this.queue);
+  forgetHints() {
+    return this.begun(() => this.engine.hints?.forget(this.ns, this.queue));
   }
 
   // ------------------------------------------------------------ workers
@@ -297,7 +298,11 @@ export class QueueObject extends DurableObject<Env> {
   }
 
   /** The feed's and journals' SSE streams, as fetches whose bodies the Worker relays (queue-streams.ts). */
-  override fetch(req: Request): Promise<Response> {
+  override async fetch(req: Request): Promise<Response> {
+    if (!this.place.ready) {
+      const s = await settle(() => this.place.prepare());
+      if (!s.ok) return Response.json({ error: s.error }, { status: 503 });
+    }
     return this.streams.fetch(req);
   }
 
@@ -307,8 +312,8 @@ export class QueueObject extends DurableObject<Env> {
   }
 
   /** Calls off a wait this caller started with `waitId`, its client gone (call-offs.ts); false if none was. */
-  abortWait(waitId: string): Promise<boolean> {
-    return this.callOffs.callOff(waitId);
+  async abortWait(waitId: string): Promise<boolean> {
+    return this.begun(() => this.callOffs.callOff(waitId));
   }
 
   /** The workers heard from here, and the running jobs each holds (read from the rows). */
@@ -321,23 +326,25 @@ export class QueueObject extends DurableObject<Env> {
 
   /** The worker says it stops (its runtime, at shutdown). RPC methods are the prototype's: no arrow fields. */
   workerStopped(workerId: string) {
-    return this.workers.stopped(workerId);
+    return this.begun(() => this.workers.stopped(workerId));
   }
   /** Log lines of the worker's jobs, for the feed's readers (checked by the route: core/feed.ts logLines). */
   workerLog(workerId: string, lines: LogLine[]) {
-    this.engine.park.events.toldLog(this.ns, this.queue, workerId, lines);
+    return this.begun(() => this.engine.park.events.toldLog(this.ns, this.queue, workerId, lines));
   }
 
   /** This queue's transition counters since the object started, its jobs finished lately and its pusher's figures (they live in its memory). */
   counters() {
-    const feed = this.engine.park.events;
-    const [c] = feed.counters(this.ns, this.queue);
-    return { since: feed.since, counts: c?.counts ?? null, recent: feed.recent(this.ns, this.queue), pushing: this.pushing.stats() };
+    return this.begun(() => {
+      const feed = this.engine.park.events;
+      const [c] = feed.counters(this.ns, this.queue);
+      return { since: feed.since, counts: c?.counts ?? null, recent: feed.recent(this.ns, this.queue), pushing: this.pushing.stats() };
+    });
   }
 
   /** D1 rows read and written by this object so far (D1's own result metadata). */
   stats() {
-    return {
+    return this.begun(() => ({
       ...this.rows,
       d1_ms: this.port.busyMs,
       shard: this.place.shard,
@@ -347,7 +354,7 @@ export class QueueObject extends DurableObject<Env> {
       streams: this.streams.journals.size,
       feed_readers: this.streams.feed.size,
       push: this.pushing.stats(),
-    };
+    }));
   }
 
   // ------------------------------------------------------------ leases
@@ -355,7 +362,11 @@ export class QueueObject extends DurableObject<Env> {
   override async alarm(): Promise<void> {
     this.alarmAt = null;
     if (this.place.fenced) return this.place.alarmed();
-    await this.sweep();
+    // Its first alarm since it was made (or since a move) starts it, sweeping; a throw is retried by the platform.
+    const startedNow = !this.place.ready && (await this.place.prepare());
+    // Its start found a move copying its namespace.
+    if (this.place.fenced) return this.place.alarmed();
+    if (!startedNow) await this.sweep();
     // Retention, when due; the first alarm of this instance looks too (the purge alarm it had may be the one firing).
     const purge = await this.retention.due();
     if (purge !== null) this.armAlarm(purge);
@@ -389,6 +400,24 @@ export class QueueObject extends DurableObject<Env> {
     return items.map((it) => ({ ...it, queue: this.queue }));
   }
 
+  /**
+   * A call that answers from the object's memory, once the object has started: any call but a
+   * move's fence and unfence starts it (shard-place.ts `prepare`), as one that reads its rows does.
+   */
+  private begun<T>(fn: () => T): T | Promise<T> {
+    return this.place.ready ? fn() : this.prepared(fn);
+  }
+
+  /**
+   * `fn` once the object has started (shard-place.ts `prepare`). Awaited here, not chained with
+   * `then`: a promise `fn` answers already rejected (a verb's bad input) then has its handler at
+   * once, where a `then` would adopt it a turn later and the runtime would call it unhandled.
+   */
+  private async prepared<T>(fn: () => T | Promise<T>): Promise<T> {
+    await this.place.prepare();
+    return await fn();
+  }
+
   /** Runs a verb that may wait, under an AbortSignal that abortWait(waitId) fires. */
   private waiting<T>(waitId: string | undefined, fn: (signal: AbortSignal | undefined) => Promise<T>) {
     if (!waitId) return this.run(() => fn(undefined));
@@ -397,12 +426,13 @@ export class QueueObject extends DurableObject<Env> {
   }
 
   /**
-   * Runs one verb and answers it settled, counting calls for the benchmark. While a move fences
-   * the object, the verb first looks whether the move has ended (shard-place.ts `asked`).
+   * Runs one verb and answers it settled, counting calls for the benchmark. The object's first
+   * verb finds its shard and starts it; while a move fences it, the verb first looks whether the
+   * move has ended (shard-place.ts `prepare`).
    */
   private run<T>(fn: () => Promise<T>) {
     const t0 = Date.now();
-    return settle(() => (this.place.fenced ? this.place.asked().then(fn) : fn()))
+    return settle(this.place.ready ? fn : () => this.prepared(fn))
       .then((a) => {
         // The newest point of its shard this object has written (or read): the client's way to
         // read its own writes from a replica (bookmark.ts).

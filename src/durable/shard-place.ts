@@ -21,25 +21,34 @@ export interface PlaceOf {
   engine: Engine;
   /** Arms the object's alarm (a fenced object looks at the directory every MOVE_LOOK_MS). */
   armAlarm(at: number): void;
-  /** Reads its settings and sweeps once (at start, and once a move has ended). */
+  /** Reads its settings and sweeps once (at its first call, and once a move has ended). */
   started(): Promise<void>;
+  /** The storage budget a namespace new to the directory is placed by (the shard with the most room). */
+  limitBytes: number;
 }
 
 /** Least time between two looks at the directory that a fenced object's requests make (`asked`). */
 const ASKED_LOOK_MS = 100;
 
 export class ShardPlace {
-  /** The shard its namespace lives on, read as the object starts. */
+  /** The shard its namespace lives on, once placed. */
   shard = '';
   /** The epoch of the move that fenced it, while one does. */
   private fencedAt: number | null = null;
   /** The directory's epoch its shard was read or set at: an unfence of no later epoch finds it there already. */
   private epoch = 0;
+  /** Whether it knows its shard: read from the directory (`enter`), or told by a move's unfence. */
+  private placed = false;
   /**
-   * Whether this instance has read its settings and swept (`started`) since it last entered or
-   * its alarm last fired under a fence: then an unfence has nothing to read again (below).
+   * Whether this instance has read its settings and swept (`started`) since it was placed, and
+   * not had its alarm fire under a fence since: then an unfence has nothing to read again (below).
    */
   private swept = false;
+  /** Its alarm fired under the fence: timed work may have come due, so the unfence sweeps at once. */
+  private due = false;
+  /** The placing and the start that the calls waiting for them share. */
+  private entering: Promise<void> | null = null;
+  private starting: Promise<void> | null = null;
   /** The look that requests meeting the fence share, and when the last one began. */
   private asking: Promise<void> | null = null;
   private askedAt = 0;
@@ -53,24 +62,65 @@ export class ShardPlace {
     return this.o.port.fenced;
   }
 
-  /** Finds its shard as the object starts: fenced, if a move copies its namespace right now. */
-  async enter(limitBytes: number): Promise<void> {
+  /** Whether a call may run at once: placed, started, and no move fences it (a call's one check). */
+  get ready(): boolean {
+    return this.swept && !this.o.port.fenced;
+  }
+
+  /**
+   * What a call waits for when the object is not `ready`. A fenced object first looks whether the
+   * move has ended (`asked`); a call still fenced after that is refused by the port (503), and its
+   * client retries. Else the object finds its shard in the directory, if no unfence told it, and
+   * starts (reads its settings and sweeps), once for all the calls that wait. Answers whether this
+   * call started it (an alarm then has swept already).
+   *
+   * An object starts at its first call, not as it is made: the first call a move's fence makes of
+   * an object that was not running (evicted, on Cloudflare, after a minute or two idle) is the only
+   * one it gets until the move ends, and a fenced object has nothing to read. So that fence costs
+   * no read of the home database, and its unfence no read and no sweep of the new shard: the
+   * object starts at its next call or alarm, on the shard the move left it on, as it would have
+   * had the move not called it.
+   */
+  async prepare(): Promise<boolean> {
+    if (this.fenced) await this.asked();
+    if (this.fenced) return false;
+    if (!this.placed) await (this.entering ??= this.enter().finally(() => (this.entering = null)));
+    if (this.fenced || this.swept) return false;
+    await this.start();
+    return true;
+  }
+
+  /** Reads its settings and sweeps, once for every caller waiting meanwhile. */
+  private start(): Promise<void> {
+    this.starting ??= this.o
+      .started()
+      .then(() => {
+        this.swept = true;
+        this.due = false;
+      })
+      .finally(() => (this.starting = null));
+    return this.starting;
+  }
+
+  /** Finds its shard in the directory (and records the queue there): fenced, if a move copies its namespace right now. */
+  private async enter(): Promise<void> {
     const { env, ns, queue, port, engine } = this.o;
-    const placed = await enter(env, ns, queue, limitBytes);
+    const placed = await enter(env, ns, queue, this.o.limitBytes);
+    // A move's fence or unfence came while it read: what it read is older than what they said.
+    if (this.fencedAt !== null || this.placed) return;
     port.use(placed.db);
     this.shard = placed.shard;
     this.epoch = placed.epoch;
     engine.storage.shard = placed.shard;
-    // Started while a move copies its namespace (the fence's call may be what started it): fenced
-    // until the mover says where it went, or a request, its pusher or the alarm its timed work
-    // stored finds the move over. It arms no alarm of its own, as a fence does not (fence()).
+    // Found while a move copies its namespace: fenced until the mover says where it went, or a
+    // request, its pusher or the alarm its timed work stored finds the move over. It arms no alarm
+    // of its own, as a fence does not (fence()).
     if (placed.state === 'moving') {
       this.fencedAt = placed.epoch;
       void port.fence(this.movingMessage());
       return;
     }
-    await this.o.started();
-    this.swept = true;
+    this.placed = true;
   }
 
   /**
@@ -95,10 +145,11 @@ export class ShardPlace {
    * An object that had swept before the fence, and whose alarm did not fire under it, reads
    * nothing again: its settings change only through it, its alarm is armed for its next timed work
    * and the copy's rows are the rows it swept, so it only forgets the old shard's size and its
-   * hints (its next claim sweeps in full). Else (it started fenced, or its timed work came due
-   * under the fence) it reads its settings and sweeps on the new shard, arming its alarm from its
-   * rows. So the mover's unfence of a namespace of many queues costs a call each, not a read and
-   * a sweep each.
+   * hints (its next claim sweeps in full). One whose alarm fired under the fence reads its
+   * settings and sweeps on the new shard now, arming its alarm from its rows. One that never
+   * started (the fence's call made it, or it was made fenced) starts at its next call or alarm
+   * (`prepare`). So the mover's unfence of a namespace of many queues costs a call each, not a
+   * read and a sweep each.
    */
   async unfence(shard: string, epoch: number): Promise<void> {
     if (this.fencedAt !== null && epoch < this.fencedAt) throw new Error(`unfence at epoch ${epoch}, fenced at ${this.fencedAt}`);
@@ -110,12 +161,11 @@ export class ShardPlace {
     this.fencedAt = null;
     this.epoch = epoch;
     this.shard = to.name;
+    this.placed = true;
     engine.storage.shard = to.name;
     engine.storage.forget();
     engine.hints?.forget(ns, queue);
-    if (this.swept) return;
-    await this.o.started();
-    this.swept = true;
+    if (this.due) await this.start();
   }
 
   /**
@@ -146,6 +196,7 @@ export class ShardPlace {
   alarmed(): Promise<void> {
     // Its timed work may have come due under the fence: to sweep once unfenced.
     this.swept = false;
+    this.due = true;
     return this.look();
   }
 

@@ -439,3 +439,53 @@ it("unfences a fenced pushing queue object at its pusher's next claim, with no r
   expect((await p.submit('a', 'after')).status).toBe(201);
   expect((await p.result('after', 10_000)).body.state).toBe('succeeded');
 });
+
+/** Queue `q`'s object's place and its D1 batches, read inside it (no call of its own, which would start it). */
+const placeOf = (ns: string, q: string) =>
+  runInDurableObject(queueStub(ns, q), (o) => {
+    const x = o as unknown as { place: { placed: boolean; swept: boolean; fenced: boolean }; rows: { batches: number } };
+    return { placed: x.place.placed, swept: x.place.swept, fenced: x.place.fenced, batches: x.rows.batches };
+  });
+
+/** Ends queue `q`'s object's instance, as Cloudflare evicts an idle one: its next call makes a new one. */
+const evict = (ns: string, q: string) => runInDurableObject(queueStub(ns, q), (_o, state) => state.abort('evicted')).catch(() => {});
+
+it('starts a queue object that a move fence made at its next call, on the new shard: its fence and unfence read nothing', async () => {
+  const p = plane();
+  const base = `/v1/ns/${p.ns}`;
+  expect((await p.submit('idle', 'waiting')).status).toBe(201);
+  expect((await p.submit('idle', 'later', { delay_ms: 60_000 })).status).toBe(201);
+  await evict(p.ns, 'idle');
+  const from = await where(p.ns);
+  const to = from === 'DB_1' ? 'DB_2' : 'DB_1';
+  expect((await call('POST', `${base}/move`, { to })).status).toBe(202);
+  let m = (await call('GET', `${base}/move?wait_ms=30000`)).body;
+  for (let polls = 0; m.state === 'moving' && polls < 5; polls++) m = (await call('GET', `${base}/move?wait_ms=30000`)).body;
+  expect(m).toMatchObject({ state: 'moved', jobs: 2 });
+  // Made by the fence's call, told its shard by the unfence: no directory read, no batch, no sweep.
+  expect(await placeOf(p.ns, 'idle')).toEqual({ placed: true, swept: false, fenced: false, batches: 0 });
+  // Its next call starts it there: it reads its settings and sweeps on the new shard, then claims.
+  expect((await p.claim('idle', 'w')).body.claimed.map((c: { id: string }) => c.id)).toEqual(['waiting']);
+  expect(await placeOf(p.ns, 'idle')).toMatchObject({ placed: true, swept: true, fenced: false });
+  expect(await rowsOn(to, p.ns)).toMatchObject({ jobs: 2 });
+  expect((await p.get('later')).body.state).toBe('delayed');
+}, 60_000);
+
+it("takes a queue object's shard from a move's unfence that came while its first call read the directory, not from that read", async () => {
+  const p = plane();
+  expect((await p.submit('a', 'first')).status).toBe(201);
+  const from = await where(p.ns);
+  const to = from === 'DB_1' ? 'DB_2' : 'DB_1';
+  const answer = await runInDurableObject(queueStub(p.ns, 'r'), async (o) => {
+    // Its first call reads the directory (the namespace on `from`); a move's fence and unfence
+    // (to `to`, at a later epoch) come while that read is out.
+    const submitted = o.submit({ id: 'raced', envelope: new TextEncoder().encode('x') });
+    await o.fence(1_000);
+    await o.unfence(to, 1_000);
+    return submitted;
+  });
+  expect(answer.ok).toBe(true);
+  expect(await rowsOn(to, p.ns)).toMatchObject({ jobs: 1 });
+  expect(await rowsOn(from, p.ns)).toMatchObject({ jobs: 1 });
+  expect(await shardNamed(env, to).db.prepare(`SELECT id FROM invocations WHERE ns = ?1`).bind(p.ns).first('id')).toBe('raced');
+});
