@@ -15,6 +15,7 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { stripVTControlCharacters } from 'node:util';
 import { ensurePython, ROOT } from './toolchain.mjs';
 
 const vitest = join(ROOT, 'node_modules', 'vitest', 'vitest.mjs');
@@ -46,15 +47,24 @@ const all = ['lint', 'typecheck', 'bundle', 'edge', 'node', 'crash', 'python', '
 // The Python with the package's optional extras (croniter), for the Python suite and the conformance target.
 process.env.LAKESHORE_PYTHON ??= ensurePython();
 const counts = { passed: 0, failed: 0, skipped: 0 };
-/** The failed tests by name: said again at the end, where a CI log's tail shows them. */
+/** The failed tests by name, each with why: said again at the end, where a CI log's tail shows them. */
 const failures = [];
+/** The first lines of a failed test's message, without colour or stack (a CI log may keep only its tail). */
+function why(t) {
+  const lines = stripVTControlCharacters(String(t.failureMessages?.[0] ?? ''))
+    .split('\n')
+    .filter((l) => l.trim() && !/^\s+at /.test(l))
+    .slice(0, 8);
+  return lines.length ? `\n    ${lines.join('\n    ')}` : '';
+}
 function tally(name) {
   const file = join(reports, `${name}.json`);
   if (!existsSync(file)) return;
   const r = JSON.parse(readFileSync(file, 'utf8'));
   for (const f of r.testResults ?? [])
     for (const t of f.assertionResults ?? [])
-      if (t.status === 'failed') failures.push(`${name}: ${String(f.name ?? '').replace(`${ROOT}/`, '')} > ${t.fullName ?? t.title}`);
+      if (t.status === 'failed')
+        failures.push(`${name}: ${String(f.name ?? '').replace(`${ROOT}/`, '')} > ${t.fullName ?? t.title}${why(t)}`);
   counts.passed += r.numPassedTests;
   counts.failed += r.numFailedTests;
   counts.skipped += r.numPendingTests + (r.numTodoTests ?? 0);

@@ -10,6 +10,9 @@ import { cli, planeEnv } from './setup/cli.ts';
 import { until } from '../support/wait.ts';
 
 const N = 240;
+/** How many jobs the producers may be ahead of the worker. */
+const BACKLOG = 40;
+const STATES = ['delayed', 'queued', 'running', 'succeeded', 'failed', 'cancelled'] as const;
 
 it('moves a namespace with producers and a worker running throughout: every job once, counts equal, journals intact', async () => {
   const env = planeEnv('edge');
@@ -45,12 +48,15 @@ it('moves a namespace with producers and a worker running throughout: every job 
       },
     },
   });
-  // At least N jobs, and producers submitting until the move has ended (its fence included).
+  // At least N jobs, and producers submitting until the move has ended (its fence included), at
+  // most BACKLOG ahead of the worker: what is left when the move ends runs in seconds, however
+  // long the move took (unpaced, the producers outran the worker and the rest took most of a minute).
   let next = 0;
   let moving = true;
   const produce = Promise.all(
     Array.from({ length: 2 }, async () => {
       while (moving || next < N) {
+        await until(() => next - runs.size < BACKLOG, `the worker within ${BACKLOG} jobs of the producers`, 60_000);
         const i = next++;
         await d.submit('mv', encodeEnvelope({ fn: 'step', args: [i] }), { id: `m${i}` });
       }
@@ -66,7 +72,14 @@ it('moves a namespace with producers and a worker running throughout: every job 
   moving = false;
   await produce;
   const total = next;
-  await until(async () => (await d.count('mv', 'succeeded')) === total, `${total} jobs succeeded`, 60_000, 200);
+  const where = async () => {
+    const by = await Promise.all(STATES.map(async (s) => `${s} ${await d.count('mv', s)}`));
+    return `${total} jobs succeeded (${by.join(', ')}; ${runs.size} run by the worker)`;
+  };
+  const drained = Date.now();
+  const left = total - (await d.count('mv', 'succeeded'));
+  await until(async () => (await d.count('mv', 'succeeded')) === total, where, 60_000, 200);
+  console.log(`[move] ${total} jobs; ${left} left as the move ended, the last ran ${Date.now() - drained} ms after`);
   stop.abort();
   await worker;
 
@@ -77,17 +90,21 @@ it('moves a namespace with producers and a worker running throughout: every job 
   expect((await d.queueInfo('keep')).settings).toMatchObject({ leaseMs: 12_345, retentionMs: 86_400_000 });
   expect((await d.queueInfo('mv')).settings).toMatchObject({ maxAttempts: 1, journalRetentionMs: 86_400_000 });
   expect((await d.listSchedules('keep')).map((s) => [s.name, s.cron])).toEqual([['nightly', '0 3 * * *']]);
-  for (const s of ['delayed', 'queued', 'running', 'failed', 'cancelled'] as const) expect(await d.count('mv', s), s).toBe(0);
+  for (const s of STATES.filter((s) => s !== 'succeeded')) expect(await d.count('mv', s), s).toBe(0);
   expect(await d.count('mv', 'succeeded')).toBe(total);
   const twice = [...runs].filter(([, n]) => n !== 1);
   expect(twice, 'jobs run more than once').toEqual([]);
   expect(runs.size).toBe(total);
   const broken: string[] = [];
-  for (let i = 0; i < total; i++) {
-    const page = await d.journalPage(`m${i}`);
-    const values = page.frames.filter((f) => f.kind === FrameKind.VALUE).map((f) => JSON.parse(new TextDecoder().decode(f.body)));
-    if (JSON.stringify(values) !== JSON.stringify([`${i}.0`, `${i}.1`, `${i}.2`]) || page.state !== 'succeeded') broken.push(`m${i}`);
-  }
+  let read = 0;
+  const reader = async () => {
+    for (let i = read++; i < total; i = read++) {
+      const page = await d.journalPage(`m${i}`);
+      const values = page.frames.filter((f) => f.kind === FrameKind.VALUE).map((f) => JSON.parse(new TextDecoder().decode(f.body)));
+      if (JSON.stringify(values) !== JSON.stringify([`${i}.0`, `${i}.1`, `${i}.2`]) || page.state !== 'succeeded') broken.push(`m${i}`);
+    }
+  };
+  await Promise.all(Array.from({ length: 8 }, reader));
   expect(broken, 'journals not whole').toEqual([]);
   // Where its move is, asked again: how it ended.
   const status = await cli(['--json', 'admin', 'move-status', ns], env);

@@ -1,11 +1,16 @@
 /**
  * Bounded waits on an observable condition: how tests order events instead of sleeping. A wait
- * that runs out throws, naming what it waited for.
+ * that runs out throws, naming what it waited for (`what` may be a function: said as it is then).
  */
-export async function until(check: () => boolean | Promise<boolean>, what = 'condition', timeoutMs = 20_000, everyMs = 10): Promise<void> {
+export async function until(
+  check: () => boolean | Promise<boolean>,
+  what: string | (() => string | Promise<string>) = 'condition',
+  timeoutMs = 20_000,
+  everyMs = 10,
+): Promise<void> {
   const end = Date.now() + timeoutMs;
   while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${typeof what === 'string' ? what : await what()}`);
     await new Promise((r) => setTimeout(r, everyMs));
   }
 }
