@@ -19,7 +19,6 @@ import type {
   NackRequest,
   SubmitRequest,
 } from '../core/engine.ts';
-import { settle } from '../core/settled.ts';
 import { D1Port } from './d1-port.ts';
 import { QueueStreams } from './queue-streams.ts';
 import type { LogLine } from '../core/feed.ts';
@@ -28,15 +27,18 @@ import { RetentionClock } from '../core/retention.ts';
 import { settingsFrom } from './settings.ts';
 import { modelCounters, tokenReads } from './d1-model.ts';
 import { KEEP_AWAKE_MS, Pushing } from './pushing.ts';
-import { formatBookmark } from './bookmark.ts';
 import { CallOffs } from './call-offs.ts';
 import { type BatchCounters, queueEngine } from './queue-engine.ts';
 import { ShardPlace } from './shard-place.ts';
+import { QueueCalls } from './queue-calls.ts';
 
 type Claim = Omit<ClaimRequest, 'signal' | 'onPark'>;
 
 /** The object's name, from which it knows its queue (also inside an alarm, after a restart). */
 export const queueObjectName = (ns: string, queue: string) => `${ns}\u0000${queue}`;
+
+/** Items of a batch, each of `queue`. */
+const ofQueue = <T>(items: T[], queue: string) => items.map((it) => ({ ...it, queue }));
 
 export class QueueObject extends DurableObject<Env> {
   private readonly engine: Engine;
@@ -61,6 +63,8 @@ export class QueueObject extends DurableObject<Env> {
   private readonly streams: QueueStreams;
   /** Push delivery, while the queue has a push target (pushing.ts). */
   private readonly pushing: Pushing;
+  /** How its calls run: started, settled, bookmarked and counted (queue-calls.ts). */
+  private readonly calls: QueueCalls;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -91,7 +95,7 @@ export class QueueObject extends DurableObject<Env> {
     this.streams = new QueueStreams({
       ...its,
       waitUntil: (p) => this.ctx.waitUntil(p),
-      run: (fn) => this.run(fn),
+      run: (fn) => this.calls.run(fn),
     });
     this.workers = new WorkerBook(this.engine.park.events, this.ns, this.queue);
     this.pushing = new Pushing({
@@ -112,6 +116,7 @@ export class QueueObject extends DurableObject<Env> {
       started: () => this.started(),
       limitBytes: settings.storage.limitBytes,
     });
+    this.calls = new QueueCalls(this.place, this.port, this.rows, this.callOffs);
   }
 
   /** Reads its settings and sweeps once, arming the alarm (at its first call, and after a move). */
@@ -136,48 +141,48 @@ export class QueueObject extends DurableObject<Env> {
   // ------------------------------------------------------------ producers
 
   submit(req: SubmitRequest) {
-    return this.run(() => this.engine.submit(this.ns, this.queue, req));
+    return this.calls.run(() => this.engine.submit(this.ns, this.queue, req));
   }
 
   submitMany(items: SubmitRequest[]) {
-    return this.run(() => this.engine.submitMany(this.ns, this.queue, items));
+    return this.calls.run(() => this.engine.submitMany(this.ns, this.queue, items));
   }
 
   cancel(id: string) {
-    return this.run(() => this.engine.cancel(this.ns, id, this.queue));
+    return this.calls.run(() => this.engine.cancel(this.ns, id, this.queue));
   }
 
   result(id: string, timeoutMs: unknown, waitId?: string) {
-    return this.waiting(waitId, (signal) => this.engine.result(this.ns, id, timeoutMs, signal, this.queue));
+    return this.calls.waiting(waitId, (signal) => this.engine.result(this.ns, id, timeoutMs, signal, this.queue));
   }
 
   /** Waits on many of this queue's jobs at once: those ended, as soon as any is (core/results.ts). */
   results(ids: string[], timeoutMs: unknown, waitId?: string, after?: string | null) {
-    return this.waiting(waitId, (signal) => this.engine.results(this.ns, this.queue, ids, timeoutMs, signal, after));
+    return this.calls.waiting(waitId, (signal) => this.engine.results(this.ns, this.queue, ids, timeoutMs, signal, after));
   }
 
   trim(id: string, keepLast: unknown) {
-    return this.run(() => this.engine.journal.trim(this.ns, id, keepLast, this.queue));
+    return this.calls.run(() => this.engine.journal.trim(this.ns, id, keepLast, this.queue));
   }
 
   /** Retries a failed invocation of this queue. */
   retry(id: string) {
-    return this.run(() => this.engine.retry(this.ns, id, this.queue));
+    return this.calls.run(() => this.engine.retry(this.ns, id, this.queue));
   }
 
   /** Deletes a finished invocation of this queue, with its frames. */
   delete(id: string) {
-    return this.run(() => this.engine.delete(this.ns, id, this.queue));
+    return this.calls.run(() => this.engine.delete(this.ns, id, this.queue));
   }
 
   // ------------------------------------------------------------ operators
 
   info() {
-    return this.run(() => this.engine.admin.info(this.ns, this.queue));
+    return this.calls.run(() => this.engine.admin.info(this.ns, this.queue));
   }
 
   configure(cfg: SettingsRequest) {
-    return this.run(async () => {
+    return this.calls.run(async () => {
       const info = await this.engine.admin.configure(this.ns, this.queue, cfg);
       this.settings = info.settings;
       // A new retention may bring the next purge closer.
@@ -188,25 +193,25 @@ export class QueueObject extends DurableObject<Env> {
   }
 
   pause() {
-    return this.run(() => this.engine.admin.pause(this.ns, this.queue));
+    return this.calls.run(() => this.engine.admin.pause(this.ns, this.queue));
   }
 
   resume() {
-    return this.run(() => this.engine.admin.resume(this.ns, this.queue));
+    return this.calls.run(() => this.engine.admin.resume(this.ns, this.queue));
   }
 
   /** Deletes up to `limit` finished jobs of one state of this queue. */
   purgeFinished(state: unknown, limit: unknown) {
-    return this.run(() => this.engine.admin.purgeFinished(this.ns, this.queue, state, limit));
+    return this.calls.run(() => this.engine.admin.purgeFinished(this.ns, this.queue, state, limit));
   }
 
   redrive(limit: unknown) {
-    return this.run(() => this.engine.admin.redrive(this.ns, this.queue, limit));
+    return this.calls.run(() => this.engine.admin.redrive(this.ns, this.queue, limit));
   }
 
   /** This queue as a dead-letter queue: its dead letters' failed jobs back to their queues (whose objects are woken). */
   redriveDeadLetters(limit: unknown) {
-    return this.run(async () => {
+    return this.calls.run(async () => {
       const back = await this.engine.admin.redriveDeadLetters(this.ns, this.queue, limit);
       for (const q of new Set(back.map((b) => b.queue))) if (q !== this.queue) this.pokeQueue(q);
       return back;
@@ -214,20 +219,20 @@ export class QueueObject extends DurableObject<Env> {
   }
 
   setSchedule(name: string, req: ScheduleRequest) {
-    return this.run(() => this.engine.admin.setSchedule(this.ns, this.queue, name, req));
+    return this.calls.run(() => this.engine.admin.setSchedule(this.ns, this.queue, name, req));
   }
 
   schedules() {
-    return this.run(() => this.engine.admin.schedules(this.ns, this.queue));
+    return this.calls.run(() => this.engine.admin.schedules(this.ns, this.queue));
   }
 
   removeSchedule(name: string) {
-    return this.run(() => this.engine.admin.removeSchedule(this.ns, this.queue, name));
+    return this.calls.run(() => this.engine.admin.removeSchedule(this.ns, this.queue, name));
   }
 
   /** Another object changed this queue's rows (a dead letter, a redriven job): parked claims look again. */
   poke() {
-    return this.begun(() => this.engine.park.wake(keys.queue(this.ns, this.queue)));
+    return this.calls.begun(() => this.engine.park.wake(keys.queue(this.ns, this.queue)));
   }
 
   /**
@@ -235,7 +240,7 @@ export class QueueObject extends DurableObject<Env> {
    * changed around it (an operator's SQL, a test), its next claim sweeps in full and reads them again.
    */
   forgetHints() {
-    return this.begun(() => this.engine.hints?.forget(this.ns, this.queue));
+    return this.calls.begun(() => this.engine.hints?.forget(this.ns, this.queue));
   }
 
   // ------------------------------------------------------------ workers
@@ -249,7 +254,7 @@ export class QueueObject extends DurableObject<Env> {
     this.workers.heard(req.workerId, req.worker);
     if (waitId !== undefined && this.callOffs.overtaken(waitId))
       return Promise.resolve({ ok: true as const, value: { claimed: [] as Claimed[], parked: false } });
-    return this.waiting(waitId, async (signal) => {
+    return this.calls.waiting(waitId, async (signal) => {
       let parked = false;
       const got = await this.engine.work.claimMany(this.ns, this.queue, { ...req, signal, onPark: () => (parked = true) });
       return { claimed: await this.callOffs.handing(req.workerId, waitId, signal, got), parked };
@@ -259,66 +264,62 @@ export class QueueObject extends DurableObject<Env> {
   /** A worker's acks (of this queue's invocations) and its next claim, in one D1 batch. */
   ackAndClaim(acks: AckRequest[], req: Claim & { worker?: WorkerInfo | null }) {
     this.workers.heard(req.workerId, req.worker);
-    return this.run(() => this.engine.work.ackAndClaim(this.ns, this.queue, acks, req));
+    return this.calls.run(() => this.engine.work.ackAndClaim(this.ns, this.queue, acks, req));
   }
 
   /** Jobs a worker claimed and never started, back to the queue uncharged (Work.giveBack). */
   release(workerId: string, items: { id: string; attempt: number | null }[]) {
     this.workers.heard(workerId);
-    return this.run(() => this.engine.work.giveBack(this.ns, this.queue, workerId, items));
+    return this.calls.run(() => this.engine.work.giveBack(this.ns, this.queue, workerId, items));
   }
 
   ackMany(items: AckRequest[]) {
     this.workers.heard(items[0]?.workerId);
-    return this.run(() => this.engine.work.ackMany(this.ns, this.ofQueue(items)));
+    return this.calls.run(() => this.engine.work.ackMany(this.ns, ofQueue(items, this.queue)));
   }
 
   nackMany(items: (NackRequest & { id: string })[]) {
     this.workers.heard(items[0]?.workerId);
-    return this.run(() => this.engine.work.nackMany(this.ns, this.ofQueue(items)));
+    return this.calls.run(() => this.engine.work.nackMany(this.ns, ofQueue(items, this.queue)));
   }
 
   ack(id: string, req: HolderRequest & { result?: unknown }) {
     this.workers.heard(req.workerId);
-    return this.run(() => this.engine.work.ack(this.ns, id, { ...req, queue: this.queue }));
+    return this.calls.run(() => this.engine.work.ack(this.ns, id, { ...req, queue: this.queue }));
   }
 
   nack(id: string, req: NackRequest) {
     this.workers.heard(req.workerId);
-    return this.run(() => this.engine.work.nack(this.ns, id, { ...req, queue: this.queue }));
+    return this.calls.run(() => this.engine.work.nack(this.ns, id, { ...req, queue: this.queue }));
   }
 
   heartbeat(id: string, req: HolderRequest & { leaseMs?: unknown }) {
     this.workers.heard(req.workerId);
-    return this.run(() => this.engine.work.heartbeat(this.ns, id, { ...req, queue: this.queue }));
+    return this.calls.run(() => this.engine.work.heartbeat(this.ns, id, { ...req, queue: this.queue }));
   }
 
   append(id: string, req: AppendRequest) {
-    return this.run(() => this.engine.journal.append(this.ns, id, { ...req, queue: this.queue }));
+    return this.calls.run(() => this.engine.journal.append(this.ns, id, { ...req, queue: this.queue }));
   }
 
   /** The feed's and journals' SSE streams, as fetches whose bodies the Worker relays (queue-streams.ts). */
   override async fetch(req: Request): Promise<Response> {
-    if (!this.place.ready) {
-      const s = await settle(() => this.place.prepare());
-      if (!s.ok) return Response.json({ error: s.error }, { status: 503 });
-    }
-    return this.streams.fetch(req);
+    return (await this.calls.unready()) ?? this.streams.fetch(req);
   }
 
   /** The next page of a journal after `since`, waiting up to `timeoutMs` for one (a JSON read with wait_ms). */
   follow(id: string, since: unknown, timeoutMs: unknown, limit?: unknown, waitId?: string) {
-    return this.waiting(waitId, (signal) => this.engine.journal.follow(this.ns, id, since, timeoutMs, signal, limit, this.queue));
+    return this.calls.waiting(waitId, (signal) => this.engine.journal.follow(this.ns, id, since, timeoutMs, signal, limit, this.queue));
   }
 
   /** Calls off a wait this caller started with `waitId`, its client gone (call-offs.ts); false if none was. */
   async abortWait(waitId: string): Promise<boolean> {
-    return this.begun(() => this.callOffs.callOff(waitId));
+    return this.calls.begun(() => this.callOffs.callOff(waitId));
   }
 
   /** The workers heard from here, and the running jobs each holds (read from the rows). */
   workersSeen() {
-    return this.run(async () => {
+    return this.calls.run(async () => {
       const running = await this.engine.list(this.ns, this.queue, 'running', 1000, null);
       return { workers: this.workers.list(), running: running.items.map((i) => ({ id: i.id, workerId: i.workerId })) };
     });
@@ -326,16 +327,16 @@ export class QueueObject extends DurableObject<Env> {
 
   /** The worker says it stops (its runtime, at shutdown). RPC methods are the prototype's: no arrow fields. */
   workerStopped(workerId: string) {
-    return this.begun(() => this.workers.stopped(workerId));
+    return this.calls.begun(() => this.workers.stopped(workerId));
   }
   /** Log lines of the worker's jobs, for the feed's readers (checked by the route: core/feed.ts logLines). */
   workerLog(workerId: string, lines: LogLine[]) {
-    return this.begun(() => this.engine.park.events.toldLog(this.ns, this.queue, workerId, lines));
+    return this.calls.begun(() => this.engine.park.events.toldLog(this.ns, this.queue, workerId, lines));
   }
 
   /** This queue's transition counters since the object started, its jobs finished lately and its pusher's figures (they live in its memory). */
   counters() {
-    return this.begun(() => {
+    return this.calls.begun(() => {
       const feed = this.engine.park.events;
       const [c] = feed.counters(this.ns, this.queue);
       return { since: feed.since, counts: c?.counts ?? null, recent: feed.recent(this.ns, this.queue), pushing: this.pushing.stats() };
@@ -344,7 +345,7 @@ export class QueueObject extends DurableObject<Env> {
 
   /** D1 rows read and written by this object so far (D1's own result metadata). */
   stats() {
-    return this.begun(() => ({
+    return this.calls.begun(() => ({
       ...this.rows,
       d1_ms: this.port.busyMs,
       shard: this.place.shard,
@@ -393,55 +394,5 @@ export class QueueObject extends DurableObject<Env> {
     if (this.alarmAt !== null && this.alarmAt <= deadline) return;
     this.alarmAt = deadline;
     void this.ctx.storage.setAlarm(deadline);
-  }
-
-  /** Items of a batch, each of this queue. */
-  private ofQueue<T>(items: T[]): (T & { queue: string })[] {
-    return items.map((it) => ({ ...it, queue: this.queue }));
-  }
-
-  /**
-   * A call that answers from the object's memory, once the object has started: any call but a
-   * move's fence and unfence starts it (shard-place.ts `prepare`), as one that reads its rows does.
-   */
-  private begun<T>(fn: () => T): T | Promise<T> {
-    return this.place.ready ? fn() : this.prepared(fn);
-  }
-
-  /**
-   * `fn` once the object has started (shard-place.ts `prepare`). Awaited here, not chained with
-   * `then`: a promise `fn` answers already rejected (a verb's bad input) then has its handler at
-   * once, where a `then` would adopt it a turn later and the runtime would call it unhandled.
-   */
-  private async prepared<T>(fn: () => T | Promise<T>): Promise<T> {
-    await this.place.prepare();
-    return await fn();
-  }
-
-  /** Runs a verb that may wait, under an AbortSignal that abortWait(waitId) fires. */
-  private waiting<T>(waitId: string | undefined, fn: (signal: AbortSignal | undefined) => Promise<T>) {
-    if (!waitId) return this.run(() => fn(undefined));
-    const w = this.callOffs.begin(waitId);
-    return this.run(() => fn(w.signal)).finally(w.end);
-  }
-
-  /**
-   * Runs one verb and answers it settled, counting calls for the benchmark. The object's first
-   * verb finds its shard and starts it; while a move fences it, the verb first looks whether the
-   * move has ended (shard-place.ts `prepare`).
-   */
-  private run<T>(fn: () => Promise<T>) {
-    const t0 = Date.now();
-    return settle(this.place.ready ? fn : () => this.prepared(fn))
-      .then((a) => {
-        // The newest point of its shard this object has written (or read): the client's way to
-        // read its own writes from a replica (bookmark.ts).
-        const b = this.port.bookmark;
-        return b && this.place.shard ? { ...a, bookmark: formatBookmark({ shard: this.place.shard, d1: b }) } : a;
-      })
-      .finally(() => {
-        this.rows.calls++;
-        this.rows.callMs += Date.now() - t0;
-      });
   }
 }
