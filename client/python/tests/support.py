@@ -110,7 +110,7 @@ def check_a_cancel_reaches_a_running_handler_within_moments(test: unittest.TestC
         return "saved"
 
     h = ls.SyncQueue("prompt", dispatch=d).submit("train")
-    t = threading.Thread(target=lambda: ls.run_worker(worker, "prompt", {"train": train}, once=True, lease=30))
+    t = threading.Thread(target=lambda: ls.run_worker(worker, "prompt", {"train": train}, once=True, lease=30), daemon=True)
     t.start()
     try:
         test.assertTrue(began.wait(10))

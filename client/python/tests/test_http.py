@@ -1336,7 +1336,7 @@ class Worker(unittest.TestCase):
         calls, flaky = always_failing()
         d.submit("q", ls.encode_envelope("flaky"), id="f")
         stop = threading.Event()
-        t = threading.Thread(target=ls.run_worker, args=(d, "q", {"flaky": flaky}), kwargs={"retries": 1, "stop": stop})
+        t = threading.Thread(target=ls.run_worker, args=(d, "q", {"flaky": flaky}), kwargs={"retries": 1, "stop": stop}, daemon=True)
         t.start()
         with self.assertRaises(ls.InvocationFailed) as cm:
             d.result("f", timeout=20)
@@ -1395,7 +1395,7 @@ class Worker(unittest.TestCase):
     def test_a_stopped_worker_calls_off_its_waiting_claim(self):
         d = client()
         stop = threading.Event()
-        t = threading.Thread(target=ls.run_worker, args=(d, "q", {}), kwargs={"stop": stop})
+        t = threading.Thread(target=ls.run_worker, args=(d, "q", {}), kwargs={"stop": stop}, daemon=True)
         t.start()
         wait_until(lambda: parked(d, "q") == 1, "the worker's claim to park")
         stop.set()

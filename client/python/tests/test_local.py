@@ -297,7 +297,7 @@ class LocalPlane(unittest.TestCase):
             return "stopped"
 
         cancelled = q.submit(train, "cancelled")
-        t = threading.Thread(target=lambda: ls.run_worker(q, registry={"train": train}, once=True, lease=0.6))
+        t = threading.Thread(target=lambda: ls.run_worker(q, registry={"train": train}, once=True, lease=0.6), daemon=True)
         t.start()
         deadline = time.time() + 5
         while cancelled.get()["state"] != "running" and time.time() < deadline:
@@ -351,7 +351,9 @@ class LocalPlane(unittest.TestCase):
 
         stop = threading.Event()
         registry = {"spin": spin, "waits": waits, "counts": counts, "fine": lambda: "next"}
-        t = threading.Thread(target=lambda: ls.run_worker(q, registry=registry, lease=0.6, stop=stop))
+        # A daemon: a handler the worker fails to stop (the bug this test is for) must not keep the
+        # test's process alive after its failure is said.
+        t = threading.Thread(target=lambda: ls.run_worker(q, registry=registry, lease=0.6, stop=stop), daemon=True)
         t.start()
         try:
             for fn in ("spin", "waits", "counts"):
