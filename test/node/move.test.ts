@@ -8,11 +8,11 @@ import { expect, it } from 'vitest';
 import { currentJob, encodeEnvelope, FrameKind, HttpDispatch, runWorker } from '../../client/local/index.ts';
 import { cli, planeEnv } from './setup/cli.ts';
 import { until } from '../support/wait.ts';
+import { STATES } from '../../src/core/states.ts';
 
 const N = 240;
 /** How many jobs the producers may be ahead of the worker. */
 const BACKLOG = 40;
-const STATES = ['delayed', 'queued', 'running', 'succeeded', 'failed', 'cancelled'] as const;
 
 it('moves a namespace with producers and a worker running throughout: every job once, counts equal, journals intact', async () => {
   const env = planeEnv('edge');
