@@ -51,23 +51,32 @@ function plainStore(): Store {
   };
 }
 
-let store: Store = plainStore();
-let loading: Promise<void> | null = null;
+/**
+ * The store, one for every copy of this module in a process. A process may hold two: the
+ * `lakeshore` CLI is a bundle of its own, and the handlers its worker runs import the package (or
+ * a checkout's sources); their `currentJob()` must find the job that the CLI's runtime runs.
+ */
+interface Shared {
+  store: Store;
+  loading: Promise<void> | null;
+}
+const SHARED = Symbol.for('lakeshore.job-context');
+const shared: Shared = ((globalThis as { [SHARED]?: Shared })[SHARED] ??= { store: plainStore(), loading: null });
 
 /** Uses AsyncLocalStorage where the runtime has it (runWorker calls this before its first job). */
 export function loadJobContext(): Promise<void> {
-  loading ??= import('node:async_hooks').then(
+  shared.loading ??= import('node:async_hooks').then(
     (m) => {
-      store = new m.AsyncLocalStorage<JobContext>();
+      shared.store = new m.AsyncLocalStorage<JobContext>();
     },
     () => {},
   );
-  return loading;
+  return shared.loading;
 }
 
 /** The job the calling handler is running for; throws outside a job. */
 /** The running job, or null outside one. */
-export const jobOrNull = (): JobContext | null => store.getStore() ?? null;
+export const jobOrNull = (): JobContext | null => shared.store.getStore() ?? null;
 
 const inherit = (job: JobContext) => job.origin;
 let originFor: (job: JobContext) => string | null = inherit;
@@ -89,9 +98,9 @@ export function originOf(job: JobContext | null): string | null {
 }
 
 export function currentJob(): JobContext {
-  const c = store.getStore();
+  const c = shared.store.getStore();
   if (!c) throw new Error('currentJob() called outside a lakeshore job');
   return c;
 }
 
-export const runInJob = <T>(ctx: JobContext, fn: () => T): T => store.run(ctx, fn);
+export const runInJob = <T>(ctx: JobContext, fn: () => T): T => shared.store.run(ctx, fn);

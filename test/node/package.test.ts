@@ -232,6 +232,29 @@ export default {
       }
     }, 120_000);
 
+    it("`npx lakeshore worker` runs a handler that imports the package: its currentJob() is the job the CLI's worker runs", async () => {
+      // The CLI is a bundle of its own, and the handler's import is the package's library: two
+      // copies of the worker's code in one process, which must agree on the running job.
+      writeFileSync(
+        join(project, 'whoami.mjs'),
+        "import { currentJob } from '@dreamlake/lakeshore';\nexport const whoami = async () => currentJob().id + ' ' + currentJob().attempt;\n",
+      );
+      const d = new HttpDispatch(plane.url, { token, namespace: 'tour' });
+      try {
+        const id = await d.submit('whoami', encodeEnvelope({ fn: 'whoami', args: [] }), { id: 'who-runs-me' });
+        const r = spawnSync('npx', ['lakeshore', 'worker', 'once', '--queue', 'whoami', '--module', './whoami.mjs'], {
+          cwd: project,
+          env: { ...env, LAKESHORE_URL: plane.url, LAKESHORE_TOKEN: token, LAKESHORE_NAMESPACE: 'tour' },
+          encoding: 'utf8',
+          timeout: 60_000,
+        });
+        expect(r.stderr).toContain('who-runs-me: succeeded');
+        expect(new TextDecoder().decode((await d.result(id, { timeoutMs: 5_000 }))!)).toBe('"who-runs-me 1"');
+      } finally {
+        await d.close();
+      }
+    });
+
     it('npx lakeshore talks to the plane', () => {
       const r = spawnSync('npx', ['lakeshore', 'stats', 'tour'], {
         cwd: project,
