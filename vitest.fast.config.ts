@@ -8,6 +8,7 @@ export const FAST_NODE = [
   'test/conformance/memory.test.ts',
   'test/conformance/python.test.ts',
   'test/node/cli-docs.test.ts',
+  'test/node/cli-bundle.test.ts',
   'test/node/sse.test.ts',
 ];
 

@@ -386,11 +386,13 @@ function stopWithLauncher(): void {
   watch.unref();
 }
 
-if (import.meta.main) {
+/** The CLI as the child that bin/lakeshore.mjs starts on an older Node (LAKESHORE_LAUNCHED=1): it exits with the command. */
+export async function asLaunched(): Promise<never> {
   if (process.env.LAKESHORE_LAUNCHED === '1') {
     delete process.env.LAKESHORE_LAUNCHED; // not for the processes it starts
     stopWithLauncher();
   }
-  const c = await main(process.argv.slice(2));
-  process.exit(c);
+  process.exit(await main(process.argv.slice(2)));
 }
+
+if (import.meta.main) await asLaunched();

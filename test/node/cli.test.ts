@@ -611,9 +611,9 @@ describe('an unreachable plane', () => {
 });
 
 describe('a worker whose parent is killed outright', () => {
-  /** Starts the CLI as bin/lakeshore.mjs does on an older Node (a child, LAKESHORE_LAUNCHED=1), under a stand-in launcher. */
+  /** Starts the CLI as bin/lakeshore.mjs does on an older Node (itself on Node 22, LAKESHORE_LAUNCHED=1), under a stand-in launcher. */
   function launched(args: string[]) {
-    const main = resolve(import.meta.dirname, '..', '..', 'client', 'cli', 'main.ts');
+    const main = resolve(import.meta.dirname, '..', '..', 'bin', 'lakeshore.mjs');
     const launcher = spawn(
       process.execPath,
       [
