@@ -6,10 +6,11 @@
 // client/cli/.main.bundle.mjs, beside main.ts, so that every path its modules find from their
 // own `import.meta.url` (the Python package, the checkout's root, the migrations, the worker's
 // frames in a stack) comes out as from the sources. A manifest beside it names the sources it
-// was built from and a hash of their contents: a start reads and hashes them (about 1 ms) and
-// builds again when any changed, so an edit, a checkout or a mutant is run as written. Both files
-// are git-ignored. Where no bundle can be made (no esbuild, a read-only checkout), the CLI runs
-// from its sources as before.
+// was built from and a hash of their contents: a start reads and hashes them (132 files, 700 KB:
+// about 5 ms) and builds again when any changed, so an edit, a checkout or a mutant is run as
+// written. Contents, not modification times: a file put back with its old time is still seen.
+// Both files are git-ignored. Where no bundle can be made (no esbuild, a read-only checkout), the
+// CLI runs from its sources as before.
 import { createHash } from 'node:crypto';
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';

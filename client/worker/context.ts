@@ -74,7 +74,6 @@ export function loadJobContext(): Promise<void> {
   return shared.loading;
 }
 
-/** The job the calling handler is running for; throws outside a job. */
 /** The running job, or null outside one. */
 export const jobOrNull = (): JobContext | null => shared.store.getStore() ?? null;
 
@@ -97,6 +96,7 @@ export function originOf(job: JobContext | null): string | null {
   return out;
 }
 
+/** The job the calling handler is running for; throws outside a job. */
 export function currentJob(): JobContext {
   const c = shared.store.getStore();
   if (!c) throw new Error('currentJob() called outside a lakeshore job');
